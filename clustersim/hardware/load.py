@@ -1,0 +1,216 @@
+"""hardware_profiles/*.yaml -> frozen specs. The single place where profile units are converted.
+
+Shipped profiles live in ``hardware_profiles/`` (``gpus.yaml``, ``fabrics.yaml``,
+``clusters.yaml``, each a mapping of name -> fields). Users add their own, for example the
+calibrated profile that ``clustersim validate`` writes, with ``add_profile_file(PATH)``, the
+``--profile FILE`` option, or the ``CLUSTERSIM_PROFILES`` environment variable
+(``os.pathsep``-separated files). Such a file holds any of the sections ``gpus:``, ``fabrics:``
+and ``clusters:``; its entries shadow shipped ones of the same name.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clustersim import units
+from clustersim.errors import InputError
+from clustersim.hardware.spec import DTYPES, FABRIC_KINDS, ClusterSpec, FabricSpec, GpuSpec
+
+SECTIONS = ("gpus", "fabrics", "clusters")
+_GPU_KEYS = {"description", "peak_TFLOPS", "vector_TFLOPS", "hbm_capacity_MiB", "hbm_capacity_GiB",
+             "hbm_bw_GBps", "l2_MiB", "num_sms", "tdp_W", "price_per_gpu_hour_usd"}
+_FABRIC_KEYS = {"kind", "description", "bw_GBps", "bw_Gbps", "efficiency", "latency_us",
+                "switch_latency_us", "nvls", "nvls_bw_GBps"}
+_CLUSTER_KEYS = {"description", "gpu", "gpus_per_node", "scale_up", "scale_out", "nics_per_node", "pcie",
+                 "nodes_per_leaf", "oversubscription", "host_memory_GiB", "nodes"}
+CLUSTER_OVERRIDE_KEYS = ("gpu", "gpus_per_node", "scale_up", "scale_out", "nics_per_node", "pcie",
+                         "nodes_per_leaf", "oversubscription", "host_memory_GiB")
+
+_user_files: list[Path] = []
+
+
+def shipped_profile_dir() -> Path:
+    """The shipped profiles: inside the installed package, else the repository's top level."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "data" / "hardware_profiles", here.parent / "hardware_profiles"):
+        if (candidate / "gpus.yaml").exists():
+            return candidate
+    raise FileNotFoundError("hardware_profiles/ not found next to the clustersim package")
+
+
+def add_profile_file(path: str | os.PathLike[str]) -> None:
+    """Register a user profile file (sections gpus/fabrics/clusters); later files win."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("--profile", str(path), "an existing YAML profile file")
+    _user_files.append(p.resolve())
+    _catalog.cache_clear()
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        with path.open() as f:
+            return yaml.safe_load(f) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(str(path), "invalid YAML", f"well-formed YAML ({exc})") from exc
+
+
+def _env_files() -> list[Path]:
+    raw = os.environ.get("CLUSTERSIM_PROFILES", "")
+    return [Path(p) for p in raw.split(os.pathsep) if p]
+
+
+@functools.lru_cache(maxsize=None)
+def _catalog_for(user_files: tuple[Path, ...]) -> dict[str, dict[str, dict[str, Any]]]:
+    cat: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in SECTIONS}
+    shipped = shipped_profile_dir()
+    for section in SECTIONS:
+        cat[section].update(_read_yaml(shipped / f"{section}.yaml"))
+    for path in user_files:
+        data = _read_yaml(path)
+        if not isinstance(data, Mapping) or not set(data) <= set(SECTIONS):
+            raise InputError(f"profile {path}", sorted(data) if isinstance(data, Mapping) else data,
+                             f"a mapping with sections {', '.join(SECTIONS)}")
+        for section, entries in data.items():
+            cat[section].update(entries or {})
+    return cat
+
+
+def _catalog() -> dict[str, dict[str, dict[str, Any]]]:
+    return _catalog_for(tuple(_env_files()) + tuple(_user_files))
+
+
+_catalog.cache_clear = _catalog_for.cache_clear  # type: ignore[attr-defined]
+
+
+def _entry(section: str, name: str) -> dict[str, Any]:
+    entries = _catalog()[section]
+    if name not in entries:
+        field = {"gpus": "gpu", "fabrics": "fabric", "clusters": "cluster.preset"}[section]
+        raise InputError(field, name, sorted(entries))
+    return dict(entries[name])
+
+
+def _check_keys(where: str, data: Mapping[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise InputError(f"{where}.{unknown[0]}", data[unknown[0]], f"keys {', '.join(sorted(allowed))}")
+
+
+def _positive(where: str, value: Any) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise InputError(where, value, "a positive number")
+    return float(value)
+
+
+def list_gpus() -> list[str]:
+    return sorted(_catalog()["gpus"])
+
+
+def list_fabrics() -> list[str]:
+    return sorted(_catalog()["fabrics"])
+
+
+def list_clusters() -> list[str]:
+    return sorted(_catalog()["clusters"])
+
+
+def describe(section: str, name: str) -> dict[str, Any]:
+    """The raw profile entry (for `clustersim list`)."""
+    return _entry(section, name)
+
+
+def load_gpu(name: str) -> GpuSpec:
+    d = _entry("gpus", name)
+    where = f"gpus.{name}"
+    _check_keys(where, d, _GPU_KEYS)
+    peaks = d.get("peak_TFLOPS") or {}
+    bad = sorted(set(peaks) - set(DTYPES))
+    if bad:
+        raise InputError(f"{where}.peak_TFLOPS.{bad[0]}", peaks[bad[0]], DTYPES)
+    if "hbm_capacity_MiB" in d:
+        capacity = int(_positive(f"{where}.hbm_capacity_MiB", d["hbm_capacity_MiB"]) * units.MiB)
+    else:
+        capacity = int(_positive(f"{where}.hbm_capacity_GiB", d.get("hbm_capacity_GiB")) * units.GiB)
+    return GpuSpec(
+        name=name,
+        peak_flops_per_s=tuple((k, _positive(f"{where}.peak_TFLOPS.{k}", v) * units.TFLOPS) for k, v in peaks.items()),
+        hbm_capacity_bytes=capacity,
+        hbm_bw_bytes_per_s=_positive(f"{where}.hbm_bw_GBps", d.get("hbm_bw_GBps")) * units.GB,
+        vector_flops_per_s=float(d.get("vector_TFLOPS", 0.0)) * units.TFLOPS,
+        l2_bytes=int(float(d.get("l2_MiB", 0)) * units.MiB),
+        num_sms=int(d.get("num_sms", 0)),
+        tdp_w=float(d.get("tdp_W", 0.0)),
+        price_per_gpu_hour_usd=float(d.get("price_per_gpu_hour_usd", 0.0)),
+        description=str(d.get("description", "")),
+    )
+
+
+def load_fabric(name: str) -> FabricSpec:
+    d = _entry("fabrics", name)
+    where = f"fabrics.{name}"
+    _check_keys(where, d, _FABRIC_KEYS)
+    if d.get("kind") not in FABRIC_KINDS:
+        raise InputError(f"{where}.kind", d.get("kind"), FABRIC_KINDS)
+    if "bw_Gbps" in d:
+        bw = _positive(f"{where}.bw_Gbps", d["bw_Gbps"]) * units.GBIT
+    else:
+        bw = _positive(f"{where}.bw_GBps", d.get("bw_GBps")) * units.GB
+    eff = _positive(f"{where}.efficiency", d.get("efficiency", 1.0))
+    if eff > 1:
+        raise InputError(f"{where}.efficiency", eff, "a fraction in (0, 1]")
+    return FabricSpec(
+        name=name,
+        kind=d["kind"],
+        bw_bytes_per_s=bw,
+        latency_s=_positive(f"{where}.latency_us", d.get("latency_us")) * units.US,
+        efficiency=eff,
+        switch_latency_s=float(d.get("switch_latency_us", 0.0)) * units.US,
+        nvls=bool(d.get("nvls", False)),
+        nvls_bw_bytes_per_s=float(d.get("nvls_bw_GBps", 0.0)) * units.GB,
+        description=str(d.get("description", "")),
+    )
+
+
+def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) -> ClusterSpec:
+    """Build a cluster from a preset plus contract overrides (gpu, gpus_per_node, scale_up, ...)."""
+    d = _entry("clusters", preset)
+    _check_keys(f"clusters.{preset}", d, _CLUSTER_KEYS)
+    for key, value in overrides.items():
+        if key not in CLUSTER_OVERRIDE_KEYS:
+            raise InputError(f"cluster.{key}", value, CLUSTER_OVERRIDE_KEYS)
+        if value is not None:
+            d[key] = value
+    nodes = num_nodes if num_nodes is not None else d.get("nodes", 1)
+    for key, value in (("nodes", nodes), ("gpus_per_node", d.get("gpus_per_node")),
+                       ("nics_per_node", d.get("nics_per_node", 1)), ("nodes_per_leaf", d.get("nodes_per_leaf", 32))):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InputError(f"cluster.{key}", value, "a positive integer")
+    oversub = _positive("cluster.oversubscription", d.get("oversubscription", 1.0))
+    if oversub < 1:
+        raise InputError("cluster.oversubscription", oversub, "a number >= 1 (1 = full bisection)")
+    return ClusterSpec(
+        name=preset,
+        gpu=load_gpu(d["gpu"]),
+        num_nodes=nodes,
+        gpus_per_node=d["gpus_per_node"],
+        scale_up=load_fabric(d["scale_up"]),
+        scale_out=load_fabric(d["scale_out"]),
+        nics_per_node=d.get("nics_per_node", 1),
+        nodes_per_leaf=d.get("nodes_per_leaf", 32),
+        oversubscription=oversub,
+        pcie=load_fabric(d["pcie"]) if d.get("pcie") else None,
+        host_memory_bytes=int(float(d.get("host_memory_GiB", 0)) * units.GiB),
+        description=str(d.get("description", "")),
+    )
+
+
+def with_nodes(cluster: ClusterSpec, num_nodes: int) -> ClusterSpec:
+    return replace(cluster, num_nodes=num_nodes)

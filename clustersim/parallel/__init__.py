@@ -1,0 +1,1 @@
+"""How the job is split: the layout (degrees), rank placement and pipeline schedules."""

@@ -1,0 +1,365 @@
+"""Scenario files (CONTRACT.md §1): YAML -> validated, frozen Scenario.
+
+Validation happens in two layers: pydantic checks each section's keys and types (unknown keys
+are errors), then ``_check_consistency`` checks what spans fields (the product rule, divisibility).
+Every failure is an InputError naming the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from clustersim.errors import InputError
+from clustersim.hardware.load import load_cluster
+from clustersim.hardware.spec import ClusterSpec
+from clustersim.parallel.layout import ParallelLayout
+from clustersim.workload.model_spec import ModelSpec
+from clustersim.workload.presets import MODEL_PRESETS
+
+DTYPES = ("bf16", "fp16", "fp8", "fp32")
+
+PosInt = Field(ge=1)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+
+
+class MoeSection(_Strict):
+    experts: int = Field(0, ge=0)
+    top_k: int = Field(0, ge=0)
+
+
+class ModelSection(_Strict):
+    preset: str | None = None
+    hf_config: str | None = None
+    name: str | None = None
+    layers: int | None = Field(None, ge=1)
+    hidden: int | None = Field(None, ge=1)
+    heads: int | None = Field(None, ge=1)
+    kv_heads: int | None = Field(None, ge=1)
+    ffn_hidden: int | None = Field(None, ge=1)
+    ffn_act: Literal["gelu", "swiglu"] | None = None
+    vocab: int | None = Field(None, ge=1)
+    seq_len: int | None = Field(None, ge=1)
+    moe: MoeSection | None = None
+    tie_embeddings: bool | None = None
+
+
+class ClusterSection(_Strict):
+    preset: str = "dgx-h100"
+    nodes: int = Field(1, ge=1)
+    gpu: str | None = None
+    gpus_per_node: int | None = Field(None, ge=1)
+    scale_up: str | None = None
+    scale_out: str | None = None
+    nics_per_node: int | None = Field(None, ge=1)
+    pcie: str | None = None
+    nodes_per_leaf: int | None = Field(None, ge=1)
+    oversubscription: float | None = Field(None, ge=1.0)
+
+
+class ParallelSection(_Strict):
+    tp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1)
+    dp: int | None = Field(None, ge=1)  # None: the GPUs left over after tp * pp * cp
+    cp: int = Field(1, ge=1)
+    ep: int = Field(1, ge=1)
+    sequence_parallel: bool = False
+    zero_stage: Literal[0, 1, 2, 3] = 0
+    micro_batch: int = Field(1, ge=1)
+    global_batch: int | None = Field(None, ge=1)  # None: dp * micro_batch * 4 * pp (documented default)
+    schedule: Literal["gpipe", "1f1b", "interleaved-1f1b"] = "1f1b"
+    virtual_stages: int = Field(1, ge=1)
+    recompute: Literal["none", "selective", "full"] = "none"
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    tp_comm_overlap: bool = False
+    dp_bucket_params: int = Field(0, ge=0)
+
+
+class TrainingSection(_Strict):
+    dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    optimizer: Literal["adam", "sgd"] = "adam"
+
+
+class ScenarioFile(_Strict):
+    name: str = "scenario"
+    model: ModelSection
+    cluster: ClusterSection = ClusterSection()
+    parallel: ParallelSection = ParallelSection()
+    training: TrainingSection = TrainingSection()
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingSpec:
+    dtype: str = "bf16"
+    optimizer: str = "adam"
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One training job on one cluster: application x execution x system."""
+
+    name: str
+    model: ModelSpec
+    cluster: ClusterSpec
+    parallel: ParallelLayout
+    training: TrainingSpec
+
+
+DEFAULT_SCENARIO_YAML = """\
+name: llama3-8b on 2 DGX H100 (embedded default)
+model: {preset: llama3-8b}
+cluster: {preset: dgx-h100, nodes: 2}
+parallel: {tp: 2, pp: 2, dp: 4, micro_batch: 1, global_batch: 64, schedule: 1f1b,
+           zero_stage: 1, sequence_parallel: true, recompute: selective}
+training: {dtype: bf16}
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# raw dict handling
+
+def read_scenario_dict(path: str | Path | None) -> dict[str, Any]:
+    """The scenario file as a plain dict (the embedded default when ``path`` is None)."""
+    if path is None:
+        return yaml.safe_load(DEFAULT_SCENARIO_YAML)
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("SCENARIO", str(path), "a path to an existing YAML scenario file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError("SCENARIO", str(path), f"well-formed YAML ({str(exc).splitlines()[0]})") from exc
+    if not isinstance(data, dict):
+        raise InputError("SCENARIO", str(path), "a YAML mapping with sections model, cluster, parallel, training")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], assignments: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Apply ``--set a.b=VALUE`` overrides (VALUE parsed as YAML) to a copy of ``data``."""
+    out = copy.deepcopy(data)
+    for item in assignments:
+        if "=" not in item:
+            raise InputError("--set", item, "KEY=VALUE with a dotted KEY such as parallel.tp=4")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else raw
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise InputError("--set", item, f"a key below a section; {part} is not a section")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def _allowed_for(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """The allowed keys of the section that ``loc`` points into."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            break
+        ann = field.annotation
+        for arg in getattr(ann, "__args__", (ann,)):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                current = arg
+                break
+    return ", ".join(getattr(current, "model_fields", {}))
+
+
+def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> InputError:
+    err = exc.errors()[0]
+    loc = tuple(err["loc"])
+    field = ".".join(str(p) for p in loc) or "scenario"
+    value = err.get("input")
+    if err["type"] == "extra_forbidden":
+        return InputError(field, value, f"unknown key; allowed keys: {_allowed_for(ScenarioFile, loc)}")
+    if err["type"] == "missing":
+        return InputError(field, None, "this field is required")
+    ctx = err.get("ctx") or {}
+    if "expected" in ctx:
+        allowed = f"one of {ctx['expected']}"
+    elif "ge" in ctx:
+        allowed = f"a number >= {ctx['ge']}"
+    else:
+        allowed = err["msg"]
+    return InputError(field, value, allowed)
+
+
+# ---------------------------------------------------------------------------------------------
+# model resolution
+
+def model_from_fields(name: str, fields: dict[str, Any]) -> ModelSpec:
+    moe = fields.get("moe") or {}
+    if hasattr(moe, "model_dump"):
+        moe = moe.model_dump()
+    return ModelSpec(
+        name=name,
+        layers=fields["layers"], hidden=fields["hidden"], heads=fields["heads"], vocab=fields["vocab"],
+        seq_len=fields["seq_len"], kv_heads=fields.get("kv_heads") or 0, ffn_hidden=fields.get("ffn_hidden") or 0,
+        ffn_act=fields.get("ffn_act") or "gelu", moe_experts=moe.get("experts", 0) or 0,
+        moe_top_k=moe.get("top_k", 0) or 0, tie_embeddings=bool(fields.get("tie_embeddings") or False),
+    )
+
+
+def read_hf_config(path: str) -> dict[str, Any]:
+    """Fields of a Hugging Face style ``config.json`` (Llama/Mistral/Mixtral/GPT-2 key names)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("model.hf_config", path, "a path to an existing config.json")
+    try:
+        cfg = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError("model.hf_config", path, f"valid JSON ({exc})") from exc
+
+    def first(*keys: str) -> Any:
+        for k in keys:
+            if k in cfg:
+                return cfg[k]
+        return None
+
+    fields = {
+        "layers": first("num_hidden_layers", "n_layer"),
+        "hidden": first("hidden_size", "n_embd"),
+        "heads": first("num_attention_heads", "n_head"),
+        "kv_heads": first("num_key_value_heads"),
+        "ffn_hidden": first("intermediate_size", "n_inner"),
+        "vocab": first("vocab_size"),
+        "seq_len": first("max_position_embeddings", "n_positions", "seq_length"),
+        "tie_embeddings": first("tie_word_embeddings"),
+    }
+    act = str(first("hidden_act", "activation_function") or "gelu")
+    fields["ffn_act"] = "swiglu" if act in ("silu", "swiglu") else "gelu"
+    experts = first("num_local_experts", "num_experts", "n_routed_experts")
+    if experts:
+        fields["moe"] = {"experts": experts, "top_k": first("num_experts_per_tok", "moe_top_k") or 2}
+    missing = [k for k in ("layers", "hidden", "heads", "vocab", "seq_len") if fields[k] is None]
+    if missing:
+        raise InputError("model.hf_config", path, f"a config.json with {', '.join(missing)} "
+                         "(num_hidden_layers, hidden_size, num_attention_heads, vocab_size, max_position_embeddings)")
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _resolve_model(section: ModelSection) -> ModelSpec:
+    fields: dict[str, Any] = {}
+    name = section.name or section.preset or "custom"
+    if section.preset is not None:
+        if section.preset not in MODEL_PRESETS:
+            raise InputError("model.preset", section.preset, sorted(MODEL_PRESETS))
+        fields.update(MODEL_PRESETS[section.preset])
+    if section.hf_config is not None:
+        fields.update(read_hf_config(section.hf_config))
+        name = section.name or Path(section.hf_config).parent.name or "hf-model"
+    explicit = section.model_dump(exclude_none=True, exclude={"preset", "hf_config", "name"})
+    fields.update(explicit)
+    for key in ("layers", "hidden", "heads", "vocab", "seq_len"):
+        if key not in fields:
+            raise InputError(f"model.{key}", None,
+                             f"required unless model.preset is given (presets: {', '.join(sorted(MODEL_PRESETS))})")
+    return model_from_fields(name, fields)
+
+
+# ---------------------------------------------------------------------------------------------
+# consistency
+
+def _check_consistency(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) -> None:
+    gpus = cluster.num_gpus
+    if par.num_gpus != gpus:
+        raise InputError(
+            "parallel", f"tp({par.tp}) * pp({par.pp}) * cp({par.cp}) * dp({par.dp}) = {par.num_gpus}",
+            f"a product equal to the GPU count: cluster.nodes({cluster.num_nodes}) * "
+            f"gpus_per_node({cluster.gpus_per_node}) = {gpus}")
+    if model.heads % par.tp:
+        raise InputError("parallel.tp", par.tp, f"a divisor of model.heads ({model.heads})")
+    if model.kv_heads % par.tp and par.tp % model.kv_heads:
+        raise InputError("parallel.tp", par.tp,
+                         f"a divisor or multiple of model.kv_heads ({model.kv_heads})")
+    if model.hidden % model.heads:
+        raise InputError("model.hidden", model.hidden, f"a multiple of model.heads ({model.heads})")
+    if model.ffn_hidden % par.tp:
+        raise InputError("parallel.tp", par.tp, f"a divisor of model.ffn_hidden ({model.ffn_hidden})")
+    stages = par.pp * par.virtual_stages
+    if model.layers < stages:
+        raise InputError("parallel.pp", par.pp,
+                         f"pp * virtual_stages ({stages}) <= model.layers ({model.layers})")
+    if par.virtual_stages > 1 and par.schedule != "interleaved-1f1b":
+        raise InputError("parallel.virtual_stages", par.virtual_stages,
+                         "1 unless parallel.schedule is interleaved-1f1b")
+    if par.schedule == "interleaved-1f1b" and par.pp == 1:
+        raise InputError("parallel.schedule", par.schedule, "gpipe or 1f1b when pp = 1")
+    per_replica = par.global_batch / par.dp
+    if par.global_batch % (par.dp * par.micro_batch):
+        raise InputError("parallel.micro_batch", par.micro_batch,
+                         f"a divisor of the per-replica batch global_batch/dp = {par.global_batch}/{par.dp}"
+                         f" = {per_replica:g} (global_batch must be a multiple of dp * micro_batch)")
+    if par.schedule == "interleaved-1f1b" and par.num_micro_batches % par.pp:
+        raise InputError("parallel.global_batch", par.global_batch,
+                         f"a batch whose micro-batch count ({par.num_micro_batches}) is a multiple of pp ({par.pp}),"
+                         " as the interleaved schedule requires")
+    if model.seq_len % (2 * par.cp) and par.cp > 1:
+        raise InputError("parallel.cp", par.cp, f"a cp with model.seq_len ({model.seq_len}) divisible by 2 * cp")
+    if par.sequence_parallel and model.seq_len % par.tp:
+        raise InputError("parallel.sequence_parallel", True, f"false, or tp dividing model.seq_len ({model.seq_len})")
+    if par.ep > 1:
+        if not model.is_moe:
+            raise InputError("parallel.ep", par.ep, "1 for a dense model (model.moe.experts = 0)")
+        if model.moe_experts % par.ep or (par.dp * par.cp) % par.ep:
+            raise InputError("parallel.ep", par.ep,
+                             f"a divisor of model.moe.experts ({model.moe_experts}) and of dp * cp ({par.dp * par.cp})")
+    if model.is_moe and not 1 <= model.moe_top_k <= model.moe_experts:
+        raise InputError("model.moe.top_k", model.moe_top_k, f"1..{model.moe_experts}")
+
+
+def scenario_from_dict(data: dict[str, Any]) -> Scenario:
+    """Validate a raw scenario dict and build the frozen Scenario. Raises InputError."""
+    if not isinstance(data, dict):
+        raise InputError("scenario", type(data).__name__, "a mapping")
+    try:
+        raw = ScenarioFile.model_validate(data)
+    except ValidationError as exc:
+        raise _pydantic_to_input_error(exc, data) from None
+    model = _resolve_model(raw.model)
+    c = raw.cluster
+    cluster = load_cluster(c.preset, c.nodes, **c.model_dump(exclude={"preset", "nodes"}, exclude_none=True))
+    p = raw.parallel
+    if p.dp is None:
+        denom = p.tp * p.pp * p.cp
+        if cluster.num_gpus % denom:
+            raise InputError("parallel", f"tp({p.tp}) * pp({p.pp}) * cp({p.cp}) = {denom}",
+                             f"a divisor of the GPU count {cluster.num_gpus} (dp is left out)")
+        dp = cluster.num_gpus // denom
+    else:
+        dp = p.dp
+    global_batch = p.global_batch if p.global_batch is not None else dp * p.micro_batch * max(1, p.pp) * 4
+    par = ParallelLayout(**{**p.model_dump(), "dp": dp, "global_batch": global_batch})
+    if par.tp > cluster.gpus_per_node and cluster.gpus_per_node % par.tp and par.tp % cluster.gpus_per_node:
+        raise InputError("parallel.tp", par.tp, f"a divisor or multiple of gpus_per_node ({cluster.gpus_per_node})")
+    if raw.training.dtype not in cluster.gpu.dtypes:
+        raise InputError("training.dtype", raw.training.dtype,
+                         f"a dtype that {cluster.gpu.name} has: {', '.join(cluster.gpu.dtypes)}")
+    _check_consistency(model, cluster, par)
+    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer)
+    return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training)
+
+
+def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Read, override and validate a scenario (the embedded default when ``path`` is None)."""
+    return scenario_from_dict(apply_overrides(read_scenario_dict(path), list(overrides)))

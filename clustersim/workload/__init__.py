@@ -1,0 +1,1 @@
+"""What is trained: the model (ModelSpec), its presets, and its per-layer cost."""
