@@ -25,7 +25,7 @@ from clustersim.hardware.spec import DTYPES, FABRIC_KINDS, ClusterSpec, FabricSp
 
 SECTIONS = ("gpus", "fabrics", "clusters")
 _GPU_KEYS = {"description", "peak_TFLOPS", "vector_TFLOPS", "hbm_capacity_MiB", "hbm_capacity_GiB",
-             "hbm_bw_GBps", "l2_MiB", "num_sms", "tdp_W", "price_per_gpu_hour_usd"}
+             "hbm_bw_GBps", "l2_MiB", "num_sms", "tdp_W", "price_per_gpu_hour_usd", "gemm_efficiency"}
 _FABRIC_KEYS = {"kind", "description", "bw_GBps", "bw_Gbps", "efficiency", "latency_us",
                 "switch_latency_us", "nvls", "nvls_bw_GBps"}
 _CLUSTER_KEYS = {"description", "gpu", "gpus_per_node", "scale_up", "scale_out", "nics_per_node", "pcie",
@@ -149,6 +149,7 @@ def load_gpu(name: str) -> GpuSpec:
         num_sms=int(d.get("num_sms", 0)),
         tdp_w=float(d.get("tdp_W", 0.0)),
         price_per_gpu_hour_usd=float(d.get("price_per_gpu_hour_usd", 0.0)),
+        gemm_efficiency=float(d.get("gemm_efficiency", 0.0)),
         description=str(d.get("description", "")),
     )
 

@@ -25,6 +25,9 @@ class GpuSpec:
     num_sms: int = 0
     tdp_w: float = 0.0
     price_per_gpu_hour_usd: float = 0.0
+    # > 0: a fixed fraction of peak that GEMMs reach, fitted by `clustersim validate` for a
+    # calibrated profile; 0: the shape-dependent GEMM efficiency model of clustersim.compute.
+    gemm_efficiency: float = 0.0
     description: str = ""
 
     def peak(self, dtype: str) -> float:
