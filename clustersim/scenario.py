@@ -280,13 +280,19 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
 # ---------------------------------------------------------------------------------------------
 # consistency
 
-def _check_consistency(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) -> None:
+def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) -> None:
+    """Raise InputError unless ``par`` is a layout the loader accepts for ``model`` on ``cluster``.
+
+    Pure and cheap (no pydantic): `clustersim sweep` relies on it to agree with the loader.
+    """
     gpus = cluster.num_gpus
     if par.num_gpus != gpus:
         raise InputError(
             "parallel", f"tp({par.tp}) * pp({par.pp}) * cp({par.cp}) * dp({par.dp}) = {par.num_gpus}",
             f"a product equal to the GPU count: cluster.nodes({cluster.num_nodes}) * "
             f"gpus_per_node({cluster.gpus_per_node}) = {gpus}")
+    if par.tp > cluster.gpus_per_node and par.tp % cluster.gpus_per_node:
+        raise InputError("parallel.tp", par.tp, f"a divisor or multiple of gpus_per_node ({cluster.gpus_per_node})")
     if model.heads % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.heads ({model.heads})")
     if model.kv_heads % par.tp and par.tp % model.kv_heads:
@@ -328,6 +334,9 @@ def _check_consistency(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayo
         raise InputError("model.moe.top_k", model.moe_top_k, f"1..{model.moe_experts}")
 
 
+_check_consistency = check_layout  # the former private name
+
+
 def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     """Validate a raw scenario dict and build the frozen Scenario. Raises InputError."""
     if not isinstance(data, dict):
@@ -350,12 +359,10 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         dp = p.dp
     global_batch = p.global_batch if p.global_batch is not None else dp * p.micro_batch * max(1, p.pp) * 4
     par = ParallelLayout(**{**p.model_dump(), "dp": dp, "global_batch": global_batch})
-    if par.tp > cluster.gpus_per_node and cluster.gpus_per_node % par.tp and par.tp % cluster.gpus_per_node:
-        raise InputError("parallel.tp", par.tp, f"a divisor or multiple of gpus_per_node ({cluster.gpus_per_node})")
     if raw.training.dtype not in cluster.gpu.dtypes:
         raise InputError("training.dtype", raw.training.dtype,
                          f"a dtype that {cluster.gpu.name} has: {', '.join(cluster.gpu.dtypes)}")
-    _check_consistency(model, cluster, par)
+    check_layout(model, cluster, par)
     training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer)
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training)
 

@@ -1,0 +1,126 @@
+"""Where sweep tasks run: in this process, a local process pool, or a Dask cluster.
+
+Every executor has one method, ``run(fn, items, on_done)``: it calls ``fn(item)`` for each item,
+calls ``on_done(index)`` as each finishes (in completion order, for the progress bar) and returns
+the results in the order of ``items``. Results therefore never depend on which worker finished
+first, and the sweep's final sort (clustersim.sweep.rank) fixes the order of equal results.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, Protocol
+
+from clustersim.errors import InputError
+
+EXECUTORS = ("local", "dask", "serial")
+OnDone = Callable[[int], None]
+
+
+class Executor(Protocol):
+    def run(self, fn: Callable[[Any], Any], items: Sequence[Any], on_done: OnDone | None = None) -> list[Any]: ...
+
+    def close(self) -> None: ...
+
+
+class SerialExecutor:
+    """In this process: no start-up cost, for small sweeps and tests."""
+
+    workers = 1
+
+    def run(self, fn: Callable[[Any], Any], items: Sequence[Any], on_done: OnDone | None = None) -> list[Any]:
+        out = []
+        for i, item in enumerate(items):
+            out.append(fn(item))
+            if on_done:
+                on_done(i)
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class LocalExecutor:
+    """A ``concurrent.futures.ProcessPoolExecutor`` of ``workers`` processes (default: all cores).
+
+    Processes are started with "spawn": a fresh interpreter is safe whatever threads this process
+    runs (the progress bar has one), and behaves the same on Linux, macOS and Windows.
+    """
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or os.cpu_count() or 1
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def run(self, fn: Callable[[Any], Any], items: Sequence[Any], on_done: OnDone | None = None) -> list[Any]:
+        futures = {self._pool.submit(fn, item): i for i, item in enumerate(items)}
+        out: list[Any] = [None] * len(items)
+        for fut in as_completed(futures):
+            i = futures[fut]
+            out[i] = fut.result()
+            if on_done:
+                on_done(i)
+        return out
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskExecutor:
+    """Dask ``distributed``: a running scheduler at ``address`` (``tcp://host:8786``), or a
+    ``LocalCluster`` of ``workers`` single-threaded processes when no address is given.
+
+    Workers must be able to import clustersim (install it on every worker machine).
+    """
+
+    def __init__(self, address: str | None = None, workers: int | None = None) -> None:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise InputError("--executor", "dask",
+                             "local, or install Dask first: pip install 'clustersim[dask]'") from None
+        self._cluster = None
+        if address:
+            try:
+                self._client = Client(address, timeout="10s")
+            except (OSError, TimeoutError) as exc:
+                raise InputError("--scheduler", address, f"the address of a running Dask scheduler ({exc})") from None
+        else:
+            self._cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                                         processes=True, dashboard_address=None)
+            self._client = Client(self._cluster)
+        self.workers = max(1, sum(self._client.nthreads().values()))
+
+    def run(self, fn: Callable[[Any], Any], items: Sequence[Any], on_done: OnDone | None = None) -> list[Any]:
+        from distributed import as_completed as dask_as_completed
+
+        # pure=False: a task is never skipped as a duplicate of another; key order is irrelevant.
+        futures = self._client.map(fn, list(items), pure=False)
+        index = {fut.key: i for i, fut in enumerate(futures)}
+        out: list[Any] = [None] * len(items)
+        for fut in dask_as_completed(futures):
+            i = index[fut.key]
+            out[i] = fut.result()
+            if on_done:
+                on_done(i)
+        return out
+
+    def close(self) -> None:
+        self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+def make_executor(kind: str, scheduler: str | None = None, workers: int | None = None) -> Executor:
+    """The executor named on the command line (``--executor``, ``--scheduler``, ``--workers``)."""
+    if kind not in EXECUTORS:
+        raise InputError("--executor", kind, EXECUTORS)
+    if scheduler and kind != "dask":
+        raise InputError("--scheduler", scheduler, "only together with --executor dask")
+    if kind == "dask":
+        return DaskExecutor(scheduler, workers)
+    if kind == "serial" or workers == 1:
+        return SerialExecutor()
+    return LocalExecutor(workers)

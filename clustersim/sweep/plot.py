@@ -1,0 +1,81 @@
+"""Plots of a sweep (throughput against peak memory, Pareto front marked) and of a comparison.
+
+matplotlib's Agg backend (no display needed); written atomically through sweep.output.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from clustersim.errors import InputError
+from clustersim.sweep.output import atomic_write, check_writable_dir
+
+GiB = 2**30
+
+
+def check_plot_path(path: str | os.PathLike[str], option: str = "--plot") -> None:
+    from pathlib import Path
+
+    p = Path(path)
+    if p.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise InputError(option, str(path), "a file name ending in .png, .svg or .pdf")
+    check_writable_dir(p, option)
+
+
+def _figure() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: str | os.PathLike[str]) -> None:
+    fmt = str(path).rsplit(".", 1)[-1].lower()
+    # No "Software"/date metadata: identical sweeps give identical files.
+    metadata = {"Software": None} if fmt == "png" else {"Creator": None} if fmt == "svg" else {"Producer": None}
+    atomic_write(path, lambda f: fig.savefig(f, format=fmt, dpi=120, metadata=metadata))
+
+
+def plot_sweep(path: str | os.PathLike[str], peak_bytes: Sequence[float], tokens_per_s: Sequence[float],
+               front_peak_bytes: Sequence[float], front_tokens_per_s: Sequence[float],
+               capacity_bytes: float, title: str, best: tuple[float, float] | None = None) -> None:
+    """Every feasible layout as a dot, the Pareto front as a line, the memory capacity as a rule."""
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.scatter([b / GiB for b in peak_bytes], tokens_per_s, s=4, alpha=0.35, color="tab:blue",
+               label=f"feasible layouts ({len(peak_bytes)})", rasterized=True)
+    ax.plot([b / GiB for b in front_peak_bytes], front_tokens_per_s, "-o", color="tab:red", ms=4,
+            label=f"Pareto front ({len(front_peak_bytes)})")
+    if best is not None:
+        ax.plot([best[0] / GiB], [best[1]], "*", color="black", ms=12, label="best (re-ranked)")
+    ax.axvline(capacity_bytes / GiB, color="grey", ls="--", lw=1, label="GPU memory")
+    ax.set_xlabel("peak memory per GPU (GiB)")
+    ax.set_ylabel("tokens/s (closed-form estimate)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_compare(path: str | os.PathLike[str], rows: Sequence[dict[str, Any]], title: str) -> None:
+    """Time to train against cost, one point per cluster and size."""
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for row in rows:
+        days = row["time_to_train_s"] / 86400
+        ax.plot([days], [row["cost_usd"]], "o", ms=7)
+        ax.annotate(f"{row['cluster']} x{row['nodes']}", (days, row["cost_usd"]), textcoords="offset points",
+                    xytext=(5, 5), fontsize=8)
+    ax.set_xlabel("time to train (days)")
+    ax.set_ylabel("cost (USD)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)

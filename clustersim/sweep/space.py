@@ -1,0 +1,201 @@
+"""The search space of `clustersim sweep`: every parallel layout the scenario loader accepts.
+
+A layout is enumerated in two levels. The *shape* fixes the GPU grid (tp, cp, pp, dp, ep): it
+decides which weights, optimizer states and collectives a GPU has. The *options* (micro-batch,
+ZeRO stage, recompute, sequence parallelism, schedule, virtual stages) vary inside a shape.
+
+Rules, each one the loader's own (``clustersim.scenario.check_layout``) unless marked:
+- ``tp * cp * pp * dp`` is the GPU count;
+- ``tp`` divides heads and ffn_hidden, and divides or is a multiple of kv_heads;
+- [sweep] TP stays inside a node (``tp`` divides gpus_per_node), as Megatron-LM recommends
+  (Narayanan et al. 2021, arXiv 2104.04473, §3.3 "Takeaway #1": tensor parallelism up to the
+  GPUs of one server) unless ``allow_tp_across_nodes``, which admits multiples of gpus_per_node;
+- ``pp * virtual_stages <= layers`` (stages may differ by one layer; see CONTRACT §1);
+- ``global_batch`` is a multiple of ``dp * micro_batch``;
+- the interleaved schedule needs ``pp > 1`` and a micro-batch count that is a multiple of pp;
+- ``cp > 1`` needs ``seq_len`` divisible by ``2 * cp`` (load-balanced causal split);
+- sequence parallelism needs ``tp`` dividing ``seq_len``;
+- for MoE models ``ep`` divides the expert count and ``dp * cp``; dense models have ``ep = 1``.
+
+Symmetry pruning: options that name the *same* computation as another enumerated layout are
+left out, so every distinct job is evaluated once. Each rule is exact (the two layouts run the
+same kernels and collectives), and ``tests/sweep/test_space.py`` checks that the loader accepts
+both and, once the cost model is there, that both estimate to the same step time:
+- S1 ``sequence_parallel=True`` with ``tp = 1``: SP splits the TP group's sequence, a group of
+  one splits nothing (Korthikanti et al. 2022, arXiv 2205.05198, §4.2.2).
+- S2 ``zero_stage > 0`` with ``dp = cp = 1``: ZeRO partitions states over the data-parallel
+  replicas (Rajbhandari et al. 2020, arXiv 1910.02054, §5); with a single replica there is
+  nothing to partition or gather.
+- S3 ``gpipe`` with ``pp = 1`` or with a single micro-batch: without a pipeline, or with one
+  micro-batch, GPipe and 1F1B issue the same actions in the same order (Narayanan et al. 2021,
+  §2.2.1: 1F1B differs from GPipe only in when later micro-batches' backward passes run).
+- S4 ``interleaved-1f1b`` with ``virtual_stages = 1``: one chunk per rank is plain 1F1B
+  (Narayanan et al. 2021, §2.2.2); the loader already rejects virtual_stages > 1 without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from clustersim.hardware.spec import ClusterSpec
+from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout
+from clustersim.workload.model_spec import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSpace:
+    """Which option values a sweep may pick; degrees (tp, cp, pp, dp, ep) are always searched."""
+
+    zero_stages: tuple[int, ...] = ZERO_STAGES
+    recompute: tuple[str, ...] = RECOMPUTE
+    schedules: tuple[str, ...] = SCHEDULES
+    sequence_parallel: tuple[bool, ...] = (False, True)
+    allow_tp_across_nodes: bool = False
+    max_cp: int = 0  # 0: no limit; cp only pays off for long sequences, a user may cap it
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The GPU grid of a layout: ``tp * cp * pp * dp`` GPUs, ``ep`` dividing ``dp * cp``."""
+
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    ep: int = 1
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of ``n`` in ascending order."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+def _tp_allowed(model: ModelSpec, cluster: ClusterSpec, tp: int, space: SearchSpace) -> bool:
+    if model.heads % tp or model.ffn_hidden % tp:
+        return False
+    if model.kv_heads % tp and tp % model.kv_heads:
+        return False
+    gpn = cluster.gpus_per_node
+    if tp <= gpn:
+        return gpn % tp == 0
+    return space.allow_tp_across_nodes and tp % gpn == 0
+
+
+def shapes(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
+           space: SearchSpace = SearchSpace()) -> list[Shape]:
+    """Every GPU grid that admits at least one valid micro-batch, in canonical order."""
+    gpus = cluster.num_gpus
+    out: list[Shape] = []
+    for tp in divisors(gpus):
+        if not _tp_allowed(model, cluster, tp, space):
+            continue
+        for cp in divisors(gpus // tp):
+            if cp > 1 and model.seq_len % (2 * cp):
+                continue
+            if space.max_cp and cp > space.max_cp:
+                continue
+            for pp in divisors(gpus // (tp * cp)):
+                if pp > model.layers:
+                    continue
+                dp = gpus // (tp * cp * pp)
+                if global_batch % dp:
+                    continue
+                eps = [e for e in divisors(model.moe_experts) if dp * cp % e == 0] if model.is_moe else [1]
+                out.extend(Shape(tp, cp, pp, dp, ep) for ep in eps)
+    return out
+
+
+def _schedules(shape: Shape, num_micro_batches: int, layers: int,
+               space: SearchSpace) -> list[tuple[str, int]]:
+    """(schedule, virtual_stages) pairs valid for this shape and micro-batch count (S3, S4)."""
+    out: list[tuple[str, int]] = []
+    pipelined = shape.pp > 1 and num_micro_batches > 1
+    for schedule in SCHEDULES:
+        if schedule not in space.schedules:
+            continue
+        if schedule == "gpipe":
+            if pipelined or "1f1b" not in space.schedules:  # S3
+                out.append((schedule, 1))
+        elif schedule == "1f1b":
+            out.append((schedule, 1))
+        elif shape.pp > 1 and num_micro_batches % shape.pp == 0:
+            out.extend((schedule, v) for v in range(2, layers // shape.pp + 1))  # S4: v >= 2
+    return out
+
+
+def micro_batch_sizes(shape: Shape, global_batch: int) -> list[int]:
+    """Micro-batch sizes of a shape: the divisors of the per-replica batch."""
+    return divisors(global_batch // shape.dp)
+
+
+def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
+                  space: SearchSpace = SearchSpace(),
+                  micro_batches: tuple[int, ...] | None = None) -> list[ParallelLayout]:
+    """Every layout of one shape, in canonical order (see ``layout_key``).
+
+    ``template`` supplies what the sweep does not search: global_batch and the overlap flags.
+    ``micro_batches`` restricts the micro-batch sizes (a task's share of the shape).
+    """
+    per_replica = template.global_batch // shape.dp
+    sps = [sp for sp in space.sequence_parallel
+           if not sp or (shape.tp > 1 and model.seq_len % shape.tp == 0)]
+    if shape.tp == 1 and False in space.sequence_parallel:
+        sps = [False]  # S1
+    zeros = list(space.zero_stages) if shape.dp * shape.cp > 1 else [0]  # S2
+    out: list[ParallelLayout] = []
+    for mb in micro_batches if micro_batches is not None else divisors(per_replica):
+        nmb = per_replica // mb
+        scheds = _schedules(shape, nmb, model.layers, space)
+        for zero in zeros:
+            for recompute in space.recompute:
+                for sp in sps:
+                    for schedule, v in scheds:
+                        out.append(ParallelLayout(
+                            tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
+                            sequence_parallel=sp, zero_stage=zero, micro_batch=mb,
+                            global_batch=template.global_batch, schedule=schedule, virtual_stages=v,
+                            recompute=recompute, overlap_grad_reduce=template.overlap_grad_reduce,
+                            overlap_param_gather=template.overlap_param_gather,
+                            tp_comm_overlap=template.tp_comm_overlap,
+                            dp_bucket_params=template.dp_bucket_params))
+    return out
+
+
+def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayout,
+                      space: SearchSpace = SearchSpace()) -> Iterator[ParallelLayout]:
+    """Every valid layout (after symmetry pruning), shape by shape, in canonical order."""
+    for shape in shapes(model, cluster, template.global_batch, space):
+        yield from shape_layouts(model, shape, template, space)
+
+
+def count_shape_layouts(model: ModelSpec, shape: Shape, global_batch: int, micro_batch: int,
+                        space: SearchSpace = SearchSpace()) -> int:
+    """len(shape_layouts(...)) for one micro-batch size, without building the layouts."""
+    if shape.tp == 1 and False in space.sequence_parallel:
+        sps = 1
+    else:
+        sps = sum(1 for sp in space.sequence_parallel
+                  if not sp or (shape.tp > 1 and model.seq_len % shape.tp == 0))
+    zeros = len(space.zero_stages) if shape.dp * shape.cp > 1 else 1
+    nsched = len(_schedules(shape, global_batch // (shape.dp * micro_batch), model.layers, space))
+    return zeros * len(space.recompute) * sps * nsched
+
+
+def count_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayout,
+                  space: SearchSpace = SearchSpace()) -> int:
+    """len(list(enumerate_layouts(...))) without building the layouts."""
+    gb = template.global_batch
+    return sum(count_shape_layouts(model, shape, gb, mb, space)
+               for shape in shapes(model, cluster, gb, space) for mb in micro_batch_sizes(shape, gb))
+
+
+_SCHEDULE_INDEX = {name: i for i, name in enumerate(SCHEDULES)}
+_RECOMPUTE_INDEX = {name: i for i, name in enumerate(RECOMPUTE)}
+
+
+def layout_key(p: ParallelLayout) -> tuple[int, ...]:
+    """The canonical sort key of a layout: degrees first, then options, all as integers."""
+    return (p.tp, p.cp, p.pp, p.dp, p.ep, p.micro_batch, p.zero_stage, _RECOMPUTE_INDEX[p.recompute],
+            int(p.sequence_parallel), _SCHEDULE_INDEX[p.schedule], p.virtual_stages)
