@@ -21,19 +21,23 @@ import numpy as np
 
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.scenario import Scenario
-from clustersim.sweep.space import SearchSpace, Shape, layout_key, shape_layouts
+from clustersim.sweep.space import SearchSpace, Shape
 
 ESTIMATE = "clustersim.api:estimate"
 SIMULATE = "clustersim.api:simulate"
-MEMORY_CHECK = "clustersim.sweep.prune:fits_in_memory"
+SCREEN = "clustersim.sweep.screen:screen_shape"
 
-# A task's result is a float64 table, one row per layout: the canonical key (space.layout_key,
-# small integers, exact in float64), then the metrics (fits as 0/1; NaN times where memory-pruned).
+# The sweep's table, one float64 row per layout: the canonical key (space.layout_key, small
+# integers, exact in float64), the screen's columns, then the closed form's (NaN where it did
+# not run: the layout does not fit, or its bound shows it cannot matter).
 KEY_FIELDS = ("tp", "cp", "pp", "dp", "ep", "micro_batch", "zero_stage", "recompute", "sequence_parallel",
               "schedule", "virtual_stages")
-METRIC_FIELDS = ("fits", "peak_bytes_per_gpu", "step_time_s", "tokens_per_s", "mfu")
-COLUMNS = KEY_FIELDS + METRIC_FIELDS
+SCREEN_FIELDS = ("fits", "peak_bytes_per_gpu", "bound_step_time_s")
+ESTIMATE_FIELDS = ("step_time_s", "tokens_per_s", "mfu")
+COLUMNS = KEY_FIELDS + SCREEN_FIELDS + ESTIMATE_FIELDS
 COL = {name: i for i, name in enumerate(COLUMNS)}
+# What a StepReport gives, for the closed form and the event engine alike.
+METRIC_FIELDS = ("fits", "peak_bytes_per_gpu", "step_time_s", "tokens_per_s", "mfu")
 NAN = math.nan
 
 
@@ -45,7 +49,7 @@ class SweepSpec:
     space: SearchSpace = SearchSpace()
     estimator: str = ESTIMATE
     simulator: str = SIMULATE
-    memory_check: str | None = MEMORY_CHECK  # "module:function"(scenario) -> (fits, peak_bytes); None: off
+    screener: str = SCREEN  # "module:function"(scenario, shape, micro_batches, space) -> rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,44 +73,27 @@ def layout_from_key(key: tuple[int, ...], template: ParallelLayout) -> ParallelL
                    virtual_stages=v)
 
 
-def report_metrics(report: Any) -> tuple[Any, ...]:
+def report_metrics(report: Any) -> tuple[float, ...]:
     """METRIC_FIELDS of a StepReport."""
     mem = report.memory
-    return (bool(mem.fits), int(mem.peak_bytes_per_gpu), float(report.step_time_s),
+    return (float(bool(mem.fits)), float(mem.peak_bytes_per_gpu), float(report.step_time_s),
             float(report.tokens_per_s), float(report.mfu))
 
 
-def evaluate_task(spec: SweepSpec, task: Task) -> np.ndarray:
-    """The table (COLUMNS) of every layout of ``task``: memory-pruned ones carry NaN times."""
-    base = spec.scenario
-    return evaluate_layouts(spec, shape_layouts(base.model, task.shape, base.parallel, spec.space,
-                                                micro_batches=task.micro_batches))
+def screen_task(spec: SweepSpec, task: Task) -> np.ndarray:
+    """Rows ``KEY_FIELDS + SCREEN_FIELDS`` of every layout of ``task``, in canonical order."""
+    return resolve(spec.screener)(spec.scenario, task.shape, task.micro_batches, spec.space)
 
 
-def evaluate_keys(spec: SweepSpec, keys: list[tuple[int, ...]]) -> np.ndarray:
-    """The table (COLUMNS) of the layouts named by their keys."""
-    return evaluate_layouts(spec, [layout_from_key(k, spec.scenario.parallel) for k in keys])
-
-
-def evaluate_layouts(spec: SweepSpec, layouts: list[ParallelLayout]) -> np.ndarray:
-    """The table (COLUMNS) of ``layouts``: memory check first, the estimate only where it fits."""
+def estimate_keys(spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """METRIC_FIELDS of each layout through the closed form."""
     estimate = resolve(spec.estimator)
-    check = resolve(spec.memory_check) if spec.memory_check else None
     base = spec.scenario
-    rows: list[tuple[Any, ...]] = []
-    for layout in layouts:
-        scenario = replace(base, parallel=layout)
-        key = layout_key(layout)
-        if check is not None:
-            fits, peak = check(scenario)
-            if not fits:
-                rows.append((*key, False, int(peak), NAN, NAN, NAN))
-                continue
-        rows.append((*key, *report_metrics(estimate(scenario))))
-    return np.array(rows, dtype=np.float64).reshape(len(rows), len(COLUMNS))
+    rows = [report_metrics(estimate(replace(base, parallel=layout_from_key(k, base.parallel)))) for k in keys]
+    return np.array(rows, dtype=np.float64).reshape(len(keys), len(METRIC_FIELDS))
 
 
-def simulate_key(spec: SweepSpec, key: tuple[int, ...]) -> tuple[Any, ...]:
+def simulate_key(spec: SweepSpec, key: tuple[int, ...]) -> tuple[float, ...]:
     """METRIC_FIELDS of one layout through the event engine (re-ranking)."""
     simulate = resolve(spec.simulator)
     layout = layout_from_key(key, spec.scenario.parallel)

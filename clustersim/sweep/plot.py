@@ -63,6 +63,20 @@ def plot_sweep(path: str | os.PathLike[str], peak_bytes: Sequence[float], tokens
     plt.close(fig)
 
 
+def plot_result(result: Any, path: str | os.PathLike[str], title: str) -> None:
+    """The plot of a SweepResult (clustersim.sweep.runner)."""
+    from clustersim.sweep.evaluate import COL
+
+    t = result.table
+    mask = result.feasible_mask()
+    front = result.pareto()
+    best = result.top(1)
+    peak, tps = COL["peak_bytes_per_gpu"], COL["tokens_per_s"]
+    plot_sweep(path, t[mask, peak], t[mask, tps], t[front, peak], t[front, tps],
+               result.spec.scenario.cluster.gpu.hbm_capacity_bytes, title,
+               (best[0]["peak_bytes_per_gpu"], best[0]["estimate_tokens_per_s"]) if best else None)
+
+
 def plot_compare(path: str | os.PathLike[str], rows: Sequence[dict[str, Any]], title: str) -> None:
     """Time to train against cost, one point per cluster and size."""
     plt = _figure()

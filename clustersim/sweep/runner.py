@@ -1,13 +1,18 @@
-"""One sweep: enumerate, evaluate on an executor, rank, re-rank the best with the event engine.
+"""One sweep: screen every layout, evaluate what can matter in closed form, re-rank the best.
 
-1. The search space is cut into tasks (a shape and some of its micro-batch sizes, about
-   ``total / (workers * TASKS_PER_WORKER)`` layouts each, so that the pool balances and the
-   progress bar moves); each worker enumerates its layouts itself.
-2. Each layout: memory pre-check, then the closed-form estimate if it fits (evaluate.py).
-3. All rows are ranked by (-tokens/s, layout key) (rank.py).
-4. The best ``rerank`` feasible layouts, and the scenario's own layout when it is valid on this
-   cluster, run through the event engine; they are ranked by simulated tokens/s ahead of all
-   others, which keep their closed-form order.
+1. **Screen** (every layout, in parallel tasks of one shape and some micro-batch sizes, about
+   ``total / (workers * TASKS_PER_WORKER)`` layouts each): exact peak memory, and a lower bound
+   on the closed-form step time (clustersim.sweep.screen). Layouts that do not fit are done.
+2. **Branch and bound** with the closed form (``api.estimate``): fitting layouts in order of
+   their bound, in rounds, until the next bound exceeds the step time of the ``keep``-th best
+   layout found so far. A layout left out has a step time at least its bound, so it cannot
+   enter the best ``keep`` (ties go to the smaller layout key, so an equal bound is evaluated).
+   With ``pareto=True`` rounds go on while a layout could still be on the Pareto front (no
+   evaluated layout needs no more memory and is faster than its bound).
+3. **Re-rank** the best ``rerank`` with the event engine (``api.simulate``), plus the scenario's
+   own layout when it is valid on this cluster; these lead the ranking by simulated tokens/s.
+4. The rest follow in closed-form order, then the bounded-out layouts (by bound), then the
+   layouts that do not fit. Ties are broken by the canonical layout key, so the order is total.
 """
 
 from __future__ import annotations
@@ -15,38 +20,41 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from clustersim.errors import InputError
+from clustersim.hardware.spec import ClusterSpec
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES
-from clustersim.scenario import check_layout
+from clustersim.scenario import Scenario, check_layout
 from clustersim.sweep.evaluate import (
     COL,
+    COLUMNS,
+    ESTIMATE_FIELDS,
     KEY_FIELDS,
     METRIC_FIELDS,
     SweepSpec,
     Task,
-    evaluate_keys,
-    evaluate_task,
+    estimate_keys,
+    screen_task,
     simulate_key,
 )
 from clustersim.sweep.executors import Executor, SerialExecutor
-from clustersim.sweep.rank import feasible_mask, pareto_front, rank_order
-from clustersim.sweep.space import count_shape_layouts, layout_key, micro_batch_sizes, shapes
+from clustersim.sweep.rank import pareto_front, rank_order
+from clustersim.sweep.space import SearchSpace, count_shape_layouts, layout_key, micro_batch_sizes, shapes
 
 TASKS_PER_WORKER = 16
-# Progress callback: (phase, layouts or layouts done, total); phase "estimate" or "simulate".
+N_KEY = len(KEY_FIELDS)
+# Progress callback: (phase, done, total); phases "screen", "estimate", "simulate".
 Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
 class SweepResult:
-    """A ranked sweep. ``table`` (columns COLUMNS, closed-form metrics) is in final rank order;
-    ``sim`` (columns METRIC_FIELDS) holds the event engine's metrics of the same rows, NaN where
-    it did not run."""
+    """A ranked sweep. ``table`` (columns COLUMNS) is in final rank order; ``sim`` (columns
+    METRIC_FIELDS) holds the event engine's metrics of the same rows, NaN where it did not run."""
 
     spec: SweepSpec
     table: np.ndarray
@@ -54,27 +62,52 @@ class SweepResult:
 
     @property
     def evaluated(self) -> int:
+        """Layouts screened (every valid layout of the search space)."""
         return int(self.table.shape[0])
+
+    @property
+    def fitting(self) -> int:
+        """Layouts that fit in memory."""
+        return int((self.table[:, COL["fits"]] == 1.0).sum())
+
+    @property
+    def estimated(self) -> int:
+        """Layouts evaluated in closed form."""
+        return int((~np.isnan(self.table[:, COL["step_time_s"]])).sum())
+
+    @property
+    def simulated(self) -> int:
+        return int((~np.isnan(self.sim[:, 0])).sum())
 
     @property
     def feasible(self) -> int:
         return int(self.feasible_mask().sum())
 
     def feasible_mask(self) -> np.ndarray:
-        """Fits and has a time; where the event engine ran, by its memory verdict."""
+        """Fits in memory (by the event engine where it ran, else the closed form, else the screen)."""
+        t = self.table
+        fits = t[:, COL["fits"]] == 1.0
         ran = ~np.isnan(self.sim[:, 0])
-        return np.where(ran, self.sim[:, 0] == 1.0, feasible_mask(self.table))
+        return np.where(ran, self.sim[:, 0] == 1.0, fits)
+
+    def ranked_mask(self) -> np.ndarray:
+        """Feasible rows with a time (closed form or event engine): the ranking proper."""
+        ran = ~np.isnan(self.sim[:, 0])
+        return self.feasible_mask() & (ran | ~np.isnan(self.table[:, COL["step_time_s"]]))
 
     def top(self, k: int) -> list[dict[str, object]]:
-        """The best ``k`` feasible layouts with the event engine's numbers where it ran
-        (the JSON shape of ``clustersim sweep --json``)."""
+        """The best ``k`` layouts, with the event engine's numbers where it ran (the JSON shape of
+        ``clustersim sweep --json``)."""
         out: list[dict[str, object]] = []
-        n_key = len(KEY_FIELDS)
-        for i in np.flatnonzero(self.feasible_mask())[:k]:
+        for i in np.flatnonzero(self.ranked_mask())[:k]:
             row = self.table[i]
             ran = not math.isnan(self.sim[i, 0])
-            _, peak, step, tps, mfu = (float(x) for x in (self.sim[i] if ran else row[n_key:]))
-            out.append({"parallel": parallel_dict(tuple(int(v) for v in row[:n_key]),
+            if ran:
+                _, peak, step, tps, mfu = (float(x) for x in self.sim[i])
+            else:
+                peak = row[COL["peak_bytes_per_gpu"]]
+                step, tps, mfu = (float(row[COL[f]]) for f in ESTIMATE_FIELDS)
+            out.append({"parallel": parallel_dict(tuple(int(v) for v in row[:N_KEY]),
                                                   self.spec.scenario.parallel.global_batch),
                         "step_time_s": step, "tokens_per_s": tps, "mfu": mfu, "peak_bytes_per_gpu": int(peak),
                         "engine": "simulate" if ran else "estimate",
@@ -86,31 +119,29 @@ class SweepResult:
         return pareto_front(self.table)
 
     def to_frame(self) -> pd.DataFrame:
-        """Every evaluated layout, best first, as written by ``--out``."""
+        """Every screened layout, best first, as written by ``--out``."""
         t = self.table
+        gb = self.spec.scenario.parallel.global_batch
         df = pd.DataFrame({"rank": np.arange(1, len(t) + 1)})
         for name in ("tp", "pp", "dp", "cp", "ep", "micro_batch"):
             df[name] = t[:, COL[name]].astype(np.int64)
-        df["num_micro_batches"] = (self.spec.scenario.parallel.global_batch
-                                   // (df["dp"] * df["micro_batch"])).astype(np.int64)
+        df["num_micro_batches"] = (gb // (df["dp"] * df["micro_batch"])).astype(np.int64)
         df["zero_stage"] = t[:, COL["zero_stage"]].astype(np.int64)
         df["recompute"] = [RECOMPUTE[int(v)] for v in t[:, COL["recompute"]]]
         df["sequence_parallel"] = t[:, COL["sequence_parallel"]] == 1.0
         df["schedule"] = [SCHEDULES[int(v)] for v in t[:, COL["schedule"]]]
         df["virtual_stages"] = t[:, COL["virtual_stages"]].astype(np.int64)
-        df["fits"] = t[:, COL["fits"]] == 1.0
+        df["fits"] = self.feasible_mask()
         df["peak_bytes_per_gpu"] = t[:, COL["peak_bytes_per_gpu"]].astype(np.int64)
-        for name in ("step_time_s", "tokens_per_s", "mfu"):
+        df["bound_step_time_s"] = t[:, COL["bound_step_time_s"]]
+        for name in ESTIMATE_FIELDS:
             df[name] = t[:, COL[name]]
         ran = ~np.isnan(self.sim[:, 0])
-        df["sim_fits"] = pd.array(np.where(ran, self.sim[:, 0] == 1.0, False), dtype="boolean")
-        df.loc[~ran, "sim_fits"] = pd.NA
-        df["sim_peak_bytes_per_gpu"] = pd.array(np.where(ran, self.sim[:, 1], 0).astype(np.int64), dtype="Int64")
-        df.loc[~ran, "sim_peak_bytes_per_gpu"] = pd.NA
         df["sim_step_time_s"] = self.sim[:, 2]
         df["sim_tokens_per_s"] = self.sim[:, 3]
         df["sim_mfu"] = self.sim[:, 4]
-        df["rank"] = np.where(self.feasible_mask(), df["rank"], 0)
+        df["sim_peak_bytes_per_gpu"] = np.where(ran, self.sim[:, 1], np.nan)
+        df["rank"] = np.where(self.ranked_mask(), df["rank"], 0)
         return df
 
 
@@ -123,7 +154,7 @@ def parallel_dict(key: tuple[int, ...], global_batch: int) -> dict[str, object]:
 
 
 def make_tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int]]:
-    """Tasks in canonical order and the number of layouts in each."""
+    """Screening tasks in canonical order and the number of layouts in each."""
     s = spec.scenario
     gb = s.parallel.global_batch
     units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space))
@@ -149,19 +180,34 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> InputError:
     if table is None or table.shape[0] == 0:
         return InputError("--gpus", s.cluster.num_gpus,
                           f"a GPU count that some valid layout of {what} can use (tp dividing heads "
-                          f"{s.model.heads}, dp dividing the global batch, pp <= layers {s.model.layers})")
-    least = float(np.nanmin(table[:, COL["peak_bytes_per_gpu"]]))
+                          f"{s.model.heads} inside a node, dp dividing the global batch, pp <= layers "
+                          f"{s.model.layers})")
+    least = float(np.min(table[:, COL["peak_bytes_per_gpu"]]))
     return InputError("--gpus", s.cluster.num_gpus,
                       f"a GPU count on which some layout fits in memory: of {table.shape[0]} layouts of {what}, "
                       f"the smallest needs {least / 2**30:.1f} GiB per GPU, the GPU has "
                       f"{s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB")
 
 
-def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int = 8,
-              progress: Progress | None = None) -> SweepResult:
-    """Evaluate every layout of ``spec``; raise InputError when none is valid or none fits."""
+def _keys(rows: np.ndarray) -> list[tuple[int, ...]]:
+    return [tuple(int(v) for v in row[:N_KEY]) for row in rows]
+
+
+def _chunks(items: list, n: int) -> list[tuple]:
+    """``items`` cut into consecutive chunks of at most ``n``."""
+    return [tuple(items[i:i + n]) for i in range(0, len(items), n)]
+
+
+def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int = 8, keep: int = 10,
+              pareto: bool = False, progress: Progress | None = None) -> SweepResult:
+    """Screen every layout of ``spec``, evaluate what can matter, re-rank the best.
+
+    ``keep``: how many layouts the closed-form ranking must get exactly (at least ``rerank``).
+    Raises InputError when no layout is valid or none fits.
+    """
     executor = executor or SerialExecutor()
-    tasks, sizes = make_tasks(spec, getattr(executor, "workers", 1))
+    workers = max(1, getattr(executor, "workers", 1))
+    tasks, sizes = make_tasks(spec, workers)
     total = sum(sizes)
     if total == 0:
         raise no_layout_error(spec, None)
@@ -170,16 +216,71 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int = 8
     def on_done(i: int) -> None:
         done[0] += sizes[i]
         if progress:
-            progress("estimate", done[0], total)
+            progress("screen", done[0], total)
 
     if progress:
-        progress("estimate", 0, total)
-    parts = executor.run(functools.partial(evaluate_task, spec), tasks, on_done)
-    table = np.concatenate(parts, axis=0)
-    table = table[rank_order(table)]
-    if not feasible_mask(table).any():
+        progress("screen", 0, total)
+    parts = executor.run(functools.partial(screen_task, spec), tasks, on_done)
+    screened = np.concatenate(parts, axis=0)
+    table = np.full((screened.shape[0], len(COLUMNS)), np.nan)
+    table[:, : screened.shape[1]] = screened
+    if not (table[:, COL["fits"]] == 1.0).any():
         raise no_layout_error(spec, table)
+    table = _branch_and_bound(spec, table, executor, max(keep, rerank, 1), pareto, progress)
     return _rerank(spec, table, executor, rerank, progress)
+
+
+def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, keep: int, pareto: bool,
+                      progress: Progress | None) -> np.ndarray:
+    """Fill the closed-form columns of every layout that can reach the best ``keep`` (module doc)."""
+    fits = np.flatnonzero(table[:, COL["fits"]] == 1.0)
+    keys = table[fits][:, :N_KEY]
+    bound = table[fits, COL["bound_step_time_s"]]
+    order = fits[np.lexsort([*(keys[:, c] for c in reversed(range(N_KEY))), bound])]  # by bound, then key
+    workers = max(1, getattr(executor, "workers", 1))
+    batch = max(2 * workers, keep)
+    pos = 0
+    evaluated = 0
+    while pos < len(order):
+        steps = table[:, COL["step_time_s"]]
+        ok = ~np.isnan(steps) & (table[:, COL["fits"]] == 1.0)
+        known = np.sort(steps[ok])
+        threshold = known[keep - 1] if known.size >= keep else math.inf
+        rest = order[pos:]
+        wanted = rest[table[rest, COL["bound_step_time_s"]] <= threshold]
+        if pareto and known.size:
+            wanted = np.union1d(wanted, _pareto_candidates(table, rest))
+            wanted = rest[np.isin(rest, wanted)]
+        if wanted.size == 0:
+            break
+        pick = wanted[:batch]
+        chunk = max(1, math.ceil(len(pick) / (2 * workers)))
+        jobs = _chunks(_keys(table[pick]), chunk)
+        results = executor.run(functools.partial(estimate_keys, spec), jobs)
+        metrics = np.concatenate(results, axis=0)
+        # The closed form's own memory verdict is final (the screen computes the same numbers).
+        table[pick, COL["fits"]] = metrics[:, 0]
+        table[pick, COL["peak_bytes_per_gpu"]] = metrics[:, 1]
+        for f in ESTIMATE_FIELDS:
+            table[pick, COL[f]] = metrics[:, METRIC_FIELDS.index(f)]
+        evaluated += len(pick)
+        order = np.concatenate([order[:pos], rest[~np.isin(rest, pick)]])
+        if progress:
+            progress("estimate", evaluated, evaluated + int(wanted.size) - len(pick))
+    return table
+
+
+def _pareto_candidates(table: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """Rows of ``rest`` that could still be on the Pareto front: no evaluated layout with at most
+    their memory has a step time below their bound."""
+    steps = table[:, COL["step_time_s"]]
+    ok = np.flatnonzero(~np.isnan(steps) & (table[:, COL["fits"]] == 1.0))
+    peaks = table[ok, COL["peak_bytes_per_gpu"]]
+    by_peak = np.argsort(peaks, kind="stable")
+    best_below = np.minimum.accumulate(steps[ok][by_peak])  # fastest step at or below each peak
+    idx = np.searchsorted(peaks[by_peak], table[rest, COL["peak_bytes_per_gpu"]], side="right") - 1
+    best = np.where(idx >= 0, best_below[np.maximum(idx, 0)], math.inf)
+    return rest[table[rest, COL["bound_step_time_s"]] <= best]
 
 
 def _incumbent_key(spec: SweepSpec) -> tuple[int, ...] | None:
@@ -192,32 +293,71 @@ def _incumbent_key(spec: SweepSpec) -> tuple[int, ...] | None:
     return layout_key(s.parallel)
 
 
+def _final_order(table: np.ndarray, sim: np.ndarray) -> np.ndarray:
+    """Simulated (fitting) rows by simulated tokens/s; closed-form rows by tokens/s; fitting rows
+    without a time by their bound; then everything else; ties by layout key."""
+    n = table.shape[0]
+    sim_ok = sim[:, 0] == 1.0
+    est_ok = ~sim_ok & np.isnan(sim[:, 0]) & (table[:, COL["fits"]] == 1.0) & ~np.isnan(table[:, COL["step_time_s"]])
+    bounded = ~sim_ok & ~est_ok & np.isnan(sim[:, 0]) & (table[:, COL["fits"]] == 1.0)
+    rest = ~(sim_ok | est_ok | bounded)
+    parts = []
+    for mask, tps in ((sim_ok, sim[:, 3]), (est_ok, table[:, COL["tokens_per_s"]]),
+                      (bounded, 1.0 / table[:, COL["bound_step_time_s"]]), (rest, np.full(n, np.nan))):
+        idx = np.flatnonzero(mask)
+        parts.append(idx[rank_order(table[idx], tps[idx])])
+    return np.concatenate(parts)
+
+
 def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
             progress: Progress | None) -> SweepResult:
-    n_key = len(KEY_FIELDS)
-    keys = [tuple(int(v) for v in table[i, :n_key]) for i in np.flatnonzero(feasible_mask(table))[:rerank]]
+    est_ok = np.flatnonzero((table[:, COL["fits"]] == 1.0) & ~np.isnan(table[:, COL["step_time_s"]]))
+    best = est_ok[rank_order(table[est_ok])][:rerank]
+    keys = _keys(table[best])
     incumbent = _incumbent_key(spec)
     if incumbent is not None and incumbent not in keys:
         keys.append(incumbent)
-        present = (table[:, :n_key] == np.array(incumbent, dtype=np.float64)).all(axis=1)
-        if not present.any():  # outside the enumerated space (tp=3, a symmetric twin): estimate it too
-            table = np.concatenate([table, evaluate_keys(spec, [incumbent])], axis=0)
+        present = (table[:, :N_KEY] == np.array(incumbent, dtype=np.float64)).all(axis=1)
+        if not present.any():  # outside the enumerated space (tp=3, a symmetric twin): add its row
+            row = np.full((1, len(COLUMNS)), np.nan)
+            row[0, :N_KEY] = incumbent
+            table = np.concatenate([table, row], axis=0)
+            present = np.zeros(table.shape[0], dtype=bool)
+            present[-1] = True
+        i = int(np.flatnonzero(present)[0])
+        if math.isnan(table[i, COL["step_time_s"]]):  # give it closed-form numbers too
+            m = estimate_keys(spec, (incumbent,))[0]
+            table[i, COL["fits"]], table[i, COL["peak_bytes_per_gpu"]] = m[0], m[1]
+            for f in ESTIMATE_FIELDS:
+                table[i, COL[f]] = m[METRIC_FIELDS.index(f)]
     sim = np.full((table.shape[0], len(METRIC_FIELDS)), np.nan)
-    if progress:
-        progress("simulate", 0, len(keys))
-    results = executor.run(functools.partial(simulate_key, spec), keys,
-                           (lambda i: progress("simulate", i + 1, len(keys))) if progress else None)
-    where = {tuple(int(v) for v in row[:n_key]): i for i, row in enumerate(table)
-             } if keys else {}
-    for key, metrics in zip(keys, results, strict=True):
-        sim[where[key]] = metrics
-    # Re-ranked rows that fit in the simulation, by simulated tokens/s; then all others in
-    # closed-form order (rows the simulation found not to fit are no longer feasible).
-    head = np.flatnonzero(sim[:, 0] == 1.0)
-    head = head[rank_order(table[head], sim[head, 3])]
-    rest = np.ones(table.shape[0], dtype=bool)
-    rest[head] = False
-    rest_idx = np.flatnonzero(rest)
-    rest_idx = rest_idx[rank_order(table[rest_idx])]
-    order = np.concatenate([head, rest_idx])
+    if keys:
+        if progress:
+            progress("simulate", 0, len(keys))
+        results = executor.run(functools.partial(simulate_key, spec), keys,
+                               (lambda i: progress("simulate", i + 1, len(keys))) if progress else None)
+        where = {k: i for i, k in enumerate(_keys(table))}
+        for key, metrics in zip(keys, results, strict=True):
+            sim[where[key]] = metrics
+    order = _final_order(table, sim)
     return SweepResult(spec, table[order], sim[order])
+
+
+def resize_cluster(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
+    """The same kind of cluster with ``gpus`` GPUs: whole nodes, or part of one node."""
+    gpn = cluster.gpus_per_node
+    if gpus >= gpn and gpus % gpn == 0:
+        return replace(cluster, num_nodes=gpus // gpn)
+    if gpus < gpn and gpn % gpus == 0:
+        # Part of one node: NICs in proportion (at least one).
+        return replace(cluster, num_nodes=1, gpus_per_node=gpus,
+                       nics_per_node=max(1, cluster.nics_per_node * gpus // gpn))
+    raise InputError("--gpus", gpus, f"a multiple of gpus_per_node ({gpn}) of {cluster.name}, or a divisor of it")
+
+
+def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace | None = None,
+               **evaluators: str) -> SweepSpec:
+    """The spec of a sweep of ``scenario``'s model and batch on its cluster, resized to ``gpus``."""
+    if gpus is not None and gpus != scenario.cluster.num_gpus:
+        scenario = replace(scenario, cluster=resize_cluster(scenario.cluster, gpus))
+    return SweepSpec(scenario, space or SearchSpace(), **evaluators)

@@ -107,7 +107,7 @@ def shapes(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     return out
 
 
-def _schedules(shape: Shape, num_micro_batches: int, layers: int,
+def schedule_options(shape: Shape, num_micro_batches: int, layers: int,
                space: SearchSpace) -> list[tuple[str, int]]:
     """(schedule, virtual_stages) pairs valid for this shape and micro-batch count (S3, S4)."""
     out: list[tuple[str, int]] = []
@@ -125,6 +125,18 @@ def _schedules(shape: Shape, num_micro_batches: int, layers: int,
     return out
 
 
+def sequence_parallel_options(model: ModelSpec, shape: Shape, space: SearchSpace) -> list[bool]:
+    """Sequence-parallel settings of a shape (S1: none with tp = 1)."""
+    if shape.tp == 1 and False in space.sequence_parallel:
+        return [False]
+    return [sp for sp in space.sequence_parallel if not sp or (shape.tp > 1 and model.seq_len % shape.tp == 0)]
+
+
+def zero_options(shape: Shape, space: SearchSpace) -> list[int]:
+    """ZeRO stages of a shape (S2: stage 0 only without data-parallel replicas)."""
+    return list(space.zero_stages) if shape.dp * shape.cp > 1 else [0]
+
+
 def micro_batch_sizes(shape: Shape, global_batch: int) -> list[int]:
     """Micro-batch sizes of a shape: the divisors of the per-replica batch."""
     return divisors(global_batch // shape.dp)
@@ -139,15 +151,12 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
     ``micro_batches`` restricts the micro-batch sizes (a task's share of the shape).
     """
     per_replica = template.global_batch // shape.dp
-    sps = [sp for sp in space.sequence_parallel
-           if not sp or (shape.tp > 1 and model.seq_len % shape.tp == 0)]
-    if shape.tp == 1 and False in space.sequence_parallel:
-        sps = [False]  # S1
-    zeros = list(space.zero_stages) if shape.dp * shape.cp > 1 else [0]  # S2
+    sps = sequence_parallel_options(model, shape, space)
+    zeros = zero_options(shape, space)
     out: list[ParallelLayout] = []
     for mb in micro_batches if micro_batches is not None else divisors(per_replica):
         nmb = per_replica // mb
-        scheds = _schedules(shape, nmb, model.layers, space)
+        scheds = schedule_options(shape, nmb, model.layers, space)
         for zero in zeros:
             for recompute in space.recompute:
                 for sp in sps:
@@ -173,13 +182,9 @@ def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, template: Parallel
 def count_shape_layouts(model: ModelSpec, shape: Shape, global_batch: int, micro_batch: int,
                         space: SearchSpace = SearchSpace()) -> int:
     """len(shape_layouts(...)) for one micro-batch size, without building the layouts."""
-    if shape.tp == 1 and False in space.sequence_parallel:
-        sps = 1
-    else:
-        sps = sum(1 for sp in space.sequence_parallel
-                  if not sp or (shape.tp > 1 and model.seq_len % shape.tp == 0))
-    zeros = len(space.zero_stages) if shape.dp * shape.cp > 1 else 1
-    nsched = len(_schedules(shape, global_batch // (shape.dp * micro_batch), model.layers, space))
+    sps = len(sequence_parallel_options(model, shape, space))
+    zeros = len(zero_options(shape, space))
+    nsched = len(schedule_options(shape, global_batch // (shape.dp * micro_batch), model.layers, space))
     return zeros * len(space.recompute) * sps * nsched
 
 

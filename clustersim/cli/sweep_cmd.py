@@ -1,0 +1,125 @@
+"""`clustersim sweep`: the fastest layouts of a scenario's model on its cluster that fit in memory."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from clustersim.scenario import load_scenario
+from clustersim.sweep.executors import EXECUTORS, make_executor
+from clustersim.sweep.output import check_table_path, write_table
+from clustersim.sweep.plot import check_plot_path, plot_result
+from clustersim.sweep.runner import SweepResult, run_sweep, sweep_spec
+from clustersim.sweep.space import SearchSpace
+
+GiB = 2**30
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[object]:
+    """A rich progress bar on stderr; a no-op callback when disabled or not on a terminal."""
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("layouts"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                label = {"screen": "screen", "estimate": "closed form", "simulate": "event engine"}[phase]
+                tasks[phase] = bar.add_task(label, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        yield update
+
+
+def top_table(result: SweepResult, k: int, title: str) -> Table:
+    table = Table(title=title)
+    for name in ("#", "tp", "pp", "dp", "cp", "mb", "zero", "recompute", "sp", "schedule", "step s", "MFU",
+                 "tokens/s", "peak GiB", "engine"):
+        table.add_column(name, justify="left" if name in ("recompute", "schedule", "engine") else "right")
+    for i, row in enumerate(result.top(k), start=1):
+        p = row["parallel"]
+        sched = p["schedule"] + (f" v{p['virtual_stages']}" if p["virtual_stages"] > 1 else "")
+        table.add_row(str(i), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]), str(p["micro_batch"]),
+                      str(p["zero_stage"]), p["recompute"], "y" if p["sequence_parallel"] else "n", sched,
+                      f"{row['step_time_s']:.3f}", f"{row['mfu']:.1%}", f"{row['tokens_per_s']:,.0f}",
+                      f"{row['peak_bytes_per_gpu'] / GiB:.1f}", row["engine"])
+    return table
+
+
+@click.command("sweep")
+@click.argument("scenario", required=False, type=click.Path(dir_okay=False))
+@click.option("--gpus", type=click.IntRange(min=1), help="Sweep on N GPUs of the scenario's cluster type.")
+@click.option("--top", "top_k", type=click.IntRange(min=1), default=10, show_default=True, help="Layouts to print.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write every evaluated layout (.csv or .parquet).")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Plot tokens/s against peak memory (.png/.svg/.pdf).")
+@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+              help="local: a process pool on this machine; dask: a Dask cluster; serial: this process.")
+@click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler (tcp://host:8786); default: a LocalCluster.")
+@click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
+@click.option("--rerank", type=click.IntRange(min=0), default=8, show_default=True,
+              help="Best layouts re-ranked with the event engine (plus the scenario's own layout).")
+@click.option("--pareto/--no-pareto", default=False, show_default=True,
+              help="Also evaluate every layout that could be on the memory/throughput Pareto front.")
+@click.option("--allow-tp-across-nodes", is_flag=True, help="Let tensor parallelism span nodes.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, plot: str | None, executor: str,
+          scheduler: str | None, workers: int | None, rerank: int, pareto: bool, allow_tp_across_nodes: bool,
+          overrides: tuple[str, ...], no_progress: bool, as_json: bool) -> None:
+    """Rank every valid layout of SCENARIO's model on its cluster by tokens/s.
+
+    Layouts that do not fit in GPU memory are pruned first; the rest are evaluated in closed form
+    and the best are re-ranked with the event engine. Parallel degrees, micro-batch, ZeRO stage,
+    recompute, sequence parallelism, schedule and virtual stages are searched; the global batch,
+    dtype and overlap options come from the scenario.
+    """
+    if out:
+        check_table_path(out)
+    if plot:
+        check_plot_path(plot)
+    spec = sweep_spec(load_scenario(scenario, overrides), gpus,
+                      SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes))
+    started = time.perf_counter()
+    pool = make_executor(executor, scheduler, workers)
+    try:
+        with progress_bar(not no_progress) as update:
+            result = run_sweep(spec, pool, rerank=rerank, keep=top_k, pareto=pareto, progress=update)
+    finally:
+        pool.close()
+    elapsed_s = time.perf_counter() - started
+    if out:
+        write_table(result.to_frame(), out)
+    s = spec.scenario
+    title = f"{s.model.name} on {s.cluster.num_gpus} GPUs ({s.cluster.name}), global batch {s.parallel.global_batch}"
+    if plot:
+        plot_result(result, plot, title)
+    click.echo(f"swept {result.evaluated} layouts ({result.fitting} fit in memory, {result.estimated} in closed "
+               f"form, {result.simulated} in the event engine) in {elapsed_s:.1f} s "
+               f"({result.evaluated / elapsed_s:,.0f} layouts/s) on {executor}", err=True)
+    if as_json:
+        click.echo(json.dumps({"evaluated": result.evaluated, "feasible": result.fitting,
+                               "estimated": result.estimated, "simulated": result.simulated,
+                               "gpus": s.cluster.num_gpus, "cluster": s.cluster.name, "model": s.model.name,
+                               "top": result.top(top_k)}, indent=2))
+        return
+    Console(width=max(Console().width, 150)).print(top_table(result, top_k, title))

@@ -1,0 +1,407 @@
+"""Screening every layout cheaply: its exact peak memory and a lower bound on its step time.
+
+The closed form (``clustersim.api.estimate``) replays the whole pipeline schedule, so it costs
+milliseconds to a second per layout; the sweep cannot afford it on ~10^6 layouts. The screen
+computes, from the same cost functions and with results shared between layouts:
+
+* **Peak memory per GPU**, exactly as the engine does (``clustersim.engine.memory_plan``): for
+  every pipeline rank, ``memory_report`` with the layers it holds and the activations in flight
+  that its schedule implies; the peak is the largest. ``memory_report`` does not read the
+  schedule or virtual_stages (only through the in-flight count), so it is called with those
+  normalised and shared between schedules. Layouts that do not fit are pruned here.
+* **A lower bound on the closed-form step time** (``step_bound_s``). The compute stream of a
+  pipeline rank runs every work unit of its actions one after another (``engine.analytical``:
+  the rank's clock advances by ``unit_time`` of each unit and only waits otherwise), so with
+  ``W_r`` the sum of rank ``r``'s unit times over the step, ``F_s``/``B_s`` those of one forward /
+  backward of chunk 0 on rank ``s``, and ``opt_0`` the optimizer step of rank 0:
+      - rank r cannot start before micro-batch 0 has gone forward through ranks 0..r-1;
+      - when every rank ends with the backward of chunk 0 of the same micro-batch (true of GPipe,
+        1F1B and interleaved 1F1B, and checked per schedule), rank r-1 ends after rank r ends
+        plus its own B; the step ends after rank 0 ends plus ``opt_0`` (DP waits only add);
+  so ``step >= max_r [ sum_{s<r} (F_s + B_s) + W_r ] + opt_0``: Narayanan et al. 2021's
+  ``(m + p - 1) (t_f + t_b)`` for uniform 1F1B (arXiv 2104.04473, §2.2.1), with the interleaved
+  schedule's fill shortened to one chunk (§2.2.2). Pipeline transfers and exposed DP
+  communication are left out, which keeps it a bound. The unit times of a layer depend only on
+  (tp, cp, ep, micro_batch, sequence_parallel, recompute) and are shared between layouts.
+
+``tests/sweep/test_screen.py`` checks both against ``api.estimate`` on random layouts: equal
+memory, and ``step_bound_s <= step_time_s``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import numpy as np
+from clustersim.compute import optimizer_step_time_s
+from clustersim.engine.analytical import unit_time
+from clustersim.engine.groups import comm_plan
+from clustersim.engine.memory_plan import layers_in_flight
+from clustersim.engine.stages import activation_bytes, build_step_work
+from clustersim.memory.activations import (
+    embedding_activation_bytes,
+    layer_activation_bytes,
+    output_activation_bytes,
+    recompute_working_bytes,
+)
+from clustersim.memory.report import (
+    CUBLAS_WORKSPACE_BYTES,
+    CUDA_CONTEXT_BYTES,
+    _comm_buffer_bytes,
+    stage_params,
+)
+from clustersim.memory.states import state_bytes
+from clustersim.parallel.pipeline import build_schedule, stage_layers
+
+from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
+from clustersim.scenario import Scenario
+from clustersim.sweep.space import (
+    SearchSpace,
+    Shape,
+    schedule_options,
+    sequence_parallel_options,
+    zero_options,
+)
+
+# The bound is compared with floating-point sums taken in another order: shave a little off so
+# that a layout whose step time equals its bound is never pruned by rounding.
+BOUND_SLACK = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class UnitTimes:
+    """Seconds of one micro-batch on one GPU (forward, and recompute + backward)."""
+
+    layer_f_s: float
+    layer_b_s: float
+    first_f_s: float  # embedding
+    first_b_s: float
+    last_f_s: float  # logits and loss
+    last_b_s: float
+    layer_params: int
+    first_params: int
+    last_params: int
+    p2p_bytes: float  # activation sent between pipeline stages per micro-batch
+
+
+@dataclass(frozen=True, slots=True)
+class Extra:
+    """Per micro-batch seconds that the bound adds for one layout's DP and pipeline groups: the
+    ZeRO-3 parameter gather of each unit (before its forward and again before its backward;
+    0 below ZeRO-3) and one pipeline transfer."""
+
+    gather_layer_s: float = 0.0
+    gather_first_s: float = 0.0
+    gather_last_s: float = 0.0
+    p2p_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleProfile:
+    """What memory and the bound need from a schedule: per rank (layers held, activations in
+    flight as the engine counts them), chunk-0 layers per rank, and whether the bound's backward
+    chain holds (every rank ends with chunk 0's backward of one micro-batch)."""
+
+    ranks: tuple[tuple[int, float], ...]
+    chunk0_layers: tuple[int, ...]
+    first_layers: int  # layers of global stage 0 (with the embedding) and of the last (with the output)
+    last_layers: int
+    plain_chunks: tuple[tuple[tuple[int, int], ...], ...]  # per rank: (layers, how many chunks) of its
+                                                          # chunks without embedding or output
+    backward_chain: bool
+    check_ranks: tuple[int, ...]  # the ranks that can hold the peak memory
+
+
+def class_scenario(base: Scenario, layout: ParallelLayout) -> Scenario:
+    """The representative of a layout's unit-time class: one stage, no data parallelism."""
+    rep = replace(layout, pp=1, dp=1, zero_stage=0, schedule="1f1b", virtual_stages=1,
+                  global_batch=layout.micro_batch)
+    return replace(base, parallel=rep)
+
+
+@functools.lru_cache(maxsize=4096)
+def unit_times(rep: Scenario) -> UnitTimes:
+    """Unit times of the class that ``rep`` (from ``class_scenario``) stands for."""
+    stage = build_step_work(rep).stages[0]  # pp = 1: [embedding, layers..., output]
+    fwd, bwd, params = stage.forward, stage.backward, stage.unit_params  # bwd: [output, layers..., embedding]
+    return UnitTimes(
+        layer_f_s=unit_time(rep, fwd[1]).time_s, layer_b_s=unit_time(rep, bwd[1]).time_s,
+        first_f_s=unit_time(rep, fwd[0]).time_s, first_b_s=unit_time(rep, bwd[-1]).time_s,
+        last_f_s=unit_time(rep, fwd[-1]).time_s, last_b_s=unit_time(rep, bwd[0]).time_s,
+        layer_params=params[1], first_params=params[-1], last_params=params[0],
+        p2p_bytes=build_step_work(rep).p2p_bytes)
+
+
+def _profile_micro_batches(schedule: str, pp: int, num_micro_batches: int) -> int:
+    """Micro-batches whose schedule has the same memory profile as ``num_micro_batches``: GPipe
+    holds all (counted in closed form), 1F1B at most pp - r on rank r, interleaved 1F1B peaks
+    during its warm-up of fewer than 2 pp micro-batches (Narayanan et al. 2021 §2.2; checked
+    against the full schedules in tests/sweep/test_screen.py)."""
+    cap = {"gpipe": 2, "1f1b": pp, "interleaved-1f1b": 2 * pp}[schedule]
+    return min(num_micro_batches, cap)
+
+
+@functools.lru_cache(maxsize=4096)
+def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
+                     layers: int) -> ScheduleProfile:
+    """The memory and bound profile of a schedule (see ScheduleProfile)."""
+    m = _profile_micro_batches(schedule, pp, num_micro_batches)
+    if m != num_micro_batches:
+        short = schedule_profile(schedule, pp, m, virtual_stages, layers)
+        if schedule == "gpipe":  # every forward runs before any backward: all micro-batches in flight
+            ranks = tuple((held, float(num_micro_batches)) for held, _ in short.ranks)
+            return replace(short, ranks=ranks)
+        return short
+    actions = build_schedule(schedule, pp, num_micro_batches, virtual_stages)
+    counts = stage_layers(layers, pp, virtual_stages)
+    ranks = []
+    for r in range(pp):
+        held = sum(counts[c * pp + r] for c in range(virtual_stages))
+        ranks.append((held, layers_in_flight(actions[r], r, pp, counts) / held))
+    last = [a[-1] for a in actions]
+    chain = all(a.kind == "B" and a.chunk == 0 and a.micro_batch == last[0].micro_batch for a in last)
+    plain = []
+    for r in range(pp):
+        sizes: dict[int, int] = {}
+        for c in range(virtual_stages):
+            g = c * pp + r
+            if g not in (0, len(counts) - 1):
+                sizes[counts[g]] = sizes.get(counts[g], 0) + 1
+        plain.append(tuple(sorted(sizes.items())))
+    return ScheduleProfile(tuple(ranks), tuple(counts[:pp]), counts[0], counts[-1], tuple(plain), chain,
+                           _check_ranks(ranks))
+
+
+def _check_ranks(ranks: list[tuple[int, float]]) -> tuple[int, ...]:
+    """Ranks whose memory can be the peak: the first and the last (embedding, output) and the
+    middle ranks that no other middle rank matches in both layers held and micro-batches in
+    flight (memory grows with both: ``MemoryModel.peak_bytes``)."""
+    pp = len(ranks)
+    keep = {0, pp - 1}
+    middle = [(held, int(f), r) for r, (held, f) in enumerate(ranks) if 0 < r < pp - 1]
+    for held, k, r in middle:
+        if not any((h2 >= held and k2 >= k) and (h2, k2) != (held, k) or ((h2, k2) == (held, k) and r2 < r)
+                   for h2, k2, r2 in middle):
+            keep.add(r)
+    return tuple(sorted(keep))
+
+
+def _action_s(n: int, c: float, g: float, extra_c: float = 0.0, extra_g: float = 0.0,
+              extra_min_c: float | None = None, extra_min_g: float | None = None) -> float:
+    """Least duration of one action over ``n`` layers (compute ``c``, ZeRO-3 gather ``g`` each)
+    plus an embedding/output unit (``extra_*``).
+
+    ``engine.analytical``: at the action's start the DP stream is given every unit's gather, in
+    order; a unit computes once its gather is done. So the action lasts at least the first
+    gather plus all compute, and all gathers plus the last unit's compute. Without ZeRO-3 the
+    gathers are 0 and this is the compute.
+    """
+    total_c = n * c + extra_c
+    total_g = n * g + extra_g
+    min_g = min([g] * (n > 0) + ([extra_min_g] if extra_min_g is not None else []), default=0.0)
+    min_c = min([c] * (n > 0) + ([extra_min_c] if extra_min_c is not None else []), default=0.0)
+    return max(total_c + min_g, total_g + min_c)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def pipeline_bound_s(u: UnitTimes, x: Extra, profile: ScheduleProfile, num_micro_batches: int) -> float:
+    """``max_r [fill_r + W_r]`` (module docstring), without the optimizer; every action lasts at
+    least ``_action_s``."""
+    pp = len(profile.ranks)
+    f, b, g = u.layer_f_s, u.layer_b_s, x.gather_layer_s
+    n0, nl = profile.first_layers, profile.last_layers
+    single = pp == 1 and len(profile.plain_chunks[0]) == 0 and n0 == profile.ranks[0][0]  # one chunk, both ends
+    if single:
+        ef, eb = u.first_f_s + u.last_f_s, u.first_b_s + u.last_b_s
+        eg = x.gather_first_s + x.gather_last_s
+        first_f = _action_s(n0, f, g, ef, eg, min(u.first_f_s, u.last_f_s), min(x.gather_first_s, x.gather_last_s))
+        first_b = _action_s(n0, b, g, eb, eg, min(u.first_b_s, u.last_b_s), min(x.gather_first_s, x.gather_last_s))
+    else:
+        first_f = _action_s(n0, f, g, u.first_f_s, x.gather_first_s, u.first_f_s, x.gather_first_s)
+        first_b = _action_s(n0, b, g, u.first_b_s, x.gather_first_s, u.first_b_s, x.gather_first_s)
+    last_f = _action_s(nl, f, g, u.last_f_s, x.gather_last_s, u.last_f_s, x.gather_last_s)
+    last_b = _action_s(nl, b, g, u.last_b_s, x.gather_last_s, u.last_b_s, x.gather_last_s)
+    best = 0.0
+    fill = 0.0  # rank r starts after chunk 0's F on ranks < r (and ends before their B: the chain)
+    for r in range(pp):
+        work = sum(k * (_action_s(n, f, g) + _action_s(n, b, g)) for n, k in profile.plain_chunks[r])
+        if r == 0:
+            work += first_f + first_b
+        if r == pp - 1 and not single:
+            work += last_f + last_b
+        best = max(best, fill + num_micro_batches * work)
+        c0 = profile.chunk0_layers[r]
+        fill += (first_f if r == 0 else _action_s(c0, f, g)) + x.p2p_s
+        if profile.backward_chain:
+            fill += (first_b if r == 0 else _action_s(c0, b, g)) + x.p2p_s
+    return best
+
+
+class MemoryModel:
+    """``clustersim.memory.memory_report(...).peak_bytes_per_gpu`` assembled from the memory
+    model's own parts, each cached at the coarsest key it depends on, so that a layout costs a
+    few dictionary look-ups. The sum is memory_report's (clustersim/memory/report.py): rounded
+    states + rounded activations + rounded buffers + workspace; every term grows with the layers
+    held and the micro-batches in flight. tests/sweep/test_screen.py checks equality with
+    memory_report on random layouts."""
+
+    def __init__(self, base: Scenario) -> None:
+        self.model, self.dtype = base.model, base.training.dtype
+        self._states: dict[tuple[int, ...], int] = {}
+        self._acts: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
+        self._comm: dict[tuple[object, ...], int] = {}
+
+    def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool) -> int:
+        k = int(in_flight)  # memory_report counts whole micro-batches
+        skey = (p.tp, p.ep, p.dp, p.cp, p.zero_stage, held, first, last)
+        states = self._states.get(skey)
+        if states is None:
+            dense, expert = stage_params(self.model, p, held, first, last)
+            edp = max(1, p.dp * p.cp // max(1, p.ep))
+            w1, g1, o1 = state_bytes(dense, p.dp, p.zero_stage, self.dtype)
+            w2, g2, o2 = state_bytes(expert, edp, p.zero_stage, self.dtype)
+            states = self._states[skey] = sum(int(round(x)) for x in (w1 + w2, g1 + g2, o1 + o2))
+        akey = (p.tp, p.cp, p.ep, p.micro_batch, p.sequence_parallel, p.recompute)
+        acts = self._acts.get(akey)
+        if acts is None:
+            m, d = self.model, self.dtype
+            acts = self._acts[akey] = (layer_activation_bytes(m, p, d), recompute_working_bytes(m, p, d),
+                                       embedding_activation_bytes(m, p, d), output_activation_bytes(m, p, d))
+        layer_b, working_b, first_b, last_b = acts
+        act = layer_b * held * k
+        act += working_b if held and k else 0.0
+        if first:
+            act += first_b * k
+        if last:
+            act += last_b * k
+        ckey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.micro_batch, p.sequence_parallel, p.zero_stage,
+                p.dp_bucket_params, held)
+        comm = self._comm.get(ckey)
+        if comm is None:
+            comm = self._comm[ckey] = int(round(_comm_buffer_bytes(self.model, p, self.dtype, held)))
+        return states + int(round(act)) + comm + CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES
+
+
+class Screen:
+    """Memory and step-time bound of layouts of one base scenario, with per-sweep caches
+    (dicts keyed by layouts, so that the big Scenario is never hashed per layout)."""
+
+    def __init__(self, base: Scenario) -> None:
+        self.base = base
+        self.memory = MemoryModel(base)
+        self._units: dict[tuple[object, ...], UnitTimes] = {}
+        self._opt: dict[tuple[int, int, int], float] = {}
+        self._extra: dict[tuple[object, ...], Extra] = {}
+
+    def unit_times(self, layout: ParallelLayout) -> UnitTimes:
+        p = layout
+        key = (p.tp, p.cp, p.ep, p.micro_batch, p.sequence_parallel, p.recompute)
+        u = self._units.get(key)
+        if u is None:
+            u = self._units[key] = unit_times(class_scenario(self.base, layout))
+        return u
+
+    def peak_bytes(self, layout: ParallelLayout, profile: ScheduleProfile) -> int:
+        """Peak memory per GPU over the pipeline ranks (the engine's ``rank_memory`` worst case)."""
+        last = layout.pp - 1
+        return max(self.memory.peak_bytes(layout, *profile.ranks[r], r == 0, r == last)
+                   for r in profile.check_ranks)
+
+    def extra(self, layout: ParallelLayout, u: UnitTimes) -> Extra:
+        """ZeRO-3 gathers and the pipeline transfer of this layout (``engine.zero``, ``engine.groups``)."""
+        p = layout
+        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.zero_stage == 3, u.p2p_bytes, u.layer_params)
+        x = self._extra.get(key)
+        if x is None:
+            grid = replace(self.base, parallel=replace(p, schedule="1f1b", virtual_stages=1))
+            p2p = comm_plan(grid, "send_recv", u.p2p_bytes, "pp").time_s if p.pp > 1 else 0.0
+            if p.zero_stage == 3 and p.dp * p.cp > 1:
+                nbytes = activation_bytes(self.base.training.dtype)
+
+                def gather(params: int) -> float:
+                    return comm_plan(grid, "all_gather", params * nbytes, "dp_cp").time_s
+
+                x = Extra(gather(u.layer_params), gather(u.first_params), gather(u.last_params), p2p)
+            else:
+                x = Extra(p2p_s=p2p)
+            self._extra[key] = x
+        return x
+
+    def step_bound_s(self, layout: ParallelLayout, profile: ScheduleProfile) -> float:
+        """A lower bound on ``api.estimate(...).step_time_s`` (module docstring)."""
+        u = self.unit_times(layout)
+        bound = pipeline_bound_s(u, self.extra(layout, u), profile, layout.num_micro_batches)
+        if profile.backward_chain:
+            bound += self.optimizer_s(layout, u, profile)
+        return bound * (1.0 - BOUND_SLACK)
+
+    def optimizer_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
+        """Rank 0's optimizer step (``engine.stages``: its parameters, before ZeRO sharding)."""
+        held0 = profile.ranks[0][0]
+        params0 = held0 * u.layer_params + u.first_params + (u.last_params if layout.pp == 1 else 0)
+        key = (params0, layout.dp, layout.zero_stage)  # what optimizer_step_time_s reads of the layout
+        opt = self._opt.get(key)
+        if opt is None:
+            opt = self._opt[key] = optimizer_step_time_s(params0, layout, self.base.cluster.gpu)
+        return opt
+
+    def profile(self, layout: ParallelLayout) -> ScheduleProfile:
+        return self.profile_of(layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages)
+
+    def profile_of(self, schedule: str, pp: int, num_micro_batches: int, virtual_stages: int) -> ScheduleProfile:
+        return schedule_profile(schedule, pp, num_micro_batches, virtual_stages, self.base.model.layers)
+
+
+@functools.lru_cache(maxsize=4)
+def screen_for(base: Scenario) -> Screen:
+    """One Screen (with its caches) per base scenario in each worker process."""
+    return Screen(base)
+
+
+def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
+                 space: SearchSpace) -> np.ndarray:
+    """Rows ``layout_key + (fits, peak_bytes_per_gpu, bound_step_time_s)`` of the layouts of ``shape`` with these micro-batch
+    sizes, in the order of ``space.shape_layouts`` (the loops below are its loops; work that
+    does not depend on an inner loop's option is done outside it)."""
+    sc = screen_for(base)
+    model, tmpl = base.model, base.parallel
+    capacity = base.cluster.gpu.hbm_capacity_bytes
+    gb, layers = tmpl.global_batch, model.layers
+    sps = sequence_parallel_options(model, shape, space)
+    zeros = zero_options(shape, space)
+    rows: list[tuple[float, ...]] = []
+    for mb in micro_batches:
+        nmb = gb // (shape.dp * mb)
+        scheds = schedule_options(shape, nmb, layers, space)
+        profiles = [sc.profile_of(s, shape.pp, nmb, v) for s, v in scheds]
+        bounds: dict[tuple[str, bool, bool], list[float]] = {}
+        for zero in zeros:
+            for rec in space.recompute:
+                for sp in sps:
+                    p = ParallelLayout(tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
+                                       sequence_parallel=sp, zero_stage=zero, micro_batch=mb, global_batch=gb,
+                                       recompute=rec, overlap_grad_reduce=tmpl.overlap_grad_reduce,
+                                       overlap_param_gather=tmpl.overlap_param_gather,
+                                       tp_comm_overlap=tmpl.tp_comm_overlap, dp_bucket_params=tmpl.dp_bucket_params)
+                    u = sc.unit_times(p)
+                    x = sc.extra(p, u)
+                    pipe = bounds.get((rec, sp, zero == 3))
+                    if pipe is None:
+                        pipe = bounds[(rec, sp, zero == 3)] = [pipeline_bound_s(u, x, prof, nmb) for prof in profiles]
+                    peaks: dict[tuple[int, int, bool, bool], int] = {}
+                    key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, mb, zero,
+                                RECOMPUTE.index(rec), int(sp))
+                    for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
+                        peak = 0
+                        for r in prof.check_ranks:
+                            held, inflight = prof.ranks[r]
+                            rk = (held, int(inflight), r == 0, r == shape.pp - 1)
+                            pr = peaks.get(rk)
+                            if pr is None:
+                                pr = peaks[rk] = sc.memory.peak_bytes(p, held, inflight, rk[2], rk[3])
+                            peak = max(peak, pr)
+                        bound = pipe_s + (sc.optimizer_s(p, u, prof) if prof.backward_chain else 0.0)
+                        rows.append((*key_head, SCHEDULES.index(sched), v, float(peak <= capacity), float(peak),
+                                     bound * (1.0 - BOUND_SLACK)))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 14)
