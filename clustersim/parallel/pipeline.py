@@ -137,8 +137,9 @@ def stage_layers(layers: int, pp: int, virtual_stages: int = 1) -> tuple[int, ..
 
     Stages differ by at most one layer. When ``layers`` does not divide, each stage gets
     ``layers // S`` and the ``layers % S`` extra layers go to the stages nearest the middle
-    (ties: the lower index first), so the first and last stages - which also carry the input
-    embedding and the logits + loss - are the ones left lighter. This is the split Llama 3 used
+    (ties: the lower index first, so between the two ends the first stage, whose extra work is an
+    embedding lookup, gets a layer before the last, which also runs the logits GEMM and the loss),
+    so the first and last stages are the ones left lighter. This is the split Llama 3 used
     (126 layers on 16 stages: one layer fewer on the first and the last stage; Llama 3 Herd of
     Models, arXiv 2407.21783, §3.3.2), and the same intent as Megatron's
     ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers`` (uneven first
