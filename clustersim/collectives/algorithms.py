@@ -137,7 +137,8 @@ def nvls(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupSha
 
     Each GPU reads its whole buffer into the switch's reducing loads (S out) and receives its
     reduced 1/p share, then multicasts that share and receives the other p-1: (p+1)/p S per
-    direction, at the NVLS port rate (ports.nvls_bw). algbw = nvls_bw x p/(p+1): 274 GB/s on
+    direction, at the NVLS port rate (ports.nvls_bw), less NCCL's per-chunk synchronisation at
+    medium sizes where NCCL shrinks the chunks (nccl_tuning.nvls_chunk_efficiency). algbw = nvls_bw x p/(p+1): 274 GB/s on
     8 H100, i.e. busbw 480 GB/s, as NVIDIA reports (nccl-tests#212, nccl#1455: 258..273 GB/s
     algbw for 5..8 GPUs, matching p/(p+1)).
     """
@@ -145,7 +146,8 @@ def nvls(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupSha
     if op != "all_reduce" or shape.num_nodes != 1 or p < 2 or ports.nvls_bw(cluster) <= 0:
         return None
     lat = nt.BASE_LAT_S["nvls"]["Simple"]
-    return (Phase("scale_up", lat, size * (p + 1) / p, ports.nvls_bw(cluster)),)
+    bw = ports.nvls_bw(cluster) * nt.nvls_chunk_efficiency(size, ports.nvls_bw(cluster))
+    return (Phase("scale_up", lat, size * (p + 1) / p, bw),)
 
 
 def nvls_tree(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupShape) -> tuple[Phase, ...] | None:

@@ -62,6 +62,40 @@ TREE_LL128_FACTOR_NNODES = 120.0 / 128.0
 # NVLS and NVLS-tree: tuning.cc converts their bus bandwidth with ratio 5/6.
 NVLS_EFF = 5.0 / 6.0
 
+# NVLS chunking (enqueue.cc, NVLS branch): chunks of at most 128 KiB, shrunk to 64/32/16 KiB when
+# nBytes < 64/8/2 x concurrentOps x chunk, concurrentOps = nChannels x nHeads; NVLS runs 16
+# channels (NCCL_NVLS_NCHANNELS default 16) and one head per channel inside a node. Each chunk
+# ends with a completion flag to the peers and its acknowledgement: one NVLink round trip
+# (2 x the LL hop of 0.6 us) during which that channel moves no data.
+NVLS_CHANNELS = 16
+NVLS_MAX_CHUNK_BYTES = 128 * 1024
+NVLS_CHUNK_STEPS = ((2, 16 * 1024), (8, 32 * 1024), (64, 64 * 1024))  # (multiple, chunk) smallest first
+NVLS_CHUNK_SYNC_S = 2 * 0.6 * units.US
+
+
+def nvls_chunk_bytes(size_bytes: float, heads: int = 1) -> int:
+    """NCCL's NVLS chunk size for a message of ``size_bytes``."""
+    concurrent = NVLS_CHANNELS * heads
+    for multiple, chunk in NVLS_CHUNK_STEPS:
+        if size_bytes < multiple * concurrent * 2 * chunk:
+            return chunk
+    return NVLS_MAX_CHUNK_BYTES
+
+
+def nvls_chunk_efficiency(size_bytes: float, port_bw: float) -> float:
+    """Bandwidth fraction left after per-chunk synchronisation, relative to 128 KiB chunks.
+
+    A channel moves one chunk in chunk / (port_bw / channels) and then waits NVLS_CHUNK_SYNC_S.
+    The large-message efficiency (128 KiB chunks) is already in the measured NVLS port rate,
+    so the ramp is normalised to 1 there.
+    """
+    def eff(chunk: int) -> float:
+        xfer = chunk / (port_bw / NVLS_CHANNELS)
+        return xfer / (xfer + NVLS_CHUNK_SYNC_S)
+
+    return eff(nvls_chunk_bytes(size_bytes)) / eff(NVLS_MAX_CHUNK_BYTES)
+
+
 # llMaxBws[arch][scale] (GB/s, the most an LL collective reaches whatever the channel count):
 # one node by GPU generation {Volta 39.0, Ampere 87.7, Hopper 87.7}; 2 nodes 39.0, 4+ nodes
 # 20.4 (x86 Intel row).
