@@ -1,8 +1,8 @@
 """NCCL's documented cost constants: protocol efficiencies, per-step latencies, bandwidth caps.
 
-Source, unless a line says otherwise: NVIDIA/nccl ``src/graph/tuning.cc`` (v2.18-2.21, function
+Source, unless a line says otherwise: NVIDIA/nccl ``src/graph/tuning.cc`` (v2.19-2.21, function
 ``ncclTopoTuneModel``; the tables are quoted in the same form by volcengine/veScale
-``vescale/emulator/nccl/graph/tuning.py``). NCCL uses these numbers to choose an algorithm and
+``vescale/emulator/nccl/graph/tuning.py`` and by SimAI's MockNccl). NCCL uses these numbers to choose an algorithm and
 protocol for every call; they are NVIDIA's own fit of its kernels on NVLink, PCIe and InfiniBand
 and so the best public statement of what one step of each protocol costs. Latencies are in
 microseconds there and in seconds here.
@@ -26,16 +26,16 @@ BASE_LAT_S = {
 }
 
 # hwLat[hw][algo][proto] (us): cost of one algorithm step (one hop) on that hardware.
-# tuning.cc NVLINK: Tree {.6, 1.25, 4}, Ring {.6, 1.9, 3.4}; PCI: Tree {1.0, 1.9, 4}, Ring
-# {1.0, 2.5, 5.7}; NET: Tree {5.0, 8.5, 14}, Ring {2.7, 4.0, 14.0}, NVLS-tree Simple 14.
+# tuning.cc NVLINK: Tree {.6, 1.25, 4}, Ring {.6, 1.9, 3.4}; PCI: Tree {1.0, 1.9, 6}, Ring
+# {1.0, 2.5, 5.7}; NET: Tree {5.0, 8.5, 14}, Ring {2.7, 4.0, 14.0}, NVLS-tree Simple 19.
 HW_LAT_S = {
     HW_NVLINK: {"tree": {"LL": 0.6, "LL128": 1.25, "Simple": 4.0},
                 "ring": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4}},
-    HW_PCI: {"tree": {"LL": 1.0, "LL128": 1.9, "Simple": 4.0},
+    HW_PCI: {"tree": {"LL": 1.0, "LL128": 1.9, "Simple": 6.0},
              "ring": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7}},
     HW_NET: {"tree": {"LL": 5.0, "LL128": 8.5, "Simple": 14.0},
              "ring": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0},
-             "nvls_tree": {"Simple": 14.0}},
+             "nvls_tree": {"Simple": 19.0}},
 }
 HW_LAT_S = {hw: {a: {p: v * units.US for p, v in d.items()} for a, d in algos.items()}
             for hw, algos in HW_LAT_S.items()}
