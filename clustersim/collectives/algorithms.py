@@ -94,14 +94,18 @@ def _ring_ports(wire_up: float, wire_out: float, eff: float, cap: float,
 def ring(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupShape) -> tuple[Phase, ...] | None:
     """Ring (NCCL): all_reduce sends 2(n-1)/n S per rank, all_gather/reduce_scatter (n-1)/n S,
     broadcast/reduce S (a pipelined chain). Across nodes each ring enters and leaves every node
-    once, so a node's NICs carry what one rank sends, spread over its p ranks' NICs."""
+    once, so a node's NICs carry what one rank sends, spread over its p ranks' NICs, and NVLink
+    carries the other (p-1)/p."""
     n, p = shape.num_ranks, shape.ranks_per_node
     factor = {"all_reduce": 2.0 * (n - 1) / n, "all_gather": (n - 1) / n,
               "reduce_scatter": (n - 1) / n, "broadcast": 1.0, "reduce": 1.0}.get(op)
     if factor is None:
         return None
     eff, cap = _ring_port_eff(proto, cluster, shape)
-    up, out = _ring_ports(factor * size, factor * size / p, eff, cap, cluster, shape)
+    # across nodes one rank per node and ring sends over its NIC instead of NVLink; NCCL rotates
+    # that rank over the rings, so NVLink carries (p-1)/p of a rank's ring bytes
+    up_share = 1.0 if shape.num_nodes == 1 else (p - 1) / p
+    up, out = _ring_ports(factor * size * up_share, factor * size / p, eff, cap, cluster, shape)
     return _pipelined(_ring_latency(op, proto, cluster, shape), up, out)
 
 
