@@ -70,3 +70,13 @@ def test_profile_file(capsys, tmp_path, monkeypatch):
     assert code == 0
     assert json.loads(out)["busbw_GBps"] == pytest.approx(50, rel=0.01)  # 100 GB/s x 0.5
     load._catalog.cache_clear()
+
+
+def test_nodes_and_gpus_per_node(capsys):
+    code, out, _ = run(capsys, "all_reduce", "--cluster", "dgx-a100", "--nodes", "4", "--size", "1G", "--json")
+    assert code == 0 and json.loads(out)["gpus"] == 32 and json.loads(out)["nodes"] == 4
+    code, out, _ = run(capsys, "all_reduce", "--cluster", "dgx-a100", "--gpus-per-node", "4", "--gpus", "8",
+                       "--size", "1G", "--json")
+    assert code == 0 and json.loads(out)["nodes"] == 2
+    code, _, err = run(capsys, "all_reduce", "--nodes", "2", "--gpus", "8", "--size", "1G")
+    assert code == 2 and "--gpus" in err

@@ -135,3 +135,22 @@ def test_bad_inputs(a100):
 
 def test_single_rank_costs_nothing(a100):
     assert plan_collective("all_reduce", GiB, a100, GroupShape(1, 1)).time_s == 0.0
+
+
+@pytest.mark.parametrize("p", [5, 6, 7, 8])
+def test_nvls_algbw_follows_p_over_p_plus_1(h100, p):
+    # large messages: algbw -> 308.25 x p/(p+1): 256.9, 264.2, 269.7, 274.0 GB/s
+    # (NVIDIA/nccl#1455 measured about 258, 265, 270, 273 on 5..8 H100s)
+    plan = plan_collective("all_reduce", 16 * GiB, h100, GroupShape(p, 1), "nvls")
+    assert plan.algbw_bytes_per_s / 1e9 == pytest.approx(308.25 * p / (p + 1), rel=0.002)
+
+
+def test_nvls_medium_sizes_use_smaller_chunks(h100):
+    from clustersim.collectives import nccl_tuning as nt
+
+    # NCCL NVLS chunk schedule with 16 channels: < 1 MiB 16 KiB, < 8 MiB 32 KiB, < 128 MiB 64 KiB
+    assert [nt.nvls_chunk_bytes(s) for s in (2**19, 2**22, 2**26, 2**27)] == [16384, 32768, 65536, 131072]
+    # 64 KiB chunks: transfer 65536 / (308.25e9 / 16) = 3.4017 us per chunk + 1.2 us sync
+    eff64 = 3.4017 / (3.4017 + 1.2)
+    eff128 = 6.8034 / (6.8034 + 1.2)
+    assert nt.nvls_chunk_efficiency(2**26, 308.25e9) == pytest.approx(eff64 / eff128, rel=1e-4)
