@@ -90,8 +90,9 @@ def _output_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: 
         for what in ("max", "sum_exp", "target_logit"):
             fwd.append(CommOp(f"cross_entropy_{what}_all_reduce", "all_reduce", t * 4, "tp"))
     bwd: list[Op | CommOp] = [
-        # softmax - one_hot in place (r+w 8), scale by the loss gradient (r+w 8), cast (read 4, write act_b)
-        memory_bound_op("cross_entropy_bwd", logits * (8 + 8 + 4 + act_b), gpu),
+        # the saved fp32 softmax becomes the gradient in place (one_hot touches one entry per token),
+        # scaled by the loss gradient (r+w 8), cast back for the GEMM (read 4, write act_b)
+        memory_bound_op("cross_entropy_bwd", logits * (8 + 4 + act_b), gpu),
         gemm_op("logits_dgrad", t, h, v, gpu, dtype),
     ]
     wgrad = gemm_op("logits_wgrad", v, h, t, gpu, dtype)
