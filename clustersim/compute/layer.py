@@ -44,20 +44,22 @@ from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 
 
-def cache_layout(layout: ParallelLayout) -> ParallelLayout:
-    """The layout fields that change a layer's cost; the rest reset so that sweeps share cache entries."""
-    return ParallelLayout(tp=layout.tp, cp=layout.cp, ep=layout.ep, sequence_parallel=layout.sequence_parallel,
-                          micro_batch=layout.micro_batch, recompute=layout.recompute,
-                          tp_comm_overlap=layout.tp_comm_overlap)
-
-
 def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str,
                            attention: str = "auto") -> LayerCost:
     """Forward, backward and recompute ops of one transformer layer for one micro-batch on one GPU.
 
     ``attention``: "flash", "standard" or "auto" (clustersim.compute.conventions.resolve_attention).
     """
-    return _layer_cost(model, cache_layout(layout), gpu, dtype, resolve_attention(attention, gpu.name))
+    return _layer_cost_by_key(model, layout.tp, layout.cp, layout.ep, layout.sequence_parallel, layout.micro_batch,
+                              layout.recompute, layout.tp_comm_overlap, gpu, dtype, attention)
+
+
+@functools.lru_cache(maxsize=8192)
+def _layer_cost_by_key(model: ModelSpec, tp: int, cp: int, ep: int, sp: bool, micro_batch: int, recompute: str,
+                       tp_comm_overlap: bool, gpu: GpuSpec, dtype: str, attention: str) -> LayerCost:
+    layout = ParallelLayout(tp=tp, cp=cp, ep=ep, sequence_parallel=sp, micro_batch=micro_batch, recompute=recompute,
+                            tp_comm_overlap=tp_comm_overlap)
+    return _layer_cost(model, layout, gpu, dtype, resolve_attention(attention, gpu.name))
 
 
 class _Ctx:
