@@ -16,7 +16,7 @@ from typing import Any
 import simpy
 
 from clustersim.collectives import CollectivePlan
-from clustersim.engine.groups import comm_plan
+from clustersim.engine.groups import pp_plan
 from clustersim.engine.stages import StepWork, build_step_work
 from clustersim.engine.timeline import Timeline
 from clustersim.engine.units import CompiledUnit, UnitCache
@@ -68,7 +68,7 @@ class _StepSim:
         plans += [plan for _, plan in self.dp.zero3_unit_gather.values()]
         plans += [plan for _, plan in self.dp.after_backward]
         if self.num_global > 1:
-            plans.append(comm_plan(self.sc, "send_recv", self.work.p2p_bytes, "pp"))
+            plans += [pp_plan(self.sc, self.work.p2p_bytes, r) for r in range(self.pp)]
         return frozenset(ph.tier for plan in plans for ph in plan.phases)
 
     # -- communication ---------------------------------------------------------------------
@@ -88,7 +88,8 @@ class _StepSim:
         """Send an activation (F) or its gradient (B) to the stage that needs it."""
         start = self.env.now
         self.send_start[key] = start
-        plan = comm_plan(self.sc, "send_recv", self.work.p2p_bytes, "pp")
+        boundary = rank if key[0] == "F" else (rank - 1) % self.pp
+        plan = pp_plan(self.sc, self.work.p2p_bytes, boundary)
         yield from self._run_plan(rank, plan)
         self.tl.add(rank, "pp", f"send {key[0]}{key[2]} to stage {key[1]}", "pp_comm", start, self.env.now)
         self._arrival(key).succeed()

@@ -55,7 +55,7 @@ def _merge(*parts: Work) -> Work:
 @functools.lru_cache(maxsize=4096)
 def build_step_work(scenario: Scenario) -> StepWork:
     model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
-    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype)
+    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention)
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
     counts = stage_layers(model.layers, par.pp, par.virtual_stages)
@@ -75,8 +75,10 @@ def build_step_work(scenario: Scenario) -> StepWork:
         if g == num_global - 1:
             fwd.append(tuple(out.forward.ops))
             bwd.append(_merge(tuple(out.recompute.ops), tuple(out.backward.ops)))
-            unit_params.append(out.params)
-            params += out.params
+            # a tied output layer shares the embedding's weights when both sit on one stage
+            shared = model.tie_embeddings and num_global == 1
+            unit_params.append(0 if shared else out.params)
+            params += 0 if shared else out.params
         bwd.extend([layer_bwd] * n)
         unit_params.extend([layer.params] * n)
         if g == 0:
