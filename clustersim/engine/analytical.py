@@ -97,9 +97,9 @@ def estimate_step(scenario: Scenario) -> EstimateResult:
                 if dp.zero3_unit_gather:
                     order = range(n) if a.kind == "F" else range(n - 1, -1, -1)
                     for u in order:
-                        end = streams[r].run(clock[r], dp.zero3_unit_gather[(g, u)][1].time_s)
-                        pending_dp[r].append(end)
-                        zero3[u] = end
+                        for _, plan in dp.zero3_unit_gather.get((g, u), ()):
+                            zero3[u] = streams[r].run(clock[r], plan.time_s)
+                            pending_dp[r].append(zero3[u])
                 final = a.kind == "B" and last_b[r][a.chunk] == i
                 params_pending = a.kind == "F" and any(param_ready.get((r, g, u), 0.0) > clock[r] for u in range(n))
                 if not final and not zero3 and not params_pending:

@@ -65,7 +65,7 @@ class _StepSim:
         """Link tiers that DP collectives or pipeline transfers use while compute runs."""
         plans = [plan for items in self.dp.grad_buckets.values() for _, plan in items]
         plans += [plan for items in self.dp.param_gathers.values() for _, plan in items]
-        plans += [plan for _, plan in self.dp.zero3_unit_gather.values()]
+        plans += [plan for items in self.dp.zero3_unit_gather.values() for _, plan in items]
         plans += [plan for _, plan in self.dp.after_backward]
         if self.num_global > 1:
             plans += [pp_plan(self.sc, self.work.p2p_bytes, r) for r in range(self.pp)]
@@ -223,7 +223,7 @@ class _StepSim:
         units = sorted(u for (gg, u) in self.dp.zero3_unit_gather if gg == g)
         if kind == "B":
             units.reverse()
-        return {u: self._enqueue_dp(rank, *self.dp.zero3_unit_gather[(g, u)]) for u in units}
+        return {u: [self._enqueue_dp(rank, *item) for item in self.dp.zero3_unit_gather[(g, u)]][-1] for u in units}
 
     def _wait_params(self, rank: int, g: int, event: simpy.Event | None) -> Proc:
         if event is None or event.triggered:

@@ -108,3 +108,18 @@ def test_trace_has_a_track_per_rank_and_stream() -> None:
     assert {e["pid"] for e in spans} == {0, 1, 2, 3}
     assert {e["cat"] for e in spans} >= {"compute", "tp_comm", "pp_comm"}
     assert all(e["dur"] >= 0 for e in spans)
+
+
+def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
+    from clustersim.engine.groups import group_shape
+    from clustersim.engine.stages import build_step_work
+    from clustersim.engine.zero import dp_plan
+
+    sc = make(model="mixtral-8x7b", nodes=8, tp=2, pp=1, dp=32, ep=8, global_batch=64, sequence_parallel=True,
+              zero_stage=1)
+    plan = dp_plan(sc, build_step_work(sc))
+    names = [name for items in plan.grad_buckets.values() for name, _ in items]
+    assert any("experts" in n for n in names) and any("experts" not in n for n in names)
+    # dp x cp / ep = 32 / 8 = 4 expert-data-parallel ranks; the dense gradients span all 32
+    assert group_shape(sc, "edp").num_ranks == 4
+    assert group_shape(sc, "dp_cp").num_ranks == 32
