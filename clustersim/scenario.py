@@ -24,6 +24,8 @@ from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
 DTYPES = ("bf16", "fp16", "fp8", "fp32")
+# The engine walks every micro-batch of the step; beyond this a step takes minutes to simulate.
+MAX_MICRO_BATCHES = 4096
 
 PosInt = Field(ge=1)
 
@@ -88,6 +90,7 @@ class ParallelSection(_Strict):
 class TrainingSection(_Strict):
     dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
+    attention: Literal["auto", "flash", "standard"] = "auto"
 
 
 class ScenarioFile(_Strict):
@@ -100,8 +103,13 @@ class ScenarioFile(_Strict):
 
 @dataclass(frozen=True, slots=True)
 class TrainingSpec:
+    """``attention``: "flash" (fused, FlashAttention-style), "standard" (unfused QK^T, softmax,
+    PV) or "auto" (what Megatron-LM ran on that GPU generation: standard on A100/V100, flash on
+    Hopper; clustersim.compute.conventions.resolve_attention)."""
+
     dtype: str = "bf16"
     optimizer: str = "adam"
+    attention: str = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,8 +235,10 @@ def read_hf_config(path: str) -> dict[str, Any]:
         raise InputError("model.hf_config", path, "a path to an existing config.json")
     try:
         cfg = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError("model.hf_config", path, f"valid JSON ({exc})") from exc
+    if not isinstance(cfg, dict):
+        raise InputError("model.hf_config", path, "a config.json holding a JSON object")
 
     def first(*keys: str) -> Any:
         for k in keys:
@@ -255,7 +265,13 @@ def read_hf_config(path: str) -> dict[str, Any]:
     if missing:
         raise InputError("model.hf_config", path, f"a config.json with {', '.join(missing)} "
                          "(num_hidden_layers, hidden_size, num_attention_heads, vocab_size, max_position_embeddings)")
-    return {k: v for k, v in fields.items() if v is not None}
+    fields = {k: v for k, v in fields.items() if v is not None}
+    try:  # the same types and bounds as the explicit model fields
+        ModelSection.model_validate(fields)
+    except ValidationError as exc:
+        err = _pydantic_to_input_error(exc, fields)
+        raise InputError(f"model.hf_config ({path}): {err.field}", err.value, err.allowed) from None
+    return fields
 
 
 def _resolve_model(section: ModelSection) -> ModelSpec:
@@ -316,6 +332,10 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
         raise InputError("parallel.micro_batch", par.micro_batch,
                          f"a divisor of the per-replica batch global_batch/dp = {par.global_batch}/{par.dp}"
                          f" = {per_replica:g} (global_batch must be a multiple of dp * micro_batch)")
+    if par.num_micro_batches > MAX_MICRO_BATCHES:
+        raise InputError("parallel.global_batch", par.global_batch,
+                         f"at most {MAX_MICRO_BATCHES} micro-batches per pipeline (global_batch / (dp * micro_batch)"
+                         f" = {par.num_micro_batches}); raise parallel.micro_batch or parallel.dp")
     if par.schedule == "interleaved-1f1b" and par.num_micro_batches % par.pp:
         raise InputError("parallel.global_batch", par.global_batch,
                          f"a batch whose micro-batch count ({par.num_micro_batches}) is a multiple of pp ({par.pp}),"
@@ -347,7 +367,15 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise _pydantic_to_input_error(exc, data) from None
     model = _resolve_model(raw.model)
     c = raw.cluster
-    cluster = load_cluster(c.preset, c.nodes, **c.model_dump(exclude={"preset", "nodes"}, exclude_none=True))
+    overrides = c.model_dump(exclude={"preset", "nodes"}, exclude_none=True)
+    try:
+        cluster = load_cluster(c.preset, c.nodes, **overrides)
+    except InputError as exc:  # name the scenario key whose value the profile lookup rejected
+        if exc.field.startswith("cluster."):
+            raise
+        key = next((f"cluster.{k}" for k, v in sorted(overrides.items()) if v == exc.value),
+                   f"cluster.preset ({c.preset}): {exc.field}")
+        raise InputError(key, exc.value, exc.allowed) from None
     p = raw.parallel
     if p.dp is None:
         denom = p.tp * p.pp * p.cp
@@ -363,7 +391,8 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise InputError("training.dtype", raw.training.dtype,
                          f"a dtype that {cluster.gpu.name} has: {', '.join(cluster.gpu.dtypes)}")
     check_layout(model, cluster, par)
-    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer)
+    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer,
+                            attention=raw.training.attention)
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training)
 
 
