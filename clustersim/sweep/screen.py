@@ -34,11 +34,13 @@ import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
+
 from clustersim.compute import optimizer_step_time_s
-from clustersim.engine.analytical import unit_time
-from clustersim.engine.groups import comm_plan
+from clustersim.compute.conventions import resolve_attention
+from clustersim.engine.groups import comm_plan, pp_plan
 from clustersim.engine.memory_plan import layers_in_flight
 from clustersim.engine.stages import activation_bytes, build_step_work
+from clustersim.engine.units import compile_unit
 from clustersim.memory.activations import (
     embedding_activation_bytes,
     layer_activation_bytes,
@@ -52,9 +54,8 @@ from clustersim.memory.report import (
     stage_params,
 )
 from clustersim.memory.states import state_bytes
-from clustersim.parallel.pipeline import build_schedule, stage_layers
-
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
+from clustersim.parallel.pipeline import build_schedule, stage_layers
 from clustersim.scenario import Scenario
 from clustersim.sweep.space import (
     SearchSpace,
@@ -123,6 +124,9 @@ def class_scenario(base: Scenario, layout: ParallelLayout) -> Scenario:
 @functools.lru_cache(maxsize=4096)
 def unit_times(rep: Scenario) -> UnitTimes:
     """Unit times of the class that ``rep`` (from ``class_scenario``) stands for."""
+    def unit_time(_: Scenario, work: tuple) -> object:
+        return compile_unit(rep, work)
+
     stage = build_step_work(rep).stages[0]  # pp = 1: [embedding, layers..., output]
     fwd, bwd, params = stage.forward, stage.backward, stage.unit_params  # bwd: [output, layers..., embedding]
     return UnitTimes(
@@ -179,7 +183,7 @@ def _check_ranks(ranks: list[tuple[int, float]]) -> tuple[int, ...]:
     flight (memory grows with both: ``MemoryModel.peak_bytes``)."""
     pp = len(ranks)
     keep = {0, pp - 1}
-    middle = [(held, int(f), r) for r, (held, f) in enumerate(ranks) if 0 < r < pp - 1]
+    middle = [(held, f, r) for r, (held, f) in enumerate(ranks) if 0 < r < pp - 1]
     for held, k, r in middle:
         if not any((h2 >= held and k2 >= k) and (h2, k2) != (held, k) or ((h2, k2) == (held, k) and r2 < r)
                    for h2, k2, r2 in middle):
@@ -204,10 +208,11 @@ def _action_s(n: int, c: float, g: float, extra_c: float = 0.0, extra_g: float =
     return max(total_c + min_g, total_g + min_c)
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def pipeline_bound_s(u: UnitTimes, x: Extra, profile: ScheduleProfile, num_micro_batches: int) -> float:
     """``max_r [fill_r + W_r]`` (module docstring), without the optimizer; every action lasts at
     least ``_action_s``."""
+    if x.gather_layer_s == 0.0 and x.gather_first_s == 0.0 and x.gather_last_s == 0.0:
+        return _plain_bound_s(u, x.p2p_s, profile, num_micro_batches)
     pp = len(profile.ranks)
     f, b, g = u.layer_f_s, u.layer_b_s, x.gather_layer_s
     n0, nl = profile.first_layers, profile.last_layers
@@ -238,6 +243,32 @@ def pipeline_bound_s(u: UnitTimes, x: Extra, profile: ScheduleProfile, num_micro
     return best
 
 
+def _plain_bound_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_micro_batches: int) -> float:
+    """``pipeline_bound_s`` without ZeRO-3 gathers: every action lasts its compute, so a rank's
+    work is its layers times (F + B) plus the embedding / output units."""
+    pp = len(profile.ranks)
+    layer = u.layer_f_s + u.layer_b_s
+    first = u.first_f_s + u.first_b_s
+    last = u.last_f_s + u.last_b_s
+    chain = profile.backward_chain
+    step_layer = layer if chain else u.layer_f_s
+    step_first = first if chain else u.first_f_s
+    hop = 2 * p2p_s if chain else p2p_s
+    best = fill = 0.0
+    c0 = profile.chunk0_layers
+    for r, (held, _) in enumerate(profile.ranks):
+        work = held * layer
+        if r == 0:
+            work += first
+        if r == pp - 1:
+            work += last
+        total = fill + num_micro_batches * work
+        if total > best:
+            best = total
+        fill += c0[r] * step_layer + hop + (step_first if r == 0 else 0.0)
+    return best
+
+
 class MemoryModel:
     """``clustersim.memory.memory_report(...).peak_bytes_per_gpu`` assembled from the memory
     model's own parts, each cached at the coarsest key it depends on, so that a layout costs a
@@ -248,12 +279,13 @@ class MemoryModel:
 
     def __init__(self, base: Scenario) -> None:
         self.model, self.dtype = base.model, base.training.dtype
+        self.attention = resolve_attention(base.training.attention, base.cluster.gpu.name)
         self._states: dict[tuple[int, ...], int] = {}
         self._acts: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
         self._comm: dict[tuple[object, ...], int] = {}
 
     def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool) -> int:
-        k = int(in_flight)  # memory_report counts whole micro-batches
+        k = float(in_flight)
         skey = (p.tp, p.ep, p.dp, p.cp, p.zero_stage, held, first, last)
         states = self._states.get(skey)
         if states is None:
@@ -266,7 +298,8 @@ class MemoryModel:
         acts = self._acts.get(akey)
         if acts is None:
             m, d = self.model, self.dtype
-            acts = self._acts[akey] = (layer_activation_bytes(m, p, d), recompute_working_bytes(m, p, d),
+            a = self.attention
+            acts = self._acts[akey] = (layer_activation_bytes(m, p, d, a), recompute_working_bytes(m, p, d, a),
                                        embedding_activation_bytes(m, p, d), output_activation_bytes(m, p, d))
         layer_b, working_b, first_b, last_b = acts
         act = layer_b * held * k
@@ -315,8 +348,10 @@ class Screen:
         x = self._extra.get(key)
         if x is None:
             grid = replace(self.base, parallel=replace(p, schedule="1f1b", virtual_stages=1))
-            p2p = comm_plan(grid, "send_recv", u.p2p_bytes, "pp").time_s if p.pp > 1 else 0.0
-            if p.zero_stage == 3 and p.dp * p.cp > 1:
+            # the fastest pipeline boundary stands for every hop (a bound)
+            p2p = min(pp_plan(grid, u.p2p_bytes, r).time_s for r in range(p.pp)) if p.pp > 1 else 0.0
+            # MoE gathers expert and dense parameters over different groups: no gather term there
+            if p.zero_stage == 3 and p.dp * p.cp > 1 and not self.base.model.is_moe:
                 nbytes = activation_bytes(self.base.training.dtype)
 
                 def gather(params: int) -> float:
@@ -389,14 +424,14 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                     pipe = bounds.get((rec, sp, zero == 3))
                     if pipe is None:
                         pipe = bounds[(rec, sp, zero == 3)] = [pipeline_bound_s(u, x, prof, nmb) for prof in profiles]
-                    peaks: dict[tuple[int, int, bool, bool], int] = {}
+                    peaks: dict[tuple[int, float, bool, bool], int] = {}
                     key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
                     for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
                         peak = 0
                         for r in prof.check_ranks:
                             held, inflight = prof.ranks[r]
-                            rk = (held, int(inflight), r == 0, r == shape.pp - 1)
+                            rk = (held, inflight, r == 0, r == shape.pp - 1)
                             pr = peaks.get(rk)
                             if pr is None:
                                 pr = peaks[rk] = sc.memory.peak_bytes(p, held, inflight, rk[2], rk[3])
