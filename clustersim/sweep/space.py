@@ -11,7 +11,8 @@ Rules, each one the loader's own (``clustersim.scenario.check_layout``) unless m
   (Narayanan et al. 2021, arXiv 2104.04473, §3.3 "Takeaway #1": tensor parallelism up to the
   GPUs of one server) unless ``allow_tp_across_nodes``, which admits multiples of gpus_per_node;
 - ``pp * virtual_stages <= layers`` (stages may differ by one layer; see CONTRACT §1);
-- ``global_batch`` is a multiple of ``dp * micro_batch``;
+- ``global_batch`` is a multiple of ``dp * micro_batch``, with at most MAX_MICRO_BATCHES
+  micro-batches per pipeline;
 - the interleaved schedule needs ``pp > 1`` and a micro-batch count that is a multiple of pp;
 - ``cp > 1`` needs ``seq_len`` divisible by ``2 * cp`` (load-balanced causal split);
 - sequence parallelism needs ``tp`` dividing ``seq_len``;
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout
+from clustersim.scenario import MAX_MICRO_BATCHES
 from clustersim.workload.model_spec import ModelSpec
 
 
@@ -138,8 +140,10 @@ def zero_options(shape: Shape, space: SearchSpace) -> list[int]:
 
 
 def micro_batch_sizes(shape: Shape, global_batch: int) -> list[int]:
-    """Micro-batch sizes of a shape: the divisors of the per-replica batch."""
-    return divisors(global_batch // shape.dp)
+    """Micro-batch sizes of a shape: the divisors of the per-replica batch that leave at most
+    MAX_MICRO_BATCHES micro-batches per pipeline (the loader's cap)."""
+    per_replica = global_batch // shape.dp
+    return [mb for mb in divisors(per_replica) if per_replica // mb <= MAX_MICRO_BATCHES]
 
 
 def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
@@ -154,7 +158,7 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
     sps = sequence_parallel_options(model, shape, space)
     zeros = zero_options(shape, space)
     out: list[ParallelLayout] = []
-    for mb in micro_batches if micro_batches is not None else divisors(per_replica):
+    for mb in micro_batches if micro_batches is not None else micro_batch_sizes(shape, template.global_batch):
         nmb = per_replica // mb
         scheds = schedule_options(shape, nmb, model.layers, space)
         for zero in zeros:
