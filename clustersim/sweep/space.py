@@ -19,17 +19,21 @@ Rules, each one the loader's own (``clustersim.scenario.check_layout``) unless m
 - for MoE models ``ep`` divides the expert count and ``dp * cp``; dense models have ``ep = 1``.
 
 Symmetry pruning: options that name the *same* computation as another enumerated layout are
-left out, so every distinct job is evaluated once. Each rule is exact (the two layouts run the
-same kernels and collectives), and ``tests/sweep/test_space.py`` checks that the loader accepts
-both and, once the cost model is there, that both estimate to the same step time:
+left out, so every distinct job is evaluated once. In each rule the two layouts run the same
+kernels and collectives, so they take the same time, and the pruned one needs no less memory:
+it can neither rank ahead of the kept one (equal times rank by layout key, and the kept one has
+the smaller key) nor be on the Pareto front without it. tests/sweep/test_space.py checks the
+space against the loader, tests/sweep/test_screen.py each rule against the closed form:
 - S1 ``sequence_parallel=True`` with ``tp = 1``: SP splits the TP group's sequence, a group of
   one splits nothing (Korthikanti et al. 2022, arXiv 2205.05198, §4.2.2).
 - S2 ``zero_stage > 0`` with ``dp = cp = 1``: ZeRO partitions states over the data-parallel
   replicas (Rajbhandari et al. 2020, arXiv 1910.02054, §5); with a single replica there is
-  nothing to partition or gather.
+  nothing to partition or gather (the memory model still counts ZeRO-2/3 staging buffers, so
+  the pruned layout needs more memory, never less).
 - S3 ``gpipe`` with ``pp = 1`` or with a single micro-batch: without a pipeline, or with one
-  micro-batch, GPipe and 1F1B issue the same actions in the same order (Narayanan et al. 2021,
-  §2.2.1: 1F1B differs from GPipe only in when later micro-batches' backward passes run).
+  micro-batch, GPipe and 1F1B run the same passes back to back (Narayanan et al. 2021, §2.2.1:
+  1F1B differs from GPipe only in when later micro-batches' backward passes run); GPipe keeps
+  every micro-batch's activations until its backward, so it needs at least 1F1B's memory.
 - S4 ``interleaved-1f1b`` with ``virtual_stages = 1``: one chunk per rank is plain 1F1B
   (Narayanan et al. 2021, §2.2.2); the loader already rejects virtual_stages > 1 without it.
 """

@@ -1,0 +1,104 @@
+"""The search space agrees with the scenario loader: every enumerated layout is accepted, and
+every accepted layout is enumerated up to the documented symmetry rules S1-S4."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import pytest
+
+from clustersim.errors import InputError
+from clustersim.hardware.load import load_cluster
+from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
+from clustersim.scenario import check_layout, model_from_fields
+from clustersim.sweep.space import (
+    SearchSpace,
+    count_layouts,
+    divisors,
+    enumerate_layouts,
+    layout_key,
+)
+
+CASES = [
+    # (model fields, nodes, gpus_per_node, global_batch)
+    (dict(layers=6, hidden=96, heads=6, vocab=100, seq_len=64), 2, 4, 12),
+    (dict(layers=4, hidden=64, heads=4, vocab=100, seq_len=48), 1, 8, 16),
+    (dict(layers=8, hidden=128, heads=8, kv_heads=2, vocab=100, seq_len=32), 2, 4, 8),
+]
+
+
+def _canonical(p: ParallelLayout) -> ParallelLayout:
+    """The representative that the symmetry rules keep."""
+    if p.tp == 1:
+        p = replace(p, sequence_parallel=False)  # S1
+    if p.dp * p.cp == 1:
+        p = replace(p, zero_stage=0)  # S2
+    if p.schedule == "interleaved-1f1b" and p.virtual_stages == 1:
+        p = replace(p, schedule="1f1b")  # S4
+    if p.schedule == "gpipe" and (p.pp == 1 or p.num_micro_batches == 1):
+        p = replace(p, schedule="1f1b")  # S3
+    return p
+
+
+def _brute_force(model, cluster, gb: int, allow_tp_across: bool) -> set[tuple[int, ...]]:
+    gpus = cluster.num_gpus
+    out = set()
+    for tp, cp, pp in itertools.product(divisors(gpus), repeat=3):
+        if gpus % (tp * cp * pp):
+            continue
+        dp = gpus // (tp * cp * pp)
+        if not allow_tp_across and cluster.gpus_per_node % tp:
+            continue
+        for mb, zero, rec, sp, sched in itertools.product(range(1, gb + 1), range(4), RECOMPUTE, (False, True),
+                                                          SCHEDULES):
+            for v in range(1, model.layers + 1):
+                p = ParallelLayout(tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=mb, global_batch=gb, zero_stage=zero,
+                                   recompute=rec, sequence_parallel=sp, schedule=sched, virtual_stages=v)
+                try:
+                    check_layout(model, cluster, p)
+                except InputError:
+                    continue
+                out.add(layout_key(_canonical(p)))
+    return out
+
+
+@pytest.mark.parametrize("fields,nodes,gpn,gb", CASES)
+def test_enumeration_is_the_loader_up_to_symmetry(fields, nodes, gpn, gb):
+    model = model_from_fields("m", fields)
+    cluster = load_cluster("dgx-a100", nodes, gpus_per_node=gpn, nics_per_node=gpn)
+    template = ParallelLayout(global_batch=gb)
+    listed = list(enumerate_layouts(model, cluster, template))
+    keys = [layout_key(p) for p in listed]
+    for p in listed:
+        check_layout(model, cluster, p)  # the loader accepts every one
+        assert _canonical(p) == p  # and none is a symmetric twin of another
+    assert len(set(keys)) == len(keys)
+    assert set(keys) == _brute_force(model, cluster, gb, allow_tp_across=False)
+    assert keys == sorted(keys)  # canonical order
+    assert count_layouts(model, cluster, template) == len(listed)
+
+
+def test_tp_across_nodes_only_when_allowed():
+    model = model_from_fields("m", dict(layers=4, hidden=64, heads=8, vocab=100, seq_len=32))
+    cluster = load_cluster("dgx-a100", 2, gpus_per_node=4, nics_per_node=4)
+    template = ParallelLayout(global_batch=8)
+    inside = {p.tp for p in enumerate_layouts(model, cluster, template)}
+    across = {p.tp for p in enumerate_layouts(model, cluster, template, SearchSpace(allow_tp_across_nodes=True))}
+    assert inside == {1, 2, 4}
+    assert across == {1, 2, 4, 8}
+
+
+def test_gpt3_space_respects_the_rules():
+    """GPT-3 175B on 1,024 A100: heads 96 -> tp in {1,2,4,8} inside a node; pp*v <= 96; dp divides 1536."""
+    from clustersim.scenario import load_scenario
+
+    s = load_scenario(None, ["model.preset=gpt3-175b", "cluster.preset=dgx-a100", "cluster.nodes=128",
+                             "parallel.tp=8", "parallel.pp=8", "parallel.dp=16", "parallel.global_batch=1536",
+                             "parallel.sequence_parallel=false", "parallel.recompute=none", "parallel.zero_stage=0"])
+    from clustersim.sweep.space import shapes
+
+    shp = shapes(s.model, s.cluster, 1536)
+    assert {x.tp for x in shp} == {1, 2, 4, 8}
+    assert all(1536 % x.dp == 0 and x.tp * x.cp * x.pp * x.dp == 1024 and x.pp <= 96 for x in shp)
+    assert count_layouts(s.model, s.cluster, s.parallel) > 100_000
