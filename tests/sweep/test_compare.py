@@ -1,0 +1,67 @@
+"""The arithmetic of `clustersim compare`, checked by hand, and the hardware ordering."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from clustersim import api
+from clustersim.errors import InputError
+from clustersim.hardware.load import load_cluster
+from clustersim.scenario import load_scenario
+from clustersim.sweep.compare import parse_prices, parse_tokens, scenario_on, train_cost
+
+
+@pytest.mark.parametrize("text,tokens", [("1T", 1e12), ("300B", 3e11), ("2.5M", 2.5e6), ("7K", 7e3), ("1e9", 1e9),
+                                         ("42", 42.0), ("1t", 1e12), (" 15 T ", 15e12)])
+def test_parse_tokens(text, tokens):
+    assert parse_tokens(text) == tokens
+
+
+@pytest.mark.parametrize("text", ["", "T", "1X", "-1T", "0", "one", "1TT", "nan"])
+def test_parse_tokens_rejects(text):
+    with pytest.raises(InputError, match="--tokens"):
+        parse_tokens(text)
+
+
+def test_train_cost_by_hand():
+    # 1e12 tokens at 2e5 tokens/s: 1e12 / 2e5 = 5e6 s (57.9 days);
+    # 1024 GPUs * 5e6 s / 3600 = 1,422,222.2 GPU-hours; at $2.00: $2,844,444.4
+    c = train_cost(1e12, 2e5, 1024, 2.0)
+    assert c.time_to_train_s == pytest.approx(5e6)
+    assert c.gpu_hours == pytest.approx(1024 * 5e6 / 3600)
+    assert c.gpu_hours == pytest.approx(1_422_222.222, rel=1e-9)
+    assert c.cost_usd == pytest.approx(2_844_444.444, rel=1e-9)
+
+
+def test_parse_prices():
+    clusters = ["dgx-a100", "dgx-h100"]
+    assert parse_prices(None, clusters) == {}
+    assert parse_prices("2.5", clusters) == {"dgx-a100": 2.5, "dgx-h100": 2.5}
+    assert parse_prices("dgx-h100=3, dgx-a100=1.5", clusters) == {"dgx-h100": 3.0, "dgx-a100": 1.5}
+    for bad in ("abc", "dgx-a100=abc", "dgx-a100=-1", "hgx-h200=3", "=2", "dgx-a100"):
+        with pytest.raises(InputError, match="--price-per-gpu-hour"):
+            parse_prices(bad, clusters)
+
+
+def test_profile_prices_are_set():
+    for preset in ("dgx-a100", "dgx-h100", "hgx-h200"):
+        assert load_cluster(preset, 1).gpu.price_per_gpu_hour_usd > 0
+
+
+def test_same_layout_h200_at_least_h100_faster_than_a100():
+    """Same model and layout on the three presets: tokens/s per GPU H200 >= H100 > A100."""
+    s = load_scenario(None, ["model.preset=megatron-7.5b", "cluster.nodes=2", "parallel.tp=4", "parallel.pp=2",
+                             "parallel.dp=2", "parallel.global_batch=32", "parallel.recompute=selective"])
+    tps = {}
+    for preset in ("dgx-a100", "dgx-h100", "hgx-h200"):
+        sc = scenario_on(s, load_cluster(preset, 2))
+        tps[preset] = api.simulate(sc).tokens_per_s / sc.cluster.num_gpus
+    assert tps["hgx-h200"] >= tps["dgx-h100"] > tps["dgx-a100"]
+
+
+def test_fp8_on_a100_is_refused():
+    s = load_scenario(None, ["training.dtype=fp8"])
+    with pytest.raises(InputError, match="training.dtype"):
+        scenario_on(replace(s), load_cluster("dgx-a100", 2))
