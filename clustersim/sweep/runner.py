@@ -239,14 +239,13 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     order = fits[np.lexsort([*(keys[:, c] for c in reversed(range(N_KEY))), bound])]  # by bound, then key
     workers = max(1, getattr(executor, "workers", 1))
     batch = max(2 * workers, keep)
-    pos = 0
     evaluated = 0
-    while pos < len(order):
+    while len(order):
         steps = table[:, COL["step_time_s"]]
         ok = ~np.isnan(steps) & (table[:, COL["fits"]] == 1.0)
         known = np.sort(steps[ok])
         threshold = known[keep - 1] if known.size >= keep else math.inf
-        rest = order[pos:]
+        rest = order
         wanted = rest[table[rest, COL["bound_step_time_s"]] <= threshold]
         if pareto and known.size:
             wanted = np.union1d(wanted, _pareto_candidates(table, rest))
@@ -264,8 +263,8 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         for f in ESTIMATE_FIELDS:
             table[pick, COL[f]] = metrics[:, METRIC_FIELDS.index(f)]
         evaluated += len(pick)
-        order = np.concatenate([order[:pos], rest[~np.isin(rest, pick)]])
-        if progress:
+        order = rest[~np.isin(rest, pick)]
+        if progress:  # the total is what the bound still admits: it shrinks as better layouts turn up
             progress("estimate", evaluated, evaluated + int(wanted.size) - len(pick))
     return table
 
@@ -332,10 +331,16 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
                 table[i, COL[f]] = m[METRIC_FIELDS.index(f)]
     sim = np.full((table.shape[0], len(METRIC_FIELDS)), np.nan)
     if keys:
+        finished = [0]
+
+        def on_sim(_: int) -> None:
+            finished[0] += 1
+            if progress:
+                progress("simulate", finished[0], len(keys))
+
         if progress:
             progress("simulate", 0, len(keys))
-        results = executor.run(functools.partial(simulate_key, spec), keys,
-                               (lambda i: progress("simulate", i + 1, len(keys))) if progress else None)
+        results = executor.run(functools.partial(simulate_key, spec), keys, on_sim)
         where = {k: i for i, k in enumerate(_keys(table))}
         for key, metrics in zip(keys, results, strict=True):
             sim[where[key]] = metrics
