@@ -12,11 +12,12 @@ from clustersim import api
 from clustersim.scenario import load_scenario
 from clustersim.sweep.evaluate import COL, KEY_FIELDS, SweepSpec
 from clustersim.sweep.executors import LocalExecutor, SerialExecutor
+from clustersim.sweep.rank import pareto_front
 from clustersim.sweep.runner import run_sweep, sweep_spec
 from clustersim.sweep.space import enumerate_layouts, layout_key
 
 SMALL = ["model.preset=megatron-1.7b", "cluster.preset=dgx-a100", "cluster.nodes=1", "parallel.tp=2",
-         "parallel.pp=2", "parallel.dp=2", "parallel.global_batch=16", "parallel.zero_stage=1"]
+         "parallel.pp=2", "parallel.dp=2", "parallel.global_batch=8", "parallel.zero_stage=1"]
 TOY = dict(estimator="tests.sweep.toy_model:estimate", simulator="tests.sweep.toy_model:simulate",
            screener="tests.sweep.toy_model:screen")
 
@@ -31,20 +32,46 @@ def small_result(small):
     return run_sweep(sweep_spec(small), SerialExecutor(), rerank=3, keep=5)
 
 
-def test_branch_and_bound_finds_the_brute_force_best(small, small_result):
-    """Estimate every layout that fits: the sweep's closed-form top 5 is the true top 5."""
+@pytest.fixture(scope="module")
+def brute_force(small):
+    """(tokens/s, peak bytes, key) of every layout that fits, by the closed form."""
     rows = []
     for p in enumerate_layouts(small.model, small.cluster, small.parallel):
         r = api.estimate(replace(small, parallel=p))
         if r.memory.fits:
-            rows.append((-r.tokens_per_s, layout_key(p)))
-    truth = [k for _, k in sorted(rows)[:5]]
+            rows.append((r.tokens_per_s, r.memory.peak_bytes_per_gpu, layout_key(p)))
+    return rows
+
+
+def test_branch_and_bound_finds_the_brute_force_best(small_result, brute_force):
+    """Estimate every layout that fits: the sweep's closed-form top 5 is the true top 5."""
+    truth = [k for _, _, k in sorted(brute_force, key=lambda r: (-r[0], r[2]))[:5]]
     t = small_result.table
     est = np.flatnonzero((t[:, COL["fits"]] == 1) & ~np.isnan(t[:, COL["step_time_s"]]))
     order = sorted(est, key=lambda i: (-t[i, COL["tokens_per_s"]], tuple(t[i, :len(KEY_FIELDS)])))
     got = [tuple(int(v) for v in t[i, :len(KEY_FIELDS)]) for i in order[:5]]
     assert got == truth
     assert small_result.estimated < small_result.fitting  # the bound saved work
+
+
+def test_pareto_mode_finds_the_brute_force_front(small, brute_force):
+    front, best = [], -1.0
+    for tps, _, key in sorted(brute_force, key=lambda r: (r[1], -r[0], r[2])):
+        if tps > best:
+            front.append(key)
+            best = tps
+    r = run_sweep(sweep_spec(small), SerialExecutor(), rerank=0, keep=1, pareto=True)
+    got = [tuple(int(v) for v in r.table[i, :len(KEY_FIELDS)]) for i in r.pareto()]
+    assert got == front
+
+
+def test_pareto_front_by_hand():
+    # rows: key (11 zeros but tp), fits, peak, bound, step, tokens/s, mfu
+    def row(tp, peak, tps):
+        return [tp, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1.0, peak, 0.0, 1.0, tps, 0.5]
+    t = np.array([row(1, 10, 5.0), row(2, 20, 4.0), row(4, 20, 7.0), row(8, 30, 7.0), row(16, 40, 9.0)])
+    # (10, 5) is front; (20, 4) dominated; (20, 7) front; (30, 7) not faster; (40, 9) front
+    assert list(pareto_front(t)) == [0, 2, 4]
 
 
 def test_every_ranked_layout_fits_and_top_is_simulated(small, small_result):
