@@ -47,6 +47,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], None
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.resolve().parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -57,6 +58,12 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], None
             os.unlink(tmp)
         raise
     _fsync_dir(target.resolve().parent)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -47,7 +47,7 @@ def plot_sweep(path: str | os.PathLike[str], peak_bytes: Sequence[float], tokens
     plt = _figure()
     fig, ax = plt.subplots(figsize=(8, 5))
     ax.scatter([b / GiB for b in peak_bytes], tokens_per_s, s=4, alpha=0.35, color="tab:blue",
-               label=f"feasible layouts ({len(peak_bytes)})", rasterized=True)
+               label=f"layouts evaluated in closed form ({len(peak_bytes)})", rasterized=True)
     ax.plot([b / GiB for b in front_peak_bytes], front_tokens_per_s, "-o", color="tab:red", ms=4,
             label=f"Pareto front ({len(front_peak_bytes)})")
     if best is not None:
@@ -65,10 +65,12 @@ def plot_sweep(path: str | os.PathLike[str], peak_bytes: Sequence[float], tokens
 
 def plot_result(result: Any, path: str | os.PathLike[str], title: str) -> None:
     """The plot of a SweepResult (clustersim.sweep.runner)."""
+    import numpy as np
+
     from clustersim.sweep.evaluate import COL
 
     t = result.table
-    mask = result.feasible_mask()
+    mask = result.feasible_mask() & ~np.isnan(t[:, COL["tokens_per_s"]])
     front = result.pareto()
     best = result.top(1)
     peak, tps = COL["peak_bytes_per_gpu"], COL["tokens_per_s"]
