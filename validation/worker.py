@@ -60,7 +60,7 @@ def _environment(backend: str, device: torch.device, plan: dict[str, Any], world
             nccl = None
     return {"torch": torch.__version__, "nccl": nccl, "backend": backend, "python": platform.python_version(),
             "world_size": world, "threads_per_rank": torch.get_num_threads(), "ranks": everyone,
-            "link": plan.get("link", {}), "mode": plan.get("mode", "")}
+            "link": plan.get("link", {}), "mode": plan.get("mode", ""), "date": plan.get("date", "")}
 
 
 def _hook(env_name: str, rank: int, case_name: str) -> bool:
