@@ -99,7 +99,6 @@ def main(plan_path: str) -> int:
         if plan.get("pin_cores") and cpus:
             os.sched_setaffinity(0, {cpus[rank % len(cpus)]})  # one core per rank where there are enough
         torch.set_num_threads(1)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     dist.init_process_group(backend, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=plan["pg_timeout_s"]))
     groups = {w: dist.new_group(list(range(w))) for w in range(2, world + 1)}

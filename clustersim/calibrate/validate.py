@@ -8,10 +8,11 @@ the network dominates as between real nodes). Backend ``nccl`` runs the ranks on
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,7 +196,7 @@ def calibrate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[s
     per_op = {op: _ab_json(fit_alpha_beta(op_rows)) for op, op_rows in rows.items() if len(op_rows) >= 2}
     env = next(iter(by_name.values()))["env"]
     date = env.get("date", "")
-    when = f"`clustersim validate{' --netns' if opts.netns else ''} --level {opts.level} --nprocs {opts.nprocs}`"
+    when = f"`clustersim validate{' --netns' if opts.netns else ''} --{opts.level} --nprocs {opts.nprocs}`"
     src = f"measured {date} by {when}, torch {env.get('torch')} {opts.backend}"
     nominal = opts.rate_mbit * 1e6 / 8 if opts.netns else None  # tc tbf rate, bits -> bytes
     fabric = fabric_from_fit(fabric_name, "ethernet" if opts.backend == "gloo" else "nvlink", nominal,
@@ -227,8 +228,27 @@ def calibrate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[s
 def predict_records(records: list[dict[str, Any]], opts: ValidateOptions, profile: Path,
                     ) -> tuple[list[CaseResult], list[str]]:
     """Predict every measured case with the calibrated profile loaded like any preset."""
-    from clustersim.hardware.load import add_profile_file, load_cluster
-    add_profile_file(profile)
+    with profile_in_env(profile):
+        return _predict_all(records, opts)
+
+
+@contextlib.contextmanager
+def profile_in_env(profile: Path) -> Iterator[None]:
+    """Make ``profile`` visible to the hardware loader (CLUSTERSIM_PROFILES) for the duration,
+    without touching the loader's process-wide list of user files."""
+    old = os.environ.get("CLUSTERSIM_PROFILES")
+    os.environ["CLUSTERSIM_PROFILES"] = os.pathsep.join([str(profile.resolve()), *filter(None, [old])])
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("CLUSTERSIM_PROFILES", None)
+        else:
+            os.environ["CLUSTERSIM_PROFILES"] = old
+
+
+def _predict_all(records: list[dict[str, Any]], opts: ValidateOptions) -> tuple[list[CaseResult], list[str]]:
+    from clustersim.hardware.load import load_cluster
     _, _, preset = _names(opts)
     results, notes = [], []
     for r in records:
