@@ -227,8 +227,10 @@ def read_hf_config(path: str) -> dict[str, Any]:
         raise InputError("model.hf_config", path, "a path to an existing config.json")
     try:
         cfg = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError("model.hf_config", path, f"valid JSON ({exc})") from exc
+    if not isinstance(cfg, dict):
+        raise InputError("model.hf_config", path, "a config.json holding a JSON object")
 
     def first(*keys: str) -> Any:
         for k in keys:
@@ -255,7 +257,13 @@ def read_hf_config(path: str) -> dict[str, Any]:
     if missing:
         raise InputError("model.hf_config", path, f"a config.json with {', '.join(missing)} "
                          "(num_hidden_layers, hidden_size, num_attention_heads, vocab_size, max_position_embeddings)")
-    return {k: v for k, v in fields.items() if v is not None}
+    fields = {k: v for k, v in fields.items() if v is not None}
+    try:  # the same types and bounds as the explicit model fields
+        ModelSection.model_validate(fields)
+    except ValidationError as exc:
+        err = _pydantic_to_input_error(exc, fields)
+        raise InputError(f"model.hf_config ({path}): {err.field}", err.value, err.allowed) from None
+    return fields
 
 
 def _resolve_model(section: ModelSection) -> ModelSpec:
@@ -338,7 +346,15 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise _pydantic_to_input_error(exc, data) from None
     model = _resolve_model(raw.model)
     c = raw.cluster
-    cluster = load_cluster(c.preset, c.nodes, **c.model_dump(exclude={"preset", "nodes"}, exclude_none=True))
+    overrides = c.model_dump(exclude={"preset", "nodes"}, exclude_none=True)
+    try:
+        cluster = load_cluster(c.preset, c.nodes, **overrides)
+    except InputError as exc:  # name the scenario key whose value the profile lookup rejected
+        if exc.field.startswith("cluster."):
+            raise
+        key = next((f"cluster.{k}" for k, v in sorted(overrides.items()) if v == exc.value),
+                   f"cluster.preset ({c.preset}): {exc.field}")
+        raise InputError(key, exc.value, exc.allowed) from None
     p = raw.parallel
     if p.dp is None:
         denom = p.tp * p.pp * p.cp

@@ -67,7 +67,7 @@ def _env_files() -> list[Path]:
     return [Path(p) for p in raw.split(os.pathsep) if p]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _catalog_for(user_files: tuple[Path, ...]) -> dict[str, dict[str, dict[str, Any]]]:
     cat: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in SECTIONS}
     shipped = shipped_profile_dir()

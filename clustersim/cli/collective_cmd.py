@@ -1,0 +1,152 @@
+"""`clustersim collective OP --cluster PRESET --gpus N --size BYTES [--algo NAME] [--json]`.
+
+Prints the time, algbw and busbw (nccl-tests definitions, doc/PERFORMANCE.md) of one collective,
+or, with ``--sizes START:END[:FACTOR]``, an nccl-tests-like table over sizes growing by FACTOR
+(default 2, like ``all_reduce_perf -b START -e END -f 2``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from clustersim import units
+from clustersim.collectives import OPS, GroupShape, plan_collective
+from clustersim.collectives.algorithms import ALGOS_BY_OP
+from clustersim.collectives.lowering import simulate_collective
+from clustersim.errors import InputError
+from clustersim.hardware import load
+from clustersim.hardware.spec import ClusterSpec
+
+ENGINES = ("closed", "event")
+_SIZE_ALLOWED = "bytes with an optional suffix: B, K/KiB/KB, M/MiB/MB, G/GiB/GB, T/TiB/TB (e.g. 1GiB, 256MB)"
+
+
+def parse_size(option: str, text: str) -> int:
+    try:
+        return units.parse_size_bytes(text)
+    except ValueError:
+        raise InputError(option, text, _SIZE_ALLOWED) from None
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``START:END[:FACTOR]`` -> sizes START, START*FACTOR, ... <= END (nccl-tests -b/-e/-f)."""
+    parts = text.split(":")
+    allowed = "START:END[:FACTOR], e.g. 8B:16GiB or 1MiB:1GiB:4 (START <= END, FACTOR >= 2)"
+    if len(parts) not in (2, 3):
+        raise InputError("--sizes", text, allowed)
+    start, end = parse_size("--sizes", parts[0]), parse_size("--sizes", parts[1])
+    try:
+        factor = int(parts[2]) if len(parts) == 3 else 2
+    except ValueError:
+        raise InputError("--sizes", text, allowed) from None
+    if start > end or factor < 2 or start < 1:
+        raise InputError("--sizes", text, allowed)
+    sizes, s = [], start
+    while s <= end:
+        sizes.append(s)
+        s *= factor
+    return sizes
+
+
+def resolve_cluster(preset: str, gpus: int | None, nodes: int | None,
+                    gpus_per_node: int | None) -> tuple[ClusterSpec, GroupShape]:
+    """Cluster and the all-GPU group for ``--gpus``/``--nodes``; InputError names the option."""
+    if preset not in load.list_clusters():
+        raise InputError("--cluster", preset, load.list_clusters())
+    if gpus_per_node is not None and gpus_per_node < 1:
+        raise InputError("--gpus-per-node", gpus_per_node, "a positive integer")
+    base = load.load_cluster(preset, 1, gpus_per_node=gpus_per_node)
+    gpn = base.gpus_per_node
+    if nodes is not None:
+        if nodes < 1:
+            raise InputError("--nodes", nodes, "a positive integer")
+        if gpus is not None and gpus != nodes * gpn:
+            raise InputError("--gpus", gpus, f"--nodes x gpus per node = {nodes * gpn} (or leave one out)")
+        gpus = nodes * gpn
+    if gpus is None:
+        gpus = gpn
+    if gpus < 1 or (gpus > gpn and gpus % gpn):
+        raise InputError("--gpus", gpus, f"1..{gpn} (one node) or a multiple of {gpn} (gpus per node of {preset})")
+    if gpus <= gpn:
+        return base, GroupShape(gpus, 1)
+    n_nodes = gpus // gpn
+    return load.with_nodes(base, n_nodes), GroupShape(gpn, n_nodes)
+
+
+def _count(op: str, size: int, n: int) -> int:
+    """nccl-tests' count column for float32: elements per rank buffer."""
+    per = size // 4
+    return per // n if op in ("all_gather", "reduce_scatter", "all_to_all") else per
+
+
+def result(op: str, size: int, cluster: ClusterSpec, shape: GroupShape, algo: str | None, engine: str) -> dict:
+    plan = plan_collective(op, float(size), cluster, shape, algo)
+    time_s = plan.time_s if engine == "closed" else simulate_collective(op, float(size), cluster, shape, algo)
+    algbw = size / time_s if time_s > 0 else 0.0
+    busbw = algbw * (plan.busbw_bytes_per_s / plan.algbw_bytes_per_s if plan.algbw_bytes_per_s else 0.0)
+    return {
+        "op": op, "size_bytes": size, "count": _count(op, size, shape.num_ranks),
+        "time_s": time_s, "algbw_GBps": algbw / units.GB, "busbw_GBps": busbw / units.GB,
+        "algo": plan.algo, "protocol": plan.protocol, "engine": engine,
+        "cluster": cluster.name, "gpus": shape.num_ranks, "nodes": shape.num_nodes,
+        "phases": [{"tier": p.tier, "latency_s": p.latency_s, "wire_bytes": p.wire_bytes,
+                    "bw_GBps": p.bw_bytes_per_s / units.GB} for p in plan.phases],
+    }
+
+
+def _table(rows: list[dict], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("size (B)", "count", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo", "proto"):
+        table.add_column(col, justify="right" if col not in ("algo", "proto") else "left", no_wrap=True)
+    for r in rows:
+        table.add_row(str(r["size_bytes"]), str(r["count"]), f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}",
+                      f"{r['busbw_GBps']:.2f}", r["algo"], r["protocol"])
+    return table
+
+
+@click.command("collective")
+@click.argument("op")
+@click.option("--cluster", "preset", default="dgx-h100", show_default=True, help="cluster preset (clustersim list clusters)")
+@click.option("--gpus", type=int, default=None, help="GPUs in the communicator [default: one node]")
+@click.option("--nodes", type=int, default=None, help="nodes in the communicator (alternative to --gpus)")
+@click.option("--gpus-per-node", type=int, default=None, help="override the preset's GPUs per node")
+@click.option("--size", default=None, help="message size: bytes or 1GiB, 256MB ... (nccl-tests convention)")
+@click.option("--sizes", default=None, help="sweep START:END[:FACTOR], e.g. 8B:16GiB (factor 2)")
+@click.option("--algo", default=None, help="force an algorithm (default: NCCL's choice)")
+@click.option("--engine", default="closed", show_default=True, help="closed (closed form) or event (simpy on the topology)")
+@click.option("--profile", "profiles", multiple=True, help="extra hardware profile YAML (e.g. calibrated)")
+@click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
+def collective(op: str, preset: str, gpus: int | None, nodes: int | None, gpus_per_node: int | None,
+               size: str | None, sizes: str | None, algo: str | None, engine: str,
+               profiles: tuple[str, ...], as_json: bool) -> None:
+    """Time, algbw and busbw of one collective OP (all_reduce, all_gather, ...)."""
+    if op not in OPS:
+        raise InputError("OP", op, OPS)
+    if engine not in ENGINES:
+        raise InputError("--engine", engine, ENGINES)
+    if algo is not None and algo not in ALGOS_BY_OP[op]:
+        raise InputError("--algo", algo, ALGOS_BY_OP[op])
+    for path in profiles:
+        load.add_profile_file(path)
+    cluster, shape = resolve_cluster(preset, gpus, nodes, gpus_per_node)
+    if sizes is not None:
+        size_list = parse_sizes(sizes)
+    elif size is not None:
+        size_list = [parse_size("--size", size)]
+    else:
+        raise InputError("--size", None, "a size such as 1GiB, or --sizes START:END")
+    rows = [result(op, s, cluster, shape, algo, engine) for s in size_list]
+    if as_json:
+        click.echo(json.dumps(rows if sizes is not None else rows[0], sort_keys=True))
+        return
+    title = f"{op} on {shape.num_ranks} GPUs ({shape.num_nodes} x {cluster.name}), {engine} engine"
+    if sizes is not None:
+        Console(width=max(100, Console().width)).print(_table(rows, title))
+        return
+    r = rows[0]
+    click.echo(f"{title}\n  size {r['size_bytes']} B  algo {r['algo']}/{r['protocol']}  time {r['time_s'] * 1e6:.2f} us"
+               f"  algbw {r['algbw_GBps']:.2f} GB/s  busbw {r['busbw_GBps']:.2f} GB/s")

@@ -1,0 +1,87 @@
+"""`clustersim run [SCENARIO] [--json] [--trace FILE] [--set KEY=VALUE ...]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from clustersim import units
+from clustersim.api import estimate, simulate_with_timeline
+from clustersim.errors import InputError
+from clustersim.hardware.load import add_profile_file
+from clustersim.report import StepReport
+from clustersim.scenario import load_scenario
+from clustersim.trace import trace_events, write_json_atomic
+
+
+def _render(report: StepReport) -> None:
+    sc = report.scenario
+    par = sc.parallel
+    out = Console(width=100)
+    out.print(f"[bold]{sc.name}[/bold]")
+    out.print(f"  model {sc.model.name} ({sc.model.total_params() / 1e9:.1f}B params), "
+              f"{sc.cluster.num_nodes} x {sc.cluster.name} = {report.num_gpus} {sc.cluster.gpu.name}")
+    out.print(f"  tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  ep {par.ep}  sp {par.sequence_parallel}  "
+              f"zero {par.zero_stage}  micro-batch {par.micro_batch} x {par.num_micro_batches}  "
+              f"schedule {par.schedule} (v={par.virtual_stages})  recompute {par.recompute}  {sc.training.dtype}")
+    t = Table(show_header=False, box=None)
+    t.add_row("step time", f"{report.step_time_s:.4f} s ({report.engine} engine)")
+    t.add_row("throughput", f"{report.tokens_per_s:,.0f} tokens/s")
+    t.add_row("TFLOP/s per GPU", f"{report.tflops_per_gpu:.1f}  (MFU {report.mfu * 100:.1f}%)")
+    m = report.memory
+    t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB of {m.capacity_bytes_per_gpu / units.GiB:.1f}"
+              f" GiB per GPU: {'fits' if m.fits else 'DOES NOT FIT'}")
+    out.print(t)
+    b = Table(title="critical path", show_lines=False)
+    b.add_column("cause")
+    b.add_column("seconds", justify="right")
+    b.add_column("share", justify="right")
+    for cause, sec in report.to_json()["breakdown"].items():
+        b.add_row(cause, f"{sec:.4f}", f"{sec / report.step_time_s * 100:.1f}%")
+    out.print(b)
+    mt = Table(title="memory per GPU (GiB), highest stage")
+    for key, value in m.to_json().items():
+        if isinstance(value, int) and not isinstance(value, bool) and key.endswith("bytes") or key in (
+                "weights", "gradients", "optimizer_states", "activations", "comm_buffers", "workspace"):
+            mt.add_row(key, f"{value / units.GiB:.2f}")
+    if mt.row_count:
+        mt.add_column("part")
+        mt.add_column("GiB", justify="right")
+        out.print(mt)
+
+
+@click.command("run")
+@click.argument("scenario", required=False, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), help="Write a Chrome/Perfetto trace.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field: parallel.tp=4.")
+@click.option("--engine", type=click.Choice(["event", "analytical"]), default="event", show_default=True,
+              help="event: simpy with link contention; analytical: the closed-form twin.")
+@click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
+              help="Extra hardware profile YAML (e.g. one written by `clustersim validate`).")
+def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: tuple[str, ...], engine: str,
+        profiles: tuple[str, ...]) -> None:
+    """Simulate one training step of SCENARIO (an embedded default when omitted)."""
+    for p in profiles:
+        add_profile_file(p)
+    sc = load_scenario(scenario, overrides)
+    if engine == "analytical":
+        if trace_file:
+            raise InputError("--trace", trace_file, "only with --engine event")
+        report = estimate(sc)
+    else:
+        report, result = simulate_with_timeline(sc, record=trace_file is not None)
+        if trace_file:
+            write_json_atomic(trace_file, trace_events(result.timeline, sc))
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        _render(report)
+    if not report.memory.fits:
+        click.echo(f"error: does not fit: peak {report.memory.peak_bytes_per_gpu / units.GiB:.1f} GiB > "
+                   f"capacity {report.memory.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU", err=True)
+        sys.exit(3)

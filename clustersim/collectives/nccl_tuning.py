@@ -1,0 +1,104 @@
+"""NCCL's documented cost constants: protocol efficiencies, per-step latencies, bandwidth caps.
+
+Source, unless a line says otherwise: NVIDIA/nccl ``src/graph/tuning.cc`` (v2.18-2.21, function
+``ncclTopoTuneModel``; the tables are quoted in the same form by volcengine/veScale
+``vescale/emulator/nccl/graph/tuning.py``). NCCL uses these numbers to choose an algorithm and
+protocol for every call; they are NVIDIA's own fit of its kernels on NVLink, PCIe and InfiniBand
+and so the best public statement of what one step of each protocol costs. Latencies are in
+microseconds there and in seconds here.
+"""
+
+from __future__ import annotations
+
+from clustersim import units
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+HW_NVLINK, HW_PCI, HW_NET = "nvlink", "pci", "net"
+
+# baseLat[algo][proto] (us): fixed launch + synchronisation cost of one collective.
+# tuning.cc: Tree {6.8, 14.0, 0}, Ring {6.6, 14.0, 8.4}; NVLS / NVLS-tree Simple 23 us
+# (tuning.cc: NVLS latency = hwLat[NVLINK][NVLS][Simple] = 23 us, replacing baseLat).
+BASE_LAT_S = {
+    "tree": {"LL": 6.8 * units.US, "LL128": 14.0 * units.US, "Simple": 0.0},
+    "ring": {"LL": 6.6 * units.US, "LL128": 14.0 * units.US, "Simple": 8.4 * units.US},
+    "nvls": {"Simple": 23.0 * units.US},
+    "nvls_tree": {"Simple": 23.0 * units.US},
+}
+
+# hwLat[hw][algo][proto] (us): cost of one algorithm step (one hop) on that hardware.
+# tuning.cc NVLINK: Tree {.6, 1.25, 4}, Ring {.6, 1.9, 3.4}; PCI: Tree {1.0, 1.9, 4}, Ring
+# {1.0, 2.5, 5.7}; NET: Tree {5.0, 8.5, 14}, Ring {2.7, 4.0, 14.0}, NVLS-tree Simple 14.
+HW_LAT_S = {
+    HW_NVLINK: {"tree": {"LL": 0.6, "LL128": 1.25, "Simple": 4.0},
+                "ring": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4}},
+    HW_PCI: {"tree": {"LL": 1.0, "LL128": 1.9, "Simple": 4.0},
+             "ring": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7}},
+    HW_NET: {"tree": {"LL": 5.0, "LL128": 8.5, "Simple": 14.0},
+             "ring": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0},
+             "nvls_tree": {"Simple": 14.0}},
+}
+HW_LAT_S = {hw: {a: {p: v * units.US for p, v in d.items()} for a, d in algos.items()}
+            for hw, algos in HW_LAT_S.items()}
+
+# Per inter-node ring step NCCL adds the CPU proxy's network overhead, x3 for Simple
+# (tuning.cc getNetOverhead: 1 us on x86 hosts; "if (p == NCCL_PROTO_SIMPLE) netOverhead *= 3").
+NET_OVERHEAD_S = 1.0 * units.US
+# "Plateau effect of ring": multi-node Simple ring all-reduce latency x1.4 on sm80+
+# (tuning.cc ncclTopoGetAlgoTime, "lat *= comm->minCompCap < 80 ? 1.9 : 1.4").
+RING_PLATEAU_FACTOR = 1.4
+
+# Protocol wire efficiency: the fraction of a link's bandwidth that carries payload.
+# LL: every 8-byte store carries 4 bytes of data and a 4-byte flag -> 1/2 (NCCL docs; tuning.cc
+#     ring LL "busBw * .5").
+# LL128: 128-byte lines with 120 bytes of data -> 120/128; tuning.cc uses 0.92.
+# Simple: bulk copies with a flag per chunk -> 1.
+RING_PROTO_EFF = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}
+# Tree: tuning.cc "busBw*.92" for all protocols, then LL "/3.8", LL128 "x 7/9 on one node,
+# 120/128 across nodes".
+TREE_EFF = 0.92
+TREE_LL_FACTOR = 1.0 / 3.8
+TREE_LL128_FACTOR_1NODE = 7.0 / 9.0
+TREE_LL128_FACTOR_NNODES = 120.0 / 128.0
+# NVLS and NVLS-tree: tuning.cc converts their bus bandwidth with ratio 5/6.
+NVLS_EFF = 5.0 / 6.0
+
+# llMaxBws[arch][scale] (GB/s, the most an LL collective reaches whatever the channel count):
+# one node by GPU generation {Volta 39.0, Ampere 87.7, Hopper 87.7}; 2 nodes 39.0, 4+ nodes
+# 20.4 (x86 Intel row).
+LL_MAX_BW_1NODE = {"volta": 39.0 * units.GB, "ampere": 87.7 * units.GB, "hopper": 87.7 * units.GB}
+LL_MAX_BW_2NODES = 39.0 * units.GB
+LL_MAX_BW_4NODES = 20.4 * units.GB
+
+# treeCorrectionFactor[proto][log2(bytes/64)] for 64 B..128 MiB (tuning.cc: "Trees are not
+# perfectly sticking to the model for medium sizes. Applying a static correction factor").
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .5, .6, .6, .7, .7, .8, .9, .9, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7, .8, .9),
+}
+
+
+def tree_correction(protocol: str, size_bytes: float) -> float:
+    """NCCL's medium-size tree bandwidth correction (1.0 outside 64 B..256 MiB)."""
+    n = int(size_bytes) >> 6
+    if n <= 0:
+        return TREE_CORRECTION[protocol][0]
+    log_size = n.bit_length() - 1
+    table = TREE_CORRECTION[protocol]
+    return table[log_size] if log_size < len(table) else 1.0
+
+
+def gpu_arch(gpu_name: str) -> str:
+    """volta | ampere | hopper from a GPU profile name (v100*, a100*, h100*/h200*)."""
+    name = gpu_name.lower()
+    if name.startswith("v100"):
+        return "volta"
+    if name.startswith("a"):
+        return "ampere"
+    return "hopper"
+
+
+def ll_max_bw(arch: str, num_nodes: int) -> float:
+    if num_nodes <= 1:
+        return LL_MAX_BW_1NODE.get(arch, LL_MAX_BW_1NODE["hopper"])
+    return LL_MAX_BW_2NODES if num_nodes == 2 else LL_MAX_BW_4NODES

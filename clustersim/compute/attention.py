@@ -1,0 +1,72 @@
+"""Flash-attention core (softmax(Q K^T) V fused, no s x s matrix in HBM), forward and backward.
+
+FLOPs (FlashAttention-2, Dao 2023, arXiv 2307.08691, §4.1): the forward pass does two GEMMs per
+head, Q K^T and P V, i.e. 4 x s_q x s_k x head_dim FLOPs; the backward pass does five (recompute
+S = Q K^T, dV, dP, dQ, dK), "2.5 times" the forward FLOPs (same section).
+
+Causal masking: the kernel skips key blocks entirely above the diagonal and computes the blocks
+on it in full. With square blocks of B = 128 rows (FlashAttention-2's forward block size for
+head dim 128) and n = s_k / B blocks per row, (n + 1) / (2 n) of the s_q x s_k scores are
+computed, "about half". With context parallelism each rank holds s / cp queries and sees all
+s keys over the ring, with Megatron's load-balanced chunking giving every rank the same share.
+
+Time: FLOPs / (peak x ceiling x ramp). The ceiling is the best FLOP/s fraction the paper reports
+(clustersim.compute.arch). The ramp models the per-query-block fixed cost (load Q, final
+rescale, write O and the log-sum-exp), about one key block's work: a query block that visits
+n_visit key blocks runs at n_visit / (n_visit + 1) of the ceiling, normalised to the long
+sequence (16k) where the papers measured the ceiling.
+"""
+
+from __future__ import annotations
+
+import math
+
+from clustersim.compute.arch import arch_for
+from clustersim.compute.ops import Op
+from clustersim.compute.roofline import KERNEL_FLOOR_S, memory_time_s
+from clustersim.hardware.spec import GpuSpec
+
+BLOCK = 128          # FlashAttention-2 block size for head dim 128 (FA2 §3.3 / its launch config)
+BWD_FLOP_RATIO = 2.5  # FlashAttention-2 §4.1: backward FLOPs = 2.5 x forward
+REF_SEQ = 16384       # sequence length at which the papers' ceilings were measured
+
+
+def _causal_fraction(s_k: int) -> float:
+    n = max(1, math.ceil(s_k / BLOCK))
+    return (n + 1) / (2 * n)
+
+
+def _ramp(s_k: int, causal: bool) -> float:
+    def visits(s: int) -> float:
+        n = max(1, math.ceil(s / BLOCK))
+        return (n + 1) / 2 if causal else n
+    v, v_ref = visits(s_k), visits(REF_SEQ)
+    return min(1.0, (v / (v + 1)) / (v_ref / (v_ref + 1)))
+
+
+def attention_fwd_flops(batch: int, s_q: int, s_k: int, heads: int, head_dim: int, causal: bool = True) -> float:
+    frac = _causal_fraction(s_k) if causal else 1.0
+    return 4.0 * batch * s_q * s_k * heads * head_dim * frac
+
+
+def attention_ops(batch: int, s_q: int, s_k: int, heads: int, kv_heads: int, head_dim: int,
+                  gpu: GpuSpec, dtype: str, act_bytes: int, causal: bool = True) -> tuple[Op, Op]:
+    """(forward, backward) flash-attention ops for ``heads`` query heads on this GPU."""
+    arch = arch_for(gpu)
+    peak = gpu.peak("bf16" if dtype == "fp8" else dtype)  # TE runs attention in bf16 under fp8 recipes
+    ramp = _ramp(s_k, causal)
+    fwd_flops = attention_fwd_flops(batch, s_q, s_k, heads, head_dim, causal)
+    bwd_flops = BWD_FLOP_RATIO * fwd_flops
+    q_bytes = batch * s_q * heads * head_dim * act_bytes
+    kv_bytes = 2 * batch * s_k * kv_heads * head_dim * act_bytes
+    lse_bytes = batch * s_q * heads * 4                    # fp32 log-sum-exp per query row
+    fwd_bytes = q_bytes + kv_bytes + q_bytes + lse_bytes   # read Q, K, V; write O, lse
+    bwd_bytes = 3 * q_bytes + kv_bytes + lse_bytes + q_bytes + kv_bytes  # read Q, O, dO, K, V, lse; write dQ, dK, dV
+    # A calibrated profile scales the attention ceilings by its GEMM efficiency / MAMF ratio.
+    scale = gpu.gemm_efficiency / arch.mamf_for(dtype)[0] if gpu.gemm_efficiency > 0 else 1.0
+    eff_fwd = arch.attn_fwd_frac * ramp * scale
+    eff_bwd = arch.attn_bwd_frac * ramp * scale
+    fwd_t = max(fwd_flops / (peak * eff_fwd), memory_time_s(fwd_bytes, gpu), KERNEL_FLOOR_S)
+    bwd_t = max(bwd_flops / (peak * eff_bwd), memory_time_s(bwd_bytes, gpu), KERNEL_FLOOR_S)
+    return (Op("attention_core", fwd_flops, fwd_bytes, fwd_t),
+            Op("attention_core_bwd", bwd_flops, bwd_bytes, bwd_t))

@@ -1,0 +1,90 @@
+"""GEMM time with a shape-dependent achievable efficiency.
+
+``efficiency = MAMF/peak x q(M, N, K) / q(M*, N*, K*)`` where MAMF is the maximum achievable
+matmul FLOP/s measured at the best shape (M*, N*, K*) (clustersim.compute.arch) and q is the
+fraction of the tensor cores' time that does useful work for a shape, from three effects:
+
+1. **Tile quantization** (NVIDIA, "Matrix Multiplication Background User's Guide", §"Tile
+   quantization"): the output is computed in tiles (cuBLAS picks among 256x128, 128x256, 128x128,
+   256x64, 64x256, 128x64, 64x128, 64x64); a dimension that is not a multiple of the tile wastes the
+   padded part.
+2. **Wave quantization** (same guide, §"Wave quantization"): tiles run in waves of one tile per SM
+   (108 SMs on A100, 132 on H100); a partial last wave leaves SMs idle.
+   Larger tiles reuse more data; smaller ones may become bound by L2 bandwidth (same guide,
+   "larger tiles ... more efficient"). A tile of tm x tn does 2 tm tn FLOPs per (tm + tn) x bytes
+   loaded per k step; if that arithmetic intensity is below peak / L2 bandwidth the tile runs at
+   the ratio. Where the L2 bandwidth is not published we assume that 128x128 tiles saturate.
+   The library picks the tile with the best product (cuBLAS heuristics aim at exactly that).
+3. **Small-K ramp**: each tile's main loop is preceded by a prologue that fills the software
+   pipeline and followed by an epilogue that writes C. With CUTLASS's default Ampere/Hopper
+   mainloop (k-tile 64, 3-4 stages, CUTLASS 3.x docs "Efficient GEMM in CUDA") this costs about
+   two k-tiles, so a tile spends K / (K + K0) of its time in the main loop with K0 = 128.
+
+The normalisation by q at the MAMF shape makes the model reproduce the measured MAMF exactly at
+that shape; elsewhere it is capped at MAMF. Thin GEMMs are additionally limited by HBM bandwidth
+(roofline: bytes of A, B and C once each). A calibrated profile (``gpu.gemm_efficiency > 0``)
+replaces the shape model by that fixed fraction.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from clustersim.compute.arch import arch_for
+from clustersim.compute.dtypes import gemm_operand_bytes
+from clustersim.compute.ops import Op
+from clustersim.compute.roofline import KERNEL_FLOOR_S, memory_time_s
+from clustersim.hardware.spec import GpuSpec
+
+# cuBLAS/CUTLASS output tile sizes (Matrix Multiplication Background User's Guide, tile quantization)
+TILES = ((256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128, 64), (64, 128), (64, 64))
+K_PROLOGUE = 128  # two k-tiles of 64: pipeline fill + epilogue (see module docstring)
+
+
+def _tile_reuse_eff(tm: int, tn: int, operand_bytes: int, peak: float, l2_bw: float) -> float:
+    intensity = 2 * tm * tn / ((tm + tn) * operand_bytes)   # FLOP per byte loaded from L2
+    # FLOP per byte the SM needs to stay tensor-bound; unknown L2 bandwidth: assume 128x128 tiles saturate
+    required = peak / l2_bw if l2_bw > 0 else 2 * 128 * 128 / (256 * operand_bytes)
+    return min(1.0, intensity / required)
+
+
+def _quantization(m: int, n: int, k: int, batch: int, num_sms: int, operand_bytes: int,
+                  peak: float, l2_bw: float) -> float:
+    """q(M, N, K): best over tiles of useful fraction x wave fraction x reuse, times the K ramp."""
+    best = 0.0
+    sms = max(1, num_sms)
+    for tm, tn in TILES:
+        tiles_m, tiles_n = math.ceil(m / tm), math.ceil(n / tn)
+        tile_util = (m * n) / (tiles_m * tm * tiles_n * tn)
+        tiles = tiles_m * tiles_n * batch
+        wave_util = tiles / (math.ceil(tiles / sms) * sms)
+        eff = tile_util * wave_util * _tile_reuse_eff(tm, tn, operand_bytes, peak, l2_bw)
+        best = max(best, eff)
+    return best * k / (k + K_PROLOGUE)
+
+
+@functools.lru_cache(maxsize=65536)
+def gemm_efficiency(m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: int = 1) -> float:
+    """Achievable fraction of the dense ``dtype`` peak for a (batch of) M x N x K GEMM."""
+    if gpu.gemm_efficiency > 0:
+        return gpu.gemm_efficiency
+    arch = arch_for(gpu)
+    frac, (ms, ns, ks) = arch.mamf_for(dtype)
+    ob = gemm_operand_bytes(dtype)
+    peak = gpu.peak(dtype)
+    q = _quantization(m, n, k, batch, gpu.num_sms, ob, peak, arch.l2_bw_bytes_per_s)
+    q_ref = _quantization(ms, ns, ks, 1, gpu.num_sms, ob, peak, arch.l2_bw_bytes_per_s)
+    return min(frac, frac * q / q_ref)
+
+
+@functools.lru_cache(maxsize=65536)
+def gemm_op(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: int = 1) -> Op:
+    """C[M,N] = A[M,K] B[K,N] (``batch`` independent ones): FLOPs, bytes and time."""
+    m, n, k = max(1, int(m)), max(1, int(n)), max(1, int(k))
+    flops = 2.0 * m * n * k * batch
+    ob = gemm_operand_bytes(dtype)
+    out_bytes = 4 if dtype == "fp32" else 2   # C is written in bf16/fp16 (fp32 for fp32 training)
+    bytes_moved = float(batch * ((m * k + k * n) * ob + m * n * out_bytes))
+    compute_s = flops / (gpu.peak(dtype) * gemm_efficiency(m, n, k, gpu, dtype, batch))
+    return Op(name, flops, bytes_moved, max(compute_s, memory_time_s(bytes_moved, gpu), KERNEL_FLOOR_S))

@@ -1,0 +1,33 @@
+"""The optimizer step: mixed-precision Adam, memory bound.
+
+Per parameter the fused Adam kernel (Megatron-LM with apex/TE FusedAdam, multi_tensor_apply)
+reads the fp32 main gradient (4 B), the fp32 master weight (4), Adam's m and v (4 + 4) and writes
+master, m, v (12) and the bf16/fp16 model weight (2): 30 bytes. The gradient-norm for clipping
+reads the fp32 gradient once more (4) and zeroing the gradient buffer for the next step writes it
+(4): 38 bytes per parameter. (Byte counts: ZeRO, Rajbhandari et al. 2020, arXiv 1910.02054, §3.1:
+fp32 parameter, momentum and variance, K = 12 bytes, plus the fp32 gradient that Megatron keeps.)
+fp32 training has no separate master copy and no low-precision copy: 4 + 4 + 8 read, 12 written,
++ 8 for norm and zeroing = 36 bytes.
+
+With ZeRO stage >= 1 (Megatron's distributed optimizer) each data-parallel rank updates only its
+1/dp shard of the states.
+"""
+
+from __future__ import annotations
+
+import math
+
+from clustersim.compute.roofline import KERNEL_FLOOR_S, memory_time_s
+from clustersim.hardware.spec import GpuSpec
+from clustersim.parallel.layout import ParallelLayout
+
+ADAM_MIXED_BYTES_PER_PARAM = 38
+ADAM_FP32_BYTES_PER_PARAM = 36
+
+
+def optimizer_step_time_s(params_per_gpu: int, layout: ParallelLayout, gpu: GpuSpec,
+                          dtype: str = "bf16") -> float:
+    """Time of one Adam step for ``params_per_gpu`` (the model-parallel shard before ZeRO sharding)."""
+    shard = math.ceil(params_per_gpu / layout.dp) if layout.zero_stage >= 1 else params_per_gpu
+    per_param = ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM
+    return max(memory_time_s(shard * per_param, gpu), KERNEL_FLOOR_S)

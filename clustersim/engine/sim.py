@@ -1,0 +1,226 @@
+"""The event-driven step simulation (simpy). A thin loop: all arithmetic is in the cost modules.
+
+One representative GPU per pipeline rank is simulated (its DP replicas and TP peers do the same
+work at the same time, so they are not simulated one by one). Each representative has a compute
+stream that walks its schedule's actions, a DP stream that runs gradient and parameter
+collectives in order, and two processor-sharing links (its NVLink port and its NIC share) on
+which every communication phase runs, so that DP and PP traffic contend where they meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import simpy
+
+from clustersim.collectives import CollectivePlan
+from clustersim.compute import CommOp, Op
+from clustersim.engine.groups import comm_plan
+from clustersim.engine.stages import StepWork, Work, build_step_work
+from clustersim.engine.timeline import Timeline
+from clustersim.engine.zero import DpPlan, dp_plan
+from clustersim.network import FairShareLink
+from clustersim.parallel.pipeline import Action, build_schedule
+from clustersim.scenario import Scenario
+
+Proc = Generator[simpy.Event, Any, None]
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    step_time_s: float
+    critical_rank: int
+    breakdown: dict[str, float]
+    rank_end_s: tuple[float, ...]
+    timeline: Timeline
+    schedule: tuple[tuple[Action, ...], ...]
+
+
+class _StepSim:
+    def __init__(self, scenario: Scenario, record: bool) -> None:
+        par = scenario.parallel
+        self.sc = scenario
+        self.pp = par.pp
+        self.num_global = par.pp * par.virtual_stages
+        self.work: StepWork = build_step_work(scenario)
+        self.dp: DpPlan = dp_plan(scenario, self.work)
+        self.schedule = build_schedule(par.schedule, par.pp, par.num_micro_batches, par.virtual_stages)
+        self.env = simpy.Environment()
+        self.tl = Timeline(record=record)
+        self.links = [{tier: FairShareLink(self.env, f"rank{r}.{tier}") for tier in ("scale_up", "scale_out")}
+                      for r in range(self.pp)]
+        self.arrivals: dict[tuple[str, int, int], simpy.Event] = {}
+        self.send_start: dict[tuple[str, int, int], float] = {}
+        self.dp_queue = [simpy.Store(self.env) for _ in range(self.pp)]
+        self.dp_pending: list[list[simpy.Event]] = [[] for _ in range(self.pp)]
+        self.param_ready: dict[tuple[int, int], simpy.Event] = {}
+        self.end_s = [0.0] * self.pp
+
+    # -- communication ---------------------------------------------------------------------
+    def _run_plan(self, rank: int, plan: CollectivePlan) -> Proc:
+        for phase in plan.phases:
+            if phase.latency_s > 0:
+                yield self.env.timeout(phase.latency_s)
+            if phase.wire_bytes > 0:
+                yield self.links[rank][phase.tier].transfer(phase.wire_bytes / phase.bw_bytes_per_s)
+
+    def _arrival(self, key: tuple[str, int, int]) -> simpy.Event:
+        if key not in self.arrivals:
+            self.arrivals[key] = self.env.event()
+        return self.arrivals[key]
+
+    def _send(self, rank: int, key: tuple[str, int, int]) -> Proc:
+        """Send an activation (F) or its gradient (B) to the stage that needs it."""
+        start = self.env.now
+        self.send_start[key] = start
+        plan = comm_plan(self.sc, "send_recv", self.work.p2p_bytes, "pp")
+        yield from self._run_plan(rank, plan)
+        self.tl.add(rank, "pp", f"send {key[0]}{key[2]} to stage {key[1]}", "pp_comm", start, self.env.now)
+        self._arrival(key).succeed()
+
+    def _wait_arrival(self, rank: int, key: tuple[str, int, int]) -> Proc:
+        event = self._arrival(key)
+        if event.triggered:
+            return
+        start = self.env.now
+        yield event
+        sent = min(max(self.send_start.get(key, start), start), self.env.now)
+        self.tl.add(rank, "compute", f"wait {key[0]}{key[2]}", "bubble", start, sent)
+        self.tl.add(rank, "compute", f"recv {key[0]}{key[2]}", "pp_comm", sent, self.env.now)
+
+    def _dp_stream(self, rank: int) -> Proc:
+        """Runs this rank's DP collectives one after another, as one NCCL stream does."""
+        while True:
+            name, plan, done = yield self.dp_queue[rank].get()
+            start = self.env.now
+            yield from self._run_plan(rank, plan)
+            self.tl.add(rank, "dp", name, "dp_comm", start, self.env.now)
+            done.succeed()
+
+    def _enqueue_dp(self, rank: int, name: str, plan: CollectivePlan) -> simpy.Event:
+        done = self.env.event()
+        self.dp_queue[rank].put((name, plan, done))
+        self.dp_pending[rank].append(done)
+        return done
+
+    # -- compute ---------------------------------------------------------------------------
+    def _run_work(self, rank: int, work: Work, label: str) -> Proc:
+        env, tl = self.env, self.tl
+        pending: list[tuple[str, simpy.Process]] = []
+        compute_s = 0.0
+        for op in work:
+            if isinstance(op, Op):
+                compute_s += op.time_s
+                continue
+            if compute_s > 0:
+                start = env.now
+                yield env.timeout(compute_s)
+                tl.add(rank, "compute", label, "compute", start, env.now)
+                compute_s = 0.0
+            assert isinstance(op, CommOp)
+            plan = comm_plan(self.sc, op.collective, op.size_bytes, op.group)
+            cause = f"{op.group}_comm"
+            if op.overlappable and (op.group != "tp" or self.sc.parallel.tp_comm_overlap):
+                pending.append((cause, env.process(self._run_plan(rank, plan))))
+                continue
+            start = env.now
+            yield from self._run_plan(rank, plan)
+            tl.add(rank, "compute", op.name, cause, start, env.now)
+        if compute_s > 0:
+            start = env.now
+            yield env.timeout(compute_s)
+            tl.add(rank, "compute", label, "compute", start, env.now)
+        for cause, proc in pending:
+            start = env.now
+            yield proc
+            tl.add(rank, "compute", f"wait {cause}", cause, start, env.now)
+
+    # -- the schedule ----------------------------------------------------------------------
+    def _rank(self, rank: int) -> Proc:
+        env, tl, pp, G = self.env, self.tl, self.pp, self.num_global
+        actions = self.schedule[rank]
+        last_b = {a.chunk: i for i, a in enumerate(actions) if a.kind == "B"}
+        for i, action in enumerate(actions):
+            g = action.chunk * pp + rank
+            stage = self.work.stages[g]
+            mb = action.micro_batch
+            gathers = self._zero3_gathers(rank, g, action.kind)
+            if action.kind == "F":
+                if g > 0:
+                    yield from self._wait_arrival(rank, ("F", g, mb))
+                for u, unit in enumerate(stage.forward):
+                    yield from self._wait_params(rank, g, gathers.get(u) or self.param_ready.get((g, u)))
+                    yield from self._run_work(rank, unit, f"F{mb} s{g}")
+                if g < G - 1:
+                    env.process(self._send(rank, ("F", g + 1, mb)))
+            else:
+                if g < G - 1:
+                    yield from self._wait_arrival(rank, ("B", g, mb))
+                final = last_b[action.chunk] == i
+                for u, unit in enumerate(stage.backward):
+                    yield from self._wait_params(rank, g, gathers.get(len(stage.backward) - 1 - u))
+                    yield from self._run_work(rank, unit, f"B{mb} s{g}")
+                    if final:
+                        self._grad_ready(rank, g, u)
+                if g > 0:
+                    env.process(self._send(rank, ("B", g - 1, mb)))
+        # End of step: wait for the gradient reduction, step the optimizer, gather parameters.
+        for name, plan in self.dp.after_backward:
+            self._enqueue_dp(rank, name, plan)
+        start = env.now
+        yield simpy.AllOf(env, self.dp_pending[rank])
+        tl.add(rank, "compute", "wait grad reduce", "dp_comm", start, env.now)
+        start = env.now
+        yield env.timeout(self.work.optimizer_time_s[rank])
+        tl.add(rank, "compute", "optimizer step", "optimizer", start, env.now)
+        for name, plan in self.dp.after_optimizer:
+            start = env.now
+            yield from self._run_plan(rank, plan)
+            tl.add(rank, "compute", name, "dp_comm", start, env.now)
+        self.end_s[rank] = env.now
+
+    def _grad_ready(self, rank: int, g: int, unit: int) -> None:
+        for name, plan in self.dp.grad_buckets.get((g, unit), ()):
+            self._enqueue_dp(rank, name, plan)
+
+    def _zero3_gathers(self, rank: int, g: int, kind: str) -> dict[int, simpy.Event]:
+        """ZeRO-3: gather every unit's parameters for this action, in use order, on the DP stream
+        (which serialises them, so each gather prefetches while the previous unit computes)."""
+        units = sorted(u for (gg, u) in self.dp.zero3_unit_gather if gg == g)
+        if kind == "B":
+            units.reverse()
+        return {u: self._enqueue_dp(rank, *self.dp.zero3_unit_gather[(g, u)]) for u in units}
+
+    def _wait_params(self, rank: int, g: int, event: simpy.Event | None) -> Proc:
+        if event is None or event.triggered:
+            return
+        start = self.env.now
+        yield event
+        self.tl.add(rank, "compute", f"wait params s{g}", "dp_comm", start, self.env.now)
+
+    def run(self) -> SimResult:
+        env = self.env
+        for rank in range(self.pp):
+            env.process(self._dp_stream(rank))
+            # Parameter all-gathers overlapped with the forward pass (ZeRO with overlap_param_gather):
+            # issued in forward order at the start of the step, each unit waits for its own.
+            for chunk in range(self.sc.parallel.virtual_stages):
+                g = chunk * self.pp + rank
+                for (gg, unit), items in sorted(self.dp.param_gathers.items()):
+                    if gg != g:
+                        continue
+                    for name, plan in items:
+                        self.param_ready[(gg, unit)] = self._enqueue_dp(rank, name, plan)
+        procs = [env.process(self._rank(r)) for r in range(self.pp)]
+        env.run(until=simpy.AllOf(env, procs))
+        step = max(self.end_s)
+        critical = max(range(self.pp), key=lambda r: (self.end_s[r], -r))
+        return SimResult(step, critical, self.tl.breakdown(critical, step), tuple(self.end_s), self.tl,
+                         self.schedule)
+
+
+def simulate_step(scenario: Scenario, record: bool = True) -> SimResult:
+    """Simulate one optimizer step of ``scenario`` event by event."""
+    return _StepSim(scenario, record).run()

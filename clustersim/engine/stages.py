@@ -1,0 +1,101 @@
+"""Per-stage work of one training step, built once from the scenario by the pure cost functions.
+
+A *global stage* is one model chunk: ``g = chunk * pp + pp_rank`` (Megatron's interleaved
+numbering). Global stage 0 holds the embedding, the last one the output layer and loss. Work is
+kept per layer so that the engine can fill gradient buckets as layers finish their backward.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from clustersim.compute import (
+    CommOp,
+    LayerCost,
+    Op,
+    embedding_cost,
+    optimizer_step_time_s,
+    output_cost,
+    transformer_layer_cost,
+)
+from clustersim.parallel.pipeline import stage_layers
+from clustersim.scenario import Scenario
+
+Work = tuple[Op | CommOp, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StageWork:
+    """What one global stage does for one micro-batch (one GPU's share)."""
+
+    index: int
+    num_layers: int
+    forward: tuple[Work, ...]    # per unit, in execution order (embedding?, layers..., output?)
+    backward: tuple[Work, ...]   # per unit, in execution order (output?, layers reversed..., embedding?)
+    unit_params: tuple[int, ...]  # params of each backward unit, aligned with ``backward``
+    params: int                  # parameters of this stage held by one GPU (before ZeRO sharding)
+
+
+@dataclass(frozen=True, slots=True)
+class StepWork:
+    stages: tuple[StageWork, ...]  # indexed by global stage
+    p2p_bytes: float               # activation (and its gradient) sent between stages, per GPU
+    optimizer_time_s: tuple[float, ...]  # per pp rank
+    params_per_rank: tuple[int, ...]     # per pp rank, before ZeRO sharding
+
+
+def _merge(*parts: Work) -> Work:
+    out: list[Op | CommOp] = []
+    for part in parts:
+        out.extend(part)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def build_step_work(scenario: Scenario) -> StepWork:
+    model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
+    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype)
+    emb: LayerCost = embedding_cost(model, par, gpu, dtype)
+    out: LayerCost = output_cost(model, par, gpu, dtype)
+    counts = stage_layers(model.layers, par.pp, par.virtual_stages)
+    num_global = len(counts)
+    layer_fwd = tuple(layer.forward.ops)
+    layer_bwd = _merge(tuple(layer.recompute.ops), tuple(layer.backward.ops))
+    stages = []
+    for g, n in enumerate(counts):
+        fwd: list[Work] = []
+        bwd: list[Work] = []
+        unit_params: list[int] = []
+        params = n * layer.params
+        if g == 0:
+            fwd.append(tuple(emb.forward.ops))
+            params += emb.params
+        fwd.extend([layer_fwd] * n)
+        if g == num_global - 1:
+            fwd.append(tuple(out.forward.ops))
+            bwd.append(_merge(tuple(out.recompute.ops), tuple(out.backward.ops)))
+            unit_params.append(out.params)
+            params += out.params
+        bwd.extend([layer_bwd] * n)
+        unit_params.extend([layer.params] * n)
+        if g == 0:
+            bwd.append(_merge(tuple(emb.recompute.ops), tuple(emb.backward.ops)))
+            unit_params.append(emb.params)
+        stages.append(StageWork(g, n, tuple(fwd), tuple(bwd), tuple(unit_params), params))
+    params_per_rank = tuple(
+        sum(stages[c * par.pp + r].params for c in range(par.virtual_stages)) for r in range(par.pp)
+    )
+    opt = tuple(optimizer_step_time_s(p, par, gpu) for p in params_per_rank)
+    # Pipeline p2p: Megatron splits the [s, b, h] activation across the TP ranks before sending
+    # (scatter-gather optimisation, Narayanan et al. 2021 §4.1), so each GPU sends 1/tp of it.
+    # Activations cross stages in the compute dtype, fp8 training keeping bf16 activations.
+    seq = model.seq_len // par.cp
+    p2p = par.micro_batch * seq * model.hidden * activation_bytes(dtype) / par.tp
+    return StepWork(tuple(stages), p2p, opt, params_per_rank)
+
+
+def activation_bytes(dtype: str) -> int:
+    """Bytes per activation element: fp32 keeps fp32; bf16, fp16 and fp8 training keep 16-bit
+    activations between layers (Transformer Engine casts to fp8 only inside the GEMMs)."""
+    return 4 if dtype in ("fp32", "tf32") else 2

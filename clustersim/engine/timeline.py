@@ -1,0 +1,42 @@
+"""What happened in a simulated step: segments per rank and stream, and the breakdown by cause."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Causes of the critical path (CONTRACT §2 breakdown keys, plus the optimizer step).
+CAUSES = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer")
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    rank: int          # pipeline rank (the representative of its stage)
+    stream: str        # "compute" | "dp" | "pp"
+    name: str
+    cause: str         # one of CAUSES
+    start_s: float
+    end_s: float
+
+
+@dataclass(slots=True)
+class Timeline:
+    """Append-only record of segments. ``record=False`` keeps only the compute-stream totals."""
+
+    record: bool = True
+    segments: list[Segment] = field(default_factory=list)
+    totals: dict[tuple[int, str], float] = field(default_factory=dict)
+
+    def add(self, rank: int, stream: str, name: str, cause: str, start_s: float, end_s: float) -> None:
+        if end_s <= start_s:
+            return
+        if stream == "compute":
+            key = (rank, cause)
+            self.totals[key] = self.totals.get(key, 0.0) + (end_s - start_s)
+        if self.record:
+            self.segments.append(Segment(rank, stream, name, cause, start_s, end_s))
+
+    def breakdown(self, rank: int, end_s: float) -> dict[str, float]:
+        """Seconds of ``rank``'s compute stream by cause; idle time not otherwise blamed is bubble."""
+        out = {cause: self.totals.get((rank, cause), 0.0) for cause in CAUSES}
+        out["bubble"] += max(0.0, end_s - sum(out.values()))
+        return out

@@ -1,0 +1,97 @@
+"""Activation memory per layer and micro-batch, after Korthikanti et al. 2022 (arXiv 2205.05198).
+
+Korthikanti §4.1, Table 2: one GPT layer stores ``s b h (34 + 5 a s / h)`` bytes in 16-bit
+precision without parallelism. Term by term (bytes, 16-bit activations, 1-byte dropout masks):
+
+* attention block 11 sbh + 5 a s^2 b: LN output / QKV input 2, Q and K 4, V 2, out-projection
+  input 2, dropout mask 1; softmax output 2 a s^2 b, its dropout mask a s^2 b, dropout output 2 a s^2 b
+* MLP 19 sbh: fc1 input 2, GELU input 8 (4h wide), fc2 input 8, dropout mask 1
+* two layer norms' inputs: 4 sbh
+
+Adaptations (each stated, each derived):
+* Flash attention keeps no s x s matrix: the 5 a s^2 b term becomes the fp32 log-sum-exp,
+  4 a s b bytes (FlashAttention-2 §3.1 saves only O and logsumexp for the backward pass).
+* GQA: K and V are kv_hidden wide: 2 sbh x kv_hidden/h each.
+* MLP of width f, gated (SwiGLU) or not: fc1 output (activation input) 2 s b f x gate and the fc2
+  input 2 s b f (gate = 2 for SwiGLU); MoE: top_k routed copies of the token for the experts'
+  inputs and activations plus the permuted input (Megatron-Core token dispatcher).
+* Dropout masks only where the model uses dropout (clustersim.compute.conventions).
+* TP without SP (Korthikanti eq. 2): the LN inputs, the QKV and fc1 inputs and the masks (10 sbh
+  for GPT) stay replicated, the rest is divided by t; with SP (eq. 4) everything is divided by t.
+* CP: every term is per token, so s -> s / cp.
+* Selective recompute (Korthikanti §5) drops the attention core's s^2 terms - with flash attention
+  there are none, so it stores the same as no recompute.
+* Full recompute: only the layer input, 2 sbh (/t with SP), per layer (Korthikanti §4.1 "2sbhL");
+  the layer being recomputed needs its full activations once (``recompute_working_bytes``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from clustersim.compute.conventions import gated_factor, uses_dropout
+from clustersim.compute.dtypes import activation_bytes
+from clustersim.parallel.layout import ParallelLayout
+from clustersim.workload.model_spec import ModelSpec
+
+
+def _parts(model: ModelSpec, layout: ParallelLayout, dtype: str) -> tuple[float, float]:
+    """(replicated-across-TP bytes, TP-sharded bytes) of one layer, one micro-batch, no recompute."""
+    a_b = activation_bytes(dtype)
+    tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)    # s b / cp
+    h, f = model.hidden, model.ffn_hidden
+    mask = 1 if uses_dropout(model) else 0
+    kv_ratio = model.kv_hidden / h
+    # replicated: 2 LN inputs, QKV input, fc1 input (a_b each) and the 2 dropout masks
+    replicated = tokens * h * (4 * a_b + mask * 2)
+    # sharded: Q, K, V, out-projection input, log-sum-exp (fp32 per head and token)
+    attention = tokens * h * a_b * (1 + 2 * kv_ratio) + tokens * h * a_b + tokens * model.heads * 4
+    if model.is_moe:
+        k = model.moe_top_k
+        mlp = tokens * k * (h * a_b + f * gated_factor(model) * a_b + f * a_b) + tokens * model.moe_experts * 4
+    else:
+        mlp = tokens * f * a_b * (gated_factor(model) + 1)
+    return float(replicated), float(attention + mlp)
+
+
+def layer_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:
+    """Bytes one layer keeps for the backward pass of one micro-batch on one GPU."""
+    t = layout.tp
+    sp = layout.sequence_parallel and t > 1
+    if layout.recompute == "full":
+        tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
+        return tokens * model.hidden * activation_bytes(dtype) / (t if sp else 1)
+    replicated, sharded = _parts(model, layout, dtype)
+    return replicated / (t if sp else 1) + sharded / t
+
+
+def recompute_working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:
+    """Full recompute: the one layer being recomputed holds its full activations during its backward."""
+    if layout.recompute != "full":
+        return 0.0
+    replicated, sharded = _parts(model, layout, dtype)
+    sp = layout.sequence_parallel and layout.tp > 1
+    return replicated / (layout.tp if sp else 1) + sharded / layout.tp
+
+
+def embedding_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:
+    """First stage: the embedding output's dropout mask (Korthikanti §4.3, 'sbh/t' with SP)."""
+    if not uses_dropout(model):
+        return 0.0
+    tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
+    sp = layout.sequence_parallel and layout.tp > 1
+    return tokens * model.hidden / (layout.tp if sp else 1)
+
+
+def output_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:
+    """Last stage: final-norm input, the logits GEMM input and the fp32 logits / softmax kept by the
+    cross-entropy for its backward (Korthikanti §4.3: '4 s b v / t' for the fp32 logits;
+    Megatron's vocab_parallel_cross_entropy saves exp_logits / sum in fp32)."""
+    a_b = activation_bytes(dtype)
+    tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
+    t = layout.tp
+    sp = layout.sequence_parallel and t > 1
+    norm_in = tokens * model.hidden * a_b / (t if sp else 1)
+    gemm_in = tokens * model.hidden * a_b / (t if sp else 1)   # SP saves the sharded input, re-gathers in bwd
+    logits = tokens * math.ceil(model.vocab / t) * 4
+    return norm_in + gemm_in + logits

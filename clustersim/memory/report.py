@@ -1,0 +1,136 @@
+"""Per-GPU memory of one pipeline stage: MemoryReport and memory_report()."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from clustersim.compute.dtypes import activation_bytes, check_dtype, weight_bytes
+from clustersim.compute.layer import layer_params_per_gpu
+from clustersim.errors import InputError
+from clustersim.hardware.spec import ClusterSpec
+from clustersim.memory.activations import (
+    embedding_activation_bytes,
+    layer_activation_bytes,
+    output_activation_bytes,
+    recompute_working_bytes,
+)
+from clustersim.memory.states import state_bytes
+from clustersim.parallel.layout import ParallelLayout
+from clustersim.units import MiB
+from clustersim.workload.model_spec import ModelSpec
+
+# CUDA context + loaded kernels of a PyTorch process: about 0.5 GiB on A100/H100 (what nvidia-smi
+# shows for a process that has only initialised CUDA; PyTorch docs, "CUDA semantics - memory
+# management": the context is not counted by memory_allocated). Taken as 512 MiB.
+CUDA_CONTEXT_BYTES = 512 * MiB
+# cuBLAS / cuBLASLt workspaces: PyTorch allocates 32 MiB per handle on Hopper (4 MiB x 8 before,
+# CUBLAS_WORKSPACE_CONFIG default ":4096:8"), Transformer Engine 32 MiB for sm90 (4 MiB otherwise);
+# two handles (PyTorch + TE) -> 64 MiB.
+CUBLAS_WORKSPACE_BYTES = 64 * MiB
+# NCCL: every communicator allocates per channel a receive buffer per protocol; NCCL_BUFFSIZE is 4 MiB
+# by default (NCCL docs, environment variables, NCCL_BUFFSIZE) for the Simple protocol, LL128 about
+# the same. With 16 channels: 16 x 2 x 4 MiB = 128 MiB per communicator the rank belongs to.
+NCCL_BYTES_PER_COMMUNICATOR = 16 * 2 * 4 * MiB
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryReport:
+    """Peak memory of one GPU in bytes (all fields ints)."""
+
+    weights: int
+    gradients: int
+    optimizer_states: int
+    activations: int
+    comm_buffers: int
+    workspace: int
+    peak_bytes_per_gpu: int
+    capacity_bytes_per_gpu: int
+    fits: bool
+
+    def to_json(self) -> dict[str, int | bool]:
+        return {"weights": self.weights, "gradients": self.gradients, "optimizer_states": self.optimizer_states,
+                "activations": self.activations, "comm_buffers": self.comm_buffers, "workspace": self.workspace,
+                "peak_bytes_per_gpu": self.peak_bytes_per_gpu, "capacity_bytes_per_gpu": self.capacity_bytes_per_gpu,
+                "fits": self.fits}
+
+
+def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, first: bool, last: bool
+                 ) -> tuple[float, float]:
+    """(dense parameters, expert parameters) held by one GPU of a stage."""
+    per_layer = layer_params_per_gpu(model, layout.tp, layout.ep)
+    expert = 0.0
+    if model.is_moe:
+        expert = model.num_mlp_matrices * model.hidden * math.ceil(model.ffn_hidden / layout.tp) \
+            * max(1, model.moe_experts // layout.ep)
+    dense = (per_layer - expert) * stage_layers
+    vocab_shard = math.ceil(model.vocab / layout.tp) * model.hidden
+    if first:
+        dense += vocab_shard
+    if last:
+        dense += 2 * model.hidden   # final norm
+        if not (model.tie_embeddings and first):
+            dense += vocab_shard
+    return float(dense), float(expert * stage_layers)
+
+
+def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
+                  stage_layers: int, in_flight_micro_batches: int, first: bool, last: bool) -> MemoryReport:
+    """Peak memory of one GPU of a pipeline stage holding ``stage_layers`` layers (all its chunks)
+    with ``in_flight_micro_batches`` micro-batches' activations alive at once (from the schedule)."""
+    return _memory_report(model, layout, cluster, dtype, int(stage_layers), int(in_flight_micro_batches),
+                          bool(first), bool(last))
+
+
+@functools.lru_cache(maxsize=16384)
+def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
+                   stage_layers: int, in_flight: int, first: bool, last: bool) -> MemoryReport:
+    check_dtype(dtype)
+    if stage_layers < 0:
+        raise InputError("stage_layers", stage_layers, "an integer >= 0")
+    if in_flight < 0:
+        raise InputError("in_flight_micro_batches", in_flight, "an integer >= 0")
+    dense, expert = stage_params(model, layout, stage_layers, first, last)
+    edp = max(1, layout.dp * layout.cp // max(1, layout.ep))
+    w1, g1, o1 = state_bytes(dense, layout.dp, layout.zero_stage, dtype)
+    w2, g2, o2 = state_bytes(expert, edp, layout.zero_stage, dtype)
+
+    act = layer_activation_bytes(model, layout, dtype) * stage_layers * in_flight
+    act += recompute_working_bytes(model, layout, dtype) if stage_layers and in_flight else 0.0
+    if first:
+        act += embedding_activation_bytes(model, layout, dtype) * in_flight
+    if last:
+        act += output_activation_bytes(model, layout, dtype) * in_flight
+
+    comm = _comm_buffer_bytes(model, layout, dtype, stage_layers)
+    workspace = CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES
+    parts = [int(round(x)) for x in (w1 + w2, g1 + g2, o1 + o2, act, comm)]
+    peak = sum(parts) + workspace
+    capacity = cluster.gpu.hbm_capacity_bytes
+    return MemoryReport(*parts, workspace, peak, capacity, peak <= capacity)
+
+
+def _comm_buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int) -> float:
+    """NCCL buffers per communicator, SP gather buffer, PP send/recv tensors, ZeRO-2/3 staging."""
+    a_b = activation_bytes(dtype)
+    tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
+    groups = sum(1 for n in (layout.tp, layout.pp, layout.dp, layout.cp, layout.ep) if n > 1)
+    total = groups * NCCL_BYTES_PER_COMMUNICATOR
+    if layout.sequence_parallel and layout.tp > 1:
+        total += tokens * model.hidden * a_b            # Megatron's global buffer for the gathered input
+    if layout.pp > 1:
+        sp = layout.sequence_parallel and layout.tp > 1
+        total += 2 * tokens * model.hidden * a_b / (layout.tp if sp else 1)   # one send + one recv tensor
+    if layout.zero_stage >= 2:
+        # gradient buckets reduce-scattered from an unsharded fp32 bucket: Megatron-Core bucket size
+        # max(40M, 1M x dp) parameters (distributed_data_parallel.py), two buckets in flight
+        bucket = layout.dp_bucket_params or max(40_000_000, 1_000_000 * layout.dp)
+        total += 2 * bucket * 4
+    if layout.zero_stage >= 3:
+        # parameters of the current and the prefetched layer, unsharded
+        total += 2 * layer_params_per_gpu(model, layout.tp, layout.ep) * weight_bytes(dtype)
+    return total
+
+
+__all__ = ["MemoryReport", "memory_report", "stage_params"]

@@ -1,0 +1,105 @@
+"""The cluster as a directed networkx graph: GPUs, NVSwitch, NICs, leaf (rail) and spine switches.
+
+Every node has its GPUs on one logical NVSwitch (the NVSwitch chips of a DGX/HGX board act as
+one non-blocking crossbar: DGX A100 user guide, DGX H100 user guide). GPU ``i`` reaches NIC
+``i * nics_per_node // gpus_per_node`` over PCIe. The scale-out network is rail-optimised (DGX
+SuperPOD reference architectures): NIC ``r`` of every node in leaf group ``g`` (``nodes_per_leaf``
+consecutive nodes) plugs into leaf switch ``leaf{g}.rail{r}``; each leaf has
+``nodes_per_leaf / oversubscription`` ports of uplink capacity spread evenly over the spines.
+
+Each directed edge carries ``bw`` (achievable bytes/s: raw rate x fabric efficiency), ``latency_s``
+and ``tier``. Node names are strings, so graphs compare and print deterministically.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import networkx as nx
+
+from clustersim.hardware.spec import ClusterSpec
+
+
+def gpu(node: int, i: int) -> str:
+    return f"n{node}.gpu{i}"
+
+
+def nvswitch(node: int) -> str:
+    return f"n{node}.nvsw"
+
+
+def nic(node: int, r: int) -> str:
+    return f"n{node}.nic{r}"
+
+
+def leaf(group: int, rail: int) -> str:
+    return f"leaf{group}.rail{rail}"
+
+
+def spine(k: int) -> str:
+    return f"spine{k}"
+
+
+def rail_of(cluster: ClusterSpec, i: int) -> int:
+    """The NIC (rail) that GPU ``i`` of a node uses."""
+    return i * cluster.nics_per_node // cluster.gpus_per_node
+
+
+def leaf_group(cluster: ClusterSpec, node: int) -> int:
+    return node // cluster.nodes_per_leaf
+
+
+def num_leaf_groups(cluster: ClusterSpec) -> int:
+    return -(-cluster.num_nodes // cluster.nodes_per_leaf)
+
+
+def num_spines(cluster: ClusterSpec) -> int:
+    """Spines of a two-level fat tree: one per leaf uplink port (nodes_per_leaf / oversubscription)."""
+    if num_leaf_groups(cluster) <= 1:
+        return 0
+    return max(1, math.ceil(cluster.nodes_per_leaf / cluster.oversubscription))
+
+
+def uplink_bw(cluster: ClusterSpec) -> float:
+    """Total leaf-to-spine capacity of one leaf (bytes/s per direction)."""
+    return cluster.nodes_per_leaf * cluster.scale_out.effective_bw_bytes_per_s / cluster.oversubscription
+
+
+def _both(g: nx.DiGraph, a: str, b: str, bw: float, lat_ab: float, lat_ba: float, tier: str) -> None:
+    g.add_edge(a, b, bw=bw, latency_s=lat_ab, tier=tier)
+    g.add_edge(b, a, bw=bw, latency_s=lat_ba, tier=tier)
+
+
+@functools.lru_cache(maxsize=4)
+def build_topology(cluster: ClusterSpec) -> nx.DiGraph:
+    """Directed graph of the whole cluster (cached per cluster spec)."""
+    g = nx.DiGraph(name=cluster.name)
+    up, out = cluster.scale_up, cluster.scale_out
+    pcie_bw = cluster.pcie.effective_bw_bytes_per_s if cluster.pcie else math.inf
+    for node in range(cluster.num_nodes):
+        sw = nvswitch(node)
+        g.add_node(sw, kind="nvswitch", node=node)
+        for i in range(cluster.gpus_per_node):
+            g.add_node(gpu(node, i), kind="gpu", node=node, index=i)
+            # latency of the whole NVLink switch traversal is charged on the way in
+            _both(g, gpu(node, i), sw, up.effective_bw_bytes_per_s, up.latency_s, 0.0, "scale_up")
+        for r in range(cluster.nics_per_node):
+            g.add_node(nic(node, r), kind="nic", node=node, rail=r)
+            lf = leaf(leaf_group(cluster, node), r)
+            g.add_node(lf, kind="leaf", group=leaf_group(cluster, node), rail=r)
+            # NCCL's network hop latency (RDMA + proxy) is charged leaving the NIC
+            _both(g, nic(node, r), lf, out.effective_bw_bytes_per_s, out.latency_s, 0.0, "scale_out")
+        for i in range(cluster.gpus_per_node):  # GPUDirect RDMA over PCIe; its latency is part of
+            # NCCL's network hop latency charged on the NIC edge
+            _both(g, gpu(node, i), nic(node, rail_of(cluster, i)), pcie_bw, 0.0, 0.0, "pcie")
+    spines = num_spines(cluster)
+    if spines:
+        per_link = uplink_bw(cluster) / spines
+        for k in range(spines):
+            g.add_node(spine(k), kind="spine")
+            for grp in range(num_leaf_groups(cluster)):
+                for r in range(cluster.nics_per_node):
+                    _both(g, leaf(grp, r), spine(k), per_link, out.switch_latency_s, out.switch_latency_s,
+                          "scale_out")
+    return g

@@ -1,0 +1,116 @@
+"""Placement of ranks on nodes and the shape of each axis's groups on the cluster.
+
+Ranks fill nodes in order: rank ``r`` runs on node ``r // gpus_per_node``, local GPU
+``r % gpus_per_node`` (torchrun / SLURM block placement, which Megatron assumes when it puts TP
+innermost so that TP groups stay inside a node's NVLink domain; Narayanan et al. 2021,
+arXiv 2104.04473, §3.3 "tensor model parallelism within a server").
+
+A group's :class:`AxisShape` is what the collective cost model needs: how many members sit in
+one node, how many nodes it spans, and how many groups of the same axis share each node (they
+run the same collective at the same time, so they share the node's NICs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from clustersim.errors import InputError
+from clustersim.hardware.spec import ClusterSpec
+from clustersim.parallel.groups import rank_groups
+from clustersim.parallel.layout import ParallelLayout
+
+
+@dataclass(frozen=True, slots=True)
+class AxisShape:
+    """The shape of every group of one axis on the nodes."""
+
+    ranks_per_node: int  # members of one group inside one node
+    num_nodes: int  # nodes one group spans
+    concurrent_groups_per_node: int  # groups of this axis with members in one node
+
+    @property
+    def num_ranks(self) -> int:
+        return self.ranks_per_node * self.num_nodes
+
+
+def place(rank: int, gpus_per_node: int) -> tuple[int, int]:
+    """``(node, local_gpu)`` of ``rank`` under block placement."""
+    if gpus_per_node < 1:
+        raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
+    if rank < 0:
+        raise ValueError(f"rank must be >= 0, got {rank}")
+    return divmod(rank, gpus_per_node)
+
+
+def _check_fits(layout: ParallelLayout, cluster: ClusterSpec) -> None:
+    if layout.num_gpus != cluster.num_gpus:
+        raise InputError(
+            "parallel", f"tp({layout.tp}) * pp({layout.pp}) * cp({layout.cp}) * dp({layout.dp}) = {layout.num_gpus}",
+            f"a product equal to the GPU count {cluster.num_gpus}")
+
+
+def axis_shape(layout: ParallelLayout, cluster: ClusterSpec, axis: str) -> AxisShape:
+    """The shape shared by all groups of ``axis`` (see :func:`axis_shape_for`)."""
+    _check_fits(layout, cluster)
+    return axis_shape_for(layout, cluster.gpus_per_node, axis)
+
+
+@lru_cache(maxsize=256)
+def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str) -> AxisShape:
+    """The shape of the groups of ``axis`` with nodes of ``gpus_per_node`` GPUs.
+
+    Raises InputError when groups of the axis differ in shape (possible only for layouts whose
+    group strides do not align with the node size, e.g. dp=3 groups on 8-GPU nodes): the
+    collective model assumes one shape per axis.
+    """
+    groups = rank_groups(layout, axis)
+    shapes = set()
+    groups_touching_node: dict[int, int] = {}
+    for group in groups:
+        per_node: dict[int, int] = {}
+        for rank in group:
+            node = rank // gpus_per_node
+            per_node[node] = per_node.get(node, 0) + 1
+        counts = set(per_node.values())
+        if len(counts) != 1:
+            shapes.add(("uneven", group))
+            continue
+        shapes.add((counts.pop(), len(per_node)))
+        for node in per_node:
+            groups_touching_node[node] = groups_touching_node.get(node, 0) + 1
+    concurrent = set(groups_touching_node.values())
+    if len(shapes) != 1 or len(concurrent) != 1:
+        raise InputError(
+            "parallel", f"{axis} groups of {layout.tp}x{layout.cp}x{layout.dp}x{layout.pp} (tp x cp x dp x pp)"
+                        f" on nodes of {gpus_per_node} GPUs",
+            f"a layout whose {axis} groups all have the same shape on the nodes "
+            "(make the GPU count per node a multiple or divisor of each group stride)")
+    ranks_per_node, num_nodes = shapes.pop()
+    return AxisShape(ranks_per_node=ranks_per_node, num_nodes=num_nodes,
+                     concurrent_groups_per_node=concurrent.pop())
+
+
+def pp_boundaries_cross_nodes(layout: ParallelLayout, cluster: ClusterSpec) -> tuple[bool, ...]:
+    """For each boundary between pipeline stage ``s`` and ``s + 1`` (``pp - 1`` entries): whether the
+    send/recv between neighbouring ranks crosses nodes. Stage ``s`` holds ranks
+    ``s * S .. (s + 1) * S - 1`` with stride ``S = tp * cp * dp``; the boundary is the same for
+    every rank of the stage when ``S`` is a multiple or divisor of the node size."""
+    _check_fits(layout, cluster)
+    stride = layout.tp * layout.cp * layout.dp
+    gpn = cluster.gpus_per_node
+    out = []
+    for s in range(layout.pp - 1):
+        crosses = any((r // gpn) != ((r + stride) // gpn) for r in range(s * stride, (s + 1) * stride))
+        out.append(crosses)
+    return tuple(out)
+
+
+def pp_peer_crosses_nodes(layout: ParallelLayout, cluster: ClusterSpec) -> bool:
+    """Whether the pipeline neighbour of some rank sits on another node (False when pp = 1)."""
+    return any(pp_boundaries_cross_nodes(layout, cluster))
+
+
+def tp_spans_nodes(layout: ParallelLayout, cluster: ClusterSpec) -> bool:
+    """TP larger than a node: allowed, but its collectives then cross the scale-out fabric."""
+    return axis_shape(layout, cluster, "tp").num_nodes > 1

@@ -1,0 +1,71 @@
+"""StepReport: what `clustersim run` prints (CONTRACT.md §2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from clustersim.engine.timeline import CAUSES
+from clustersim.memory import MemoryReport
+from clustersim.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class StepReport:
+    scenario: Scenario
+    engine: str                  # "event" | "analytical"
+    step_time_s: float
+    model_flops_per_step: float
+    breakdown: dict[str, float]  # seconds on the critical rank's compute stream, by cause
+    memory: MemoryReport         # the pipeline rank with the highest peak
+    memory_by_stage: tuple[MemoryReport, ...]
+    critical_rank: int
+    analytical_step_time_s: float | None = None  # the closed-form twin, when both ran
+
+    @property
+    def num_gpus(self) -> int:
+        return self.scenario.cluster.num_gpus
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.scenario.parallel.global_batch * self.scenario.model.seq_len / self.step_time_s
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        return self.model_flops_per_step / self.step_time_s / self.num_gpus / 1e12
+
+    @property
+    def mfu(self) -> float:
+        peak = self.scenario.cluster.gpu.peak(self.scenario.training.dtype)
+        return self.tflops_per_gpu * 1e12 / peak
+
+    def to_json(self) -> dict[str, Any]:
+        sc = self.scenario
+        par = sc.parallel
+        out: dict[str, Any] = {
+            "name": sc.name,
+            "engine": self.engine,
+            "step_time_s": self.step_time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "model_flops_per_step": self.model_flops_per_step,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "mfu": self.mfu,
+            "memory": self.memory.to_json(),
+            "breakdown": {cause: self.breakdown.get(cause, 0.0) for cause in CAUSES},
+            "gpus": self.num_gpus,
+            "cluster": {"preset": sc.cluster.name, "nodes": sc.cluster.num_nodes, "gpu": sc.cluster.gpu.name,
+                        "gpus_per_node": sc.cluster.gpus_per_node, "scale_up": sc.cluster.scale_up.name,
+                        "scale_out": sc.cluster.scale_out.name},
+            "model": {"name": sc.model.name, "params": sc.model.total_params()},
+            "parallel": {"tp": par.tp, "pp": par.pp, "dp": par.dp, "cp": par.cp, "ep": par.ep,
+                         "sequence_parallel": par.sequence_parallel, "zero_stage": par.zero_stage,
+                         "micro_batch": par.micro_batch, "global_batch": par.global_batch,
+                         "num_micro_batches": par.num_micro_batches, "schedule": par.schedule,
+                         "virtual_stages": par.virtual_stages, "recompute": par.recompute},
+            "dtype": sc.training.dtype,
+            "critical_stage": self.critical_rank,
+            "memory_by_stage": [m.peak_bytes_per_gpu for m in self.memory_by_stage],
+        }
+        if self.analytical_step_time_s is not None:
+            out["analytical_step_time_s"] = self.analytical_step_time_s
+        return out

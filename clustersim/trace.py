@@ -1,0 +1,52 @@
+"""Chrome / Perfetto trace (JSON object format) of a simulated step.
+
+One process per simulated pipeline rank, one thread per stream (compute, dp, pp); timestamps in
+microseconds. Open in https://ui.perfetto.dev or chrome://tracing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from clustersim.engine.timeline import Timeline
+from clustersim.scenario import Scenario
+
+_STREAMS = ("compute", "dp", "pp")
+
+
+def trace_events(timeline: Timeline, scenario: Scenario) -> dict[str, Any]:
+    par = scenario.parallel
+    events: list[dict[str, Any]] = []
+    for r in range(par.pp):
+        first_gpu = r * par.tp * par.cp * par.dp
+        events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
+                       "args": {"name": f"pipeline stage {r} (rank {first_gpu} and its tp/dp peers)"}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "args": {"sort_index": r}})
+        for t, stream in enumerate(_STREAMS):
+            events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": t, "args": {"name": stream}})
+    spans = sorted(timeline.segments, key=lambda s: (s.rank, _STREAMS.index(s.stream), s.start_s, s.end_s, s.name))
+    for s in spans:
+        events.append({"ph": "X", "name": s.name, "cat": s.cause, "pid": s.rank, "tid": _STREAMS.index(s.stream),
+                       "ts": round(s.start_s * 1e6, 3), "dur": round((s.end_s - s.start_s) * 1e6, 3)})
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"scenario": scenario.name, "generator": "clustersim"}}
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
+    """Write JSON to ``path`` atomically: a temp file in the same folder, fsync, rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, separators=(",", ":"), sort_keys=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

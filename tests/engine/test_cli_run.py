@@ -1,0 +1,55 @@
+"""`clustersim run` end to end: JSON contract, exit codes, determinism, trace file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "clustersim", "run", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+
+
+def test_default_scenario_json_has_the_contract_keys() -> None:
+    p = run("--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    for key in ("step_time_s", "tokens_per_s", "model_flops_per_step", "tflops_per_gpu", "mfu", "memory", "breakdown"):
+        assert key in out
+    for key in ("peak_bytes_per_gpu", "capacity_bytes_per_gpu", "fits"):
+        assert key in out["memory"]
+    for key in ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble"):
+        assert key in out["breakdown"]
+    assert abs(sum(out["breakdown"].values()) - out["step_time_s"]) <= 0.01 * out["step_time_s"]
+
+
+def test_two_runs_are_byte_identical(tmp_path: Path) -> None:
+    a, b = run("scenarios/llama2_70b_a100x64.yaml", "--json"), run("scenarios/llama2_70b_a100x64.yaml", "--json")
+    assert a.returncode == 0 and a.stdout == b.stdout
+    t1, t2 = tmp_path / "a.json", tmp_path / "b.json"
+    run("scenarios/llama3_8b_h200x8.yaml", "--trace", str(t1))
+    run("scenarios/llama3_8b_h200x8.yaml", "--trace", str(t2))
+    assert t1.read_bytes() == t2.read_bytes()
+    assert json.loads(t1.read_text())["traceEvents"]
+
+
+def test_gpt3_on_eight_a100_without_model_parallelism_does_not_fit() -> None:
+    p = run("--set", "model.preset=gpt3-175b", "--set", "cluster.preset=dgx-a100", "--set", "cluster.nodes=1",
+            "--set", "parallel.tp=1", "--set", "parallel.pp=1", "--set", "parallel.dp=8",
+            "--set", "parallel.global_batch=8", "--set", "parallel.sequence_parallel=false", "--json")
+    assert p.returncode == 3, p.stderr
+    assert json.loads(p.stdout)["memory"]["fits"] is False
+
+
+def test_bad_input_exits_2_with_the_field_named() -> None:
+    for args, field in ((["--set", "parallel.tp=3"], "parallel"), (["--set", "model.foo=1"], "model.foo"),
+                        (["--set", "parallel.pp=-2"], "parallel.pp"), (["no_such_file.yaml"], "SCENARIO"),
+                        (["--set", "parallel.micro_batch=5"], "parallel.micro_batch")):
+        p = run(*args)
+        assert p.returncode == 2, (args, p.stderr)
+        assert field in p.stderr and "Traceback" not in p.stderr

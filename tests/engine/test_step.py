@@ -1,0 +1,102 @@
+"""The training-step engine: event engine vs closed form, breakdown, contention, memory exit code."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from clustersim.api import estimate, simulate, simulate_with_timeline
+from clustersim.engine.timeline import CAUSES
+from clustersim.scenario import scenario_from_dict
+
+
+def make(model: str = "megatron-1.7b", preset: str = "dgx-h100", nodes: int = 1, **parallel: object):
+    return scenario_from_dict({"model": {"preset": model}, "cluster": {"preset": preset, "nodes": nodes},
+                               "parallel": parallel, "training": {"dtype": "bf16"}})
+
+
+NO_CONTENTION = [
+    # one node, TP only: TP collectives run one at a time on NVLink
+    dict(model="megatron-1.7b", nodes=1, tp=8, pp=1, dp=1, global_batch=4),
+    # TP inside nodes, DP across them: DP owns the NICs, TP the NVLink; nothing else shares them
+    dict(model="megatron-1.7b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, zero_stage=1),
+    dict(model="megatron-1.7b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, zero_stage=0, overlap_grad_reduce=False),
+    dict(model="megatron-3.6b", nodes=1, tp=2, pp=1, dp=4, global_batch=8, sequence_parallel=True, zero_stage=3),
+    # a pipeline inside one node with GPipe: a stage's sends are far apart in time
+    dict(model="megatron-1.7b", nodes=1, tp=4, pp=2, dp=1, global_batch=4, schedule="gpipe"),
+]
+
+
+@pytest.mark.parametrize("case", NO_CONTENTION, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_event_engine_equals_closed_form_without_contention(case: dict) -> None:
+    sc = make(**case)
+    event, closed = simulate(sc), estimate(sc)
+    assert math.isclose(event.step_time_s, closed.step_time_s, rel_tol=1e-9), (event.step_time_s, closed.step_time_s)
+    for cause in CAUSES:
+        assert math.isclose(event.breakdown[cause], closed.breakdown[cause], rel_tol=1e-6, abs_tol=1e-9), cause
+
+
+@pytest.mark.parametrize("case", NO_CONTENTION + [dict(model="megatron-18b", nodes=4, tp=8, pp=4, dp=1,
+                                                        global_batch=16, schedule="1f1b")],
+                         ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_breakdown_adds_up_to_step_time(case: dict) -> None:
+    report = simulate(make(**case))
+    total = sum(report.breakdown[c] for c in CAUSES)
+    assert math.isclose(total, report.step_time_s, rel_tol=1e-9)
+    assert all(v >= 0 for v in report.breakdown.values())
+
+
+def test_shared_nic_makes_the_event_engine_slower_than_the_closed_form() -> None:
+    # PP and DP both cross nodes on each GPU's rail NIC, over slow Ethernet: they must contend.
+    sc = scenario_from_dict({"model": {"preset": "megatron-3.6b"},
+                             "cluster": {"preset": "dgx-h100", "nodes": 4, "scale_out": "eth-10g", "nics_per_node": 1},
+                             "parallel": {"tp": 8, "pp": 2, "dp": 2, "global_batch": 16, "micro_batch": 1}})
+    event, closed = simulate(sc), estimate(sc)
+    assert event.step_time_s > closed.step_time_s * 1.001
+
+
+def test_more_micro_batches_shrink_the_bubble_share() -> None:
+    small = simulate(make(model="megatron-18b", nodes=4, tp=8, pp=4, dp=1, global_batch=4))
+    large = simulate(make(model="megatron-18b", nodes=4, tp=8, pp=4, dp=1, global_batch=32))
+    share = lambda r: r.breakdown["bubble"] / r.step_time_s  # noqa: E731
+    assert share(large) < share(small)
+    # 1F1B bubble (Narayanan et al. 2021 §2.2.1): (pp-1)/(m+pp-1) of the step, roughly, on the
+    # critical stage; with m=4, pp=4 that is 3/7 = 0.43
+    assert 0.25 < share(small) < 0.6
+
+
+def test_interleaving_reduces_step_time() -> None:
+    base = dict(model="megatron-18b", nodes=4, tp=8, pp=4, dp=1, global_batch=8)
+    plain = simulate(make(**base, schedule="1f1b"))
+    inter = simulate(make(**base, schedule="interleaved-1f1b", virtual_stages=2))
+    assert inter.step_time_s < plain.step_time_s
+
+
+def test_recompute_costs_time_and_saves_memory() -> None:
+    base = dict(model="megatron-7.5b", nodes=1, tp=8, pp=1, dp=1, global_batch=8)
+    none, full = simulate(make(**base, recompute="none")), simulate(make(**base, recompute="full"))
+    assert full.step_time_s > none.step_time_s
+    assert full.memory.peak_bytes_per_gpu < none.memory.peak_bytes_per_gpu
+    assert full.model_flops_per_step == none.model_flops_per_step
+
+
+def test_mfu_and_throughput_definitions() -> None:
+    r = simulate(make(nodes=1, tp=1, pp=1, dp=8, global_batch=16))
+    j = r.to_json()
+    assert j["tokens_per_s"] == pytest.approx(16 * 2048 / j["step_time_s"])
+    assert j["tflops_per_gpu"] == pytest.approx(j["model_flops_per_step"] / j["step_time_s"] / 8 / 1e12)
+    assert j["mfu"] == pytest.approx(j["tflops_per_gpu"] / 989)
+    assert 0 < j["mfu"] < 1
+
+
+def test_trace_has_a_track_per_rank_and_stream() -> None:
+    from clustersim.trace import trace_events
+
+    sc = make(model="megatron-18b", nodes=4, tp=8, pp=4, dp=1, global_batch=8)
+    _, result = simulate_with_timeline(sc)
+    trace = trace_events(result.timeline, sc)
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["pid"] for e in spans} == {0, 1, 2, 3}
+    assert {e["cat"] for e in spans} >= {"compute", "tp_comm", "pp_comm"}
+    assert all(e["dur"] >= 0 for e in spans)

@@ -1,0 +1,170 @@
+"""Issue 3 bad-input acceptance: each mistake is an InputError naming the field and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clustersim.errors import InputError
+from clustersim.scenario import DEFAULT_SCENARIO_YAML, load_scenario, scenario_from_dict
+
+BASE: dict[str, Any] = yaml.safe_load(DEFAULT_SCENARIO_YAML)  # llama3-8b, 2 x 8 H100, tp2 pp2 dp4, gb 64
+
+
+def _with(**sections: dict[str, Any]) -> dict[str, Any]:
+    data = copy.deepcopy(BASE)
+    for name, fields in sections.items():
+        if name == "model":
+            data["model"] = fields
+        else:
+            data.setdefault(name, {}).update(fields)
+    return data
+
+
+def _error(data: dict[str, Any]) -> InputError:
+    with pytest.raises(InputError) as exc:
+        scenario_from_dict(data)
+    return exc.value
+
+
+def test_default_scenario_is_valid() -> None:
+    s = scenario_from_dict(copy.deepcopy(BASE))
+    assert (s.parallel.tp, s.parallel.pp, s.parallel.dp) == (2, 2, 4)
+
+
+def test_product_not_matching_gpu_count_prints_every_factor() -> None:
+    err = _error(_with(parallel={"dp": 2}))
+    assert err.field == "parallel"
+    assert str(err) == ("parallel: got 'tp(2) * pp(2) * cp(1) * dp(2) = 8'; allowed: a product equal to the GPU count: "
+                        "cluster.nodes(2) * gpus_per_node(8) = 16")
+
+
+def test_dp_left_out_must_divide() -> None:
+    err = _error(_with(parallel={"tp": 3, "dp": None}))
+    assert err.field == "parallel" and "divisor of the GPU count 16" in err.allowed
+
+
+def test_heads_not_divisible_by_tp() -> None:
+    # gpt-style explicit model: 12 heads (hidden 768 = 12 * 64) with tp 8 on one node
+    model = {"layers": 12, "hidden": 768, "heads": 12, "ffn_hidden": 3072, "vocab": 50257, "seq_len": 1024}
+    err = _error(_with(model=model, cluster={"nodes": 1}, parallel={"tp": 8, "pp": 1, "dp": 1, "global_batch": 8}))
+    assert err.field == "parallel.tp" and err.value == 8
+    assert "a divisor of model.heads (12)" in err.allowed
+
+
+def test_layers_fewer_than_pp() -> None:
+    err = _error(_with(model={"preset": "llama3-8b", "layers": 3}, parallel={"tp": 1, "pp": 4, "dp": 4}))
+    assert err.field == "parallel.pp" and err.value == 4
+    assert "model.layers (3)" in err.allowed
+
+
+def test_micro_batch_not_dividing_per_replica_batch() -> None:
+    # per-replica batch 64 / 4 = 16; micro-batch 3 does not divide it
+    err = _error(_with(parallel={"micro_batch": 3}))
+    assert err.field == "parallel.micro_batch" and err.value == 3
+    assert "global_batch/dp = 64/4 = 16" in err.allowed
+
+
+@pytest.mark.parametrize(("section", "key"), [("parallel", "tensor_parallel"), ("model", "layerz"),
+                                              ("cluster", "node"), ("training", "lr")])
+def test_unknown_key_lists_allowed_keys(section: str, key: str) -> None:
+    data = copy.deepcopy(BASE)
+    data[section] = {**data.get(section, {}), key: 1}
+    err = _error(data)
+    assert err.field == f"{section}.{key}"
+    assert "unknown key; allowed keys:" in err.allowed
+    allowed_example = {"parallel": "tp", "model": "layers", "cluster": "nodes", "training": "dtype"}[section]
+    assert allowed_example in err.allowed.split("allowed keys: ")[1].split(", ")
+
+
+def test_unknown_top_level_key() -> None:
+    data = copy.deepcopy(BASE)
+    data["paralell"] = {"tp": 2}
+    err = _error(data)
+    assert err.field == "paralell" and "parallel" in err.allowed
+
+
+@pytest.mark.parametrize(("section", "key", "bound"), [
+    ("parallel", "tp", "1"), ("parallel", "micro_batch", "1"), ("parallel", "global_batch", "1"),
+    ("parallel", "dp_bucket_params", "0"), ("cluster", "nodes", "1"), ("cluster", "oversubscription", "1.0"),
+    ("model", "hidden", "1"), ("model", "layers", "1"),
+])
+def test_negative_number(section: str, key: str, bound: str) -> None:
+    data = copy.deepcopy(BASE)
+    if section == "model":
+        data["model"] = {"preset": "llama3-8b", key: -4}
+    else:
+        data[section][key] = -4
+    err = _error(data)
+    assert err.field == f"{section}.{key}" and err.value == -4
+    assert err.allowed == f"a number >= {bound}"
+
+
+def test_bad_choice_names_allowed_values() -> None:
+    err = _error(_with(parallel={"schedule": "zero-bubble"}))
+    assert err.field == "parallel.schedule"
+    assert "gpipe" in err.allowed and "interleaved-1f1b" in err.allowed
+
+
+def test_unknown_hardware_names_scenario_field() -> None:
+    err = _error(_with(cluster={"gpu": "b300"}))
+    assert err.field == "cluster.gpu" and "h100-sxm-80gb" in err.allowed
+    err = _error(_with(cluster={"scale_out": "ib-fdr"}))
+    assert err.field == "cluster.scale_out" and "ib-ndr" in err.allowed
+
+
+def test_interleaved_needs_micro_batches_multiple_of_pp() -> None:
+    # tp2 pp2 dp4, gb 4*1*3 = 12: 3 micro-batches per pipeline, not a multiple of pp = 2
+    err = _error(_with(parallel={"schedule": "interleaved-1f1b", "virtual_stages": 2, "global_batch": 12}))
+    assert err.field == "parallel.global_batch" and "multiple of pp (2)" in err.allowed
+
+
+# --- through load_scenario (files and --set overrides) --------------------------------------
+
+def test_load_scenario_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="SCENARIO"):
+        load_scenario(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {preset: llama3-8b\n")
+    with pytest.raises(InputError, match="well-formed YAML"):
+        load_scenario(bad)
+    bad.write_text("- 1\n- 2\n")
+    with pytest.raises(InputError, match="YAML mapping"):
+        load_scenario(bad)
+    good = tmp_path / "good.yaml"
+    good.write_text(DEFAULT_SCENARIO_YAML)
+    assert load_scenario(good).parallel.dp == 4
+    with pytest.raises(InputError) as exc:
+        load_scenario(good, ["parallel.tp=-1"])
+    assert exc.value.field == "parallel.tp"
+    with pytest.raises(InputError) as exc:
+        load_scenario(good, ["parallel.tp"])
+    assert exc.value.field == "--set"
+
+
+@pytest.mark.parametrize("content", [
+    "5", "[1, 2]", '["num_hidden_layers"]', "NaN",
+    json.dumps({"num_hidden_layers": "abc", "hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 1000,
+                "max_position_embeddings": 4096}),
+    json.dumps({"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 0, "vocab_size": 1000,
+                "max_position_embeddings": 4096}),
+    json.dumps({"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 1000,
+                "max_position_embeddings": 4096, "num_local_experts": "eight"}),
+    json.dumps({"num_hidden_layers": 32}),
+])
+def test_bad_hf_config(tmp_path: Path, content: str) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(content)
+    err = _error(_with(model={"hf_config": str(cfg)}))
+    assert err.field.startswith("model.hf_config")
+
+
+def test_undecodable_hf_config(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_bytes(b"\xff\xfe\x00")
+    assert _error(_with(model={"hf_config": str(cfg)})).field == "model.hf_config"
