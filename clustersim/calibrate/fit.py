@@ -79,3 +79,26 @@ def fit_rate(work: Sequence[float], measured_s: Sequence[float]) -> float:
     if inv <= 0:
         raise ValueError("cannot fit a rate to these points")
     return 1.0 / inv
+
+
+def textbook_terms(op: str, world: int, size_bytes: float) -> tuple[float, float]:
+    """(latency terms, bytes through one rank's port) of the algorithm gloo runs for ``op``.
+
+    all_reduce: ring reduce-scatter then all-gather (gloo/allreduce.cc ``ring``), 2(n-1) steps
+    of S/n; all_gather / reduce_scatter: one ring pass, n-1 steps of S/n; all_to_all: n-1
+    pairwise exchanges of S/n; broadcast/reduce: a pipelined chain, n-1 hops and S; send_recv:
+    one message of S (Thakur, Rabenseifner & Gropp 2005, IJHPCA 19(1), §4, Table 1).
+    gloo's ring splits each chunk into at least two segments and keeps two in flight
+    (gloo/allreduce.cc: numSegments >= 2 x ranks), so one "step" here costs a few one-way
+    latencies: the fitted alpha per step is larger than a ping.
+    """
+    n = world
+    if op == "all_reduce":
+        return 2.0 * (n - 1), 2.0 * (n - 1) / n * size_bytes
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return float(n - 1), (n - 1) / n * size_bytes
+    if op in ("broadcast", "reduce"):
+        return float(n - 1), float(size_bytes)
+    if op == "send_recv":
+        return 1.0, float(size_bytes)
+    raise ValueError(op)

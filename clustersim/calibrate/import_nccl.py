@@ -15,7 +15,7 @@ from typing import Any
 
 from clustersim import units
 from clustersim.calibrate import predict
-from clustersim.calibrate.fit import AlphaBeta, fit_alpha_beta
+from clustersim.calibrate.fit import AlphaBeta
 from clustersim.calibrate.nccl_tests import NcclTestsRun, parse_nccl_tests
 from clustersim.calibrate.profile import CalibratedCluster, fabric_from_fit, render_profile, write_profile
 from clustersim.errors import InputError
@@ -56,19 +56,24 @@ def fit_nccl_tests(text: str, base_cluster: str, name: str, out: Path, op: str |
     shape_cls = __import__("clustersim.collectives", fromlist=["GroupShape"]).GroupShape
     shape = shape_cls(ranks_per_node=run.ranks_per_node, num_nodes=run.nodes)
     base_fabric: FabricSpec = getattr(base, tier)
-    rows, used = [], []
+    cases, used = [], []
     for row in run.rows:
         if row.size_bytes < max(1, min_size_bytes) or row.time_s <= 0:
             continue
-        rows.append(predict.design_row(run.op, row.size_bytes, row.time_s,
-                                       lambda f: predict.with_fabric(base, f, tier), shape))
+        cases.append(predict.FitCase(run.op, row.size_bytes, row.time_s,
+                                     lambda f: predict.with_fabric(base, f, tier), shape))
         used.append(row)
-    if len(rows) < 2:
+    if len(cases) < 2:
         raise InputError("--min-size", min_size_bytes, "a size that leaves at least two rows of the log to fit")
-    ab = fit_alpha_beta(rows)
-    fabric = fabric_from_fit(name, base_fabric.kind, base_fabric.bw_bytes_per_s, ab.bw_bytes_per_s, ab.alpha_s,
+    fitted, ab, uses_latency = predict.fit_fabric(cases, base_fabric)
+    # the simulator's NCCL model takes latencies from NCCL's tuning tables; keep the base
+    # fabric's latency where the fit cannot see it
+    latency_s = fitted.latency_s if uses_latency else base_fabric.latency_s
+    fabric = fabric_from_fit(name, base_fabric.kind, base_fabric.bw_bytes_per_s, fitted.bw_bytes_per_s, latency_s,
                              f"fitted by clustersim calibrate --nccl-tests to {source}: {run.op}, {run.ranks} ranks "
-                             f"on {run.nodes} hosts, {run.device}, NCCL {run.nccl_version}")
+                             f"on {run.nodes} hosts, {run.device}, NCCL {run.nccl_version}",
+                             None if uses_latency else f"of {base_cluster}'s {tier} fabric: the simulator's NCCL "
+                             "model takes collective latencies from NCCL's tuning tables, so the log cannot fit it")
     raw = describe("clusters", base_cluster)
     cluster = CalibratedCluster(
         name=name, gpu=raw["gpu"], gpus_per_node=raw["gpus_per_node"], nodes=run.nodes,

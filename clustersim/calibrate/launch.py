@@ -66,7 +66,7 @@ def loopback_launch(nprocs: int, backend: str) -> RankLaunch:
                       prefixes=((),) * nprocs)
 
 
-def _free_port(addr: str) -> int:
+def free_port(addr: str) -> int:
     with socket.socket() as s:
         s.bind((addr, 0))
         return s.getsockname()[1]
@@ -126,7 +126,7 @@ def _launch_and_watch(todo: list[dict[str, Any]], launch: RankLaunch, out_dir: P
     logs = out_dir / "logs"
     logs.mkdir(exist_ok=True)
     root = repo_root()
-    port = _free_port("127.0.0.1") if not launch.netns else 29500
+    port = free_port("127.0.0.1") if not launch.netns else 29500
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for r in range(launch.nprocs):

@@ -188,14 +188,19 @@ print(statistics.median(rtts[{count} // 5:]))
 
 def measure_ping_one_way_s(topo: NetnsTopology, count: int = 200, port: int = 29199) -> float:
     """Median one-way latency (half a TCP round trip of one byte) from rank 1 to rank 0."""
-    server = subprocess.Popen([*topo.exec_prefix(0), sys.executable, "-c",
-                               _PING_SERVER.format(addr=topo.addr(0), port=port)],
+    return tcp_one_way_s(topo.exec_prefix(0), topo.exec_prefix(1), topo.addr(0), port, count)
+
+
+def tcp_one_way_s(server_prefix: list[str], client_prefix: list[str], addr: str, port: int,
+                  count: int = 200) -> float:
+    """Half the median round trip of a one-byte TCP ping-pong (TCP_NODELAY) between two
+    processes started with the given command prefixes; the first fifth is warm-up."""
+    server = subprocess.Popen([*server_prefix, sys.executable, "-c", _PING_SERVER.format(addr=addr, port=port)],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
         server.stdout.readline()  # "ready"
-        out = _run([*topo.exec_prefix(1), sys.executable, "-c",
-                    _PING_CLIENT.format(addr=topo.addr(0), port=port, count=count)])
+        out = _run([*client_prefix, sys.executable, "-c", _PING_CLIENT.format(addr=addr, port=port, count=count)])
         return float(out.stdout.strip()) / 2
     finally:
         server.kill()

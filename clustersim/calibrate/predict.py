@@ -11,14 +11,18 @@ share one node (the fabric is scale-up).
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from clustersim.calibrate.fit import DesignRow
+from clustersim.calibrate.fit import AlphaBeta, DesignRow, fit_alpha_beta
 from clustersim.hardware.spec import ClusterSpec, FabricSpec, GpuSpec
 
-PROBE_LATENCY_S = 1e-5     # probe fabric for reading the simulator's alpha/beta coefficients
-PROBE_BW_BYTES_PER_S = 1e9
+REL_STEP = 0.01      # relative perturbation for reading the simulator's coefficients
+FIT_ITERATIONS = 8   # re-linearise around the new constants (the simulator picks algorithms
+                     # and protocols by predicted time, so it is only piecewise linear)
 
 
 def mode_cluster(name: str, gpu: GpuSpec, fabric: FabricSpec, mode: str, world: int) -> ClusterSpec:
@@ -36,28 +40,87 @@ def group_shape(mode: str, world: int) -> Any:
         ranks_per_node=world, num_nodes=1)
 
 
-def _probe_fabric(latency_s: float, bw: float) -> FabricSpec:
-    return FabricSpec(name="probe", kind="ethernet", bw_bytes_per_s=bw, latency_s=latency_s, efficiency=1.0)
-
-
 def collective_time_s(op: str, size_bytes: float, cluster: ClusterSpec, shape: Any) -> float:
     from clustersim.collectives import plan_collective
     return plan_collective(op, size_bytes, cluster, shape).time_s
 
 
-def design_row(op: str, size_bytes: float, measured_s: float, cluster_with: Any, shape: Any,
-               fixed_s: float = 0.0) -> DesignRow:
-    """Read the simulator's coefficients ``t = a*alpha + b*beta (+ c)`` for this case by probing
-    it with fabrics of doubled latency and halved bandwidth. ``cluster_with(fabric)`` returns
-    the cluster with the fitted fabric replaced by ``fabric``."""
-    lat, bw = PROBE_LATENCY_S, PROBE_BW_BYTES_PER_S
-    t0 = collective_time_s(op, size_bytes, cluster_with(_probe_fabric(lat, bw)), shape)
-    t_lat = collective_time_s(op, size_bytes, cluster_with(_probe_fabric(2 * lat, bw)), shape)
-    t_bw = collective_time_s(op, size_bytes, cluster_with(_probe_fabric(lat, bw / 2)), shape)
-    a = (t_lat - t0) / lat            # latency terms
-    b = (t_bw - t0) * bw              # bytes at unit bandwidth
-    c = t0 - a * lat - b / bw         # part that does not depend on this fabric (other tier)
-    return DesignRow(latency_terms=a, wire_bytes=b, measured_s=max(1e-12, measured_s - c - fixed_s))
+@dataclass(frozen=True, slots=True)
+class FitCase:
+    """One measured collective and how to build its cluster around a candidate fabric."""
+
+    op: str
+    size_bytes: float
+    measured_s: float
+    cluster_with: Callable[[FabricSpec], ClusterSpec]
+    shape: Any
+
+
+def design_row(case: FitCase, fabric: FabricSpec) -> DesignRow:
+    """The simulator's local coefficients ``t = a*latency + b/bandwidth + c`` for this case
+    around ``fabric``, read by perturbing the fabric's latency and effective bandwidth by 1%.
+    ``c`` (the part that does not depend on this fabric: the other tier, fixed protocol
+    latencies) is moved to the measured side."""
+    lat, bw = fabric.latency_s, fabric.effective_bw_bytes_per_s
+    t0 = collective_time_s(case.op, case.size_bytes, case.cluster_with(fabric), case.shape)
+    t_lat = collective_time_s(case.op, case.size_bytes,
+                              case.cluster_with(replace(fabric, latency_s=lat * (1 + REL_STEP))), case.shape)
+    t_bw = collective_time_s(case.op, case.size_bytes, case.cluster_with(
+        replace(fabric, bw_bytes_per_s=fabric.bw_bytes_per_s / (1 + REL_STEP))), case.shape)
+    a = (t_lat - t0) / (lat * REL_STEP)
+    beta = 1.0 / bw
+    b = (t_bw - t0) / (beta * REL_STEP)
+    c = t0 - a * lat - b * beta
+    return DesignRow(latency_terms=max(0.0, a), wire_bytes=max(0.0, b), measured_s=max(1e-12, case.measured_s - c))
+
+
+def _sq_rel_err(cases: list[FitCase], fabric: FabricSpec) -> float:
+    return sum(((collective_time_s(c.op, c.size_bytes, c.cluster_with(fabric), c.shape) - c.measured_s)
+                / c.measured_s) ** 2 for c in cases)
+
+
+def _search_bandwidth(cases: list[FitCase], fabric: FabricSpec) -> FabricSpec:
+    """1-D search of the bandwidth (log grid x1000 either way, then golden section): robust
+    where the fabric is not yet the bottleneck and the simulator's derivative is zero."""
+    base = fabric.bw_bytes_per_s
+    grid = [base * 10 ** (k / 20) for k in range(-60, 61)]  # factors 10**-3 .. 10**3, 12% apart
+    errs = [_sq_rel_err(cases, replace(fabric, bw_bytes_per_s=bw)) for bw in grid]
+    i = min(range(len(grid)), key=errs.__getitem__)
+    lo, hi = math.log(grid[max(0, i - 1)]), math.log(grid[min(len(grid) - 1, i + 1)])
+    inv_phi = (math.sqrt(5) - 1) / 2
+    for _ in range(40):  # golden section on log(bandwidth)
+        x1, x2 = hi - inv_phi * (hi - lo), lo + inv_phi * (hi - lo)
+        if (_sq_rel_err(cases, replace(fabric, bw_bytes_per_s=math.exp(x1)))
+                <= _sq_rel_err(cases, replace(fabric, bw_bytes_per_s=math.exp(x2)))):
+            hi = x2
+        else:
+            lo = x1
+    return replace(fabric, bw_bytes_per_s=math.exp((lo + hi) / 2))
+
+
+def fit_fabric(cases: list[FitCase], start: FabricSpec) -> tuple[FabricSpec, AlphaBeta, bool]:
+    """Latency and effective bandwidth of ``start`` refitted so that the simulator reproduces
+    ``cases`` (least squares of relative error). Returns the fitted fabric (efficiency folded
+    into the bandwidth), the final linear fit around it, and whether the simulator used the
+    fabric's latency at all (NCCL-style models take latencies from NCCL's tuning tables)."""
+    fabric = _search_bandwidth(cases, replace(start, bw_bytes_per_s=start.effective_bw_bytes_per_s,
+                                              efficiency=1.0))
+    rows = [design_row(c, fabric) for c in cases]
+    uses_latency = any(r.latency_terms > 0 for r in rows)
+    for _ in range(FIT_ITERATIONS if uses_latency else 0):
+        ab = fit_alpha_beta(rows)
+        if ab.beta_s_per_byte <= 0:
+            break
+        new = replace(fabric, bw_bytes_per_s=ab.bw_bytes_per_s, latency_s=max(ab.alpha_s, 1e-9))
+        if _sq_rel_err(cases, new) > _sq_rel_err(cases, fabric):
+            break  # the linear step left the region where the simulator is linear
+        fabric = new
+        rows = [design_row(c, fabric) for c in cases]
+    errs = sorted(abs(collective_time_s(c.op, c.size_bytes, c.cluster_with(fabric), c.shape) / c.measured_s - 1) * 100
+                  for c in cases)
+    ab = AlphaBeta(alpha_s=fabric.latency_s if uses_latency else 0.0, beta_s_per_byte=1 / fabric.bw_bytes_per_s,
+                   points=len(cases), median_abs_err_pct=statistics.median(errs))
+    return fabric, ab, uses_latency
 
 
 def gemm_time_s(flops: float, gpu: GpuSpec, dtype: str = "fp32") -> float:

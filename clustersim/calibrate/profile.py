@@ -6,6 +6,7 @@ the measurement it came from.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ class CalibratedFabric:
     efficiency: float             # achieved / nominal for large transfers (fitted)
     latency_s: float              # per latency term of the simulator's formulas (fitted)
     source: str
+    latency_note: str = "fitted: per latency term of the collective formulas"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,16 +47,21 @@ class CalibratedCluster:
 
 
 def fabric_from_fit(name: str, kind: str, nominal_bw_bytes_per_s: float | None, achieved_bw_bytes_per_s: float,
-                    latency_s: float, source: str) -> CalibratedFabric:
+                    latency_s: float, source: str, latency_note: str | None = None) -> CalibratedFabric:
     """Split an achieved bandwidth into nominal rate x efficiency (efficiency <= 1)."""
+    note = {"latency_note": latency_note} if latency_note else {}
     if nominal_bw_bytes_per_s and achieved_bw_bytes_per_s <= nominal_bw_bytes_per_s:
         return CalibratedFabric(name, kind, nominal_bw_bytes_per_s,
-                                achieved_bw_bytes_per_s / nominal_bw_bytes_per_s, latency_s, source)
-    return CalibratedFabric(name, kind, achieved_bw_bytes_per_s, 1.0, latency_s, source)
+                                achieved_bw_bytes_per_s / nominal_bw_bytes_per_s, latency_s, source, **note)
+    return CalibratedFabric(name, kind, achieved_bw_bytes_per_s, 1.0, latency_s, source, **note)
 
 
 def _num(x: float) -> str:
     return f"{x:.6g}"
+
+
+def _q(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a valid double-quoted YAML scalar
 
 
 def _comment(text: str) -> str:
@@ -67,7 +74,7 @@ def render_profile(gpus: list[CalibratedGpu], fabrics: list[CalibratedFabric],
     lines.append("gpus:")
     for g in sorted(gpus, key=lambda g: g.name):
         lines += [f"  {g.name}:",
-                  f"    description: calibrated device ({_comment(g.source)})",
+                  f"    description: {_q('calibrated device (' + _comment(g.source) + ')')}",
                   f"    peak_TFLOPS: {{{g.dtype}: {_num(g.peak_flops_per_s / units.TFLOPS)}}}"
                   f"  # measured GEMM rate, {_comment(g.source)}",
                   "    gemm_efficiency: 1.0  # the peak above is already the measured GEMM rate",
@@ -77,14 +84,14 @@ def render_profile(gpus: list[CalibratedGpu], fabrics: list[CalibratedFabric],
     for f in sorted(fabrics, key=lambda f: f.name):
         lines += [f"  {f.name}:",
                   f"    kind: {f.kind}",
-                  f"    description: calibrated fabric ({_comment(f.source)})",
+                  f"    description: {_q('calibrated fabric (' + _comment(f.source) + ')')}",
                   f"    bw_GBps: {_num(f.bw_bytes_per_s / units.GB)}  # nominal port rate per direction",
                   f"    efficiency: {_num(f.efficiency)}  # fitted: achieved bandwidth / nominal",
-                  f"    latency_us: {_num(max(f.latency_s, 1e-9) / units.US)}  # fitted: per latency term of the collective formulas"]
+                  f"    latency_us: {_num(max(f.latency_s, 1e-9) / units.US)}  # {_comment(f.latency_note)}"]
     lines.append("clusters:")
     for c in sorted(clusters, key=lambda c: c.name):
         lines += [f"  {c.name}:",
-                  f"    description: calibrated cluster ({_comment(c.source)})",
+                  f"    description: {_q('calibrated cluster (' + _comment(c.source) + ')')}",
                   f"    gpu: {c.gpu}",
                   f"    gpus_per_node: {c.gpus_per_node}",
                   f"    nodes: {c.nodes}",

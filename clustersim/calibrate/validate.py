@@ -20,7 +20,7 @@ from typing import Any
 from clustersim import units
 from clustersim.calibrate import predict
 from clustersim.calibrate.compare import CaseResult, save_plot, summary
-from clustersim.calibrate.fit import AlphaBeta, fit_alpha_beta, fit_rate
+from clustersim.calibrate.fit import AlphaBeta, DesignRow, fit_alpha_beta, fit_rate, textbook_terms
 from clustersim.calibrate.launch import RankLaunch, config_id, loopback_launch, run_cases
 from clustersim.calibrate.plan import build_plan
 from clustersim.calibrate.profile import (
@@ -114,7 +114,11 @@ def measure(opts: ValidateOptions, progress: Callable[[int, int, str], None] | N
     extra: dict[str, Any] = {"mode": opts.mode, "pin_cores": False,
                              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
     if not opts.netns:
-        extra["link"] = {"kind": "loopback" if opts.backend == "gloo" else "local-gpus"}
+        from clustersim.calibrate.launch import free_port
+        from clustersim.calibrate.netns import tcp_one_way_s
+        ping_s = tcp_one_way_s([], [], "127.0.0.1", free_port("127.0.0.1"))
+        extra["link"] = {"kind": "loopback" if opts.backend == "gloo" else "local-gpus",
+                         "ping_one_way_us": round(ping_s * 1e6, 2)}
         return run_cases(cases, loopback_launch(opts.nprocs, opts.backend), opts.out_dir, opts.level, cfg_id,
                          extra, progress), extra["link"]
     from clustersim.calibrate.netns import (
@@ -157,8 +161,8 @@ def _names(opts: ValidateOptions) -> tuple[str, str, str]:
     return f"calibrated-{device}-{tag}", f"calibrated-{tag}", f"calibrated-{tag}"
 
 
-def _collective_rows(records: list[dict[str, Any]], opts: ValidateOptions, gpu_spec: Any) -> dict[str, list]:
-    rows: dict[str, list] = {}
+def _fit_cases(records: list[dict[str, Any]], opts: ValidateOptions, gpu_spec: Any) -> list[predict.FitCase]:
+    cases = []
     for r in records:
         if r["kind"] != "collective" or r["role"] != "fit":
             continue
@@ -166,10 +170,20 @@ def _collective_rows(records: list[dict[str, Any]], opts: ValidateOptions, gpu_s
 
         def cluster_with(fabric: Any, world: int = p["world"]) -> Any:
             return predict.mode_cluster("probe", gpu_spec, fabric, opts.mode, world)
-        row = predict.design_row(p["op"], p["size_bytes"], r["measured_s"], cluster_with,
-                                 predict.group_shape(opts.mode, p["world"]))
-        rows.setdefault(p["op"], []).append(row)
-    return dict(sorted(rows.items()))
+        cases.append(predict.FitCase(p["op"], p["size_bytes"], r["measured_s"], cluster_with,
+                                     predict.group_shape(opts.mode, p["world"])))
+    return cases
+
+
+def _textbook_fits(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """alpha-beta per collective with the algorithm gloo runs (fit.textbook_terms), fit cases only."""
+    rows: dict[str, list[DesignRow]] = {}
+    for r in records:
+        if r["kind"] == "collective" and r["role"] == "fit":
+            p = r["params"]
+            a, b = textbook_terms(p["op"], p["world"], p["size_bytes"])
+            rows.setdefault(p["op"], []).append(DesignRow(a, b, r["measured_s"]))
+    return {op: _ab_json(fit_alpha_beta(op_rows)) for op, op_rows in sorted(rows.items()) if len(op_rows) >= 2}
 
 
 def _ab_json(ab: AlphaBeta) -> dict[str, Any]:
@@ -179,7 +193,7 @@ def _ab_json(ab: AlphaBeta) -> dict[str, Any]:
 
 def calibrate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
     """Fit the constants and write the calibrated profile; returns its path and the fits."""
-    from clustersim.hardware.spec import GpuSpec
+    from clustersim.hardware.spec import FabricSpec, GpuSpec
     by_name = {r["name"]: r for r in records}
     gemms = [r for r in records if r["kind"] == "compute" and r["params"]["bench"] == "gemm" and r["role"] == "fit"]
     copies = [r for r in records if r["kind"] == "compute" and r["params"]["bench"] == "memcpy"]
@@ -191,19 +205,24 @@ def calibrate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[s
     capacity = _host_memory_bytes() // opts.nprocs
     gpu_spec = GpuSpec(name=gpu_name, peak_flops_per_s=(("fp32", peak),), hbm_capacity_bytes=capacity,
                        hbm_bw_bytes_per_s=mem_bw, gemm_efficiency=1.0)
-    rows = _collective_rows(records, opts, gpu_spec)
-    joint = fit_alpha_beta([row for op_rows in rows.values() for row in op_rows])
-    per_op = {op: _ab_json(fit_alpha_beta(op_rows)) for op, op_rows in rows.items() if len(op_rows) >= 2}
     env = next(iter(by_name.values()))["env"]
     date = env.get("date", "")
     when = f"`clustersim validate{' --netns' if opts.netns else ''} --{opts.level} --nprocs {opts.nprocs}`"
     src = f"measured {date} by {when}, torch {env.get('torch')} {opts.backend}"
     nominal = opts.rate_mbit * 1e6 / 8 if opts.netns else None  # tc tbf rate, bits -> bytes
-    fabric = fabric_from_fit(fabric_name, "ethernet" if opts.backend == "gloo" else "nvlink", nominal,
-                             joint.bw_bytes_per_s, joint.alpha_s,
+    ping_s = float(link.get("ping_one_way_us", 50.0)) * 1e-6
+    start = FabricSpec(name=fabric_name, kind="ethernet" if opts.backend == "gloo" else "nvlink",
+                       bw_bytes_per_s=nominal or 1e9, latency_s=ping_s)
+    fitted, joint, uses_latency = predict.fit_fabric(_fit_cases(records, opts, gpu_spec), start)
+    # Where the simulator takes collective latencies from NCCL's tuning tables rather than from
+    # the fabric, the fit cannot see the latency: the profile keeps the measured TCP ping.
+    latency_s = fitted.latency_s if uses_latency else ping_s
+    fabric = fabric_from_fit(fabric_name, start.kind, nominal, fitted.bw_bytes_per_s, latency_s,
                              f"{src}; link {link.get('kind')}"
-                             + (f" tbf {opts.rate_mbit:g} Mbit/s, TCP ping one-way {link.get('ping_one_way_us')} us"
-                                if opts.netns else ""))
+                             + (f" tbf {opts.rate_mbit:g} Mbit/s" if opts.netns else "")
+                             + f", TCP ping one-way {link.get('ping_one_way_us')} us",
+                             None if uses_latency else "measured TCP ping, one way: the simulator's NCCL model "
+                             "takes collective latencies from NCCL's tuning tables, so the fit cannot set it")
     cpu = env.get("ranks", [{}])[0].get("device", "")
     g = CalibratedGpu(gpu_name, peak, mem_bw, capacity, f"{cpu}, one core and one thread per rank; {src}")
     netns = opts.netns
@@ -216,7 +235,8 @@ def calibrate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[s
               "Every number was measured in the run named beside it; see docs/validation.md.")
     path = write_profile(opts.out_dir / f"{cluster_name}.yaml", render_profile([g], [fabric], [cluster], header))
     fits = {"gemm_TFLOPS": round(peak / units.TFLOPS, 6), "mem_bw_GBps": round(mem_bw / units.GB, 3),
-            "collectives": {"joint": _ab_json(joint), **per_op},
+            "collectives": {"simulator": {**_ab_json(joint), "uses_fabric_latency": uses_latency},
+                            "gloo_alpha_beta": _textbook_fits(records)},
             "fabric": {"bw_GBps": fabric.bw_bytes_per_s / units.GB, "efficiency": round(fabric.efficiency, 6),
                        "latency_us": round(fabric.latency_s * 1e6, 3)},
             "link": link}

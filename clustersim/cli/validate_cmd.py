@@ -66,10 +66,13 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
         if s["cases"]:
             out.print(f"{role}: {s['cases']} cases, median |error| {s['median_abs_error_pct']:.1f}%, "
                       f"p90 {s['p90_abs_error_pct']:.1f}%")
-    j = result.fits["collectives"]["joint"]
+    fab = result.fits["fabric"]
     out.print(f"fitted: GEMM {result.fits['gemm_TFLOPS'] * 1e3:.1f} GFLOP/s per rank, memory copy "
-              f"{result.fits['mem_bw_GBps']:.2f} GB/s, collectives alpha {j['alpha_us']:.1f} us, "
-              f"bandwidth {j['bw_GBps'] * 1e3:.1f} MB/s")
+              f"{result.fits['mem_bw_GBps']:.2f} GB/s, fabric {fab['bw_GBps'] * 1e3:.1f} MB/s x efficiency "
+              f"{fab['efficiency']:.3f}, latency {fab['latency_us']:.1f} us")
+    for op, ab in result.fits["collectives"]["gloo_alpha_beta"].items():
+        out.print(f"  {op} alpha-beta (gloo algorithm): alpha {ab['alpha_us']:.1f} us per step, "
+                  f"{ab['bw_GBps'] * 1e3:.1f} MB/s")
     for note in result.notes:
         out.print(f"[yellow]note:[/yellow] {note}")
     out.print(f"profile: {result.profile_path}\nplot: {result.plot_path}")
