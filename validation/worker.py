@@ -111,6 +111,7 @@ def main(plan_path: str) -> int:
             os.kill(os.getpid(), signal.SIGKILL)
         if _hook(HANG_AT_ENV, rank, case["name"]):
             time.sleep(10**6)
+        load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
         dist.barrier()
         result = None
         if rank < case["params"].get("world", 2):
@@ -119,7 +120,10 @@ def main(plan_path: str) -> int:
         if rank == 0:
             assert result is not None
             record = {**{k: case[k] for k in ("name", "kind", "role", "params")}, **result,
-                      "config_id": plan["config_id"], "env": env}
+                      "config_id": plan["config_id"], "env": env,
+                      # machine load (1-minute average, all processes) around the case: other
+                      # work on the machine slows compute and TCP alike
+                      "loadavg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
             append_record(plan["records_path"], record)
     if rank == 0:
         _write_status(plan["status_path"], {"index": len(plan["cases"]), "name": "done"})
