@@ -20,7 +20,7 @@ def run_compute(params: dict[str, Any], group: Any, device: torch.device, sampli
         b = torch.randn(k, n, device=device)
         c = torch.empty(m, n, device=device)
         res = timed_samples(lambda: torch.mm(a, b, out=c), group, sampling.warmup, sampling.samples,
-                            sampling.min_sample_s)
+                            sampling.compute_min_sample_s)
         res["flops"] = 2.0 * m * n * k  # one multiply and one add per (m, n, k) triple
         return res
     if params["bench"] == "memcpy":
@@ -28,7 +28,7 @@ def run_compute(params: dict[str, Any], group: Any, device: torch.device, sampli
         src = torch.ones(n, device=device)
         dst = torch.empty_like(src)
         res = timed_samples(lambda: dst.copy_(src), group, sampling.warmup, sampling.samples,
-                            sampling.min_sample_s)
+                            sampling.compute_min_sample_s)
         res["bytes_moved"] = 2.0 * params["size_bytes"]  # read the source, write the destination
         return res
     raise ValueError(f"unknown compute bench {params['bench']}")

@@ -42,12 +42,18 @@ def timed_samples(fn: Callable[[], None], group: Any, warmup: int, samples: int,
     last_warm_s = _max_over([time.perf_counter() - t0], group)[0]
     reps = int(min(max_reps, max(1, math.ceil(min_sample_s / max(last_warm_s, 1e-9)))))
     per_call: list[float] = []
+    cpu: list[float] = []
     for _ in range(samples):
         dist.barrier(group=group)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         for _ in range(reps):
             fn()
         _sync()
         per_call.append((time.perf_counter() - t0) / reps)
+        cpu.append((time.thread_time() - c0) / reps)
     steady = _max_over(per_call, group)
-    return {"measured_s": statistics.median(steady), "samples_s": steady, "reps": reps}
+    # CPU time of the calling thread, for diagnosis only: wall >> cpu in a compute case means
+    # the rank waited for a core (other work on the machine), not for data
+    cpu_max = _max_over(cpu, group)
+    return {"measured_s": statistics.median(steady), "samples_s": steady, "reps": reps,
+            "cpu_s": statistics.median(cpu_max)}

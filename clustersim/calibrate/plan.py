@@ -32,12 +32,13 @@ class Sampling:
     warmup: int
     samples: int
     min_sample_s: float  # small ops are repeated back to back until one sample lasts this long
+    compute_min_sample_s: float  # longer for kernels: averages over the machine's load swings
 
 
 SAMPLING = {
-    "ci": Sampling(warmup=1, samples=3, min_sample_s=0.01),
-    "quick": Sampling(warmup=2, samples=5, min_sample_s=0.02),
-    "full": Sampling(warmup=3, samples=11, min_sample_s=0.05),
+    "ci": Sampling(warmup=1, samples=3, min_sample_s=0.01, compute_min_sample_s=0.01),
+    "quick": Sampling(warmup=2, samples=7, min_sample_s=0.02, compute_min_sample_s=0.15),
+    "full": Sampling(warmup=3, samples=11, min_sample_s=0.05, compute_min_sample_s=0.3),
 }
 
 # Small GPT-style models for the step cases: (layers, hidden, heads, vocab, seq_len, micro_batch,
@@ -128,7 +129,8 @@ def build_plan(level: str, nprocs: int) -> list[dict[str, Any]]:
              _step_case("pp_step", 2, model, {"schedule": "1f1b"})]
     if level != "ci":
         steps += [_step_case("tp_step", 2, model, {}), _step_case("zero1_step", 2, model, {})]
-    cases = _compute_sweep(level) + _collective_sweep(level, nprocs) + steps
+    # compute is measured right before the steps it calibrates, so both see the same machine load
+    cases = _collective_sweep(level, nprocs) + _compute_sweep(level) + steps
     timeout = {"ci": 60, "quick": 120, "full": 300}[level]
     for c in cases:
         c["timeout_s"] = timeout

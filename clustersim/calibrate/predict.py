@@ -21,6 +21,7 @@ from clustersim.calibrate.fit import AlphaBeta, DesignRow, fit_alpha_beta
 from clustersim.hardware.spec import ClusterSpec, FabricSpec, GpuSpec
 
 REL_STEP = 0.01      # relative perturbation for reading the simulator's coefficients
+BW_BOUND_SHARE = 0.5  # a case informs the bandwidth when at least half its simulated time is bandwidth time
 FIT_ITERATIONS = 8   # re-linearise around the new constants (the simulator picks algorithms
                      # and protocols by predicted time, so it is only piecewise linear)
 
@@ -107,6 +108,16 @@ def fit_fabric(cases: list[FitCase], start: FabricSpec) -> tuple[FabricSpec, Alp
                                               efficiency=1.0))
     rows = [design_row(c, fabric) for c in cases]
     uses_latency = any(r.latency_terms > 0 for r in rows)
+    used = cases
+    if not uses_latency:
+        # Nothing to fit but the bandwidth: fit it on the cases whose simulated time is mostly
+        # bandwidth time; latency-bound cases carry no information about it and would bias it.
+        beta = 1.0 / fabric.bw_bytes_per_s
+        bw_bound = [c for c, r in zip(cases, rows, strict=True)
+                    if r.wire_bytes * beta >= BW_BOUND_SHARE * (r.wire_bytes * beta + c.measured_s - r.measured_s)]
+        if len(bw_bound) >= 2:
+            used = bw_bound
+            fabric = _search_bandwidth(used, fabric)
     for _ in range(FIT_ITERATIONS if uses_latency else 0):
         ab = fit_alpha_beta(rows)
         if ab.beta_s_per_byte <= 0:
@@ -117,9 +128,9 @@ def fit_fabric(cases: list[FitCase], start: FabricSpec) -> tuple[FabricSpec, Alp
         fabric = new
         rows = [design_row(c, fabric) for c in cases]
     errs = sorted(abs(collective_time_s(c.op, c.size_bytes, c.cluster_with(fabric), c.shape) / c.measured_s - 1) * 100
-                  for c in cases)
+                  for c in used)
     ab = AlphaBeta(alpha_s=fabric.latency_s if uses_latency else 0.0, beta_s_per_byte=1 / fabric.bw_bytes_per_s,
-                   points=len(cases), median_abs_err_pct=statistics.median(errs))
+                   points=len(used), median_abs_err_pct=statistics.median(errs))
     return fabric, ab, uses_latency
 
 

@@ -161,12 +161,24 @@ def _names(opts: ValidateOptions) -> tuple[str, str, str]:
     return f"calibrated-{device}-{tag}", f"calibrated-{tag}", f"calibrated-{tag}"
 
 
-def _fit_cases(records: list[dict[str, Any]], opts: ValidateOptions, gpu_spec: Any) -> list[predict.FitCase]:
+def _fit_cases(records: list[dict[str, Any]], opts: ValidateOptions, gpu_spec: Any,
+               gloo_fits: dict[str, AlphaBeta]) -> list[predict.FitCase]:
+    """The collective fit cases that inform the fabric's bandwidth: those whose measured time is
+    mostly bandwidth time by the alpha-beta fit of their own collective (at least
+    predict.BW_BOUND_SHARE). The simulator's collective model takes its latencies from NCCL's
+    tables, so latency-bound cases (gloo pays ~0.5 ms per ring step over TCP) cannot be fitted
+    and would only drag the bandwidth down."""
     cases = []
     for r in records:
         if r["kind"] != "collective" or r["role"] != "fit":
             continue
         p = r["params"]
+        ab = gloo_fits.get(p["op"])
+        if ab is not None:
+            a, b = textbook_terms(p["op"], p["world"], p["size_bytes"])
+            bw_s = b * ab.beta_s_per_byte
+            if bw_s < predict.BW_BOUND_SHARE * (a * ab.alpha_s + bw_s):
+                continue
 
         def cluster_with(fabric: Any, world: int = p["world"]) -> Any:
             return predict.mode_cluster("probe", gpu_spec, fabric, opts.mode, world)
@@ -175,7 +187,7 @@ def _fit_cases(records: list[dict[str, Any]], opts: ValidateOptions, gpu_spec: A
     return cases
 
 
-def _textbook_fits(records: list[dict[str, Any]]) -> dict[str, Any]:
+def _textbook_fits(records: list[dict[str, Any]]) -> dict[str, AlphaBeta]:
     """alpha-beta per collective with the algorithm gloo runs (fit.textbook_terms), fit cases only."""
     rows: dict[str, list[DesignRow]] = {}
     for r in records:
@@ -183,7 +195,7 @@ def _textbook_fits(records: list[dict[str, Any]]) -> dict[str, Any]:
             p = r["params"]
             a, b = textbook_terms(p["op"], p["world"], p["size_bytes"])
             rows.setdefault(p["op"], []).append(DesignRow(a, b, r["measured_s"]))
-    return {op: _ab_json(fit_alpha_beta(op_rows)) for op, op_rows in sorted(rows.items()) if len(op_rows) >= 2}
+    return {op: fit_alpha_beta(op_rows) for op, op_rows in sorted(rows.items()) if len(op_rows) >= 2}
 
 
 def _ab_json(ab: AlphaBeta) -> dict[str, Any]:
@@ -213,7 +225,11 @@ def calibrate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[s
     ping_s = float(link.get("ping_one_way_us", 50.0)) * 1e-6
     start = FabricSpec(name=fabric_name, kind="ethernet" if opts.backend == "gloo" else "nvlink",
                        bw_bytes_per_s=nominal or 1e9, latency_s=ping_s)
-    fitted, joint, uses_latency = predict.fit_fabric(_fit_cases(records, opts, gpu_spec), start)
+    gloo_fits = _textbook_fits(records)
+    fit_cases = _fit_cases(records, opts, gpu_spec, gloo_fits)
+    if len(fit_cases) < 2:  # too few bandwidth-bound sizes (tiny CI sweeps): use every fit case
+        fit_cases = _fit_cases(records, opts, gpu_spec, {})
+    fitted, joint, uses_latency = predict.fit_fabric(fit_cases, start)
     # Where the simulator takes collective latencies from NCCL's tuning tables rather than from
     # the fabric, the fit cannot see the latency: the profile keeps the measured TCP ping.
     latency_s = fitted.latency_s if uses_latency else ping_s
@@ -236,7 +252,7 @@ def calibrate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[s
     path = write_profile(opts.out_dir / f"{cluster_name}.yaml", render_profile([g], [fabric], [cluster], header))
     fits = {"gemm_TFLOPS": round(peak / units.TFLOPS, 6), "mem_bw_GBps": round(mem_bw / units.GB, 3),
             "collectives": {"simulator": {**_ab_json(joint), "uses_fabric_latency": uses_latency},
-                            "gloo_alpha_beta": _textbook_fits(records)},
+                            "gloo_alpha_beta": {op: _ab_json(ab) for op, ab in gloo_fits.items()}},
             "fabric": {"bw_GBps": fabric.bw_bytes_per_s / units.GB, "efficiency": round(fabric.efficiency, 6),
                        "latency_us": round(fabric.latency_s * 1e6, 3)},
             "link": link}
