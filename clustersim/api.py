@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
 from clustersim.engine.analytical import estimate_step
@@ -17,8 +19,13 @@ __all__ = ["StepReport", "estimate", "load_scenario", "plan_collective", "scenar
 
 def _schedule(scenario: Scenario):
     par = scenario.parallel
-    schedule = build_schedule(par.schedule, par.pp, par.num_micro_batches, par.virtual_stages)
-    validate_schedule(schedule, par.pp, par.num_micro_batches, par.virtual_stages)
+    return _validated_schedule(par.schedule, par.pp, par.num_micro_batches, par.virtual_stages)
+
+
+@functools.lru_cache(maxsize=256)
+def _validated_schedule(kind: str, pp: int, num_micro_batches: int, virtual_stages: int):
+    schedule = build_schedule(kind, pp, num_micro_batches, virtual_stages)
+    validate_schedule(schedule, pp, num_micro_batches, virtual_stages)
     return schedule
 
 

@@ -43,15 +43,13 @@ def _render(report: StepReport) -> None:
     for cause, sec in report.to_json()["breakdown"].items():
         b.add_row(cause, f"{sec:.4f}", f"{sec / report.step_time_s * 100:.1f}%")
     out.print(b)
-    mt = Table(title="memory per GPU (GiB), highest stage")
+    mt = Table(title="memory per GPU, highest stage")
+    mt.add_column("part")
+    mt.add_column("GiB", justify="right")
     for key, value in m.to_json().items():
-        if isinstance(value, int) and not isinstance(value, bool) and key.endswith("bytes") or key in (
-                "weights", "gradients", "optimizer_states", "activations", "comm_buffers", "workspace"):
+        if isinstance(value, int) and not isinstance(value, bool):
             mt.add_row(key, f"{value / units.GiB:.2f}")
-    if mt.row_count:
-        mt.add_column("part")
-        mt.add_column("GiB", justify="right")
-        out.print(mt)
+    out.print(mt)
 
 
 @click.command("run")

@@ -94,14 +94,18 @@ def _ring_ports(wire_up: float, wire_out: float, eff: float, cap: float,
 def ring(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupShape) -> tuple[Phase, ...] | None:
     """Ring (NCCL): all_reduce sends 2(n-1)/n S per rank, all_gather/reduce_scatter (n-1)/n S,
     broadcast/reduce S (a pipelined chain). Across nodes each ring enters and leaves every node
-    once, so a node's NICs carry what one rank sends, spread over its p ranks' NICs."""
+    once, so a node's NICs carry what one rank sends, spread over its p ranks' NICs, and NVLink
+    carries the other (p-1)/p."""
     n, p = shape.num_ranks, shape.ranks_per_node
     factor = {"all_reduce": 2.0 * (n - 1) / n, "all_gather": (n - 1) / n,
               "reduce_scatter": (n - 1) / n, "broadcast": 1.0, "reduce": 1.0}.get(op)
     if factor is None:
         return None
     eff, cap = _ring_port_eff(proto, cluster, shape)
-    up, out = _ring_ports(factor * size, factor * size / p, eff, cap, cluster, shape)
+    # across nodes one rank per node and ring sends over its NIC instead of NVLink; NCCL rotates
+    # that rank over the rings, so NVLink carries (p-1)/p of a rank's ring bytes
+    up_share = 1.0 if shape.num_nodes == 1 else (p - 1) / p
+    up, out = _ring_ports(factor * size * up_share, factor * size / p, eff, cap, cluster, shape)
     return _pipelined(_ring_latency(op, proto, cluster, shape), up, out)
 
 
@@ -137,7 +141,8 @@ def nvls(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupSha
 
     Each GPU reads its whole buffer into the switch's reducing loads (S out) and receives its
     reduced 1/p share, then multicasts that share and receives the other p-1: (p+1)/p S per
-    direction, at the NVLS port rate (ports.nvls_bw). algbw = nvls_bw x p/(p+1): 274 GB/s on
+    direction, at the NVLS port rate (ports.nvls_bw), less NCCL's per-chunk synchronisation at
+    medium sizes where NCCL shrinks the chunks (nccl_tuning.nvls_chunk_efficiency). algbw = nvls_bw x p/(p+1): 274 GB/s on
     8 H100, i.e. busbw 480 GB/s, as NVIDIA reports (nccl-tests#212, nccl#1455: 258..273 GB/s
     algbw for 5..8 GPUs, matching p/(p+1)).
     """
@@ -145,7 +150,8 @@ def nvls(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupSha
     if op != "all_reduce" or shape.num_nodes != 1 or p < 2 or ports.nvls_bw(cluster) <= 0:
         return None
     lat = nt.BASE_LAT_S["nvls"]["Simple"]
-    return (Phase("scale_up", lat, size * (p + 1) / p, ports.nvls_bw(cluster)),)
+    bw = ports.nvls_bw(cluster) * nt.nvls_chunk_efficiency(size, ports.nvls_bw(cluster))
+    return (Phase("scale_up", lat, size * (p + 1) / p, bw),)
 
 
 def nvls_tree(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupShape) -> tuple[Phase, ...] | None:

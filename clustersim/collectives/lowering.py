@@ -50,8 +50,9 @@ def _peers(plan: CollectivePlan, cluster: ClusterSpec) -> list[tuple[int, float]
             rep = node if topo.leaf_group(cluster, node) == 0 else first
             per_leaf[rep] = per_leaf.get(rep, 0) + 1
         return [(rep, count / (n_nodes - 1)) for rep, count in sorted(per_leaf.items())]
-    if plan.algo == "rhd":  # the largest exchange goes to the node half the group away
-        return [(n_nodes // 2, 1.0)]
+    if plan.algo == "rhd":  # the inter-node exchanges reach across leaves once N > nodes_per_leaf
+        far = n_nodes // 2 if n_nodes <= cluster.nodes_per_leaf else max(n_nodes // 2, cluster.nodes_per_leaf)
+        return [(far, 1.0)]
     return [(1, 1.0)]
 
 
@@ -116,10 +117,18 @@ def lower(plan: CollectivePlan, cluster: ClusterSpec) -> list[tuple[Phase, list[
     return out
 
 
-def run_lowered(lowered: list[tuple[Phase, list[Flow]]]) -> float:
-    """Run the phases in order on fair-share links; returns the simulated time (s)."""
+Lowered = list[tuple[Phase, list[Flow]]]
+
+
+def run_concurrently(programs: list[Lowered]) -> list[float]:
+    """Run several lowered collectives at once on shared fair-share links (same topology).
+
+    Returns each one's completion time (s): links that two collectives both use are shared,
+    so, for example, two equal collectives on the same NICs each take about twice as long.
+    """
     env = simpy.Environment()
     links: dict[str, FairShareLink] = {}
+    done: dict[int, float] = {}
 
     def link(key: str) -> FairShareLink:
         if key not in links:
@@ -129,15 +138,22 @@ def run_lowered(lowered: list[tuple[Phase, list[Flow]]]) -> float:
     def flow_proc(flow: Flow):
         yield env.all_of([link(key).transfer(work) for key, work in flow.loads])
 
-    def main():
+    def program(i: int, lowered: Lowered):
         for phase, flows in lowered:
             yield env.timeout(phase.latency_s)
             if flows:
                 yield env.all_of([env.process(flow_proc(f)) for f in flows])
+        done[i] = env.now
 
-    env.process(main())
+    for i, lowered in enumerate(programs):
+        env.process(program(i, lowered))
     env.run()
-    return env.now
+    return [done[i] for i in range(len(programs))]
+
+
+def run_lowered(lowered: Lowered) -> float:
+    """Run the phases in order on fair-share links; returns the simulated time (s)."""
+    return run_concurrently([lowered])[0]
 
 
 def simulate_collective(op: str, size_bytes: float, cluster: ClusterSpec, shape: GroupShape,

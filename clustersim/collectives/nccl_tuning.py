@@ -1,8 +1,8 @@
 """NCCL's documented cost constants: protocol efficiencies, per-step latencies, bandwidth caps.
 
-Source, unless a line says otherwise: NVIDIA/nccl ``src/graph/tuning.cc`` (v2.18-2.21, function
+Source, unless a line says otherwise: NVIDIA/nccl ``src/graph/tuning.cc`` (v2.19-2.21, function
 ``ncclTopoTuneModel``; the tables are quoted in the same form by volcengine/veScale
-``vescale/emulator/nccl/graph/tuning.py``). NCCL uses these numbers to choose an algorithm and
+``vescale/emulator/nccl/graph/tuning.py`` and by SimAI's MockNccl). NCCL uses these numbers to choose an algorithm and
 protocol for every call; they are NVIDIA's own fit of its kernels on NVLink, PCIe and InfiniBand
 and so the best public statement of what one step of each protocol costs. Latencies are in
 microseconds there and in seconds here.
@@ -26,16 +26,16 @@ BASE_LAT_S = {
 }
 
 # hwLat[hw][algo][proto] (us): cost of one algorithm step (one hop) on that hardware.
-# tuning.cc NVLINK: Tree {.6, 1.25, 4}, Ring {.6, 1.9, 3.4}; PCI: Tree {1.0, 1.9, 4}, Ring
-# {1.0, 2.5, 5.7}; NET: Tree {5.0, 8.5, 14}, Ring {2.7, 4.0, 14.0}, NVLS-tree Simple 14.
+# tuning.cc NVLINK: Tree {.6, 1.25, 4}, Ring {.6, 1.9, 3.4}; PCI: Tree {1.0, 1.9, 6}, Ring
+# {1.0, 2.5, 5.7}; NET: Tree {5.0, 8.5, 14}, Ring {2.7, 4.0, 14.0}, NVLS-tree Simple 19.
 HW_LAT_S = {
     HW_NVLINK: {"tree": {"LL": 0.6, "LL128": 1.25, "Simple": 4.0},
                 "ring": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4}},
-    HW_PCI: {"tree": {"LL": 1.0, "LL128": 1.9, "Simple": 4.0},
+    HW_PCI: {"tree": {"LL": 1.0, "LL128": 1.9, "Simple": 6.0},
              "ring": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7}},
     HW_NET: {"tree": {"LL": 5.0, "LL128": 8.5, "Simple": 14.0},
              "ring": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0},
-             "nvls_tree": {"Simple": 14.0}},
+             "nvls_tree": {"Simple": 19.0}},
 }
 HW_LAT_S = {hw: {a: {p: v * units.US for p, v in d.items()} for a, d in algos.items()}
             for hw, algos in HW_LAT_S.items()}
@@ -61,6 +61,40 @@ TREE_LL128_FACTOR_1NODE = 7.0 / 9.0
 TREE_LL128_FACTOR_NNODES = 120.0 / 128.0
 # NVLS and NVLS-tree: tuning.cc converts their bus bandwidth with ratio 5/6.
 NVLS_EFF = 5.0 / 6.0
+
+# NVLS chunking (enqueue.cc, NVLS branch): chunks of at most 128 KiB, shrunk to 64/32/16 KiB when
+# nBytes < 64/8/2 x concurrentOps x chunk, concurrentOps = nChannels x nHeads; NVLS runs 16
+# channels (NCCL_NVLS_NCHANNELS default 16) and one head per channel inside a node. Each chunk
+# ends with a completion flag to the peers and its acknowledgement: one NVLink round trip
+# (2 x the LL hop of 0.6 us) during which that channel moves no data.
+NVLS_CHANNELS = 16
+NVLS_MAX_CHUNK_BYTES = 128 * 1024
+NVLS_CHUNK_STEPS = ((2, 16 * 1024), (8, 32 * 1024), (64, 64 * 1024))  # (multiple, chunk) smallest first
+NVLS_CHUNK_SYNC_S = 2 * 0.6 * units.US
+
+
+def nvls_chunk_bytes(size_bytes: float, heads: int = 1) -> int:
+    """NCCL's NVLS chunk size for a message of ``size_bytes``."""
+    concurrent = NVLS_CHANNELS * heads
+    for multiple, chunk in NVLS_CHUNK_STEPS:
+        if size_bytes < multiple * concurrent * 2 * chunk:
+            return chunk
+    return NVLS_MAX_CHUNK_BYTES
+
+
+def nvls_chunk_efficiency(size_bytes: float, port_bw: float) -> float:
+    """Bandwidth fraction left after per-chunk synchronisation, relative to 128 KiB chunks.
+
+    A channel moves one chunk in chunk / (port_bw / channels) and then waits NVLS_CHUNK_SYNC_S.
+    The large-message efficiency (128 KiB chunks) is already in the measured NVLS port rate,
+    so the ramp is normalised to 1 there.
+    """
+    def eff(chunk: int) -> float:
+        xfer = chunk / (port_bw / NVLS_CHANNELS)
+        return xfer / (xfer + NVLS_CHUNK_SYNC_S)
+
+    return eff(nvls_chunk_bytes(size_bytes)) / eff(NVLS_MAX_CHUNK_BYTES)
+
 
 # llMaxBws[arch][scale] (GB/s, the most an LL collective reaches whatever the channel count):
 # one node by GPU generation {Volta 39.0, Ampere 87.7, Hopper 87.7}; 2 nodes 39.0, 4+ nodes

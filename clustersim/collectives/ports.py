@@ -55,12 +55,14 @@ def spine_factor(cluster: ClusterSpec, shape: GroupShape, cross_fraction: float)
     """Bandwidth factor for traffic of which ``cross_fraction`` crosses the spine layer.
 
     A leaf with ``oversubscription`` : 1 has 1/oversubscription of its downlink capacity
-    towards the spines; when every node of the leaf sends the same pattern (symmetric
-    collectives), the cross-leaf bytes go 1/oversubscription as fast, the rest at full speed.
+    towards the spines. When every node of the leaf sends the same pattern (symmetric
+    collectives), a NIC's cross-leaf bytes f x W drain at 1/oversubscription of its rate while
+    its other bytes use the rest (flow-level max-min sharing), so its W bytes take
+    W / B x max(1, f x oversubscription).
     """
     if shape.num_nodes <= cluster.nodes_per_leaf or cluster.oversubscription <= 1.0:
         return 1.0
-    return 1.0 / (1.0 + cross_fraction * (cluster.oversubscription - 1.0))
+    return 1.0 / max(1.0, cross_fraction * cluster.oversubscription)
 
 
 def all_to_all_cross_fraction(cluster: ClusterSpec, shape: GroupShape) -> float:

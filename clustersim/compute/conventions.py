@@ -24,3 +24,25 @@ def local_kv_heads(model: ModelSpec, tp: int) -> int:
 def gated_factor(model: ModelSpec) -> int:
     """Output columns of the first MLP GEMM per ffn_hidden: 2 for SwiGLU (gate and up fused), 1 for GELU."""
     return 2 if model.ffn_act == "swiglu" else 1
+
+
+ATTENTION_IMPLS = ("auto", "flash", "standard")
+
+
+def resolve_attention(attention: str, gpu_name: str) -> str:
+    """The attention core implementation: "flash" (fused, FlashAttention-2/3, cuDNN/TE fused
+    attention) or "standard" (unfused QK^T, softmax, dropout, PV).
+
+    "auto" picks what Megatron-LM ran on that GPU generation in the published measurements:
+    Ampere and older (A100, V100) -> "standard": Megatron-LM 2021-2022 (Narayanan et al. 2021,
+    Korthikanti et al. 2022) used the fused softmax kernel, flash attention arrived in Megatron-LM
+    in 2023 (--use-flash-attn); Hopper and newer -> "flash": Megatron-Core with Transformer Engine
+    selects its fused/flash attention by default.
+    """
+    if attention not in ATTENTION_IMPLS:
+        from clustersim.errors import InputError
+        raise InputError("attention", attention, ATTENTION_IMPLS)
+    if attention != "auto":
+        return attention
+    name = gpu_name.lower()
+    return "standard" if ("a100" in name or "v100" in name) else "flash"

@@ -21,7 +21,9 @@ fraction of the tensor cores' time that does useful work for a shape, from three
    two k-tiles, so a tile spends K / (K + K0) of its time in the main loop with K0 = 128.
 
 The normalisation by q at the MAMF shape makes the model reproduce the measured MAMF exactly at
-that shape; elsewhere it is capped at MAMF. Thin GEMMs are additionally limited by HBM bandwidth
+that shape; elsewhere it is capped at MAMF. The result is then scaled by the GPU's sustained ratio
+MSMF / MAMF (clustersim.compute.arch): a training step keeps the tensor cores saturated at the
+power limit for seconds, where the clock sits below the boost clock of a MAMF burst. Thin GEMMs are additionally limited by HBM bandwidth
 (roofline: bytes of A, B and C once each). A calibrated profile (``gpu.gemm_efficiency > 0``)
 replaces the shape model by that fixed fraction.
 """
@@ -66,7 +68,7 @@ def _quantization(m: int, n: int, k: int, batch: int, num_sms: int, operand_byte
 
 @functools.lru_cache(maxsize=65536)
 def gemm_efficiency(m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: int = 1) -> float:
-    """Achievable fraction of the dense ``dtype`` peak for a (batch of) M x N x K GEMM."""
+    """Sustained achievable fraction of the dense ``dtype`` peak for a (batch of) M x N x K GEMM."""
     if gpu.gemm_efficiency > 0:
         return gpu.gemm_efficiency
     arch = arch_for(gpu)
@@ -75,7 +77,7 @@ def gemm_efficiency(m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: int
     peak = gpu.peak(dtype)
     q = _quantization(m, n, k, batch, gpu.num_sms, ob, peak, arch.l2_bw_bytes_per_s)
     q_ref = _quantization(ms, ns, ks, 1, gpu.num_sms, ob, peak, arch.l2_bw_bytes_per_s)
-    return min(frac, frac * q / q_ref)
+    return min(frac, frac * q / q_ref) * arch.sustained_ratio
 
 
 @functools.lru_cache(maxsize=65536)

@@ -19,7 +19,6 @@ import math
 from clustersim.compute.conventions import uses_dropout
 from clustersim.compute.dtypes import activation_bytes, check_dtype
 from clustersim.compute.gemm import gemm_op
-from clustersim.compute.layer import cache_layout
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
 from clustersim.compute.roofline import memory_bound_op
 from clustersim.hardware.spec import GpuSpec
@@ -35,7 +34,7 @@ def _tokens(model: ModelSpec, layout: ParallelLayout) -> tuple[int, int, bool]:
 
 def embedding_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str) -> LayerCost:
     """Input embedding lookup for one micro-batch on one GPU of the first stage."""
-    return _embedding_cost(model, cache_layout(layout), gpu, dtype)
+    return _embedding_cost(model, *_key(layout), gpu, dtype)
 
 
 def output_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str) -> LayerCost:
@@ -45,11 +44,21 @@ def output_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: s
     matrix is the embedding's own, which the caller must not count twice (with pp > 1 Megatron
     keeps a copy on the last stage and all-reduces its gradient with the first).
     """
-    return _output_cost(model, cache_layout(layout), gpu, dtype)
+    return _output_cost(model, *_key(layout), gpu, dtype)
 
 
-@functools.lru_cache(maxsize=1024)
-def _embedding_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str) -> LayerCost:
+def _key(layout: ParallelLayout) -> tuple[int, int, bool, int, bool]:
+    return layout.tp, layout.cp, layout.sequence_parallel, layout.micro_batch, layout.tp_comm_overlap
+
+
+def _layout(tp: int, cp: int, sp: bool, micro_batch: int, tp_comm_overlap: bool) -> ParallelLayout:
+    return ParallelLayout(tp=tp, cp=cp, sequence_parallel=sp, micro_batch=micro_batch, tp_comm_overlap=tp_comm_overlap)
+
+
+@functools.lru_cache(maxsize=2048)
+def _embedding_cost(model: ModelSpec, tp_: int, cp: int, sp_: bool, micro_batch: int, overlap: bool, gpu: GpuSpec,
+                    dtype: str) -> LayerCost:
+    layout = _layout(tp_, cp, sp_, micro_batch, overlap)
     check_dtype(dtype)
     act_b = activation_bytes(dtype)
     t, t_sp, sp = _tokens(model, layout)
@@ -71,8 +80,10 @@ def _embedding_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtyp
     return LayerCost(PassCost(tuple(fwd)), PassCost(tuple(bwd)), EMPTY_PASS, params)
 
 
-@functools.lru_cache(maxsize=1024)
-def _output_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str) -> LayerCost:
+@functools.lru_cache(maxsize=2048)
+def _output_cost(model: ModelSpec, tp_: int, cp: int, sp_: bool, micro_batch: int, overlap: bool, gpu: GpuSpec,
+                 dtype: str) -> LayerCost:
+    layout = _layout(tp_, cp, sp_, micro_batch, overlap)
     check_dtype(dtype)
     act_b = activation_bytes(dtype)
     t, t_sp, sp = _tokens(model, layout)
@@ -90,8 +101,9 @@ def _output_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: 
         for what in ("max", "sum_exp", "target_logit"):
             fwd.append(CommOp(f"cross_entropy_{what}_all_reduce", "all_reduce", t * 4, "tp"))
     bwd: list[Op | CommOp] = [
-        # softmax - one_hot in place (r+w 8), scale by the loss gradient (r+w 8), cast (read 4, write act_b)
-        memory_bound_op("cross_entropy_bwd", logits * (8 + 8 + 4 + act_b), gpu),
+        # the saved fp32 softmax becomes the gradient in place (one_hot touches one entry per token),
+        # scaled by the loss gradient (r+w 8), cast back for the GEMM (read 4, write act_b)
+        memory_bound_op("cross_entropy_bwd", logits * (8 + 4 + act_b), gpu),
         gemm_op("logits_dgrad", t, h, v, gpu, dtype),
     ]
     wgrad = gemm_op("logits_wgrad", v, h, t, gpu, dtype)

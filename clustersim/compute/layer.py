@@ -32,7 +32,8 @@ import functools
 import math
 
 from clustersim.compute.attention import attention_ops
-from clustersim.compute.conventions import gated_factor, local_kv_heads, uses_dropout
+from clustersim.compute.attention_standard import standard_attention_ops
+from clustersim.compute.conventions import gated_factor, local_kv_heads, resolve_attention, uses_dropout
 from clustersim.compute.dtypes import activation_bytes, check_dtype
 from clustersim.compute.gemm import gemm_op
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
@@ -43,22 +44,28 @@ from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 
 
-def cache_layout(layout: ParallelLayout) -> ParallelLayout:
-    """The layout fields that change a layer's cost; the rest reset so that sweeps share cache entries."""
-    return ParallelLayout(tp=layout.tp, cp=layout.cp, ep=layout.ep, sequence_parallel=layout.sequence_parallel,
-                          micro_batch=layout.micro_batch, recompute=layout.recompute,
-                          tp_comm_overlap=layout.tp_comm_overlap)
+def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str,
+                           attention: str = "auto") -> LayerCost:
+    """Forward, backward and recompute ops of one transformer layer for one micro-batch on one GPU.
+
+    ``attention``: "flash", "standard" or "auto" (clustersim.compute.conventions.resolve_attention).
+    """
+    return _layer_cost_by_key(model, layout.tp, layout.cp, layout.ep, layout.sequence_parallel, layout.micro_batch,
+                              layout.recompute, layout.tp_comm_overlap, gpu, dtype, attention)
 
 
-def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str) -> LayerCost:
-    """Forward, backward and recompute ops of one transformer layer for one micro-batch on one GPU."""
-    return _layer_cost(model, cache_layout(layout), gpu, dtype)
+@functools.lru_cache(maxsize=8192)
+def _layer_cost_by_key(model: ModelSpec, tp: int, cp: int, ep: int, sp: bool, micro_batch: int, recompute: str,
+                       tp_comm_overlap: bool, gpu: GpuSpec, dtype: str, attention: str) -> LayerCost:
+    layout = ParallelLayout(tp=tp, cp=cp, ep=ep, sequence_parallel=sp, micro_batch=micro_batch, recompute=recompute,
+                            tp_comm_overlap=tp_comm_overlap)
+    return _layer_cost(model, layout, gpu, dtype, resolve_attention(attention, gpu.name))
 
 
 class _Ctx:
     """Shapes of one layer on one GPU (a plain namespace used while building the op lists)."""
 
-    def __init__(self, model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str) -> None:
+    def __init__(self, model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str) -> None:
         check_dtype(dtype)
         tp, cp = layout.tp, layout.cp
         if model.heads % tp:
@@ -77,6 +84,7 @@ class _Ctx:
         self.gate = gated_factor(model)
         self.dropout = uses_dropout(model)
         self.overlap_all_tp = layout.tp_comm_overlap
+        self.attention = attention
 
     def tp_comm(self, name: str, collective: str, overlappable: bool = False) -> CommOp:
         size = self.tokens * self.h * self.act_b
@@ -109,16 +117,22 @@ def _bda_bwd(c: _Ctx, name: str) -> Op:
     return c.mem(name, n, n, extra_bytes=n if c.dropout else 0)       # grad through the dropout mask
 
 
-def _attention_fwd(c: _Ctx) -> tuple[list[Op | CommOp], Op, Op]:
-    m = c.model
-    fwd, bwd = attention_ops(c.layout.micro_batch, c.s_local, m.seq_len, c.heads, c.kv_heads, c.d,
-                             c.gpu, c.dtype, c.act_b)
-    ops: list[Op | CommOp] = []
+def _attention(c: _Ctx) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
+    """(forward, backward) ops of the attention core, with the CP ring exchange around it."""
+    m, b = c.model, c.layout.micro_batch
+    if c.attention == "flash":
+        f, g = attention_ops(b, c.s_local, m.seq_len, c.heads, c.kv_heads, c.d, c.gpu, c.dtype, c.act_b)
+        fwd: list[Op | CommOp] = [f]
+        bwd: list[Op | CommOp] = [g]
+    else:
+        fs, gs = standard_attention_ops(b, c.s_local, m.seq_len, c.heads, c.d, c.gpu, c.dtype, c.act_b, c.dropout)
+        fwd, bwd = list(fs), list(gs)
     if c.cp > 1:
-        kv_size = 2 * c.layout.micro_batch * m.seq_len * c.kv_heads * c.d * c.act_b
-        ops.append(CommOp("cp_kv_all_gather", "all_gather", kv_size, "cp", True))
-    ops.append(fwd)
-    return ops, fwd, bwd
+        kv_size = 2 * b * m.seq_len * c.kv_heads * c.d * c.act_b
+        fwd = [CommOp("cp_kv_all_gather", "all_gather", kv_size, "cp", True), *fwd]
+        bwd = [CommOp("cp_kv_all_gather_bwd", "all_gather", kv_size, "cp", True), *bwd,
+               CommOp("cp_dkv_reduce_scatter", "reduce_scatter", kv_size, "cp", True)]
+    return fwd, bwd
 
 
 def _mlp_fwd(c: _Ctx) -> list[Op | CommOp]:
@@ -198,12 +212,12 @@ def _tp_in_fwd(c: _Ctx, name: str) -> list[CommOp]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str) -> LayerCost:
-    c = _Ctx(model, layout, gpu, dtype)
+def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str) -> LayerCost:
+    c = _Ctx(model, layout, gpu, dtype, attention)
     t, h, d = c.tokens, c.h, c.d
     qkv_n = (c.heads + 2 * c.kv_heads) * d
     attn_n = c.heads * d
-    attn_ops, attn_fwd, attn_bwd = _attention_fwd(c)
+    attn_ops, attn_bwd_ops = _attention(c)
 
     fwd: list[Op | CommOp] = [_norm_fwd(c, "input_norm"), *_tp_in_fwd(c, "attn_input_all_gather"),
                               c.gemm("qkv", t, qkv_n, h), *attn_ops,
@@ -222,17 +236,11 @@ def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: s
     else:
         fc1_part = [*mlp_bwd, *_tp_in_bwd(c, "fc1", c.gemm("fc1_dgrad", t, h, c.ffn * c.gate),
                                           c.gemm("fc1_wgrad", c.ffn * c.gate, h, t))]
-    cp_bwd: list[Op | CommOp] = []
-    cp_bwd_after: list[Op | CommOp] = []
-    if c.cp > 1:
-        kv_size = 2 * layout.micro_batch * model.seq_len * c.kv_heads * d * c.act_b
-        cp_bwd = [CommOp("cp_kv_all_gather_bwd", "all_gather", kv_size, "cp", True)]
-        cp_bwd_after = [CommOp("cp_dkv_reduce_scatter", "reduce_scatter", kv_size, "cp", True)]
     bwd: list[Op | CommOp] = [_bda_bwd(c, "mlp_bias_dropout_add_bwd"), *_tp_out_bwd(c, "mlp_out_grad_all_gather"),
                               *fc1_part, _norm_bwd(c, "pre_mlp_norm_bwd"),
                               _bda_bwd(c, "attn_bias_dropout_add_bwd"), *_tp_out_bwd(c, "attn_out_grad_all_gather"),
                               c.gemm("attn_out_proj_dgrad", t, attn_n, h), c.gemm("attn_out_proj_wgrad", h, attn_n, t),
-                              *cp_bwd, attn_bwd, *cp_bwd_after,
+                              *attn_bwd_ops,
                               *_tp_in_bwd(c, "qkv", c.gemm("qkv_dgrad", t, h, qkv_n), c.gemm("qkv_wgrad", qkv_n, h, t)),
                               _norm_bwd(c, "input_norm_bwd")]
 

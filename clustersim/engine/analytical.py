@@ -10,50 +10,15 @@ vs congestion-aware backends). It is also several times faster, which the layout
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-from clustersim.compute import CommOp, Op
 from clustersim.engine.groups import comm_plan
-from clustersim.engine.stages import StepWork, Work, build_step_work
+from clustersim.engine.stages import StepWork, build_step_work
 from clustersim.engine.timeline import CAUSES
+from clustersim.engine.units import CompiledUnit, UnitCache
 from clustersim.engine.zero import DpPlan, dp_plan
 from clustersim.parallel.pipeline import build_schedule
 from clustersim.scenario import Scenario
-
-
-@dataclass(frozen=True, slots=True)
-class UnitTime:
-    """One unit of work on the compute stream: its duration and that duration by cause."""
-
-    time_s: float
-    by_cause: tuple[tuple[str, float], ...]
-
-
-@functools.lru_cache(maxsize=65536)
-def unit_time(scenario: Scenario, work: Work) -> UnitTime:
-    """Duration of ``work`` with blocking collectives in line and overlappable ones hidden."""
-    t = 0.0
-    causes: dict[str, float] = {}
-    pending: list[tuple[str, float]] = []
-    for op in work:
-        if isinstance(op, Op):
-            t += op.time_s
-            causes["compute"] = causes.get("compute", 0.0) + op.time_s
-            continue
-        assert isinstance(op, CommOp)
-        plan_s = comm_plan(scenario, op.collective, op.size_bytes, op.group).time_s
-        cause = f"{op.group}_comm"
-        if op.overlappable and (op.group != "tp" or scenario.parallel.tp_comm_overlap):
-            pending.append((cause, t + plan_s))
-            continue
-        t += plan_s
-        causes[cause] = causes.get(cause, 0.0) + plan_s
-    for cause, end in pending:
-        if end > t:
-            causes[cause] = causes.get(cause, 0.0) + (end - t)
-            t = end
-    return UnitTime(t, tuple(sorted(causes.items())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +50,10 @@ def estimate_step(scenario: Scenario) -> EstimateResult:
     dp: DpPlan = dp_plan(scenario, work)
     schedule = build_schedule(par.schedule, pp, par.num_micro_batches, v)
     p2p_s = comm_plan(scenario, "send_recv", work.p2p_bytes, "pp").time_s if num_global > 1 else 0.0
+    cache = UnitCache(scenario)
+    compiled = {(st.index, kind): [cache(w) for w in (st.forward if kind == "F" else st.backward)]
+                for st in work.stages for kind in "FB"}
+    totals = {key: _total(units) for key, units in compiled.items()}
 
     clock = [0.0] * pp
     causes = [dict.fromkeys(CAUSES, 0.0) for _ in range(pp)]
@@ -123,9 +92,7 @@ def estimate_step(scenario: Scenario) -> EstimateResult:
                         c["bubble"] += sent - clock[r]
                         c["pp_comm"] += arrived - sent
                         clock[r] = arrived
-                stage = work.stages[g]
-                units = stage.forward if a.kind == "F" else stage.backward
-                n = len(units)
+                n = len(compiled[(g, a.kind)])
                 zero3: dict[int, float] = {}
                 if dp.zero3_unit_gather:
                     order = range(n) if a.kind == "F" else range(n - 1, -1, -1)
@@ -134,19 +101,25 @@ def estimate_step(scenario: Scenario) -> EstimateResult:
                         pending_dp[r].append(end)
                         zero3[u] = end
                 final = a.kind == "B" and last_b[r][a.chunk] == i
-                for u, unit in enumerate(units):
-                    fwd_u = u if a.kind == "F" else n - 1 - u
-                    ready = zero3.get(fwd_u, param_ready.get((r, g, u)) if a.kind == "F" else None)
-                    if ready is not None and ready > clock[r]:
-                        c["dp_comm"] += ready - clock[r]
-                        clock[r] = ready
-                    ut = unit_time(scenario, unit)
-                    clock[r] += ut.time_s
-                    for cause, sec in ut.by_cause:
+                params_pending = a.kind == "F" and any(param_ready.get((r, g, u), 0.0) > clock[r] for u in range(n))
+                if not final and not zero3 and not params_pending:
+                    time_s, by_cause = totals[(g, a.kind)]
+                    clock[r] += time_s
+                    for cause, sec in by_cause:
                         c[cause] += sec
-                    if final:
-                        for _, plan in dp.grad_buckets.get((g, u), ()):
-                            pending_dp[r].append(streams[r].run(clock[r], plan.time_s))
+                else:
+                    for u, ut in enumerate(compiled[(g, a.kind)]):
+                        fwd_u = u if a.kind == "F" else n - 1 - u
+                        ready = zero3.get(fwd_u, param_ready.get((r, g, u)) if a.kind == "F" else None)
+                        if ready is not None and ready > clock[r]:
+                            c["dp_comm"] += ready - clock[r]
+                            clock[r] = ready
+                        clock[r] += ut.time_s
+                        for cause, sec in ut.by_cause:
+                            c[cause] += sec
+                        if final:
+                            for _, plan in dp.grad_buckets.get((g, u), ()):
+                                pending_dp[r].append(streams[r].run(clock[r], plan.time_s))
                 if a.kind == "F" and g < num_global - 1:
                     arrival[("F", g + 1, a.micro_batch)] = (clock[r], clock[r] + p2p_s)
                 if a.kind == "B" and g > 0:
@@ -174,3 +147,12 @@ def estimate_step(scenario: Scenario) -> EstimateResult:
     breakdown = dict(causes[critical])
     breakdown["bubble"] += max(0.0, step - sum(breakdown.values()))
     return EstimateResult(step, critical, breakdown, tuple(clock))
+
+
+def _total(units: list[CompiledUnit]) -> tuple[float, tuple[tuple[str, float], ...]]:
+    """Duration and split by cause of a whole action made of ``units``."""
+    by_cause: dict[str, float] = {}
+    for unit in units:
+        for cause, sec in unit.by_cause:
+            by_cause[cause] = by_cause.get(cause, 0.0) + sec
+    return sum(u.time_s for u in units), tuple(sorted(by_cause.items()))

@@ -16,10 +16,10 @@ from typing import Any
 import simpy
 
 from clustersim.collectives import CollectivePlan
-from clustersim.compute import CommOp, Op
 from clustersim.engine.groups import comm_plan
-from clustersim.engine.stages import StepWork, Work, build_step_work
+from clustersim.engine.stages import StepWork, build_step_work
 from clustersim.engine.timeline import Timeline
+from clustersim.engine.units import CompiledUnit, UnitCache
 from clustersim.engine.zero import DpPlan, dp_plan
 from clustersim.network import FairShareLink
 from clustersim.parallel.pipeline import Action, build_schedule
@@ -57,6 +57,19 @@ class _StepSim:
         self.dp_pending: list[list[simpy.Event]] = [[] for _ in range(self.pp)]
         self.param_ready: dict[tuple[int, int], simpy.Event] = {}
         self.end_s = [0.0] * self.pp
+        self.units = UnitCache(scenario)
+        self._isolation: dict[int, bool] = {}
+        self.shared_tiers = self._tiers_used_beside_compute()
+
+    def _tiers_used_beside_compute(self) -> frozenset[str]:
+        """Link tiers that DP collectives or pipeline transfers use while compute runs."""
+        plans = [plan for items in self.dp.grad_buckets.values() for _, plan in items]
+        plans += [plan for items in self.dp.param_gathers.values() for _, plan in items]
+        plans += [plan for _, plan in self.dp.zero3_unit_gather.values()]
+        plans += [plan for _, plan in self.dp.after_backward]
+        if self.num_global > 1:
+            plans.append(comm_plan(self.sc, "send_recv", self.work.p2p_bytes, "pp"))
+        return frozenset(ph.tier for plan in plans for ph in plan.phases)
 
     # -- communication ---------------------------------------------------------------------
     def _run_plan(self, rank: int, plan: CollectivePlan) -> Proc:
@@ -106,32 +119,40 @@ class _StepSim:
         return done
 
     # -- compute ---------------------------------------------------------------------------
-    def _run_work(self, rank: int, work: Work, label: str) -> Proc:
+    def _isolated(self, unit: CompiledUnit) -> bool:
+        """True if no other transfer can share a link with this unit's collectives, so that its
+        contention-free duration is exact (then one timeout stands for the whole unit)."""
+        known = self._isolation.get(id(unit))
+        if known is None:
+            overlapped = any(s.plan is not None and s.overlapped for s in unit.steps)
+            collectives = sum(1 for s in unit.steps if s.plan is not None)
+            known = not (unit.tiers & self.shared_tiers) and (not overlapped or collectives == 1)
+            self._isolation[id(unit)] = known
+        return known
+
+    def _run_fast(self, rank: int, units: list[CompiledUnit], label: str) -> Proc:
+        """A run of isolated units as one timeout; segments and totals as if run one by one."""
+        t = self.env.now
+        for unit in units:
+            for cause, sec in unit.by_cause:
+                self.tl.add(rank, "compute", label if cause == "compute" else cause, cause, t, t + sec)
+                t += sec
+        yield self.env.timeout(sum(u.time_s for u in units))
+
+    def _run_unit(self, rank: int, unit: CompiledUnit, label: str) -> Proc:
         env, tl = self.env, self.tl
         pending: list[tuple[str, simpy.Process]] = []
-        compute_s = 0.0
-        for op in work:
-            if isinstance(op, Op):
-                compute_s += op.time_s
-                continue
-            if compute_s > 0:
+        for step in unit.steps:
+            if step.plan is None:
                 start = env.now
-                yield env.timeout(compute_s)
+                yield env.timeout(step.time_s)
                 tl.add(rank, "compute", label, "compute", start, env.now)
-                compute_s = 0.0
-            assert isinstance(op, CommOp)
-            plan = comm_plan(self.sc, op.collective, op.size_bytes, op.group)
-            cause = f"{op.group}_comm"
-            if op.overlappable and (op.group != "tp" or self.sc.parallel.tp_comm_overlap):
-                pending.append((cause, env.process(self._run_plan(rank, plan))))
-                continue
-            start = env.now
-            yield from self._run_plan(rank, plan)
-            tl.add(rank, "compute", op.name, cause, start, env.now)
-        if compute_s > 0:
-            start = env.now
-            yield env.timeout(compute_s)
-            tl.add(rank, "compute", label, "compute", start, env.now)
+            elif step.overlapped:
+                pending.append((step.cause, env.process(self._run_plan(rank, step.plan))))
+            else:
+                start = env.now
+                yield from self._run_plan(rank, step.plan)
+                tl.add(rank, "compute", step.name, step.cause, start, env.now)
         for cause, proc in pending:
             start = env.now
             yield proc
@@ -150,20 +171,30 @@ class _StepSim:
             if action.kind == "F":
                 if g > 0:
                     yield from self._wait_arrival(rank, ("F", g, mb))
-                for u, unit in enumerate(stage.forward):
-                    yield from self._wait_params(rank, g, gathers.get(u) or self.param_ready.get((g, u)))
-                    yield from self._run_work(rank, unit, f"F{mb} s{g}")
+                units = [self.units(w) for w in stage.forward]
+                waits = [gathers.get(u) or self.param_ready.get((g, u)) for u in range(len(units))]
+                if all(self._isolated(x) for x in units) and all(w is None or w.triggered for w in waits):
+                    yield from self._run_fast(rank, units, f"{action}")
+                else:
+                    for unit, wait in zip(units, waits, strict=True):
+                        yield from self._wait_params(rank, g, wait)
+                        yield from self._run_unit(rank, unit, f"{action}")
                 if g < G - 1:
                     env.process(self._send(rank, ("F", g + 1, mb)))
             else:
                 if g < G - 1:
                     yield from self._wait_arrival(rank, ("B", g, mb))
                 final = last_b[action.chunk] == i
-                for u, unit in enumerate(stage.backward):
-                    yield from self._wait_params(rank, g, gathers.get(len(stage.backward) - 1 - u))
-                    yield from self._run_work(rank, unit, f"B{mb} s{g}")
-                    if final:
-                        self._grad_ready(rank, g, u)
+                units = [self.units(w) for w in stage.backward]
+                n = len(units)
+                if not final and not gathers and all(self._isolated(x) for x in units):
+                    yield from self._run_fast(rank, units, f"{action}")
+                else:
+                    for u, unit in enumerate(units):
+                        yield from self._wait_params(rank, g, gathers.get(n - 1 - u))
+                        yield from self._run_unit(rank, unit, f"{action}")
+                        if final:
+                            self._grad_ready(rank, g, u)
                 if g > 0:
                     env.process(self._send(rank, ("B", g - 1, mb)))
         # End of step: wait for the gradient reduction, step the optimizer, gather parameters.

@@ -35,8 +35,13 @@ from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 
 
-def _parts(model: ModelSpec, layout: ParallelLayout, dtype: str) -> tuple[float, float]:
-    """(replicated-across-TP bytes, TP-sharded bytes) of one layer, one micro-batch, no recompute."""
+def _parts(model: ModelSpec, layout: ParallelLayout, dtype: str, attention_impl: str = "flash") -> tuple[float, float]:
+    """(replicated-across-TP bytes, TP-sharded bytes) of one layer, one micro-batch, no recompute.
+
+    ``attention`` "standard" (unfused) keeps Korthikanti's s^2 terms: softmax output (2 bytes),
+    dropout mask (1) and dropout output (2) per score, 5 a s^2 b (2 a s^2 b without dropout); they
+    are dropped by selective recompute. "flash" keeps the fp32 log-sum-exp instead.
+    """
     a_b = activation_bytes(dtype)
     tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)    # s b / cp
     h, f = model.hidden, model.ffn_hidden
@@ -45,7 +50,12 @@ def _parts(model: ModelSpec, layout: ParallelLayout, dtype: str) -> tuple[float,
     # replicated: 2 LN inputs, QKV input, fc1 input (a_b each) and the 2 dropout masks
     replicated = tokens * h * (4 * a_b + mask * 2)
     # sharded: Q, K, V, out-projection input, log-sum-exp (fp32 per head and token)
-    attention = tokens * h * a_b * (1 + 2 * kv_ratio) + tokens * h * a_b + tokens * model.heads * 4
+    attention = tokens * h * a_b * (1 + 2 * kv_ratio) + tokens * h * a_b
+    if attention_impl == "flash":
+        attention += tokens * model.heads * 4
+    elif layout.recompute != "selective":
+        scores = tokens * model.seq_len * model.heads              # b a (s / cp) s
+        attention += scores * (a_b + (1 + a_b if uses_dropout(model) else 0))
     if model.is_moe:
         k = model.moe_top_k
         mlp = tokens * k * (h * a_b + f * gated_factor(model) * a_b + f * a_b) + tokens * model.moe_experts * 4
@@ -54,22 +64,23 @@ def _parts(model: ModelSpec, layout: ParallelLayout, dtype: str) -> tuple[float,
     return float(replicated), float(attention + mlp)
 
 
-def layer_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:
-    """Bytes one layer keeps for the backward pass of one micro-batch on one GPU."""
+def layer_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, attention: str = "flash") -> float:
+    """Bytes one layer keeps for the backward pass of one micro-batch on one GPU (``attention``:
+    the resolved implementation, "flash" or "standard")."""
     t = layout.tp
     sp = layout.sequence_parallel and t > 1
     if layout.recompute == "full":
         tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
         return tokens * model.hidden * activation_bytes(dtype) / (t if sp else 1)
-    replicated, sharded = _parts(model, layout, dtype)
+    replicated, sharded = _parts(model, layout, dtype, attention)
     return replicated / (t if sp else 1) + sharded / t
 
 
-def recompute_working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:
+def recompute_working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, attention: str = "flash") -> float:
     """Full recompute: the one layer being recomputed holds its full activations during its backward."""
     if layout.recompute != "full":
         return 0.0
-    replicated, sharded = _parts(model, layout, dtype)
+    replicated, sharded = _parts(model, layout, dtype, attention)
     sp = layout.sequence_parallel and layout.tp > 1
     return replicated / (layout.tp if sp else 1) + sharded / layout.tp
 

@@ -6,6 +6,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+from clustersim.compute.conventions import resolve_attention
 from clustersim.compute.dtypes import activation_bytes, check_dtype, weight_bytes
 from clustersim.compute.layer import layer_params_per_gpu
 from clustersim.errors import InputError
@@ -96,8 +97,9 @@ def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpe
     w1, g1, o1 = state_bytes(dense, layout.dp, layout.zero_stage, dtype)
     w2, g2, o2 = state_bytes(expert, edp, layout.zero_stage, dtype)
 
-    act = layer_activation_bytes(model, layout, dtype) * stage_layers * in_flight
-    act += recompute_working_bytes(model, layout, dtype) if stage_layers and in_flight else 0.0
+    attention = resolve_attention("auto", cluster.gpu.name)
+    act = layer_activation_bytes(model, layout, dtype, attention) * stage_layers * in_flight
+    act += recompute_working_bytes(model, layout, dtype, attention) if stage_layers and in_flight else 0.0
     if first:
         act += embedding_activation_bytes(model, layout, dtype) * in_flight
     if last:

@@ -95,23 +95,26 @@ def rank_of(c: Coords, layout: ParallelLayout) -> int:
     return c.tp + layout.tp * (c.cp + layout.cp * (c.dp + layout.dp * c.pp))
 
 
-def _key(c: Coords, axis: str) -> tuple[int, ...]:
-    """The coordinates that a group of ``axis`` holds fixed."""
-    if axis == "tp":
-        return (c.pp, c.dp, c.cp)
-    if axis == "cp":
-        return (c.pp, c.dp, c.tp)
-    if axis == "dp":
-        return (c.pp, c.cp, c.tp)
-    if axis == "pp":
-        return (c.dp, c.cp, c.tp)
-    if axis == "ep":
-        return (c.pp, c.edp, c.tp)
-    if axis == "edp":
-        return (c.pp, c.ep, c.tp)
-    if axis == "dp_cp":
-        return (c.pp, c.tp)
-    raise ValueError(f"unknown axis {axis!r}; allowed: {', '.join(AXES)}")
+def stride_and_size(layout: ParallelLayout, axis: str) -> tuple[int, int]:
+    """Every group of ``axis`` is an arithmetic progression of ranks: (stride, size).
+
+    From the rank equation: cp moves in steps of tp, dp in steps of tp * cp, pp in steps of
+    tp * cp * dp; the ``cp * dp`` positions ``j`` of a stage are tp apart, so an ep group (``ep``
+    consecutive ``j``) has stride tp and an edp group (every ep-th ``j``) stride tp * ep.
+    """
+    tp, cp, dp, pp, ep = layout.tp, layout.cp, layout.dp, layout.pp, layout.ep
+    table = {
+        "tp": (1, tp),
+        "cp": (tp, cp),
+        "dp": (tp * cp, dp),
+        "pp": (tp * cp * dp, pp),
+        "ep": (tp, ep),
+        "edp": (tp * ep, cp * dp // ep),
+        "dp_cp": (tp, cp * dp),
+    }
+    if axis not in table:
+        raise ValueError(f"unknown axis {axis!r}; allowed: {', '.join(AXES)}")
+    return table[axis]
 
 
 @lru_cache(maxsize=256)
@@ -120,51 +123,28 @@ def rank_groups(layout: ParallelLayout, axis: str) -> tuple[tuple[int, ...], ...
 
     The groups of one axis partition ``range(layout.num_gpus)``; each has the axis's size
     (``tp``, ``cp``, ``dp``, ``pp``, ``ep``, ``cp * dp / ep`` for edp, ``cp * dp`` for dp_cp).
+    A group with stride ``s`` and size ``n`` starts at ``b * s * n + i`` (block ``b``, offset
+    ``0 <= i < s``); the blocks of ``s * n`` consecutive ranks tile the ranks. (The tests check
+    this against a brute-force grouping by coordinates.)
     """
     _check_layout(layout)
-    if axis not in AXES:
-        raise ValueError(f"unknown axis {axis!r}; allowed: {', '.join(AXES)}")
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for rank in range(layout.num_gpus):
-        groups.setdefault(_key(coords(rank, layout), axis), []).append(rank)
-    # ranks were appended in increasing order, so each group is sorted
-    return tuple(sorted(tuple(g) for g in groups.values()))
+    stride, size = stride_and_size(layout, axis)
+    block = stride * size
+    return tuple(tuple(range(b * block + i, (b + 1) * block, stride))
+                 for b in range(layout.num_gpus // block) for i in range(stride))
 
 
 def axis_size(layout: ParallelLayout, axis: str) -> int:
     """The number of ranks in one group of ``axis``."""
-    sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp, "ep": layout.ep,
-             "edp": layout.cp * layout.dp // layout.ep, "dp_cp": layout.cp * layout.dp}
-    if axis not in sizes:
-        raise ValueError(f"unknown axis {axis!r}; allowed: {', '.join(AXES)}")
-    return sizes[axis]
+    return stride_and_size(layout, axis)[1]
 
 
 def group_of(rank: int, layout: ParallelLayout, axis: str) -> tuple[int, ...]:
     """The group of ``axis`` that holds ``rank`` (computed directly, without listing all groups)."""
-    c = coords(rank, layout)
-    key = _key(c, axis)
-    members = []
-    for other in _axis_members(c, layout, axis):
-        if _key(other, axis) == key:
-            members.append(rank_of(other, layout))
-    return tuple(sorted(members))
-
-
-def _axis_members(c: Coords, layout: ParallelLayout, axis: str) -> list[Coords]:
-    """Coordinates that differ from ``c`` only along ``axis``."""
-    out = []
-    if axis in ("tp", "pp"):
-        size = layout.tp if axis == "tp" else layout.pp
-        for i in range(size):
-            out.append(Coords(**{**_asdict(c), axis: i}))
-        return out
-    # axes living inside the cp * dp positions of a stage
-    for j in range(layout.cp * layout.dp):
-        cp_i, dp_i = j % layout.cp, j // layout.cp
-        out.append(Coords(tp=c.tp, cp=cp_i, dp=dp_i, pp=c.pp, ep=j % layout.ep, edp=j // layout.ep))
-    return out
-
-
-def _asdict(c: Coords) -> dict[str, int]:
-    return {"tp": c.tp, "cp": c.cp, "dp": c.dp, "pp": c.pp, "ep": c.ep, "edp": c.edp}
+    if not 0 <= rank < layout.num_gpus:
+        raise ValueError(f"rank {rank} outside 0..{layout.num_gpus - 1}")
+    _check_layout(layout)
+    stride, size = stride_and_size(layout, axis)
+    block = stride * size
+    start = (rank // block) * block + rank % stride
+    return tuple(range(start, start + block, stride))

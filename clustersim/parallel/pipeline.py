@@ -108,7 +108,10 @@ def _interleaved(pp: int, rank: int, m: int, v: int) -> tuple[Action, ...]:
     (``v - 1 - chunk``). Warm-up forwards: ``(pp - rank - 1) * 2 + (v - 1) * pp`` (with
     ``microbatch_group_size_per_vp_stage = pp``, the default), capped at ``m * v``; then each
     steady step runs forward ``k + warmup`` and backward ``k``; the cool-down runs the rest of the
-    backwards.
+    backwards. With ``m`` a multiple of ``pp`` this order equals the table that current
+    Megatron-core builds in ``get_schedule_table`` (groups of ``microbatch_group_size_per_vp_stage``
+    micro-batches, each group run over all chunks). Older Megatron (before the group-size option)
+    ran every forward in the warm-up when ``m == pp``; the current code does not, and neither do we.
     """
     total = m * v
     group = pp * v
@@ -262,7 +265,8 @@ def validate_schedule(actions: Schedule, pp: int, num_micro_batches: int, virtua
 
 def max_in_flight(actions_of_rank: tuple[Action, ...] | list[Action]) -> int:
     """Most (chunk, micro-batch) pairs whose forward is done and backward not yet, at any point:
-    the number of micro-batch activations one rank holds at its peak."""
+    the number of micro-batch activations one rank holds at its peak. With interleaving each
+    pair holds the activations of one chunk (``layers / (pp * v)`` layers), not of the whole stage."""
     live: set[tuple[int, int]] = set()
     peak = 0
     for a in actions_of_rank:

@@ -12,12 +12,13 @@ run the same collective at the same time, so they share the node's NICs).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
 from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
-from clustersim.parallel.groups import rank_groups
+from clustersim.parallel.groups import stride_and_size
 from clustersim.parallel.layout import ParallelLayout
 
 
@@ -64,31 +65,36 @@ def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str) -> Axi
     group strides do not align with the node size, e.g. dp=3 groups on 8-GPU nodes): the
     collective model assumes one shape per axis.
     """
-    groups = rank_groups(layout, axis)
+    stride, size = stride_and_size(layout, axis)
+    block = stride * size
+    # every group is the progression range(start, start + block, stride) with start = b * block + i
+    # (groups.rank_groups), so two groups whose starts agree modulo gpus_per_node are translations
+    # by whole nodes and have the same shape: at most gpus_per_node distinct shapes to look at
     shapes = set()
-    groups_touching_node: dict[int, int] = {}
-    for group in groups:
-        per_node: dict[int, int] = {}
-        for rank in group:
-            node = rank // gpus_per_node
-            per_node[node] = per_node.get(node, 0) + 1
-        counts = set(per_node.values())
-        if len(counts) != 1:
-            shapes.add(("uneven", group))
-            continue
-        shapes.add((counts.pop(), len(per_node)))
-        for node in per_node:
-            groups_touching_node[node] = groups_touching_node.get(node, 0) + 1
-    concurrent = set(groups_touching_node.values())
-    if len(shapes) != 1 or len(concurrent) != 1:
+    seen_offsets: set[int] = set()
+    for b in range(layout.num_gpus // block):
+        for i in range(stride):
+            start = b * block + i
+            offset = start % gpus_per_node
+            if offset in seen_offsets:
+                continue
+            seen_offsets.add(offset)
+            per_node = Counter(rank // gpus_per_node for rank in range(start, start + block, stride))
+            counts = set(per_node.values())
+            shapes.add((counts.pop(), len(per_node)) if len(counts) == 1 else ("uneven", start))
+        if len(seen_offsets) == gpus_per_node:
+            break
+    if len(shapes) != 1 or "uneven" in next(iter(shapes)):
         raise InputError(
             "parallel", f"{axis} groups of {layout.tp}x{layout.cp}x{layout.dp}x{layout.pp} (tp x cp x dp x pp)"
                         f" on nodes of {gpus_per_node} GPUs",
             f"a layout whose {axis} groups all have the same shape on the nodes "
             "(make the GPU count per node a multiple or divisor of each group stride)")
     ranks_per_node, num_nodes = shapes.pop()
-    return AxisShape(ranks_per_node=ranks_per_node, num_nodes=num_nodes,
-                     concurrent_groups_per_node=concurrent.pop())
+    # the groups partition the ranks and each has ranks_per_node members on every node it touches,
+    # so a node's GPUs (fewer when the whole job is smaller than a node) split into equal groups
+    concurrent = min(gpus_per_node, layout.num_gpus) // ranks_per_node
+    return AxisShape(ranks_per_node=ranks_per_node, num_nodes=num_nodes, concurrent_groups_per_node=concurrent)
 
 
 def pp_boundaries_cross_nodes(layout: ParallelLayout, cluster: ClusterSpec) -> tuple[bool, ...]:

@@ -13,6 +13,7 @@ from clustersim.compute import (
     transformer_layer_cost,
 )
 from clustersim.compute.attention import attention_fwd_flops
+from clustersim.errors import InputError
 from clustersim.parallel.layout import ParallelLayout
 from tests.compute.conftest import preset
 
@@ -29,7 +30,7 @@ def comm(p):
 
 
 def test_forward_order_no_tp(a100):
-    lc = transformer_layer_cost(GPT, ParallelLayout(), a100, "bf16")
+    lc = transformer_layer_cost(GPT, ParallelLayout(), a100, "bf16", attention="flash")
     assert names(lc.forward) == ["input_norm", "qkv", "attention_core", "attn_out_proj", "attn_bias_dropout_add",
                                  "pre_mlp_norm", "fc1", "activation", "fc2", "mlp_bias_dropout_add"]
     assert comm(lc.forward) == [] and comm(lc.backward) == []
@@ -63,7 +64,7 @@ def test_sequence_parallel_same_forward_bytes(a100):
 
 
 def test_backward_gemm_flops_twice_forward(a100):
-    lc = transformer_layer_cost(GPT, ParallelLayout(tp=4), a100, "bf16")
+    lc = transformer_layer_cost(GPT, ParallelLayout(tp=4), a100, "bf16", attention="flash")
     gemm_fwd = sum(op.flops for op in lc.forward.ops if isinstance(op, Op) and op.name != "attention_core")
     gemm_bwd = sum(op.flops for op in lc.backward.ops if isinstance(op, Op) and op.name != "attention_core_bwd")
     assert gemm_bwd == pytest.approx(2 * gemm_fwd, rel=1e-12)
@@ -93,11 +94,13 @@ def test_gemm_flops_hand_checked(a100):
 
 def test_recompute_passes(a100):
     base = ParallelLayout(tp=8, sequence_parallel=True)
-    none = transformer_layer_cost(GPT, base, a100, "bf16")
-    sel = transformer_layer_cost(GPT, replace(base, recompute="selective"), a100, "bf16")
-    full = transformer_layer_cost(GPT, replace(base, recompute="full"), a100, "bf16")
+    none = transformer_layer_cost(GPT, base, a100, "bf16", attention="flash")
+    sel = transformer_layer_cost(GPT, replace(base, recompute="selective"), a100, "bf16", attention="flash")
+    full = transformer_layer_cost(GPT, replace(base, recompute="full"), a100, "bf16", attention="flash")
     assert none.recompute.ops == ()
     assert names(sel.recompute) == ["attention_core"]
+    std = transformer_layer_cost(GPT, replace(base, recompute="selective"), a100, "bf16", attention="standard")
+    assert names(std.recompute) == ["attn_scores_qk", "attn_softmax", "attn_dropout", "attn_values_pv"]
     assert full.recompute.ops == full.forward.ops
     assert len(comm(full.recompute)) == 4
 
@@ -161,3 +164,20 @@ def test_optimizer_step_hand_checked(a100):
     assert abs(t - 1.25e8 * 38 / (2039e9 * 0.85)) < 1e-12
     t0 = optimizer_step_time_s(1_000_000_000, ParallelLayout(dp=8, zero_stage=0), a100)
     assert abs(t0 / t - 8) < 1e-9
+
+
+def test_standard_attention(a100, h100):
+    # auto: A100 -> unfused attention (Megatron-LM 2021-2022), H100 -> flash
+    a = transformer_layer_cost(GPT, ParallelLayout(tp=8), a100, "bf16")
+    h = transformer_layer_cost(GPT, ParallelLayout(tp=8), h100, "bf16")
+    assert "attn_softmax" in names(a.forward) and "attention_core" in names(h.forward)
+    ops = {op.name: op for op in a.forward.ops}
+    # full s^2: Q K^T over 12 local heads: 2 * 12 * 2048 * 2048 * 128 FLOPs
+    assert ops["attn_scores_qk"].flops == 2 * 12 * 2048 * 2048 * 128
+    # softmax reads and writes 12 * 2048^2 fp16 scores: 2 * 2 * 50,331,648 bytes
+    assert ops["attn_softmax"].bytes_moved == 4 * 12 * 2048 * 2048
+    gemm_f = sum(op.flops for op in a.forward.compute_ops)
+    gemm_b = sum(op.flops for op in a.backward.compute_ops)
+    assert gemm_b == pytest.approx(2 * gemm_f, rel=1e-12)
+    with pytest.raises(InputError):
+        transformer_layer_cost(GPT, ParallelLayout(), a100, "bf16", attention="magic")

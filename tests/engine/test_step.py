@@ -22,7 +22,7 @@ NO_CONTENTION = [
     # TP inside nodes, DP across them: DP owns the NICs, TP the NVLink; nothing else shares them
     dict(model="megatron-1.7b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, zero_stage=1),
     dict(model="megatron-1.7b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, zero_stage=0, overlap_grad_reduce=False),
-    dict(model="megatron-3.6b", nodes=1, tp=2, pp=1, dp=4, global_batch=8, sequence_parallel=True, zero_stage=3),
+    dict(model="megatron-3.6b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, sequence_parallel=True, zero_stage=3),
     # a pipeline inside one node with GPipe: a stage's sends are far apart in time
     dict(model="megatron-1.7b", nodes=1, tp=4, pp=2, dp=1, global_batch=4, schedule="gpipe"),
 ]

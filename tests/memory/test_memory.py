@@ -88,3 +88,13 @@ def test_zero_and_recompute_only_reduce(dp, zero, in_flight, rec, sp):
     more = memory_report(GPT, replace(base, zero_stage=zero, recompute=rec), cluster, "bf16", 12, in_flight + 1,
                          False, False)
     assert more.activations > rz.activations
+
+
+def test_standard_attention_keeps_korthikanti_s2_term():
+    # Korthikanti Table 2 exactly: sbh (34 + 5 a s / h) unparallelised; with TP+SP all / t
+    s, b, h, a = 2048, 1, 12288, 96
+    lay = ParallelLayout(tp=8, sequence_parallel=True)
+    got = layer_activation_bytes(GPT, lay, "bf16", "standard")
+    assert got == s * b * h * (34 + 5 * a * s / h) / 8
+    # selective recompute drops the 5 a s / h term
+    assert layer_activation_bytes(GPT, replace(lay, recompute="selective"), "bf16", "standard") == s * b * h * 34 / 8

@@ -93,7 +93,15 @@ def test_shape_properties(shape: tuple[int, ...]) -> None:
         assert s.num_ranks == axis_size(layout, axis)
         # every GPU of a node is in exactly one group of the axis
         assert s.ranks_per_node * s.concurrent_groups_per_node == min(gpn, layout.num_gpus)
-        # brute force on the first group
-        g = rank_groups(layout, axis)[0]
-        assert s.num_nodes == len({r // gpn for r in g})
+        # brute force over every group and every node
+        touching: dict[int, int] = {}
+        for g in rank_groups(layout, axis):
+            per_node: dict[int, int] = {}
+            for r in g:
+                per_node[r // gpn] = per_node.get(r // gpn, 0) + 1
+            assert set(per_node.values()) == {s.ranks_per_node}
+            assert len(per_node) == s.num_nodes
+            for node in per_node:
+                touching[node] = touching.get(node, 0) + 1
+        assert set(touching.values()) == {s.concurrent_groups_per_node}
     assert (axis_shape_for(layout, gpn, "tp").num_nodes > 1) == (tp > gpn)

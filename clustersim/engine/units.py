@@ -1,0 +1,86 @@
+"""Units of compute-stream work, compiled once per step: costs resolved, collectives planned.
+
+A *unit* is what the step engine runs between two points where something else may happen (a
+layer, the embedding, the output layer): a sequence of kernels (Op) and collectives (CommOp).
+Compiling looks every collective up once (`comm_plan`), merges consecutive kernels, and computes
+the unit's contention-free duration and its split by cause, which both engines use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustersim.collectives import CollectivePlan
+from clustersim.compute import CommOp, Op
+from clustersim.engine.groups import comm_plan
+from clustersim.engine.stages import Work
+from clustersim.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """Kernels (``plan is None``) or one collective, with its contention-free duration."""
+
+    name: str
+    cause: str
+    time_s: float
+    plan: CollectivePlan | None = None
+    overlapped: bool = False  # runs beside the following kernels; the unit waits for it at its end
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledUnit:
+    steps: tuple[Step, ...]
+    time_s: float                               # duration when no link is shared
+    by_cause: tuple[tuple[str, float], ...]      # that duration split by cause (sums to time_s)
+    tiers: frozenset[str]                        # link tiers its collectives use
+
+
+def compile_unit(scenario: Scenario, work: Work) -> CompiledUnit:
+    steps: list[Step] = []
+    compute_s = 0.0
+    for op in work:
+        if isinstance(op, Op):
+            compute_s += op.time_s
+            continue
+        assert isinstance(op, CommOp)
+        if compute_s > 0:
+            steps.append(Step("compute", "compute", compute_s))
+            compute_s = 0.0
+        plan = comm_plan(scenario, op.collective, op.size_bytes, op.group)
+        overlapped = op.overlappable and (op.group != "tp" or scenario.parallel.tp_comm_overlap)
+        steps.append(Step(op.name, f"{op.group}_comm", plan.time_s, plan, overlapped))
+    if compute_s > 0:
+        steps.append(Step("compute", "compute", compute_s))
+    t = 0.0
+    causes: dict[str, float] = {}
+    pending: list[tuple[str, float]] = []
+    for s in steps:
+        if s.overlapped:
+            pending.append((s.cause, t + s.time_s))
+            continue
+        t += s.time_s
+        causes[s.cause] = causes.get(s.cause, 0.0) + s.time_s
+    for cause, end in pending:  # the unit waits for its overlapped collectives at its end
+        if end > t:
+            causes[cause] = causes.get(cause, 0.0) + (end - t)
+            t = end
+    tiers = frozenset(ph.tier for s in steps if s.plan is not None for ph in s.plan.phases)
+    return CompiledUnit(tuple(steps), t, tuple(sorted(causes.items())), tiers)
+
+
+class UnitCache:
+    """Compiled units of one step, keyed by the identity of the (shared, immutable) work tuples."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self._scenario = scenario
+        self._units: dict[int, CompiledUnit] = {}
+        self._keep: list[Work] = []
+
+    def __call__(self, work: Work) -> CompiledUnit:
+        key = id(work)
+        unit = self._units.get(key)
+        if unit is None:
+            unit = self._units[key] = compile_unit(self._scenario, work)
+            self._keep.append(work)  # keep the id valid for the cache's lifetime
+        return unit
