@@ -1,5 +1,5 @@
 """Training steps of the small GPT under DP (DistributedDataParallel), ZeRO-1
-(ZeroRedundancyOptimizer), TP (Megatron column/row-parallel layers) and PP (1F1B with
+(ZeroRedundancyOptimizer), ZeRO-3 (FSDP2 fully_shard), TP (Megatron column/row-parallel layers) and PP (1F1B with
 send/recv). One step = ``micro_batches`` forward/backward passes per replica, then Adam.
 """
 
@@ -38,6 +38,30 @@ def _ddp_step_fn(cfg: dict[str, Any], group: Any, rank: int, zero1: bool):
                     model(x, y).backward()
             else:
                 model(x, y).backward()
+        opt.step()
+    return step
+
+
+def _fsdp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
+    """ZeRO-3 with FSDP2 (``fully_shard`` per block and the root): parameters all-gathered for
+    each forward and backward, gradients reduce-scattered once per step (gradient sync off for
+    all but the last micro-batch)."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+    torch.manual_seed(0)
+    mesh = DeviceMesh.from_group(group, device_type="cpu")
+    model = GPT(cfg)
+    for blk in model.blocks:
+        fully_shard(blk, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    data = _data(cfg, rank)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        for i, (x, y) in enumerate(data):
+            model.set_requires_gradient_sync(i == len(data) - 1)
+            model(x, y).backward()
         opt.step()
     return step
 
@@ -124,6 +148,8 @@ def run_step(kind: str, params: dict[str, Any], group: Any, rank: int, sampling:
     cfg = params["model"]
     if kind in ("ddp_step", "zero1_step"):
         fn = _ddp_step_fn(cfg, group, rank, zero1=kind == "zero1_step")
+    elif kind == "fsdp_step":
+        fn = _fsdp_step_fn(cfg, group, rank)
     elif kind == "tp_step":
         fn = _tp_step_fn(cfg, group, rank)
     elif kind == "pp_step":

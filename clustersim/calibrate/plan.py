@@ -128,7 +128,8 @@ def build_plan(level: str, nprocs: int) -> list[dict[str, Any]]:
     steps = [_step_case("ddp_step", 2, model, {}),
              _step_case("pp_step", 2, model, {"schedule": "1f1b"})]
     if level != "ci":
-        steps += [_step_case("tp_step", 2, model, {}), _step_case("zero1_step", 2, model, {})]
+        steps += [_step_case("tp_step", 2, model, {}), _step_case("zero1_step", 2, model, {}),
+                  _step_case("fsdp_step", 2, model, {})]
     # compute is measured right before the steps it calibrates, so both see the same machine load
     cases = _collective_sweep(level, nprocs) + _compute_sweep(level) + steps
     timeout = {"ci": 60, "quick": 120, "full": 300}[level]

@@ -150,8 +150,9 @@ def step_scenario(kind: str, params: dict[str, Any], preset: str, mode: str) -> 
     gb = m["micro_batch"] * m["micro_batches"]
     par: dict[str, Any] = {"tp": 1, "pp": 1, "dp": 1, "micro_batch": m["micro_batch"], "zero_stage": 0,
                            "schedule": "1f1b", "recompute": "none", "sequence_parallel": False}
-    if kind in ("ddp_step", "zero1_step"):
-        par.update(dp=world, global_batch=gb * world, zero_stage=1 if kind == "zero1_step" else 0)
+    if kind in ("ddp_step", "zero1_step", "fsdp_step"):
+        par.update(dp=world, global_batch=gb * world,
+                   zero_stage={"ddp_step": 0, "zero1_step": 1, "fsdp_step": 3}[kind])
     elif kind == "tp_step":
         par.update(tp=world, global_batch=gb)
     elif kind == "pp_step":
