@@ -57,3 +57,37 @@ def timed_samples(fn: Callable[[], None], group: Any, warmup: int, samples: int,
     cpu_max = _max_over(cpu, group)
     return {"measured_s": statistics.median(steady), "samples_s": steady, "reps": reps,
             "cpu_s": statistics.median(cpu_max)}
+
+
+def timed_interleaved(fns: list[Callable[[], None]], group: Any, warmup: int, samples: int,
+                      min_sample_s: float, max_reps: int = 200) -> list[dict[str, Any]]:
+    """Like timed_samples for several kernels at once, taking their samples round-robin
+    (sample 1 of every kernel, then sample 2, ...), so that all of them see the same machine
+    load: a paired design, for comparing kernels on a machine shared with other work."""
+    reps = []
+    for fn in fns:
+        for _ in range(max(1, warmup)):
+            t0 = time.perf_counter()
+            fn()
+            _sync()
+            last_s = time.perf_counter() - t0
+        last_s = _max_over([last_s], group)[0]
+        reps.append(int(min(max_reps, max(1, math.ceil(min_sample_s / max(last_s, 1e-9))))))
+    wall: list[list[float]] = [[] for _ in fns]
+    cpu: list[list[float]] = [[] for _ in fns]
+    for _ in range(samples):
+        for i, fn in enumerate(fns):
+            dist.barrier(group=group)
+            t0, c0 = time.perf_counter(), time.thread_time()
+            for _ in range(reps[i]):
+                fn()
+            _sync()
+            wall[i].append((time.perf_counter() - t0) / reps[i])
+            cpu[i].append((time.thread_time() - c0) / reps[i])
+    out = []
+    for i in range(len(fns)):
+        steady = _max_over(wall[i], group)
+        cpu_max = _max_over(cpu[i], group)
+        out.append({"measured_s": statistics.median(steady), "samples_s": steady, "reps": reps[i],
+                    "cpu_s": statistics.median(cpu_max)})
+    return out

@@ -26,7 +26,7 @@ import torch.distributed as dist
 from clustersim.calibrate.plan import SAMPLING
 from clustersim.calibrate.store import append_record
 from validation.bench_comm import run_collective
-from validation.bench_compute import run_compute
+from validation.bench_compute import run_compute_sweep
 from validation.bench_steps import run_step
 
 # Test hooks (tests/validation): make one rank die or hang at a named case, to check that the
@@ -76,14 +76,15 @@ def _write_status(path: str, status: dict[str, Any]) -> None:
 
 
 def run_case(case: dict[str, Any], groups: dict[int, Any], rank: int, device: torch.device,
-             sampling: Any) -> dict[str, Any]:
+             sampling: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(item, result) pairs: one per record the case yields."""
     kind, params = case["kind"], case["params"]
     group = groups[params.get("world", 2)]
     if kind == "collective":
-        return run_collective(params, group, rank, device, sampling)
-    if kind == "compute":
-        return run_compute(params, group, device, sampling)
-    return run_step(kind, params, group, rank, sampling)
+        return [(case, run_collective(params, group, rank, device, sampling))]
+    if kind == "compute_sweep":
+        return list(zip(params["items"], run_compute_sweep(params, group, device, sampling), strict=True))
+    return [(case, run_step(kind, params, group, rank, sampling))]
 
 
 def main(plan_path: str) -> int:
@@ -119,12 +120,14 @@ def main(plan_path: str) -> int:
         dist.barrier()
         if rank == 0:
             assert result is not None
-            record = {**{k: case[k] for k in ("name", "kind", "role", "params")}, **result,
-                      "config_id": plan["config_id"], "env": env,
-                      # machine load (1-minute average, all processes) around the case: other
-                      # work on the machine slows compute and TCP alike
-                      "loadavg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
-            append_record(plan["records_path"], record)
+            load = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+            for item, res in result:
+                record = {**{k: item[k] for k in ("name", "kind", "role", "params")}, **res,
+                          "config_id": plan["config_id"], "env": env,
+                          # machine load (1-minute average, all processes) around the case:
+                          # other work on the machine slows compute and TCP alike
+                          "loadavg_1m": load}
+                append_record(plan["records_path"], record)
     if rank == 0:
         _write_status(plan["status_path"], {"index": len(plan["cases"]), "name": "done"})
     dist.destroy_process_group()

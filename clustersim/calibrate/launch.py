@@ -103,7 +103,7 @@ def run_cases(cases: list[dict[str, Any]], launch: RankLaunch, out_dir: Path, le
     out_dir.mkdir(parents=True, exist_ok=True)
     records_path = out_dir / RECORDS_FILE
     done = done_names(records_path, cfg_id)
-    todo = [c for c in cases if c["name"] not in done]
+    todo = [c for c in cases if not set(c.get("emits", [c["name"]])) <= done]
     total = len(cases)
     if progress:
         progress(total - len(todo), total, "resumed" if done else "starting")

@@ -5,6 +5,9 @@ A case is a plain dict (it travels as JSON to the rank processes)::
     {"name": "all_reduce/w4/8MiB", "kind": "collective", "role": "fit" | "holdout",
      "params": {...}, "timeout_s": 120}
 
+A case with ``emits`` (the compute sweep) measures several items together and yields one
+record per item, named as listed.
+
 ``fit`` cases set the calibrated constants; ``holdout`` cases are predicted through the
 normal simulator with those constants and compared with what was measured. Held-out cases
 differ from every fit case in size, world size, collective or kind (whole training steps).
@@ -102,18 +105,26 @@ def _collective_sweep(level: str, nprocs: int) -> list[dict[str, Any]]:
     return cases
 
 
-def _compute_sweep(level: str) -> list[dict[str, Any]]:
+def _compute_sweep(level: str) -> dict[str, Any]:
+    """One case that measures every GEMM shape and the memory copy with interleaved samples and
+    yields one record per item (``emits``)."""
     if level == "ci":
         fit = [(128, 128, 128), (256, 256, 256)]
         hold = [(192, 384, 128)]
     else:
         fit = [(512, 512, 512), (1024, 1024, 1024), (512, 1024, 2048)]
         hold = [(768, 768, 768), (512, 3072, 768), (2048, 256, 1024)]
-    cases = [gemm_case(m, n, k, "fit") for m, n, k in fit]
-    cases.append({"name": "memcpy", "kind": "compute", "role": "fit",
+    items = [gemm_case(m, n, k, "fit") for m, n, k in fit]
+    items.append({"name": "memcpy", "kind": "compute", "role": "fit",
                   "params": {"bench": "memcpy", "size_bytes": (8 if level == "ci" else 64) * units.MiB}})
-    cases += [gemm_case(m, n, k, "holdout") for m, n, k in hold]
-    return cases
+    items += [gemm_case(m, n, k, "holdout") for m, n, k in hold]
+    return {"name": "compute-sweep", "kind": "compute_sweep", "role": "mixed",
+            "params": {"world": 2, "items": items}, "emits": [i["name"] for i in items]}
+
+
+def record_items(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cases as their records will be: a sweep case expands into its items, in order."""
+    return [item for c in cases for item in (c["params"]["items"] if "emits" in c else [c])]
 
 
 def build_plan(level: str, nprocs: int) -> list[dict[str, Any]]:
@@ -131,10 +142,10 @@ def build_plan(level: str, nprocs: int) -> list[dict[str, Any]]:
         steps += [_step_case("tp_step", 2, model, {}), _step_case("zero1_step", 2, model, {}),
                   _step_case("fsdp_step", 2, model, {})]
     # compute is measured right before the steps it calibrates, so both see the same machine load
-    cases = _collective_sweep(level, nprocs) + _compute_sweep(level) + steps
+    cases = _collective_sweep(level, nprocs) + [_compute_sweep(level)] + steps
     timeout = {"ci": 60, "quick": 120, "full": 300}[level]
     for c in cases:
         c["timeout_s"] = timeout
-    names = [c["name"] for c in cases]
+    names = [n for c in cases for n in c.get("emits", [c["name"]])]
     assert len(names) == len(set(names)), "case names must be unique"
     return cases

@@ -22,7 +22,7 @@ from clustersim.calibrate import predict
 from clustersim.calibrate.compare import CaseResult, save_plot, summary
 from clustersim.calibrate.fit import AlphaBeta, DesignRow, fit_alpha_beta, fit_rate, textbook_terms
 from clustersim.calibrate.launch import RankLaunch, config_id, loopback_launch, run_cases
-from clustersim.calibrate.plan import build_plan
+from clustersim.calibrate.plan import build_plan, record_items
 from clustersim.calibrate.profile import (
     CalibratedCluster,
     CalibratedGpu,
@@ -311,7 +311,7 @@ def _predict_all(records: list[dict[str, Any]], opts: ValidateOptions) -> tuple[
 
 def validate(opts: ValidateOptions, progress: Callable[[int, int, str], None] | None = None) -> ValidationResult:
     records, link = measure(opts, progress)
-    order = {c["name"]: i for i, c in enumerate(build_plan(opts.level, opts.nprocs))}
+    order = {c["name"]: i for i, c in enumerate(record_items(build_plan(opts.level, opts.nprocs)))}
     records = sorted((r for r in records if r["name"] in order), key=lambda r: order[r["name"]])
     # the last record of each case wins (a case measured twice after a resume)
     latest = {r["name"]: r for r in records}

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from clustersim.calibrate.launch import RunError, config_id, loopback_launch, run_cases  # noqa: E402
-from clustersim.calibrate.plan import build_plan  # noqa: E402
+from clustersim.calibrate.plan import build_plan, record_items  # noqa: E402
 from clustersim.calibrate.store import read_records  # noqa: E402
 from clustersim.calibrate.validate import ValidateOptions, validate  # noqa: E402
 from validation.worker import DIE_AT_ENV, HANG_AT_ENV  # noqa: E402
@@ -31,7 +31,7 @@ def test_every_case_measured_once_with_environment(ci_run):
     out, _ = ci_run
     records = read_records(out / "records.jsonl")
     names = [r["name"] for r in records]
-    assert sorted(names) == sorted(c["name"] for c in build_plan("ci", 2))
+    assert sorted(names) == sorted(c["name"] for c in record_items(build_plan("ci", 2)))
     for r in records:
         assert r["measured_s"] > 0 and len(r["samples_s"]) == 3  # ci sampling: median of 3
         assert sorted(r["samples_s"])[1] == r["measured_s"]
