@@ -24,6 +24,8 @@ from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
 DTYPES = ("bf16", "fp16", "fp8", "fp32")
+# The engine walks every micro-batch of the step; beyond this a step takes minutes to simulate.
+MAX_MICRO_BATCHES = 4096
 
 PosInt = Field(ge=1)
 
@@ -88,6 +90,7 @@ class ParallelSection(_Strict):
 class TrainingSection(_Strict):
     dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
+    attention: Literal["auto", "flash", "standard"] = "auto"
 
 
 class ScenarioFile(_Strict):
@@ -100,8 +103,13 @@ class ScenarioFile(_Strict):
 
 @dataclass(frozen=True, slots=True)
 class TrainingSpec:
+    """``attention``: "flash" (fused, FlashAttention-style), "standard" (unfused QK^T, softmax,
+    PV) or "auto" (what Megatron-LM ran on that GPU generation: standard on A100/V100, flash on
+    Hopper; clustersim.compute.conventions.resolve_attention)."""
+
     dtype: str = "bf16"
     optimizer: str = "adam"
+    attention: str = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +326,10 @@ def _check_consistency(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayo
         raise InputError("parallel.micro_batch", par.micro_batch,
                          f"a divisor of the per-replica batch global_batch/dp = {par.global_batch}/{par.dp}"
                          f" = {per_replica:g} (global_batch must be a multiple of dp * micro_batch)")
+    if par.num_micro_batches > MAX_MICRO_BATCHES:
+        raise InputError("parallel.global_batch", par.global_batch,
+                         f"at most {MAX_MICRO_BATCHES} micro-batches per pipeline (global_batch / (dp * micro_batch)"
+                         f" = {par.num_micro_batches}); raise parallel.micro_batch or parallel.dp")
     if par.schedule == "interleaved-1f1b" and par.num_micro_batches % par.pp:
         raise InputError("parallel.global_batch", par.global_batch,
                          f"a batch whose micro-batch count ({par.num_micro_batches}) is a multiple of pp ({par.pp}),"
@@ -372,7 +384,8 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise InputError("training.dtype", raw.training.dtype,
                          f"a dtype that {cluster.gpu.name} has: {', '.join(cluster.gpu.dtypes)}")
     _check_consistency(model, cluster, par)
-    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer)
+    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer,
+                            attention=raw.training.attention)
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training)
 
 

@@ -259,8 +259,19 @@ def layer_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1) -> int:
     h, d = model.hidden, model.head_dim
     heads, kv = model.heads // tp, local_kv_heads(model, tp)
     attention = h * heads * d * 2 + 2 * h * kv * d                 # Q and O; K and V
-    ffn = math.ceil(model.ffn_hidden / tp)
-    experts = max(1, model.moe_experts // ep) if model.is_moe else 1
-    mlp = model.num_mlp_matrices * h * ffn * experts
+    if model.is_moe:
+        mlp = expert_params_per_gpu(model, tp, ep)
+    else:
+        mlp = model.num_mlp_matrices * h * math.ceil(model.ffn_hidden / tp)
     router = h * model.moe_experts
     return attention + mlp + router + 4 * h                       # two norms (weight + bias), replicated
+
+
+def expert_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1) -> int:
+    """Expert MLP parameters of one layer held by one GPU (0 for a dense model): the layer's
+    experts split over ep, each expert's matrices over tp. Their gradients are reduced over the
+    expert-data-parallel group (dp * cp / ep ranks), not over all dp * cp (Megatron-core MoE)."""
+    if not model.is_moe:
+        return 0
+    experts = max(1, model.moe_experts // ep)
+    return model.num_mlp_matrices * model.hidden * math.ceil(model.ffn_hidden / tp) * experts

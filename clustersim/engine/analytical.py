@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clustersim.engine.groups import comm_plan
+from clustersim.engine.groups import pp_plan
 from clustersim.engine.stages import StepWork, build_step_work
 from clustersim.engine.timeline import CAUSES
 from clustersim.engine.units import CompiledUnit, UnitCache
@@ -49,7 +49,7 @@ def estimate_step(scenario: Scenario) -> EstimateResult:
     work: StepWork = build_step_work(scenario)
     dp: DpPlan = dp_plan(scenario, work)
     schedule = build_schedule(par.schedule, pp, par.num_micro_batches, v)
-    p2p_s = comm_plan(scenario, "send_recv", work.p2p_bytes, "pp").time_s if num_global > 1 else 0.0
+    p2p_s = [pp_plan(scenario, work.p2p_bytes, r).time_s if num_global > 1 else 0.0 for r in range(pp)]
     cache = UnitCache(scenario)
     compiled = {(st.index, kind): [cache(w) for w in (st.forward if kind == "F" else st.backward)]
                 for st in work.stages for kind in "FB"}
@@ -97,9 +97,9 @@ def estimate_step(scenario: Scenario) -> EstimateResult:
                 if dp.zero3_unit_gather:
                     order = range(n) if a.kind == "F" else range(n - 1, -1, -1)
                     for u in order:
-                        end = streams[r].run(clock[r], dp.zero3_unit_gather[(g, u)][1].time_s)
-                        pending_dp[r].append(end)
-                        zero3[u] = end
+                        for _, plan in dp.zero3_unit_gather.get((g, u), ()):
+                            zero3[u] = streams[r].run(clock[r], plan.time_s)
+                            pending_dp[r].append(zero3[u])
                 final = a.kind == "B" and last_b[r][a.chunk] == i
                 params_pending = a.kind == "F" and any(param_ready.get((r, g, u), 0.0) > clock[r] for u in range(n))
                 if not final and not zero3 and not params_pending:
@@ -121,9 +121,9 @@ def estimate_step(scenario: Scenario) -> EstimateResult:
                             for _, plan in dp.grad_buckets.get((g, u), ()):
                                 pending_dp[r].append(streams[r].run(clock[r], plan.time_s))
                 if a.kind == "F" and g < num_global - 1:
-                    arrival[("F", g + 1, a.micro_batch)] = (clock[r], clock[r] + p2p_s)
+                    arrival[("F", g + 1, a.micro_batch)] = (clock[r], clock[r] + p2p_s[r])
                 if a.kind == "B" and g > 0:
-                    arrival[("B", g - 1, a.micro_batch)] = (clock[r], clock[r] + p2p_s)
+                    arrival[("B", g - 1, a.micro_batch)] = (clock[r], clock[r] + p2p_s[(r - 1) % pp])
                 nxt[r] += 1
                 remaining -= 1
                 progressed = True

@@ -27,5 +27,5 @@ def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...]) ->
         layers = sum(counts[c * par.pp + r] for c in range(par.virtual_stages))
         in_flight = layers_in_flight(schedule[r], r, par.pp, counts) / layers
         out.append(memory_report(scenario.model, par, scenario.cluster, scenario.training.dtype,
-                                 layers, in_flight, r == 0, r == par.pp - 1))
+                                 layers, in_flight, r == 0, r == par.pp - 1, scenario.training.attention))
     return tuple(out)

@@ -16,7 +16,7 @@ from typing import Any
 import simpy
 
 from clustersim.collectives import CollectivePlan
-from clustersim.engine.groups import comm_plan
+from clustersim.engine.groups import pp_plan
 from clustersim.engine.stages import StepWork, build_step_work
 from clustersim.engine.timeline import Timeline
 from clustersim.engine.units import CompiledUnit, UnitCache
@@ -65,10 +65,10 @@ class _StepSim:
         """Link tiers that DP collectives or pipeline transfers use while compute runs."""
         plans = [plan for items in self.dp.grad_buckets.values() for _, plan in items]
         plans += [plan for items in self.dp.param_gathers.values() for _, plan in items]
-        plans += [plan for _, plan in self.dp.zero3_unit_gather.values()]
+        plans += [plan for items in self.dp.zero3_unit_gather.values() for _, plan in items]
         plans += [plan for _, plan in self.dp.after_backward]
         if self.num_global > 1:
-            plans.append(comm_plan(self.sc, "send_recv", self.work.p2p_bytes, "pp"))
+            plans += [pp_plan(self.sc, self.work.p2p_bytes, r) for r in range(self.pp)]
         return frozenset(ph.tier for plan in plans for ph in plan.phases)
 
     # -- communication ---------------------------------------------------------------------
@@ -88,7 +88,8 @@ class _StepSim:
         """Send an activation (F) or its gradient (B) to the stage that needs it."""
         start = self.env.now
         self.send_start[key] = start
-        plan = comm_plan(self.sc, "send_recv", self.work.p2p_bytes, "pp")
+        boundary = rank if key[0] == "F" else (rank - 1) % self.pp
+        plan = pp_plan(self.sc, self.work.p2p_bytes, boundary)
         yield from self._run_plan(rank, plan)
         self.tl.add(rank, "pp", f"send {key[0]}{key[2]} to stage {key[1]}", "pp_comm", start, self.env.now)
         self._arrival(key).succeed()
@@ -222,7 +223,7 @@ class _StepSim:
         units = sorted(u for (gg, u) in self.dp.zero3_unit_gather if gg == g)
         if kind == "B":
             units.reverse()
-        return {u: self._enqueue_dp(rank, *self.dp.zero3_unit_gather[(g, u)]) for u in units}
+        return {u: [self._enqueue_dp(rank, *item) for item in self.dp.zero3_unit_gather[(g, u)]][-1] for u in units}
 
     def _wait_params(self, rank: int, g: int, event: simpy.Event | None) -> Proc:
         if event is None or event.triggered:

@@ -15,6 +15,7 @@ from clustersim.compute import (
     LayerCost,
     Op,
     embedding_cost,
+    expert_params_per_gpu,
     optimizer_step_time_s,
     output_cost,
     transformer_layer_cost,
@@ -33,7 +34,8 @@ class StageWork:
     num_layers: int
     forward: tuple[Work, ...]    # per unit, in execution order (embedding?, layers..., output?)
     backward: tuple[Work, ...]   # per unit, in execution order (output?, layers reversed..., embedding?)
-    unit_params: tuple[int, ...]  # params of each backward unit, aligned with ``backward``
+    unit_params: tuple[int, ...]  # params of each backward unit, aligned with ``backward`` (experts excluded)
+    unit_expert_params: tuple[int, ...]  # expert params of each backward unit (MoE; reduced over edp)
     params: int                  # parameters of this stage held by one GPU (before ZeRO sharding)
 
 
@@ -55,10 +57,11 @@ def _merge(*parts: Work) -> Work:
 @functools.lru_cache(maxsize=4096)
 def build_step_work(scenario: Scenario) -> StepWork:
     model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
-    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype)
+    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention)
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
     counts = stage_layers(model.layers, par.pp, par.virtual_stages)
+    expert = expert_params_per_gpu(model, par.tp, par.ep)
     num_global = len(counts)
     layer_fwd = tuple(layer.forward.ops)
     layer_bwd = _merge(tuple(layer.recompute.ops), tuple(layer.backward.ops))
@@ -67,6 +70,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
         fwd: list[Work] = []
         bwd: list[Work] = []
         unit_params: list[int] = []
+        unit_expert: list[int] = []
         params = n * layer.params
         if g == 0:
             fwd.append(tuple(emb.forward.ops))
@@ -75,14 +79,19 @@ def build_step_work(scenario: Scenario) -> StepWork:
         if g == num_global - 1:
             fwd.append(tuple(out.forward.ops))
             bwd.append(_merge(tuple(out.recompute.ops), tuple(out.backward.ops)))
-            unit_params.append(out.params)
-            params += out.params
+            # a tied output layer shares the embedding's weights when both sit on one stage
+            shared = model.tie_embeddings and num_global == 1
+            unit_params.append(0 if shared else out.params)
+            unit_expert.append(0)
+            params += 0 if shared else out.params
         bwd.extend([layer_bwd] * n)
-        unit_params.extend([layer.params] * n)
+        unit_params.extend([layer.params - expert] * n)
+        unit_expert.extend([expert] * n)
         if g == 0:
             bwd.append(_merge(tuple(emb.recompute.ops), tuple(emb.backward.ops)))
             unit_params.append(emb.params)
-        stages.append(StageWork(g, n, tuple(fwd), tuple(bwd), tuple(unit_params), params))
+            unit_expert.append(0)
+        stages.append(StageWork(g, n, tuple(fwd), tuple(bwd), tuple(unit_params), tuple(unit_expert), params))
     params_per_rank = tuple(
         sum(stages[c * par.pp + r].params for c in range(par.virtual_stages)) for r in range(par.pp)
     )

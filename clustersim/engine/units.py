@@ -48,7 +48,10 @@ def compile_unit(scenario: Scenario, work: Work) -> CompiledUnit:
             steps.append(Step("compute", "compute", compute_s))
             compute_s = 0.0
         plan = comm_plan(scenario, op.collective, op.size_bytes, op.group)
-        overlapped = op.overlappable and (op.group != "tp" or scenario.parallel.tp_comm_overlap)
+        # Overlappable collectives (the backward's async TP all-gather/reduce-scatter that Megatron
+        # overlaps with the dgrad/wgrad GEMMs by default, CP exchanges) run beside the next kernels;
+        # with tp_comm_overlap (Megatron --tp-comm-overlap, userbuffers) every TP collective does.
+        overlapped = op.overlappable or (op.group == "tp" and scenario.parallel.tp_comm_overlap)
         steps.append(Step(op.name, f"{op.group}_comm", plan.time_s, plan, overlapped))
     if compute_s > 0:
         steps.append(Step("compute", "compute", compute_s))

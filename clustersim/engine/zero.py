@@ -31,7 +31,7 @@ class DpPlan:
     after_backward: tuple[Item, ...] = ()
     param_gathers: dict[tuple[int, int], tuple[Item, ...]] = field(default_factory=dict)  # (stage, fwd unit)
     after_optimizer: tuple[Item, ...] = ()
-    zero3_unit_gather: dict[tuple[int, int], Item] = field(default_factory=dict)  # (stage, fwd unit)
+    zero3_unit_gather: dict[tuple[int, int], tuple[Item, ...]] = field(default_factory=dict)  # (stage, fwd unit)
 
 
 def bucket_params(scenario: Scenario) -> int:
@@ -65,30 +65,38 @@ def dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
     after_backward: list[Item] = []
     param_gathers: dict[tuple[int, int], tuple[Item, ...]] = {}
     after_optimizer: list[Item] = []
-    zero3: dict[tuple[int, int], Item] = {}
+    zero3: dict[tuple[int, int], tuple[Item, ...]] = {}
+    edp = par.dp * par.cp // par.ep
     for stage in work.stages:
         g = stage.index
-        for unit, params in _buckets(stage.unit_params, size):
-            item = (f"{grad_op} grads s{g} ({params / 1e6:.0f}M params)",
-                    comm_plan(scenario, grad_op, params * GRAD_BYTES, "dp_cp"))
-            if par.overlap_grad_reduce:
-                grad_buckets[(g, unit)] = grad_buckets.get((g, unit), ()) + (item,)
-            else:
-                after_backward.append(item)
-        fwd_params = tuple(reversed(stage.unit_params))
-        if zero in (1, 2):
-            for unit, params in _buckets(fwd_params, size):
-                first = unit - _units_in_bucket(fwd_params, unit, params) + 1
-                item = (f"all_gather params s{g} ({params / 1e6:.0f}M)",
-                        comm_plan(scenario, "all_gather", params * param_bytes, "dp_cp"))
-                if par.overlap_param_gather:
-                    param_gathers[(g, first)] = param_gathers.get((g, first), ()) + (item,)
+        # dense parameters reduce over dp x cp; expert parameters over the expert-data-parallel
+        # group (dp x cp / ep ranks), in buckets of their own (Megatron-core MoE)
+        groups = [("dp_cp", stage.unit_params, "")]
+        if edp > 1 and any(stage.unit_expert_params):
+            groups.append(("edp", stage.unit_expert_params, " experts"))
+        for axis, unit_params, tag in groups:
+            for unit, params in _buckets(unit_params, size):
+                item = (f"{grad_op} grads{tag} s{g} ({params / 1e6:.0f}M params)",
+                        comm_plan(scenario, grad_op, params * GRAD_BYTES, axis))
+                if par.overlap_grad_reduce:
+                    grad_buckets[(g, unit)] = grad_buckets.get((g, unit), ()) + (item,)
                 else:
-                    after_optimizer.append(item)
-        elif zero == 3:
-            for unit, params in enumerate(fwd_params):
-                zero3[(g, unit)] = (f"all_gather params s{g}.{unit}",
-                                    comm_plan(scenario, "all_gather", params * param_bytes, "dp_cp"))
+                    after_backward.append(item)
+            fwd_params = tuple(reversed(unit_params))
+            if zero in (1, 2):
+                for unit, params in _buckets(fwd_params, size):
+                    first = unit - _units_in_bucket(fwd_params, unit, params) + 1
+                    item = (f"all_gather params{tag} s{g} ({params / 1e6:.0f}M)",
+                            comm_plan(scenario, "all_gather", params * param_bytes, axis))
+                    if par.overlap_param_gather:
+                        param_gathers[(g, first)] = param_gathers.get((g, first), ()) + (item,)
+                    else:
+                        after_optimizer.append(item)
+            elif zero == 3:
+                for unit, params in enumerate(fwd_params):
+                    if params:
+                        zero3[(g, unit)] = zero3.get((g, unit), ()) + ((f"all_gather params{tag} s{g}.{unit}",
+                                            comm_plan(scenario, "all_gather", params * param_bytes, axis)),)
     return DpPlan(grad_buckets, tuple(after_backward), param_gathers, tuple(after_optimizer), zero3)
 
 

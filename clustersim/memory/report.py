@@ -77,27 +77,28 @@ def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, fi
 
 
 def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
-                  stage_layers: int, in_flight_micro_batches: int, first: bool, last: bool) -> MemoryReport:
+                  stage_layers: int, in_flight_micro_batches: float, first: bool, last: bool,
+                  attention: str = "auto") -> MemoryReport:
     """Peak memory of one GPU of a pipeline stage holding ``stage_layers`` layers (all its chunks)
     with ``in_flight_micro_batches`` micro-batches' activations alive at once (from the schedule)."""
-    return _memory_report(model, layout, cluster, dtype, int(stage_layers), int(in_flight_micro_batches),
-                          bool(first), bool(last))
+    return _memory_report(model, layout, cluster, dtype, int(stage_layers), float(in_flight_micro_batches),
+                          bool(first), bool(last), attention)
 
 
 @functools.lru_cache(maxsize=16384)
 def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
-                   stage_layers: int, in_flight: int, first: bool, last: bool) -> MemoryReport:
+                   stage_layers: int, in_flight: float, first: bool, last: bool, attention: str) -> MemoryReport:
     check_dtype(dtype)
     if stage_layers < 0:
         raise InputError("stage_layers", stage_layers, "an integer >= 0")
     if in_flight < 0:
-        raise InputError("in_flight_micro_batches", in_flight, "an integer >= 0")
+        raise InputError("in_flight_micro_batches", in_flight, "a number >= 0")
     dense, expert = stage_params(model, layout, stage_layers, first, last)
     edp = max(1, layout.dp * layout.cp // max(1, layout.ep))
     w1, g1, o1 = state_bytes(dense, layout.dp, layout.zero_stage, dtype)
     w2, g2, o2 = state_bytes(expert, edp, layout.zero_stage, dtype)
 
-    attention = resolve_attention("auto", cluster.gpu.name)
+    attention = resolve_attention(attention, cluster.gpu.name)
     act = layer_activation_bytes(model, layout, dtype, attention) * stage_layers * in_flight
     act += recompute_working_bytes(model, layout, dtype, attention) if stage_layers and in_flight else 0.0
     if first:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from clustersim.errors import InputError
 
@@ -58,6 +59,7 @@ Schedule = tuple[tuple[Action, ...], ...]
 # ---------------------------------------------------------------------------------------------
 # generation
 
+@lru_cache(maxsize=64)  # pure and immutable; simulate() and estimate() ask for the same one
 def build_schedule(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int = 1) -> Schedule:
     """Per-rank action lists for ``schedule`` ("gpipe", "1f1b" or "interleaved-1f1b")."""
     if schedule not in SCHEDULES:
@@ -179,81 +181,102 @@ class DryRun:
         return (self.makespan - ideal) / ideal if ideal else 0.0
 
 
-def _deps(a: Action, rank: int, pp: int, v: int) -> list[tuple[int, Action]]:
-    """(rank, action) pairs that must finish before ``a`` on ``rank`` can start."""
-    stage = a.chunk * pp + rank
-    last = pp * v - 1
-    out: list[tuple[int, Action]] = []
-    if a.kind == "F":
-        if stage > 0:
-            prev = stage - 1
-            out.append((prev % pp, Action("F", prev // pp, a.micro_batch)))
-    else:
-        out.append((rank, Action("F", a.chunk, a.micro_batch)))
-        if stage < last:
-            nxt = stage + 1
-            out.append((nxt % pp, Action("B", nxt // pp, a.micro_batch)))
-    return out
+def _deps(kind: str, stage: int, mb: int, last_stage: int) -> tuple[tuple[str, int, int], ...]:
+    """(kind, global stage, micro-batch) of the actions that must finish before this one starts."""
+    if kind == "F":
+        return (("F", stage - 1, mb),) if stage > 0 else ()
+    if stage < last_stage:
+        return (("F", stage, mb), ("B", stage + 1, mb))
+    return (("F", stage, mb),)
+
+
+def _describe(key: tuple[str, int, int], pp: int) -> str:
+    kind, stage, mb = key
+    return f"{Action(kind, stage // pp, mb)} on rank {stage % pp}"
 
 
 def _check_complete(actions: Schedule, pp: int, m: int, v: int) -> None:
     if len(actions) != pp:
         raise ScheduleError(f"schedule has {len(actions)} ranks; expected pp = {pp}")
-    expected = {Action(k, c, i) for k in ("F", "B") for c in range(v) for i in range(m)}
+    expected = {(k, c, i) for k in ("F", "B") for c in range(v) for i in range(m)}
     for rank, acts in enumerate(actions):
-        seen: set[Action] = set()
+        seen: set[tuple[str, int, int]] = set()
         for a in acts:
-            if a in seen:
+            key = (a.kind, a.chunk, a.micro_batch)
+            if key in seen:
                 raise ScheduleError(f"rank {rank}: action {a} appears twice\n" + format_grid(actions))
-            if a not in expected:
+            if key not in expected:
                 raise ScheduleError(f"rank {rank}: action {a} is not in chunks 0..{v - 1} x micro-batches "
                                     f"0..{m - 1} (kinds F, B)\n" + format_grid(actions))
-            seen.add(a)
-        missing = sorted(expected - seen, key=lambda a: (a.kind, a.chunk, a.micro_batch))
+            seen.add(key)
+        missing = sorted(expected - seen)
         if missing:
-            raise ScheduleError(f"rank {rank}: missing actions {' '.join(map(str, missing))}\n"
+            raise ScheduleError(f"rank {rank}: missing actions {' '.join(str(Action(*k)) for k in missing)}\n"
                                 + format_grid(actions))
 
 
 def dry_run(actions: Schedule, pp: int, num_micro_batches: int, virtual_stages: int = 1,
             forward_time: float = 1.0, backward_time: float = 1.0) -> DryRun:
     """Execute the schedule with fixed op times and no communication time; raise ScheduleError
-    on an incomplete schedule or a deadlock (no rank can start its next action)."""
+    on an incomplete schedule or a deadlock (no rank can start its next action).
+
+    An action starts when its rank is free and its dependencies have finished (list scheduling
+    in each rank's order); the result does not depend on the order in which ranks are visited."""
     v = virtual_stages
     _check_complete(actions, pp, num_micro_batches, v)
-    finish: dict[tuple[int, Action], float] = {}
+    last_stage = pp * v - 1
+    # per rank: (own key, dependency keys, duration), keys are (kind, global stage, micro-batch)
+    plans = []
+    for rank, acts in enumerate(actions):
+        plan = []
+        for a in acts:
+            stage = a.chunk * pp + rank
+            plan.append(((a.kind, stage, a.micro_batch), _deps(a.kind, stage, a.micro_batch, last_stage),
+                         forward_time if a.kind == "F" else backward_time))
+        plans.append(plan)
+    finish: dict[tuple[str, int, int], float] = {}
     pos = [0] * pp
     clock = [0.0] * pp
     starts: list[list[float]] = [[] for _ in range(pp)]
-    total = sum(len(a) for a in actions)
+    total = sum(len(p) for p in plans)
     done = 0
     while done < total:
         progressed = False
         for rank in range(pp):
-            while pos[rank] < len(actions[rank]):
-                a = actions[rank][pos[rank]]
-                deps = _deps(a, rank, pp, v)
-                if any(d not in finish for d in deps):
+            plan, i, t = plans[rank], pos[rank], clock[rank]
+            while i < len(plan):
+                key, deps, duration = plan[i]
+                t0 = t
+                ready = True
+                for d in deps:
+                    f = finish.get(d)
+                    if f is None:
+                        ready = False
+                        break
+                    if f > t0:
+                        t0 = f
+                if not ready:
                     break
-                t0 = max([clock[rank]] + [finish[d] for d in deps])
-                t1 = t0 + (forward_time if a.kind == "F" else backward_time)
-                finish[(rank, a)] = t1
-                clock[rank] = t1
+                t = t0 + duration
+                finish[key] = t
                 starts[rank].append(t0)
-                pos[rank] += 1
-                done += 1
+                i += 1
+            if i != pos[rank]:
+                done += i - pos[rank]
+                pos[rank], clock[rank] = i, t
                 progressed = True
         if not progressed:
             waits = []
             for rank in range(pp):
-                if pos[rank] < len(actions[rank]):
-                    a = actions[rank][pos[rank]]
-                    missing = [f"{d} on rank {r}" for r, d in _deps(a, rank, pp, v) if (r, d) not in finish]
-                    waits.append(f"rank {rank} at step {pos[rank]} ({a}) waits for {', '.join(missing)}")
+                if pos[rank] < len(plans[rank]):
+                    key, deps, _ = plans[rank][pos[rank]]
+                    missing = [_describe(d, pp) for d in deps if d not in finish]
+                    waits.append(f"rank {rank} at step {pos[rank]} ({actions[rank][pos[rank]]}) "
+                                 f"waits for {', '.join(missing)}")
             raise ScheduleError("deadlock: " + "; ".join(waits) + "\n"
                                 + format_grid(actions, error_steps={r: pos[r] for r in range(pp)
                                                                     if pos[r] < len(actions[r])}))
-    busy = tuple(sum(forward_time if a.kind == "F" else backward_time for a in acts) for acts in actions)
+    busy = tuple(sum(p[2] for p in plan) for plan in plans)
     return DryRun(start=tuple(tuple(s) for s in starts), makespan=max(clock) if clock else 0.0, busy=busy)
 
 

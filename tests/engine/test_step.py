@@ -22,7 +22,8 @@ NO_CONTENTION = [
     # TP inside nodes, DP across them: DP owns the NICs, TP the NVLink; nothing else shares them
     dict(model="megatron-1.7b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, zero_stage=1),
     dict(model="megatron-1.7b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, zero_stage=0, overlap_grad_reduce=False),
-    dict(model="megatron-3.6b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, sequence_parallel=True, zero_stage=3),
+    # ZeRO-3 without TP: the DP stream is the only user of the links
+    dict(model="megatron-1.7b", nodes=2, tp=1, pp=1, dp=16, global_batch=32, zero_stage=3),
     # a pipeline inside one node with GPipe: a stage's sends are far apart in time
     dict(model="megatron-1.7b", nodes=1, tp=4, pp=2, dp=1, global_batch=4, schedule="gpipe"),
 ]
@@ -45,6 +46,13 @@ def test_breakdown_adds_up_to_step_time(case: dict) -> None:
     total = sum(report.breakdown[c] for c in CAUSES)
     assert math.isclose(total, report.step_time_s, rel_tol=1e-9)
     assert all(v >= 0 for v in report.breakdown.values())
+
+
+def test_overlapped_tp_collectives_contend_on_nvlink() -> None:
+    # With sequence parallelism the backward's async all-gather runs beside the dgrad GEMM and
+    # meets the dgrad reduce-scatter on the same NVLink port: the event engine sees it.
+    sc = make(model="megatron-3.6b", nodes=1, tp=8, pp=1, dp=1, global_batch=4, sequence_parallel=True)
+    assert simulate(sc).step_time_s >= estimate(sc).step_time_s
 
 
 def test_shared_nic_makes_the_event_engine_slower_than_the_closed_form() -> None:
@@ -100,3 +108,18 @@ def test_trace_has_a_track_per_rank_and_stream() -> None:
     assert {e["pid"] for e in spans} == {0, 1, 2, 3}
     assert {e["cat"] for e in spans} >= {"compute", "tp_comm", "pp_comm"}
     assert all(e["dur"] >= 0 for e in spans)
+
+
+def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
+    from clustersim.engine.groups import group_shape
+    from clustersim.engine.stages import build_step_work
+    from clustersim.engine.zero import dp_plan
+
+    sc = make(model="mixtral-8x7b", nodes=8, tp=2, pp=1, dp=32, ep=8, global_batch=64, sequence_parallel=True,
+              zero_stage=1)
+    plan = dp_plan(sc, build_step_work(sc))
+    names = [name for items in plan.grad_buckets.values() for name, _ in items]
+    assert any("experts" in n for n in names) and any("experts" not in n for n in names)
+    # dp x cp / ep = 32 / 8 = 4 expert-data-parallel ranks; the dense gradients span all 32
+    assert group_shape(sc, "edp").num_ranks == 4
+    assert group_shape(sc, "dp_cp").num_ranks == 32

@@ -31,7 +31,7 @@ def _compare(actual: object, expected: object, path: str = "") -> list[str]:
     if isinstance(expected, list) and isinstance(actual, list):
         if len(actual) != len(expected):
             return [f"{path}: length {len(actual)} != {len(expected)}"]
-        return [d for i, (a, e) in enumerate(zip(actual, expected)) for d in _compare(a, e, f"{path}[{i}]")]
+        return [d for i, (a, e) in enumerate(zip(actual, expected, strict=True)) for d in _compare(a, e, f"{path}[{i}]")]
     if isinstance(expected, float) and isinstance(actual, (int, float)) and not isinstance(actual, bool):
         return [] if math.isclose(actual, expected, rel_tol=1e-9, abs_tol=1e-12) else [f"{path}: {actual} != {expected}"]
     return [] if actual == expected else [f"{path}: {actual!r} != {expected!r}"]

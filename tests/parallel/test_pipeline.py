@@ -205,3 +205,57 @@ def test_stage_layers_properties(layers: int, pp: int, v: int) -> None:
     # no end stage holds more layers than a middle stage
     if len(out) > 2:
         assert max(out[0], out[-1]) <= max(out[1:-1])
+
+
+# --- random orders against an independent oracle ---------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(pp=st.integers(1, 4), m=st.integers(1, 4), v=st.integers(1, 2), data=st.data())
+def test_random_orders_deadlock_iff_dependency_cycle(pp: int, m: int, v: int, data: st.DataObject) -> None:
+    import networkx as nx
+
+    if data.draw(st.booleans()):  # a random order on every rank (mostly deadlocks)
+        ranks = []
+        for _ in range(pp):
+            acts = [Action(k, c, i) for k in ("F", "B") for c in range(v) for i in range(m)]
+            ranks.append(tuple(data.draw(st.permutations(acts))))
+        sched = tuple(ranks)
+    else:  # a generated schedule with two actions of one rank swapped (often still valid)
+        kind = "interleaved-1f1b" if v > 1 else data.draw(st.sampled_from(["gpipe", "1f1b"]))
+        m = m * pp if v > 1 else m
+        base = [list(a) for a in build_schedule(kind, pp, m, v)]
+        r = data.draw(st.integers(0, pp - 1))
+        i = data.draw(st.integers(0, len(base[r]) - 1))
+        j = data.draw(st.integers(0, len(base[r]) - 1))
+        base[r][i], base[r][j] = base[r][j], base[r][i]
+        sched = tuple(tuple(a) for a in base)
+    # oracle: nodes (rank, action); edges from each action to the next on its rank and from each
+    # dependency (F of stage k-1; own F and B of stage k+1 for B); a deadlock is a cycle
+    g = nx.DiGraph()
+    for r, acts in enumerate(sched):
+        for a, b in zip(acts, acts[1:], strict=False):
+            g.add_edge((r, a), (r, b))
+        for a in acts:
+            g.add_node((r, a))
+            stage = a.chunk * pp + r
+            if a.kind == "F" and stage > 0:
+                g.add_edge(((stage - 1) % pp, Action("F", (stage - 1) // pp, a.micro_batch)), (r, a))
+            if a.kind == "B":
+                g.add_edge((r, Action("F", a.chunk, a.micro_batch)), (r, a))
+                if stage < pp * v - 1:
+                    g.add_edge(((stage + 1) % pp, Action("B", (stage + 1) // pp, a.micro_batch)), (r, a))
+    cyclic = not nx.is_directed_acyclic_graph(g)
+    try:
+        run = dry_run(sched, pp, m, v)
+    except ScheduleError as exc:
+        assert cyclic and str(exc).startswith("deadlock:") and "<-- ERROR HERE" in str(exc)
+        return
+    assert not cyclic
+    # the dry run respects every edge with unit durations: start(b) >= start(a) + 1
+    start = {(r, a): run.start[r][i] for r, acts in enumerate(sched) for i, a in enumerate(acts)}
+    for a, b in g.edges:
+        assert start[b] >= start[a] + 1
+    # and is as early as possible: each action starts at 0 or right when a predecessor finishes
+    for node in g.nodes:
+        preds = [start[p] + 1 for p in g.predecessors(node)]
+        assert start[node] == max(preds, default=0.0)
