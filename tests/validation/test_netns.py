@@ -1,5 +1,6 @@
 """Namespace mode: everything made is removed by name, on success and on failure."""
 
+import os
 import subprocess
 
 import pytest
@@ -29,7 +30,7 @@ def _links() -> str:
 
 
 def test_topology_is_shaped_and_removed():
-    with NetnsTopology(2, rate_mbit=200, tag="t1") as topo:
+    with NetnsTopology(2, rate_mbit=200, tag=f"a{os.getpid() % 10000}") as topo:
         assert {topo.ns(0), topo.ns(1)} <= _netns_names()
         qdisc = subprocess.run(["tc", "-n", topo.ns(0), "qdisc", "show", "dev", topo.ifname(0)],
                                capture_output=True, text=True).stdout
@@ -49,7 +50,7 @@ def test_failure_during_setup_removes_what_was_made(monkeypatch):
             raise RuntimeError("injected failure")
         return real_run(cmd, check)
     monkeypatch.setattr(netns, "_run", failing_run)
-    topo = NetnsTopology(2, rate_mbit=100, tag="t2")
+    topo = NetnsTopology(2, rate_mbit=100, tag=f"b{os.getpid() % 10000}")
     with pytest.raises(RuntimeError, match="injected"), topo:
         pass
     monkeypatch.setattr(netns, "_run", real_run)
