@@ -1,0 +1,109 @@
+"""Write a calibrated hardware profile: a YAML file with ``gpus:``, ``fabrics:`` and
+``clusters:`` sections that clustersim.hardware.load reads like the shipped profiles
+(``--profile FILE`` / ``CLUSTERSIM_PROFILES``). Every number carries, in a comment beside it,
+the measurement it came from.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from clustersim import units
+
+
+@dataclass(frozen=True, slots=True)
+class CalibratedGpu:
+    name: str
+    peak_flops_per_s: float       # measured fp32 GEMM rate (gemm_efficiency 1.0 applies it as is)
+    mem_bw_bytes_per_s: float     # measured memory copy (read + write bytes / time)
+    capacity_bytes: int
+    source: str                   # what was measured, how, when
+    dtype: str = "fp32"
+
+
+@dataclass(frozen=True, slots=True)
+class CalibratedFabric:
+    name: str
+    kind: str
+    bw_bytes_per_s: float         # nominal rate of the port (tc rate, NIC line rate)
+    efficiency: float             # achieved / nominal for large transfers (fitted)
+    latency_s: float              # per latency term of the simulator's formulas (fitted)
+    source: str
+    latency_note: str = "fitted: per latency term of the collective formulas"
+
+
+@dataclass(frozen=True, slots=True)
+class CalibratedCluster:
+    name: str
+    gpu: str
+    gpus_per_node: int
+    nodes: int
+    scale_up: str
+    scale_out: str
+    nics_per_node: int
+    source: str
+
+
+def fabric_from_fit(name: str, kind: str, nominal_bw_bytes_per_s: float | None, achieved_bw_bytes_per_s: float,
+                    latency_s: float, source: str, latency_note: str | None = None) -> CalibratedFabric:
+    """Split an achieved bandwidth into nominal rate x efficiency (efficiency <= 1)."""
+    note = {"latency_note": latency_note} if latency_note else {}
+    if nominal_bw_bytes_per_s and achieved_bw_bytes_per_s <= nominal_bw_bytes_per_s:
+        return CalibratedFabric(name, kind, nominal_bw_bytes_per_s,
+                                achieved_bw_bytes_per_s / nominal_bw_bytes_per_s, latency_s, source, **note)
+    return CalibratedFabric(name, kind, achieved_bw_bytes_per_s, 1.0, latency_s, source, **note)
+
+
+def _num(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def _q(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a valid double-quoted YAML scalar
+
+
+def _comment(text: str) -> str:
+    return " ".join(text.split())
+
+
+def render_profile(gpus: list[CalibratedGpu], fabrics: list[CalibratedFabric],
+                   clusters: list[CalibratedCluster], header: str) -> str:
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    lines.append("gpus:")
+    for g in sorted(gpus, key=lambda g: g.name):
+        lines += [f"  {g.name}:",
+                  f"    description: {_q('calibrated device (' + _comment(g.source) + ')')}",
+                  f"    peak_TFLOPS: {{{g.dtype}: {_num(g.peak_flops_per_s / units.TFLOPS)}}}"
+                  f"  # measured GEMM rate, {_comment(g.source)}",
+                  "    gemm_efficiency: 1.0  # the peak above is already the measured GEMM rate",
+                  f"    hbm_bw_GBps: {_num(g.mem_bw_bytes_per_s / units.GB)}  # measured memory copy (read+write bytes / time)",
+                  f"    hbm_capacity_GiB: {_num(g.capacity_bytes / units.GiB)}  # host memory per rank"]
+    lines.append("fabrics:")
+    for f in sorted(fabrics, key=lambda f: f.name):
+        lines += [f"  {f.name}:",
+                  f"    kind: {f.kind}",
+                  f"    description: {_q('calibrated fabric (' + _comment(f.source) + ')')}",
+                  f"    bw_GBps: {_num(f.bw_bytes_per_s / units.GB)}  # nominal port rate per direction",
+                  f"    efficiency: {_num(f.efficiency)}  # fitted: achieved bandwidth / nominal",
+                  f"    latency_us: {_num(max(f.latency_s, 1e-9) / units.US)}  # {_comment(f.latency_note)}"]
+    lines.append("clusters:")
+    for c in sorted(clusters, key=lambda c: c.name):
+        lines += [f"  {c.name}:",
+                  f"    description: {_q('calibrated cluster (' + _comment(c.source) + ')')}",
+                  f"    gpu: {c.gpu}",
+                  f"    gpus_per_node: {c.gpus_per_node}",
+                  f"    nodes: {c.nodes}",
+                  f"    scale_up: {c.scale_up}",
+                  f"    scale_out: {c.scale_out}",
+                  f"    nics_per_node: {c.nics_per_node}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_profile(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path

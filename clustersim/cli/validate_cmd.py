@@ -1,0 +1,78 @@
+"""`clustersim validate`: run collectives, compute and training steps for real with
+torch.distributed, calibrate a profile from a fit set, and report the prediction error on
+held-out cases (docs/validation.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from clustersim.errors import InputError
+
+
+@click.command("validate")
+@click.option("--backend", type=click.Choice(["gloo", "nccl"]), default="gloo", show_default=True,
+              help="gloo on CPUs, nccl on GPUs")
+@click.option("--nprocs", type=int, default=4, show_default=True, help="ranks (the largest world size)")
+@click.option("--netns", is_flag=True, help="each rank in its own network namespace, rate-limited links (root)")
+@click.option("--quick", "level", flag_value="quick", default=True, help="the quick sweep (default)")
+@click.option("--full", "level", flag_value="full", help="the full sweep (more sizes, longer windows)")
+@click.option("--ci", "level", flag_value="ci", help="the tiny sweep CI runs (under a minute)")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="directory for records.jsonl, the profile, the plot [validation/measurements/MODE]")
+@click.option("--rate-mbit", type=float, default=1000.0, show_default=True, help="--netns: link rate per port")
+@click.option("--delay-us", type=float, default=0.0, show_default=True,
+              help="--netns: added one-way delay (needs the netem qdisc)")
+@click.option("--fresh", is_flag=True, help="set earlier records aside and measure everything again")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
+def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path | None, rate_mbit: float,
+             delay_us: float, fresh: bool, as_json: bool) -> None:
+    """Measure for real, calibrate, predict held-out cases, report the error."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from clustersim.calibrate.compare import render_table
+    from clustersim.calibrate.launch import RunError
+    from clustersim.calibrate.validate import ValidateOptions, default_out_dir
+    from clustersim.calibrate.validate import validate as run_validate
+
+    try:
+        import torch  # noqa: F401  (the ranks need it; fail early with the install line)
+    except ImportError:
+        raise InputError("--backend", backend, "an installed torch: pip install torch==2.13.0") from None
+    opts = ValidateOptions(backend=backend, nprocs=nprocs, netns=netns, level=level,
+                           out_dir=out_dir or default_out_dir(netns, backend), rate_mbit=rate_mbit,
+                           delay_us=delay_us, fresh=fresh)
+    err = Console(stderr=True)
+    with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=err, transient=as_json) as bar:
+        task = bar.add_task("starting ranks", total=None)
+
+        def progress(done: int, total: int, name: str) -> None:
+            bar.update(task, completed=done, total=total, description=name)
+        try:
+            result = run_validate(opts, progress)
+        except RunError as exc:
+            raise click.ClickException(str(exc)) from None
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+        return
+    out = Console()
+    out.print(render_table(result.cases, f"predicted vs measured ({opts.mode}, {backend}, {nprocs} ranks)"))
+    for role, s in (("held-out", result.holdout), ("fit", result.fit)):
+        if s["cases"]:
+            out.print(f"{role}: {s['cases']} cases, median |error| {s['median_abs_error_pct']:.1f}%, "
+                      f"p90 {s['p90_abs_error_pct']:.1f}%")
+    fab = result.fits["fabric"]
+    out.print(f"fitted: GEMM {result.fits['gemm_TFLOPS'] * 1e3:.1f} GFLOP/s per rank, memory copy "
+              f"{result.fits['mem_bw_GBps']:.2f} GB/s, fabric {fab['bw_GBps'] * 1e3:.1f} MB/s x efficiency "
+              f"{fab['efficiency']:.3f}, latency {fab['latency_us']:.1f} us")
+    for op, ab in result.fits["collectives"]["gloo_alpha_beta"].items():
+        out.print(f"  {op} alpha-beta (gloo algorithm): alpha {ab['alpha_us']:.1f} us per step, "
+                  f"{ab['bw_GBps'] * 1e3:.1f} MB/s")
+    for note in result.notes:
+        out.print(f"[yellow]note:[/yellow] {note}")
+    out.print(f"profile: {result.profile_path}\nplot: {result.plot_path}")

@@ -1,0 +1,160 @@
+"""Training steps of the small GPT under DP (DistributedDataParallel), ZeRO-1
+(ZeroRedundancyOptimizer), ZeRO-3 (FSDP2 fully_shard), TP (Megatron column/row-parallel layers) and PP (1F1B with
+send/recv). One step = ``micro_batches`` forward/backward passes per replica, then Adam.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from validation.gpt import GPT, batch
+from validation.timing import timed_samples
+
+
+def _data(cfg: dict[str, Any], rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [batch(cfg, seed=1000 * rank + i) for i in range(cfg["micro_batches"])]
+
+
+def _ddp_step_fn(cfg: dict[str, Any], group: Any, rank: int, zero1: bool):
+    torch.manual_seed(0)
+    model = DDP(GPT(cfg), process_group=group)
+    if zero1:
+        opt: Any = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam,
+                                           process_group=group, lr=1e-4)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    data = _data(cfg, rank)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        for i, (x, y) in enumerate(data):
+            if i < len(data) - 1:
+                with model.no_sync():  # gradient accumulation: all-reduce only after the last micro-batch
+                    model(x, y).backward()
+            else:
+                model(x, y).backward()
+        opt.step()
+    return step
+
+
+def _fsdp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
+    """ZeRO-3 with FSDP2 (``fully_shard`` per block and the root): parameters all-gathered for
+    each forward and backward, gradients reduce-scattered once per step (gradient sync off for
+    all but the last micro-batch)."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+    torch.manual_seed(0)
+    mesh = DeviceMesh.from_group(group, device_type="cpu")
+    model = GPT(cfg)
+    for blk in model.blocks:
+        fully_shard(blk, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    data = _data(cfg, rank)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        for i, (x, y) in enumerate(data):
+            model.set_requires_gradient_sync(i == len(data) - 1)
+            model(x, y).backward()
+        opt.step()
+    return step
+
+
+def _tp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
+    torch.manual_seed(rank)
+    tp = dist.get_world_size(group)
+    model = GPT(cfg, tp=tp, tp_rank=rank, tp_group=group)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    data = _data(cfg, 0)  # every TP rank sees the same micro-batches
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        for x, y in data:
+            model(x, y).backward()
+        opt.step()
+    return step
+
+
+def _pp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
+    """1F1B (Narayanan et al. 2021, arXiv:2104.04473 §2.2): stage r runs pp - r - 1 warm-up
+    forwards, then alternates one forward and one backward, then drains the backwards."""
+    pp = dist.get_world_size(group)
+    per = cfg["layers"] // pp
+    torch.manual_seed(rank)
+    model = GPT(cfg, first_layer=rank * per, last_layer=(rank + 1) * per if rank < pp - 1 else None)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    data = _data(cfg, 0)
+    m = len(data)
+    shape = (cfg["micro_batch"], cfg["seq_len"], cfg["hidden"])
+    ranks = dist.get_process_group_ranks(group)
+    prev_rank = ranks[rank - 1] if rank > 0 else None
+    next_rank = ranks[rank + 1] if rank < pp - 1 else None
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        inputs: dict[int, torch.Tensor] = {}
+        outputs: dict[int, torch.Tensor] = {}
+        pending: list[Any] = []
+
+        def forward(i: int) -> None:
+            x, y = data[i]
+            if model.is_first:
+                h = model.embed(x)
+            else:
+                h = torch.empty(shape)
+                dist.recv(h, src=prev_rank, group=group)
+                h.requires_grad_(True)
+                inputs[i] = h
+            out = model.body(h)
+            if model.is_last:
+                outputs[i] = model.loss(out, y) / m
+            else:
+                outputs[i] = out
+                pending.append(dist.isend(out.detach().contiguous(), dst=next_rank, group=group))
+
+        def backward(i: int) -> None:
+            out = outputs.pop(i)
+            if model.is_last:
+                out.backward()
+            else:
+                g = torch.empty(shape)
+                dist.recv(g, src=next_rank, group=group)
+                out.backward(g)
+            if not model.is_first:
+                h = inputs.pop(i)
+                pending.append(dist.isend(h.grad.contiguous(), dst=prev_rank, group=group))
+
+        warm = min(pp - rank - 1, m)
+        for i in range(warm):
+            forward(i)
+        for i in range(m - warm):
+            forward(warm + i)
+            backward(i)
+        for i in range(m - warm, m):
+            backward(i)
+        for req in pending:
+            req.wait()
+        opt.step()
+    return step
+
+
+def run_step(kind: str, params: dict[str, Any], group: Any, rank: int, sampling: Any) -> dict[str, Any]:
+    cfg = params["model"]
+    if kind in ("ddp_step", "zero1_step"):
+        fn = _ddp_step_fn(cfg, group, rank, zero1=kind == "zero1_step")
+    elif kind == "fsdp_step":
+        fn = _fsdp_step_fn(cfg, group, rank)
+    elif kind == "tp_step":
+        fn = _tp_step_fn(cfg, group, rank)
+    elif kind == "pp_step":
+        fn = _pp_step_fn(cfg, group, rank)
+    else:
+        raise ValueError(f"unknown step kind {kind}")
+    # a step is long: one call per sample, no back-to-back repetition
+    return timed_samples(fn, group, sampling.warmup, sampling.samples, min_sample_s=0.0, max_reps=1)
