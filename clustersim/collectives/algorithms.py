@@ -21,6 +21,16 @@ Port = tuple[float, float]  # (wire_bytes, bw_bytes_per_s) of one rank's port on
 Builder = Callable[[str, str, float, ClusterSpec, GroupShape], "tuple[Phase, ...] | None"]
 
 
+def _hop(cluster: ClusterSpec, hw: str, algo: str, proto: str) -> float:
+    """One algorithm step on hardware class ``hw``: NCCL's hwLat, plus whatever one-way latency
+    the fabric has beyond the LL hop that table is built on (NVLink 0.6 us, PCI 1.0, NET 2.7).
+    For NVLink and InfiniBand profiles this adds nothing; a TCP/Ethernet fabric (kernel sockets,
+    15-30 us one way) or a calibrated profile with a measured latency pays it on every step."""
+    fabric = cluster.scale_out if hw == nt.HW_NET else cluster.scale_up
+    extra = max(0.0, fabric.latency_s - nt.HW_LAT_S[hw]["ring"]["LL"])
+    return nt.HW_LAT_S[hw][algo][proto] + extra
+
+
 def _pipelined(latency_s: float, up: Port | None, out: Port | None) -> tuple[Phase, ...]:
     """One phase on whichever tier's port takes longer (both run concurrently)."""
     cands = [(w / b if w else 0.0, tier, w, b) for tier, port in (("scale_up", up), ("scale_out", out))
@@ -62,9 +72,9 @@ def _ring_latency(op: str, proto: str, cluster: ClusterSpec, shape: GroupShape) 
     else:  # broadcast, reduce: a chain of n hops, each at the hop cost of the slowest tier
         hw = ports.scale_up_hw(cluster) if n_nodes == 1 else nt.HW_NET
         algo_row = "tree" if proto == "Simple" else "ring"  # tuning.cc: Simple chunk latency
-        return nt.BASE_LAT_S["ring"][proto] + n * nt.HW_LAT_S[hw][algo_row][proto]
-    intra = nt.HW_LAT_S[ports.scale_up_hw(cluster)]["ring"][proto]
-    inter = nt.HW_LAT_S[nt.HW_NET]["ring"][proto]
+        return nt.BASE_LAT_S["ring"][proto] + n * _hop(cluster, hw, algo_row, proto)
+    intra = _hop(cluster, ports.scale_up_hw(cluster), "ring", proto)
+    inter = _hop(cluster, nt.HW_NET, "ring", proto)
     if n_nodes > 1:
         intra = max(intra, nt.NET_OVERHEAD_S * (3 if proto == "Simple" else 1))
     lat = nt.BASE_LAT_S["ring"][proto] + (nsteps - ninter) * intra + ninter * inter
@@ -131,8 +141,8 @@ def tree(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupSha
     node_out = size if n_nodes == 2 else 2.0 * size
     up, out = _ring_ports(2.0 * size, node_out / p, eff, cap, cluster, shape)
     intra_hw = ports.scale_up_hw(cluster)
-    lat = nt.BASE_LAT_S["tree"][proto] + 2 * ((p - 1) * nt.HW_LAT_S[intra_hw]["tree"][proto]
-                                              + _log2i(n_nodes) * nt.HW_LAT_S[nt.HW_NET]["tree"][proto])
+    lat = nt.BASE_LAT_S["tree"][proto] + 2 * ((p - 1) * _hop(cluster, intra_hw, "tree", proto)
+                                              + _log2i(n_nodes) * _hop(cluster, nt.HW_NET, "tree", proto))
     return _pipelined(lat, up, out)
 
 
@@ -167,13 +177,13 @@ def nvls_tree(op: str, proto: str, size: float, cluster: ClusterSpec, shape: Gro
     up = (size * (p + 1) / p, ports.nvls_bw(cluster))
     node_out = size if n_nodes == 2 else 2.0 * size
     out = (node_out / p, ports.nic_bw_per_rank(cluster, shape) * nt.NVLS_EFF)
-    lat = nt.BASE_LAT_S["nvls_tree"]["Simple"] + 2 * _log2i(n_nodes) * nt.HW_LAT_S[nt.HW_NET]["nvls_tree"]["Simple"]
+    lat = nt.BASE_LAT_S["nvls_tree"]["Simple"] + 2 * _log2i(n_nodes) * _hop(cluster, nt.HW_NET, "nvls_tree", "Simple")
     return _pipelined(lat, up, out)
 
 
 def _step_lat(cluster: ClusterSpec, tier: str) -> float:
     hw = ports.scale_up_hw(cluster) if tier == "scale_up" else nt.HW_NET
-    return nt.HW_LAT_S[hw]["ring"]["Simple"]
+    return _hop(cluster, hw, "ring", "Simple")
 
 
 def _staged(size_pairs: list[tuple[str, float, int]], cluster: ClusterSpec, shape: GroupShape,
@@ -250,7 +260,7 @@ def direct(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupS
     eff = nt.RING_PROTO_EFF[proto]
     up, out = _a2a_ports(size, cluster, shape, eff)
     tier_hw = nt.HW_NET if shape.num_nodes > 1 else ports.scale_up_hw(cluster)
-    lat = (nt.BASE_LAT_S["ring"][proto] + nt.HW_LAT_S[tier_hw]["ring"][proto]
+    lat = (nt.BASE_LAT_S["ring"][proto] + _hop(cluster, tier_hw, "ring", proto)
            + (shape.num_ranks - 1) * nt.HW_LAT_S[nt.HW_NVLINK]["ring"]["LL"])
     return _pipelined(lat, up, out)
 
@@ -262,7 +272,7 @@ def pairwise(op: str, proto: str, size: float, cluster: ClusterSpec, shape: Grou
         return None
     up, out = _a2a_ports(size, cluster, shape, 1.0)
     hw = nt.HW_NET if shape.num_nodes > 1 else ports.scale_up_hw(cluster)
-    lat = nt.BASE_LAT_S["ring"]["Simple"] + (shape.num_ranks - 1) * nt.HW_LAT_S[hw]["ring"]["Simple"]
+    lat = nt.BASE_LAT_S["ring"]["Simple"] + (shape.num_ranks - 1) * _hop(cluster, hw, "ring", "Simple")
     return _pipelined(lat, up, out)
 
 
@@ -276,7 +286,7 @@ def p2p(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupShap
         tier, bw, hw = "scale_out", ports.nic_bw_per_rank(cluster, shape) * eff, nt.HW_NET
     else:
         tier, bw, hw = "scale_up", ports.scale_up_bw(cluster) * eff, ports.scale_up_hw(cluster)
-    lat = nt.BASE_LAT_S["ring"][proto] + nt.HW_LAT_S[hw]["ring"][proto]
+    lat = nt.BASE_LAT_S["ring"][proto] + _hop(cluster, hw, "ring", proto)
     return (Phase(tier, lat, size, bw),)
 
 
