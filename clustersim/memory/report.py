@@ -95,7 +95,9 @@ def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpe
         raise InputError("in_flight_micro_batches", in_flight, "a number >= 0")
     dense, expert = stage_params(model, layout, stage_layers, first, last)
     edp = max(1, layout.dp * layout.cp // max(1, layout.ep))
-    w1, g1, o1 = state_bytes(dense, layout.dp, layout.zero_stage, dtype)
+    # ZeRO shards over the data-parallel group with context parallelism folded in (Megatron-core's
+    # distributed optimizer uses the dp x cp group), matching the gradient reduction in the engine
+    w1, g1, o1 = state_bytes(dense, layout.dp * layout.cp, layout.zero_stage, dtype)
     w2, g2, o2 = state_bytes(expert, edp, layout.zero_stage, dtype)
 
     attention = resolve_attention(attention, cluster.gpu.name)

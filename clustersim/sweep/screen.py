@@ -291,7 +291,7 @@ class MemoryModel:
         if states is None:
             dense, expert = stage_params(self.model, p, held, first, last)
             edp = max(1, p.dp * p.cp // max(1, p.ep))
-            w1, g1, o1 = state_bytes(dense, p.dp, p.zero_stage, self.dtype)
+            w1, g1, o1 = state_bytes(dense, p.dp * p.cp, p.zero_stage, self.dtype)
             w2, g2, o2 = state_bytes(expert, edp, p.zero_stage, self.dtype)
             states = self._states[skey] = sum(int(round(x)) for x in (w1 + w2, g1 + g2, o1 + o2))
         akey = (p.tp, p.cp, p.ep, p.micro_batch, p.sequence_parallel, p.recompute)
