@@ -22,3 +22,25 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+def preset(name: str):
+    """A model preset as a ModelSpec."""
+    from clustersim.scenario import model_from_fields
+    from clustersim.workload.presets import MODEL_PRESETS
+
+    return model_from_fields(name, MODEL_PRESETS[name])
+
+
+@pytest.fixture(scope="session")
+def a100():
+    from clustersim.hardware.load import load_gpu
+
+    return load_gpu("a100-sxm-80gb")
+
+
+@pytest.fixture(scope="session")
+def h100():
+    from clustersim.hardware.load import load_gpu
+
+    return load_gpu("h100-sxm-80gb")

@@ -78,41 +78,35 @@ def _sq_rel_err(cases: list[FitCase], fabric: FabricSpec) -> float:
                 / c.measured_s) ** 2 for c in cases)
 
 
-def _search_bandwidth(cases: list[FitCase], fabric: FabricSpec) -> FabricSpec:
-    """1-D search of the bandwidth (log grid x1000 either way, then golden section): robust
-    where the fabric is not yet the bottleneck and the simulator's derivative is zero."""
-    base = fabric.bw_bytes_per_s
-    grid = [base * 10 ** (k / 20) for k in range(-60, 61)]  # factors 10**-3 .. 10**3, 12% apart
-    errs = [_sq_rel_err(cases, replace(fabric, bw_bytes_per_s=bw)) for bw in grid]
-    i = min(range(len(grid)), key=errs.__getitem__)
-    lo, hi = math.log(grid[max(0, i - 1)]), math.log(grid[min(len(grid) - 1, i + 1)])
-    inv_phi = (math.sqrt(5) - 1) / 2
-    for _ in range(40):  # golden section on log(bandwidth)
-        x1, x2 = hi - inv_phi * (hi - lo), lo + inv_phi * (hi - lo)
-        if (_sq_rel_err(cases, replace(fabric, bw_bytes_per_s=math.exp(x1)))
-                <= _sq_rel_err(cases, replace(fabric, bw_bytes_per_s=math.exp(x2)))):
-            hi = x2
-        else:
-            lo = x1
-    return replace(fabric, bw_bytes_per_s=math.exp((lo + hi) / 2))
-
-
-def _search_latency(cases: list[FitCase], fabric: FabricSpec) -> FabricSpec:
-    """1-D search of the latency (log grid 0.1 us .. 10 ms, then golden section) with the
-    bandwidth held fixed."""
-    grid = [1e-7 * 10 ** (k / 10) for k in range(0, 51)]
-    errs = [_sq_rel_err(cases, replace(fabric, latency_s=lat)) for lat in grid]
+def _log_search(err: Callable[[float], float], grid: list[float]) -> float:
+    """Minimise ``err`` over a positive parameter: the best point of a log-spaced ``grid``, then
+    golden-section search on the log scale between its neighbours (robust where the simulator's
+    derivative is zero, e.g. while the fabric is not yet the bottleneck)."""
+    errs = [err(x) for x in grid]
     i = min(range(len(grid)), key=errs.__getitem__)
     lo, hi = math.log(grid[max(0, i - 1)]), math.log(grid[min(len(grid) - 1, i + 1)])
     inv_phi = (math.sqrt(5) - 1) / 2
     for _ in range(40):
         x1, x2 = hi - inv_phi * (hi - lo), lo + inv_phi * (hi - lo)
-        if (_sq_rel_err(cases, replace(fabric, latency_s=math.exp(x1)))
-                <= _sq_rel_err(cases, replace(fabric, latency_s=math.exp(x2)))):
+        if err(math.exp(x1)) <= err(math.exp(x2)):
             hi = x2
         else:
             lo = x1
-    return replace(fabric, latency_s=math.exp((lo + hi) / 2))
+    return math.exp((lo + hi) / 2)
+
+
+def _search_bandwidth(cases: list[FitCase], fabric: FabricSpec) -> FabricSpec:
+    """The bandwidth, searched from x1000 below to x1000 above the current one (12% grid)."""
+    grid = [fabric.bw_bytes_per_s * 10 ** (k / 20) for k in range(-60, 61)]
+    bw = _log_search(lambda x: _sq_rel_err(cases, replace(fabric, bw_bytes_per_s=x)), grid)
+    return replace(fabric, bw_bytes_per_s=bw)
+
+
+def _search_latency(cases: list[FitCase], fabric: FabricSpec) -> FabricSpec:
+    """The latency, searched from 0.1 us to 10 ms with the bandwidth held fixed."""
+    grid = [1e-7 * 10 ** (k / 10) for k in range(0, 51)]
+    lat = _log_search(lambda x: _sq_rel_err(cases, replace(fabric, latency_s=x)), grid)
+    return replace(fabric, latency_s=lat)
 
 
 def fit_fabric(cases: list[FitCase], start: FabricSpec) -> tuple[FabricSpec, AlphaBeta, bool]:

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from clustersim.compute import model_flops_per_step
 from clustersim.workload.model_spec import ModelSpec
-from tests.compute.conftest import preset
+from tests.conftest import preset
 
 
 def eq7(b: int, s: int, layers: int, h: int, v: int) -> float:

@@ -15,7 +15,7 @@ from clustersim.compute import (
 from clustersim.compute.attention import attention_fwd_flops
 from clustersim.errors import InputError
 from clustersim.parallel.layout import ParallelLayout
-from tests.compute.conftest import preset
+from tests.conftest import preset
 
 GPT = preset("gpt3-175b")
 LLAMA = preset("llama3-70b")

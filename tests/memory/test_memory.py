@@ -7,7 +7,7 @@ from clustersim.hardware.load import load_cluster
 from clustersim.memory import layer_activation_bytes, memory_report
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.units import MiB
-from tests.memory.conftest import preset
+from tests.conftest import preset
 
 GPT = preset("gpt3-175b")
 
