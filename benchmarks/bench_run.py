@@ -2,13 +2,16 @@
 
     python benchmarks/bench_run.py
 
-Prints, for each shipped scenario and a few scaled copies, the GPU count, the number of
-simulated actions, and the wall time of the event engine and of the closed-form twin (median of
-3), plus the whole command's wall time with start-up for the two acceptance scenarios.
+For each shipped scenario and a scaled copy: the GPU count, pipeline depth x micro-batches, and
+the wall time of one call of the closed-form twin (`api.estimate`) and of the event engine
+(`api.simulate`, which also runs the twin for its report), each in a fresh process so that no
+memo cache is warm (median of 3 processes; imports excluded); then the whole command's wall time
+with start-up for the two acceptance scenarios.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import sys
@@ -18,24 +21,26 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from clustersim.api import estimate, simulate
-from clustersim.engine.stages import build_step_work
-from clustersim.engine.zero import dp_plan
-from clustersim.scenario import load_scenario
-
 ROOT = Path(__file__).resolve().parents[1]
 
+_PROBE = """
+import json, sys, time
+from clustersim.api import estimate, simulate
+from clustersim.scenario import load_scenario
+sc = load_scenario(sys.argv[1], json.loads(sys.argv[2]))
+fn = {"estimate": estimate, "simulate": simulate}[sys.argv[3]]
+t0 = time.perf_counter()
+fn(sc)
+print(json.dumps({"wall_s": time.perf_counter() - t0, "gpus": sc.cluster.num_gpus, "pp": sc.parallel.pp,
+                  "m": sc.parallel.num_micro_batches}))
+"""
 
-def _time(fn, *args, repeat: int = 3) -> float:
-    walls = []
-    for _ in range(repeat):
-        # clear the pure-function caches so each repeat pays the whole cost
-        build_step_work.cache_clear()
-        dp_plan.cache_clear()
-        t0 = time.perf_counter()
-        fn(*args)
-        walls.append(time.perf_counter() - t0)
-    return statistics.median(walls)
+
+def _probe(path: Path, overrides: list[str], fn: str) -> dict:
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _PROBE, str(path), json.dumps(overrides), fn],
+                                      check=True, capture_output=True, text=True, cwd=ROOT).stdout)
+            for _ in range(3)]
+    return {**runs[0], "wall_s": statistics.median(r["wall_s"] for r in runs)}
 
 
 def main() -> None:
@@ -48,20 +53,20 @@ def main() -> None:
         ("gpt3_175b_a100x1024.yaml", ["cluster.nodes=512", "parallel.dp=64", "parallel.global_batch=6144"]),
         ("llama3_405b_h100x16384.yaml", []),
     ]
-    table = Table(title="simulation wall time vs cluster size")
-    for col in ("scenario", "GPUs", "pp x micro-batches", "event engine s", "closed form s"):
+    table = Table(title="simulation wall time vs cluster size (cold caches, median of 3)")
+    for col in ("scenario", "GPUs", "pp x micro-batches", "closed form s", "event engine s"):
         table.add_column(col, justify="right")
     for name, overrides in cases:
-        sc = load_scenario(ROOT / "scenarios" / name, overrides)
-        par = sc.parallel
+        path = ROOT / "scenarios" / name
+        closed, event = _probe(path, overrides, "estimate"), _probe(path, overrides, "simulate")
         table.add_row(name.removesuffix(".yaml") + (" " + " ".join(overrides) if overrides else ""),
-                      f"{sc.cluster.num_gpus:,}", f"{par.pp} x {par.num_micro_batches}",
-                      f"{_time(simulate, sc):.3f}", f"{_time(estimate, sc):.3f}")
+                      f"{closed['gpus']:,}", f"{closed['pp']} x {closed['m']}",
+                      f"{closed['wall_s']:.3f}", f"{event['wall_s']:.3f}")
     Console(width=160).print(table)
     for name in ("gpt3_175b_a100x1024.yaml", "llama3_405b_h100x16384.yaml"):
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "clustersim", "run", str(ROOT / "scenarios" / name), "--json"],
-                       check=True, capture_output=True)
+                       check=True, capture_output=True, cwd=ROOT)
         print(f"`clustersim run scenarios/{name} --json` wall time with start-up: {time.perf_counter() - t0:.2f} s")
 
 
