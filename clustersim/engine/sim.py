@@ -168,10 +168,12 @@ class _StepSim:
             g = action.chunk * pp + rank
             stage = self.work.stages[g]
             mb = action.micro_batch
-            gathers = self._zero3_gathers(rank, g, action.kind)
             if action.kind == "F":
                 if g > 0:
                     yield from self._wait_arrival(rank, ("F", g, mb))
+                # ZeRO-3 gathers start when the action starts (its input has arrived), as FSDP's
+                # pre-forward hook issues them; the closed form does the same
+                gathers = self._zero3_gathers(rank, g, action.kind)
                 units = [self.units(w) for w in stage.forward]
                 waits = [gathers.get(u) or self.param_ready.get((g, u)) for u in range(len(units))]
                 if all(self._isolated(x) for x in units) and all(w is None or w.triggered for w in waits):
@@ -185,6 +187,7 @@ class _StepSim:
             else:
                 if g < G - 1:
                     yield from self._wait_arrival(rank, ("B", g, mb))
+                gathers = self._zero3_gathers(rank, g, action.kind)
                 final = last_b[action.chunk] == i
                 units = [self.units(w) for w in stage.backward]
                 n = len(units)
