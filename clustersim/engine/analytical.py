@@ -10,23 +10,13 @@ vs congestion-aware backends). It is also several times faster, which the layout
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from clustersim.engine.groups import pp_plan
 from clustersim.engine.stages import StepWork, build_step_work
-from clustersim.engine.timeline import CAUSES
+from clustersim.engine.timeline import CAUSES, StepResult
 from clustersim.engine.units import CompiledUnit, UnitCache
 from clustersim.engine.zero import DpPlan, dp_plan
 from clustersim.parallel.pipeline import build_schedule
 from clustersim.scenario import Scenario
-
-
-@dataclass(frozen=True, slots=True)
-class EstimateResult:
-    step_time_s: float
-    critical_rank: int
-    breakdown: dict[str, float]
-    rank_end_s: tuple[float, ...]
 
 
 class _DpStream:
@@ -41,7 +31,7 @@ class _DpStream:
         return self.free_s
 
 
-def estimate_step(scenario: Scenario) -> EstimateResult:
+def estimate_step(scenario: Scenario) -> StepResult:
     """Closed-form step time (see module docstring)."""
     par = scenario.parallel
     pp, v = par.pp, par.virtual_stages
@@ -142,11 +132,7 @@ def estimate_step(scenario: Scenario) -> EstimateResult:
         for _, plan in dp.after_optimizer:
             clock[r] += plan.time_s
             c["dp_comm"] += plan.time_s
-    step = max(clock)
-    critical = max(range(pp), key=lambda r: (clock[r], -r))
-    breakdown = dict(causes[critical])
-    breakdown["bubble"] += max(0.0, step - sum(breakdown.values()))
-    return EstimateResult(step, critical, breakdown, tuple(clock))
+    return StepResult(*StepResult.fields_from(clock, causes))
 
 
 def _total(units: list[CompiledUnit]) -> tuple[float, tuple[tuple[str, float], ...]]:

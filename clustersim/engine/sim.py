@@ -18,24 +18,19 @@ import simpy
 from clustersim.collectives import CollectivePlan
 from clustersim.engine.groups import pp_plan
 from clustersim.engine.stages import StepWork, build_step_work
-from clustersim.engine.timeline import Timeline
+from clustersim.engine.timeline import StepResult, Timeline
 from clustersim.engine.units import CompiledUnit, UnitCache
 from clustersim.engine.zero import DpPlan, dp_plan
 from clustersim.network import FairShareLink
-from clustersim.parallel.pipeline import Action, build_schedule
+from clustersim.parallel.pipeline import build_schedule
 from clustersim.scenario import Scenario
 
 Proc = Generator[simpy.Event, Any, None]
 
 
 @dataclass(frozen=True, slots=True)
-class SimResult:
-    step_time_s: float
-    critical_rank: int
-    breakdown: dict[str, float]
-    rank_end_s: tuple[float, ...]
+class SimResult(StepResult):
     timeline: Timeline
-    schedule: tuple[tuple[Action, ...], ...]
 
 
 class _StepSim:
@@ -250,10 +245,8 @@ class _StepSim:
                         self.param_ready[(gg, unit)] = self._enqueue_dp(rank, name, plan)
         procs = [env.process(self._rank(r)) for r in range(self.pp)]
         env.run(until=simpy.AllOf(env, procs))
-        step = max(self.end_s)
-        critical = max(range(self.pp), key=lambda r: (self.end_s[r], -r))
-        return SimResult(step, critical, self.tl.breakdown(critical, step), tuple(self.end_s), self.tl,
-                         self.schedule)
+        fields = StepResult.fields_from(self.end_s, [self.tl.busy(r) for r in range(self.pp)])
+        return SimResult(*fields, self.tl)
 
 
 def simulate_step(scenario: Scenario, record: bool = True) -> SimResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 # Causes of the critical path (CONTRACT §2 breakdown keys, plus the optimizer step).
@@ -35,8 +36,26 @@ class Timeline:
         if self.record:
             self.segments.append(Segment(rank, stream, name, cause, start_s, end_s))
 
-    def breakdown(self, rank: int, end_s: float) -> dict[str, float]:
-        """Seconds of ``rank``'s compute stream by cause; idle time not otherwise blamed is bubble."""
-        out = {cause: self.totals.get((rank, cause), 0.0) for cause in CAUSES}
-        out["bubble"] += max(0.0, end_s - sum(out.values()))
-        return out
+    def busy(self, rank: int) -> dict[str, float]:
+        """Seconds of ``rank``'s compute stream by cause (idle time not yet blamed)."""
+        return {cause: self.totals.get((rank, cause), 0.0) for cause in CAUSES}
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """One simulated step: its time, the rank that finished last, and that rank's breakdown."""
+
+    step_time_s: float
+    critical_rank: int
+    breakdown: dict[str, float]
+    rank_end_s: tuple[float, ...]
+
+    @staticmethod
+    def fields_from(end_s: Sequence[float], busy: Sequence[Mapping[str, float]]) -> tuple:
+        """(step, critical rank, breakdown, end times): the step ends when the last rank does
+        (ties go to the lowest rank); its idle time not otherwise blamed is bubble."""
+        step = max(end_s)
+        critical = max(range(len(end_s)), key=lambda r: (end_s[r], -r))
+        breakdown = {cause: busy[critical].get(cause, 0.0) for cause in CAUSES}
+        breakdown["bubble"] += max(0.0, step - sum(breakdown.values()))
+        return step, critical, breakdown, tuple(end_s)

@@ -51,7 +51,6 @@ def add_profile_file(path: str | os.PathLike[str]) -> None:
     if not p.is_file():
         raise InputError("--profile", str(path), "an existing YAML profile file")
     _user_files.append(p.resolve())
-    _catalog.cache_clear()
 
 
 def _read_yaml(path: Path) -> Any:
@@ -87,7 +86,6 @@ def _catalog() -> dict[str, dict[str, dict[str, Any]]]:
     return _catalog_for(tuple(_env_files()) + tuple(_user_files))
 
 
-_catalog.cache_clear = _catalog_for.cache_clear  # type: ignore[attr-defined]
 
 
 def _entry(section: str, name: str) -> dict[str, Any]:

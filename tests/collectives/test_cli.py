@@ -61,7 +61,7 @@ def test_profile_file(capsys, tmp_path, monkeypatch):
     from clustersim.hardware import load
 
     monkeypatch.setattr(load, "_user_files", [])  # keep the registered file out of other tests
-    load._catalog.cache_clear()
+    load._catalog_for.cache_clear()
     prof = tmp_path / "cal.yaml"
     prof.write_text("fabrics:\n  slow-nvlink:\n    kind: nvswitch\n    bw_GBps: 100\n    efficiency: 0.5\n"
                     "    latency_us: 1\nclusters:\n  slow:\n    gpu: a100-sxm-80gb\n    gpus_per_node: 8\n"
@@ -69,7 +69,7 @@ def test_profile_file(capsys, tmp_path, monkeypatch):
     code, out, _ = run(capsys, "all_gather", "--profile", str(prof), "--cluster", "slow", "--size", "16GiB", "--json")
     assert code == 0
     assert json.loads(out)["busbw_GBps"] == pytest.approx(50, rel=0.01)  # 100 GB/s x 0.5
-    load._catalog.cache_clear()
+    load._catalog_for.cache_clear()
 
 
 def test_nodes_and_gpus_per_node(capsys):
