@@ -8,7 +8,6 @@ Every failure is an InputError naming the field, the value and what is allowed.
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from clustersim.errors import InputError
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_yaml_file
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
@@ -140,13 +140,7 @@ def read_scenario_dict(path: str | Path | None) -> dict[str, Any]:
     """The scenario file as a plain dict (the embedded default when ``path`` is None)."""
     if path is None:
         return yaml.safe_load(DEFAULT_SCENARIO_YAML)
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("SCENARIO", str(path), "a path to an existing YAML scenario file")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError("SCENARIO", str(path), f"well-formed YAML ({str(exc).splitlines()[0]})") from exc
+    data = read_yaml_file(path, "SCENARIO", "a YAML scenario file")
     if not isinstance(data, dict):
         raise InputError("SCENARIO", str(path), "a YAML mapping with sections model, cluster, parallel, training")
     return data
@@ -230,13 +224,7 @@ def model_from_fields(name: str, fields: dict[str, Any]) -> ModelSpec:
 
 def read_hf_config(path: str) -> dict[str, Any]:
     """Fields of a Hugging Face style ``config.json`` (Llama/Mistral/Mixtral/GPT-2 key names)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("model.hf_config", path, "a path to an existing config.json")
-    try:
-        cfg = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError("model.hf_config", path, f"valid JSON ({exc})") from exc
+    cfg = read_json_file(path, "model.hf_config", "a Hugging Face config.json", max_bytes=MAX_YAML_BYTES)
     if not isinstance(cfg, dict):
         raise InputError("model.hf_config", path, "a config.json holding a JSON object")
 

@@ -26,9 +26,9 @@ from clustersim.errors import InputError
 def calibrate(log: Path, base: str, name: str, op: str | None, min_size: str, out: Path | None, as_json: bool) -> None:
     """Fit latency and bandwidth of a fabric to a real cluster's nccl-tests results."""
     from clustersim.calibrate.import_nccl import fit_nccl_tests
-    if not log.is_file():
-        raise InputError("--nccl-tests", str(log), "an existing nccl-tests output file")
-    result = fit_nccl_tests(log.read_text(errors="replace"), base, name, out or Path(f"{name}.yaml"), op,
+    from clustersim.inputs import read_text
+    text = read_text(log, "--nccl-tests", "an nccl-tests output file")
+    result = fit_nccl_tests(text, base, name, out or Path(f"{name}.yaml"), op,
                             _parse_size(min_size), source=log.name)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")

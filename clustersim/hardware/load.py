@@ -17,11 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from clustersim import units
 from clustersim.errors import InputError
 from clustersim.hardware.spec import DTYPES, FABRIC_KINDS, ClusterSpec, FabricSpec, GpuSpec
+from clustersim.inputs import read_yaml_file
 
 SECTIONS = ("gpus", "fabrics", "clusters")
 _GPU_KEYS = {"description", "peak_TFLOPS", "vector_TFLOPS", "hbm_capacity_MiB", "hbm_capacity_GiB",
@@ -54,11 +53,7 @@ def add_profile_file(path: str | os.PathLike[str]) -> None:
 
 
 def _read_yaml(path: Path) -> Any:
-    try:
-        with path.open() as f:
-            return yaml.safe_load(f) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(str(path), "invalid YAML", f"well-formed YAML ({exc})") from exc
+    return read_yaml_file(path, "profile", "a YAML hardware profile") or {}
 
 
 def _env_files() -> list[Path]:

@@ -1,0 +1,214 @@
+"""Reading the files a user hands over: one guarded path for every text, YAML and JSON input.
+
+Every file clustersim reads (scenarios, hardware profiles, logs, traces, configs) goes through
+``read_text`` and, for structured files, ``load_yaml`` / ``load_json``. What a user can get wrong
+ends in an ``InputError`` (exit 2) that names the file, what was wrong and what is allowed,
+before any expensive work starts:
+
+* not a regular file (missing, a directory, a device or FIFO that would block);
+* larger than the limit for its kind (checked with ``stat`` before reading: a 50 MB scenario is
+  refused at once instead of being parsed for seconds);
+* empty, or binary (a NUL byte in the first 8 KiB);
+* not decodable: UTF-8 (with or without BOM) and UTF-16/32 *with* a BOM are read (Windows
+  editors and PowerShell's ``>`` write UTF-16 with a BOM); anything else names the byte offset;
+* YAML/JSON that nests deeper than ``MAX_DEPTH`` or uses more than ``MAX_ALIASES`` aliases
+  (a "billion laughs" document would otherwise expand in later processing);
+* NaN or infinity anywhere in the data (``reject_non_finite`` names the dotted key).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clustersim.errors import InputError
+from clustersim.units import MiB
+
+# Size limits per kind of file. Scenarios and profiles are hand-written YAML of a few KiB; a
+# megabyte is generous. Logs and traces are machine-written and can be large.
+MAX_YAML_BYTES = 4 * MiB
+MAX_JSON_BYTES = 64 * MiB
+MAX_LOG_BYTES = 1024 * MiB
+MAX_DEPTH = 32        # nesting of mappings and sequences (real scenarios nest 3 deep)
+MAX_ALIASES = 16      # YAML aliases (*name) per document (hand-written scenarios use none)
+
+_BOMS = (
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+
+
+def read_bytes(path: str | os.PathLike[str], field: str, max_bytes: int, what: str) -> bytes:
+    """The raw bytes of a regular file of at most ``max_bytes`` (InputError otherwise)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise InputError(field, str(path), f"a path to an existing file: {what} ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(field, str(path), f"a regular file holding {what} (this is not a regular file)")
+    if st.st_size > max_bytes:
+        raise InputError(field, str(path), f"{what} of at most {max_bytes / MiB:g} MiB "
+                                           f"(this file has {st.st_size / MiB:.1f} MiB)")
+    try:
+        with p.open("rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(field, str(path), f"a readable {what} ({exc.strerror or exc})") from None
+    if len(data) > max_bytes:  # grew while we read it
+        raise InputError(field, str(path), f"{what} of at most {max_bytes / MiB:g} MiB")
+    return data
+
+
+def decode_text(data: bytes, field: str, name: str, what: str) -> str:
+    """Text from bytes: a BOM decides the encoding, else UTF-8; binary content is refused."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError as exc:
+                raise InputError(field, name, f"{what} in {codec} as its byte-order mark says "
+                                              f"(undecodable byte at offset {exc.start})") from None
+    if b"\x00" in data[:8192]:
+        raise InputError(field, name, f"{what} as text; this file looks binary (it holds NUL bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(field, name, f"{what} encoded as UTF-8 (or UTF-16 with a byte-order mark); "
+                                      f"byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8") from None
+
+
+def read_text(path: str | os.PathLike[str], field: str, what: str = "a text file",
+              max_bytes: int = MAX_LOG_BYTES, allow_empty: bool = False) -> str:
+    """Read a user's text file with every check of the module docstring."""
+    text = decode_text(read_bytes(path, field, max_bytes, what), field, str(path), what)
+    if not allow_empty and not text.strip():
+        raise InputError(field, str(path), f"{what}; this file is empty")
+    return text
+
+
+class _GuardedLoader(yaml.SafeLoader):
+    """SafeLoader that counts nesting depth and aliases while composing the document."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D401 - PyYAML hook
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _LimitError(f"at most {MAX_ALIASES} YAML aliases (*name)")
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _LimitError(f"nesting at most {MAX_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class _LimitError(Exception):
+    pass
+
+
+def load_yaml(text: str, field: str, name: str, what: str = "YAML") -> Any:
+    """Parse YAML text safely (no Python objects, bounded depth and aliases, finite numbers)."""
+    try:
+        loader = _GuardedLoader(text)
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
+    except _LimitError as exc:
+        raise InputError(field, name, f"{what} with {exc}") from None
+    except yaml.YAMLError as exc:
+        first = str(exc).strip().splitlines()
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise InputError(field, name, f"well-formed YAML ({first[0] if first else 'parse error'}{where})") from None
+    except RecursionError:
+        raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep") from None
+    reject_non_finite(data, field, name)
+    return data
+
+
+def load_json(text: str, field: str, name: str, what: str = "JSON") -> Any:
+    """Parse JSON text with bounded depth and finite numbers only (JSON's NaN/Infinity refused)."""
+    def no_constants(token: str) -> Any:
+        raise _LimitError(f"finite numbers (found {token})")
+    try:
+        data = json.loads(text, parse_constant=no_constants)
+    except _LimitError as exc:
+        raise InputError(field, name, f"{what} with {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(field, name, f"valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep") from None
+    if _depth(data) > MAX_DEPTH:
+        raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep")
+    reject_non_finite(data, field, name)
+    return data
+
+
+def read_yaml_file(path: str | os.PathLike[str], field: str, what: str = "a YAML file",
+                   max_bytes: int = MAX_YAML_BYTES) -> Any:
+    return load_yaml(read_text(path, field, what, max_bytes), field, str(path), what)
+
+
+def read_json_file(path: str | os.PathLike[str], field: str, what: str = "a JSON file",
+                   max_bytes: int = MAX_JSON_BYTES) -> Any:
+    return load_json(read_text(path, field, what, max_bytes), field, str(path), what)
+
+
+def _depth(data: Any) -> int:
+    """Nesting depth of lists and dicts, iteratively (no recursion limit to hit)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, d = stack.pop()
+        if d > MAX_DEPTH:
+            return d
+        if isinstance(node, dict):
+            deepest = max(deepest, d)
+            stack.extend((v, d + 1) for v in node.values())
+        elif isinstance(node, list):
+            deepest = max(deepest, d)
+            stack.extend((v, d + 1) for v in node)
+    return deepest
+
+
+def _walk(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted key, leaf) pairs; a container reached twice (a YAML alias) is walked once."""
+    stack: list[tuple[str, Any]] = [(prefix, data)]
+    seen: set[int] = set()
+    while stack:
+        key, node = stack.pop()
+        if isinstance(node, (dict, list)):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+        if isinstance(node, dict):
+            stack.extend((f"{key}.{k}" if key else str(k), v) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((f"{key}[{i}]", v) for i, v in enumerate(node))
+        else:
+            yield key, node
+
+
+def reject_non_finite(data: Any, field: str, name: str) -> None:
+    """InputError naming the first key whose value is NaN or infinite."""
+    for key, value in _walk(data):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{field} ({name}): {key or 'value'}", value, "a finite number")
