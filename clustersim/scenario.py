@@ -20,6 +20,7 @@ from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_yaml_file
 from clustersim.parallel.layout import ParallelLayout
+from clustersim.parallel.rules import check_extensions
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
@@ -37,6 +38,14 @@ class _Strict(BaseModel):
 class MoeSection(_Strict):
     experts: int = Field(0, ge=0)
     top_k: int = Field(0, ge=0)
+    shared_experts: int = Field(0, ge=0)
+    expert_ffn_hidden: int | None = Field(None, ge=1)      # None: model.ffn_hidden
+    first_dense_layers: int = Field(0, ge=0)
+    capacity_factor: float | None = Field(None, gt=0)      # None: dropless
+    imbalance: float = Field(1.0, ge=1.0)
+    router_num_groups: int = Field(0, ge=0)                 # node-limited routing (Megatron names)
+    router_group_topk: int = Field(0, ge=0)
+    token_dispatcher: Literal["alltoall", "flex"] = "alltoall"
 
 
 class ModelSection(_Strict):
@@ -53,6 +62,13 @@ class ModelSection(_Strict):
     seq_len: int | None = Field(None, ge=1)
     moe: MoeSection | None = None
     tie_embeddings: bool | None = None
+    attention: Literal["mha", "gqa", "mla"] | None = None
+    q_lora_rank: int | None = Field(None, ge=0)
+    kv_lora_rank: int | None = Field(None, ge=1)
+    qk_rope_head_dim: int | None = Field(None, ge=1)
+    qk_nope_head_dim: int | None = Field(None, ge=1)
+    v_head_dim: int | None = Field(None, ge=1)
+    mtp_layers: int | None = Field(None, ge=0)
 
 
 class ClusterSection(_Strict):
@@ -68,6 +84,12 @@ class ClusterSection(_Strict):
     oversubscription: float | None = Field(None, ge=1.0)
 
 
+class OffloadSection(_Strict):
+    optimizer: bool = False
+    activations: bool = False
+    params: bool = False
+
+
 class ParallelSection(_Strict):
     tp: int = Field(1, ge=1)
     pp: int = Field(1, ge=1)
@@ -78,13 +100,18 @@ class ParallelSection(_Strict):
     zero_stage: Literal[0, 1, 2, 3] = 0
     micro_batch: int = Field(1, ge=1)
     global_batch: int | None = Field(None, ge=1)  # None: dp * micro_batch * 4 * pp (documented default)
-    schedule: Literal["gpipe", "1f1b", "interleaved-1f1b"] = "1f1b"
+    schedule: Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v"] = "1f1b"
     virtual_stages: int = Field(1, ge=1)
     recompute: Literal["none", "selective", "full"] = "none"
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     tp_comm_overlap: bool = False
     dp_bucket_params: int = Field(0, ge=0)
+    expert_tp: int | None = Field(None, ge=1)               # None: tp (Megatron's default ETP)
+    cp_comm: Literal["p2p", "a2a", "a2a+p2p"] = "p2p"
+    hierarchical_cp_sizes: tuple[int, int] | None = None    # (a2a, p2p) for cp_comm a2a+p2p
+    offload: OffloadSection = OffloadSection()
+    overlap_moe_expert_parallel_comm: bool = False
 
 
 class TrainingSection(_Strict):
@@ -201,6 +228,8 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
         allowed = f"one of {ctx['expected']}"
     elif "ge" in ctx:
         allowed = f"a number >= {ctx['ge']}"
+    elif "gt" in ctx:
+        allowed = f"a number > {ctx['gt']}"
     else:
         allowed = err["msg"]
     return InputError(field, value, allowed)
@@ -219,6 +248,18 @@ def model_from_fields(name: str, fields: dict[str, Any]) -> ModelSpec:
         seq_len=fields["seq_len"], kv_heads=fields.get("kv_heads") or 0, ffn_hidden=fields.get("ffn_hidden") or 0,
         ffn_act=fields.get("ffn_act") or "gelu", moe_experts=moe.get("experts", 0) or 0,
         moe_top_k=moe.get("top_k", 0) or 0, tie_embeddings=bool(fields.get("tie_embeddings") or False),
+        moe_shared_experts=moe.get("shared_experts") or 0,
+        moe_expert_ffn_hidden=moe.get("expert_ffn_hidden") or 0,
+        moe_first_dense_layers=moe.get("first_dense_layers") or 0,
+        moe_capacity_factor=float(moe.get("capacity_factor") or 0.0),
+        moe_imbalance=float(moe.get("imbalance") or 1.0),
+        moe_router_num_groups=moe.get("router_num_groups") or 0,
+        moe_router_group_topk=moe.get("router_group_topk") or 0,
+        moe_token_dispatcher=moe.get("token_dispatcher") or "alltoall",
+        attention=fields.get("attention") or "",
+        q_lora_rank=fields.get("q_lora_rank") or 0, kv_lora_rank=fields.get("kv_lora_rank") or 0,
+        qk_rope_head_dim=fields.get("qk_rope_head_dim") or 0, qk_nope_head_dim=fields.get("qk_nope_head_dim") or 0,
+        v_head_dim=fields.get("v_head_dim") or 0, mtp_layers=fields.get("mtp_layers") or 0,
     )
 
 
@@ -248,7 +289,28 @@ def read_hf_config(path: str) -> dict[str, Any]:
     fields["ffn_act"] = "swiglu" if act in ("silu", "swiglu") else "gelu"
     experts = first("num_local_experts", "num_experts", "n_routed_experts")
     if experts:
-        fields["moe"] = {"experts": experts, "top_k": first("num_experts_per_tok", "moe_top_k") or 2}
+        # Mixtral (num_local_experts), Qwen-MoE (num_experts, moe_intermediate_size,
+        # shared_expert_intermediate_size) and DeepSeek-V2/V3 (n_routed_experts, n_shared_experts,
+        # moe_intermediate_size, first_k_dense_replace, n_group, topk_group) key names
+        moe: dict[str, Any] = {"experts": experts, "top_k": first("num_experts_per_tok", "moe_top_k") or 2}
+        width = first("moe_intermediate_size")
+        if width:
+            moe["expert_ffn_hidden"] = width
+        shared = first("n_shared_experts")
+        if not shared and width and first("shared_expert_intermediate_size"):
+            shared = first("shared_expert_intermediate_size") // width
+        for key, value in (("shared_experts", shared), ("first_dense_layers", first("first_k_dense_replace")),
+                           ("router_num_groups", first("n_group")), ("router_group_topk", first("topk_group"))):
+            if value:
+                moe[key] = value
+        fields["moe"] = moe
+    if first("kv_lora_rank"):  # DeepSeek-V2/V3 multi-head latent attention
+        fields["attention"] = "mla"
+        for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            fields[key] = first(key)
+        fields["q_lora_rank"] = first("q_lora_rank") or 0
+    if first("num_nextn_predict_layers"):
+        fields["mtp_layers"] = first("num_nextn_predict_layers")
     missing = [k for k in ("layers", "hidden", "heads", "vocab", "seq_len") if fields[k] is None]
     if missing:
         raise InputError("model.hf_config", path, f"a config.json with {', '.join(missing)} "
@@ -272,8 +334,12 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
     if section.hf_config is not None:
         fields.update(read_hf_config(section.hf_config))
         name = section.name or Path(section.hf_config).parent.name or "hf-model"
-    explicit = section.model_dump(exclude_none=True, exclude={"preset", "hf_config", "name"})
+    explicit = section.model_dump(exclude_none=True, exclude={"preset", "hf_config", "name", "moe"})
     fields.update(explicit)
+    if section.moe is not None:  # explicit moe fields override the preset's one by one
+        moe = dict(fields.get("moe") or {})
+        moe.update(section.moe.model_dump(exclude_unset=True))
+        fields["moe"] = moe
     for key in ("layers", "hidden", "heads", "vocab", "seq_len"):
         if key not in fields:
             raise InputError(f"model.{key}", None,
@@ -302,7 +368,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
     if model.kv_heads % par.tp and par.tp % model.kv_heads:
         raise InputError("parallel.tp", par.tp,
                          f"a divisor or multiple of model.kv_heads ({model.kv_heads})")
-    if model.hidden % model.heads:
+    if model.hidden % model.heads and not model.is_mla:
         raise InputError("model.hidden", model.hidden, f"a multiple of model.heads ({model.heads})")
     if model.ffn_hidden % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.ffn_hidden ({model.ffn_hidden})")
@@ -332,14 +398,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
         raise InputError("parallel.cp", par.cp, f"a cp with model.seq_len ({model.seq_len}) divisible by 2 * cp")
     if par.sequence_parallel and model.seq_len % par.tp:
         raise InputError("parallel.sequence_parallel", True, f"false, or tp dividing model.seq_len ({model.seq_len})")
-    if par.ep > 1:
-        if not model.is_moe:
-            raise InputError("parallel.ep", par.ep, "1 for a dense model (model.moe.experts = 0)")
-        if model.moe_experts % par.ep or (par.dp * par.cp) % par.ep:
-            raise InputError("parallel.ep", par.ep,
-                             f"a divisor of model.moe.experts ({model.moe_experts}) and of dp * cp ({par.dp * par.cp})")
-    if model.is_moe and not 1 <= model.moe_top_k <= model.moe_experts:
-        raise InputError("model.moe.top_k", model.moe_top_k, f"1..{model.moe_experts}")
+    check_extensions(model, cluster, par)  # MoE, MLA, CP variants, offload, zero-bubble / DualPipe
 
 
 _check_consistency = check_layout  # the former private name
@@ -374,7 +433,12 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     else:
         dp = p.dp
     global_batch = p.global_batch if p.global_batch is not None else dp * p.micro_batch * max(1, p.pp) * 4
-    par = ParallelLayout(**{**p.model_dump(), "dp": dp, "global_batch": global_batch})
+    fields = p.model_dump(exclude={"offload"})
+    fields.update(dp=dp, global_batch=global_batch, expert_tp=p.expert_tp or 0,
+                  hierarchical_cp_sizes=_hierarchical_cp(p, cluster.gpus_per_node),
+                  offload_optimizer=p.offload.optimizer, offload_activations=p.offload.activations,
+                  offload_params=p.offload.params)
+    par = ParallelLayout(**fields)
     if raw.training.dtype not in cluster.gpu.dtypes:
         raise InputError("training.dtype", raw.training.dtype,
                          f"a dtype that {cluster.gpu.name} has: {', '.join(cluster.gpu.dtypes)}")
@@ -382,6 +446,22 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer,
                             attention=raw.training.attention)
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training)
+
+
+def _hierarchical_cp(p: ParallelSection, gpus_per_node: int) -> tuple[int, int] | None:
+    """(a2a, p2p) sizes of hierarchical context parallelism. Megatron requires
+    --hierarchical-context-parallel-sizes with a2a+p2p; left out, the all-to-all takes the largest
+    divisor of cp whose group (times tp) stays inside one node and the ring spans the rest."""
+    if p.cp_comm != "a2a+p2p":
+        return None
+    if p.hierarchical_cp_sizes is not None:
+        a2a, p2p = p.hierarchical_cp_sizes
+        if a2a < 1 or p2p < 1 or a2a * p2p != p.cp:
+            raise InputError("parallel.hierarchical_cp_sizes", list(p.hierarchical_cp_sizes),
+                             f"two positive sizes [a2a, p2p] whose product is parallel.cp ({p.cp})")
+        return a2a, p2p
+    a2a = max(d for d in range(1, p.cp + 1) if p.cp % d == 0 and d * p.tp <= max(gpus_per_node, p.tp))
+    return a2a, p.cp // a2a
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

@@ -13,8 +13,8 @@ Adaptations (each stated, each derived):
   4 a s b bytes (FlashAttention-2 §3.1 saves only O and logsumexp for the backward pass).
 * GQA: K and V are kv_hidden wide: 2 sbh x kv_hidden/h each.
 * MLP of width f, gated (SwiGLU) or not: fc1 output (activation input) 2 s b f x gate and the fc2
-  input 2 s b f (gate = 2 for SwiGLU); MoE: top_k routed copies of the token for the experts'
-  inputs and activations plus the permuted input (Megatron-Core token dispatcher).
+  input 2 s b f (gate = 2 for SwiGLU); MoE layers: per GPU, the permuted token copies and expert
+  activations of the busiest expert rank (``_moe_bytes``); MLA: its latents and per-head Q, K, V.
 * Dropout masks only where the model uses dropout (clustersim.compute.conventions).
 * TP without SP (Korthikanti eq. 2): the LN inputs, the QKV and fc1 inputs and the masks (10 sbh
   for GPT) stay replicated, the rest is divided by t; with SP (eq. 4) everything is divided by t.
@@ -31,58 +31,96 @@ import math
 
 from clustersim.compute.conventions import gated_factor, uses_dropout
 from clustersim.compute.dtypes import activation_bytes
+from clustersim.compute.routing import load_factor
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 
 
-def _parts(model: ModelSpec, layout: ParallelLayout, dtype: str, attention_impl: str = "flash") -> tuple[float, float]:
-    """(replicated-across-TP bytes, TP-sharded bytes) of one layer, one micro-batch, no recompute.
+def _moe_bytes(model: ModelSpec, layout: ParallelLayout, a_b: int) -> float:
+    """Bytes one GPU keeps for a MoE MLP (Megatron-Core MoELayer with the alltoall dispatcher):
+    the fp32 router probabilities of its ``t`` tokens, the permuted tokens each expert GEMM reads
+    (``t k etp x load`` on the busiest rank, clustersim.compute.moe), the SwiGLU input (gate and
+    up, ``f_e / etp`` wide) and the fc2 input; shared experts as a dense MLP of width
+    ``shared f_e / tp`` on the TP-gathered tokens plus their gathered input."""
+    tp, etp = layout.tp, layout.etp
+    tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
+    t = math.ceil(tokens / tp) if tp > 1 else tokens
+    pairs = t * model.moe_top_k * etp * load_factor(model)
+    f = math.ceil(model.moe_expert_ffn_hidden / etp)
+    routed = pairs * (model.hidden + f * (gated_factor(model) + 1)) * a_b + t * model.moe_experts * 4
+    shared_f = math.ceil(model.moe_shared_experts * model.moe_expert_ffn_hidden / tp)
+    shared = tokens * (shared_f * (gated_factor(model) + 1)) * a_b if shared_f else 0.0
+    return float(routed + shared)
+
+
+def _mla_parts(model: ModelSpec, tokens: int, a_b: int) -> tuple[float, float]:
+    """MLA (clustersim.compute.mla): the latents before and after their norms (replicated over
+    TP like the layer input: each rank holds the gathered latents unless SP keeps the shard), and
+    per head Q and K (d_qk), V and the attention output (d_v) and the fp32 log-sum-exp."""
+    latent = model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim
+    replicated = tokens * 2 * latent * a_b
+    n = model.heads
+    sharded = tokens * n * (2 * model.head_dim + 2 * model.v_head_dim) * a_b + tokens * n * 4
+    return float(replicated), float(sharded)
+
+
+def _parts(model: ModelSpec, layout: ParallelLayout, dtype: str, attention_impl: str = "flash",
+           moe: bool | None = None) -> tuple[float, float, float]:
+    """(replicated-across-TP bytes, TP-sharded bytes, per-GPU bytes) of one layer, one
+    micro-batch, no recompute. ``moe``: a MoE layer (None: MoE for a MoE model).
 
     ``attention`` "standard" (unfused) keeps Korthikanti's s^2 terms: softmax output (2 bytes),
     dropout mask (1) and dropout output (2) per score, 5 a s^2 b (2 a s^2 b without dropout); they
     are dropped by selective recompute. "flash" keeps the fp32 log-sum-exp instead.
     """
+    moe = model.is_moe if moe is None else (moe and model.is_moe)
     a_b = activation_bytes(dtype)
     tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)    # s b / cp
     h, f = model.hidden, model.ffn_hidden
     mask = 1 if uses_dropout(model) else 0
-    kv_ratio = model.kv_hidden / h
     # replicated: 2 LN inputs, QKV input, fc1 input (a_b each) and the 2 dropout masks
     replicated = tokens * h * (4 * a_b + mask * 2)
-    # sharded: Q, K, V, out-projection input, log-sum-exp (fp32 per head and token)
-    attention = tokens * h * a_b * (1 + 2 * kv_ratio) + tokens * h * a_b
-    if attention_impl == "flash":
-        attention += tokens * model.heads * 4
-    elif layout.recompute != "selective":
-        scores = tokens * model.seq_len * model.heads              # b a (s / cp) s
-        attention += scores * (a_b + (1 + a_b if uses_dropout(model) else 0))
-    if model.is_moe:
-        k = model.moe_top_k
-        mlp = tokens * k * (h * a_b + f * gated_factor(model) * a_b + f * a_b) + tokens * model.moe_experts * 4
+    if model.is_mla:
+        rep, attention = _mla_parts(model, tokens, a_b)
+        replicated += rep
+    else:
+        kv_ratio = model.kv_hidden / h
+        # sharded: Q, K, V, out-projection input, log-sum-exp (fp32 per head and token)
+        attention = tokens * h * a_b * (1 + 2 * kv_ratio) + tokens * h * a_b
+        if attention_impl == "flash" or layout.cp > 1:
+            attention += tokens * model.heads * 4
+        elif layout.recompute != "selective":
+            scores = tokens * model.seq_len * model.heads              # b a (s / cp) s
+            attention += scores * (a_b + (1 + a_b if uses_dropout(model) else 0))
+    per_gpu = 0.0
+    if moe:
+        mlp = 0.0
+        per_gpu = _moe_bytes(model, layout, a_b)
     else:
         mlp = tokens * f * a_b * (gated_factor(model) + 1)
-    return float(replicated), float(attention + mlp)
+    return float(replicated), float(attention + mlp), per_gpu
 
 
-def layer_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, attention: str = "flash") -> float:
+def layer_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, attention: str = "flash",
+                           moe: bool | None = None) -> float:
     """Bytes one layer keeps for the backward pass of one micro-batch on one GPU (``attention``:
-    the resolved implementation, "flash" or "standard")."""
+    the resolved implementation, "flash" or "standard"; ``moe``: the layer's kind)."""
     t = layout.tp
     sp = layout.sequence_parallel and t > 1
     if layout.recompute == "full":
         tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
         return tokens * model.hidden * activation_bytes(dtype) / (t if sp else 1)
-    replicated, sharded = _parts(model, layout, dtype, attention)
-    return replicated / (t if sp else 1) + sharded / t
+    replicated, sharded, per_gpu = _parts(model, layout, dtype, attention, moe)
+    return replicated / (t if sp else 1) + sharded / t + per_gpu
 
 
 def recompute_working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, attention: str = "flash") -> float:
     """Full recompute: the one layer being recomputed holds its full activations during its backward."""
     if layout.recompute != "full":
         return 0.0
-    replicated, sharded = _parts(model, layout, dtype, attention)
+    replicated, sharded, per_gpu = _parts(model, layout, dtype, attention)
     sp = layout.sequence_parallel and layout.tp > 1
-    return replicated / (layout.tp if sp else 1) + sharded / layout.tp
+    return replicated / (layout.tp if sp else 1) + sharded / layout.tp + per_gpu
 
 
 def embedding_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:

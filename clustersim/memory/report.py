@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from clustersim.compute.conventions import resolve_attention
 from clustersim.compute.dtypes import activation_bytes, check_dtype, weight_bytes
-from clustersim.compute.layer import layer_params_per_gpu
+from clustersim.compute.layer import expert_params_per_gpu, layer_params_per_gpu
 from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.memory.activations import (
@@ -49,23 +49,30 @@ class MemoryReport:
     peak_bytes_per_gpu: int
     capacity_bytes_per_gpu: int
     fits: bool
+    host_bytes_per_gpu: int = 0  # offloaded states and activations in host memory (parallel.offload)
 
     def to_json(self) -> dict[str, int | bool]:
-        return {"weights": self.weights, "gradients": self.gradients, "optimizer_states": self.optimizer_states,
-                "activations": self.activations, "comm_buffers": self.comm_buffers, "workspace": self.workspace,
-                "peak_bytes_per_gpu": self.peak_bytes_per_gpu, "capacity_bytes_per_gpu": self.capacity_bytes_per_gpu,
-                "fits": self.fits}
+        out = {"weights": self.weights, "gradients": self.gradients, "optimizer_states": self.optimizer_states,
+               "activations": self.activations, "comm_buffers": self.comm_buffers, "workspace": self.workspace,
+               "peak_bytes_per_gpu": self.peak_bytes_per_gpu, "capacity_bytes_per_gpu": self.capacity_bytes_per_gpu,
+               "fits": self.fits}
+        if self.host_bytes_per_gpu:
+            out["host_bytes_per_gpu"] = self.host_bytes_per_gpu
+        return out
 
 
-def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, first: bool, last: bool
-                 ) -> tuple[float, float]:
-    """(dense parameters, expert parameters) held by one GPU of a stage."""
-    per_layer = layer_params_per_gpu(model, layout.tp, layout.ep)
-    expert = 0.0
-    if model.is_moe:
-        expert = model.num_mlp_matrices * model.hidden * math.ceil(model.ffn_hidden / layout.tp) \
-            * max(1, model.moe_experts // layout.ep)
-    dense = (per_layer - expert) * stage_layers
+def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, first: bool, last: bool,
+                 moe_layers: int | None = None) -> tuple[float, float]:
+    """(dense parameters, expert parameters) held by one GPU of a stage whose ``stage_layers``
+    layers include ``moe_layers`` MoE layers (None: all of them for a MoE model). The last stage
+    also holds the multi-token-prediction modules (one more layer, the 2h -> h projection and a
+    copy of the embedding each uses, DeepSeek-V3 §2.2)."""
+    moe_n = _moe_count(model, stage_layers, moe_layers)
+    expert = expert_params_per_gpu(model, layout.tp, layout.ep, layout.etp, moe=True) if moe_n else 0
+    moe_layer = layer_params_per_gpu(model, layout.tp, layout.ep, True, layout.etp) if moe_n else 0
+    dense_layer = layer_params_per_gpu(model, layout.tp, layout.ep, False, layout.etp)
+    dense = (moe_layer - expert) * moe_n + dense_layer * (stage_layers - moe_n)
+    experts = expert * moe_n
     vocab_shard = math.ceil(model.vocab / layout.tp) * model.hidden
     if first:
         dense += vocab_shard
@@ -73,47 +80,81 @@ def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, fi
         dense += 2 * model.hidden   # final norm
         if not (model.tie_embeddings and first):
             dense += vocab_shard
-    return float(dense), float(expert * stage_layers)
+        if model.mtp_layers:
+            layer_e = expert_params_per_gpu(model, layout.tp, layout.ep, layout.etp)
+            layer_all = layer_params_per_gpu(model, layout.tp, layout.ep, None, layout.etp)
+            mtp_dense = layer_all - layer_e + 2 * model.hidden + math.ceil(2 * model.hidden * model.hidden / layout.tp)
+            dense += model.mtp_layers * mtp_dense + (0 if first else vocab_shard)
+            experts += model.mtp_layers * layer_e
+    return float(dense), float(experts)
+
+
+def _moe_count(model: ModelSpec, stage_layers: int, moe_layers: int | None) -> int:
+    if not model.is_moe:
+        return 0
+    return stage_layers if moe_layers is None else moe_layers
 
 
 def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
                   stage_layers: int, in_flight_micro_batches: float, first: bool, last: bool,
-                  attention: str = "auto") -> MemoryReport:
-    """Peak memory of one GPU of a pipeline stage holding ``stage_layers`` layers (all its chunks)
-    with ``in_flight_micro_batches`` micro-batches' activations alive at once (from the schedule)."""
+                  attention: str = "auto", moe_layers: int | None = None) -> MemoryReport:
+    """Peak memory of one GPU of a pipeline stage holding ``stage_layers`` layers (all its chunks;
+    ``moe_layers`` of them MoE, None: all for a MoE model) with ``in_flight_micro_batches``
+    micro-batches' activations alive at once (from the schedule)."""
     return _memory_report(model, layout, cluster, dtype, int(stage_layers), float(in_flight_micro_batches),
-                          bool(first), bool(last), attention)
+                          bool(first), bool(last), attention, None if moe_layers is None else int(moe_layers))
 
 
 @functools.lru_cache(maxsize=16384)
 def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
-                   stage_layers: int, in_flight: float, first: bool, last: bool, attention: str) -> MemoryReport:
+                   stage_layers: int, in_flight: float, first: bool, last: bool, attention: str,
+                   moe_layers: int | None = None) -> MemoryReport:
     check_dtype(dtype)
     if stage_layers < 0:
         raise InputError("stage_layers", stage_layers, "an integer >= 0")
     if in_flight < 0:
         raise InputError("in_flight_micro_batches", in_flight, "a number >= 0")
-    dense, expert = stage_params(model, layout, stage_layers, first, last)
-    edp = max(1, layout.dp * layout.cp // max(1, layout.ep))
+    dense, expert = stage_params(model, layout, stage_layers, first, last, moe_layers)
     # ZeRO shards over the data-parallel group with context parallelism folded in (Megatron-core's
-    # distributed optimizer uses the dp x cp group), matching the gradient reduction in the engine
+    # distributed optimizer uses the dp x cp group), matching the gradient reduction in the engine;
+    # expert parameters over the expert-data-parallel group
     w1, g1, o1 = state_bytes(dense, layout.dp * layout.cp, layout.zero_stage, dtype)
-    w2, g2, o2 = state_bytes(expert, edp, layout.zero_stage, dtype)
+    w2, g2, o2 = state_bytes(expert, layout.edp, layout.zero_stage, dtype)
 
     attention = resolve_attention(attention, cluster.gpu.name)
-    act = layer_activation_bytes(model, layout, dtype, attention) * stage_layers * in_flight
-    act += recompute_working_bytes(model, layout, dtype, attention) if stage_layers and in_flight else 0.0
+    moe_n = _moe_count(model, stage_layers, moe_layers)
+    per_mb = layer_activation_bytes(model, layout, dtype, attention, moe=True) * moe_n if moe_n else 0.0
+    per_mb += layer_activation_bytes(model, layout, dtype, attention, moe=False) * (stage_layers - moe_n)
     if first:
-        act += embedding_activation_bytes(model, layout, dtype) * in_flight
+        per_mb += embedding_activation_bytes(model, layout, dtype)
     if last:
-        act += output_activation_bytes(model, layout, dtype) * in_flight
+        per_mb += output_activation_bytes(model, layout, dtype) * (1 + model.mtp_layers)
+        per_mb += layer_activation_bytes(model, layout, dtype, attention) * model.mtp_layers
+    working = recompute_working_bytes(model, layout, dtype, attention) if stage_layers and in_flight else 0.0
+    act = per_mb * in_flight + working
+    weights, grads, opt = w1 + w2, g1 + g2, o1 + o2
+    host = 0.0
+    if layout.offload_activations and stage_layers:
+        # only the layer being computed and the one being prefetched stay on the GPU (double
+        # buffering, ZeRO-Offload / Megatron fine-grained activation offloading); the rest waits in host memory
+        resident = 2 * per_mb / max(1, stage_layers + (1 if last else 0))
+        host += max(0.0, act - resident - working)
+        act = min(act, resident + working)
+    if layout.offload_optimizer:   # ZeRO-Offload: fp32 master and Adam moments on the host, and a copy of the grads
+        host += opt + grads
+        opt = 0.0
+    if layout.offload_params:      # ZeRO-Infinity: the ZeRO-3 parameter shards live on the host
+        host += weights
+        weights = 0.0
 
     comm = _comm_buffer_bytes(model, layout, dtype, stage_layers)
     workspace = CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES
-    parts = [int(round(x)) for x in (w1 + w2, g1 + g2, o1 + o2, act, comm)]
+    parts = [int(round(x)) for x in (weights, grads, opt, act, comm)]
     peak = sum(parts) + workspace
     capacity = cluster.gpu.hbm_capacity_bytes
-    return MemoryReport(*parts, workspace, peak, capacity, peak <= capacity)
+    host_b = int(round(host))
+    host_ok = host_b <= cluster.host_memory_bytes // max(1, cluster.gpus_per_node) or not host_b
+    return MemoryReport(*parts, workspace, peak, capacity, peak <= capacity and host_ok, host_b)
 
 
 def _comm_buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int) -> float:
@@ -121,6 +162,8 @@ def _comm_buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, sta
     a_b = activation_bytes(dtype)
     tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
     groups = sum(1 for n in (layout.tp, layout.pp, layout.dp, layout.cp, layout.ep) if n > 1)
+    if model.is_moe:  # the experts' own communicators (MoE parallel folding): ETP unless it is TP, EDP
+        groups += int(layout.etp > 1 and layout.etp != layout.tp) + int(layout.edp > 1 and layout.ep > 1)
     total = groups * NCCL_BYTES_PER_COMMUNICATOR
     if layout.sequence_parallel and layout.tp > 1:
         total += tokens * model.hidden * a_b            # Megatron's global buffer for the gathered input
@@ -134,7 +177,7 @@ def _comm_buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, sta
         total += 2 * bucket * 4
     if layout.zero_stage >= 3:
         # parameters of the current and the prefetched layer, unsharded
-        total += 2 * layer_params_per_gpu(model, layout.tp, layout.ep) * weight_bytes(dtype)
+        total += 2 * layer_params_per_gpu(model, layout.tp, layout.ep, None, layout.etp) * weight_bytes(dtype)
     return total
 
 
