@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clustersim.errors import InputError
+from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_yaml_file
@@ -99,6 +100,7 @@ class ScenarioFile(_Strict):
     cluster: ClusterSection = ClusterSection()
     parallel: ParallelSection = ParallelSection()
     training: TrainingSection = TrainingSection()
+    goodput: GoodputSection | None = None   # `clustersim goodput` only (docs/goodput.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,7 @@ class Scenario:
     cluster: ClusterSpec
     parallel: ParallelLayout
     training: TrainingSpec
+    goodput: GoodputSpec | None = None   # the `goodput:` section, resolved; None when absent
 
 
 DEFAULT_SCENARIO_YAML = """\
@@ -201,6 +204,10 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
         allowed = f"one of {ctx['expected']}"
     elif "ge" in ctx:
         allowed = f"a number >= {ctx['ge']}"
+    elif "gt" in ctx:
+        allowed = f"a number > {ctx['gt']}"
+    elif "le" in ctx:
+        allowed = f"a number <= {ctx['le']}"
     else:
         allowed = err["msg"]
     return InputError(field, value, allowed)
@@ -381,7 +388,8 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     check_layout(model, cluster, par)
     training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer,
                             attention=raw.training.attention)
-    return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training)
+    gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
+    return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training, goodput=gp)
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
