@@ -110,17 +110,25 @@ def best_interval_steps(p: RunParams, step_s: float, max_steps: int) -> int:
     """The whole number of steps between checkpoints (1..max_steps) that maximises goodput.
 
     Goodput is unimodal in the interval (rework grows with it, checkpoint overhead falls), so a
-    log-spaced scan of 4,000 candidates finds the peak's neighbourhood and every step count
-    around it is then evaluated.
+    log-spaced scan of 4,000 candidates brackets the peak between two neighbours, a ternary
+    search narrows the bracket to 64 step counts, and each of those is evaluated.
     """
     max_steps = max(1, int(max_steps))
     grid = np.unique(np.round(np.geomspace(1, max_steps, num=min(4000, max_steps))).astype(np.int64))
-    g = fractions(p, grid * step_s)["goodput"]
-    k = int(grid[int(np.argmax(g))])
-    lo, hi = max(1, int(k * 0.97) - 2), min(max_steps, int(k * 1.03) + 2)
+    i = int(np.argmax(fractions(p, grid * step_s)["goodput"]))
+    lo, hi = int(grid[max(0, i - 1)]), int(grid[min(len(grid) - 1, i + 1)])
+
+    def goodput(k: int) -> float:
+        return float(fractions(p, np.array([k * step_s]))["goodput"][0])
+
+    while hi - lo > 64:
+        third = (hi - lo) // 3
+        if goodput(lo + third) < goodput(hi - third):
+            lo += third
+        else:
+            hi -= third
     fine = np.arange(lo, hi + 1, dtype=np.int64)
-    g = fractions(p, fine * step_s)["goodput"]
-    return int(fine[int(np.argmax(g))])
+    return int(fine[int(np.argmax(fractions(p, fine * step_s)["goodput"]))])
 
 
 def young_interval_s(blocking_s: float, mtbf_s: float) -> float:

@@ -23,8 +23,8 @@ import numpy as np
 
 from clustersim.goodput.expectation import RunParams
 
-# Runs per batch are chosen so that one batch's event table stays near this many entries.
-_BATCH_EVENTS = 2_000_000
+# Runs per batch: one batch's event table stays near this many entries (about 80 MB).
+_BATCH_EVENTS = 8_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ def simulate_runs(p: RunParams, class_rates: np.ndarray, interval_s: float, wind
         width = int(counts.max()) if n else 0
         times = np.sort(rng.random((n, width)) * window_s, axis=1)
         times[np.arange(width)[None, :] >= counts[:, None]] = np.inf
-        kinds = rng.choice(len(rates), size=(n, width), p=probs)
+        kinds = rng.choice(len(rates), size=(n, width), p=probs).astype(np.int16)
         parts.append(_walk(p, interval_s, window_s, times, kinds, planned_idx))
     return RunSamples(*(np.concatenate([part[i] for part in parts]) for i in range(7)))
 

@@ -3,8 +3,8 @@
 Every unexpected interruption of a synchronous training job is charged to one component class.
 A class fails at ``count / mtbf_h`` interruptions per hour: failures are independent and
 memoryless (exponential), so the job sees a Poisson process with the sum of the class rates
-(the model behind Young 1974 and Daly 2006, and behind Kokolis et al. 2024's MTTF projection:
-a job fails when any of its components fails).
+(the failure model of Young 1974 and Daly 2006; a synchronous job fails when any of its
+components fails).
 
 Default MTBFs come from the one public root-cause table of a 16,384-GPU run: the Llama 3 paper
 (Grattafiori et al. 2024, arXiv 2407.21783, section 3.3.4 and Table 5): 466 job interruptions in a

@@ -30,7 +30,8 @@ from clustersim.report import StepReport
 
 SECONDS_PER_DAY = 86400.0
 MAX_DAYS = 3650.0                     # ten years: beyond any training run
-MAX_EXPECTED_INTERRUPTIONS = 100_000  # per run: keeps the Monte-Carlo walk within seconds
+MAX_EXPECTED_INTERRUPTIONS = 25_000   # per run: 200 Monte-Carlo runs stay within ~5 s on 2 cores
+MAX_RUN_EVENTS = 10_000_000           # Monte-Carlo runs x expected interruptions: ~10 s on 2 cores
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +132,9 @@ def goodput_report(step: StepReport, days: float, spec: GoodputSpec | None = Non
     if events > MAX_EXPECTED_INTERRUPTIONS:
         raise InputError("--days", days, f"a window with at most {MAX_EXPECTED_INTERRUPTIONS:,} expected interruptions "
                          f"(this job expects {(lam + mu) * SECONDS_PER_DAY:,.1f} per day: check goodput.mtbf_h)")
+    if events * spec.trials > MAX_RUN_EVENTS:
+        raise InputError("--trials", spec.trials, f"at most {int(MAX_RUN_EVENTS // max(events, 1.0)):,} Monte-Carlo runs "
+                         f"for {events:,.0f} expected interruptions (runs x interruptions <= {MAX_RUN_EVENTS:,})")
     load = ckpt.load_s
     params = RunParams(lam=lam, mu=mu, blocking_s=ckpt.blocking_s, lag_s=ckpt.lag_s, final_save_s=ckpt.final_save_s,
                        restart_failure_s=spec.detect_s + spec.requeue_s + spec.init_s + load,

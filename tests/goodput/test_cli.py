@@ -77,6 +77,7 @@ def test_given_interval_is_used_and_never_beats_the_best(capsys: pytest.CaptureF
     (["--days", "5", "--checkpoint", "maybe"], "--checkpoint"),
     (["--days", "5", "--trials", "0"], "--trials"),
     (["--days", "3000", "--mtbf", "gpu=0.01"], "--days"),
+    ([LLAMA, "--days", "1000", "--mtbf", "gpu=20000", "--trials", "5000", "--engine", "analytical"], "--trials"),
 ])
 def test_bad_input_is_exit_2_naming_the_field(args: list[str], field: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:
