@@ -7,11 +7,13 @@ naming ``goodput.<key>``) and resolved once into the frozen GoodputSpec.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from clustersim.errors import InputError
 from clustersim.goodput.rates import CLASSES, DEFAULT_MTBF_H, DEFAULT_PLANNED_INTERVAL_H
 
 # Llama 3 paper (arXiv 2407.21783), section 3.3.1: Tectonic "supports a sustainable throughput of
@@ -101,6 +103,31 @@ class GoodputSpec:
     init_s: float = DEFAULT_INIT_S
     trials: int = DEFAULT_TRIALS
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """The same bounds as the scenario section, for specs built in code (clustersim.api users)."""
+        names = [c for c, _ in self.mtbf_h]
+        if sorted(names) != sorted(CLASSES):
+            raise InputError("goodput.mtbf_h", names, f"one MTBF for each of {', '.join(CLASSES)}")
+        positive = [(f"goodput.mtbf_h.{c}", h) for c, h in self.mtbf_h] + [
+            ("goodput.storage_write_bw_GBps", self.storage_write_bw_bytes_per_s),
+            ("goodput.storage_read_bw_GBps", self.storage_read_bw_bytes_per_s)]
+        non_negative = [("goodput.planned_interval_h", self.planned_interval_s),
+                        ("goodput.checkpoint_interval_min", self.checkpoint_interval_s),
+                        ("goodput.node_storage_bw_GBps", self.node_storage_bw_bytes_per_s),
+                        ("goodput.snapshot_bw_GBps", self.snapshot_bw_bytes_per_s),
+                        ("goodput.detect_s", self.detect_s), ("goodput.requeue_s", self.requeue_s),
+                        ("goodput.init_s", self.init_s)]
+        for field, value in positive:
+            if not (math.isfinite(value) and value > 0):
+                raise InputError(field, value, "a finite number > 0")
+        for field, value in non_negative:
+            if not (math.isfinite(value) and value >= 0):
+                raise InputError(field, value, "a finite number >= 0 (0 = none / the default)")
+        if self.checkpoint not in ("sync", "async"):
+            raise InputError("goodput.checkpoint", self.checkpoint, "sync, async")
+        if not 1 <= self.trials <= 10_000 or self.seed < 0:
+            raise InputError("goodput.trials", (self.trials, self.seed), "trials 1..10000 and seed >= 0")
 
     @property
     def mtbf(self) -> dict[str, float]:

@@ -92,3 +92,15 @@ def test_async_snapshot_must_fit_in_host_memory(llama) -> None:
     with pytest.raises(InputError, match="goodput.checkpoint"):
         checkpoint_cost(small, llama.memory_by_stage, spec)
     checkpoint_cost(small, llama.memory_by_stage, goodput_spec(None))  # sync needs no host copy
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"mtbf_h": (("gpu", 0.0), *tuple(goodput_spec(None).mtbf_h[1:]))}, "goodput.mtbf_h.gpu"),
+    ({"mtbf_h": tuple(goodput_spec(None).mtbf_h[1:])}, "goodput.mtbf_h"),
+    ({"storage_write_bw_bytes_per_s": -1.0}, "goodput.storage_write_bw_GBps"),
+    ({"detect_s": float("nan")}, "goodput.detect_s"),
+    ({"checkpoint": "lazy"}, "goodput.checkpoint"),
+])
+def test_spec_built_in_code_is_checked(change: dict, field: str) -> None:
+    with pytest.raises(InputError, match=field):
+        dataclasses.replace(goodput_spec(None), **change)
