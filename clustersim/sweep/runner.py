@@ -170,7 +170,7 @@ def make_tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int]]:
     """Screening tasks in canonical order and the number of layouts in each."""
     s = spec.scenario
     gb = s.parallel.global_batch
-    units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space))
+    units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space, s.parallel.hsdp_replicas))
              for shape in shapes(s.model, s.cluster, gb, spec.space) for mb in micro_batch_sizes(shape, gb)]
     units = [u for u in units if u[2] > 0]
     total = sum(u[2] for u in units)
