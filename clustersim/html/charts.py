@@ -64,10 +64,40 @@ def canonical_item(item: dict[str, Any]) -> dict[str, Any]:
     return walk(item)
 
 
-def chart_item(fig: Any) -> dict[str, Any]:
+def chart_item(fig: Any, data: Mapping[Any, Mapping[str, Sequence[Any]]] | None = None) -> dict[str, Any]:
+    """``fig`` as a JSON item; ``data`` maps each ColumnDataSource of ``fig`` (built with empty
+    columns) to its columns, which go into the item as plain JSON lists, in the form Bokeh's own
+    serialiser gives lists (``{"type": "map", "entries": [[name, [...]], ...]}``) but without its
+    per-element encoding (seconds for 10,000s of values; tests/html/test_charts.py checks that
+    both forms are the same)."""
     from bokeh.embed import json_item
 
-    return canonical_item(json_item(fig))
+    item = json_item(fig)
+    if data:
+        by_id = {src.id: cols for src, cols in data.items()}
+        _inject(item, by_id)
+    return canonical_item(item)
+
+
+def _inject(node: Any, by_id: Mapping[str, Mapping[str, Sequence[Any]]]) -> None:
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            if cur.get("name") == "ColumnDataSource" and cur.get("id") in by_id:
+                cols = by_id[cur["id"]]
+                cur["attributes"]["data"] = {"type": "map", "entries": [[k, list(v)] for k, v in cols.items()]}
+                continue
+            stack.extend(cur.values())
+        elif isinstance(cur, list):
+            stack.extend(cur)
+
+
+def empty_source(cols: Mapping[str, Sequence[Any]]) -> Any:
+    """A ColumnDataSource with ``cols``' names and no rows (``chart_item`` fills it in)."""
+    from bokeh.models import ColumnDataSource
+
+    return ColumnDataSource({k: [] for k in cols})
 
 
 def _r(x: float, digits: int = 6) -> float:
@@ -76,7 +106,7 @@ def _r(x: float, digits: int = 6) -> float:
 
 def timeline_chart(data: TimelineData, title: str = "simulated step") -> dict[str, Any]:
     """One lane per pipeline stage and stream, zoomable along time (like the Perfetto trace)."""
-    from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem
+    from bokeh.models import FactorRange, HoverTool, Legend, LegendItem
 
     cols: dict[str, list[Any]] = {k: [] for k in ("lane", "left", "right", "cause", "name", "dur", "detail",
                                                   "color", "alpha")}
@@ -95,7 +125,7 @@ def timeline_chart(data: TimelineData, title: str = "simulated step") -> dict[st
     height = min(900, 60 + 22 * len(data.lanes) + 60)
     fig = _figure(y_range=FactorRange(factors=list(reversed(data.lanes))), height=height, title=title,
                   tools=TOOLS_X, active_scroll="xwheel_zoom", x_axis_label="time in the step (ms)")
-    source = ColumnDataSource(cols)
+    source = empty_source(cols)
     bars = fig.hbar(y="lane", left="left", right="right", height=0.8, source=source, fill_color="color",
                     line_color=None, fill_alpha="alpha")
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[("", "@name"), ("lane", "@lane"), ("cause", "@cause"),
@@ -112,7 +142,7 @@ def timeline_chart(data: TimelineData, title: str = "simulated step") -> dict[st
     if items:
         fig.add_layout(Legend(items=items, orientation="horizontal", click_policy="none"), "below")
     fig.ygrid.grid_line_color = None
-    return chart_item(fig)
+    return chart_item(fig, {source: cols})
 
 
 def breakdown_chart(breakdown: Mapping[str, float], step_time_s: float) -> dict[str, Any]:
@@ -187,7 +217,8 @@ def pareto_chart(points: Mapping[str, Sequence[Any]], front: Mapping[str, Sequen
                   x_axis_label="peak memory per GPU (GiB)", y_axis_label="step time (s)")
     replica = [float(v) for v in points["replica_gpus"]] or [1.0]
     mapper = LogColorMapper(palette=Viridis256, low=min(replica), high=max(max(replica), min(replica) * 2))
-    dots = fig.scatter("peak_gib", "step_s", source=ColumnDataSource(dict(points)), size=5, alpha=0.6,
+    dot_source = empty_source(points)
+    dots = fig.scatter("peak_gib", "step_s", source=dot_source, size=5, alpha=0.6,
                        color={"field": "replica_gpus", "transform": mapper}, legend_label="layouts (closed form)")
     fig.line("peak_gib", "step_s", source=ColumnDataSource(dict(front)), color="#d62728", line_width=2,
                     legend_label="Pareto front")
@@ -198,7 +229,7 @@ def pareto_chart(points: Mapping[str, Sequence[Any]], front: Mapping[str, Sequen
     fig.add_tools(HoverTool(renderers=[dots, marks, stars], tooltips=tips))
     fig.add_layout(ColorBar(color_mapper=mapper, title="GPUs per replica", width=10), "right")
     fig.legend.location = "top_right"
-    return chart_item(fig)
+    return chart_item(fig, {dot_source: points})
 
 
 def bar_chart(labels: Sequence[str], values: Sequence[float], title: str, unit: str,
