@@ -8,8 +8,10 @@ counter). Pure functions: data in, JSON-ready dicts out; no I/O.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from clustersim.engine.timeline import CAUSES
@@ -104,12 +106,61 @@ def _r(x: float, digits: int = 6) -> float:
     return round(float(x), digits)
 
 
+# ---------------------------------------------------------------------------------------------
+# Charts that the web app redraws after every change are built from templates: the figure is
+# built and serialised once per shape (its kind and the few things that change its structure),
+# with empty data sources; each call copies that JSON and fills in the data and the handful of
+# attributes that vary (title, ranges, height), found by the models' ``name``. Bokeh's model
+# building and serialisation take about 0.2 s per figure; the copy takes milliseconds.
+
+_TEMPLATES: dict[tuple[Any, ...], str] = {}
+_TEMPLATE_LOCK = threading.Lock()
+
+
+def _template(key: tuple[Any, ...], build: Callable[[], Any]) -> dict[str, Any]:
+    text = _TEMPLATES.get(key)
+    if text is None:
+        with _TEMPLATE_LOCK:  # Bokeh's documents are not meant to be built from two threads at once
+            text = _TEMPLATES.get(key)
+            if text is None:
+                text = json.dumps(chart_item(build()))
+                _TEMPLATES[key] = text
+    return json.loads(text)
+
+
+def _fill(item: dict[str, Any], data: Mapping[str, Mapping[str, Sequence[Any]]],
+          attrs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Set the columns of the data sources and the attributes of the models named in ``data`` and
+    ``attrs`` (every name must be found: a template that lost one is a bug)."""
+    found: set[str] = set()
+    stack: list[Any] = [item]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            a = cur.get("attributes")
+            name = a.get("name") if isinstance(a, dict) else None
+            if name in data:
+                a["data"] = {"type": "map", "entries": [[k, list(v)] for k, v in data[name].items()]}
+                found.add(name)
+                continue  # nothing to patch inside a data source
+            if name in attrs:
+                a.update(attrs[name])
+                found.add(name)
+            stack.extend(cur.values())
+        elif isinstance(cur, list):
+            stack.extend(cur)
+    missing = (set(data) | set(attrs)) - found
+    if missing:
+        raise RuntimeError(f"chart template lacks the models {sorted(missing)}")
+    return item
+
+
+TIMELINE_COLUMNS = ("lane", "left", "right", "cause", "name", "dur", "detail", "alpha")
+
+
 def timeline_chart(data: TimelineData, title: str = "simulated step") -> dict[str, Any]:
     """One lane per pipeline stage and stream, zoomable along time (like the Perfetto trace)."""
-    from bokeh.models import FactorRange, HoverTool, Legend, LegendItem
-
-    cols: dict[str, list[Any]] = {k: [] for k in ("lane", "left", "right", "cause", "name", "dur", "detail",
-                                                  "color", "alpha")}
+    cols: dict[str, list[Any]] = {k: [] for k in TIMELINE_COLUMNS}
     for b in data.blocks:
         span = b.end_s - b.start_s
         cols["lane"].append(data.lanes[b.lane])
@@ -119,72 +170,96 @@ def timeline_chart(data: TimelineData, title: str = "simulated step") -> dict[st
         cols["name"].append(b.name)
         cols["dur"].append(_r(span * 1e3))
         cols["detail"].append(", ".join(f"{c} {s * 1e3:.3f} ms" for c, s in b.by_cause) if b.segments > 1 else "")
-        cols["color"].append(CAUSE_COLORS.get(b.cause, _OTHER))
         busy = 1.0 if b.segments == 1 or span <= 0 else min(1.0, b.busy_s / span)
         cols["alpha"].append(_r(0.35 + 0.65 * busy, 3))
-    height = min(900, 60 + 22 * len(data.lanes) + 60)
-    fig = _figure(y_range=FactorRange(factors=list(reversed(data.lanes))), height=height, title=title,
-                  tools=TOOLS_X, active_scroll="xwheel_zoom", x_axis_label="time in the step (ms)")
-    source = empty_source(cols)
-    bars = fig.hbar(y="lane", left="left", right="right", height=0.8, source=source, fill_color="color",
+    present = tuple(c for c in CAUSES if c in set(cols["cause"]))
+    item = _template(("timeline", present), lambda: _timeline_figure(present))
+    height = min(900, 120 + 22 * len(data.lanes))
+    return _fill(item, {"blocks": cols}, {"figure": {"height": height}, "title": {"text": title},
+                                          "lanes": {"factors": list(reversed(data.lanes))}})
+
+
+def _timeline_figure(present: tuple[str, ...]) -> Any:
+    from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem
+    from bokeh.transform import factor_cmap
+
+    fig = _figure(y_range=FactorRange(factors=["lane"], name="lanes"), height=300, title="timeline",
+                  tools=TOOLS_X, active_scroll="xwheel_zoom", x_axis_label="time in the step (ms)", name="figure")
+    fig.title.name = "title"
+    causes = [*CAUSES, "other"]
+    color = factor_cmap("cause", [CAUSE_COLORS.get(c, _OTHER) for c in causes], causes)
+    source = ColumnDataSource({k: [] for k in TIMELINE_COLUMNS}, name="blocks")
+    bars = fig.hbar(y="lane", left="left", right="right", height=0.8, source=source, fill_color=color,
                     line_color=None, fill_alpha="alpha")
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[("", "@name"), ("lane", "@lane"), ("cause", "@cause"),
                                                        ("start", "@left{0.000} ms"), ("duration", "@dur{0.000} ms"),
                                                        ("inside", "@detail")]))
-    # A legend of the causes present, from invisible one-point renderers (legend_field would group
-    # the 10,000s of bars client-side).
-    present = [c for c in CAUSES if c in set(cols["cause"])]
-    items = []
-    for cause in present:
-        r = fig.hbar(y=[data.lanes[0]], left=[0.0], right=[0.0], height=0.0, fill_color=CAUSE_COLORS[cause],
-                     line_color=None)
-        items.append(LegendItem(label=cause, renderers=[r]))
+    # A legend of the causes present, from empty renderers (legend_field would group the 10,000s
+    # of bars in the browser).
+    items = [LegendItem(label=c, renderers=[fig.hbar(y=[], left=[], right=[], height=0.0, fill_color=CAUSE_COLORS[c],
+                                                     line_color=None)]) for c in present]
     if items:
         fig.add_layout(Legend(items=items, orientation="horizontal", click_policy="none"), "below")
     fig.ygrid.grid_line_color = None
-    return chart_item(fig, {source: cols})
+    return fig
 
 
 def breakdown_chart(breakdown: Mapping[str, float], step_time_s: float) -> dict[str, Any]:
-    """Seconds of the critical path by cause (the report's breakdown), largest share visible first."""
-    from bokeh.models import ColumnDataSource, HoverTool
-
-    causes = [c for c in breakdown]
+    """Seconds of the critical path by cause (the report's breakdown)."""
+    causes = tuple(breakdown)
     seconds = [_r(breakdown[c], 9) for c in causes]
     share = [_r(100 * s / step_time_s, 3) if step_time_s > 0 else 0.0 for s in seconds]
-    source = ColumnDataSource({"cause": causes, "seconds": seconds, "share": share,
-                               "color": [CAUSE_COLORS.get(c, _OTHER) for c in causes]})
-    fig = _figure(y_range=list(reversed(causes)), height=60 + 26 * len(causes), tools="save",
-                  title=f"critical path: {step_time_s:.4g} s by cause", x_axis_label="seconds")
+    item = _template(("breakdown", causes), lambda: _breakdown_figure(causes))
+    return _fill(item, {"causes": {"cause": list(causes), "seconds": seconds, "share": share,
+                                   "color": [CAUSE_COLORS.get(c, _OTHER) for c in causes]}},
+                 {"title": {"text": f"critical path: {step_time_s:.4g} s by cause"}})
+
+
+def _breakdown_figure(causes: tuple[str, ...]) -> Any:
+    from bokeh.models import ColumnDataSource, HoverTool
+
+    source = ColumnDataSource({"cause": [], "seconds": [], "share": [], "color": []}, name="causes")
+    fig = _figure(y_range=list(reversed(causes)), height=60 + 26 * len(causes), tools="save", title="breakdown",
+                  x_axis_label="seconds")
+    fig.title.name = "title"
     bars = fig.hbar(y="cause", right="seconds", height=0.7, source=source, fill_color="color", line_color=None)
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[("cause", "@cause"), ("seconds", "@seconds{0.0000}"),
                                                        ("share", "@share{0.0}%")]))
     fig.ygrid.grid_line_color = None
     fig.x_range.start = 0
-    return chart_item(fig)
+    return fig
 
 
 def memory_chart(stages: Sequence[Mapping[str, Any]], capacity_bytes: float) -> dict[str, Any]:
     """Peak memory per GPU of every pipeline stage, by part, against the GPU's capacity."""
-    from bokeh.models import ColumnDataSource, HoverTool, Span
-
     labels = [f"stage {i}" for i in range(len(stages))]
-    parts = [p for p in MEMORY_PARTS if any(p in s for s in stages)]
+    parts = tuple(p for p in MEMORY_PARTS if any(p in s for s in stages))
     data: dict[str, list[Any]] = {"stage": labels}
     for p in parts:
         data[p] = [_r(float(s.get(p, 0)) / GiB, 4) for s in stages]
     data["peak"] = [_r(float(s["peak_bytes_per_gpu"]) / GiB, 4) for s in stages]
     data["fits"] = ["fits" if s.get("fits", True) else "does not fit" for s in stages]
-    source = ColumnDataSource(data)
     cap = capacity_bytes / GiB
     top = max([cap, *data["peak"]]) * 1.08
-    fig = _figure(x_range=labels, height=320, tools="save", y_axis_label="GiB per GPU",
-                  title=f"peak memory per GPU by pipeline stage (capacity {cap:.1f} GiB)")
-    renderers = fig.vbar_stack(parts, x="stage", width=0.7, source=source, line_color=None,
+    item = _template(("memory", parts, len(labels) > 16), lambda: _memory_figure(parts, len(labels) > 16))
+    return _fill(item, {"stages": data}, {
+        "title": {"text": f"peak memory per GPU by pipeline stage (capacity {cap:.1f} GiB)"},
+        "stage_range": {"factors": labels}, "value_range": {"start": 0, "end": _r(top, 3)},
+        "capacity": {"location": _r(cap, 4)}})
+
+
+def _memory_figure(parts: tuple[str, ...], many: bool) -> Any:
+    from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Range1d, Span
+
+    source = ColumnDataSource({k: [] for k in ("stage", *parts, "peak", "fits")}, name="stages")
+    fig = _figure(x_range=FactorRange(factors=["stage 0"], name="stage_range"),
+                  y_range=Range1d(0, 1, name="value_range"), height=320, tools="save",
+                  y_axis_label="GiB per GPU", title="memory")
+    fig.title.name = "title"
+    renderers = fig.vbar_stack(list(parts), x="stage", width=0.7, source=source, line_color=None,
                                color=list(MEMORY_COLORS[: len(parts)]), legend_label=list(parts))
-    fig.add_layout(Span(location=cap, dimension="width", line_color="black", line_dash="dashed", line_width=2))
-    fig.y_range.start = 0
-    fig.y_range.end = top
+    fig.add_layout(Span(location=1.0, dimension="width", line_color="black", line_dash="dashed", line_width=2,
+                        name="capacity"))
     tips = [("stage", "@stage"), ("peak", "@peak{0.00} GiB"), ("verdict", "@fits")]
     tips += [(p, f"@{p}{{0.00}} GiB") for p in parts]
     fig.add_tools(HoverTool(renderers=renderers[-1:], tooltips=tips))
@@ -194,9 +269,9 @@ def memory_chart(stages: Sequence[Mapping[str, Any]], capacity_bytes: float) -> 
     legend.label_text_font_size = "11px"
     fig.add_layout(legend, "below")
     fig.xgrid.grid_line_color = None
-    if len(labels) > 16:
+    if many:
         fig.xaxis.major_label_orientation = math.pi / 3
-    return chart_item(fig)
+    return fig
 
 
 def pareto_chart(points: Mapping[str, Sequence[Any]], front: Mapping[str, Sequence[Any]],

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from clustersim.engine.timeline import CAUSES, Segment
 
 STREAMS = ("compute", "pp", "dp")  # lane order inside a stage (the trace's order: compute, dp, pp)
-MAX_BLOCKS = 12_000  # keeps the 16,384-GPU Llama-3-405B page near 2 MB (benchmarks/bench_html.py)
+MAX_BLOCKS = 8_000  # the 16,384-GPU Llama-3-405B page: about 2 MB, opens in about 2 s (benchmarks/bench_html.py)
 _FINEST_LEVEL = 24   # step / 2**24: far below a pixel at any zoom a person uses
 
 
@@ -58,8 +58,10 @@ def lane_key(seg: Segment) -> tuple[int, int]:
 
 def _by_lane(segments: Iterable[Segment]) -> dict[tuple[int, int], list[Segment]]:
     lanes: dict[tuple[int, int], list[Segment]] = {}
-    for s in sorted(segments, key=lambda s: (*lane_key(s), s.start_s, s.end_s, s.name)):
+    for s in segments:
         lanes.setdefault(lane_key(s), []).append(s)
+    for segs in lanes.values():
+        segs.sort(key=lambda s: (s.start_s, s.end_s, s.name, s.cause))
     return lanes
 
 
