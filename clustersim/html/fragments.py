@@ -71,7 +71,9 @@ def report_header(rj: Mapping[str, Any]) -> str:
     return (f"<h1>{esc(rj.get('name', 'clustersim report'))}</h1>"
             f"<p>{esc(model)} on {esc(c.get('nodes', '?'))} x {esc(c.get('preset', '?'))} = {esc(rj.get('gpus', '?'))} "
             f"{esc(c.get('gpu', ''))} ({esc(c.get('scale_up', ''))} / {esc(c.get('scale_out', ''))})</p>"
-            f"<p>{esc(layout_line(rj))} · {esc(rj.get('dtype', ''))} · {esc(rj.get('engine', ''))} engine</p>")
+            f"<p>{esc(layout_line(rj))} · {esc(rj.get('dtype', ''))}"
+            + (f" · {esc(rj['framework'])}" if rj.get("framework") else "")
+            + f" · {esc(rj.get('engine', ''))} engine</p>")
 
 
 def summary_cards(rj: Mapping[str, Any]) -> str:

@@ -79,6 +79,7 @@ Handler = Callable[[dict[str, Any]], Any]
 
 def create_app(out_dir: Path, scenarios_dir: Path | None = None, allowed_hosts: list[str] | None = None) -> Starlette:
     """The app; ``out_dir`` is the only folder it writes to or serves files from."""
+    from clustersim.frameworks import framework_names
     from clustersim.hardware.load import list_clusters
     from clustersim.serve.page import app_page
     from clustersim.workload.presets import MODEL_PRESETS
@@ -86,7 +87,7 @@ def create_app(out_dir: Path, scenarios_dir: Path | None = None, allowed_hosts: 
     out_dir = Path(out_dir)
     limit = asyncio.Semaphore(_SIMULATIONS)
     scenarios = answers.shipped_scenarios(scenarios_dir)
-    page = app_page(sorted(MODEL_PRESETS), list_clusters(), scenarios)
+    page = app_page(sorted(MODEL_PRESETS), list_clusters(), scenarios, framework_names())
     # Warm up (imports, Bokeh, the cost caches) so that the first what-if answers as fast as the rest.
     answers.predict({"scenario": next(iter(scenarios.values())), "engine": "analytical"})
 

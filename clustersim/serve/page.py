@@ -26,7 +26,8 @@ def _slider(name: str, label: str, lo: int, hi: int, hint: str) -> str:
             f'<input type="range" id="{name}" name="{name}" min="{lo}" max="{hi}" step="1" title="{esc(hint)}">')
 
 
-def controls_html(models: Sequence[str], clusters: Sequence[str], scenarios: Sequence[str]) -> str:
+def controls_html(models: Sequence[str], clusters: Sequence[str], scenarios: Sequence[str],
+                  frameworks: Sequence[str] = ()) -> str:
     return "".join([
         '<form class="controls" id="controls" onsubmit="return false">',
         '<label for="start">start from</label>',
@@ -36,6 +37,8 @@ def controls_html(models: Sequence[str], clusters: Sequence[str], scenarios: Seq
         '<label for="cluster">cluster preset</label>',
         f'<select id="cluster"><option value="">(as in the scenario)</option>{_options(clusters)}</select>',
         '<label for="nodes">nodes</label><input type="number" id="nodes" min="1" step="1">',
+        '<label for="framework">framework</label>',
+        f'<select id="framework"><option value="">(as in the scenario)</option>{_options(frameworks)}</select>',
         _slider("tp", "tensor parallel (TP)", 0, 6, "powers of two, 1 to 64"),
         _slider("pp", "pipeline parallel (PP)", 1, 128, "1 to 128 stages"),
         '<label><input type="checkbox" id="dp-auto" checked> DP takes the GPUs that TP x PP x CP leave</label>',
@@ -67,13 +70,14 @@ def controls_html(models: Sequence[str], clusters: Sequence[str], scenarios: Seq
     ])
 
 
-def app_page(models: Sequence[str], clusters: Sequence[str], scenarios: Mapping[str, Any]) -> str:
+def app_page(models: Sequence[str], clusters: Sequence[str], scenarios: Mapping[str, Any],
+             frameworks: Sequence[str] = ()) -> str:
     names = list(scenarios)
     sections = "".join(f'<section id="sec-{s}"><h2>{esc(SECTION_TITLES[s])}</h2><div id="body-{s}"></div></section>'
                        for s in SECTIONS)
     header = ("<h1>clustersim: what if?</h1><p>Pick a model, a cluster and a layout; every change is answered "
               "by the closed form first, then the event engine's timeline.</p>")
-    body = (f'<div class="app">{controls_html(models, clusters, names)}<div>'
+    body = (f'<div class="app">{controls_html(models, clusters, names, frameworks)}<div>'
             '<div id="error" role="alert" data-testid="error"></div><div id="status" data-testid="status"></div>'
             f"{sections}</div></div>")
     config = {"scenarios": dict(scenarios), "start": names[0] if names else None}

@@ -42,6 +42,7 @@
     var c = section("cluster"), p = section("parallel");
     $("model").value = "";
     $("cluster").value = "";
+    $("framework").value = "";
     $("nodes").value = c.nodes || 1;
     $("tp").value = log2(p.tp || 1);
     $("pp").value = p.pp || 1;
@@ -64,6 +65,7 @@
     if ($("model").value) { sc.model = { preset: $("model").value }; }
     sc.cluster = (sc.cluster && typeof sc.cluster === "object") ? sc.cluster : {};
     if ($("cluster").value) { sc.cluster = { preset: $("cluster").value }; }
+    if ($("framework").value) { sc.framework = $("framework").value; }
     sc.cluster.nodes = $("nodes").value === "" ? $("nodes").value : Number($("nodes").value);
     var p = (sc.parallel && typeof sc.parallel === "object") ? sc.parallel : {};
     p.tp = Math.pow(2, Number($("tp").value));
@@ -206,7 +208,7 @@
 
   ["tp", "pp", "dp", "mb"].forEach(function (id) { $(id).addEventListener("input", later); });
   ["nodes", "global_batch", "virtual_stages"].forEach(function (id) { $(id).addEventListener("change", later); });
-  ["model", "cluster", "schedule", "zero_stage", "recompute", "sequence_parallel", "dp-auto",
+  ["model", "cluster", "framework", "schedule", "zero_stage", "recompute", "sequence_parallel", "dp-auto",
    "engine-analytical", "engine-event"].forEach(function (id) { $(id).addEventListener("change", later); });
   $("start").addEventListener("change", function () { start($("start").value); });
   $("download").addEventListener("click", download);
