@@ -167,3 +167,26 @@ def rows_table(columns: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, A
     body = "".join("<tr>" + "".join(f"<td{c}>{esc(r.get(k, ''))}</td>" for c, (k, _) in zip(cls, columns, strict=True))
                    + "</tr>" for r in rows)
     return f'<table class="t"{tid}><tr>{head}</tr>{body}</table>'
+
+
+def mapping_table(data: Mapping[str, Any], test_id: str = "") -> str:
+    """A two-column table of a JSON object's scalar entries (nested objects flattened with dots),
+    for report sections whose keys other parts of clustersim define (``energy``)."""
+    rows: list[tuple[str, str]] = []
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        prefix, node = stack.pop(0)
+        for k, v in node.items():
+            key = f"{prefix}{k}"
+            if isinstance(v, Mapping):
+                stack.append((f"{key}.", v))
+            elif isinstance(v, bool) or v is None or isinstance(v, str):
+                rows.append((key, str(v)))
+            elif isinstance(v, (int, float)):
+                rows.append((key, f"{v:,.6g}"))
+            elif pair(v):
+                lo, hi = pair(v)  # type: ignore[misc]
+                rows.append((key, f"{lo:,.6g} - {hi:,.6g}"))
+    tid = f' data-testid="{esc(test_id)}"' if test_id else ""
+    body = "".join(f'<tr><td class="l">{esc(k)}</td><td>{esc(v)}</td></tr>' for k, v in rows)
+    return f'<table class="t"{tid}>{body}</table>'

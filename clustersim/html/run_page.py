@@ -61,6 +61,8 @@ def run_sections(rj: Mapping[str, Any], stages: Sequence[Mapping[str, Any]], tda
         "breakdown": '<div id="chart-breakdown" class="chart"></div>' + fragments.breakdown_table(rj),
         "memory": '<div id="chart-memory" class="chart"></div>' + fragments.memory_table(stages),
     }
+    if isinstance(rj.get("energy"), Mapping):  # added to `run --json` by the hardware work (CONTRACT §4)
+        sections["energy"] = fragments.mapping_table(rj["energy"], test_id="energy")
     if scenario is not None:
         sections["scenario"] = f'<pre class="yaml" data-testid="scenario-yaml">{esc(scenario_yaml(scenario))}</pre>'
     return sections
@@ -68,7 +70,7 @@ def run_sections(rj: Mapping[str, Any], stages: Sequence[Mapping[str, Any]], tda
 
 SECTION_TITLES = {"summary": "Prediction", "interval": "Prediction interval", "timeline": "Timeline of the step",
                   "breakdown": "Critical path by cause", "memory": "Memory per pipeline stage",
-                  "scenario": "Scenario"}
+                  "energy": "Energy", "scenario": "Scenario"}
 
 
 def sections_html(sections: Mapping[str, str]) -> str:

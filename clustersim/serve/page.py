@@ -15,6 +15,7 @@ from clustersim.html.run_page import SECTION_TITLES
 APP_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
            "img-src data: blob:; font-src data:")
 SECTIONS = ("summary", "interval", "timeline", "breakdown", "memory")
+OPTIONAL_SECTIONS = ("energy",)  # shown only when the report carries them
 
 
 def _options(values: Sequence[str], selected: str | None = None) -> str:
@@ -75,6 +76,8 @@ def app_page(models: Sequence[str], clusters: Sequence[str], scenarios: Mapping[
     names = list(scenarios)
     sections = "".join(f'<section id="sec-{s}"><h2>{esc(SECTION_TITLES[s])}</h2><div id="body-{s}"></div></section>'
                        for s in SECTIONS)
+    sections += "".join(f'<section id="sec-{s}" data-optional="true" hidden><h2>{esc(SECTION_TITLES[s])}</h2>'
+                        f'<div id="body-{s}"></div></section>' for s in OPTIONAL_SECTIONS)
     header = ("<h1>clustersim: what if?</h1><p>Pick a model, a cluster and a layout; every change is answered "
               "by the closed form first, then the event engine's timeline.</p>")
     body = (f'<div class="app">{controls_html(models, clusters, names, frameworks)}<div>'

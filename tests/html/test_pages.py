@@ -13,7 +13,7 @@ import yaml
 from clustersim.api import estimate, simulate_with_timeline
 from clustersim.html.compare_page import compare_page
 from clustersim.html.fragments import interval_html, summary_cards
-from clustersim.html.run_page import run_page
+from clustersim.html.run_page import run_page, run_sections
 from clustersim.scenario import load_scenario, read_scenario_dict
 from tests.html.conftest import ROOT, SMALL, cli
 
@@ -111,3 +111,12 @@ def test_compare_page_draws_energy_and_intervals_when_rows_have_them() -> None:
     items = charts_of(page)
     assert set(items) == {"chart-time", "chart-cost", "chart-energy"}
     assert '"Whisker"' in json.dumps(items["chart-energy"]) and "energy kWh" in page
+
+
+def test_energy_section_appears_when_the_report_has_one() -> None:
+    report = estimate(load_scenario(ROOT / SMALL))
+    rj = report.to_json()
+    assert "energy" not in run_sections(rj, [], None, None)
+    rj["energy"] = {"step_j": 5.0e6, "interval": [4.0e6, 6.0e6]}
+    sections = run_sections(rj, [], None, None)
+    assert "step_j" in sections["energy"] and "4e+06 - 6e+06" in sections["energy"].replace(",", "")

@@ -119,6 +119,11 @@
         el.innerHTML = res.sections[name];
       }
     });
+    if (!only) {
+      document.querySelectorAll("section[data-optional]").forEach(function (sec) {
+        sec.hidden = !(sec.id.slice(4) in res.sections);
+      });
+    }
     var charts = {};
     Object.keys(res.charts).forEach(function (id) { if (!only || id === "chart-" + only) { charts[id] = res.charts[id]; } });
     return embed(charts);
@@ -153,6 +158,15 @@
               status("closed form answered in " + ms + " ms; timeline from the event engine (step " +
                      ev.report.step_time_s.toPrecision(4) + " s) after " + Math.round(performance.now() - t0) + " ms");
             });
+          }, function (err) {
+            // The closed form's answer stands; only the timeline is missing, and the page says why.
+            if (my !== seq) { return; }
+            var note = document.createElement("p");
+            note.className = "note bad";
+            note.textContent = "no timeline: " + err.message;
+            $("body-timeline").innerHTML = "";
+            $("body-timeline").appendChild(note);
+            status("closed form answered in " + ms + " ms");
           });
         });
       })
