@@ -21,11 +21,13 @@
     el.textContent = "error: " + message;
     el.style.display = "block";
     document.body.dataset.error = "true";
+    document.body.classList.add("stale");  // what is still shown is the last valid layout
   }
   function clearError() {
     $("error").style.display = "none";
     $("error").textContent = "";
     document.body.dataset.error = "false";
+    document.body.classList.remove("stale");
   }
   function status(text) { $("status").textContent = text; }
 
@@ -172,7 +174,7 @@
       })
       .catch(function (err) {
         if (my !== seq) { return; }
-        status("");
+        status("the sections below still show the last valid layout");
         showError(err.message);
         console.warn("clustersim: " + err.message);
       });
