@@ -52,12 +52,14 @@ class TimelineData:
     step_time_s: float
 
 
-def lane_key(seg: Segment) -> tuple[int, int]:
-    return seg.rank, STREAMS.index(seg.stream) if seg.stream in STREAMS else len(STREAMS)
+def lane_key(seg: Segment) -> tuple[int, int, str]:
+    """(stage, order, stream): compute, pp, dp first, then any other stream by name (the engine
+    may add streams, e.g. ZeRO-3's reduce-scatter stream "rs")."""
+    return seg.rank, STREAMS.index(seg.stream) if seg.stream in STREAMS else len(STREAMS), seg.stream
 
 
-def _by_lane(segments: Iterable[Segment]) -> dict[tuple[int, int], list[Segment]]:
-    lanes: dict[tuple[int, int], list[Segment]] = {}
+def _by_lane(segments: Iterable[Segment]) -> dict[tuple[int, int, str], list[Segment]]:
+    lanes: dict[tuple[int, int, str], list[Segment]] = {}
     for s in segments:
         lanes.setdefault(lane_key(s), []).append(s)
     for segs in lanes.values():
@@ -111,7 +113,7 @@ def timeline_data(segments: Sequence[Segment], step_time_s: float, max_blocks: i
         raise ValueError(f"max_blocks must be >= 1, got {max_blocks}")
     by_lane = _by_lane(segments)
     keys = sorted(by_lane)
-    names = tuple(f"stage {r} {STREAMS[k] if k < len(STREAMS) else 'other'}" for r, k in keys)
+    names = tuple(f"stage {r} {stream}" for r, _, stream in keys)
     res_s = 0.0
     if len(segments) > max_blocks:
         span = max(step_time_s, max((s.end_s for s in segments), default=0.0))

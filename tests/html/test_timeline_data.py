@@ -18,12 +18,14 @@ def seg(rank: int, stream: str, start: float, end: float, cause: str = "compute"
 def test_under_the_budget_every_segment_is_a_block_in_lane_order() -> None:
     segs = [seg(1, "compute", 0.0, 1.0), seg(0, "dp", 0.5, 0.7, "dp_comm", "all_reduce"),
             seg(0, "compute", 0.0, 2.0), seg(0, "pp", 2.0, 2.5, "pp_comm", "send F0")]
+    segs.append(seg(0, "rs", 1.0, 1.5, "dp_comm", "reduce_scatter"))
     data = timeline_data(segs, 2.5)
-    # lanes: stage 0 compute, pp, dp (the order inside a stage), then stage 1
-    assert data.lanes == ("stage 0 compute", "stage 0 pp", "stage 0 dp", "stage 1 compute")
-    assert data.resolution_s == 0.0 and data.raw_segments == 4
+    # lanes: stage 0 compute, pp, dp (the order inside a stage), other streams by name, then stage 1
+    assert data.lanes == ("stage 0 compute", "stage 0 pp", "stage 0 dp", "stage 0 rs", "stage 1 compute")
+    assert data.resolution_s == 0.0 and data.raw_segments == 5
     assert [(b.lane, b.start_s, b.end_s, b.cause, b.segments) for b in data.blocks] == [
-        (0, 0.0, 2.0, "compute", 1), (1, 2.0, 2.5, "pp_comm", 1), (2, 0.5, 0.7, "dp_comm", 1), (3, 0.0, 1.0, "compute", 1)]
+        (0, 0.0, 2.0, "compute", 1), (1, 2.0, 2.5, "pp_comm", 1), (2, 0.5, 0.7, "dp_comm", 1),
+        (3, 1.0, 1.5, "dp_comm", 1), (4, 0.0, 1.0, "compute", 1)]
 
 
 def test_over_the_budget_short_neighbours_merge_and_long_segments_stay() -> None:
