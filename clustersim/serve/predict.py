@@ -22,21 +22,34 @@ from clustersim.inputs import MAX_YAML_BYTES, load_yaml
 from clustersim.scenario import DEFAULT_SCENARIO_YAML, Scenario, scenario_from_dict
 from clustersim.serve import requests as rq
 
-# The web app's event engine walks every action of the schedule on every pipeline rank; its cost
-# grows with pp x virtual stages x micro-batches (the largest shipped scenario, Llama-3-405B, has
-# 16 x 4 x 16 = 1,024 and simulates in about 1 s; a 32 x 4,096 layout takes minutes). Past 16x the
-# largest shipped scenario the app refuses the event engine and says how to get it.
+# A request must not be able to occupy the server for minutes or exhaust its memory. Both engines
+# walk every action of the schedule on every pipeline rank, pp x virtual stages x micro-batches
+# (the largest shipped scenario, Llama-3-405B, has 16 x 4 x 16 = 1,024; the event engine
+# simulates it in about 1.6 s, the closed form in 0.03 s); per-layer work lists grow with
+# model.layers. Measured here: a 32 x 1 x 4,096 layout of GPT-3 175B took 6 s in the closed
+# form and 113 s in the event engine, and model.layers = 10**9 exhausted the memory. The web
+# app therefore runs the event engine up to 16x the largest shipped scenario, the closed form up
+# to 128x, and models of up to 1,024 layers (the deepest preset has 126); the command line has
+# no such limits.
 EVENT_WORK_LIMIT = 16_384
+CLOSED_FORM_WORK_LIMIT = 131_072
+MAX_LAYERS = 1_024
 
 
-def check_event_work(sc: Scenario) -> None:
+def check_work(sc: Scenario, engine: str) -> None:
+    if sc.model.layers > MAX_LAYERS:
+        raise InputError("model.layers", sc.model.layers,
+                         f"at most {MAX_LAYERS:,} in the web app (`clustersim run` takes more)")
     par = sc.parallel
     work = par.pp * par.virtual_stages * par.num_micro_batches
-    if work > EVENT_WORK_LIMIT:
-        raise InputError("engine", "event",
-                         f"the closed form for this layout: the web app runs the event engine up to pp x virtual_stages"
-                         f" x micro-batches = {EVENT_WORK_LIMIT:,} (this layout: {par.pp} x {par.virtual_stages} x "
-                         f"{par.num_micro_batches} = {work:,}); `clustersim run --html` has no such limit")
+    limit = EVENT_WORK_LIMIT if engine == "event" else CLOSED_FORM_WORK_LIMIT
+    if work > limit:
+        what = "the closed form for this layout: the web app runs the event engine" if engine == "event" else \
+            "a smaller layout: the web app runs the closed form"
+        raise InputError("engine", engine,
+                         f"{what} up to pp x virtual_stages x micro-batches = {limit:,} (this layout: {par.pp} x "
+                         f"{par.virtual_stages} x {par.num_micro_batches} = {work:,}); `clustersim run` has no "
+                         "such limit")
 
 
 def predict(body: dict[str, Any]) -> dict[str, Any]:
@@ -49,9 +62,9 @@ def predict(body: dict[str, Any]) -> dict[str, Any]:
         raise InputError("request.timeline", True, "false with the closed form (only the event engine records one)")
     started = time.perf_counter()
     sc = scenario_from_dict(raw)
+    check_work(sc, engine)
     tdata = None
     if engine == "event":
-        check_event_work(sc)
         report, result = simulate_with_timeline(sc, record=want_timeline)
         if want_timeline:
             tdata = timeline_data(result.timeline.segments, report.step_time_s)
@@ -112,7 +125,7 @@ def save(body: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     yaml_path = rq.inside(out_dir, fname)
     html_path = rq.inside(out_dir, fname[: -len(".yaml")] + ".html")
     sc = scenario_from_dict(raw)
-    check_event_work(sc)
+    check_work(sc, "event")
     report, result = simulate_with_timeline(sc, record=True)
     data = text.encode("utf-8")
     atomic_write(yaml_path, lambda f: f.write(data))
