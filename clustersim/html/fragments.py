@@ -130,7 +130,23 @@ def interval_html(rj: Mapping[str, Any]) -> str:
     if not rows:
         return '<p class="note" data-testid="no-interval">This build reports no prediction interval.</p>'
     return (f'<table class="t" data-testid="interval"><tr><th class="l">{level:.0%} interval</th><th>low</th>'
-            f'<th>prediction</th><th>high</th><th></th></tr>{"".join(rows)}</table>')
+            f'<th>prediction</th><th>high</th><th></th></tr>{"".join(rows)}</table>{evidence_note(iv)}')
+
+
+def evidence_note(iv: Mapping[str, Any]) -> str:
+    """Where the interval comes from (``regime``, ``evidence_runs``, ``validated``, ``widened_for``
+    of clustersim/uncertainty.py), as one line; empty when the interval does not say."""
+    if "regime" not in iv:
+        return ""
+    text = f"regime {iv['regime']}"
+    if isinstance(iv.get("evidence_runs"), int):
+        text += f", {iv['evidence_runs']} measured reference runs"
+    if iv.get("validated") is True:
+        text += "; validated by measured runs"
+    elif iv.get("validated") is False:
+        widened = [str(w) for w in iv.get("widened_for") or []]
+        text += "; NOT validated" + (f", widened for: {'; '.join(widened)}" if widened else "")
+    return f'<p class="note" data-testid="interval-evidence">{esc(text)}</p>'
 
 
 def breakdown_table(rj: Mapping[str, Any]) -> str:

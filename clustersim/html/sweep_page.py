@@ -83,12 +83,27 @@ def top_table(top: list[dict[str, Any]]) -> str:
         st = fragments.pair((r.get("interval") or {}).get("step_time_s")) if isinstance(r.get("interval"), dict) else None
         if st:
             step += f" ({st[0]:.4g}-{st[1]:.4g})"
+        iv = r.get("interval") if isinstance(r.get("interval"), dict) else {}
+        regime = str(iv.get("regime", "")) + (" (not validated)" if iv.get("validated") is False else "")
         rows.append({"rank": i, "layout": layout_label(r["parallel"]), "step": step,
                      "tps": f"{float(r['tokens_per_s']):,.0f}", "mfu": f"{float(r['mfu']) * 100:.1f}%",
-                     "peak": f"{float(r['peak_bytes_per_gpu']) / GiB:.1f}", "engine": r["engine"]})
-    cols = [("rank", "#"), ("layout", "layout"), ("step", "step time (s)"), ("tps", "tokens/s"), ("mfu", "MFU"),
-            ("peak", "peak GiB/GPU"), ("engine", "engine")]
-    return fragments.rows_table(cols, rows, test_id="top-layouts", left=("layout", "engine"))
+                     "peak": f"{float(r['peak_bytes_per_gpu']) / GiB:.1f}", "regime": regime, "engine": r["engine"]})
+    cols = [("rank", "#"), ("layout", "layout"), ("step", "step time (s, 80% interval)"), ("tps", "tokens/s"),
+            ("mfu", "MFU"), ("peak", "peak GiB/GPU")]
+    if any(row["regime"] for row in rows):
+        cols.append(("regime", "regime"))
+    cols.append(("engine", "engine"))
+    return fragments.rows_table(cols, rows, test_id="top-layouts", left=("layout", "regime", "engine"))
+
+
+def verdict_html(result: SweepResult, top: list[dict[str, Any]]) -> str:
+    """What the intervals say about the ranking, in the words `clustersim sweep` prints."""
+    if not top or not all(isinstance(r.get("interval"), dict) for r in top):
+        return ""
+    from clustersim.cli.sweep_cmd import verdict
+
+    items = "".join(f"<li>{esc(line)}</li>" for line in verdict(result, top))
+    return f'<ul class="note" data-testid="verdict">{items}</ul>'
 
 
 def sweep_page(result: SweepResult, top_k: int = 10, scenario: Mapping[str, Any] | None = None) -> str:
@@ -112,7 +127,7 @@ def sweep_page(result: SweepResult, top_k: int = 10, scenario: Mapping[str, Any]
         "line is the Pareto front (no other layout is faster with no more memory); stars are the top layouts "
         "of the table below (event-engine numbers where re-ranked). Colour: GPUs per model replica (tp x pp x cp); the dashed line is "
         f"the GPU's memory. Hover for the layout.{esc(sample)}</p></section>"
-        f'<section id="sec-top"><h2>Top {len(top)} layouts</h2>{top_table(top)}</section>'
+        f'<section id="sec-top"><h2>Top {len(top)} layouts</h2>{top_table(top)}{verdict_html(result, top)}</section>'
     )
     if scenario is not None:
         body += (f'<section id="sec-scenario"><h2>Scenario</h2><pre class="yaml" data-testid="scenario-yaml">'

@@ -80,6 +80,7 @@ def test_web_app_slider_moves_the_numbers_and_a_bad_value_shows_the_cli_message(
         page.wait_for_selector("body[data-timelines='1']", state="attached", timeout=TIMEOUT_MS)
         assert page.locator("#chart-timeline canvas").count() >= 1
         assert page.locator("#chart-memory canvas").count() >= 1
+        assert page.locator("[data-testid=interval]").is_visible()  # the prediction interval
         first = page.inner_text("[data-testid=step-time] .v")
         # TP 2 -> 4 on the default scenario (2 DGX H100): DP follows, the step time changes.
         page.locator("#tp").fill("2")

@@ -52,10 +52,12 @@ def test_cli_pages_have_their_sections_and_the_scenario(reports) -> None:
     for section in ("sec-summary", "sec-interval", "sec-timeline", "sec-breakdown", "sec-memory", "sec-scenario"):
         assert f'id="{section}"' in run
     assert set(charts_of(run)) == {"chart-timeline", "chart-breakdown", "chart-memory"}
+    assert 'data-testid="interval"' in run and "(80% interval)" in run  # the report's own interval
     shown = re.search(r'data-testid="scenario-yaml">(.*?)</pre>', run, re.S).group(1)
     assert yaml.safe_load(html.unescape(shown)) == read_scenario_dict(ROOT / SMALL)
     sweep = reports.sweep.read_text()
     assert set(charts_of(sweep)) == {"chart-pareto"} and 'data-testid="top-layouts"' in sweep
+    assert 'data-testid="verdict"' in sweep and "regime" in sweep
     compare = reports.compare.read_text()
     assert {"chart-time", "chart-cost"} <= set(charts_of(compare)) and "hgx-h200" in compare
     for page in (run, sweep, compare):
