@@ -131,6 +131,12 @@ class SweepResult:
         """Row indices of the Pareto front (closed-form tokens/s against peak memory)."""
         return pareto_front(self.table)
 
+    def _repr_html_(self) -> str:
+        """Rich display in Jupyter: counts and the top layouts (clustersim/html/notebook.py)."""
+        from clustersim.html.notebook import sweep_html
+
+        return sweep_html(self)
+
     def to_frame(self) -> pd.DataFrame:
         """Every screened layout, best first, as written by ``--out``."""
         t = self.table
