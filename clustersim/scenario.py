@@ -16,6 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clustersim.errors import InputError
+from clustersim.frameworks import DEFAULT_FRAMEWORK, FrameworkSpec, load_framework
+from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_yaml_file
@@ -90,6 +92,16 @@ class OffloadSection(_Strict):
     params: bool = False
 
 
+class FsdpSection(_Strict):
+    """ZeRO-3 as torch FSDP (CONTRACT section 4): ``version`` 1 (FlatParameter per wrapped unit) or
+    2 (per-parameter sharding, ``fully_shard``); left out, the framework's own ZeRO-3 runs."""
+
+    version: Literal[1, 2] | None = None
+    prefetch: int = Field(1, ge=0)              # units whose gather may be in flight ahead of use
+    reshard_after_forward: bool = True          # free gathered parameters after forward (re-gather in backward)
+    hsdp_replicas: int = Field(1, ge=1)         # HSDP: shard within dp / replicas ranks, replicate across
+
+
 class ParallelSection(_Strict):
     tp: int = Field(1, ge=1)
     pp: int = Field(1, ge=1)
@@ -103,8 +115,8 @@ class ParallelSection(_Strict):
     schedule: Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v"] = "1f1b"
     virtual_stages: int = Field(1, ge=1)
     recompute: Literal["none", "selective", "full"] = "none"
-    overlap_grad_reduce: bool = True
-    overlap_param_gather: bool = True
+    overlap_grad_reduce: bool | None = None     # None: the framework's default
+    overlap_param_gather: bool | None = None    # None: the framework's default
     tp_comm_overlap: bool = False
     dp_bucket_params: int = Field(0, ge=0)
     expert_tp: int | None = Field(None, ge=1)               # None: tp (Megatron's default ETP)
@@ -112,6 +124,7 @@ class ParallelSection(_Strict):
     hierarchical_cp_sizes: tuple[int, int] | None = None    # (a2a, p2p) for cp_comm a2a+p2p
     offload: OffloadSection = OffloadSection()
     overlap_moe_expert_parallel_comm: bool = False
+    fsdp: FsdpSection | None = None
 
 
 class TrainingSection(_Strict):
@@ -122,17 +135,18 @@ class TrainingSection(_Strict):
 
 class ScenarioFile(_Strict):
     name: str = "scenario"
+    framework: str = DEFAULT_FRAMEWORK
     model: ModelSection
     cluster: ClusterSection = ClusterSection()
     parallel: ParallelSection = ParallelSection()
     training: TrainingSection = TrainingSection()
+    goodput: GoodputSection | None = None   # `clustersim goodput` only (docs/goodput.md)
 
 
 @dataclass(frozen=True, slots=True)
 class TrainingSpec:
-    """``attention``: "flash" (fused, FlashAttention-style), "standard" (unfused QK^T, softmax,
-    PV) or "auto" (what Megatron-LM ran on that GPU generation: standard on A100/V100, flash on
-    Hopper; clustersim.compute.conventions.resolve_attention)."""
+    """``attention``: "flash" (fused, FlashAttention-style) or "standard" (unfused QK^T, softmax,
+    PV); a scenario's "auto" is resolved to its framework's kernel when the scenario is built."""
 
     dtype: str = "bf16"
     optimizer: str = "adam"
@@ -148,6 +162,8 @@ class Scenario:
     cluster: ClusterSpec
     parallel: ParallelLayout
     training: TrainingSpec
+    framework: FrameworkSpec
+    goodput: GoodputSpec | None = None   # the `goodput:` section, resolved; None when absent
 
 
 DEFAULT_SCENARIO_YAML = """\
@@ -230,6 +246,8 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
         allowed = f"a number >= {ctx['ge']}"
     elif "gt" in ctx:
         allowed = f"a number > {ctx['gt']}"
+    elif "le" in ctx:
+        allowed = f"a number <= {ctx['le']}"
     else:
         allowed = err["msg"]
     return InputError(field, value, allowed)
@@ -398,6 +416,9 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
         raise InputError("parallel.cp", par.cp, f"a cp with model.seq_len ({model.seq_len}) divisible by 2 * cp")
     if par.sequence_parallel and model.seq_len % par.tp:
         raise InputError("parallel.sequence_parallel", True, f"false, or tp dividing model.seq_len ({model.seq_len})")
+    if par.zero_stage == 3 and (par.dp * par.cp) % par.hsdp_replicas:
+        raise InputError("parallel.fsdp.hsdp_replicas", par.hsdp_replicas,
+                         f"a divisor of dp * cp ({par.dp * par.cp})")
     check_extensions(model, cluster, par)  # MoE, MLA, CP variants, offload, zero-bubble / DualPipe
 
 
@@ -433,19 +454,30 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     else:
         dp = p.dp
     global_batch = p.global_batch if p.global_batch is not None else dp * p.micro_batch * max(1, p.pp) * 4
-    fields = p.model_dump(exclude={"offload"})
-    fields.update(dp=dp, global_batch=global_batch, expert_tp=p.expert_tp or 0,
-                  hierarchical_cp_sizes=_hierarchical_cp(p, cluster.gpus_per_node),
-                  offload_optimizer=p.offload.optimizer, offload_activations=p.offload.activations,
-                  offload_params=p.offload.params)
-    par = ParallelLayout(**fields)
+    framework = load_framework(raw.framework)
+    fsdp = p.fsdp or FsdpSection()
+    if p.fsdp is not None and p.zero_stage != 3:
+        raise InputError("parallel.fsdp", p.fsdp.model_dump(), "only with parallel.zero_stage: 3")
+    overlaps = {key: framework_value if value is None else value for key, value, framework_value in (
+        ("overlap_grad_reduce", p.overlap_grad_reduce, framework.overlap_grad_reduce),
+        ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload"}), **overlaps, "dp": dp,
+                            "global_batch": global_batch,
+                            "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
+                            "reshard_after_forward": fsdp.reshard_after_forward,
+                            "hsdp_replicas": fsdp.hsdp_replicas, "expert_tp": p.expert_tp or 0,
+                            "hierarchical_cp_sizes": _hierarchical_cp(p, cluster.gpus_per_node),
+                            "offload_optimizer": p.offload.optimizer, "offload_activations": p.offload.activations,
+                            "offload_params": p.offload.params})
     if raw.training.dtype not in cluster.gpu.dtypes:
         raise InputError("training.dtype", raw.training.dtype,
                          f"a dtype that {cluster.gpu.name} has: {', '.join(cluster.gpu.dtypes)}")
     check_layout(model, cluster, par)
-    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer,
-                            attention=raw.training.attention)
-    return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training)
+    attention = framework.attention if raw.training.attention == "auto" else raw.training.attention
+    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer, attention=attention)
+    gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
+    return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
+                    framework=framework, goodput=gp)
 
 
 def _hierarchical_cp(p: ParallelSection, gpus_per_node: int) -> tuple[int, int] | None:

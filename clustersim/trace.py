@@ -1,6 +1,7 @@
 """Chrome / Perfetto trace (JSON object format) of a simulated step.
 
-One process per simulated pipeline rank, one thread per stream (compute, dp, pp); timestamps in
+One process per simulated pipeline rank, one thread per stream (compute, dp, pp, and rs: ZeRO-3's
+reduce-scatter stream); timestamps in
 microseconds. Open in https://ui.perfetto.dev or chrome://tracing.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 from clustersim.engine.timeline import Timeline
 from clustersim.scenario import Scenario
 
-_STREAMS = ("compute", "dp", "pp")
+_STREAMS = ("compute", "dp", "pp", "rs")  # clustersim/engine/sim.py STREAMS, plus compute and pp
 
 
 def trace_events(timeline: Timeline, scenario: Scenario) -> dict[str, Any]:

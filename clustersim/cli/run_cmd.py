@@ -1,4 +1,4 @@
-"""`clustersim run [SCENARIO] [--json] [--trace FILE] [--set KEY=VALUE ...]`."""
+"""`clustersim run [SCENARIO] [--json] [--trace FILE] [--html FILE] [--set KEY=VALUE ...]`."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from clustersim import units
 from clustersim.api import estimate, simulate_with_timeline
 from clustersim.errors import InputError
 from clustersim.hardware.load import add_profile_file
+from clustersim.html import check_html_path, write_html
 from clustersim.report import StepReport
-from clustersim.scenario import load_scenario
+from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
 from clustersim.trace import trace_events, write_json_atomic
 
 
@@ -28,10 +29,20 @@ def _render(report: StepReport) -> None:
     out.print(f"  tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  ep {par.ep}  sp {par.sequence_parallel}  "
               f"zero {par.zero_stage}  micro-batch {par.micro_batch} x {par.num_micro_batches}  "
               f"schedule {par.schedule} (v={par.virtual_stages})  recompute {par.recompute}  {sc.training.dtype}")
+    out.print(f"  framework {sc.framework.name} (attention {sc.training.attention})")
     t = Table(show_header=False, box=None)
-    t.add_row("step time", f"{report.step_time_s:.4f} s ({report.engine} engine)")
-    t.add_row("throughput", f"{report.tokens_per_s:,.0f} tokens/s")
-    t.add_row("TFLOP/s per GPU", f"{report.tflops_per_gpu:.1f}  (MFU {report.mfu * 100:.1f}%)")
+    iv = report.interval
+    lo, hi = iv.of(report.step_time_s)
+    t.add_row("step time", f"{report.step_time_s:.4f} ({lo:.4f}-{hi:.4f}) s  [{iv.level:.0%} interval; "
+                           f"{report.engine} engine]")
+    t_lo, t_hi = iv.of_rate(report.tokens_per_s)
+    t.add_row("throughput", f"{report.tokens_per_s:,.0f} tokens/s ({t_lo:,.0f}-{t_hi:,.0f})")
+    m_lo, m_hi = iv.of_rate(report.mfu)
+    t.add_row("TFLOP/s per GPU", f"{report.tflops_per_gpu:.1f}  (MFU {report.mfu * 100:.1f}%, "
+                                 f"{m_lo * 100:.1f}-{m_hi * 100:.1f}%)")
+    evidence = (f"regime {iv.regime}: {iv.evidence_runs} measured runs"
+                + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))
+    t.add_row("how sure", evidence)
     m = report.memory
     t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB of {m.capacity_bytes_per_gpu / units.GiB:.1f}"
               f" GiB per GPU: {'fits' if m.fits else 'DOES NOT FIT'}")
@@ -57,24 +68,35 @@ def _render(report: StepReport) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), help="Write a Chrome/Perfetto trace.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field: parallel.tp=4.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML report (timeline, breakdown, memory, scenario).")
 @click.option("--engine", type=click.Choice(["event", "analytical"]), default="event", show_default=True,
               help="event: simpy with link contention; analytical: the closed-form twin.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
               help="Extra hardware profile YAML (e.g. one written by `clustersim validate`).")
-def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: tuple[str, ...], engine: str,
-        profiles: tuple[str, ...]) -> None:
+def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: tuple[str, ...], html_file: str | None,
+        engine: str, profiles: tuple[str, ...]) -> None:
     """Simulate one training step of SCENARIO (an embedded default when omitted)."""
+    if html_file:
+        check_html_path(html_file)
     for p in profiles:
         add_profile_file(p)
-    sc = load_scenario(scenario, overrides)
+    raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
+    sc = scenario_from_dict(raw)
+    timeline = None
     if engine == "analytical":
         if trace_file:
             raise InputError("--trace", trace_file, "only with --engine event")
         report = estimate(sc)
     else:
-        report, result = simulate_with_timeline(sc, record=trace_file is not None)
+        report, result = simulate_with_timeline(sc, record=bool(trace_file or html_file))
+        timeline = result.timeline
         if trace_file:
             write_json_atomic(trace_file, trace_events(result.timeline, sc))
+    if html_file:
+        from clustersim.html.run_page import run_page
+
+        write_html(html_file, run_page(report, timeline, raw))
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -53,6 +53,13 @@ class ParallelLayout:
     # Megatron --overlap-moe-expert-parallel-comm: the EP all-to-all of one micro-batch hides
     # behind the compute of another (forward and backward of adjacent micro-batches merged)
     overlap_moe_expert_parallel_comm: bool = False
+    # ZeRO-3 as torch FSDP (scenario parallel.fsdp): version 1 or 2, 0 = the framework's own ZeRO-3;
+    # units whose parameter gather may run ahead of use; free gathered parameters after forward;
+    # HSDP replica groups (shard over dp / hsdp_replicas ranks, replicate across them)
+    fsdp_version: int = 0
+    fsdp_prefetch: int = 1
+    reshard_after_forward: bool = True
+    hsdp_replicas: int = 1
 
     @property
     def num_gpus(self) -> int:

@@ -38,12 +38,14 @@ from clustersim.sweep.evaluate import (
     SweepSpec,
     Task,
     estimate_keys,
+    layout_from_key,
     screen_task,
     simulate_key,
 )
 from clustersim.sweep.executors import Executor, SerialExecutor
 from clustersim.sweep.rank import pareto_front, rank_order
 from clustersim.sweep.space import SearchSpace, count_shape_layouts, layout_key, micro_batch_sizes, shapes
+from clustersim.uncertainty import step_interval
 
 TASKS_PER_WORKER = 16
 N_KEY = len(KEY_FIELDS)
@@ -107,16 +109,33 @@ class SweepResult:
             else:
                 peak = row[COL["peak_bytes_per_gpu"]]
                 step, tps, mfu = (float(row[COL[f]]) for f in ESTIMATE_FIELDS)
-            out.append({"parallel": parallel_dict(tuple(int(v) for v in row[:N_KEY]),
-                                                  self.spec.scenario.parallel.global_batch),
+            key = tuple(int(v) for v in row[:N_KEY])
+            iv = step_interval(replace(self.spec.scenario, parallel=layout_from_key(key, self.spec.scenario.parallel)))
+            out.append({"parallel": parallel_dict(key, self.spec.scenario.parallel.global_batch),
                         "step_time_s": step, "tokens_per_s": tps, "mfu": mfu, "peak_bytes_per_gpu": int(peak),
                         "engine": "simulate" if ran else "estimate",
-                        "estimate_tokens_per_s": float(row[COL["tokens_per_s"]])})
+                        "estimate_tokens_per_s": float(row[COL["tokens_per_s"]]),
+                        "interval": iv.to_json(step, mfu, tps)})
         return out
+
+    def indistinguishable(self, rows: list[dict[str, object]]) -> list[int]:
+        """Indices (0-based) of the rows after the first whose step-time interval overlaps the
+        best row's: within the prediction's uncertainty they may be as fast as the winner."""
+        if not rows:
+            return []
+        lo_best = rows[0]["interval"]["step_time_s"]  # type: ignore[index]
+        return [i for i, r in enumerate(rows[1:], start=1)
+                if r["interval"]["step_time_s"][0] <= lo_best[1]]  # type: ignore[index]
 
     def pareto(self) -> np.ndarray:
         """Row indices of the Pareto front (closed-form tokens/s against peak memory)."""
         return pareto_front(self.table)
+
+    def _repr_html_(self) -> str:
+        """Rich display in Jupyter: counts and the top layouts (clustersim/html/notebook.py)."""
+        from clustersim.html.notebook import sweep_html
+
+        return sweep_html(self)
 
     def to_frame(self) -> pd.DataFrame:
         """Every screened layout, best first, as written by ``--out``."""
@@ -157,7 +176,7 @@ def make_tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int]]:
     """Screening tasks in canonical order and the number of layouts in each."""
     s = spec.scenario
     gb = s.parallel.global_batch
-    units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space))
+    units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space, s.parallel.hsdp_replicas))
              for shape in shapes(s.model, s.cluster, gb, spec.space) for mb in micro_batch_sizes(shape, gb)]
     units = [u for u in units if u[2] > 0]
     total = sum(u[2] for u in units)

@@ -22,8 +22,10 @@ NO_CONTENTION = [
     # TP inside nodes, DP across them: DP owns the NICs, TP the NVLink; nothing else shares them
     dict(model="megatron-1.7b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, zero_stage=1),
     dict(model="megatron-1.7b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, zero_stage=0, overlap_grad_reduce=False),
-    # ZeRO-3 without TP: the DP stream is the only user of the links
-    dict(model="megatron-1.7b", nodes=2, tp=1, pp=1, dp=16, global_batch=32, zero_stage=3),
+    # ZeRO-3 (FSDP2) without TP, one micro-batch, parameters kept from forward to backward: the
+    # forward's gathers and the backward's reduce-scatters never run at the same time
+    dict(model="megatron-1.7b", nodes=2, tp=1, pp=1, dp=16, global_batch=16, zero_stage=3,
+         fsdp={"version": 2, "reshard_after_forward": False}),
     # a pipeline inside one node with GPipe: a stage's sends are far apart in time
     dict(model="megatron-1.7b", nodes=1, tp=4, pp=2, dp=1, global_batch=4, schedule="gpipe"),
 ]
@@ -108,6 +110,17 @@ def test_trace_has_a_track_per_rank_and_stream() -> None:
     assert {e["pid"] for e in spans} == {0, 1, 2, 3}
     assert {e["cat"] for e in spans} >= {"compute", "tp_comm", "pp_comm"}
     assert all(e["dur"] >= 0 for e in spans)
+
+
+def test_trace_has_a_thread_for_every_stream_the_engine_uses() -> None:
+    from clustersim.engine.sim import STREAMS
+    from clustersim.trace import trace_events
+
+    sc = make(model="megatron-18b", nodes=4, tp=8, pp=2, dp=2, global_batch=8, zero_stage=3)
+    _, result = simulate_with_timeline(sc)
+    trace = trace_events(result.timeline, sc)  # ZeRO-3 puts segments on the "rs" stream
+    threads = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert {s.stream for s in result.timeline.segments} <= threads and set(STREAMS) <= threads
 
 
 def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
