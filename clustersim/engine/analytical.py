@@ -13,13 +13,14 @@ also several times faster, which the layout sweep uses.
 
 from __future__ import annotations
 
+from clustersim.engine.actions import plan_actions
 from clustersim.engine.groups import pp_plan
 from clustersim.engine.overlap import Interval, overlap_slowdown
+from clustersim.engine.pair import chain_of, pair_timing
 from clustersim.engine.stages import StepWork, build_step_work
 from clustersim.engine.timeline import CAUSES, StepResult
 from clustersim.engine.units import CompiledUnit, UnitCache, unit_timing
 from clustersim.engine.zero import DpPlan, Item, dp_plan
-from clustersim.parallel.pipeline import build_schedule
 from clustersim.scenario import Scenario
 
 
@@ -43,7 +44,8 @@ class _Stream:
 class _Rank:
     """Clock, causes and streams of one pipeline rank."""
 
-    def __init__(self, slowdown: float) -> None:
+    def __init__(self, slowdown: float, index: int = 0) -> None:
+        self.index = index
         self.clock = 0.0
         self.causes = dict.fromkeys(CAUSES, 0.0)
         self.streams = {"dp": _Stream(), "rs": _Stream()}
@@ -94,92 +96,131 @@ class _Gathers:
 def estimate_step(scenario: Scenario) -> StepResult:
     """Closed-form step time (see module docstring)."""
     par = scenario.parallel
-    pp, v = par.pp, par.virtual_stages
-    num_global = pp * v
+    pp = par.pp
     work: StepWork = build_step_work(scenario)
+    graph = work.graph
     dp: DpPlan = dp_plan(scenario, work)
     z3 = dp.zero3
-    schedule = build_schedule(par.schedule, pp, par.num_micro_batches, v)
-    p2p_s = [pp_plan(scenario, work.p2p_bytes, r).time_s if num_global > 1 else 0.0 for r in range(pp)]
+    plans = plan_actions(scenario, work)
+    p2p_s = [pp_plan(scenario, work.p2p_bytes, r).time_s if pp > 1 else 0.0 for r in range(pp)]
     cache = UnitCache(scenario)
-    compiled = {(st.index, kind): [cache(w) for w in (st.forward if kind == "F" else st.backward)]
-                for st in work.stages for kind in "FB"}
-    totals = {key: _total(units) for key, units in compiled.items()}
+    totals: dict[int, tuple[float, tuple[tuple[str, float], ...]]] = {}
 
     slowdown = overlap_slowdown(scenario.cluster.gpu)
-    ranks = [_Rank(slowdown) for _ in range(pp)]
+    ranks = [_Rank(slowdown, r) for r in range(pp)]
     param_ready: dict[tuple[int, int, int], float] = {}
     for r in range(pp):
-        for chunk in range(v):
-            g = chunk * pp + r
+        for chunk in range(graph.chunks):
+            g = graph.stage(r, chunk)
             for (gg, unit), items in sorted(dp.param_gathers.items()):
                 if gg == g:
                     param_ready[(r, gg, unit)] = ranks[r].enqueue("dp", items)  # type: ignore[assignment]
     arrival: dict[tuple[str, int, int], tuple[float, float]] = {}  # key -> (send start, arrive)
     nxt = [0] * pp
-    last_b = [{a.chunk: i for i, a in enumerate(schedule[r]) if a.kind == "B"} for r in range(pp)]
-    remaining = sum(len(s) for s in schedule)
+    remaining = sum(len(s) for s in plans)
+
+    def total_of(works, units):
+        t = totals.get(id(works))
+        if t is None:
+            t = totals[id(works)] = _total(units)
+        return t
+
+    def wait_input(rk: _Rank, a) -> None:
+        if a.needs is None:
+            return
+        sent, arrived = arrival[a.needs]
+        if arrived > rk.clock:
+            sent = min(max(sent, rk.clock), arrived)
+            rk.causes["bubble"] += sent - rk.clock
+            rk.causes["pp_comm"] += arrived - sent
+            rk.clock = arrived
+
+    def run_action(rk: _Rank, a) -> None:
+        units = [cache(w) for w in a.works]
+        g, n = a.stage, len(units)
+        if a.kind == "F":
+            ready = [param_ready.get((rk.index, g, u)) for u in range(n)]
+            if z3 is None and all(x is None or x <= rk.clock for x in ready) and rk.quiet():
+                _run_total(rk, total_of(a.works, units))
+            else:
+                gathers = _gathers(rk, z3, work, g, "F")
+                for u, unit in enumerate(units):
+                    rk.wait(gathers.before(u) if gathers else ready[u], "dp_comm")
+                    rk.run(unit)
+            return
+        if z3 is None and not a.final and rk.quiet():
+            _run_total(rk, total_of(a.works, units))
+            return
+        gathers = _gathers(rk, z3, work, g, "B") if a.kind == "B" else None
+        for b, unit in enumerate(units):
+            if gathers is not None and z3 is not None and z3.backward_gathers == 2:
+                recompute, proper = work.stages[g].backward_split[b]
+                rk.wait(gathers.before(2 * b), "dp_comm")
+                rk.run(cache(recompute))
+                rk.wait(gathers.before(2 * b + 1), "dp_comm")
+                rk.run(cache(proper))
+            else:
+                if gathers is not None:
+                    rk.wait(gathers.before(b), "dp_comm")
+                rk.run(unit)
+            if z3 is not None:
+                rk.enqueue("rs", z3.reduce.get((g, b), ()))
+            elif a.final:
+                rk.enqueue("dp", dp.grad_buckets.get((g, b), ()))
+
+    def run_pair(rk: _Rank, a, b) -> None:
+        for x in (a, b):
+            if x.kind == "F":
+                n = len(x.works)
+                rk.wait(max([param_ready.get((rk.index, x.stage, u)) or 0.0 for u in range(n)], default=0.0),
+                        "dp_comm")
+        chains = (chain_of([cache(w) for w in a.works]), chain_of([cache(w) for w in b.works]))
+        busy = tuple(iv for st in rk.streams.values() for iv in st.busy if iv[1] > rk.clock)
+        end, by_cause = pair_timing(chains, rk.clock, busy, rk.slowdown)
+        rk.clock = end
+        for cause, sec in by_cause.items():
+            rk.causes[cause] += sec
+        for x in (a, b):
+            if x.final:
+                for u in range(len(x.works)):
+                    rk.enqueue("dp", dp.grad_buckets.get((x.stage, u), ()))
+
+    def send(rk: _Rank, r: int, a) -> None:
+        for key, _, boundary in a.sends:
+            arrival[key] = (rk.clock, rk.clock + p2p_s[boundary])
+
     while remaining:
         progressed = False
         for r in range(pp):
             rk = ranks[r]
-            while nxt[r] < len(schedule[r]):
-                i = nxt[r]
-                a = schedule[r][i]
-                g = a.chunk * pp + r
-                need = ("F", g, a.micro_batch) if a.kind == "F" else ("B", g, a.micro_batch)
-                has_input = g > 0 if a.kind == "F" else g < num_global - 1
-                if has_input and need not in arrival:
+            seq = plans[r]
+            while nxt[r] < len(seq):
+                a = seq[nxt[r]]
+                if a.paired:
+                    b = seq[nxt[r] + 1]
+                    if any(x.needs is not None and x.needs not in arrival for x in (a, b)):
+                        break
+                    wait_input(rk, a)
+                    wait_input(rk, b)
+                    run_pair(rk, a, b)
+                    send(rk, r, a)
+                    send(rk, r, b)
+                    nxt[r] += 2
+                    remaining -= 2
+                    progressed = True
+                    continue
+                if a.needs is not None and a.needs not in arrival:
                     break
-                if has_input:
-                    sent, arrived = arrival[need]
-                    if arrived > rk.clock:
-                        sent = min(max(sent, rk.clock), arrived)
-                        rk.causes["bubble"] += sent - rk.clock
-                        rk.causes["pp_comm"] += arrived - sent
-                        rk.clock = arrived
-                units = compiled[(g, a.kind)]
-                n = len(units)
-                final = a.kind == "B" and last_b[r][a.chunk] == i
-                if a.kind == "F":
-                    ready = [param_ready.get((r, g, u)) for u in range(n)]
-                    if z3 is None and all(x is None or x <= rk.clock for x in ready) and rk.quiet():
-                        _run_total(rk, totals[(g, "F")])
-                    else:
-                        gathers = _gathers(rk, z3, work, g, "F")
-                        for u, unit in enumerate(units):
-                            rk.wait(gathers.before(u) if gathers else ready[u], "dp_comm")
-                            rk.run(unit)
-                elif z3 is None and not final and rk.quiet():
-                    _run_total(rk, totals[(g, "B")])
-                else:
-                    gathers = _gathers(rk, z3, work, g, "B")
-                    for b, unit in enumerate(units):
-                        if gathers is not None and z3 is not None and z3.backward_gathers == 2:
-                            recompute, proper = work.stages[g].backward_split[b]
-                            rk.wait(gathers.before(2 * b), "dp_comm")
-                            rk.run(cache(recompute))
-                            rk.wait(gathers.before(2 * b + 1), "dp_comm")
-                            rk.run(cache(proper))
-                        else:
-                            if gathers is not None:
-                                rk.wait(gathers.before(b), "dp_comm")
-                            rk.run(unit)
-                        if z3 is not None:
-                            rk.enqueue("rs", z3.reduce.get((g, b), ()))
-                        elif final:
-                            rk.enqueue("dp", dp.grad_buckets.get((g, b), ()))
-                if a.kind == "F" and g < num_global - 1:
-                    arrival[("F", g + 1, a.micro_batch)] = (rk.clock, rk.clock + p2p_s[r])
-                if a.kind == "B" and g > 0:
-                    arrival[("B", g - 1, a.micro_batch)] = (rk.clock, rk.clock + p2p_s[(r - 1) % pp])
+                wait_input(rk, a)
+                run_action(rk, a)
+                send(rk, r, a)
                 nxt[r] += 1
                 remaining -= 1
                 progressed = True
         if not progressed:
             raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
     for r, rk in enumerate(ranks):
-        stages = [chunk * pp + r for chunk in range(v)]
+        stages = [graph.stage(r, c) for c in range(graph.chunks)]
         rk.enqueue("dp", dp.after_backward_of(stages))
         rk.wait(max(rk.pending, default=0.0), "dp_comm")
         rk.clock += work.optimizer_time_s[r]

@@ -2,30 +2,45 @@
 
 from __future__ import annotations
 
+from clustersim.engine.stages import build_step_work
 from clustersim.memory import MemoryReport, memory_report
-from clustersim.parallel.pipeline import Action, stage_layers
+from clustersim.parallel.pipeline import Action, split_weight_keys
+from clustersim.parallel.stage_graph import StageGraph
 from clustersim.scenario import Scenario
 
 
-def layers_in_flight(actions: tuple[Action, ...], rank: int, pp: int, counts: tuple[int, ...]) -> int:
+def layers_in_flight(actions: tuple[Action, ...], rank: int, graph: StageGraph, counts: tuple[int, ...]) -> int:
     """Peak number of (layer, micro-batch) activations held at once: a forward adds its chunk's
-    layers, the matching backward frees them."""
+    layers; the backward frees them, or the W when the weight gradient is split off (the W still
+    reads the inputs of the layers' GEMMs). ``counts``: layers of each global stage."""
+    split = split_weight_keys(actions)
     held = peak = 0
     for a in actions:
-        layers = counts[a.chunk * pp + rank]
-        held += layers if a.kind == "F" else -layers
+        layers = counts[graph.stage(rank, a.chunk)]
+        if a.kind == "F":
+            held += layers
+        elif a.kind == "W" or (a.chunk, a.micro_batch) not in split:
+            held -= layers
         peak = max(peak, held)
     return peak
 
 
 def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...]) -> tuple[MemoryReport, ...]:
-    """One MemoryReport per pipeline rank."""
+    """One MemoryReport per pipeline rank (DualPipe: its two chunks hold two model stages, the
+    first and last ranks both the embedding and the output head)."""
     par = scenario.parallel
-    counts = stage_layers(scenario.model.layers, par.pp, par.virtual_stages)
+    work = build_step_work(scenario)
+    graph = work.graph
+    counts = tuple(st.num_layers for st in work.stages)
+    last_model = graph.num_model_stages - 1
     out = []
     for r in range(par.pp):
-        layers = sum(counts[c * par.pp + r] for c in range(par.virtual_stages))
-        in_flight = layers_in_flight(schedule[r], r, par.pp, counts) / layers
+        stages = [work.stages[graph.stage(r, c)] for c in range(graph.chunks)]
+        layers = sum(st.num_layers for st in stages)
+        moe = sum(st.moe_layers for st in stages)
+        in_flight = layers_in_flight(schedule[r], r, graph, counts) / layers
+        first = any(st.model_stage == 0 for st in stages)
+        last = any(st.model_stage == last_model for st in stages)
         out.append(memory_report(scenario.model, par, scenario.cluster, scenario.training.dtype,
-                                 layers, in_flight, r == 0, r == par.pp - 1, scenario.training.attention))
+                                 layers, in_flight, first, last, scenario.training.attention, moe_layers=moe))
     return tuple(out)

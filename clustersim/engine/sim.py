@@ -19,15 +19,16 @@ from typing import Any
 import simpy
 
 from clustersim.collectives import CollectivePlan
+from clustersim.engine.actions import plan_actions
 from clustersim.engine.groups import pp_plan
 from clustersim.engine.lane import ComputeLane
 from clustersim.engine.overlap import overlap_slowdown
+from clustersim.engine.pair import PairCore, chain_of
 from clustersim.engine.stages import StepWork, build_step_work
 from clustersim.engine.timeline import StepResult, Timeline
 from clustersim.engine.units import CompiledUnit, UnitCache
 from clustersim.engine.zero import DpPlan, Item, dp_plan
 from clustersim.network import FairShareLink
-from clustersim.parallel.pipeline import build_schedule
 from clustersim.scenario import Scenario
 
 Proc = Generator[simpy.Event, Any, None]
@@ -60,14 +61,14 @@ class _StepSim:
         par = scenario.parallel
         self.sc = scenario
         self.pp = par.pp
-        self.num_global = par.pp * par.virtual_stages
         self.work: StepWork = build_step_work(scenario)
+        self.graph = self.work.graph
         self.dp: DpPlan = dp_plan(scenario, self.work)
         self.z3 = self.dp.zero3
-        self.schedule = build_schedule(par.schedule, par.pp, par.num_micro_batches, par.virtual_stages)
+        self.plans = plan_actions(scenario, self.work)
         self.env = simpy.Environment()
         self.tl = Timeline(record=record)
-        self.links = [{tier: FairShareLink(self.env, f"rank{r}.{tier}") for tier in ("scale_up", "scale_out")}
+        self.links = [{tier: FairShareLink(self.env, f"rank{r}.{tier}") for tier in ("scale_up", "scale_out", "host")}
                       for r in range(self.pp)]
         slowdown = overlap_slowdown(scenario.cluster.gpu)
         self.lanes = [ComputeLane(self.env, slowdown) for _ in range(self.pp)]
@@ -89,7 +90,7 @@ class _StepSim:
             groups += [self.z3.gather, self.z3.reduce]
         plans = [plan for group in groups for items in group.values() for _, plan in items]
         plans += [plan for items in self.dp.after_backward.values() for _, plan in items]
-        if self.num_global > 1:
+        if self.pp > 1:
             plans += [pp_plan(self.sc, self.work.p2p_bytes, r) for r in range(self.pp)]
         return frozenset(ph.tier for plan in plans for ph in plan.phases)
 
@@ -113,11 +114,10 @@ class _StepSim:
             self.arrivals[key] = self.env.event()
         return self.arrivals[key]
 
-    def _send(self, rank: int, key: tuple[str, int, int]) -> Proc:
+    def _send(self, rank: int, key: tuple[str, int, int], boundary: int) -> Proc:
         """Send an activation (F) or its gradient (B) to the stage that needs it."""
         start = self.env.now
         self.send_start[key] = start
-        boundary = rank if key[0] == "F" else (rank - 1) % self.pp
         plan = pp_plan(self.sc, self.work.p2p_bytes, boundary)
         yield from self._run_plan(rank, plan)
         self.tl.add(rank, "pp", f"send {key[0]}{key[2]} to stage {key[1]}", "pp_comm", start, self.env.now)
@@ -188,11 +188,20 @@ class _StepSim:
     def _run_unit(self, rank: int, unit: CompiledUnit, label: str) -> Proc:
         env, tl = self.env, self.tl
         pending: list[tuple[str, simpy.Process]] = []
-        for step in unit.steps:
-            if step.plan is None:
+        index: dict[int, tuple[str, simpy.Process]] = {}
+        for i, step in enumerate(unit.steps):
+            if step.join >= 0:
+                item = index.pop(step.join)
+                pending.remove(item)
+                start = env.now
+                yield item[1]
+                tl.add(rank, "compute", f"wait {item[0]}", item[0], start, env.now)
+            elif step.plan is None:
                 yield from self._compute(rank, step.time_s, label)
             elif step.overlapped:
-                pending.append((step.cause, env.process(self._run_plan(rank, step.plan, step.cause))))
+                item = (step.cause, env.process(self._run_plan(rank, step.plan, step.cause)))
+                pending.append(item)
+                index[i] = item
             else:
                 start = env.now
                 yield from self._run_plan(rank, step.plan)
@@ -210,9 +219,8 @@ class _StepSim:
         self.tl.add(rank, "compute", f"wait params s{g}", "dp_comm", start, self.env.now)
 
     # -- the schedule ----------------------------------------------------------------------
-    def _forward(self, rank: int, g: int, label: str) -> Proc:
-        stage = self.work.stages[g]
-        units = [self.units(w) for w in stage.forward]
+    def _forward(self, rank: int, g: int, label: str, works: tuple) -> Proc:
+        units = [self.units(w) for w in works]
         ready = [self.param_ready.get((g, u)) for u in range(len(units))]
         if self.z3 is None and all(e is None or e.triggered for e in ready) and self._quiet(rank, units):
             yield from self._run_fast(rank, units, label)
@@ -222,14 +230,14 @@ class _StepSim:
             yield from self._wait_params(rank, g, gathers.before(u) if gathers else ready[u])
             yield from self._run_unit(rank, unit, label)
 
-    def _backward(self, rank: int, g: int, label: str, final: bool) -> Proc:
+    def _backward(self, rank: int, g: int, label: str, final: bool, works: tuple, kind: str = "B") -> Proc:
         stage = self.work.stages[g]
-        units = [self.units(w) for w in stage.backward]
+        units = [self.units(w) for w in works]
         z3 = self.z3
         if z3 is None and not final and self._quiet(rank, units):
             yield from self._run_fast(rank, units, label)
             return
-        gathers = self._gathers(rank, g, "B")
+        gathers = self._gathers(rank, g, "B") if kind == "B" else None
         for b, unit in enumerate(units):
             if gathers is not None and z3 is not None and z3.backward_gathers == 2:
                 recompute, proper = stage.backward_split[b]
@@ -260,27 +268,81 @@ class _StepSim:
             slots = [z3.gather.get((g, n - 1 - b), ()) for b in range(n) for _ in range(z3.backward_gathers)]
         return _Gathers(self, rank, slots, z3.prefetch)
 
+    def _pair(self, rank: int, a, b) -> Proc:
+        """An overlapped forward & backward pair (clustersim.engine.pair), driven on the lane and links."""
+        env, tl = self.env, self.tl
+        for x in (a, b):
+            if x.kind == "F":
+                for u in range(len(x.works)):
+                    yield from self._wait_params(rank, x.stage, self.param_ready.get((x.stage, u)))
+        chains = (chain_of([self.units(w) for w in a.works]), chain_of([self.units(w) for w in b.works]))
+        core = PairCore(chains, env.now)
+        running: dict[simpy.Event, tuple[str, int, float, float, str]] = {}
+        label = f"{a.label}&{b.label}"
+        while True:
+            for res, c, seg in core.startable():
+                if res == "compute":
+                    ev = self.lanes[rank].run(seg.time_s)
+                else:
+                    ev = env.process(self._run_plan(rank, seg.plan, seg.cause))
+                running[ev] = (res, c, env.now, seg.time_s, seg.cause)
+            if not running:
+                break
+            computing = core.busy["compute"]
+            waiting = core.waiting_cause()
+            t0 = env.now
+            fired = yield simpy.AnyOf(env, list(running))
+            if not computing:
+                tl.add(rank, "compute", f"{label} wait", waiting, t0, env.now)
+            for ev in [e for e in running if e in fired.events]:
+                res, c, start, work_s, cause = running.pop(ev)
+                if res == "compute":
+                    t = start + work_s
+                    tl.add(rank, "compute", label, "compute", start, t)
+                    for why in sorted(ev.value):
+                        tl.add(rank, "compute", f"{label} (slowed by {why})", why, t, t + ev.value[why])
+                        t += ev.value[why]
+                else:
+                    tl.add(rank, "ep", label, cause, start, env.now)
+                core.finish(res, c, env.now)
+        for x in (a, b):
+            if x.final:
+                for u in range(len(x.works)):
+                    for name, plan in self.dp.grad_buckets.get((x.stage, u), ()):
+                        self._enqueue(rank, "dp", name, plan)
+
+    def _wait_input(self, rank: int, a) -> Proc:
+        if a.needs is not None:
+            yield from self._wait_arrival(rank, a.needs)
+
+    def _sends(self, rank: int, a) -> None:
+        for key, _, boundary in a.sends:
+            self.env.process(self._send(rank, key, boundary))
+
     def _rank(self, rank: int) -> Proc:
-        env, tl, pp, G = self.env, self.tl, self.pp, self.num_global
-        actions = self.schedule[rank]
-        last_b = {a.chunk: i for i, a in enumerate(actions) if a.kind == "B"}
-        for i, action in enumerate(actions):
-            g = action.chunk * pp + rank
-            mb = action.micro_batch
-            if action.kind == "F":
-                if g > 0:
-                    yield from self._wait_arrival(rank, ("F", g, mb))
-                yield from self._forward(rank, g, f"{action}")
-                if g < G - 1:
-                    env.process(self._send(rank, ("F", g + 1, mb)))
+        env, tl = self.env, self.tl
+        seq = self.plans[rank]
+        i = 0
+        while i < len(seq):
+            a = seq[i]
+            if a.paired:
+                b = seq[i + 1]
+                yield from self._wait_input(rank, a)
+                yield from self._wait_input(rank, b)
+                yield from self._pair(rank, a, b)
+                self._sends(rank, a)
+                self._sends(rank, b)
+                i += 2
+                continue
+            yield from self._wait_input(rank, a)
+            if a.kind == "F":
+                yield from self._forward(rank, a.stage, a.label, a.works)
             else:
-                if g < G - 1:
-                    yield from self._wait_arrival(rank, ("B", g, mb))
-                yield from self._backward(rank, g, f"{action}", last_b[action.chunk] == i)
-                if g > 0:
-                    env.process(self._send(rank, ("B", g - 1, mb)))
+                yield from self._backward(rank, a.stage, a.label, a.final, a.works, a.kind)
+            self._sends(rank, a)
+            i += 1
         # End of step: wait for the gradient reduction, step the optimizer, gather parameters.
-        stages = [chunk * pp + rank for chunk in range(self.sc.parallel.virtual_stages)]
+        stages = [self.graph.stage(rank, c) for c in range(self.graph.chunks)]
         for name, plan in self.dp.after_backward_of(stages):
             self._enqueue(rank, "dp", name, plan)
         start = env.now
@@ -302,8 +364,8 @@ class _StepSim:
                 env.process(self._stream(rank, stream))
             # Parameter all-gathers overlapped with the forward pass (ZeRO with overlap_param_gather):
             # issued in forward order at the start of the step, each unit waits for its own.
-            for chunk in range(self.sc.parallel.virtual_stages):
-                g = chunk * self.pp + rank
+            for chunk in range(self.graph.chunks):
+                g = self.graph.stage(rank, chunk)
                 for (gg, unit), items in sorted(self.dp.param_gathers.items()):
                     if gg != g:
                         continue

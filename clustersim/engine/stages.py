@@ -1,8 +1,15 @@
 """Per-stage work of one training step, built once from the scenario by the pure cost functions.
 
-A *global stage* is one model chunk: ``g = chunk * pp + pp_rank`` (Megatron's interleaved
-numbering). Global stage 0 holds the embedding, the last one the output layer and loss. Work is
-kept per layer so that the engine can fill gradient buckets as layers finish their backward.
+A *global stage* is one model chunk on one pipeline rank; the schedule's stage graph
+(clustersim.parallel.stage_graph) says which rank and chunk run it and which slice of the layers
+(its *model stage*) it runs. Model stage 0 holds the embedding, the last one the output layer
+and loss (and the multi-token-prediction modules). Work is kept per layer so that the engine can
+fill gradient buckets as layers finish their backward. The first ``moe.first_dense_layers``
+layers of a MoE model are dense, the rest MoE; each unit is priced as its kind.
+
+For schedules that split the weight gradient (zero-bubble, DualPipe) every backward unit is also
+kept as its input-gradient part (the B action: every op but the weight-gradient GEMMs) and its
+weight-gradient part (the W action: the ``Op.wgrad`` GEMMs).
 """
 
 from __future__ import annotations
@@ -20,7 +27,10 @@ from clustersim.compute import (
     output_cost,
     transformer_layer_cost,
 )
+from clustersim.compute.mtp import mtp_cost
+from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.parallel.pipeline import stage_layers
+from clustersim.parallel.stage_graph import StageGraph, stage_graph
 from clustersim.scenario import Scenario
 
 Work = tuple[Op | CommOp, ...]
@@ -38,6 +48,10 @@ class StageWork:
     unit_params: tuple[int, ...]  # params of each backward unit, aligned with ``backward`` (experts excluded)
     unit_expert_params: tuple[int, ...]  # expert params of each backward unit (MoE; reduced over edp)
     params: int                  # parameters of this stage held by one GPU (before ZeRO sharding)
+    backward_input: tuple[Work, ...] = ()   # per backward unit: the B part when the W is split off
+    backward_weight: tuple[Work, ...] = ()  # per backward unit: the W part (weight-gradient GEMMs)
+    model_stage: int = 0
+    moe_layers: int = 0          # MoE layers among num_layers
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +60,7 @@ class StepWork:
     p2p_bytes: float               # activation (and its gradient) sent between stages, per GPU
     optimizer_time_s: tuple[float, ...]  # per pp rank
     params_per_rank: tuple[int, ...]     # per pp rank, before ZeRO sharding
+    graph: StageGraph | None = None
 
 
 def _merge(*parts: Work) -> Work:
@@ -55,60 +70,98 @@ def _merge(*parts: Work) -> Work:
     return tuple(out)
 
 
+def _split(work: Work) -> tuple[Work, Work]:
+    """(input-gradient part, weight-gradient part) of a backward unit."""
+    return (tuple(op for op in work if not (isinstance(op, Op) and op.wgrad)),
+            tuple(op for op in work if isinstance(op, Op) and op.wgrad))
+
+
+@functools.lru_cache(maxsize=64)
+def step_graph(scenario: Scenario) -> StageGraph:
+    par = scenario.parallel
+    return stage_graph(par.schedule, par.pp, par.virtual_stages, par.num_micro_batches)
+
+
+def model_stage_layers(scenario: Scenario) -> tuple[int, ...]:
+    """Layers of each model stage (V schedules: two chunks per rank; DualPipe: pp stages)."""
+    par = scenario.parallel
+    graph = step_graph(scenario)
+    chunks = 1 if par.schedule == "dualpipe" else graph.chunks
+    return stage_layers(scenario.model.layers, par.pp, chunks)
+
+
 @functools.lru_cache(maxsize=4096)
 def build_step_work(scenario: Scenario) -> StepWork:
     model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
-    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention)
+    graph = step_graph(scenario)
+    gpn = scenario.cluster.gpus_per_node
+    kinds = {moe: transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention, moe=moe,
+                                         gpus_per_node=gpn) for moe in {False, model.is_moe}}
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
-    counts = stage_layers(model.layers, par.pp, par.virtual_stages)
-    expert = expert_params_per_gpu(model, par.tp, par.ep)
-    num_global = len(counts)
-    layer_fwd = tuple(layer.forward.ops)
-    layer_bwd = _merge(tuple(layer.recompute.ops), tuple(layer.backward.ops))
-    layer_split = (tuple(layer.recompute.ops), tuple(layer.backward.ops))
-    stages = []
-    for g, n in enumerate(counts):
+    counts = model_stage_layers(scenario)
+    last_model = len(counts) - 1
+    model_stages = []
+    first_layer = 0
+    for ms, n in enumerate(counts):
         fwd: list[Work] = []
         bwd: list[Work] = []
         split: list[tuple[Work, Work]] = []
         unit_params: list[int] = []
         unit_expert: list[int] = []
-        params = n * layer.params
-        if g == 0:
+        layer_kinds = [model.is_moe_layer(i) for i in range(first_layer, first_layer + n)]
+        first_layer += n
+        params = sum(kinds[k].params for k in layer_kinds)
+        if ms == 0:
             fwd.append(tuple(emb.forward.ops))
             params += emb.params
-        fwd.extend([layer_fwd] * n)
-        if g == num_global - 1:
+        fwd.extend(tuple(kinds[k].forward.ops) for k in layer_kinds)
+        if ms == last_model:
+            mtp = mtp_cost(model, par, gpu, dtype, scenario.training.attention, gpn, emb, out)
+            fwd.extend(tuple(cost.forward.ops) for cost in mtp)
             fwd.append(tuple(out.forward.ops))
             bwd.append(_merge(tuple(out.recompute.ops), tuple(out.backward.ops)))
             split.append((tuple(out.recompute.ops), tuple(out.backward.ops)))
             # a tied output layer shares the embedding's weights when both sit on one stage
-            shared = model.tie_embeddings and num_global == 1
+            shared = model.tie_embeddings and last_model == 0
             unit_params.append(0 if shared else out.params)
             unit_expert.append(0)
             params += 0 if shared else out.params
-        bwd.extend([layer_bwd] * n)
-        split.extend([layer_split] * n)
-        unit_params.extend([layer.params - expert] * n)
-        unit_expert.extend([expert] * n)
-        if g == 0:
+            for cost in reversed(mtp):
+                bwd.append(_merge(tuple(cost.recompute.ops), tuple(cost.backward.ops)))
+                split.append((tuple(cost.recompute.ops), tuple(cost.backward.ops)))
+                e = expert_params_per_gpu(model, par.tp, par.ep, par.etp)
+                unit_params.append(cost.params - e)
+                unit_expert.append(e)
+                params += cost.params
+        for k in reversed(layer_kinds):
+            lc = kinds[k]
+            bwd.append(_merge(tuple(lc.recompute.ops), tuple(lc.backward.ops)))
+            split.append((tuple(lc.recompute.ops), tuple(lc.backward.ops)))
+            e = expert_params_per_gpu(model, par.tp, par.ep, par.etp, moe=k)
+            unit_params.append(lc.params - e)
+            unit_expert.append(e)
+        if ms == 0:
             bwd.append(_merge(tuple(emb.recompute.ops), tuple(emb.backward.ops)))
             split.append((tuple(emb.recompute.ops), tuple(emb.backward.ops)))
             unit_params.append(emb.params)
             unit_expert.append(0)
-        stages.append(StageWork(g, n, tuple(fwd), tuple(bwd), tuple(split), tuple(unit_params), tuple(unit_expert),
-                                params))
-    params_per_rank = tuple(
-        sum(stages[c * par.pp + r].params for c in range(par.virtual_stages)) for r in range(par.pp)
-    )
-    opt = tuple(optimizer_step_time_s(p, par, gpu) for p in params_per_rank)
+        parts = [_split(w) for w in bwd]
+        model_stages.append(dict(num_layers=n, forward=tuple(fwd), backward=tuple(bwd), backward_split=tuple(split),
+                                 unit_params=tuple(unit_params), unit_expert_params=tuple(unit_expert),
+                                 params=params, backward_input=tuple(p[0] for p in parts),
+                                 backward_weight=tuple(p[1] for p in parts), model_stage=ms,
+                                 moe_layers=sum(layer_kinds)))
+    stages = tuple(StageWork(index=g, **model_stages[graph.model_stage[g]]) for g in range(graph.num_stages))
+    params_per_rank = tuple(sum(stages[graph.stage(r, c)].params for c in range(graph.chunks)) for r in range(par.pp))
+    opt = tuple(host_optimizer_time_s(scenario, p) if par.offload_optimizer else optimizer_step_time_s(p, par, gpu)
+                for p in params_per_rank)
     # Pipeline p2p: Megatron splits the [s, b, h] activation across the TP ranks before sending
     # (scatter-gather optimisation, Narayanan et al. 2021 §4.1), so each GPU sends 1/tp of it.
     # Activations cross stages in the compute dtype, fp8 training keeping bf16 activations.
     seq = model.seq_len // par.cp
     p2p = par.micro_batch * seq * model.hidden * activation_bytes(dtype) / par.tp
-    return StepWork(tuple(stages), p2p, opt, params_per_rank)
+    return StepWork(stages, p2p, opt, params_per_rank, graph)
 
 
 def activation_bytes(dtype: str) -> int:

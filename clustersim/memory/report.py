@@ -105,34 +105,41 @@ def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec
                           bool(first), bool(last), attention, None if moe_layers is None else int(moe_layers))
 
 
-@functools.lru_cache(maxsize=16384)
-def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
-                   stage_layers: int, in_flight: float, first: bool, last: bool, attention: str,
-                   moe_layers: int | None = None) -> MemoryReport:
-    check_dtype(dtype)
-    if stage_layers < 0:
-        raise InputError("stage_layers", stage_layers, "an integer >= 0")
-    if in_flight < 0:
-        raise InputError("in_flight_micro_batches", in_flight, "a number >= 0")
+def state_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool, last: bool,
+                moe_layers: int | None) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer states) of one GPU before offload. ZeRO shards over the
+    data-parallel group with context parallelism folded in (Megatron-core's distributed optimizer
+    uses the dp x cp group), matching the gradient reduction in the engine; expert parameters
+    over the expert-data-parallel group."""
     dense, expert = stage_params(model, layout, stage_layers, first, last, moe_layers)
-    # ZeRO shards over the data-parallel group with context parallelism folded in (Megatron-core's
-    # distributed optimizer uses the dp x cp group), matching the gradient reduction in the engine;
-    # expert parameters over the expert-data-parallel group
     w1, g1, o1 = state_bytes(dense, layout.dp * layout.cp, layout.zero_stage, dtype)
     w2, g2, o2 = state_bytes(expert, layout.edp, layout.zero_stage, dtype)
+    return w1 + w2, g1 + g2, o1 + o2
 
-    attention = resolve_attention(attention, cluster.gpu.name)
-    moe_n = _moe_count(model, stage_layers, moe_layers)
-    per_mb = layer_activation_bytes(model, layout, dtype, attention, moe=True) * moe_n if moe_n else 0.0
-    per_mb += layer_activation_bytes(model, layout, dtype, attention, moe=False) * (stage_layers - moe_n)
-    if first:
-        per_mb += embedding_activation_bytes(model, layout, dtype)
-    if last:
-        per_mb += output_activation_bytes(model, layout, dtype) * (1 + model.mtp_layers)
-        per_mb += layer_activation_bytes(model, layout, dtype, attention) * model.mtp_layers
-    working = recompute_working_bytes(model, layout, dtype, attention) if stage_layers and in_flight else 0.0
+
+def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, attention: str
+                     ) -> tuple[float, float, float, float, float]:
+    """Per micro-batch: (dense layer, MoE layer, first-stage extra, last-stage extra, full-recompute
+    working set) in bytes; ``attention`` resolved. The last stage adds the output head's and the
+    MTP modules' activations."""
+    dense = layer_activation_bytes(model, layout, dtype, attention, moe=False)
+    moe = layer_activation_bytes(model, layout, dtype, attention, moe=True) if model.is_moe else dense
+    first = embedding_activation_bytes(model, layout, dtype)
+    last = output_activation_bytes(model, layout, dtype) * (1 + model.mtp_layers)
+    last += layer_activation_bytes(model, layout, dtype, attention) * model.mtp_layers
+    return dense, moe, first, last, recompute_working_bytes(model, layout, dtype, attention)
+
+
+def assemble(layout: ParallelLayout, states: tuple[float, float, float], acts: tuple[float, ...],
+             stage_layers: int, moe_n: int, in_flight: float, first: bool, last: bool
+             ) -> tuple[float, float, float, float, float]:
+    """(weights, gradients, optimizer, activations, host bytes) on the GPU after offload."""
+    dense_b, moe_b, first_b, last_b, working_b = acts
+    per_mb = moe_b * moe_n + dense_b * (stage_layers - moe_n) + (first_b if first else 0.0) \
+        + (last_b if last else 0.0)
+    working = working_b if stage_layers and in_flight else 0.0
     act = per_mb * in_flight + working
-    weights, grads, opt = w1 + w2, g1 + g2, o1 + o2
+    weights, grads, opt = states
     host = 0.0
     if layout.offload_activations and stage_layers:
         # only the layer being computed and the one being prefetched stay on the GPU (double
@@ -146,8 +153,28 @@ def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpe
     if layout.offload_params:      # ZeRO-Infinity: the ZeRO-3 parameter shards live on the host
         host += weights
         weights = 0.0
+    return weights, grads, opt, act, host
 
+
+@functools.lru_cache(maxsize=16384)
+def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
+                   stage_layers: int, in_flight: float, first: bool, last: bool, attention: str,
+                   moe_layers: int | None = None) -> MemoryReport:
+    check_dtype(dtype)
+    if stage_layers < 0:
+        raise InputError("stage_layers", stage_layers, "an integer >= 0")
+    if in_flight < 0:
+        raise InputError("in_flight_micro_batches", in_flight, "a number >= 0")
+    states = state_parts(model, layout, dtype, stage_layers, first, last, moe_layers)
+    acts = activation_parts(model, layout, dtype, resolve_attention(attention, cluster.gpu.name))
+    moe_n = _moe_count(model, stage_layers, moe_layers)
+    weights, grads, opt, act, host = assemble(layout, states, acts, stage_layers, moe_n, in_flight, first, last)
     comm = _comm_buffer_bytes(model, layout, dtype, stage_layers)
+    return finish_report(cluster, weights, grads, opt, act, comm, host)
+
+
+def finish_report(cluster: ClusterSpec, weights: float, grads: float, opt: float, act: float, comm: float,
+                  host: float) -> MemoryReport:
     workspace = CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES
     parts = [int(round(x)) for x in (weights, grads, opt, act, comm)]
     peak = sum(parts) + workspace

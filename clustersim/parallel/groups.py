@@ -46,6 +46,7 @@ from clustersim.parallel.layout import ParallelLayout
 
 AXES = ("tp", "cp", "dp", "pp", "ep", "edp", "dp_cp", "etp")
 FSDP_AXES = ("fsdp_shard", "fsdp_replicate")  # HSDP's sub-groups of dp_cp (ZeRO-3 only)
+CP_AXES = ("cp_a2a", "cp_p2p")  # hierarchical context parallelism: all-to-all inside, ring across
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,10 @@ def stride_and_size(layout: ParallelLayout, axis: str) -> tuple[int, int]:
         "edp": (etp * ep, tp * cp * dp // (etp * ep)),
         "dp_cp": (tp, cp * dp),
         "etp": (1, etp),
+        # a2a+p2p context parallelism (Megatron --hierarchical-context-parallel-sizes [a2a, p2p]):
+        # the first a2a consecutive cp positions run the all-to-all, the ring strides over them
+        "cp_a2a": (tp, layout.cp_a2a),
+        "cp_p2p": (tp * layout.cp_a2a, layout.cp_p2p),
         # HSDP (ZeRO-3 with parallel.fsdp.hsdp_replicas = R): the dp_cp ranks split into R blocks of
         # consecutive positions that each shard the model (torch DeviceMesh (replicate, shard), shard
         # innermost), and the R ranks at one position that replicate it
@@ -122,7 +127,7 @@ def stride_and_size(layout: ParallelLayout, axis: str) -> tuple[int, int]:
         "fsdp_replicate": (tp * cp * dp // layout.hsdp_replicas, layout.hsdp_replicas),
     }
     if axis not in table:
-        raise ValueError(f"unknown axis {axis!r}; allowed: {', '.join((*AXES, *FSDP_AXES))}")
+        raise ValueError(f"unknown axis {axis!r}; allowed: {', '.join((*AXES, *FSDP_AXES, *CP_AXES))}")
     return table[axis]
 
 

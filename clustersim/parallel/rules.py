@@ -86,6 +86,9 @@ def _check_schedule(model: ModelSpec, par: ParallelLayout) -> None:
     if par.virtual_stages != 1:
         raise InputError("parallel.virtual_stages", par.virtual_stages,
                          f"1 for {s} (its chunks per rank are fixed)")
+    if par.zero_stage == 3:
+        raise InputError("parallel.zero_stage", 3, f"0, 1 or 2 with {s} (DeepSeek-V3 runs DualPipe with ZeRO-1; "
+                         "a ZeRO-3 gather per W action is not modelled)")
     if s == "dualpipe":
         if pp < 2 or pp % 2:
             raise InputError("parallel.pp", pp, "an even number >= 2 for dualpipe (rank r pairs stages r and pp-1-r)")

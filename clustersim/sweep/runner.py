@@ -150,6 +150,8 @@ class SweepResult:
         df["sequence_parallel"] = t[:, COL["sequence_parallel"]] == 1.0
         df["schedule"] = [SCHEDULES[int(v)] for v in t[:, COL["schedule"]]]
         df["virtual_stages"] = t[:, COL["virtual_stages"]].astype(np.int64)
+        df["expert_tp"] = t[:, COL["expert_tp"]].astype(np.int64)
+        df["offload_optimizer"] = t[:, COL["offload_optimizer"]] == 1.0
         df["fits"] = self.feasible_mask()
         df["peak_bytes_per_gpu"] = t[:, COL["peak_bytes_per_gpu"]].astype(np.int64)
         df["bound_step_time_s"] = t[:, COL["bound_step_time_s"]]
@@ -166,10 +168,15 @@ class SweepResult:
 
 def parallel_dict(key: tuple[int, ...], global_batch: int) -> dict[str, object]:
     """A layout key as the scenario file's ``parallel:`` section (searched fields only)."""
-    tp, cp, pp, dp, ep, mb, zero, rec, sp, sched, v = key
-    return {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": mb, "global_batch": global_batch,
-            "zero_stage": zero, "recompute": RECOMPUTE[rec], "sequence_parallel": bool(sp),
-            "schedule": SCHEDULES[sched], "virtual_stages": v}
+    tp, cp, pp, dp, ep, etp, mb, zero, rec, sp, sched, v, off = key
+    out: dict[str, object] = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": mb,
+                              "global_batch": global_batch, "zero_stage": zero, "recompute": RECOMPUTE[rec],
+                              "sequence_parallel": bool(sp), "schedule": SCHEDULES[sched], "virtual_stages": v}
+    if etp:
+        out["expert_tp"] = etp
+    if off:
+        out["offload"] = {"optimizer": True}
+    return out
 
 
 def make_tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int]]:

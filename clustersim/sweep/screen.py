@@ -39,6 +39,7 @@ from clustersim.compute import optimizer_step_time_s
 from clustersim.compute.conventions import resolve_attention
 from clustersim.engine.groups import comm_plan, pp_plan
 from clustersim.engine.memory_plan import layers_in_flight
+from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.engine.stages import activation_bytes, build_step_work
 from clustersim.engine.units import compile_unit
 from clustersim.engine.zero import (
@@ -48,26 +49,23 @@ from clustersim.engine.zero import (
     zero3_impl,
     zero3_shard_axis,
 )
-from clustersim.memory.activations import (
-    embedding_activation_bytes,
-    layer_activation_bytes,
-    output_activation_bytes,
-    recompute_working_bytes,
-)
 from clustersim.memory.report import (
     CUBLAS_WORKSPACE_BYTES,
     CUDA_CONTEXT_BYTES,
     _comm_buffer_bytes,
-    stage_params,
+    activation_parts,
+    assemble,
+    state_parts,
 )
-from clustersim.memory.states import state_bytes
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
-from clustersim.parallel.pipeline import build_schedule, stage_layers
+from clustersim.parallel.pipeline import build_schedule, stage_graph, stage_layers
 from clustersim.scenario import Scenario
 from clustersim.sweep.space import (
     SearchSpace,
     Shape,
+    offload_options,
     schedule_options,
+    schedule_zero_ok,
     sequence_parallel_options,
     zero_options,
 )
@@ -120,6 +118,11 @@ class ScheduleProfile:
                                                           # chunks without embedding or output
     backward_chain: bool
     check_ranks: tuple[int, ...]  # the ranks that can hold the peak memory
+    moe_held: tuple[int, ...] = ()   # MoE layers among each rank's layers
+    firsts: tuple[bool, ...] = ()    # ranks holding the embedding (model stage 0)
+    lasts: tuple[bool, ...] = ()     # ranks holding the output head (last model stage)
+    fill: bool = True                # rank r waits for the first forward through ranks < r (GPipe/1F1B/interleaved)
+    share: float = 1.0               # micro-batches through each chunk / all (DualPipe: each direction's half)
 
 
 def class_scenario(base: Scenario, layout: ParallelLayout) -> Scenario:
@@ -135,13 +138,20 @@ def unit_times(rep: Scenario) -> UnitTimes:
     def unit_time(_: Scenario, work: tuple) -> object:
         return compile_unit(rep, work)
 
-    stage = build_step_work(rep).stages[0]  # pp = 1: [embedding, layers..., output]
-    fwd, bwd, params = stage.forward, stage.backward, stage.unit_params  # bwd: [output, layers..., embedding]
+    # pp = 1: forward [embedding, layers..., mtp..., output], backward [output, mtp..., layers..., embedding];
+    # layers of different kinds (a MoE model's dense first layers) enter with the cheaper kind: a bound
+    stage = build_step_work(rep).stages[0]
+    fwd, bwd, params = stage.forward, stage.backward, stage.unit_params
+    n, k = stage.num_layers, rep.model.mtp_layers
+    layers_f, layers_b = fwd[1:1 + n], bwd[1 + k:1 + k + n]
+    last_f = sum(unit_time(rep, w).time_s for w in (*fwd[1 + n:-1], fwd[-1]))
+    last_b = sum(unit_time(rep, w).time_s for w in bwd[:1 + k])
     return UnitTimes(
-        layer_f_s=unit_time(rep, fwd[1]).time_s, layer_b_s=unit_time(rep, bwd[1]).time_s,
+        layer_f_s=min(unit_time(rep, w).time_s for w in layers_f),
+        layer_b_s=min(unit_time(rep, w).time_s for w in layers_b),
         first_f_s=unit_time(rep, fwd[0]).time_s, first_b_s=unit_time(rep, bwd[-1]).time_s,
-        last_f_s=unit_time(rep, fwd[-1]).time_s, last_b_s=unit_time(rep, bwd[0]).time_s,
-        layer_params=params[1], first_params=params[-1], last_params=params[0],
+        last_f_s=last_f, last_b_s=last_b,
+        layer_params=min(params[1 + k:1 + k + n]), first_params=params[-1], last_params=params[0],
         p2p_bytes=build_step_work(rep).p2p_bytes)
 
 
@@ -149,49 +159,61 @@ def _profile_micro_batches(schedule: str, pp: int, num_micro_batches: int) -> in
     """Micro-batches whose schedule has the same memory profile as ``num_micro_batches``: GPipe
     holds all (counted in closed form), 1F1B at most pp - r on rank r, interleaved 1F1B peaks
     during its warm-up of fewer than 2 pp micro-batches (Narayanan et al. 2021 §2.2; checked
-    against the full schedules in tests/sweep/test_screen.py)."""
-    cap = {"gpipe": 2, "1f1b": pp, "interleaved-1f1b": 2 * pp}[schedule]
+    against the full schedules in tests/sweep/test_screen.py). The zero-bubble and DualPipe
+    schedules are built in full."""
+    cap = {"gpipe": 2, "1f1b": pp, "interleaved-1f1b": 2 * pp}.get(schedule, num_micro_batches)
     return min(num_micro_batches, cap)
 
 
 @functools.lru_cache(maxsize=4096)
 def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
-                     layers: int) -> ScheduleProfile:
-    """The memory and bound profile of a schedule (see ScheduleProfile)."""
+                     layers: int, first_dense: int = 0) -> ScheduleProfile:
+    """The memory and bound profile of a schedule (see ScheduleProfile); ``first_dense``: the
+    model's leading dense layers (MoE models)."""
     m = _profile_micro_batches(schedule, pp, num_micro_batches)
     if m != num_micro_batches:
-        short = schedule_profile(schedule, pp, m, virtual_stages, layers)
+        short = schedule_profile(schedule, pp, m, virtual_stages, layers, first_dense)
         if schedule == "gpipe":  # every forward runs before any backward: all micro-batches in flight
             ranks = tuple((held, float(num_micro_batches)) for held, _ in short.ranks)
             return replace(short, ranks=ranks)
         return short
     actions = build_schedule(schedule, pp, num_micro_batches, virtual_stages)
-    counts = stage_layers(layers, pp, virtual_stages)
-    ranks = []
+    graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
+    model_counts = stage_layers(layers, pp, 1 if schedule == "dualpipe" else graph.chunks)
+    counts = tuple(model_counts[graph.model_stage[g]] for g in range(graph.num_stages))
+    starts = [sum(model_counts[:k]) for k in range(len(model_counts))]
+    last_model = graph.num_model_stages - 1
+    ranks, moe_held, firsts, lasts = [], [], [], []
     for r in range(pp):
-        held = sum(counts[c * pp + r] for c in range(virtual_stages))
-        ranks.append((held, layers_in_flight(actions[r], r, pp, counts) / held))
+        ms = graph.rank_model_stages(r)
+        held = sum(model_counts[k] for k in ms)
+        ranks.append((held, layers_in_flight(actions[r], r, graph, counts) / held))
+        moe_held.append(sum(max(0, model_counts[k] - max(0, first_dense - starts[k])) for k in ms))
+        firsts.append(0 in ms)
+        lasts.append(last_model in ms)
+    old = schedule in ("gpipe", "1f1b", "interleaved-1f1b")
     last = [a[-1] for a in actions]
-    chain = all(a.kind == "B" and a.chunk == 0 and a.micro_batch == last[0].micro_batch for a in last)
+    chain = old and all(a.kind == "B" and a.chunk == 0 and a.micro_batch == last[0].micro_batch for a in last)
     plain = []
     for r in range(pp):
         sizes: dict[int, int] = {}
-        for c in range(virtual_stages):
-            g = c * pp + r
-            if g not in (0, len(counts) - 1):
+        for c in range(graph.chunks):
+            g = graph.stage(r, c)
+            if graph.model_stage[g] not in (0, last_model):
                 sizes[counts[g]] = sizes.get(counts[g], 0) + 1
         plain.append(tuple(sorted(sizes.items())))
-    return ScheduleProfile(tuple(ranks), tuple(counts[:pp]), counts[0], counts[-1], tuple(plain), chain,
-                           _check_ranks(ranks))
+    return ScheduleProfile(tuple(ranks), tuple(counts[graph.stage(r, 0)] for r in range(pp)), model_counts[0],
+                           model_counts[-1], tuple(plain), chain, _check_ranks(ranks, firsts, lasts),
+                           tuple(moe_held), tuple(firsts), tuple(lasts), old,
+                           0.5 if schedule == "dualpipe" else 1.0)
 
 
-def _check_ranks(ranks: list[tuple[int, float]]) -> tuple[int, ...]:
-    """Ranks whose memory can be the peak: the first and the last (embedding, output) and the
-    middle ranks that no other middle rank matches in both layers held and micro-batches in
+def _check_ranks(ranks: list[tuple[int, float]], firsts: list[bool], lasts: list[bool]) -> tuple[int, ...]:
+    """Ranks whose memory can be the peak: those with the embedding or the output head and the
+    other ranks that no other such rank matches in both layers held and micro-batches in
     flight (memory grows with both: ``MemoryModel.peak_bytes``)."""
-    pp = len(ranks)
-    keep = {0, pp - 1}
-    middle = [(held, f, r) for r, (held, f) in enumerate(ranks) if 0 < r < pp - 1]
+    keep = {r for r in range(len(ranks)) if firsts[r] or lasts[r]}
+    middle = [(held, f, r) for r, (held, f) in enumerate(ranks) if r not in keep]
     for held, k, r in middle:
         if not any((h2 >= held and k2 >= k) and (h2, k2) != (held, k) or ((h2, k2) == (held, k) and r2 < r)
                    for h2, k2, r2 in middle):
@@ -287,7 +309,6 @@ def _bound_with_backward_gathers(u: UnitTimes, x: Extra, profile: ScheduleProfil
 def _plain_bound_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_micro_batches: int) -> float:
     """``pipeline_bound_s`` without ZeRO-3 gathers: every action lasts its compute, so a rank's
     work is its layers times (F + B) plus the embedding / output units."""
-    pp = len(profile.ranks)
     layer = u.layer_f_s + u.layer_b_s
     first = u.first_f_s + u.first_b_s
     last = u.last_f_s + u.last_b_s
@@ -299,14 +320,15 @@ def _plain_bound_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_mic
     c0 = profile.chunk0_layers
     for r, (held, _) in enumerate(profile.ranks):
         work = held * layer
-        if r == 0:
+        if profile.firsts[r]:
             work += first
-        if r == pp - 1:
+        if profile.lasts[r]:
             work += last
-        total = fill + num_micro_batches * work
+        total = fill + num_micro_batches * profile.share * work
         if total > best:
             best = total
-        fill += c0[r] * step_layer + hop + (step_first if r == 0 else 0.0)
+        if profile.fill:
+            fill += c0[r] * step_layer + hop + (step_first if r == 0 else 0.0)
     return best
 
 
@@ -325,36 +347,25 @@ class MemoryModel:
         self._acts: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
         self._comm: dict[tuple[object, ...], int] = {}
 
-    def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool) -> int:
+    def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool,
+                   moe_held: int | None = None) -> int:
         k = float(in_flight)
-        skey = (p.tp, p.ep, p.dp, p.cp, p.zero_stage, held, first, last)
+        moe_n = held if moe_held is None and self.model.is_moe else (moe_held or 0)
+        skey = (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, held, moe_n, first, last)
         states = self._states.get(skey)
         if states is None:
-            dense, expert = stage_params(self.model, p, held, first, last)
-            edp = max(1, p.dp * p.cp // max(1, p.ep))
-            w1, g1, o1 = state_bytes(dense, p.dp * p.cp, p.zero_stage, self.dtype)
-            w2, g2, o2 = state_bytes(expert, edp, p.zero_stage, self.dtype)
-            states = self._states[skey] = sum(int(round(x)) for x in (w1 + w2, g1 + g2, o1 + o2))
-        akey = (p.tp, p.cp, p.ep, p.micro_batch, p.sequence_parallel, p.recompute)
+            states = self._states[skey] = state_parts(self.model, p, self.dtype, held, first, last, moe_n)
+        akey = (p.tp, p.cp, p.ep, p.etp, p.cp_comm, p.micro_batch, p.sequence_parallel, p.recompute)
         acts = self._acts.get(akey)
         if acts is None:
-            m, d = self.model, self.dtype
-            a = self.attention
-            acts = self._acts[akey] = (layer_activation_bytes(m, p, d, a), recompute_working_bytes(m, p, d, a),
-                                       embedding_activation_bytes(m, p, d), output_activation_bytes(m, p, d))
-        layer_b, working_b, first_b, last_b = acts
-        act = layer_b * held * k
-        act += working_b if held and k else 0.0
-        if first:
-            act += first_b * k
-        if last:
-            act += last_b * k
-        ckey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.micro_batch, p.sequence_parallel, p.zero_stage,
+            acts = self._acts[akey] = activation_parts(self.model, p, self.dtype, self.attention)
+        parts = assemble(p, states, acts, held, moe_n, k, first, last)
+        ckey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
                 p.dp_bucket_params, held)
         comm = self._comm.get(ckey)
         if comm is None:
             comm = self._comm[ckey] = int(round(_comm_buffer_bytes(self.model, p, self.dtype, held)))
-        return states + int(round(act)) + comm + CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES
+        return sum(int(round(x)) for x in parts[:4]) + comm + CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES
 
 
 class Screen:
@@ -379,9 +390,8 @@ class Screen:
 
     def peak_bytes(self, layout: ParallelLayout, profile: ScheduleProfile) -> int:
         """Peak memory per GPU over the pipeline ranks (the engine's ``rank_memory`` worst case)."""
-        last = layout.pp - 1
-        return max(self.memory.peak_bytes(layout, *profile.ranks[r], r == 0, r == last)
-                   for r in profile.check_ranks)
+        return max(self.memory.peak_bytes(layout, *profile.ranks[r], profile.firsts[r], profile.lasts[r],
+                                          profile.moe_held[r]) for r in profile.check_ranks)
 
     def extra(self, layout: ParallelLayout, u: UnitTimes) -> Extra:
         """ZeRO-3 gathers and the pipeline transfer of this layout (``engine.zero``, ``engine.groups``)."""
@@ -458,17 +468,22 @@ class Screen:
         """Rank 0's optimizer step (``engine.stages``: its parameters, before ZeRO sharding)."""
         held0 = profile.ranks[0][0]
         params0 = held0 * u.layer_params + u.first_params + (u.last_params if layout.pp == 1 else 0)
-        key = (params0, layout.dp, layout.zero_stage)  # what optimizer_step_time_s reads of the layout
+        key = (params0, layout.dp, layout.cp, layout.zero_stage, layout.offload_optimizer)
         opt = self._opt.get(key)
         if opt is None:
-            opt = self._opt[key] = optimizer_step_time_s(params0, layout, self.base.cluster.gpu)
+            if layout.offload_optimizer:
+                opt = host_optimizer_time_s(replace(self.base, parallel=layout), params0)
+            else:
+                opt = optimizer_step_time_s(params0, layout, self.base.cluster.gpu)
+            self._opt[key] = opt
         return opt
 
     def profile(self, layout: ParallelLayout) -> ScheduleProfile:
         return self.profile_of(layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages)
 
     def profile_of(self, schedule: str, pp: int, num_micro_batches: int, virtual_stages: int) -> ScheduleProfile:
-        return schedule_profile(schedule, pp, num_micro_batches, virtual_stages, self.base.model.layers)
+        return schedule_profile(schedule, pp, num_micro_batches, virtual_stages, self.base.model.layers,
+                                self.base.model.moe_first_dense_layers)
 
 
 @functools.lru_cache(maxsize=4)
@@ -488,38 +503,40 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
     gb, layers = tmpl.global_batch, model.layers
     sps = sequence_parallel_options(model, shape, space)
     zeros = zero_options(shape, space, tmpl.hsdp_replicas)
+    offloads = offload_options(model, space, base.cluster.pcie is not None)
     rows: list[tuple[float, ...]] = []
     for mb in micro_batches:
         nmb = gb // (shape.dp * mb)
-        scheds = schedule_options(shape, nmb, layers, space)
+        scheds = schedule_options(shape, nmb, layers, space, model.is_moe)
         profiles = [sc.profile_of(s, shape.pp, nmb, v) for s, v in scheds]
         bounds: dict[tuple[str, bool, bool], list[float]] = {}
         for zero in zeros:
             for rec in space.recompute:
                 for sp in sps:
                     # the template carries the options the sweep does not search (overlaps, FSDP settings)
-                    p = replace(tmpl, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
-                                sequence_parallel=sp, zero_stage=zero, micro_batch=mb, global_batch=gb,
-                                recompute=rec, schedule="1f1b", virtual_stages=1)
-                    u = sc.unit_times(p)
-                    x = sc.extra(p, u)
+                    p0 = replace(tmpl, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
+                                 expert_tp=shape.etp, sequence_parallel=sp, zero_stage=zero, micro_batch=mb,
+                                 global_batch=gb, recompute=rec, schedule="1f1b", virtual_stages=1,
+                                 offload_optimizer=False)
+                    u = sc.unit_times(p0)
+                    x = sc.extra(p0, u)
                     pipe = bounds.get((rec, sp, zero == 3))
                     if pipe is None:
                         pipe = bounds[(rec, sp, zero == 3)] = [pipeline_bound_s(u, x, prof, nmb) for prof in profiles]
-                    peaks: dict[tuple[int, float, bool, bool], int] = {}
-                    key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, mb, zero,
+                    key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, shape.etp, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
                     for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
-                        peak = 0
-                        for r in prof.check_ranks:
-                            held, inflight = prof.ranks[r]
-                            rk = (held, inflight, r == 0, r == shape.pp - 1)
-                            pr = peaks.get(rk)
-                            if pr is None:
-                                pr = peaks[rk] = sc.memory.peak_bytes(p, held, inflight, rk[2], rk[3])
-                            peak = max(peak, pr)
-                        bound = pipe_s + (sc.optimizer_s(p, u, prof) + sc.tail_s(p, u, prof)
-                                          if prof.backward_chain else 0.0)
-                        rows.append((*key_head, SCHEDULES.index(sched), v, float(peak <= capacity), float(peak),
-                                     bound * (1.0 - BOUND_SLACK)))
-    return np.array(rows, dtype=np.float64).reshape(len(rows), 14)
+                        if not schedule_zero_ok(sched, zero):
+                            continue
+                        for off in offloads:
+                            p = replace(p0, offload_optimizer=off) if off else p0
+                            peak = 0
+                            for r in prof.check_ranks:
+                                held, inflight = prof.ranks[r]
+                                peak = max(peak, sc.memory.peak_bytes(p, held, inflight, prof.firsts[r], prof.lasts[r],
+                                                                      prof.moe_held[r]))
+                            bound = pipe_s + (sc.optimizer_s(p, u, prof) + sc.tail_s(p, u, prof)
+                                              if prof.backward_chain else 0.0)
+                            rows.append((*key_head, SCHEDULES.index(sched), v, int(off), float(peak <= capacity),
+                                         float(peak), bound * (1.0 - BOUND_SLACK)))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 16)

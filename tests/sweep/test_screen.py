@@ -45,16 +45,16 @@ def test_screen_matches_the_engine(overrides):
     table = _table(s)
     keys = [layout_key(p) for x in shapes(s.model, s.cluster, s.parallel.global_batch)
             for p in shape_layouts(s.model, x, s.parallel)]
-    assert [tuple(int(v) for v in row[:11]) for row in table] == keys  # same rows, same order
+    assert [tuple(int(v) for v in row[:13]) for row in table] == keys  # same rows, same order
     rng = random.Random(7)
     for i in rng.sample(range(len(table)), 40):
         row = table[i]
-        layout = layout_from_key(tuple(int(v) for v in row[:11]), s.parallel)
+        layout = layout_from_key(tuple(int(v) for v in row[:13]), s.parallel)
         report = api.estimate(replace(s, parallel=layout))
-        assert row[12] == report.memory.peak_bytes_per_gpu  # exact memory
-        assert bool(row[11]) == report.memory.fits
-        assert row[13] <= report.step_time_s  # a lower bound
-        assert row[13] > 0.3 * report.step_time_s  # and not a trivial one
+        assert row[14] == report.memory.peak_bytes_per_gpu  # exact memory
+        assert bool(row[13]) == report.memory.fits
+        assert row[15] <= report.step_time_s  # a lower bound
+        assert row[15] > 0.3 * report.step_time_s  # and not a trivial one
 
 
 @pytest.mark.parametrize("schedule,pp,v", [("gpipe", 4, 1), ("1f1b", 4, 1), ("1f1b", 3, 1),
@@ -68,13 +68,14 @@ def test_truncated_profiles_equal_full_ones(schedule, pp, v):
             got = schedule_profile(schedule, pp, nmb, v, layers)
             # rebuild without truncation: the profile of nmb built from the full schedule
             from clustersim.engine.memory_plan import layers_in_flight
-            from clustersim.parallel.pipeline import build_schedule, stage_layers
+            from clustersim.parallel.pipeline import build_schedule, stage_graph, stage_layers
 
             actions = build_schedule(schedule, pp, nmb, v)
             counts = stage_layers(layers, pp, v)
             for r in range(pp):
                 held = sum(counts[c * pp + r] for c in range(v))
-                assert got.ranks[r] == (held, layers_in_flight(actions[r], r, pp, counts) / held)
+                graph = stage_graph(schedule, pp, v, nmb)
+                assert got.ranks[r] == (held, layers_in_flight(actions[r], r, graph, counts) / held)
             last = [a[-1] for a in actions]
             assert got.backward_chain == all(a.kind == "B" and a.chunk == 0 and a.micro_batch == last[0].micro_batch
                                              for a in last)

@@ -68,4 +68,4 @@ def screen(base, shape, micro_batches, space):
         scenario = replace(base, parallel=p)
         peak = peak_bytes(scenario)
         rows.append((*layout_key(p), float(peak <= CAPACITY_BYTES), float(peak), 0.9 * estimate(scenario).step_time_s))
-    return np.array(rows, dtype=np.float64).reshape(len(rows), 14)
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 16)
