@@ -115,6 +115,8 @@ class ParallelSection(_Strict):
     schedule: Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v"] = "1f1b"
     virtual_stages: int = Field(1, ge=1)
     recompute: Literal["none", "selective", "full"] = "none"
+    # Megatron --recompute-modules (with recompute: selective): extra fine-grained recompute
+    recompute_modules: tuple[Literal["core_attn", "mla_up_proj", "layernorm", "moe_act"], ...] = ()
     overlap_grad_reduce: bool | None = None     # None: the framework's default
     overlap_param_gather: bool | None = None    # None: the framework's default
     tp_comm_overlap: bool = False
@@ -131,6 +133,7 @@ class TrainingSection(_Strict):
     dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["auto", "flash", "standard"] = "auto"
+    adam_moments: Literal["fp32", "bf16"] = "fp32"   # Megatron --exp-avg-dtype / --exp-avg-sq-dtype
 
 
 class ScenarioFile(_Strict):
@@ -468,7 +471,8 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
                             "hsdp_replicas": fsdp.hsdp_replicas, "expert_tp": p.expert_tp or 0,
                             "hierarchical_cp_sizes": _hierarchical_cp(p, cluster.gpus_per_node),
                             "offload_optimizer": p.offload.optimizer, "offload_activations": p.offload.activations,
-                            "offload_params": p.offload.params})
+                            "offload_params": p.offload.params,
+                            "adam_moment_bytes": 2 if raw.training.adam_moments == "bf16" else 4})
     if raw.training.dtype not in cluster.gpu.dtypes:
         raise InputError("training.dtype", raw.training.dtype,
                          f"a dtype that {cluster.gpu.name} has: {', '.join(cluster.gpu.dtypes)}")

@@ -72,6 +72,7 @@ def compute_layout(layout: ParallelLayout) -> ParallelLayout:
     return ParallelLayout(tp=layout.tp, cp=layout.cp, ep=layout.ep, sequence_parallel=layout.sequence_parallel,
                           micro_batch=layout.micro_batch, recompute=layout.recompute,
                           tp_comm_overlap=layout.tp_comm_overlap, expert_tp=layout.etp, cp_comm=layout.cp_comm,
+                          recompute_modules=layout.recompute_modules if layout.recompute == "selective" else (),
                           hierarchical_cp_sizes=(layout.cp_a2a, layout.cp_p2p) if layout.cp > 1 else None)
 
 
@@ -242,11 +243,24 @@ def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: s
     if layout.recompute == "full":
         recompute = PassCost(tuple(fwd))
     elif layout.recompute == "selective":
-        recompute = PassCost(tuple(core_fwd))    # Korthikanti 2022 §5: recompute the attention core only
+        # Korthikanti 2022 §5: recompute the attention core; plus Megatron's --recompute-modules
+        recompute = PassCost(tuple(core_fwd) + _module_recompute(fwd, layout.recompute_modules))
     else:
         recompute = EMPTY_PASS
     params = layer_params_per_gpu(model, layout.tp, layout.ep, moe, layout.etp)
     return LayerCost(PassCost(tuple(fwd)), PassCost(tuple(bwd)), recompute, params)
+
+
+_MODULE_OPS = {   # op names each Megatron recompute module re-runs in the backward pass
+    "layernorm": ("input_norm", "pre_mlp_norm"),
+    "mla_up_proj": ("mla_q_up", "mla_q_proj", "mla_kv_up", "mla_rope"),
+    "moe_act": ("expert_activation", "shared_expert_activation"),
+}
+
+
+def _module_recompute(fwd: list[Op | CommOp], modules: tuple[str, ...]) -> tuple[Op, ...]:
+    names = {n for m in modules for n in _MODULE_OPS.get(m, ())}
+    return tuple(op for op in fwd if isinstance(op, Op) and op.name in names)
 
 
 def layer_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1, moe: bool | None = None, etp: int = 0) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from clustersim.engine.stages import build_step_work
 from clustersim.memory import MemoryReport, memory_report
-from clustersim.parallel.pipeline import Action, split_weight_keys
+from clustersim.parallel.pipeline import Action, max_in_flight, split_weight_keys
 from clustersim.parallel.stage_graph import StageGraph
 from clustersim.scenario import Scenario
 
@@ -25,6 +25,14 @@ def layers_in_flight(actions: tuple[Action, ...], rank: int, graph: StageGraph, 
     return peak
 
 
+def _chunk_in_flight(actions: tuple[Action, ...], rank: int, graph: StageGraph, work, model_stage: int) -> float:
+    """Peak micro-batches in flight on the chunk of ``rank`` that runs ``model_stage`` (0 if none)."""
+    chunks = [c for c in range(graph.chunks) if work.stages[graph.stage(rank, c)].model_stage == model_stage]
+    if not chunks:
+        return 0.0
+    return float(max_in_flight(tuple(a for a in actions if a.chunk in chunks)))
+
+
 def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...]) -> tuple[MemoryReport, ...]:
     """One MemoryReport per pipeline rank (DualPipe: its two chunks hold two model stages, the
     first and last ranks both the embedding and the output head)."""
@@ -41,6 +49,11 @@ def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...]) ->
         in_flight = layers_in_flight(schedule[r], r, graph, counts) / layers
         first = any(st.model_stage == 0 for st in stages)
         last = any(st.model_stage == last_model for st in stages)
+        ends = None
+        if graph.chunks > 1 and (first or last):
+            ends = (_chunk_in_flight(schedule[r], r, graph, work, 0),
+                    _chunk_in_flight(schedule[r], r, graph, work, last_model))
         out.append(memory_report(scenario.model, par, scenario.cluster, scenario.training.dtype,
-                                 layers, in_flight, first, last, scenario.training.attention, moe_layers=moe))
+                                 layers, in_flight, first, last, scenario.training.attention, moe_layers=moe,
+                                 ends_in_flight=ends))
     return tuple(out)

@@ -27,7 +27,10 @@ from clustersim.compute import (
     output_cost,
     transformer_layer_cost,
 )
+from clustersim.compute.conventions import resolve_attention
 from clustersim.compute.mtp import mtp_cost
+from clustersim.compute.ops import PassCost
+from clustersim.memory.activations import layer_activation_bytes
 from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.parallel.pipeline import stage_layers
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
@@ -63,6 +66,17 @@ class StepWork:
     graph: StageGraph | None = None
 
 
+def _with_offload(scenario: Scenario, lc: LayerCost, moe: bool) -> LayerCost:
+    """A layer whose saved activations go to host memory during its forward and come back during
+    its backward, beside its own compute (clustersim.engine.offload)."""
+    par, model = scenario.parallel, scenario.model
+    attention = resolve_attention(scenario.training.attention, scenario.cluster.gpu.name)
+    size = layer_activation_bytes(model, par, scenario.training.dtype, attention, moe=moe)
+    d2h = CommOp("activation_offload_d2h", "host_copy", size, "host", True)
+    h2d = CommOp("activation_prefetch_h2d", "host_copy", size, "host", True)
+    return LayerCost(PassCost((d2h, *lc.forward.ops)), PassCost((h2d, *lc.backward.ops)), lc.recompute, lc.params)
+
+
 def _merge(*parts: Work) -> Work:
     out: list[Op | CommOp] = []
     for part in parts:
@@ -83,11 +97,30 @@ def step_graph(scenario: Scenario) -> StageGraph:
 
 
 def model_stage_layers(scenario: Scenario) -> tuple[int, ...]:
-    """Layers of each model stage (V schedules: two chunks per rank; DualPipe: pp stages)."""
-    par = scenario.parallel
+    """Layers of each model stage (V schedules: two chunks per rank; DualPipe: pp stages).
+
+    Multi-token-prediction modules sit on the last stage (Megatron-Core's default placement,
+    docs/user-guide/features/multi_token_prediction.md) and count as layers in the split, as a
+    balanced ``--pipeline-model-parallel-layout`` does (Megatron's DeepSeek-V3 example gives the
+    MTP layer a slot of its own, pipeline_parallel_layout.md): the layers and the MTP modules are
+    split with ``stage_layers`` and the last stage keeps its share minus the MTP modules."""
+    par, model = scenario.parallel, scenario.model
     graph = step_graph(scenario)
     chunks = 1 if par.schedule == "dualpipe" else graph.chunks
-    return stage_layers(scenario.model.layers, par.pp, chunks)
+    mtp = model.mtp_layers
+    counts = list(stage_layers(model.layers + mtp, par.pp, chunks)) if model.layers + mtp >= par.pp * chunks \
+        else list(stage_layers(model.layers, par.pp, chunks))
+    if sum(counts) > model.layers:
+        take = min(mtp, counts[-1] - 1)
+        counts[-1] -= take
+        rest = sum(counts) - model.layers
+        for i in sorted(range(len(counts)), key=lambda k: (-counts[k], k)):   # keep the sum exact
+            if rest <= 0:
+                break
+            if counts[i] > 1:
+                counts[i] -= 1
+                rest -= 1
+    return tuple(counts)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -97,6 +130,8 @@ def build_step_work(scenario: Scenario) -> StepWork:
     gpn = scenario.cluster.gpus_per_node
     kinds = {moe: transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention, moe=moe,
                                          gpus_per_node=gpn) for moe in {False, model.is_moe}}
+    if par.offload_activations:
+        kinds = {k: _with_offload(scenario, lc, k) for k, lc in kinds.items()}
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
     counts = model_stage_layers(scenario)

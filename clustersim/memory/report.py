@@ -97,12 +97,14 @@ def _moe_count(model: ModelSpec, stage_layers: int, moe_layers: int | None) -> i
 
 def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
                   stage_layers: int, in_flight_micro_batches: float, first: bool, last: bool,
-                  attention: str = "auto", moe_layers: int | None = None) -> MemoryReport:
+                  attention: str = "auto", moe_layers: int | None = None,
+                  ends_in_flight: tuple[float, float] | None = None) -> MemoryReport:
     """Peak memory of one GPU of a pipeline stage holding ``stage_layers`` layers (all its chunks;
     ``moe_layers`` of them MoE, None: all for a MoE model) with ``in_flight_micro_batches``
     micro-batches' activations alive at once (from the schedule)."""
     return _memory_report(model, layout, cluster, dtype, int(stage_layers), float(in_flight_micro_batches),
-                          bool(first), bool(last), attention, None if moe_layers is None else int(moe_layers))
+                          bool(first), bool(last), attention, None if moe_layers is None else int(moe_layers),
+                          ends_in_flight)
 
 
 def state_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool, last: bool,
@@ -112,8 +114,9 @@ def state_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_laye
     uses the dp x cp group), matching the gradient reduction in the engine; expert parameters
     over the expert-data-parallel group."""
     dense, expert = stage_params(model, layout, stage_layers, first, last, moe_layers)
-    w1, g1, o1 = state_bytes(dense, layout.dp * layout.cp, layout.zero_stage, dtype)
-    w2, g2, o2 = state_bytes(expert, layout.edp, layout.zero_stage, dtype)
+    mb = layout.adam_moment_bytes
+    w1, g1, o1 = state_bytes(dense, layout.dp * layout.cp, layout.zero_stage, dtype, mb)
+    w2, g2, o2 = state_bytes(expert, layout.edp, layout.zero_stage, dtype, mb)
     return w1 + w2, g1 + g2, o1 + o2
 
 
@@ -131,14 +134,18 @@ def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, atten
 
 
 def assemble(layout: ParallelLayout, states: tuple[float, float, float], acts: tuple[float, ...],
-             stage_layers: int, moe_n: int, in_flight: float, first: bool, last: bool
-             ) -> tuple[float, float, float, float, float]:
-    """(weights, gradients, optimizer, activations, host bytes) on the GPU after offload."""
+             stage_layers: int, moe_n: int, in_flight: float, first: bool, last: bool,
+             ends_in_flight: tuple[float, float] | None = None) -> tuple[float, float, float, float, float]:
+    """(weights, gradients, optimizer, activations, host bytes) on the GPU after offload.
+    ``ends_in_flight``: micro-batches in flight on the chunk with the embedding and on the one
+    with the output head, where they differ from the layers' average (DualPipe, V schedules)."""
     dense_b, moe_b, first_b, last_b, working_b = acts
+    first_k, last_k = ends_in_flight if ends_in_flight is not None else (in_flight, in_flight)
     per_mb = moe_b * moe_n + dense_b * (stage_layers - moe_n) + (first_b if first else 0.0) \
         + (last_b if last else 0.0)
     working = working_b if stage_layers and in_flight else 0.0
-    act = per_mb * in_flight + working
+    act = (moe_b * moe_n + dense_b * (stage_layers - moe_n)) * in_flight + working \
+        + (first_b * first_k if first else 0.0) + (last_b * last_k if last else 0.0)
     weights, grads, opt = states
     host = 0.0
     if layout.offload_activations and stage_layers:
@@ -159,7 +166,7 @@ def assemble(layout: ParallelLayout, states: tuple[float, float, float], acts: t
 @functools.lru_cache(maxsize=16384)
 def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
                    stage_layers: int, in_flight: float, first: bool, last: bool, attention: str,
-                   moe_layers: int | None = None) -> MemoryReport:
+                   moe_layers: int | None = None, ends_in_flight: tuple[float, float] | None = None) -> MemoryReport:
     check_dtype(dtype)
     if stage_layers < 0:
         raise InputError("stage_layers", stage_layers, "an integer >= 0")
@@ -168,7 +175,8 @@ def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpe
     states = state_parts(model, layout, dtype, stage_layers, first, last, moe_layers)
     acts = activation_parts(model, layout, dtype, resolve_attention(attention, cluster.gpu.name))
     moe_n = _moe_count(model, stage_layers, moe_layers)
-    weights, grads, opt, act, host = assemble(layout, states, acts, stage_layers, moe_n, in_flight, first, last)
+    weights, grads, opt, act, host = assemble(layout, states, acts, stage_layers, moe_n, in_flight, first, last,
+                                              ends_in_flight)
     comm = _comm_buffer_bytes(model, layout, dtype, stage_layers)
     return finish_report(cluster, weights, grads, opt, act, comm, host)
 

@@ -21,11 +21,15 @@ ADAM_MIXED_BYTES_PER_PARAM = 12
 ADAM_FP32_BYTES_PER_PARAM = 8
 
 
-def state_bytes(params: float, dp: int, zero_stage: int, dtype: str) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer states) in bytes for ``params`` parameters sharded over ``dp``."""
+def state_bytes(params: float, dp: int, zero_stage: int, dtype: str, moment_bytes: int = 4
+                ) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer states) in bytes for ``params`` parameters sharded over ``dp``.
+    ``moment_bytes`` 2: Adam's moments kept in BF16 (DeepSeek-V3 §3.3.3; Megatron
+    ``--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16``)."""
     w = params * weight_bytes(dtype)
     g = params * GRAD_BYTES_PER_PARAM
-    o = params * (ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM)
+    per = ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM
+    o = params * (per - 2 * (4 - moment_bytes))
     return (w / dp if zero_stage >= 3 else w,
             g / dp if zero_stage >= 2 else g,
             o / dp if zero_stage >= 1 else o)

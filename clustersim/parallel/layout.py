@@ -53,6 +53,12 @@ class ParallelLayout:
     # Megatron --overlap-moe-expert-parallel-comm: the EP all-to-all of one micro-batch hides
     # behind the compute of another (forward and backward of adjacent micro-batches merged)
     overlap_moe_expert_parallel_comm: bool = False
+    # Megatron --recompute-granularity selective --recompute-modules: besides the attention core
+    # ("core_attn", Korthikanti's selective recompute), "mla_up_proj" (MLA up-projections and
+    # RoPE), "layernorm" (the two norms' outputs) and "moe_act" (the experts' SwiGLU)
+    recompute_modules: tuple[str, ...] = ()
+    # bytes of each Adam moment (scenario training.adam_moments: fp32 4, bf16 2)
+    adam_moment_bytes: int = 4
     # ZeRO-3 as torch FSDP (scenario parallel.fsdp): version 1 or 2, 0 = the framework's own ZeRO-3;
     # units whose parameter gather may run ahead of use; free gathered parameters after forward;
     # HSDP replica groups (shard over dp / hsdp_replicas ranks, replicate across them)

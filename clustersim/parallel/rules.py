@@ -47,10 +47,23 @@ def check_model(model: ModelSpec) -> None:
 def check_extensions(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) -> None:
     """Rules for the layout fields of the second round (CONTRACT §4)."""
     check_model(model)
+    _check_recompute_modules(model, par)
     _check_experts(model, par)
     _check_schedule(model, par)
     _check_cp(model, par)
     _check_offload(cluster, par)
+
+
+def _check_recompute_modules(model: ModelSpec, par: ParallelLayout) -> None:
+    mods = par.recompute_modules
+    if not mods:
+        return
+    if par.recompute != "selective":
+        raise InputError("parallel.recompute_modules", list(mods), "only with parallel.recompute: selective")
+    if "mla_up_proj" in mods and not model.is_mla:
+        raise InputError("parallel.recompute_modules", list(mods), "mla_up_proj only for an MLA model")
+    if "moe_act" in mods and not model.is_moe:
+        raise InputError("parallel.recompute_modules", list(mods), "moe_act only for a MoE model")
 
 
 def _check_experts(model: ModelSpec, par: ParallelLayout) -> None:
