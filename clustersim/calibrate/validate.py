@@ -8,11 +8,10 @@ the network dominates as between real nodes). Backend ``nccl`` runs the ranks on
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from clustersim.calibrate.profile import (
     CalibratedCluster,
     CalibratedGpu,
     fabric_from_fit,
+    profile_in_env,
     render_profile,
     write_profile,
 )
@@ -266,21 +266,6 @@ def predict_records(records: list[dict[str, Any]], opts: ValidateOptions, profil
     """Predict every measured case with the calibrated profile loaded like any preset."""
     with profile_in_env(profile):
         return _predict_all(records, opts)
-
-
-@contextlib.contextmanager
-def profile_in_env(profile: Path) -> Iterator[None]:
-    """Make ``profile`` visible to the hardware loader (CLUSTERSIM_PROFILES) for the duration,
-    without touching the loader's process-wide list of user files."""
-    old = os.environ.get("CLUSTERSIM_PROFILES")
-    os.environ["CLUSTERSIM_PROFILES"] = os.pathsep.join([str(profile.resolve()), *filter(None, [old])])
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("CLUSTERSIM_PROFILES", None)
-        else:
-            os.environ["CLUSTERSIM_PROFILES"] = old
 
 
 def _predict_all(records: list[dict[str, Any]], opts: ValidateOptions) -> tuple[list[CaseResult], list[str]]:

@@ -26,7 +26,7 @@ SECTIONS = ("gpus", "fabrics", "clusters")
 _GPU_KEYS = {"description", "peak_TFLOPS", "vector_TFLOPS", "hbm_capacity_MiB", "hbm_capacity_GiB",
              "hbm_bw_GBps", "l2_MiB", "num_sms", "tdp_W", "price_per_gpu_hour_usd", "gemm_efficiency"}
 _FABRIC_KEYS = {"kind", "description", "bw_GBps", "bw_Gbps", "efficiency", "latency_us",
-                "switch_latency_us", "nvls", "nvls_bw_GBps"}
+                "switch_latency_us", "nvls", "nvls_bw_GBps", "nvls_latency_us"}
 _CLUSTER_KEYS = {"description", "gpu", "gpus_per_node", "scale_up", "scale_out", "nics_per_node", "pcie",
                  "nodes_per_leaf", "oversubscription", "host_memory_GiB", "nodes"}
 CLUSTER_OVERRIDE_KEYS = ("gpu", "gpus_per_node", "scale_up", "scale_out", "nics_per_node", "pcie",
@@ -62,12 +62,12 @@ def _env_files() -> list[Path]:
 
 
 @functools.cache
-def _catalog_for(user_files: tuple[Path, ...]) -> dict[str, dict[str, dict[str, Any]]]:
+def _catalog_for(user_files: tuple[tuple[Path, int, int], ...]) -> dict[str, dict[str, dict[str, Any]]]:
     cat: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in SECTIONS}
     shipped = shipped_profile_dir()
     for section in SECTIONS:
         cat[section].update(_read_yaml(shipped / f"{section}.yaml"))
-    for path in user_files:
+    for path, _, _ in user_files:
         data = _read_yaml(path)
         if not isinstance(data, Mapping) or not set(data) <= set(SECTIONS):
             raise InputError(f"profile {path}", sorted(data) if isinstance(data, Mapping) else data,
@@ -77,8 +77,18 @@ def _catalog_for(user_files: tuple[Path, ...]) -> dict[str, dict[str, dict[str, 
     return cat
 
 
+def _file_key(path: Path) -> tuple[Path, int, int]:
+    """A user file and its modification time and size: a file rewritten (a new calibration into
+    the same path) is read again."""
+    try:
+        st = path.stat()
+    except OSError:
+        return path, 0, 0
+    return path, st.st_mtime_ns, st.st_size
+
+
 def _catalog() -> dict[str, dict[str, dict[str, Any]]]:
-    return _catalog_for(tuple(_env_files()) + tuple(_user_files))
+    return _catalog_for(tuple(_file_key(p) for p in (*_env_files(), *_user_files)))
 
 
 
@@ -169,6 +179,7 @@ def load_fabric(name: str) -> FabricSpec:
         switch_latency_s=float(d.get("switch_latency_us", 0.0)) * units.US,
         nvls=bool(d.get("nvls", False)),
         nvls_bw_bytes_per_s=float(d.get("nvls_bw_GBps", 0.0)) * units.GB,
+        nvls_latency_s=float(d.get("nvls_latency_us", 0.0)) * units.US,
         description=str(d.get("description", "")),
     )
 

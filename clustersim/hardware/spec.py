@@ -61,6 +61,9 @@ class FabricSpec:
     switch_latency_s: float = 0.0
     nvls: bool = False  # NVLink SHARP: in-switch reduction (NVSwitch gen3+)
     nvls_bw_bytes_per_s: float = 0.0  # achievable NVLS all-reduce algorithm bandwidth per GPU
+    # fixed cost of one NVLS / NVLS-tree collective; 0 = NCCL's tuning-table value (23 us,
+    # clustersim.collectives.nccl_tuning); a profile fitted to nccl-tests output sets it
+    nvls_latency_s: float = 0.0
     description: str = ""
 
     @property
