@@ -36,6 +36,22 @@ def trace_events(timeline: Timeline, scenario: Scenario) -> dict[str, Any]:
             "otherData": {"scenario": scenario.name, "generator": "clustersim"}}
 
 
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write text to ``path`` atomically: a temp file in the same folder, fsync, rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
     """Write JSON to ``path`` atomically: a temp file in the same folder, fsync, rename."""
     target = Path(path)

@@ -60,7 +60,13 @@ def fabric_from_fit(name: str, kind: str, nominal_bw_bytes_per_s: float | None, 
 
 
 def _num(x: float) -> str:
-    return f"{x:.6g}"
+    """Six significant digits that YAML reads back as a number (PyYAML's YAML 1.1 wants a dot
+    in the mantissa of an exponent form: 1e-05 would be a string, 1.0e-05 is a float)."""
+    text = f"{x:.6g}"
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exp = text.split("e")
+        text = f"{mantissa}.0e{exp}"
+    return text
 
 
 def _q(text: str) -> str:
@@ -105,11 +111,9 @@ def render_profile(gpus: list[CalibratedGpu], fabrics: list[CalibratedFabric],
 
 
 def write_profile(path: Path, text: str) -> Path:
-    """Write atomically: a temporary file beside ``path``, then a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    """Write atomically: a temporary file beside ``path``, fsync, then a rename."""
+    from clustersim.trace import write_text_atomic
+    write_text_atomic(path, text)
     return path
 
 

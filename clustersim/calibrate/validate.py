@@ -80,9 +80,13 @@ def _check_options(opts: ValidateOptions) -> None:
         raise InputError("--rate-mbit", opts.rate_mbit, "a positive rate in Mbit/s")
     if opts.backend == "nccl":
         import torch
-        if torch.cuda.device_count() < opts.nprocs:
-            raise InputError("--backend", "nccl", f"gloo: this machine has {torch.cuda.device_count()} GPUs, "
-                             f"fewer than --nprocs {opts.nprocs}")
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus == 0:
+            raise InputError("--backend", "nccl", "gloo on this machine: it has no CUDA GPU (torch "
+                             f"{torch.__version__}, torch.cuda.is_available() is False); run --backend nccl on a "
+                             "machine with GPUs")
+        if gpus < opts.nprocs:
+            raise InputError("--nprocs", opts.nprocs, f"at most the {gpus} GPUs of this machine with --backend nccl")
 
 
 def _config(opts: ValidateOptions) -> dict[str, Any]:

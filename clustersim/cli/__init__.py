@@ -21,6 +21,7 @@ _COMMANDS = {
     "compare": ("clustersim.cli.compare_cmd", "compare"),
     "validate": ("clustersim.cli.validate_cmd", "validate"),
     "calibrate": ("clustersim.cli.calibrate_cmd", "calibrate"),
+    "import": ("clustersim.cli.import_cmd", "import_"),
 }
 
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from clustersim import units
 from clustersim.api import estimate, simulate_with_timeline
 from clustersim.errors import InputError
-from clustersim.hardware.load import add_profile_file
+from clustersim.hardware.load import use_profiles
 from clustersim.report import StepReport
 from clustersim.scenario import load_scenario
 from clustersim.trace import trace_events, write_json_atomic
@@ -65,8 +65,7 @@ def _render(report: StepReport) -> None:
 def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: tuple[str, ...], engine: str,
         profiles: tuple[str, ...]) -> None:
     """Simulate one training step of SCENARIO (an embedded default when omitted)."""
-    for p in profiles:
-        add_profile_file(p)
+    use_profiles(profiles)
     sc = load_scenario(scenario, overrides)
     if engine == "analytical":
         if trace_file:

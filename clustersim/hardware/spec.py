@@ -28,6 +28,15 @@ class GpuSpec:
     # > 0: a fixed fraction of peak that GEMMs reach, fitted by `clustersim validate` for a
     # calibrated profile; 0: the shape-dependent GEMM efficiency model of clustersim.compute.
     gemm_efficiency: float = 0.0
+    # Constants `clustersim calibrate` fits for one machine (defaults: the published models of
+    # clustersim.compute). gemm_scale multiplies the shape model's GEMM efficiency and
+    # attention_scale the flash-attention ceilings (both fitted to a profiler trace's kernels);
+    # hbm_efficiency (> 0) replaces the 0.85 that memory-bound kernels reach of hbm_bw; every
+    # compute kernel's time is divided by compute_scale (fitted to training logs' step times).
+    gemm_scale: float = 1.0
+    attention_scale: float = 1.0
+    hbm_efficiency: float = 0.0
+    compute_scale: float = 1.0
     description: str = ""
 
     def peak(self, dtype: str) -> float:
@@ -72,6 +81,26 @@ class FabricSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class CalibrationEvidence:
+    """How well a calibrated cluster predicted real runs it was not fitted to.
+
+    Written by `clustersim calibrate --log ...` into the cluster's ``calibration:`` mapping of the
+    profile and read back here; the prediction interval (clustersim.uncertainty) uses these
+    residuals in place of the generic ones when a scenario runs on this cluster.
+
+    ``loo_rel_errors``: one per run, leave-one-out: the step time predicted by a calibration
+    fitted without that run, relative to the measured one (predicted / measured - 1).
+    ``source``: what was fitted (the log files); ``date``: the date of the newest measurement
+    (ISO 8601, from the logs' time stamps) or "unknown".
+    """
+
+    runs: int
+    loo_rel_errors: tuple[float, ...]
+    source: str = ""
+    date: str = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterSpec:
     """A cluster: identical nodes, each with GPUs on a scale-up fabric and NICs on a scale-out fabric.
 
@@ -92,6 +121,7 @@ class ClusterSpec:
     pcie: FabricSpec | None = None
     host_memory_bytes: int = 0
     description: str = ""
+    calibration: CalibrationEvidence | None = None   # set for a cluster fitted to real runs
 
     @property
     def num_gpus(self) -> int:
