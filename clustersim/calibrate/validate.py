@@ -62,6 +62,8 @@ class ValidationResult:
     fit: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     env: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)   # what was measured (for --loo)
+    link: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"cases": [c.to_json() for c in self.cases], "profile": str(self.profile_path),
@@ -312,7 +314,7 @@ def validate(opts: ValidateOptions, progress: Callable[[int, int, str], None] | 
     plot = save_plot(results, opts.out_dir / f"validation-{opts.mode}.png", title)
     env = records[0]["env"] if records else {}
     return ValidationResult(results, profile, plot, fits, summary(results, "holdout"), summary(results, "fit"),
-                            notes, env)
+                            notes, env, records, link)
 
 
 def default_out_dir(netns: bool, backend: str) -> Path:

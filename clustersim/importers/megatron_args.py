@@ -135,6 +135,7 @@ def _tokens(text: str) -> list[str]:
     text = "\n".join(line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
                      for line in text.splitlines())
     text = _expand_variables(text)
+    text = re.sub(r"=\(", "=( ", text).replace(")", " ) ")            # bash arrays: NAME=( --flag value ... )
     try:
         return shlex.split(text, comments=False)
     except ValueError as exc:
@@ -192,7 +193,11 @@ def parse_command_line(text: str) -> MegatronArgs:
 # -- the mapping ------------------------------------------------------------------------------
 
 def _neutral(value: Any) -> bool:
-    return value in (None, False, 0, "", [], 1) or value == "None"
+    return value is None or value is False or value in (0, "", [], "None")
+
+
+def _neutral_or_one(value: Any) -> bool:
+    return _neutral(value) or value == 1 or (isinstance(value, list) and set(value) == {1})
 
 
 # name -> (what it changes, is its value harmless?) for model/layout arguments clustersim cannot
@@ -206,14 +211,13 @@ UNSUPPORTED: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "hybrid_override_pattern": ("a hybrid Mamba/attention model", _neutral),
     "is_hybrid_model": ("a hybrid Mamba/attention model", _neutral),
     "mtp_num_layers": ("multi-token prediction layers", _neutral),
-    "num_distributed_optimizer_instances": ("a partially sharded distributed optimizer", _neutral),
+    "num_distributed_optimizer_instances": ("a partially sharded distributed optimizer", _neutral_or_one),
     "heterogeneous_layers_config_path": ("heterogeneous layers", _neutral),
     "heterogeneous_layers_config_encoded_json": ("heterogeneous layers", _neutral),
     "linear_attention_freq": ("linear-attention layers", _neutral),
     "window_size": ("sliding-window attention", _neutral),
     "num_experts_per_layer": ("per-layer expert counts", _neutral),
-    "moe_layer_freq": ("dense and MoE layers mixed (moe_layer_freq)",
-                       lambda v: _neutral(v) or (isinstance(v, list) and set(v) == {1})),
+    "moe_layer_freq": ("dense and MoE layers mixed (moe_layer_freq)", _neutral_or_one),
     "moe_shared_expert_intermediate_size": ("shared experts", _neutral),
     "multi_latent_attention": ("multi-latent attention (MLA)", _neutral),
     "cpu_offloading": ("activation/weight offload to the CPU", _neutral),

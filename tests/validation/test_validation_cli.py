@@ -45,3 +45,11 @@ def test_calibrate_json(capsys, tmp_path):
     assert run["op"] == "all_reduce" and run["ranks"] == 16 and run["nodes"] == 2
     assert "scale_out" in doc["fabrics"] and any(k.startswith("scale_out.") for k in doc["knobs"])
     assert doc["profile"] == str(out) and out.is_file()
+
+
+def test_validate_nccl_without_gpu_says_so(capsys, tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    code, _, err = _run(["validate", "--backend", "nccl", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "no CUDA GPU" in err and not (tmp_path / "records.jsonl").exists()
