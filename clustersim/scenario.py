@@ -92,8 +92,8 @@ class ParallelSection(_Strict):
     schedule: Literal["gpipe", "1f1b", "interleaved-1f1b"] = "1f1b"
     virtual_stages: int = Field(1, ge=1)
     recompute: Literal["none", "selective", "full"] = "none"
-    overlap_grad_reduce: bool = True
-    overlap_param_gather: bool = True
+    overlap_grad_reduce: bool | None = None     # None: the framework's default
+    overlap_param_gather: bool | None = None    # None: the framework's default
     tp_comm_overlap: bool = False
     dp_bucket_params: int = Field(0, ge=0)
     fsdp: FsdpSection | None = None
@@ -393,7 +393,10 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise InputError("parallel.fsdp", p.fsdp.model_dump(), "only with parallel.zero_stage: 3")
     if dp % fsdp.hsdp_replicas:
         raise InputError("parallel.fsdp.hsdp_replicas", fsdp.hsdp_replicas, f"a divisor of parallel.dp ({dp})")
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp"}), "dp": dp, "global_batch": global_batch,
+    overlaps = {key: framework_value if value is None else value for key, value, framework_value in (
+        ("overlap_grad_reduce", p.overlap_grad_reduce, framework.overlap_grad_reduce),
+        ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp"}), **overlaps, "dp": dp, "global_batch": global_batch,
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,
                             "hsdp_replicas": fsdp.hsdp_replicas})
