@@ -36,6 +36,14 @@ def trace_events(timeline: Timeline, scenario: Scenario) -> dict[str, Any]:
             "otherData": {"scenario": scenario.name, "generator": "clustersim"}}
 
 
+def _default_mode() -> int:
+    """The permissions a plain open() would give a new file (0666 less the umask): mkstemp's
+    0600 would leave a profile or scenario unreadable to the other users of a shared machine."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write text to ``path`` atomically: a temp file in the same folder, fsync, rename."""
     target = Path(path)
@@ -46,6 +54,7 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _default_mode())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

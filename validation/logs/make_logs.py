@@ -26,7 +26,13 @@ import argparse
 import json
 from pathlib import Path
 
-from validation.logs.formats import deepspeed_config, deepspeed_log, megatron_log, torchtitan_log, torchtitan_toml
+from validation.logs.formats import (
+    deepspeed_config,
+    deepspeed_log,
+    megatron_log,
+    torchtitan_log,
+    torchtitan_toml,
+)
 
 # Megatron-LM README weak scaling (csv above): model -> (layers, hidden, heads, global batch, tp, pp, TFLOP/s/GPU)
 MEGATRON_H100 = {"1.7b": (24, 2048, 16, 192, 1, 1, 408.8), "7.1b": (30, 4096, 32, 192, 2, 1, 465.9),
@@ -77,7 +83,7 @@ def write_megatron_h100(out: Path) -> list[Path]:
                 "attention_dropout": 0.0, "hidden_dropout": 0.0}
         p = out / "megatron_h100" / f"gpt_{name}_{gpus}gpu.log"
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(megatron_log(args, step, tflops=tflops, prefix_iter="[rank%d]: " % (gpus - 1),
+        p.write_text(megatron_log(args, step, tflops=tflops, prefix_iter=f"[rank{gpus - 1}]: ",
                                   date="2024-07-15"))
         paths.append(p)
     return paths
@@ -85,7 +91,7 @@ def write_megatron_h100(out: Path) -> list[Path]:
 
 def write_torchtitan_h100(out: Path) -> list[Path]:
     paths = []
-    for name, (_, flavor, gpus, local, seq, dp, tp, ac, comp, fp8, tps) in TORCHTITAN_H100.items():
+    for name, (_, flavor, _gpus, local, seq, dp, tp, ac, comp, fp8, tps) in TORCHTITAN_H100.items():
         d = out / "torchtitan_h100"
         d.mkdir(parents=True, exist_ok=True)
         mesh = (["dp_shard", "tp"], [dp, tp]) if tp > 1 else (["dp_shard"], [dp])
