@@ -139,7 +139,7 @@ class MachineCalibration:
     def print_report(self) -> None:
         from rich.console import Console
         from rich.table import Table
-        out = Console()
+        out = Console(width=max(Console().width, 150))
         d = self.to_json()
         if d["runs"]:
             t = Table(title=f"training steps: measured vs predicted ({self.base_cluster} -> {self.name})")
@@ -296,7 +296,9 @@ def _render(base: str, name: str, cluster: ClusterSpec, scale: float, fabric: An
     if runs:
         over.append(("compute_scale", scale, f"fitted to the step times of {len(runs)} training run(s): "
                                              f"{', '.join(r.source for r in runs)}"))
-    gpu_name = f"{name}-gpu"
+    # the compute model recognises the GPU generation by its profile name (compute/arch.py
+    # arch_for, nccl_tuning.gpu_arch): keep the base name in front
+    gpu_name = f"{cluster.gpu.name}-{name}"
     sections: dict[str, dict[str, tuple[str, Any]]] = {
         "gpus": {gpu_name: (f"{cluster.gpu.name} calibrated against {src}", entry_from_raw(gpu_raw, over,
                                                                                           f"as {cluster.gpu.name}"))}}

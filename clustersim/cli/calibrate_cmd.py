@@ -68,7 +68,7 @@ def print_nccl_report(nccl) -> None:  # noqa: ANN001 - NcclCalibration, imported
 
     from clustersim import units
     d = nccl.to_json()
-    out = Console()
+    out = Console(width=max(Console().width, 120))
     for i, r in enumerate(d["runs"]):
         out.print(f"run {i}: {r['op']} on {r['ranks']} ranks / {r['nodes']} hosts ({r['device']}, NCCL "
                   f"{r['nccl_version'] or '?'}) from {r['source']}; collective named by {r['op_from']}")

@@ -69,7 +69,7 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
             doc["loo"] = {"cases": [c.to_json() for c in loo_cases], "summary": loo_summary(loo_cases)}
         sys.stdout.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         return
-    out = Console()
+    out = Console(width=max(Console().width, 150))
     out.print(render_table(result.cases, f"predicted vs measured ({opts.mode}, {backend}, {nprocs} ranks)"))
     for role, s in (("held-out", result.holdout), ("fit", result.fit)):
         if s["cases"]:

@@ -302,7 +302,7 @@ NO_EFFECT = {"bf16", "fp16", "fp8", "iteration", "consumed_train_samples", "cons
              "rampup_batch_size", "s3_cache_path", "sample_rate", "scatter_gather_tensors_in_pipeline",
              "vocab_extra_ids", "model_parallel_size", "adlr_autoresume", "adlr_autoresume_interval",
              "app_tag_run_name", "app_tag_run_version", "retriever_report_topk_accuracies", "retriever_score_scaling",
-             "retriever_seq_length", "standalone_embedding_stage"}
+             "retriever_seq_length", "standalone_embedding_stage", "num_key_value_heads"}
 KNOWN_HF_VOCABS = ((r"llama-?3", 128256), (r"llama-?2", 32000), (r"mixtral|mistral-7b", 32000), (r"gpt-?2", 50257),
                    (r"qwen2", 151936), (r"deepseek-v3", 129280))
 
@@ -491,6 +491,8 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
                              "tie_embeddings": not bool(a.get("untie_embeddings_and_output_weights"))}
     if a.get("group_query_attention") and a.get("num_query_groups"):
         model["kv_heads"] = _int(a, "num_query_groups")
+    elif a.get("num_key_value_heads") and a.get("num_key_value_heads") != heads:   # Megatron-DeepSpeed's GQA
+        model["kv_heads"] = _int(a, "num_key_value_heads")
     vocab = _vocab(a, tp, notes)
     if vocab is None:
         raise InputError("model.vocab", None, "the (padded) vocabulary size: the arguments name no vocabulary "

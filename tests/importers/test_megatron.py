@@ -157,3 +157,21 @@ def test_round_trip_of_every_shipped_scenario(root):
                      cluster_overrides(raw))
         assert res.unknown == []
         assert replace(scenario_from_dict(res.scenario), name=original.name) == original, path.name
+
+
+@pytest.mark.parametrize("content, expected", [(b"", "empty"), (b"\x00\x01binary\x00", "binary"),
+                                               (b"\xff\xfe\x00\xd8", "utf-16")])
+def test_empty_binary_undecodable_files(content, expected, tmp_path, capsys):
+    f = tmp_path / "x.log"
+    f.write_bytes(content)
+    code, _, err = _run(["import", "megatron-log", str(f), "--cluster", "dgx-h100"], capsys)
+    assert code == 2 and expected in err
+
+
+def test_interleaved_ranks_print_the_same_iteration():
+    """Two ranks printing each iteration line (print_rank_last on two pipelines' last ranks)."""
+    text = megatron_log(ARGS_16B, 1.5, prefix_iter="[rank190]: ")
+    doubled = "\n".join(line + ("\n" + line.replace("[rank190]", "[rank191]") if "iteration " in line else "")
+                        for line in text.splitlines())
+    res = import_text("megatron-log", doubled, "x.log", cluster="dgx-h100")
+    assert len(res.iterations) == 11 and res.measured_step_time_s == pytest.approx(1.5, rel=0.01)

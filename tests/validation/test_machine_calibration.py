@@ -65,6 +65,7 @@ def test_planted_scale_found_and_evidence_written(logs, tmp_path, capsys):
     assert ev is not None and ev.runs == 3 and len(ev.loo_rel_errors) == 3 and ev.date == "2024-07-10"
     assert [round(e * 100, 1) for e in ev.loo_rel_errors] == [round(r["loo_error_pct"], 1) for r in doc["runs"]]
     assert c.gpu.compute_scale == pytest.approx(doc["compute_scale"], rel=1e-5)
+    assert c.gpu.name.startswith("h100-sxm-80gb")  # the compute model knows the generation by this name
     code, stdout, _ = _run(["run", "--profile", str(out), "--set", "cluster.preset=my-h100", "--set", "cluster.nodes=1",
                             "--set", "parallel.tp=8", "--set", "parallel.pp=1", "--set", "parallel.dp=1", "--json"],
                            capsys)
