@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clustersim.errors import InputError
 from clustersim.frameworks import DEFAULT_FRAMEWORK, FrameworkSpec, load_framework
+from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_yaml_file
@@ -112,6 +113,7 @@ class ScenarioFile(_Strict):
     cluster: ClusterSection = ClusterSection()
     parallel: ParallelSection = ParallelSection()
     training: TrainingSection = TrainingSection()
+    goodput: GoodputSection | None = None   # `clustersim goodput` only (docs/goodput.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,7 @@ class Scenario:
     parallel: ParallelLayout
     training: TrainingSpec
     framework: FrameworkSpec
+    goodput: GoodputSpec | None = None   # the `goodput:` section, resolved; None when absent
 
 
 DEFAULT_SCENARIO_YAML = """\
@@ -214,6 +217,10 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
         allowed = f"one of {ctx['expected']}"
     elif "ge" in ctx:
         allowed = f"a number >= {ctx['ge']}"
+    elif "gt" in ctx:
+        allowed = f"a number > {ctx['gt']}"
+    elif "le" in ctx:
+        allowed = f"a number <= {ctx['le']}"
     else:
         allowed = err["msg"]
     return InputError(field, value, allowed)
@@ -406,8 +413,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     check_layout(model, cluster, par)
     attention = framework.attention if raw.training.attention == "auto" else raw.training.attention
     training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer, attention=attention)
+    gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
-                    framework=framework)
+                    framework=framework, goodput=gp)
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

@@ -99,6 +99,11 @@ class CalibrationEvidence:
     source: str = ""
     date: str = "unknown"
 
+    @property
+    def step_time_rel_errors(self) -> tuple[float, ...]:
+        """The residuals the prediction interval reads (clustersim.uncertainty.interval)."""
+        return self.loo_rel_errors
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
