@@ -100,3 +100,24 @@ def test_log_of_another_tool_and_config_count(logs, tmp_path, capsys):
     code, _, err = _run(["calibrate", "--log", str(logs[0]), "--log", str(logs[1]), "--config", "-",
                          "--cluster", "dgx-h100", "--out", str(out)], capsys)
     assert code == 2 and "--config" in err and not out.exists()
+
+
+def test_interval_uses_the_evidence(logs, tmp_path, capsys):
+    """A scenario on the calibrated cluster gets its interval from the leave-one-out errors."""
+    out = tmp_path / "m.yaml"
+    argv = ["calibrate", "--cluster", "dgx-h100", "--name", "ev-h100", "--out", str(out)]
+    for p in logs:
+        argv += ["--log", str(p)]
+    assert _run(argv, capsys)[0] == 0
+    from clustersim.calibrate.profile import profile_in_env
+    from clustersim.scenario import scenario_from_dict
+    from clustersim.uncertainty.interval import step_interval
+    data = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "ev-h100", "nodes": 1},
+            "parallel": {"tp": 8, "global_batch": 8}}
+    with profile_in_env(out):
+        sc = scenario_from_dict(data)
+    assert sc.cluster.calibration.step_time_rel_errors == sc.cluster.calibration.loo_rel_errors
+    calibrated = step_interval(sc)
+    generic = step_interval(scenario_from_dict({**data, "cluster": {"preset": "dgx-h100", "nodes": 1}}))
+    assert calibrated.evidence_runs == 3
+    assert (calibrated.lo_factor, calibrated.hi_factor) != (generic.lo_factor, generic.hi_factor)
