@@ -35,8 +35,11 @@ from clustersim.importers.megatron_args import supports
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+else:  # pragma: no cover - Python 3.10: the same parser as the tomli package, if installed
+    try:
+        import tomli as tomllib
+    except ImportError:
+        tomllib = None
 
 # torchtitan/models/llama3/__init__.py (llama3_configs) and llama2: flavor -> clustersim preset
 FLAVORS = {("llama3", "8b"): "llama3-8b", ("llama3", "70b"): "llama3-70b", ("llama3", "405b"): "llama3-405b",
@@ -56,6 +59,8 @@ _KV = re.compile(r"[\"']?(" + "|".join(MODEL_KEYS) + r")[\"']?\s*[=:]\s*([-\d.e+
 
 
 def read_toml(text: str, source: str) -> dict[str, Any]:
+    if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
+        raise InputError("torchtitan-toml", source, "Python 3.11+ (tomllib) or `pip install tomli` to read TOML")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -156,7 +156,10 @@ def test_round_trip_of_every_shipped_scenario(root):
         res = finish(import_text("megatron-args", megatron_command(original), "cmd", cluster=raw["cluster"]["preset"]),
                      cluster_overrides(raw))
         assert res.unknown == []
-        assert replace(scenario_from_dict(res.scenario), name=original.name) == original, path.name
+        back = scenario_from_dict(res.scenario)
+        # what a Megatron launch describes; other sections (goodput: ...) are not Megatron arguments
+        for part in ("model", "cluster", "parallel", "training", "framework"):
+            assert getattr(back, part) == getattr(original, part), (path.name, part)
 
 
 @pytest.mark.parametrize("content, expected", [(b"", "empty"), (b"\x00\x01binary\x00", "binary"),
