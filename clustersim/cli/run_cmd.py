@@ -12,7 +12,7 @@ from rich.table import Table
 from clustersim import units
 from clustersim.api import estimate, simulate_with_timeline
 from clustersim.errors import InputError
-from clustersim.hardware.load import add_profile_file
+from clustersim.hardware.load import use_profiles
 from clustersim.html import check_html_path, write_html
 from clustersim.report import StepReport
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
@@ -79,8 +79,7 @@ def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: 
     """Simulate one training step of SCENARIO (an embedded default when omitted)."""
     if html_file:
         check_html_path(html_file)
-    for p in profiles:
-        add_profile_file(p)
+    use_profiles(profiles)
     raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
     sc = scenario_from_dict(raw)
     timeline = None
