@@ -33,7 +33,7 @@ from clustersim.compute.mtp import mtp_cost
 from clustersim.compute.ops import PassCost
 from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.memory.activations import layer_activation_bytes
-from clustersim.parallel.pipeline import stage_layers
+from clustersim.parallel.pipeline import split_layers
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
 from clustersim.scenario import Scenario
 
@@ -106,22 +106,8 @@ def model_stage_layers(scenario: Scenario) -> tuple[int, ...]:
     MTP layer a slot of its own, pipeline_parallel_layout.md): the layers and the MTP modules are
     split with ``stage_layers`` and the last stage keeps its share minus the MTP modules."""
     par, model = scenario.parallel, scenario.model
-    graph = step_graph(scenario)
-    chunks = 1 if par.schedule == "dualpipe" else graph.chunks
-    mtp = model.mtp_layers
-    counts = list(stage_layers(model.layers + mtp, par.pp, chunks)) if model.layers + mtp >= par.pp * chunks \
-        else list(stage_layers(model.layers, par.pp, chunks))
-    if sum(counts) > model.layers:
-        take = min(mtp, counts[-1] - 1)
-        counts[-1] -= take
-        rest = sum(counts) - model.layers
-        for i in sorted(range(len(counts)), key=lambda k: (-counts[k], k)):   # keep the sum exact
-            if rest <= 0:
-                break
-            if counts[i] > 1:
-                counts[i] -= 1
-                rest -= 1
-    return tuple(counts)
+    chunks = 1 if par.schedule == "dualpipe" else step_graph(scenario).chunks
+    return split_layers(model.layers, model.mtp_layers, par.pp, chunks)
 
 
 @functools.lru_cache(maxsize=4096)

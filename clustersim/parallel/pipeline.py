@@ -148,6 +148,24 @@ def stage_layers(layers: int, pp: int, virtual_stages: int = 1) -> tuple[int, ..
     return tuple(base + (1 if i in favoured else 0) for i in range(stages))
 
 
+def split_layers(layers: int, mtp_layers: int, pp: int, chunks: int = 1) -> tuple[int, ...]:
+    """``stage_layers`` with ``mtp_layers`` multi-token-prediction modules counted in the split and
+    placed on the last stage (clustersim.engine.stages.model_stage_layers): the last stage keeps
+    its share minus the MTP modules (at least one layer), the sum stays ``layers``."""
+    if not mtp_layers or layers + mtp_layers < pp * chunks:
+        return stage_layers(layers, pp, chunks)
+    counts = list(stage_layers(layers + mtp_layers, pp, chunks))
+    counts[-1] -= min(mtp_layers, counts[-1] - 1)
+    rest = sum(counts) - layers
+    for i in sorted(range(len(counts)), key=lambda k: (-counts[k], k)):   # keep the sum exact
+        if rest <= 0:
+            break
+        if counts[i] > 1:
+            counts[i] -= 1
+            rest -= 1
+    return tuple(counts)
+
+
 # ---------------------------------------------------------------------------------------------
 # validation and dry run
 

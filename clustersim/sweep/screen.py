@@ -58,7 +58,7 @@ from clustersim.memory.report import (
     state_parts,
 )
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
-from clustersim.parallel.pipeline import build_schedule, stage_graph, stage_layers
+from clustersim.parallel.pipeline import build_schedule, max_in_flight, split_layers, stage_graph
 from clustersim.scenario import Scenario
 from clustersim.sweep.space import (
     SearchSpace,
@@ -89,6 +89,8 @@ class UnitTimes:
     first_params: int
     last_params: int
     p2p_bytes: float  # activation sent between pipeline stages per micro-batch
+    layer_all_params: int = 0  # the first layer's parameters with its experts (the optimizer steps them all)
+    moe_all_params: int = 0    # the last layer's (a MoE layer in a MoE model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,12 +125,16 @@ class ScheduleProfile:
     lasts: tuple[bool, ...] = ()     # ranks holding the output head (last model stage)
     fill: bool = True                # rank r waits for the first forward through ranks < r (GPipe/1F1B/interleaved)
     share: float = 1.0               # micro-batches through each chunk / all (DualPipe: each direction's half)
+    ends: tuple[tuple[float, float] | None, ...] = ()  # in flight on the embedding's / head's chunk (memory_plan)
 
 
 def class_scenario(base: Scenario, layout: ParallelLayout) -> Scenario:
     """The representative of a layout's unit-time class: one stage, no data parallelism."""
-    rep = replace(layout, pp=1, dp=1, zero_stage=0, schedule="1f1b", virtual_stages=1,
-                  global_batch=layout.micro_batch)
+    # an expert-parallel layout keeps its data-parallel ranks: the EP group (and where its ranks
+    # sit) is part of the layer's cost
+    dp = layout.dp if layout.ep > 1 else 1
+    rep = replace(layout, pp=1, dp=dp, zero_stage=0, schedule="1f1b", virtual_stages=1,
+                  global_batch=layout.micro_batch * dp, offload_optimizer=False)
     return replace(base, parallel=rep)
 
 
@@ -152,6 +158,9 @@ def unit_times(rep: Scenario) -> UnitTimes:
         first_f_s=unit_time(rep, fwd[0]).time_s, first_b_s=unit_time(rep, bwd[-1]).time_s,
         last_f_s=last_f, last_b_s=last_b,
         layer_params=min(params[1 + k:1 + k + n]), first_params=params[-1], last_params=params[0],
+        # backward units run the layers last to first: the last is layer 0 (dense if any is), the first a MoE layer
+        layer_all_params=params[k + n] + stage.unit_expert_params[k + n],
+        moe_all_params=params[1 + k] + stage.unit_expert_params[1 + k],
         p2p_bytes=build_step_work(rep).p2p_bytes)
 
 
@@ -167,27 +176,28 @@ def _profile_micro_batches(schedule: str, pp: int, num_micro_batches: int) -> in
 
 @functools.lru_cache(maxsize=4096)
 def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
-                     layers: int, first_dense: int = 0) -> ScheduleProfile:
+                     layers: int, first_dense: int = 0, mtp_layers: int = 0) -> ScheduleProfile:
     """The memory and bound profile of a schedule (see ScheduleProfile); ``first_dense``: the
     model's leading dense layers (MoE models)."""
     m = _profile_micro_batches(schedule, pp, num_micro_batches)
     if m != num_micro_batches:
-        short = schedule_profile(schedule, pp, m, virtual_stages, layers, first_dense)
+        short = schedule_profile(schedule, pp, m, virtual_stages, layers, first_dense, mtp_layers)
         if schedule == "gpipe":  # every forward runs before any backward: all micro-batches in flight
             ranks = tuple((held, float(num_micro_batches)) for held, _ in short.ranks)
             return replace(short, ranks=ranks)
         return short
     actions = build_schedule(schedule, pp, num_micro_batches, virtual_stages)
     graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
-    model_counts = stage_layers(layers, pp, 1 if schedule == "dualpipe" else graph.chunks)
+    model_counts = split_layers(layers, mtp_layers, pp, 1 if schedule == "dualpipe" else graph.chunks)
     counts = tuple(model_counts[graph.model_stage[g]] for g in range(graph.num_stages))
     starts = [sum(model_counts[:k]) for k in range(len(model_counts))]
     last_model = graph.num_model_stages - 1
-    ranks, moe_held, firsts, lasts = [], [], [], []
+    ranks, moe_held, firsts, lasts, ends = [], [], [], [], []
     for r in range(pp):
         ms = graph.rank_model_stages(r)
         held = sum(model_counts[k] for k in ms)
         ranks.append((held, layers_in_flight(actions[r], r, graph, counts) / held))
+        ends.append(_ends(actions[r], ms, last_model) if graph.chunks > 1 and (0 in ms or last_model in ms) else None)
         moe_held.append(sum(max(0, model_counts[k] - max(0, first_dense - starts[k])) for k in ms))
         firsts.append(0 in ms)
         lasts.append(last_model in ms)
@@ -205,7 +215,16 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
     return ScheduleProfile(tuple(ranks), tuple(counts[graph.stage(r, 0)] for r in range(pp)), model_counts[0],
                            model_counts[-1], tuple(plain), chain, _check_ranks(ranks, firsts, lasts),
                            tuple(moe_held), tuple(firsts), tuple(lasts), old,
-                           0.5 if schedule == "dualpipe" else 1.0)
+                           0.5 if schedule == "dualpipe" else 1.0, tuple(ends))
+
+
+def _ends(actions, model_stages: tuple[int, ...], last_model: int) -> tuple[float, float]:
+    """As clustersim.engine.memory_plan._chunk_in_flight, for the chunks running model stage 0
+    and the last model stage."""
+    def peak(stage: int) -> float:
+        chunks = [c for c, m in enumerate(model_stages) if m == stage]
+        return float(max_in_flight(tuple(a for a in actions if a.chunk in chunks))) if chunks else 0.0
+    return peak(0), peak(last_model)
 
 
 def _check_ranks(ranks: list[tuple[int, float]], firsts: list[bool], lasts: list[bool]) -> tuple[int, ...]:
@@ -348,7 +367,7 @@ class MemoryModel:
         self._comm: dict[tuple[object, ...], int] = {}
 
     def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool,
-                   moe_held: int | None = None) -> int:
+                   moe_held: int | None = None, ends: tuple[float, float] | None = None) -> int:
         k = float(in_flight)
         moe_n = held if moe_held is None and self.model.is_moe else (moe_held or 0)
         skey = (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, held, moe_n, first, last)
@@ -359,7 +378,7 @@ class MemoryModel:
         acts = self._acts.get(akey)
         if acts is None:
             acts = self._acts[akey] = activation_parts(self.model, p, self.dtype, self.attention)
-        parts = assemble(p, states, acts, held, moe_n, k, first, last)
+        parts = assemble(p, states, acts, held, moe_n, k, first, last, ends)
         ckey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
                 p.dp_bucket_params, held)
         comm = self._comm.get(ckey)
@@ -382,7 +401,7 @@ class Screen:
 
     def unit_times(self, layout: ParallelLayout) -> UnitTimes:
         p = layout
-        key = (p.tp, p.cp, p.ep, p.micro_batch, p.sequence_parallel, p.recompute)
+        key = (p.tp, p.cp, p.ep, p.etp, p.dp if p.ep > 1 else 1, p.micro_batch, p.sequence_parallel, p.recompute)
         u = self._units.get(key)
         if u is None:
             u = self._units[key] = unit_times(class_scenario(self.base, layout))
@@ -391,7 +410,7 @@ class Screen:
     def peak_bytes(self, layout: ParallelLayout, profile: ScheduleProfile) -> int:
         """Peak memory per GPU over the pipeline ranks (the engine's ``rank_memory`` worst case)."""
         return max(self.memory.peak_bytes(layout, *profile.ranks[r], profile.firsts[r], profile.lasts[r],
-                                          profile.moe_held[r]) for r in profile.check_ranks)
+                                          profile.moe_held[r], profile.ends[r]) for r in profile.check_ranks)
 
     def extra(self, layout: ParallelLayout, u: UnitTimes) -> Extra:
         """ZeRO-3 gathers and the pipeline transfer of this layout (``engine.zero``, ``engine.groups``)."""
@@ -422,8 +441,9 @@ class Screen:
         """A lower bound on ``api.estimate(...).step_time_s`` (module docstring)."""
         u = self.unit_times(layout)
         bound = pipeline_bound_s(u, self.extra(layout, u), profile, layout.num_micro_batches)
+        bound += self.optimizer_s(layout, u, profile)
         if profile.backward_chain:
-            bound += self.optimizer_s(layout, u, profile) + self.tail_s(layout, u, profile)
+            bound += self.tail_s(layout, u, profile)
         return bound * (1.0 - BOUND_SLACK)
 
     def tail_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
@@ -465,9 +485,18 @@ class Screen:
         return t
 
     def optimizer_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
-        """Rank 0's optimizer step (``engine.stages``: its parameters, before ZeRO sharding)."""
-        held0 = profile.ranks[0][0]
-        params0 = held0 * u.layer_params + u.first_params + (u.last_params if layout.pp == 1 else 0)
+        """Rank 0's optimizer step (``engine.stages``: its parameters, before ZeRO sharding); for
+        the schedules without the backward chain (zero-bubble, DualPipe), where the step ends with
+        some rank's optimizer after all its work, the step of the rank holding the fewest layers
+        (no embedding or head counted): every rank's own step takes at least that long."""
+        if profile.backward_chain:
+            held0 = profile.ranks[0][0]
+            moe0 = profile.moe_held[0] if self.base.model.is_moe else 0
+            params0 = moe0 * u.moe_all_params + (held0 - moe0) * u.layer_all_params + u.first_params \
+                + (u.last_params if layout.pp == 1 else 0)
+        else:
+            params0 = min(m * u.moe_all_params + (held - m) * u.layer_all_params
+                          for (held, _), m in zip(profile.ranks, profile.moe_held, strict=True))
         key = (params0, layout.dp, layout.cp, layout.zero_stage, layout.offload_optimizer)
         opt = self._opt.get(key)
         if opt is None:
@@ -483,7 +512,7 @@ class Screen:
 
     def profile_of(self, schedule: str, pp: int, num_micro_batches: int, virtual_stages: int) -> ScheduleProfile:
         return schedule_profile(schedule, pp, num_micro_batches, virtual_stages, self.base.model.layers,
-                                self.base.model.moe_first_dense_layers)
+                                self.base.model.moe_first_dense_layers, self.base.model.mtp_layers)
 
 
 @functools.lru_cache(maxsize=4)
@@ -534,9 +563,9 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                             for r in prof.check_ranks:
                                 held, inflight = prof.ranks[r]
                                 peak = max(peak, sc.memory.peak_bytes(p, held, inflight, prof.firsts[r], prof.lasts[r],
-                                                                      prof.moe_held[r]))
-                            bound = pipe_s + (sc.optimizer_s(p, u, prof) + sc.tail_s(p, u, prof)
-                                              if prof.backward_chain else 0.0)
+                                                                      prof.moe_held[r], prof.ends[r]))
+                            bound = pipe_s + sc.optimizer_s(p, u, prof) + (sc.tail_s(p, u, prof)
+                                                                            if prof.backward_chain else 0.0)
                             rows.append((*key_head, SCHEDULES.index(sched), v, int(off), float(peak <= capacity),
                                          float(peak), bound * (1.0 - BOUND_SLACK)))
     return np.array(rows, dtype=np.float64).reshape(len(rows), 16)
