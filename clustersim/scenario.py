@@ -91,7 +91,10 @@ class ParallelSection(_Strict):
     global_batch: int | None = Field(None, ge=1)  # None: dp * micro_batch * 4 * pp (documented default)
     schedule: Literal["gpipe", "1f1b", "interleaved-1f1b"] = "1f1b"
     virtual_stages: int = Field(1, ge=1)
-    recompute: Literal["none", "selective", "full"] = "none"
+    recompute: Literal["none", "selective", "selective-op", "full"] = "none"
+    recompute_every: int | None = None        # full recompute of every N-th layer (torchtitan layer AC)
+    recompute_method: Literal["uniform", "block"] | None = None   # Megatron, with recompute: full
+    recompute_num_layers: int | None = None
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     tp_comm_overlap: bool = False
@@ -103,6 +106,7 @@ class TrainingSection(_Strict):
     dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["auto", "flash", "standard"] = "auto"
+    compile: bool = False   # torch.compile (torchtitan): fuses element-wise ops like Megatron's kernels
 
 
 class ScenarioFile(_Strict):
@@ -122,6 +126,7 @@ class TrainingSpec:
     dtype: str = "bf16"
     optimizer: str = "adam"
     attention: str = "auto"
+    compile: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +363,40 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
 _check_consistency = check_layout  # the former private name
 
 
+def _recompute_fields(p: ParallelSection, model: ModelSpec) -> dict[str, Any]:
+    """recompute_every / recompute_method / recompute_num_layers, checked against recompute."""
+    if p.recompute_every is not None and not 1 <= p.recompute_every <= model.layers:
+        raise InputError("parallel.recompute_every", p.recompute_every,
+                         f"an integer from 1 to model.layers ({model.layers})")
+    if p.recompute_num_layers is not None and p.recompute_num_layers < 1:
+        raise InputError("parallel.recompute_num_layers", p.recompute_num_layers,
+                         "an integer from 1 to the layers of a pipeline stage")
+    if p.recompute_method is not None and p.recompute != "full":
+        raise InputError("parallel.recompute_method", p.recompute_method,
+                         "only with parallel.recompute: full (Megatron --recompute-granularity full)")
+    if p.recompute_num_layers is not None and p.recompute != "full":
+        raise InputError("parallel.recompute_num_layers", p.recompute_num_layers,
+                         "only with parallel.recompute: full")
+    return {"recompute_every": 0 if p.recompute_every is None else p.recompute_every,
+            "recompute_method": p.recompute_method or "uniform",
+            "recompute_num_layers": 1 if p.recompute_num_layers is None else p.recompute_num_layers}
+
+
+def check_recompute(model: ModelSpec, par: ParallelLayout) -> None:
+    """recompute_every in 1..layers; recompute_num_layers in 1..the layers of a pipeline stage."""
+    from clustersim.parallel.pipeline import stage_layers
+
+    if par.recompute_every != 0 and not 1 <= par.recompute_every <= model.layers:
+        raise InputError("parallel.recompute_every", par.recompute_every,
+                         f"an integer from 1 to model.layers ({model.layers})")
+    if par.recompute_num_layers != 1 or par.recompute_method != "uniform":
+        most = max(stage_layers(model.layers, par.pp, par.virtual_stages))
+        if not 1 <= par.recompute_num_layers <= most:
+            raise InputError("parallel.recompute_num_layers", par.recompute_num_layers,
+                             f"an integer from 1 to the layers of a pipeline stage ({most}: model.layers "
+                             f"{model.layers} over pp * virtual_stages = {par.pp * par.virtual_stages})")
+
+
 def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     """Validate a raw scenario dict and build the frozen Scenario. Raises InputError."""
     if not isinstance(data, dict):
@@ -393,7 +432,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise InputError("parallel.fsdp", p.fsdp.model_dump(), "only with parallel.zero_stage: 3")
     if dp % fsdp.hsdp_replicas:
         raise InputError("parallel.fsdp.hsdp_replicas", fsdp.hsdp_replicas, f"a divisor of parallel.dp ({dp})")
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp"}), "dp": dp, "global_batch": global_batch,
+    recompute = _recompute_fields(p, model)
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", *recompute}), **recompute, "dp": dp,
+                            "global_batch": global_batch,
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,
                             "hsdp_replicas": fsdp.hsdp_replicas})
@@ -401,8 +442,10 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise InputError("training.dtype", raw.training.dtype,
                          f"a dtype that {cluster.gpu.name} has: {', '.join(cluster.gpu.dtypes)}")
     check_layout(model, cluster, par)
+    check_recompute(model, par)
     attention = framework.attention if raw.training.attention == "auto" else raw.training.attention
-    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer, attention=attention)
+    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer, attention=attention,
+                            compile=raw.training.compile)
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
                     framework=framework)
 
