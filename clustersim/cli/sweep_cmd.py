@@ -61,7 +61,8 @@ def top_table(result: SweepResult, k: int, title: str) -> Table:
         table.add_row(str(i), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]), str(p["micro_batch"]),
                       str(p["zero_stage"]), p["recompute"], "y" if p["sequence_parallel"] else "n", sched,
                       f"{row['step_time_s']:.3f}", f"{row['mfu']:.1%}", f"{row['tokens_per_s']:,.0f}",
-                      f"{row['peak_bytes_per_gpu'] / GiB:.1f}", row["engine"])
+                      f"{row['peak_bytes_per_gpu'] / GiB:.1f}" + (" tight" if row["memory_verdict"] == "tight" else ""),
+                      row["engine"])
     return table
 
 

@@ -57,3 +57,11 @@ def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...]) ->
                                  policies=rank_policies(par, scenario.model.layers, r), stage=r,
                                  ends_in_flight=ends))
     return tuple(out)
+
+
+_SEVERITY = {"fits": 0, "tight": 1, "does-not-fit": 2}
+
+
+def worst_stage(memories: tuple[MemoryReport, ...]) -> MemoryReport:
+    """The pipeline rank that decides the verdict: the worst verdict, then the highest peak."""
+    return max(memories, key=lambda m: (_SEVERITY[m.verdict], m.peak_bytes_per_gpu, -m.stage))

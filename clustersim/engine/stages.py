@@ -20,6 +20,7 @@ from clustersim.compute import (
     output_cost,
     transformer_layer_cost,
 )
+from clustersim.memory.policies import stage_policies
 from clustersim.parallel.pipeline import stage_layers
 from clustersim.scenario import Scenario
 
@@ -57,14 +58,25 @@ def _merge(*parts: Work) -> Work:
 @functools.lru_cache(maxsize=4096)
 def build_step_work(scenario: Scenario) -> StepWork:
     model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
-    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention)
+    elementwise = "fused" if scenario.training.compile else scenario.framework.elementwise
+    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention,
+                                              elementwise=elementwise)
+    policies = stage_policies(par, model.layers)   # each layer's recompute policy (memory/policies.py)
+    by_policy: dict[str, Work] = {}
+
+    def layer_bwd_of(policy: str) -> Work:
+        work = by_policy.get(policy)
+        if work is None:
+            lc = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention,
+                                        elementwise=elementwise, recompute=policy)
+            work = by_policy[policy] = _merge(tuple(lc.recompute.ops), tuple(lc.backward.ops))
+        return work
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
     counts = stage_layers(model.layers, par.pp, par.virtual_stages)
     expert = expert_params_per_gpu(model, par.tp, par.ep)
     num_global = len(counts)
     layer_fwd = tuple(layer.forward.ops)
-    layer_bwd = _merge(tuple(layer.recompute.ops), tuple(layer.backward.ops))
     stages = []
     for g, n in enumerate(counts):
         fwd: list[Work] = []
@@ -84,7 +96,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
             unit_params.append(0 if shared else out.params)
             unit_expert.append(0)
             params += 0 if shared else out.params
-        bwd.extend([layer_bwd] * n)
+        bwd.extend(layer_bwd_of(p) for p in reversed(policies[g]))   # the backward runs the layers in reverse
         unit_params.extend([layer.params - expert] * n)
         unit_expert.extend([expert] * n)
         if g == 0:

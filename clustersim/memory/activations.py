@@ -22,6 +22,7 @@ Stage ends (Korthikanti §4.3; the loss per framework, clustersim/data/framework
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from clustersim.compute.conventions import gated_factor, uses_dropout
 from clustersim.compute.dtypes import activation_bytes
@@ -57,13 +58,6 @@ def layer_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str,
         return 0.0
     k = kernels or gpu_kernels(attention)
     return saved_bytes(model, layout, dtype, k, policy)
-
-
-def rank_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, kernels: Kernels,
-                          policies: RankPolicies) -> float:
-    """Bytes all the layers of a pipeline rank keep for one micro-batch each."""
-    return sum(n * layer_activation_bytes(model, layout, dtype, kernels=kernels, policy=p)
-               for p, n in policies.counts)
 
 
 def backward_working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:
@@ -129,5 +123,46 @@ def loss_transient_bytes(model: ModelSpec, layout: ParallelLayout, framework: Fr
     return max(0, peak - saved) * _logits(model, layout)
 
 
-__all__ = ["backward_working_bytes", "embedding_activation_bytes", "gpu_kernels", "layer_activation_bytes",
-           "loss_transient_bytes", "output_activation_bytes", "rank_activation_bytes", "working_bytes"]
+@dataclass(frozen=True, slots=True)
+class LayerUnits:
+    """Per micro-batch bytes that a stage's activations are made of (one GPU)."""
+
+    per_policy: tuple[tuple[str, float], ...]   # one layer's saved bytes, per recompute policy present
+    working: float                              # ``working_bytes`` of the stage's layers
+    embedding: float                            # first stage
+    output: float                               # last stage
+    loss: float                                 # last stage: ``loss_transient_bytes``
+
+
+def layer_units(model: ModelSpec, layout: ParallelLayout, dtype: str, framework: FrameworkSpec | None,
+                kernels: Kernels, policies: RankPolicies) -> LayerUnits:
+    per = tuple((p, layer_activation_bytes(model, layout, dtype, kernels=kernels, policy=p))
+                for p, _ in policies.counts)
+    return LayerUnits(per, working_bytes(model, layout, dtype, kernels, policies),
+                      embedding_activation_bytes(model, layout, dtype, kernels),
+                      output_activation_bytes(model, layout, dtype, framework, kernels),
+                      loss_transient_bytes(model, layout, framework))
+
+
+def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_flight: float, first: bool,
+            last: bool, ends: tuple[float, float], backward_buffers: float) -> tuple[float, float]:
+    """(activations in flight, transient) of one GPU of a stage: the layers' bytes times the
+    micro-batches in flight, the stage ends' times their own chunks' in flight; the transient is
+    the larger of the loss's logits copies (last stage, end of a forward) and what a backward adds
+    (the recomputed layer, its gradients and ``backward_buffers``, ZeRO-3 gradients in flight)."""
+    per = dict(units.per_policy)
+    act = sum(n * per[p] for p, n in policies.counts) * in_flight
+    if first:
+        act += units.embedding * ends[0]
+    if last:
+        act += units.output * ends[1]
+    transient = 0.0
+    if stage_layers and in_flight:
+        transient = units.working + backward_buffers
+        if last:
+            transient = max(transient, units.loss)
+    return act, transient
+
+
+__all__ = ["LayerUnits", "combine", "layer_units", "backward_working_bytes", "embedding_activation_bytes", "gpu_kernels", "layer_activation_bytes",
+           "loss_transient_bytes", "output_activation_bytes", "working_bytes"]

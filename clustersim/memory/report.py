@@ -33,14 +33,7 @@ from clustersim.compute.layer import layer_params_per_gpu
 from clustersim.errors import InputError
 from clustersim.frameworks import FrameworkSpec, load_framework
 from clustersim.hardware.spec import ClusterSpec
-from clustersim.memory.activations import (
-    embedding_activation_bytes,
-    gpu_kernels,
-    loss_transient_bytes,
-    output_activation_bytes,
-    rank_activation_bytes,
-    working_bytes,
-)
+from clustersim.memory.activations import combine, gpu_kernels, layer_units
 from clustersim.memory.allocator import fragmentation_bytes
 from clustersim.memory.buffers import (
     CUBLAS_WORKSPACE_BYTES,
@@ -214,21 +207,10 @@ def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage
                      first: bool, last: bool, framework: FrameworkSpec, kernels: Kernels,
                      policies: RankPolicies, backward_buffers: float = 0.0,
                      ends: tuple[float, float] | None = None) -> tuple[float, float]:
-    """(activations in flight, transient) of one GPU of a stage. The transient is the larger of
-    the loss's logits copies (last stage, end of a forward) and what a backward adds: the
-    recomputed layer, its gradients and ``backward_buffers`` (ZeRO-3 gradients in flight)."""
-    first_k, last_k = ends if ends is not None else (in_flight, in_flight)
-    act = rank_activation_bytes(model, layout, dtype, kernels, policies) * in_flight
-    if first:
-        act += embedding_activation_bytes(model, layout, dtype, kernels) * first_k
-    if last:
-        act += output_activation_bytes(model, layout, dtype, framework, kernels) * last_k
-    transient = 0.0
-    if stage_layers and in_flight:
-        transient = working_bytes(model, layout, dtype, kernels, policies) + backward_buffers
-        if last:
-            transient = max(transient, loss_transient_bytes(model, layout, framework))
-    return act, transient
+    """(activations in flight, transient) of one GPU of a stage (activations.combine)."""
+    units = layer_units(model, layout, dtype, framework, kernels, policies)
+    return combine(units, policies, stage_layers, in_flight, first, last,
+                   ends if ends is not None else (in_flight, in_flight), backward_buffers)
 
 
 __all__ = ["NCCL_BYTES_PER_COMMUNICATOR", "PARTS", "VERDICTS", "MemoryReport", "activation_parts", "assemble",
