@@ -95,8 +95,8 @@ class ParallelSection(_Strict):
     recompute_every: int | None = None        # full recompute of every N-th layer (torchtitan layer AC)
     recompute_method: Literal["uniform", "block"] | None = None   # Megatron, with recompute: full
     recompute_num_layers: int | None = None
-    overlap_grad_reduce: bool = True
-    overlap_param_gather: bool = True
+    overlap_grad_reduce: bool | None = None     # None: the framework's default
+    overlap_param_gather: bool | None = None    # None: the framework's default
     tp_comm_overlap: bool = False
     dp_bucket_params: int = Field(0, ge=0)
     fsdp: FsdpSection | None = None
@@ -432,8 +432,11 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise InputError("parallel.fsdp", p.fsdp.model_dump(), "only with parallel.zero_stage: 3")
     if dp % fsdp.hsdp_replicas:
         raise InputError("parallel.fsdp.hsdp_replicas", fsdp.hsdp_replicas, f"a divisor of parallel.dp ({dp})")
+    overlaps = {key: framework_value if value is None else value for key, value, framework_value in (
+        ("overlap_grad_reduce", p.overlap_grad_reduce, framework.overlap_grad_reduce),
+        ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}
     recompute = _recompute_fields(p, model)
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", *recompute}), **recompute, "dp": dp,
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", *recompute}), **overlaps, **recompute, "dp": dp,
                             "global_batch": global_batch,
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,

@@ -35,6 +35,7 @@ class StageWork:
     num_layers: int
     forward: tuple[Work, ...]    # per unit, in execution order (embedding?, layers..., output?)
     backward: tuple[Work, ...]   # per unit, in execution order (output?, layers reversed..., embedding?)
+    backward_split: tuple[tuple[Work, Work], ...]  # the same units as (recomputed forward, backward proper)
     unit_params: tuple[int, ...]  # params of each backward unit, aligned with ``backward`` (experts excluded)
     unit_expert_params: tuple[int, ...]  # expert params of each backward unit (MoE; reduced over edp)
     params: int                  # parameters of this stage held by one GPU (before ZeRO sharding)
@@ -62,15 +63,23 @@ def build_step_work(scenario: Scenario) -> StepWork:
     layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention,
                                               elementwise=elementwise)
     policies = stage_policies(par, model.layers)   # each layer's recompute policy (memory/policies.py)
-    by_policy: dict[str, Work] = {}
+    by_policy: dict[str, tuple[Work, Work]] = {}
 
-    def layer_bwd_of(policy: str) -> Work:
+    def layer_split_of(policy: str) -> tuple[Work, Work]:
+        """(recomputed forward, backward proper) of a layer that runs ``policy``."""
         work = by_policy.get(policy)
         if work is None:
             lc = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention,
                                         elementwise=elementwise, recompute=policy)
-            work = by_policy[policy] = _merge(tuple(lc.recompute.ops), tuple(lc.backward.ops))
+            work = by_policy[policy] = (tuple(lc.recompute.ops), tuple(lc.backward.ops))
         return work
+
+    merged: dict[str, Work] = {}
+
+    def layer_bwd_of(policy: str) -> Work:
+        if policy not in merged:
+            merged[policy] = _merge(*layer_split_of(policy))
+        return merged[policy]
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
     counts = stage_layers(model.layers, par.pp, par.virtual_stages)
@@ -81,6 +90,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
     for g, n in enumerate(counts):
         fwd: list[Work] = []
         bwd: list[Work] = []
+        split: list[tuple[Work, Work]] = []
         unit_params: list[int] = []
         unit_expert: list[int] = []
         params = n * layer.params
@@ -91,19 +101,24 @@ def build_step_work(scenario: Scenario) -> StepWork:
         if g == num_global - 1:
             fwd.append(tuple(out.forward.ops))
             bwd.append(_merge(tuple(out.recompute.ops), tuple(out.backward.ops)))
+            split.append((tuple(out.recompute.ops), tuple(out.backward.ops)))
             # a tied output layer shares the embedding's weights when both sit on one stage
             shared = model.tie_embeddings and num_global == 1
             unit_params.append(0 if shared else out.params)
             unit_expert.append(0)
             params += 0 if shared else out.params
-        bwd.extend(layer_bwd_of(p) for p in reversed(policies[g]))   # the backward runs the layers in reverse
+        for p in reversed(policies[g]):   # the backward runs the layers in reverse
+            bwd.append(layer_bwd_of(p))
+            split.append(layer_split_of(p))
         unit_params.extend([layer.params - expert] * n)
         unit_expert.extend([expert] * n)
         if g == 0:
             bwd.append(_merge(tuple(emb.recompute.ops), tuple(emb.backward.ops)))
+            split.append((tuple(emb.recompute.ops), tuple(emb.backward.ops)))
             unit_params.append(emb.params)
             unit_expert.append(0)
-        stages.append(StageWork(g, n, tuple(fwd), tuple(bwd), tuple(unit_params), tuple(unit_expert), params))
+        stages.append(StageWork(g, n, tuple(fwd), tuple(bwd), tuple(split), tuple(unit_params), tuple(unit_expert),
+                                params))
     params_per_rank = tuple(
         sum(stages[c * par.pp + r].params for c in range(par.virtual_stages)) for r in range(par.pp)
     )
