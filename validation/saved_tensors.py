@@ -86,7 +86,7 @@ class LlamaBlock(nn.Module):
         self.w1 = nn.Linear(hidden, ffn, bias=False)
         self.w2 = nn.Linear(ffn, hidden, bias=False)
         self.w3 = nn.Linear(hidden, ffn, bias=False)
-        self.register_buffer("rope", _rope_table(seq_len, self.head_dim), persistent=False)
+        self.rope = _rope_table(seq_len, self.head_dim)   # complex64, a constant (not cast by Module.to)
 
     checkpoint_core = False   # Megatron's selective recompute: checkpoint the attention core
 
@@ -207,7 +207,9 @@ class Count:
 
 
 def _static_storages(block: nn.Module) -> set[int]:
-    return {StorageWeakRef(t.untyped_storage()).cdata for t in (*block.parameters(), *block.buffers())}
+    """Parameters, buffers and plain tensor constants (the RoPE table): not activations."""
+    consts = [t for t in vars(block).values() if isinstance(t, torch.Tensor)]
+    return {StorageWeakRef(t.untyped_storage()).cdata for t in (*block.parameters(), *block.buffers(), *consts)}
 
 
 def measure(block: nn.Module, x: torch.Tensor, policy: str) -> Count:
@@ -269,19 +271,19 @@ class Shape:
             block = GptBlock(self.hidden, self.heads, self.seq)
             x = torch.randn(self.seq, self.batch, self.hidden)
         block = block.to(dtype)
-        if self.kind == "llama":  # Module.to casts complex buffers too: keep the complex64 table
-            block.rope = _rope_table(self.seq, self.hidden // self.heads)
         return block, x.to(dtype).requires_grad_(True)
 
 
+# small shapes (seconds on two CPU cores) that still separate every term: GQA and MHA, several
+# batch / sequence / width ratios (the s^2 terms of the unfused core against the s h terms)
 SHAPES = (
-    Shape("llama", batch=2, seq=256, hidden=512, heads=8, kv_heads=2, ffn=1408),
-    Shape("llama", batch=1, seq=512, hidden=768, heads=12, kv_heads=12, ffn=2048),
-    Shape("llama", batch=3, seq=128, hidden=1024, heads=16, kv_heads=4, ffn=2816),
-    Shape("gpt", batch=2, seq=256, hidden=512, heads=8),
-    Shape("gpt", batch=1, seq=512, hidden=768, heads=12),
-    Shape("gpt", batch=4, seq=128, hidden=256, heads=4),
+    Shape("llama", batch=2, seq=64, hidden=128, heads=4, kv_heads=2, ffn=352),
+    Shape("llama", batch=1, seq=96, hidden=192, heads=6, kv_heads=6, ffn=512),
+    Shape("gpt", batch=2, seq=64, hidden=128, heads=4),
+    Shape("gpt", batch=3, seq=96, hidden=64, heads=2),
 )
+# the policies each block runs: torchtitan's per-op policy is written for its bias-free Llama block
+POLICIES_OF = {"llama": ("none", "selective", "selective-op", "full"), "gpt": ("none", "selective", "full")}
 
 
 def count(shape: Shape, dtype: str, policy: str) -> Count:
@@ -289,12 +291,33 @@ def count(shape: Shape, dtype: str, policy: str) -> Count:
     return measure(block, x, policy)
 
 
+def model_bytes(shape: Shape, dtype: str, policy: str) -> float:
+    """clustersim's per-layer bytes for this block as it runs on CPU (clustersim.memory.saved)."""
+    from clustersim.memory.saved import cpu_kernels, saved_bytes
+    from clustersim.parallel.layout import ParallelLayout
+    from clustersim.workload.model_spec import ModelSpec
+
+    model = ModelSpec(name=f"{shape.kind}-block", layers=1, hidden=shape.hidden, heads=shape.heads, vocab=2,
+                      seq_len=shape.seq, kv_heads=shape.kv_heads or shape.heads, ffn_hidden=shape.ffn or 4 * shape.hidden,
+                      ffn_act="swiglu" if shape.kind == "llama" else "gelu")
+    kernels = cpu_kernels(dtype, attention="flash" if shape.kind == "llama" else "standard")
+    return saved_bytes(model, ParallelLayout(micro_batch=shape.batch), dtype, kernels, policy)
+
+
+def table() -> list[tuple[Shape, str, str, Count, float]]:
+    """(shape, dtype, policy, measured count, model bytes) for every shape, dtype and policy."""
+    return [(shape, dtype, policy, count(shape, dtype, policy), model_bytes(shape, dtype, policy))
+            for shape in SHAPES for dtype in DTYPES for policy in POLICIES_OF[shape.kind]]
+
+
 def main() -> None:
-    for shape in SHAPES:
-        for dtype in DTYPES:
-            for policy in POLICIES:
-                c = count(shape, dtype, policy)
-                print(shape, dtype, policy, c)
+    print("| block | b x s x h (heads/kv, ffn) | dtype | policy | measured bytes | model bytes | error |")
+    print("|---|---|---|---|---:|---:|---:|")
+    for shape, dtype, policy, c, model in table():
+        dims = f"{shape.batch} x {shape.seq} x {shape.hidden} ({shape.heads}/{shape.kv_heads or shape.heads}, " \
+               f"{shape.ffn or 4 * shape.hidden})"
+        print(f"| {shape.kind} | {dims} | {dtype} | {policy} | {c.alive_bytes:,} | {model:,.0f} | "
+              f"{model / c.alive_bytes - 1:+.2%} |")
 
 
 if __name__ == "__main__":
