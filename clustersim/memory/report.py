@@ -88,10 +88,7 @@ class MemoryReport:
 
     @property
     def verdict(self) -> str:
-        lo, hi = self.interval
-        if lo > self.capacity_bytes_per_gpu:
-            return "does-not-fit"
-        return "fits" if hi <= self.capacity_bytes_per_gpu else "tight"
+        return VERDICTS[verdict_index(self.interval, self.capacity_bytes_per_gpu)]
 
     @property
     def fits(self) -> bool:
@@ -187,11 +184,19 @@ def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpe
                     interval_factors(model, layout, framework), stage)
 
 
-def assemble(states_: tuple[int, int, int], activations: float, transient: float, buffers: float, nccl: int,
-             capacity: int, factors: tuple[float, float], stage: int = 0) -> MemoryReport:
-    """The MemoryReport of these parts: rounded to bytes, the fragmentation on what is not a
-    state, the interval ``factors`` applied to the reserved peak. The sweep's screen assembles
-    its reports here too, so that both agree to the byte."""
+def verdict_index(interval: tuple[int, int], capacity: int) -> int:
+    """0 fits (the whole interval below the capacity), 2 does-not-fit (the whole interval above),
+    1 tight (it straddles the capacity): an index into VERDICTS."""
+    lo, hi = interval
+    if lo > capacity:
+        return 2
+    return 0 if hi <= capacity else 1
+
+
+def peak_numbers(states_: tuple[int, int, int], activations: float, transient: float, buffers: float, nccl: int,
+                 factors: tuple[float, float]) -> tuple[int, int, int, int, int, tuple[int, int]]:
+    """(activations, transient, buffers, fragmentation, reserved peak, interval) in bytes: rounded
+    parts, the fragmentation on what is not a state, the interval ``factors`` (evidence.py)."""
     w, g, o = states_
     act, trans, comm = int(round(activations)), int(round(transient)), int(round(buffers))
     allocated = w + g + o + act + trans + comm + CUBLAS_WORKSPACE_BYTES
@@ -199,7 +204,15 @@ def assemble(states_: tuple[int, int, int], activations: float, transient: float
     outside = CUDA_CONTEXT_BYTES + nccl
     lo, hi = factors
     interval = (int(round((allocated + outside) * lo)), int(round((allocated + frag + outside) * hi)))
-    return MemoryReport(w, g, o, act, trans, comm, CUBLAS_WORKSPACE_BYTES, frag, CUDA_CONTEXT_BYTES, nccl, capacity,
+    return act, trans, comm, frag, allocated + frag + outside, interval
+
+
+def assemble(states_: tuple[int, int, int], activations: float, transient: float, buffers: float, nccl: int,
+             capacity: int, factors: tuple[float, float], stage: int = 0) -> MemoryReport:
+    """The MemoryReport of these parts (``peak_numbers``). The sweep's screen computes its peaks
+    and verdicts through ``peak_numbers`` too, so that both agree to the byte."""
+    act, trans, comm, frag, _, interval = peak_numbers(states_, activations, transient, buffers, nccl, factors)
+    return MemoryReport(*states_, act, trans, comm, CUBLAS_WORKSPACE_BYTES, frag, CUDA_CONTEXT_BYTES, nccl, capacity,
                         interval, stage)
 
 
@@ -214,5 +227,6 @@ def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage
 
 
 __all__ = ["NCCL_BYTES_PER_COMMUNICATOR", "PARTS", "VERDICTS", "MemoryReport", "activation_parts", "assemble",
+           "peak_numbers", "verdict_index",
            "memory_report",
            "shard_groups", "stage_params", "states"]

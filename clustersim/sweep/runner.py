@@ -257,8 +257,14 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int = 8
 
 def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, keep: int, pareto: bool,
                       progress: Progress | None) -> np.ndarray:
-    """Fill the closed-form columns of every layout that can reach the best ``keep`` (module doc)."""
-    fits = np.flatnonzero(table[:, COL["fits"]] == 1.0)
+    """Fill the closed-form columns of every layout that can reach the best ``keep`` (module doc).
+
+    Layouts that fit rank before tight ones (rank.rank_order), so the best ``keep`` come from the
+    layouts whose memory verdict is ``fits`` when there are that many; tight layouts are
+    evaluated only when fewer fit."""
+    clear = table[:, COL["verdict"]] == 0.0
+    feasible = clear if int(clear.sum()) >= keep else table[:, COL["fits"]] == 1.0
+    fits = np.flatnonzero(feasible)
     keys = table[fits][:, :N_KEY]
     bound = table[fits, COL["bound_step_time_s"]]
     order = fits[np.lexsort([*(keys[:, c] for c in reversed(range(N_KEY))), bound])]  # by bound, then key
@@ -267,7 +273,8 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     evaluated = 0
     while len(order):
         steps = table[:, COL["step_time_s"]]
-        ok = ~np.isnan(steps) & (table[:, COL["fits"]] == 1.0)
+        feasible = (table[:, COL["verdict"]] == 0.0) if int(clear.sum()) >= keep else table[:, COL["fits"]] == 1.0
+        ok = ~np.isnan(steps) & feasible
         known = np.sort(steps[ok])
         threshold = known[keep - 1] if known.size >= keep else math.inf
         rest = order

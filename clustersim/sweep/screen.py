@@ -44,7 +44,7 @@ from clustersim.memory.activations import LayerUnits, combine, layer_units
 from clustersim.memory.buffers import buffer_bytes, nccl_buffer_bytes
 from clustersim.memory.evidence import interval_factors
 from clustersim.memory.policies import RankPolicies, rank_policies, uniform_policies
-from clustersim.memory.report import VERDICTS, MemoryReport, assemble, states
+from clustersim.memory.report import MemoryReport, assemble, peak_numbers, states, verdict_index
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.parallel.pipeline import build_schedule, stage_layers
 from clustersim.scenario import Scenario
@@ -284,6 +284,18 @@ class MemoryModel:
 
     def report(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
                ends: tuple[float, float]) -> MemoryReport:
+        """The rank's MemoryReport (as the engine's ``memory_report``)."""
+        return assemble(*self._parts(p, rank, held, in_flight, first, last, ends), rank)
+
+    def rank_key(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
+                 ends: tuple[float, float]) -> tuple[int, int, int]:
+        """(verdict index, reserved peak, -rank) of a rank, without building its MemoryReport."""
+        st, act, trans, buf, nccl, _, factors = self._parts(p, rank, held, in_flight, first, last, ends)
+        *_, peak, interval = peak_numbers(st, act, trans, buf, nccl, factors)
+        return verdict_index(interval, self.capacity), peak, -rank
+
+    def _parts(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
+               ends: tuple[float, float]) -> tuple:
         k = float(in_flight)
         skey = (p.tp, p.ep, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, held, first, last)
         st = self._states.get(skey)
@@ -310,12 +322,12 @@ class MemoryModel:
         factors = self._factors.get(fkey)
         if factors is None:
             factors = self._factors[fkey] = interval_factors(self.model, p, self.framework)
-        return assemble(st, acts[0], acts[1], buf[0], buf[2], self.capacity, factors, rank)
+        return st, acts[0], acts[1], buf[0], buf[2], self.capacity, factors
 
     def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool,
                    rank: int = 0, ends: tuple[float, float] | None = None) -> int:
         k = float(in_flight)
-        return self.report(p, rank, held, k, first, last, (k, k) if ends is None else ends).peak_bytes_per_gpu
+        return self.rank_key(p, rank, held, k, first, last, (k, k) if ends is None else ends)[1]
 
 
 class Screen:
@@ -338,31 +350,30 @@ class Screen:
         return u
 
     def worst(self, layout: ParallelLayout, profile: ScheduleProfile,
-              cache: dict[tuple[object, ...], MemoryReport] | None = None) -> MemoryReport:
-        """The pipeline rank that decides the verdict (the engine's ``worst_stage``). ``cache``
-        shares reports between schedules of one layout (uniform recompute policies only)."""
+              cache: dict[tuple[object, ...], tuple[int, int, int]] | None = None) -> tuple[int, int]:
+        """(verdict index, reserved peak) of the pipeline rank that decides the verdict (the
+        engine's ``worst_stage``). ``cache`` shares ranks between schedules of one layout
+        (uniform recompute policies only)."""
         last = layout.pp - 1
-        uniform = uniform_policies(layout)
-        best: MemoryReport | None = None
-        best_key: tuple[int, int, int] = (-1, -1, 0)
+        uniform = cache is not None or uniform_policies(layout)
+        best: tuple[int, int, int] | None = None
         for r in profile.check_ranks if uniform else range(layout.pp):
             held, inflight = profile.ranks[r]
-            ends = _ends(profile, r, last)
+            ends = (profile.ends[0] if r == 0 else 0.0, profile.ends[1] if r == last else 0.0)
             key = (r, held, inflight, ends)
-            m = cache.get(key) if cache is not None else None
-            if m is None:
-                m = self.memory.report(layout, r, held, inflight, r == 0, r == last, ends)
+            entry = cache.get(key) if cache is not None else None
+            if entry is None:
+                entry = self.memory.rank_key(layout, r, held, inflight, r == 0, r == last, ends)
                 if cache is not None:
-                    cache[key] = m
-            rank_key = (VERDICTS.index(m.verdict), m.peak_bytes_per_gpu, -m.stage)
-            if rank_key > best_key:
-                best, best_key = m, rank_key
+                    cache[key] = entry
+            if best is None or entry > best:
+                best = entry
         assert best is not None
-        return best
+        return best[0], best[1]
 
     def peak_bytes(self, layout: ParallelLayout, profile: ScheduleProfile) -> int:
         """Peak memory per GPU of the deciding rank."""
-        return self.worst(layout, profile).peak_bytes_per_gpu
+        return self.worst(layout, profile)[1]
 
     def extra(self, layout: ParallelLayout, u: UnitTimes) -> Extra:
         """ZeRO-3 gathers and the pipeline transfer of this layout (``engine.zero``, ``engine.groups``)."""
@@ -411,10 +422,6 @@ class Screen:
         return schedule_profile(schedule, pp, num_micro_batches, virtual_stages, self.base.model.layers)
 
 
-def _ends(profile: ScheduleProfile, rank: int, last: int) -> tuple[float, float]:
-    return (profile.ends[0] if rank == 0 else 0.0, profile.ends[1] if rank == last else 0.0)
-
-
 @functools.lru_cache(maxsize=4)
 def screen_for(base: Scenario) -> Screen:
     """One Screen (with its caches) per base scenario in each worker process."""
@@ -452,12 +459,11 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                         pipe = bounds[(rec, sp, zero == 3)] = [pipeline_bound_s(u, x, prof, nmb) for prof in profiles]
                     key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
-                    reports: dict[tuple[object, ...], MemoryReport] = {}
+                    ranks: dict[tuple[object, ...], tuple[int, int, int]] = {}
                     for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
                         pv = p if uniform else replace(p, schedule=sched, virtual_stages=v)
-                        worst = sc.worst(pv, prof, reports if uniform else None)
-                        verdict = VERDICTS.index(worst.verdict)
+                        verdict, peak = sc.worst(pv, prof, ranks if uniform else None)
                         bound = pipe_s + (sc.optimizer_s(p, u, prof) if prof.backward_chain else 0.0)
-                        rows.append((*key_head, SCHEDULES.index(sched), v, float(worst.fits),
-                                     float(worst.peak_bytes_per_gpu), bound * (1.0 - BOUND_SLACK), float(verdict)))
+                        rows.append((*key_head, SCHEDULES.index(sched), v, float(verdict != 2), float(peak),
+                                     bound * (1.0 - BOUND_SLACK), float(verdict)))
     return np.array(rows, dtype=np.float64).reshape(len(rows), 15)
