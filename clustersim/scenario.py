@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clustersim.errors import InputError
 from clustersim.frameworks import DEFAULT_FRAMEWORK, FrameworkSpec, load_framework
+from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_yaml_file
@@ -116,6 +117,7 @@ class ScenarioFile(_Strict):
     cluster: ClusterSection = ClusterSection()
     parallel: ParallelSection = ParallelSection()
     training: TrainingSection = TrainingSection()
+    goodput: GoodputSection | None = None   # `clustersim goodput` only (docs/goodput.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +141,7 @@ class Scenario:
     parallel: ParallelLayout
     training: TrainingSpec
     framework: FrameworkSpec
+    goodput: GoodputSpec | None = None   # the `goodput:` section, resolved; None when absent
 
 
 DEFAULT_SCENARIO_YAML = """\
@@ -219,6 +222,10 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
         allowed = f"one of {ctx['expected']}"
     elif "ge" in ctx:
         allowed = f"a number >= {ctx['ge']}"
+    elif "gt" in ctx:
+        allowed = f"a number > {ctx['gt']}"
+    elif "le" in ctx:
+        allowed = f"a number <= {ctx['le']}"
     else:
         allowed = err["msg"]
     return InputError(field, value, allowed)
@@ -356,6 +363,9 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
         if model.moe_experts % par.ep or (par.dp * par.cp) % par.ep:
             raise InputError("parallel.ep", par.ep,
                              f"a divisor of model.moe.experts ({model.moe_experts}) and of dp * cp ({par.dp * par.cp})")
+    if par.zero_stage == 3 and (par.dp * par.cp) % par.hsdp_replicas:
+        raise InputError("parallel.fsdp.hsdp_replicas", par.hsdp_replicas,
+                         f"a divisor of dp * cp ({par.dp * par.cp})")
     if model.is_moe and not 1 <= model.moe_top_k <= model.moe_experts:
         raise InputError("model.moe.top_k", model.moe_top_k, f"1..{model.moe_experts}")
 
@@ -430,8 +440,6 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     fsdp = p.fsdp or FsdpSection()
     if p.fsdp is not None and p.zero_stage != 3:
         raise InputError("parallel.fsdp", p.fsdp.model_dump(), "only with parallel.zero_stage: 3")
-    if dp % fsdp.hsdp_replicas:
-        raise InputError("parallel.fsdp.hsdp_replicas", fsdp.hsdp_replicas, f"a divisor of parallel.dp ({dp})")
     overlaps = {key: framework_value if value is None else value for key, value, framework_value in (
         ("overlap_grad_reduce", p.overlap_grad_reduce, framework.overlap_grad_reduce),
         ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}
@@ -449,8 +457,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     attention = framework.attention if raw.training.attention == "auto" else raw.training.attention
     training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer, attention=attention,
                             compile=raw.training.compile)
+    gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
-                    framework=framework)
+                    framework=framework, goodput=gp)
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

@@ -119,3 +119,20 @@ def test_loss_copies_per_framework():
     assert tt.transient == (10 - 4) * logits           # larger than a recomputed layer and its gradients
     assert 2 * logits <= mc.transient < tt.transient
     assert tt.activations - mc.activations == 0   # full recompute keeps the same layer inputs and loss output
+
+
+def test_torchtitan_configs_import_into_the_recompute_fields():
+    """A torchtitan job config's activation checkpointing lands on the recompute fields as torchtitan
+    runs it: layer-wise AC checkpoints every N-th block and leaves the others alone; compile is kept."""
+    from clustersim.importers import finish, import_text
+    from clustersim.scenario import scenario_from_dict
+    from validation.logs.formats import torchtitan_toml
+
+    toml = torchtitan_toml(name="llama3", flavor="8B", local_batch=2, seq_len=8192, ac="selective", compile_=True)
+    toml = toml.replace('selective_ac_option = "op"', 'selective_ac_option = "2"')
+    assert 'selective_ac_option = "2"' in toml
+    res = finish(import_text("torchtitan-toml", toml, "8b.toml", cluster="dgx-h100", nodes=1), [])
+    p = res.scenario["parallel"]
+    assert (p["recompute"], p["recompute_every"]) == ("none", 2) and res.scenario["training"]["compile"] is True
+    sc = scenario_from_dict(res.scenario)
+    assert [pol.count("full") for pol in stage_policies(sc.parallel, sc.model.layers)] == [16]
