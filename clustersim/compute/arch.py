@@ -93,11 +93,11 @@ FALLBACK = ArchData(
 
 
 def arch_for(gpu: GpuSpec) -> ArchData:
-    """Pick the measurement set by the GPU profile's name (a100-*, h100-*, h200-*, gh200-*)."""
+    """Pick the measurement set by the GPU profile's name (a100-*, h100-*, h800-*, h200-*, gh200-*)."""
     name = gpu.name.lower()
     if "h200" in name or "gh200" in name:
         return HOPPER_H200
-    if "h100" in name:
+    if "h100" in name or "h800" in name:  # H800: the H100 die with fewer NVLinks (same SMs, clocks, TDP)
         return HOPPER_H100
     if "a100" in name:
         return AMPERE_A100
