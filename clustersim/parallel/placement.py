@@ -3,11 +3,14 @@
 Ranks fill nodes in order: rank ``r`` runs on node ``r // gpus_per_node``, local GPU
 ``r % gpus_per_node`` (torchrun / SLURM block placement, which Megatron assumes when it puts TP
 innermost so that TP groups stay inside a node's NVLink domain; Narayanan et al. 2021,
-arXiv 2104.04473, §3.3 "tensor model parallelism within a server").
+arXiv 2104.04473, §3.3 "tensor model parallelism within a server"). Consecutive nodes form a
+scale-up domain (18 compute trays of an NVL72 rack), so the same block placement fills domains.
 
 A group's :class:`AxisShape` is what the collective cost model needs: how many members sit in
-one node, how many nodes it spans, and how many groups of the same axis share each node (they
-run the same collective at the same time, so they share the node's NICs).
+one scale-up domain (the node of an 8-GPU server; 72 GPUs of an NVL72 rack), how many domains it
+spans, and how many groups of the same axis share each domain (they run the same collective at
+the same time, so they share its NICs). ``axis_shape_for`` takes the domain size: groups up to
+the domain stay on NVLink (TP 16 or EP 64 inside an NVL72 rack).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def _check_fits(layout: ParallelLayout, cluster: ClusterSpec) -> None:
 def axis_shape(layout: ParallelLayout, cluster: ClusterSpec, axis: str) -> AxisShape:
     """The shape shared by all groups of ``axis`` (see :func:`axis_shape_for`)."""
     _check_fits(layout, cluster)
-    return axis_shape_for(layout, cluster.gpus_per_node, axis)
+    return axis_shape_for(layout, cluster.gpus_per_domain, axis)
 
 
 @lru_cache(maxsize=256)
@@ -99,12 +102,12 @@ def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str) -> Axi
 
 def pp_boundaries_cross_nodes(layout: ParallelLayout, cluster: ClusterSpec) -> tuple[bool, ...]:
     """For each boundary between pipeline stage ``s`` and ``s + 1`` (``pp - 1`` entries): whether the
-    send/recv between neighbouring ranks crosses nodes. Stage ``s`` holds ranks
+    send/recv between neighbouring ranks leaves the scale-up domain. Stage ``s`` holds ranks
     ``s * S .. (s + 1) * S - 1`` with stride ``S = tp * cp * dp``; the boundary is the same for
-    every rank of the stage when ``S`` is a multiple or divisor of the node size."""
+    every rank of the stage when ``S`` is a multiple or divisor of the domain size."""
     _check_fits(layout, cluster)
     stride = layout.tp * layout.cp * layout.dp
-    gpn = cluster.gpus_per_node
+    gpn = cluster.gpus_per_domain
     out = []
     for s in range(layout.pp - 1):
         crosses = any((r // gpn) != ((r + stride) // gpn) for r in range(s * stride, (s + 1) * stride))
@@ -118,5 +121,5 @@ def pp_peer_crosses_nodes(layout: ParallelLayout, cluster: ClusterSpec) -> bool:
 
 
 def tp_spans_nodes(layout: ParallelLayout, cluster: ClusterSpec) -> bool:
-    """TP larger than a node: allowed, but its collectives then cross the scale-out fabric."""
+    """TP larger than a scale-up domain: allowed, but its collectives then cross the scale-out fabric."""
     return axis_shape(layout, cluster, "tp").num_nodes > 1
