@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clustersim.compute.precision import resolve_recipe
 from clustersim.errors import InputError
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
@@ -23,7 +24,7 @@ from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
-DTYPES = ("bf16", "fp16", "fp8", "fp32")
+DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
 # The engine walks every micro-batch of the step; beyond this a step takes minutes to simulate.
 MAX_MICRO_BATCHES = 4096
 
@@ -66,6 +67,11 @@ class ClusterSection(_Strict):
     pcie: str | None = None
     nodes_per_leaf: int | None = Field(None, ge=1)
     oversubscription: float | None = Field(None, ge=1.0)
+    scale_up_domain: int | None = Field(None, ge=1)  # GPUs per NVLink/xGMI domain (default: the preset's)
+    topology: Literal["fat-tree", "rail-only"] | None = None
+    nodes_per_pod: int | None = Field(None, ge=1)     # a third switch tier above pods of this many nodes
+    pod_oversubscription: float | None = Field(None, ge=1.0)
+    pue: float | None = Field(None, ge=1.0)           # data-centre power usage effectiveness
 
 
 class ParallelSection(_Strict):
@@ -88,9 +94,12 @@ class ParallelSection(_Strict):
 
 
 class TrainingSection(_Strict):
-    dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    dtype: Literal["bf16", "fp16", "fp8", "fp4", "fp32"] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["auto", "flash", "standard"] = "auto"
+    # scaling of the low-precision GEMMs (clustersim.compute.precision); None: the GPU's default
+    fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8"] | None = None
+    fp4_recipe: Literal["nvfp4", "mxfp4"] | None = None
 
 
 class ScenarioFile(_Strict):
@@ -110,6 +119,7 @@ class TrainingSpec:
     dtype: str = "bf16"
     optimizer: str = "adam"
     attention: str = "auto"
+    recipe: str = ""  # low-precision scaling recipe when dtype is fp8/fp4 (clustersim.compute.precision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,8 +305,9 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
             "parallel", f"tp({par.tp}) * pp({par.pp}) * cp({par.cp}) * dp({par.dp}) = {par.num_gpus}",
             f"a product equal to the GPU count: cluster.nodes({cluster.num_nodes}) * "
             f"gpus_per_node({cluster.gpus_per_node}) = {gpus}")
-    if par.tp > cluster.gpus_per_node and par.tp % cluster.gpus_per_node:
-        raise InputError("parallel.tp", par.tp, f"a divisor or multiple of gpus_per_node ({cluster.gpus_per_node})")
+    domain = cluster.gpus_per_domain  # TP may span a whole NVLink/xGMI domain (72 GPUs in an NVL72 rack)
+    if par.tp > domain and par.tp % domain:
+        raise InputError("parallel.tp", par.tp, f"a divisor or multiple of the scale-up domain ({domain} GPUs)")
     if model.heads % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.heads ({model.heads})")
     if model.kv_heads % par.tp and par.tp % model.kv_heads:
@@ -375,12 +386,10 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         dp = p.dp
     global_batch = p.global_batch if p.global_batch is not None else dp * p.micro_batch * max(1, p.pp) * 4
     par = ParallelLayout(**{**p.model_dump(), "dp": dp, "global_batch": global_batch})
-    if raw.training.dtype not in cluster.gpu.dtypes:
-        raise InputError("training.dtype", raw.training.dtype,
-                         f"a dtype that {cluster.gpu.name} has: {', '.join(cluster.gpu.dtypes)}")
+    t = raw.training
+    recipe = resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, cluster.gpu)
     check_layout(model, cluster, par)
-    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer,
-                            attention=raw.training.attention)
+    training = TrainingSpec(dtype=t.dtype, optimizer=t.optimizer, attention=t.attention, recipe=recipe)
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training)
 
 

@@ -57,7 +57,8 @@ def _merge(*parts: Work) -> Work:
 @functools.lru_cache(maxsize=4096)
 def build_step_work(scenario: Scenario) -> StepWork:
     model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
-    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention)
+    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention,
+                                              recipe=scenario.training.recipe)
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
     counts = stage_layers(model.layers, par.pp, par.virtual_stages)
