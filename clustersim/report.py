@@ -63,6 +63,8 @@ class StepReport:
                          "num_micro_batches": par.num_micro_batches, "schedule": par.schedule,
                          "virtual_stages": par.virtual_stages, "recompute": par.recompute},
             "dtype": sc.training.dtype,
+            "framework": sc.framework.name,
+            "attention": sc.training.attention,
             "critical_stage": self.critical_rank,
             "memory_by_stage": [m.peak_bytes_per_gpu for m in self.memory_by_stage],
         }

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clustersim.compute.precision import resolve_recipe
 from clustersim.errors import InputError
+from clustersim.frameworks import DEFAULT_FRAMEWORK, FrameworkSpec, load_framework
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_yaml_file
@@ -74,6 +75,16 @@ class ClusterSection(_Strict):
     pue: float | None = Field(None, ge=1.0)           # data-centre power usage effectiveness
 
 
+class FsdpSection(_Strict):
+    """ZeRO-3 as torch FSDP (CONTRACT section 4): ``version`` 1 (FlatParameter per wrapped unit) or
+    2 (per-parameter sharding, ``fully_shard``); left out, the framework's own ZeRO-3 runs."""
+
+    version: Literal[1, 2] | None = None
+    prefetch: int = Field(1, ge=0)              # units whose gather may be in flight ahead of use
+    reshard_after_forward: bool = True          # free gathered parameters after forward (re-gather in backward)
+    hsdp_replicas: int = Field(1, ge=1)         # HSDP: shard within dp / replicas ranks, replicate across
+
+
 class ParallelSection(_Strict):
     tp: int = Field(1, ge=1)
     pp: int = Field(1, ge=1)
@@ -91,6 +102,7 @@ class ParallelSection(_Strict):
     overlap_param_gather: bool = True
     tp_comm_overlap: bool = False
     dp_bucket_params: int = Field(0, ge=0)
+    fsdp: FsdpSection | None = None
 
 
 class TrainingSection(_Strict):
@@ -104,6 +116,7 @@ class TrainingSection(_Strict):
 
 class ScenarioFile(_Strict):
     name: str = "scenario"
+    framework: str = DEFAULT_FRAMEWORK
     model: ModelSection
     cluster: ClusterSection = ClusterSection()
     parallel: ParallelSection = ParallelSection()
@@ -112,9 +125,8 @@ class ScenarioFile(_Strict):
 
 @dataclass(frozen=True, slots=True)
 class TrainingSpec:
-    """``attention``: "flash" (fused, FlashAttention-style), "standard" (unfused QK^T, softmax,
-    PV) or "auto" (what Megatron-LM ran on that GPU generation: standard on A100/V100, flash on
-    Hopper; clustersim.compute.conventions.resolve_attention)."""
+    """``attention``: "flash" (fused, FlashAttention-style) or "standard" (unfused QK^T, softmax,
+    PV); a scenario's "auto" is resolved to its framework's kernel when the scenario is built."""
 
     dtype: str = "bf16"
     optimizer: str = "adam"
@@ -131,6 +143,7 @@ class Scenario:
     cluster: ClusterSpec
     parallel: ParallelLayout
     training: TrainingSpec
+    framework: FrameworkSpec
 
 
 DEFAULT_SCENARIO_YAML = """\
@@ -385,12 +398,23 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     else:
         dp = p.dp
     global_batch = p.global_batch if p.global_batch is not None else dp * p.micro_batch * max(1, p.pp) * 4
-    par = ParallelLayout(**{**p.model_dump(), "dp": dp, "global_batch": global_batch})
+    framework = load_framework(raw.framework)
+    fsdp = p.fsdp or FsdpSection()
+    if p.fsdp is not None and p.zero_stage != 3:
+        raise InputError("parallel.fsdp", p.fsdp.model_dump(), "only with parallel.zero_stage: 3")
+    if dp % fsdp.hsdp_replicas:
+        raise InputError("parallel.fsdp.hsdp_replicas", fsdp.hsdp_replicas, f"a divisor of parallel.dp ({dp})")
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp"}), "dp": dp, "global_batch": global_batch,
+                            "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
+                            "reshard_after_forward": fsdp.reshard_after_forward,
+                            "hsdp_replicas": fsdp.hsdp_replicas})
     t = raw.training
     recipe = resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, cluster.gpu)
     check_layout(model, cluster, par)
-    training = TrainingSpec(dtype=t.dtype, optimizer=t.optimizer, attention=t.attention, recipe=recipe)
-    return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training)
+    attention = framework.attention if t.attention == "auto" else t.attention
+    training = TrainingSpec(dtype=t.dtype, optimizer=t.optimizer, attention=attention, recipe=recipe)
+    return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
+                    framework=framework)
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

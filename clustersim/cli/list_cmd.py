@@ -1,4 +1,4 @@
-"""`clustersim list models|clusters|gpus|fabrics`: the presets that ship."""
+"""`clustersim list models|clusters|gpus|fabrics|frameworks`: the presets that ship."""
 
 from __future__ import annotations
 
@@ -38,16 +38,21 @@ def _rows(kind: str) -> list[dict[str, object]]:
                          "nics_per_node": c.nics_per_node, "oversubscription": c.oversubscription,
                          "description": c.description})
         return rows
+    if kind == "frameworks":
+        from dataclasses import asdict
+
+        from clustersim.frameworks import framework_names, load_framework
+        return [asdict(load_framework(name)) for name in framework_names()]
     from clustersim.workload.presets import list_model_rows  # models
 
     return list_model_rows()
 
 
 @click.command("list")
-@click.argument("kind", type=click.Choice(["models", "clusters", "gpus", "fabrics"]))
+@click.argument("kind", type=click.Choice(["models", "clusters", "gpus", "fabrics", "frameworks"]))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def list_(kind: str, as_json: bool) -> None:
-    """List the presets that ship: models, clusters, gpus or fabrics."""
+    """List the presets that ship: models, clusters, gpus, fabrics or frameworks."""
     rows = _rows(kind)
     if as_json:
         click.echo(json.dumps(rows, indent=2))

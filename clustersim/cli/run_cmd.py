@@ -28,6 +28,7 @@ def _render(report: StepReport) -> None:
     out.print(f"  tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  ep {par.ep}  sp {par.sequence_parallel}  "
               f"zero {par.zero_stage}  micro-batch {par.micro_batch} x {par.num_micro_batches}  "
               f"schedule {par.schedule} (v={par.virtual_stages})  recompute {par.recompute}  {sc.training.dtype}")
+    out.print(f"  framework {sc.framework.name} (attention {sc.training.attention})")
     t = Table(show_header=False, box=None)
     t.add_row("step time", f"{report.step_time_s:.4f} s ({report.engine} engine)")
     t.add_row("throughput", f"{report.tokens_per_s:,.0f} tokens/s")

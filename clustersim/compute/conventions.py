@@ -33,16 +33,13 @@ def resolve_attention(attention: str, gpu_name: str) -> str:
     """The attention core implementation: "flash" (fused, FlashAttention-2/3, cuDNN/TE fused
     attention) or "standard" (unfused QK^T, softmax, dropout, PV).
 
-    "auto" picks what Megatron-LM ran on that GPU generation in the published measurements:
-    Ampere and older (A100, V100) -> "standard": Megatron-LM 2021-2022 (Narayanan et al. 2021,
-    Korthikanti et al. 2022) used the fused softmax kernel, flash attention arrived in Megatron-LM
-    in 2023 (--use-flash-attn); Hopper and newer -> "flash": Megatron-Core with Transformer Engine
-    selects its fused/flash attention by default.
+    A scenario resolves "auto" by its framework (clustersim/data/frameworks.yaml: flash for
+    megatron-core, torchtitan and deepspeed; standard for megatron-legacy, the fused-softmax
+    kernels of the 2021-22 Megatron-LM papers) when it is built. "auto" reaching this function
+    (cost functions called without a scenario) takes the default framework's kernel, flash, on
+    every GPU generation: since 2023 every framework runs flash attention on A100 as on Hopper.
     """
     if attention not in ATTENTION_IMPLS:
         from clustersim.errors import InputError
         raise InputError("attention", attention, ATTENTION_IMPLS)
-    if attention != "auto":
-        return attention
-    name = gpu_name.lower()
-    return "standard" if ("a100" in name or "v100" in name) else "flash"
+    return "flash" if attention == "auto" else attention

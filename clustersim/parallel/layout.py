@@ -40,6 +40,13 @@ class ParallelLayout:
     # Gradient bucket size in parameters; 0 = Megatron-core's default, max(40M, 1M * dp)
     # (megatron/core/distributed/distributed_data_parallel.py, bucket_size)
     dp_bucket_params: int = 0
+    # ZeRO-3 as torch FSDP (scenario parallel.fsdp): version 1 or 2, 0 = the framework's own ZeRO-3;
+    # units whose parameter gather may run ahead of use; free gathered parameters after forward;
+    # HSDP replica groups (shard over dp / hsdp_replicas ranks, replicate across them)
+    fsdp_version: int = 0
+    fsdp_prefetch: int = 1
+    reshard_after_forward: bool = True
+    hsdp_replicas: int = 1
 
     @property
     def num_gpus(self) -> int:

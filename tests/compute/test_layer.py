@@ -167,9 +167,10 @@ def test_optimizer_step_hand_checked(a100):
 
 
 def test_standard_attention(a100, h100):
-    # auto: A100 -> unfused attention (Megatron-LM 2021-2022), H100 -> flash
-    a = transformer_layer_cost(GPT, ParallelLayout(tp=8), a100, "bf16")
+    # "standard" is the unfused core (Megatron-LM 2021-2022); "auto" without a scenario is flash on every GPU
+    a = transformer_layer_cost(GPT, ParallelLayout(tp=8), a100, "bf16", attention="standard")
     h = transformer_layer_cost(GPT, ParallelLayout(tp=8), h100, "bf16")
+    assert "attention_core" in names(transformer_layer_cost(GPT, ParallelLayout(tp=8), a100, "bf16").forward)
     assert "attn_softmax" in names(a.forward) and "attention_core" in names(h.forward)
     ops = {op.name: op for op in a.forward.ops}
     # full s^2: Q K^T over 12 local heads: 2 * 12 * 2048 * 2048 * 128 FLOPs

@@ -1,0 +1,67 @@
+"""Training frameworks as data: the implementation defaults a scenario's ``framework:`` selects.
+
+The same model and layout allocate memory and spend time differently under Megatron-Core,
+Megatron-LM as in its 2021-22 papers ("megatron-legacy"), torchtitan and DeepSpeed (attention
+kernel, ZeRO-3 flavour, gradient reduction dtype, ...). ``clustersim/data/frameworks.yaml`` holds
+one entry per framework with the source-code path of every value; it is read once into a frozen
+``FrameworkSpec`` that the scenario carries, so that cost models read plain fields and never ask
+"which framework?" themselves (STYLE.md habit 13).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from clustersim.errors import InputError
+from clustersim.inputs import read_yaml_file
+
+FRAMEWORK_FILE = Path(__file__).resolve().parent / "data" / "frameworks.yaml"
+DEFAULT_FRAMEWORK = "megatron-core"
+ATTENTION_KERNELS = ("flash", "standard")
+ZERO3_IMPLS = ("megatron-fsdp", "fsdp1", "fsdp2", "deepspeed")
+REDUCE_DTYPES = ("fp32", "bf16")
+
+
+@dataclass(frozen=True, slots=True)
+class FrameworkSpec:
+    """Implementation defaults of one training framework (see clustersim/data/frameworks.yaml)."""
+
+    name: str
+    description: str
+    attention: str          # the kernel `training.attention: auto` resolves to: flash | standard
+    zero3: str              # ZeRO-3 implementation: megatron-fsdp | fsdp1 | fsdp2 | deepspeed
+    grad_reduce_dtype: str  # dtype of the data-parallel gradient reduction: fp32 | bf16
+
+
+_CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_dtype": REDUCE_DTYPES}
+
+
+@functools.cache
+def _catalog() -> dict[str, FrameworkSpec]:
+    raw = read_yaml_file(FRAMEWORK_FILE, "frameworks", "the framework defaults file")
+    keys = [f.name for f in fields(FrameworkSpec) if f.name != "name"]
+    out = {}
+    for name, entry in raw.items():
+        where = f"frameworks.yaml: {name}"
+        if not isinstance(entry, dict) or set(entry) != set(keys):
+            got = sorted(entry) if isinstance(entry, dict) else entry
+            raise InputError(where, got, f"exactly the keys {', '.join(keys)}")
+        for key, allowed in _CHOICES.items():
+            if entry[key] not in allowed:
+                raise InputError(f"{where}.{key}", entry[key], allowed)
+        out[name] = FrameworkSpec(name=name, **{k: entry[k] for k in keys})
+    return out
+
+
+def framework_names() -> tuple[str, ...]:
+    return tuple(_catalog())
+
+
+def load_framework(name: str) -> FrameworkSpec:
+    """The frozen defaults of framework ``name``; InputError naming the allowed frameworks."""
+    catalog = _catalog()
+    if name not in catalog:
+        raise InputError("framework", name, tuple(catalog))
+    return catalog[name]
