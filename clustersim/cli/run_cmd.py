@@ -18,7 +18,7 @@ from clustersim.scenario import load_scenario
 from clustersim.trace import trace_events, write_json_atomic
 
 
-def _render(report: StepReport) -> None:
+def _render(report: StepReport, tokens: float | None = None) -> None:
     sc = report.scenario
     par = sc.parallel
     out = Console(width=100)
@@ -36,6 +36,13 @@ def _render(report: StepReport) -> None:
     m = report.memory
     t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB of {m.capacity_bytes_per_gpu / units.GiB:.1f}"
               f" GiB per GPU: {'fits' if m.fits else 'DOES NOT FIT'}")
+    e = report.energy
+    t.add_row("power", f"{e.gpu_power_w:,.0f} W per GPU, {e.it_power_w / 1e3:,.1f} kW IT, "
+              f"{e.facility_power_w / 1e3:,.1f} kW facility (PUE {e.pue:g})")
+    line = f"{e.energy_per_step_kwh:.3f} kWh per step, {e.energy_per_token_j:.3f} J per token"
+    if tokens is not None:
+        line += f", {e.run_energy_kwh(tokens) / 1e3:,.1f} MWh for {tokens:.3g} tokens"
+    t.add_row("energy", line)
     out.print(t)
     b = Table(title="critical path", show_lines=False)
     b.add_column("cause")
@@ -62,9 +69,13 @@ def _render(report: StepReport) -> None:
               help="event: simpy with link contention; analytical: the closed-form twin.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
               help="Extra hardware profile YAML (e.g. one written by `clustersim validate`).")
+@click.option("--tokens", default=None, help="Training tokens (1T, 300B): adds the energy of the whole run.")
 def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: tuple[str, ...], engine: str,
-        profiles: tuple[str, ...]) -> None:
+        profiles: tuple[str, ...], tokens: str | None) -> None:
     """Simulate one training step of SCENARIO (an embedded default when omitted)."""
+    from clustersim.sweep.compare import parse_tokens
+
+    n_tokens = parse_tokens(tokens) if tokens is not None else None
     for p in profiles:
         add_profile_file(p)
     sc = load_scenario(scenario, overrides)
@@ -77,9 +88,9 @@ def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: 
         if trace_file:
             write_json_atomic(trace_file, trace_events(result.timeline, sc))
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        click.echo(json.dumps(report.to_json(n_tokens), indent=2))
     else:
-        _render(report)
+        _render(report, n_tokens)
     if not report.memory.fits:
         click.echo(f"error: does not fit: peak {report.memory.peak_bytes_per_gpu / units.GiB:.1f} GiB > "
                    f"capacity {report.memory.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU", err=True)

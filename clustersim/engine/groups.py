@@ -19,7 +19,8 @@ from clustersim.scenario import Scenario
 @functools.lru_cache(maxsize=4096)
 def group_shape(scenario: Scenario, axis: str) -> GroupShape:
     """The shape of every group of ``axis`` (tp, cp, ep, dp, dp_cp)."""
-    s = axis_shape_for(scenario.parallel, scenario.cluster.gpus_per_domain, axis)
+    c = scenario.cluster
+    s = axis_shape_for(scenario.parallel, c.gpus_per_domain, axis, c.gpus_per_domain > c.gpus_per_node)
     return GroupShape(s.ranks_per_node, s.num_nodes, s.concurrent_groups_per_node)
 
 

@@ -57,16 +57,29 @@ def _check_fits(layout: ParallelLayout, cluster: ClusterSpec) -> None:
 def axis_shape(layout: ParallelLayout, cluster: ClusterSpec, axis: str) -> AxisShape:
     """The shape shared by all groups of ``axis`` (see :func:`axis_shape_for`)."""
     _check_fits(layout, cluster)
-    return axis_shape_for(layout, cluster.gpus_per_domain, axis)
+    return axis_shape_for(layout, cluster.gpus_per_domain, axis, cluster.gpus_per_domain > cluster.gpus_per_node)
+
+
+def _uniform_approximation(size: int, touched: int, gpus_per_node: int) -> tuple[int, int]:
+    """(ranks per domain, domains) of a uniform group of ``size`` ranks spread over at least
+    ``touched`` domains: the fewest domains that divide the group evenly and fit in a domain."""
+    for d in range(max(1, touched), size + 1):
+        if size % d == 0 and size // d <= gpus_per_node:
+            return size // d, d
+    return 1, size
 
 
 @lru_cache(maxsize=256)
-def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str) -> AxisShape:
-    """The shape of the groups of ``axis`` with nodes of ``gpus_per_node`` GPUs.
+def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str, approximate: bool = False) -> AxisShape:
+    """The shape of the groups of ``axis`` with nodes (scale-up domains) of ``gpus_per_node`` GPUs.
 
     Raises InputError when groups of the axis differ in shape (possible only for layouts whose
     group strides do not align with the node size, e.g. dp=3 groups on 8-GPU nodes): the
-    collective model assumes one shape per axis.
+    collective model assumes one shape per axis. With ``approximate`` (domains larger than a
+    node: an NVL72 rack holds 72 GPUs, so 64-GPU pipeline stages straddle racks unevenly, as
+    they do in real deployments) such groups are priced as the nearest uniform shape instead:
+    as many domains as the most spread group touches (or the next count that divides the group),
+    the ranks split evenly over them.
     """
     stride, size = stride_and_size(layout, axis)
     block = stride * size
@@ -87,6 +100,12 @@ def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str) -> Axi
             shapes.add((counts.pop(), len(per_node)) if len(counts) == 1 else ("uneven", start))
         if len(seen_offsets) == gpus_per_node:
             break
+    if approximate and (len(shapes) != 1 or "uneven" in next(iter(shapes))):
+        touched = max(len({r // gpus_per_node for r in range(b * block + i, b * block + i + block, stride)})
+                      for b in range(layout.num_gpus // block) for i in range(stride))
+        ranks_per_node, num_nodes = _uniform_approximation(size, touched, gpus_per_node)
+        concurrent = max(1, min(gpus_per_node, layout.num_gpus) // ranks_per_node)
+        return AxisShape(ranks_per_node=ranks_per_node, num_nodes=num_nodes, concurrent_groups_per_node=concurrent)
     if len(shapes) != 1 or "uneven" in next(iter(shapes)):
         raise InputError(
             "parallel", f"{axis} groups of {layout.tp}x{layout.cp}x{layout.dp}x{layout.pp} (tp x cp x dp x pp)"
