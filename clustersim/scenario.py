@@ -319,7 +319,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
             f"a product equal to the GPU count: cluster.nodes({cluster.num_nodes}) * "
             f"gpus_per_node({cluster.gpus_per_node}) = {gpus}")
     domain = cluster.gpus_per_domain  # TP may span a whole NVLink/xGMI domain (72 GPUs in an NVL72 rack)
-    if par.tp > domain and par.tp % domain:
+    if (par.tp > domain and par.tp % domain) or (par.tp < domain and domain % par.tp):
         raise InputError("parallel.tp", par.tp, f"a divisor or multiple of the scale-up domain ({domain} GPUs)")
     if model.heads % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.heads ({model.heads})")

@@ -96,7 +96,8 @@ def spine_factor(cluster: ClusterSpec, shape: GroupShape, cross_fraction: float)
     which have 1/pod_oversubscription of the spines' downlink capacity, so a NIC's share there
     is 1/(oversubscription x pod_oversubscription) (Llama 3, arXiv 2407.21783 §3.3.1: full
     bisection inside 3,072-GPU pods, 1:7 between pods). The fraction crossing pods is taken
-    as for leaves: the group's nodes beyond one pod over all its other nodes.
+    as for leaves: the group's nodes beyond one pod over all its other nodes (at most the
+    fraction crossing leaves).
     Rail-only networks have no spines: every NIC reaches its rail peers at full rate.
     """
     if cluster.topology == "rail-only":
@@ -106,7 +107,7 @@ def spine_factor(cluster: ClusterSpec, shape: GroupShape, cross_fraction: float)
         factor = max(factor, cross_fraction * cluster.oversubscription)
     pod = cluster.nodes_per_pod
     if pod and shape.num_nodes > pod and cluster.pod_oversubscription > 1.0:
-        cross_pod = cross_fraction * (shape.num_nodes - pod) / max(1, shape.num_nodes - 1)
+        cross_pod = min(cross_fraction, (shape.num_nodes - pod) / max(1, shape.num_nodes - 1))
         factor = max(factor, cross_pod * cluster.oversubscription * cluster.pod_oversubscription)
     return 1.0 / factor
 
