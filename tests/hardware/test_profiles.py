@@ -83,8 +83,12 @@ def test_shipped_files_are_checked_in_full(tmp_path: Path, monkeypatch: pytest.M
     text = (copy / "fabrics.yaml").read_text().replace("bw_GBps: 12.5 ", "bw_GBps: -12.5 ", 1)
     (copy / "fabrics.yaml").write_text(text)
     monkeypatch.setattr(load, "shipped_profile_dir", lambda: copy)
-    with pytest.raises(InputError, match=r"fabrics.yaml: fabrics.ib-edr.bw_GBps"):
-        load._catalog_for(())
+    load._catalog_for.cache_clear()  # the cache is keyed on the user files only
+    try:
+        with pytest.raises(InputError, match=r"fabrics.yaml: fabrics.ib-edr.bw_GBps"):
+            load._catalog_for(())
+    finally:
+        load._catalog_for.cache_clear()
 
 
 def test_cluster_references_and_domain_are_checked(tmp_path: Path) -> None:
