@@ -22,6 +22,8 @@ DEFAULT_FRAMEWORK = "megatron-core"
 ATTENTION_KERNELS = ("flash", "standard")
 ZERO3_IMPLS = ("megatron-fsdp", "fsdp1", "fsdp2", "deepspeed")
 REDUCE_DTYPES = ("fp32", "bf16")
+TP_BACKWARD_OVERLAP = ("always", "with-sp", "never")
+_BOOLS = ("overlap_grad_reduce", "overlap_param_gather")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,10 @@ class FrameworkSpec:
     name: str
     description: str
     attention: str          # the kernel `training.attention: auto` resolves to: flash | standard
+    # --- timing (issue 8): defaults of how the implementation overlaps communication ---
+    overlap_grad_reduce: bool    # data-parallel gradient reduction overlapped with the backward pass
+    overlap_param_gather: bool   # ZeRO-1/2 parameter all-gather overlapped with the next forward pass
+    tp_backward_overlap: str     # backward TP collectives beside the GEMMs: always | with-sp | never
     zero3: str              # ZeRO-3 implementation: megatron-fsdp | fsdp1 | fsdp2 | deepspeed
     grad_reduce_dtype: str  # dtype of the data-parallel gradient reduction: fp32 | bf16
 
@@ -51,6 +57,11 @@ def _catalog() -> dict[str, FrameworkSpec]:
         for key, allowed in _CHOICES.items():
             if entry[key] not in allowed:
                 raise InputError(f"{where}.{key}", entry[key], allowed)
+        for key in _BOOLS:
+            if not isinstance(entry[key], bool):
+                raise InputError(f"{where}.{key}", entry[key], "true or false")
+        if entry["tp_backward_overlap"] not in TP_BACKWARD_OVERLAP:
+            raise InputError(f"{where}.tp_backward_overlap", entry["tp_backward_overlap"], TP_BACKWARD_OVERLAP)
         out[name] = FrameworkSpec(name=name, **{k: entry[k] for k in keys})
     return out
 

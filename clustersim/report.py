@@ -9,6 +9,7 @@ from clustersim.energy import EnergyReport, energy_report
 from clustersim.engine.timeline import CAUSES
 from clustersim.memory import MemoryReport
 from clustersim.scenario import Scenario
+from clustersim.uncertainty import Interval, step_interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,11 @@ class StepReport:
         return self.model_flops_per_step / self.step_time_s / self.num_gpus / 1e12
 
     @property
+    def interval(self) -> Interval:
+        """The 80% interval of the step time (clustersim.uncertainty)."""
+        return step_interval(self.scenario)
+
+    @property
     def mfu(self) -> float:
         peak = self.scenario.cluster.gpu.peak(self.scenario.training.dtype)
         return self.tflops_per_gpu * 1e12 / peak
@@ -58,6 +64,7 @@ class StepReport:
             "model_flops_per_step": self.model_flops_per_step,
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
+            "interval": self.interval.to_json(self.step_time_s, self.mfu, self.tokens_per_s),
             "memory": self.memory.to_json(),
             "breakdown": {cause: self.breakdown.get(cause, 0.0) for cause in CAUSES},
             "gpus": self.num_gpus,

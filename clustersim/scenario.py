@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from clustersim.compute.precision import resolve_recipe
 from clustersim.errors import InputError
 from clustersim.frameworks import DEFAULT_FRAMEWORK, FrameworkSpec, load_framework
+from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_yaml_file
@@ -98,8 +99,8 @@ class ParallelSection(_Strict):
     schedule: Literal["gpipe", "1f1b", "interleaved-1f1b"] = "1f1b"
     virtual_stages: int = Field(1, ge=1)
     recompute: Literal["none", "selective", "full"] = "none"
-    overlap_grad_reduce: bool = True
-    overlap_param_gather: bool = True
+    overlap_grad_reduce: bool | None = None     # None: the framework's default
+    overlap_param_gather: bool | None = None    # None: the framework's default
     tp_comm_overlap: bool = False
     dp_bucket_params: int = Field(0, ge=0)
     fsdp: FsdpSection | None = None
@@ -121,6 +122,7 @@ class ScenarioFile(_Strict):
     cluster: ClusterSection = ClusterSection()
     parallel: ParallelSection = ParallelSection()
     training: TrainingSection = TrainingSection()
+    goodput: GoodputSection | None = None   # `clustersim goodput` only (docs/goodput.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,7 @@ class Scenario:
     parallel: ParallelLayout
     training: TrainingSpec
     framework: FrameworkSpec
+    goodput: GoodputSpec | None = None   # the `goodput:` section, resolved; None when absent
 
 
 DEFAULT_SCENARIO_YAML = """\
@@ -224,6 +227,10 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
         allowed = f"one of {ctx['expected']}"
     elif "ge" in ctx:
         allowed = f"a number >= {ctx['ge']}"
+    elif "gt" in ctx:
+        allowed = f"a number > {ctx['gt']}"
+    elif "le" in ctx:
+        allowed = f"a number <= {ctx['le']}"
     else:
         allowed = err["msg"]
     return InputError(field, value, allowed)
@@ -404,7 +411,10 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise InputError("parallel.fsdp", p.fsdp.model_dump(), "only with parallel.zero_stage: 3")
     if dp % fsdp.hsdp_replicas:
         raise InputError("parallel.fsdp.hsdp_replicas", fsdp.hsdp_replicas, f"a divisor of parallel.dp ({dp})")
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp"}), "dp": dp, "global_batch": global_batch,
+    overlaps = {key: framework_value if value is None else value for key, value, framework_value in (
+        ("overlap_grad_reduce", p.overlap_grad_reduce, framework.overlap_grad_reduce),
+        ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp"}), **overlaps, "dp": dp, "global_batch": global_batch,
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,
                             "hsdp_replicas": fsdp.hsdp_replicas})
@@ -413,8 +423,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     check_layout(model, cluster, par)
     attention = framework.attention if t.attention == "auto" else t.attention
     training = TrainingSpec(dtype=t.dtype, optimizer=t.optimizer, attention=attention, recipe=recipe)
+    gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
-                    framework=framework)
+                    framework=framework, goodput=gp)
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

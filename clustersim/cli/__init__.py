@@ -21,6 +21,7 @@ _COMMANDS = {
     "compare": ("clustersim.cli.compare_cmd", "compare"),
     "validate": ("clustersim.cli.validate_cmd", "validate"),
     "calibrate": ("clustersim.cli.calibrate_cmd", "calibrate"),
+    "goodput": ("clustersim.cli.goodput_cmd", "goodput"),
 }
 
 

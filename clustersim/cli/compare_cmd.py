@@ -22,7 +22,6 @@ from clustersim.sweep.compare import (
     rank_rows,
     run_interval,
     scenario_on,
-    step_interval,
     train_cost,
 )
 from clustersim.sweep.evaluate import KEY_FIELDS, SweepSpec
@@ -121,8 +120,11 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
                 "energy_cost_usd": energy_kwh * kwh_price, "cost_usd": cost.cost_usd + energy_kwh * kwh_price,
                 "layouts_evaluated": result.evaluated, "layouts_feasible": result.fitting,
             }
-            level, lo, hi = step_interval(spec.scenario, step)
-            row["interval"] = run_interval(level, lo, hi, row)
+            best_iv = best["interval"]  # clustersim.uncertainty.step_interval of the best layout
+            lo, hi = best_iv["step_time_s"]  # type: ignore[index]
+            row["interval"] = {**run_interval(float(best_iv["level"]), lo, hi, row),  # type: ignore[index]
+                               "regime": best_iv["regime"], "validated": best_iv["validated"],  # type: ignore[index]
+                               "widened_for": best_iv["widened_for"]}  # type: ignore[index]
             rows.append(row)
     finally:
         pool.close()

@@ -30,9 +30,18 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
               f"schedule {par.schedule} (v={par.virtual_stages})  recompute {par.recompute}  {sc.training.dtype}")
     out.print(f"  framework {sc.framework.name} (attention {sc.training.attention})")
     t = Table(show_header=False, box=None)
-    t.add_row("step time", f"{report.step_time_s:.4f} s ({report.engine} engine)")
-    t.add_row("throughput", f"{report.tokens_per_s:,.0f} tokens/s")
-    t.add_row("TFLOP/s per GPU", f"{report.tflops_per_gpu:.1f}  (MFU {report.mfu * 100:.1f}%)")
+    iv = report.interval
+    lo, hi = iv.of(report.step_time_s)
+    t.add_row("step time", f"{report.step_time_s:.4f} ({lo:.4f}-{hi:.4f}) s  [{iv.level:.0%} interval; "
+                           f"{report.engine} engine]")
+    t_lo, t_hi = iv.of_rate(report.tokens_per_s)
+    t.add_row("throughput", f"{report.tokens_per_s:,.0f} tokens/s ({t_lo:,.0f}-{t_hi:,.0f})")
+    m_lo, m_hi = iv.of_rate(report.mfu)
+    t.add_row("TFLOP/s per GPU", f"{report.tflops_per_gpu:.1f}  (MFU {report.mfu * 100:.1f}%, "
+                                 f"{m_lo * 100:.1f}-{m_hi * 100:.1f}%)")
+    evidence = (f"regime {iv.regime}: {iv.evidence_runs} measured runs"
+                + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))
+    t.add_row("how sure", evidence)
     m = report.memory
     t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB of {m.capacity_bytes_per_gpu / units.GiB:.1f}"
               f" GiB per GPU: {'fits' if m.fits else 'DOES NOT FIT'}")

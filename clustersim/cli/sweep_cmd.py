@@ -50,19 +50,43 @@ def progress_bar(enabled: bool) -> Iterator[object]:
         yield update
 
 
-def top_table(result: SweepResult, k: int, title: str) -> Table:
+def top_table(rows: list[dict], title: str) -> Table:
     table = Table(title=title)
-    for name in ("#", "tp", "pp", "dp", "cp", "mb", "zero", "recompute", "sp", "schedule", "step s", "MFU",
-                 "tokens/s", "peak GiB", "engine"):
-        table.add_column(name, justify="left" if name in ("recompute", "schedule", "engine") else "right")
-    for i, row in enumerate(result.top(k), start=1):
+    for name in ("#", "tp", "pp", "dp", "cp", "mb", "zero", "recompute", "sp", "schedule", "step s (80%)", "MFU",
+                 "tokens/s", "peak GiB", "regime", "engine"):
+        table.add_column(name, justify="left" if name in ("recompute", "schedule", "engine", "regime") else "right")
+    for i, row in enumerate(rows, start=1):
         p = row["parallel"]
+        iv = row["interval"]
         sched = p["schedule"] + (f" v{p['virtual_stages']}" if p["virtual_stages"] > 1 else "")
+        lo, hi = iv["step_time_s"]
+        regime = iv["regime"] + ("" if iv["validated"] else " (not validated)")
         table.add_row(str(i), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]), str(p["micro_batch"]),
                       str(p["zero_stage"]), p["recompute"], "y" if p["sequence_parallel"] else "n", sched,
-                      f"{row['step_time_s']:.3f}", f"{row['mfu']:.1%}", f"{row['tokens_per_s']:,.0f}",
-                      f"{row['peak_bytes_per_gpu'] / GiB:.1f}", row["engine"])
+                      f"{row['step_time_s']:.3f} ({lo:.3f}-{hi:.3f})", f"{row['mfu']:.1%}",
+                      f"{row['tokens_per_s']:,.0f}", f"{row['peak_bytes_per_gpu'] / GiB:.1f}", regime, row["engine"])
     return table
+
+
+def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
+    """What the intervals say about the ranking: which top layouts the winner cannot be told
+    apart from, and whether the winner's regime is validated by measured runs."""
+    if not rows:
+        return []
+    lines = []
+    tied = result.indistinguishable(rows)
+    if tied:
+        lines.append(f"layouts {', '.join(f'#{i + 1}' for i in tied)} are indistinguishable from #1 within their "
+                     f"{rows[0]['interval']['level']:.0%} intervals (the step-time intervals overlap)")
+    else:
+        lines.append("#1 is faster than every other listed layout beyond their 80% intervals")
+    iv = rows[0]["interval"]
+    if iv["validated"]:
+        lines.append(f"#1's regime ({iv['regime']}) is validated by {iv['evidence_runs']} measured runs")
+    else:
+        lines.append(f"#1's regime ({iv['regime']}) is NOT validated: " + "; ".join(iv["widened_for"]
+                     or [f"{iv['evidence_runs']} measured runs"]))
+    return lines
 
 
 @click.command("sweep")
@@ -116,10 +140,14 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, p
     click.echo(f"swept {result.evaluated} layouts ({result.fitting} fit in memory, {result.estimated} in closed "
                f"form, {result.simulated} in the event engine) in {elapsed_s:.1f} s "
                f"({result.evaluated / elapsed_s:,.0f} layouts/s) on {executor}", err=True)
+    rows = result.top(top_k)
     if as_json:
         click.echo(json.dumps({"evaluated": result.evaluated, "feasible": result.fitting,
                                "estimated": result.estimated, "simulated": result.simulated,
                                "gpus": s.cluster.num_gpus, "cluster": s.cluster.name, "model": s.model.name,
-                               "top": result.top(top_k)}, indent=2))
+                               "top": rows, "indistinguishable_from_best": [i + 1 for i in result.indistinguishable(rows)],
+                               "verdict": verdict(result, rows)}, indent=2))
         return
-    Console(width=max(Console().width, 150)).print(top_table(result, top_k, title))
+    Console(width=max(Console().width, 170)).print(top_table(rows, title))
+    for line in verdict(result, rows):
+        click.echo(line)

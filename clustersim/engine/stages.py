@@ -34,6 +34,7 @@ class StageWork:
     num_layers: int
     forward: tuple[Work, ...]    # per unit, in execution order (embedding?, layers..., output?)
     backward: tuple[Work, ...]   # per unit, in execution order (output?, layers reversed..., embedding?)
+    backward_split: tuple[tuple[Work, Work], ...]  # the same units as (recomputed forward, backward proper)
     unit_params: tuple[int, ...]  # params of each backward unit, aligned with ``backward`` (experts excluded)
     unit_expert_params: tuple[int, ...]  # expert params of each backward unit (MoE; reduced over edp)
     params: int                  # parameters of this stage held by one GPU (before ZeRO sharding)
@@ -66,10 +67,12 @@ def build_step_work(scenario: Scenario) -> StepWork:
     num_global = len(counts)
     layer_fwd = tuple(layer.forward.ops)
     layer_bwd = _merge(tuple(layer.recompute.ops), tuple(layer.backward.ops))
+    layer_split = (tuple(layer.recompute.ops), tuple(layer.backward.ops))
     stages = []
     for g, n in enumerate(counts):
         fwd: list[Work] = []
         bwd: list[Work] = []
+        split: list[tuple[Work, Work]] = []
         unit_params: list[int] = []
         unit_expert: list[int] = []
         params = n * layer.params
@@ -80,19 +83,23 @@ def build_step_work(scenario: Scenario) -> StepWork:
         if g == num_global - 1:
             fwd.append(tuple(out.forward.ops))
             bwd.append(_merge(tuple(out.recompute.ops), tuple(out.backward.ops)))
+            split.append((tuple(out.recompute.ops), tuple(out.backward.ops)))
             # a tied output layer shares the embedding's weights when both sit on one stage
             shared = model.tie_embeddings and num_global == 1
             unit_params.append(0 if shared else out.params)
             unit_expert.append(0)
             params += 0 if shared else out.params
         bwd.extend([layer_bwd] * n)
+        split.extend([layer_split] * n)
         unit_params.extend([layer.params - expert] * n)
         unit_expert.extend([expert] * n)
         if g == 0:
             bwd.append(_merge(tuple(emb.recompute.ops), tuple(emb.backward.ops)))
+            split.append((tuple(emb.recompute.ops), tuple(emb.backward.ops)))
             unit_params.append(emb.params)
             unit_expert.append(0)
-        stages.append(StageWork(g, n, tuple(fwd), tuple(bwd), tuple(unit_params), tuple(unit_expert), params))
+        stages.append(StageWork(g, n, tuple(fwd), tuple(bwd), tuple(split), tuple(unit_params), tuple(unit_expert),
+                                params))
     params_per_rank = tuple(
         sum(stages[c * par.pp + r].params for c in range(par.virtual_stages)) for r in range(par.pp)
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from clustersim.collectives import CollectivePlan
 from clustersim.compute import CommOp, Op
 from clustersim.engine.groups import comm_plan
+from clustersim.engine.overlap import Interval, advance, overlap_slowdown
 from clustersim.engine.stages import Work
 from clustersim.scenario import Scenario
 
@@ -34,10 +35,14 @@ class CompiledUnit:
     time_s: float                               # duration when no link is shared
     by_cause: tuple[tuple[str, float], ...]      # that duration split by cause (sums to time_s)
     tiers: frozenset[str]                        # link tiers its collectives use
+    slowdown: float = 0.0                        # compute rate lost per concurrent collective
 
 
 def compile_unit(scenario: Scenario, work: Work) -> CompiledUnit:
     steps: list[Step] = []
+    # whether the framework runs the backward's TP collectives beside the GEMMs (FrameworkSpec)
+    mode = scenario.framework.tp_backward_overlap
+    async_tp = mode == "always" or (mode == "with-sp" and scenario.parallel.sequence_parallel)
     compute_s = 0.0
     for op in work:
         if isinstance(op, Op):
@@ -48,28 +53,50 @@ def compile_unit(scenario: Scenario, work: Work) -> CompiledUnit:
             steps.append(Step("compute", "compute", compute_s))
             compute_s = 0.0
         plan = comm_plan(scenario, op.collective, op.size_bytes, op.group)
-        # Overlappable collectives (the backward's async TP all-gather/reduce-scatter that Megatron
-        # overlaps with the dgrad/wgrad GEMMs by default, CP exchanges) run beside the next kernels;
-        # with tp_comm_overlap (Megatron --tp-comm-overlap, userbuffers) every TP collective does.
-        overlapped = op.overlappable or (op.group == "tp" and scenario.parallel.tp_comm_overlap)
+        # Overlappable collectives (the backward's async TP all-gather/reduce-scatter that Megatron-Core
+        # overlaps with the dgrad/wgrad GEMMs, where the framework does; CP exchanges) run beside the next
+        # kernels; with tp_comm_overlap (Megatron --tp-comm-overlap, userbuffers) every TP collective does.
+        overlapped = (op.overlappable and (op.group != "tp" or async_tp)) or (
+            op.group == "tp" and scenario.parallel.tp_comm_overlap)
         steps.append(Step(op.name, f"{op.group}_comm", plan.time_s, plan, overlapped))
     if compute_s > 0:
         steps.append(Step("compute", "compute", compute_s))
-    t = 0.0
+    slowdown = overlap_slowdown(scenario.cluster.gpu)
+    end, causes = unit_timing(tuple(steps), 0.0, (), slowdown)
+    tiers = frozenset(ph.tier for s in steps if s.plan is not None for ph in s.plan.phases)
+    return CompiledUnit(tuple(steps), end, tuple(sorted(causes.items())), tiers, slowdown)
+
+
+def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, ...], slowdown: float
+                ) -> tuple[float, dict[str, float]]:
+    """End time and seconds by cause of a unit started at ``start_s`` with no link shared.
+
+    Blocking collectives hold the compute stream; overlapped ones run beside the kernels that follow
+    them (which run slower meanwhile, clustersim.engine.overlap) and the unit waits for them at its
+    end. ``busy`` lists the rank's other collectives in flight (data-parallel streams), which slow
+    the kernels too.
+    """
+    t = start_s
     causes: dict[str, float] = {}
-    pending: list[tuple[str, float]] = []
+    pending: list[Interval] = []
     for s in steps:
-        if s.overlapped:
-            pending.append((s.cause, t + s.time_s))
+        if s.plan is not None and s.overlapped:
+            pending.append((t, t + s.time_s, s.cause))
             continue
-        t += s.time_s
-        causes[s.cause] = causes.get(s.cause, 0.0) + s.time_s
-    for cause, end in pending:  # the unit waits for its overlapped collectives at its end
+        if s.plan is not None:
+            t += s.time_s
+            causes[s.cause] = causes.get(s.cause, 0.0) + s.time_s
+            continue
+        end, lost = advance(t, s.time_s, (*busy, *pending), slowdown)
+        causes["compute"] = causes.get("compute", 0.0) + s.time_s
+        for cause, sec in lost.items():
+            causes[cause] = causes.get(cause, 0.0) + sec
+        t = end
+    for _, end, cause in pending:  # the unit waits for its overlapped collectives at its end
         if end > t:
             causes[cause] = causes.get(cause, 0.0) + (end - t)
             t = end
-    tiers = frozenset(ph.tier for s in steps if s.plan is not None for ph in s.plan.phases)
-    return CompiledUnit(tuple(steps), t, tuple(sorted(causes.items())), tiers)
+    return t, causes
 
 
 class UnitCache:

@@ -44,6 +44,7 @@ from functools import lru_cache
 from clustersim.parallel.layout import ParallelLayout
 
 AXES = ("tp", "cp", "dp", "pp", "ep", "edp", "dp_cp")
+FSDP_AXES = ("fsdp_shard", "fsdp_replicate")  # HSDP's sub-groups of dp_cp (ZeRO-3 only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +112,14 @@ def stride_and_size(layout: ParallelLayout, axis: str) -> tuple[int, int]:
         "ep": (tp, ep),
         "edp": (tp * ep, cp * dp // ep),
         "dp_cp": (tp, cp * dp),
+        # HSDP (ZeRO-3 with parallel.fsdp.hsdp_replicas = R): the dp_cp ranks split into R blocks of
+        # consecutive positions that each shard the model (torch DeviceMesh (replicate, shard), shard
+        # innermost), and the R ranks at one position that replicate it
+        "fsdp_shard": (tp, cp * dp // layout.hsdp_replicas),
+        "fsdp_replicate": (tp * cp * dp // layout.hsdp_replicas, layout.hsdp_replicas),
     }
     if axis not in table:
-        raise ValueError(f"unknown axis {axis!r}; allowed: {', '.join(AXES)}")
+        raise ValueError(f"unknown axis {axis!r}; allowed: {', '.join((*AXES, *FSDP_AXES))}")
     return table[axis]
 
 

@@ -11,7 +11,9 @@ The GPU-hour price comes from the GPU profile (``price_per_gpu_hour_usd``, with 
 date in hardware_profiles/gpus.yaml) unless ``--price-per-gpu-hour`` overrides it; electricity
 from ``--price-per-kwh`` (default clustersim.energy.DEFAULT_USD_PER_KWH; 0 for cloud prices that
 include power). Every row carries an 80% interval derived in one place (``run_interval``) from
-the step-time interval: time, cost and energy all scale with the step time at fixed power.
+the best layout's step-time interval (clustersim.uncertainty.step_interval, which widens for GPUs
+without measured runs or without a public GEMM measurement, clustersim.compute.arch.gemm_measured):
+time, cost and energy all scale with the step time at fixed power.
 """
 
 from __future__ import annotations
@@ -155,28 +157,10 @@ def nodes_for_gpus(preset: str, gpus: int) -> int:
     return -(-gpus // unit) * unit // gpn
 
 
-# Until clustersim.uncertainty (the coordinator's prediction interval) lands on main, compare
-# uses this provisional 80% step-time interval: +-15% around the prediction, the spread of
-# benchmarks/accuracy_megatron_h100.py (mean error 10.8%, max 24.2% over 9 runs; README), and
-# 1.5x as wide where the GPU's GEMM efficiency is not measured (clustersim.compute.arch.gemm_measured).
-PROVISIONAL_LEVEL = 0.8
-PROVISIONAL_HALF_WIDTH = 0.15
-UNMEASURED_WIDENING = 1.5
-
-
-def step_interval(scenario: Scenario, step_time_s: float) -> tuple[float, float, float]:
-    """(level, lo, hi) of the step time of ``scenario`` predicted as ``step_time_s``."""
-    from clustersim.compute.arch import gemm_measured
-
-    half = PROVISIONAL_HALF_WIDTH
-    if not gemm_measured(scenario.cluster.gpu, scenario.training.dtype):
-        half *= UNMEASURED_WIDENING
-    return PROVISIONAL_LEVEL, step_time_s * (1 - half), step_time_s * (1 + half)
-
-
 def run_interval(level: float, step_lo: float, step_hi: float, row: dict[str, object]) -> dict[str, object]:
-    """The compare row's interval from its step-time interval: time to train, cost and energy
-    all scale linearly with the step time (same tokens, same power draw)."""
+    """The compare row's interval from its step-time interval (clustersim.uncertainty, carried by
+    the sweep's best row): time to train, cost and energy all scale linearly with the step time
+    (same tokens, same power draw)."""
     step = float(row["step_time_s"])  # type: ignore[arg-type]
     lo, hi = step_lo / step, step_hi / step
 

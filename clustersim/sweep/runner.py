@@ -39,12 +39,14 @@ from clustersim.sweep.evaluate import (
     SweepSpec,
     Task,
     estimate_keys,
+    layout_from_key,
     screen_task,
     simulate_key,
 )
 from clustersim.sweep.executors import Executor, SerialExecutor
 from clustersim.sweep.rank import pareto_front, rank_order
 from clustersim.sweep.space import SearchSpace, count_shape_layouts, layout_key, micro_batch_sizes, shapes
+from clustersim.uncertainty import step_interval
 
 TASKS_PER_WORKER = 16
 N_KEY = len(KEY_FIELDS)
@@ -108,12 +110,23 @@ class SweepResult:
             else:
                 peak = row[COL["peak_bytes_per_gpu"]]
                 step, tps, mfu = (float(row[COL[f]]) for f in ESTIMATE_FIELDS)
-            out.append({"parallel": parallel_dict(tuple(int(v) for v in row[:N_KEY]),
-                                                  self.spec.scenario.parallel.global_batch),
+            key = tuple(int(v) for v in row[:N_KEY])
+            iv = step_interval(replace(self.spec.scenario, parallel=layout_from_key(key, self.spec.scenario.parallel)))
+            out.append({"parallel": parallel_dict(key, self.spec.scenario.parallel.global_batch),
                         "step_time_s": step, "tokens_per_s": tps, "mfu": mfu, "peak_bytes_per_gpu": int(peak),
                         "engine": "simulate" if ran else "estimate",
-                        "estimate_tokens_per_s": float(row[COL["tokens_per_s"]])})
+                        "estimate_tokens_per_s": float(row[COL["tokens_per_s"]]),
+                        "interval": iv.to_json(step, mfu, tps)})
         return out
+
+    def indistinguishable(self, rows: list[dict[str, object]]) -> list[int]:
+        """Indices (0-based) of the rows after the first whose step-time interval overlaps the
+        best row's: within the prediction's uncertainty they may be as fast as the winner."""
+        if not rows:
+            return []
+        lo_best = rows[0]["interval"]["step_time_s"]  # type: ignore[index]
+        return [i for i, r in enumerate(rows[1:], start=1)
+                if r["interval"]["step_time_s"][0] <= lo_best[1]]  # type: ignore[index]
 
     def pareto(self) -> np.ndarray:
         """Row indices of the Pareto front (closed-form tokens/s against peak memory)."""

@@ -22,8 +22,10 @@ NO_CONTENTION = [
     # TP inside nodes, DP across them: DP owns the NICs, TP the NVLink; nothing else shares them
     dict(model="megatron-1.7b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, zero_stage=1),
     dict(model="megatron-1.7b", nodes=2, tp=8, pp=1, dp=2, global_batch=8, zero_stage=0, overlap_grad_reduce=False),
-    # ZeRO-3 without TP: the DP stream is the only user of the links
-    dict(model="megatron-1.7b", nodes=2, tp=1, pp=1, dp=16, global_batch=32, zero_stage=3),
+    # ZeRO-3 (FSDP2) without TP, one micro-batch, parameters kept from forward to backward: the
+    # forward's gathers and the backward's reduce-scatters never run at the same time
+    dict(model="megatron-1.7b", nodes=2, tp=1, pp=1, dp=16, global_batch=16, zero_stage=3,
+         fsdp={"version": 2, "reshard_after_forward": False}),
     # a pipeline inside one node with GPipe: a stage's sends are far apart in time
     dict(model="megatron-1.7b", nodes=1, tp=4, pp=2, dp=1, global_batch=4, schedule="gpipe"),
 ]

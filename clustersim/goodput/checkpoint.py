@@ -1,0 +1,111 @@
+"""Checkpoint size and the time to snapshot, write and load it (pure).
+
+What a checkpoint holds: every parameter once in the training dtype plus the optimizer states
+(mixed-precision Adam: fp32 master weight, momentum and variance, 12 bytes per parameter; ZeRO,
+Rajbhandari et al. 2020, section 3.1; clustersim.memory.states). Gradients are not saved.
+
+How it is written: Megatron-Core's distributed checkpoint saves every shard once; replicated
+shards (weights held by all data-parallel replicas, optimizer states without ZeRO) are spread
+over the data-parallel ranks ("fully parallel save", on by default:
+megatron/core/dist_checkpointing/strategies/fully_parallel.py, disabled by
+--no-ckpt-fully-parallel-save). A GPU therefore saves its share of the replicated state plus its
+own shards; the write to storage runs at the storage's aggregate bandwidth, and each node at
+most at its own front-end bandwidth.
+
+How it is read on restart: without --ckpt-fully-parallel-load (Megatron's default is off) every
+rank reads its whole local state, so replicated weights are read once per replica; with it each
+shard is read once and exchanged between ranks (``parallel_load``).
+
+Sync vs async: a synchronous save blocks training for the GPU-to-host copy and the write; an
+asynchronous save (Megatron --async-save, torch.distributed.checkpoint.async_save) blocks only
+for the GPU-to-host snapshot and writes in the background; the checkpoint counts once the write
+has finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from clustersim.compute.dtypes import weight_bytes
+from clustersim.errors import InputError
+from clustersim.goodput.config import GoodputSpec
+from clustersim.memory.report import MemoryReport
+from clustersim.memory.states import ADAM_FP32_BYTES_PER_PARAM, ADAM_MIXED_BYTES_PER_PARAM
+from clustersim.scenario import Scenario
+from clustersim.units import GiB
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointCost:
+    """One checkpoint of the job: sizes in bytes, times in seconds."""
+
+    mode: str                 # "sync" | "async"
+    size_bytes: float         # weights + optimizer states, every shard once
+    per_gpu_bytes: float      # what the busiest GPU saves
+    read_bytes: float         # what the job reads from storage on restart
+    snapshot_s: float         # GPU -> host copy of per_gpu_bytes
+    write_s: float            # host -> storage
+    load_s: float             # storage -> GPUs on restart
+
+    @property
+    def blocking_s(self) -> float:
+        """Training time lost per checkpoint."""
+        return self.snapshot_s + self.write_s if self.mode == "sync" else self.snapshot_s
+
+    @property
+    def lag_s(self) -> float:
+        """Time after the blocking part until the checkpoint is durable (the async write)."""
+        return 0.0 if self.mode == "sync" else self.write_s
+
+    @property
+    def final_save_s(self) -> float:
+        """A save that must be durable before the job stops (planned interruptions): synchronous."""
+        return self.snapshot_s + self.write_s
+
+
+def checkpoint_bytes_per_param(dtype: str) -> int:
+    """Saved bytes per parameter: the parameter in its storage dtype plus the optimizer states.
+
+    fp8 training keeps bf16 parameters (the fp8 copies are caches, not in the state dict:
+    clustersim.compute.dtypes.weight_bytes), so fp8 saves 2 bytes like bf16; fp32 saves 4.
+    """
+    param = 4 if dtype == "fp32" else 2
+    optim = ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM
+    return param + optim
+
+
+def checkpoint_cost(scenario: Scenario, memories: Sequence[MemoryReport], spec: GoodputSpec) -> CheckpointCost:
+    """Checkpoint sizes and times for ``scenario`` with one MemoryReport per pipeline stage."""
+    cluster, par, dtype = scenario.cluster, scenario.parallel, scenario.training.dtype
+    size = float(scenario.model.total_params()) * checkpoint_bytes_per_param(dtype)
+    # weights as saved (fp8's extra copies are not saved); replicas over the data-parallel group
+    saved_weight = (4 if dtype == "fp32" else 2) / weight_bytes(dtype)
+    replicas = par.dp * par.cp
+    per_gpu, local = 0.0, 0.0
+    for m in memories:
+        w, o = m.weights * saved_weight, float(m.optimizer_states)
+        share = (w if par.zero_stage >= 3 else w / replicas) + (o if par.zero_stage >= 1 else o / replicas)
+        per_gpu = max(per_gpu, share)
+        local += (w + o) * cluster.num_gpus / par.pp          # every GPU of the stage holds this
+    read = size if spec.parallel_load else local
+
+    snapshot_bw = spec.snapshot_bw_bytes_per_s or (cluster.pcie.effective_bw_bytes_per_s if cluster.pcie else 0.0)
+    if snapshot_bw <= 0:
+        raise InputError("goodput.snapshot_bw_GBps", None,
+                         f"a GPU-to-host bandwidth > 0 (cluster {cluster.name} names no pcie fabric)")
+    if spec.checkpoint == "async" and cluster.host_memory_bytes:
+        node_bytes = per_gpu * cluster.gpus_per_node
+        if node_bytes > cluster.host_memory_bytes:
+            raise InputError("goodput.checkpoint", "async",
+                             f"sync: the snapshot of one node ({node_bytes / GiB:.0f} GiB) exceeds its host memory "
+                             f"({cluster.host_memory_bytes / GiB:.0f} GiB)")
+    node_bw = spec.node_storage_bw_bytes_per_s
+    per_node_write = per_gpu * cluster.gpus_per_node
+    per_node_read = read / cluster.num_nodes
+    write_s = max(size / spec.storage_write_bw_bytes_per_s, per_node_write / node_bw if node_bw else 0.0)
+    load_s = max(read / spec.storage_read_bw_bytes_per_s, per_node_read / node_bw if node_bw else 0.0)
+    return CheckpointCost(spec.checkpoint, size, per_gpu, read, per_gpu / snapshot_bw, write_s, load_s)
+
+
+__all__ = ["CheckpointCost", "checkpoint_bytes_per_param", "checkpoint_cost"]

@@ -1,0 +1,6 @@
+"""How sure a prediction is: 80% intervals from the residuals of published runs (docs/uncertainty.md)."""
+
+from clustersim.uncertainty.interval import LEVEL, Interval, step_interval
+from clustersim.uncertainty.regimes import Features, features
+
+__all__ = ["LEVEL", "Features", "Interval", "features", "step_interval"]

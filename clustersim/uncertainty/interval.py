@@ -1,0 +1,183 @@
+"""The 80% prediction interval of a step time, from the residuals of published runs.
+
+For a run, r = ln(predicted / measured) (clustersim/data/residuals.json, written by
+``python benchmarks/accuracy.py --write`` from validation/reference/). For a scenario of regime R
+with residuals r_1..r_n (clustersim.uncertainty.regimes):
+
+* bias      mu = sum(r_i) / (n + K_MU)                   (shrunk toward 0 by K_MU pseudo-runs)
+* spread    s^2 = (sum (r_i - mean)^2 + K_S * s_pool^2) / (n - 1 + K_S) + sum(w_j^2)
+  where s_pool is the spread of all residuals of every regime (so a regime measured on few runs
+  is not trusted more than the model as a whole), and each w_j widens the band for a feature
+  that no measured run of R shares (``WIDEN``); s >= S_MIN.
+* band      measured / predicted in [exp(-mu - z s'), exp(-mu + z s')], z = 1.2816 (80%, normal),
+  s' = s sqrt(1 + 1 / (n + K_S)) (a prediction interval: the new run's own scatter plus the
+  uncertainty of the regime's bias).
+
+A regime with no measured run takes mu = 0 and s = s_pool plus its widenings. A calibrated profile
+(``ClusterSpec.calibration``, written by ``clustersim calibrate``) replaces the regime's residuals
+by its leave-one-out errors on that machine. The widening terms are judgments, not fits: they say
+by how much a feature without evidence could move the error, and they are listed, with what
+triggered them, in every interval (``Interval.why``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from clustersim.scenario import Scenario
+from clustersim.uncertainty.regimes import Features, features
+
+LEVEL = 0.8
+Z_80 = 1.2816  # two-sided 80%: the 90th percentile of the standard normal
+K_MU = 2.0     # pseudo-runs of zero bias the regime's mean residual is shrunk with
+K_S = 3.0      # pseudo-runs of the pooled spread the regime's spread is shrunk with
+S_MIN = 0.04   # no regime is trusted to better than 4% (1 sigma) of its step time
+RESIDUALS_FILE = Path(__file__).resolve().parents[1] / "data" / "residuals.json"
+
+# Widening (1 sigma, in ln units) for a feature no measured run of the regime has. Judgments:
+# about the spread that the model's errors have shown between regimes that *are* measured.
+WIDEN = {
+    "generation": 0.10,       # a GPU generation without measured runs (its GEMM efficiency is from microbenchmarks)
+    "generation_unmeasured": 0.15,  # ... and without a public GEMM measurement either
+    "zero3_impl": 0.10,       # a ZeRO-3 implementation other than the measured ones
+    "framework": 0.05,        # a framework none of the regime's runs used
+    "scale_per_doubling": 0.04,  # per factor 2 of GPU count beyond the measured range
+    "moe": 0.12,              # mixture of experts: no measured MoE run
+    "low_precision": 0.08,    # FP8 / FP4 training: no measured low-precision run
+    "context_parallel": 0.05,  # context parallelism: no measured CP run
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """The measured runs of one regime (or of one calibrated machine)."""
+
+    log_ratios: tuple[float, ...]
+    frameworks: frozenset[str] = frozenset()
+    zero3_impls: frozenset[str] = frozenset()
+    min_gpus: int = 0
+    max_gpus: int = 0
+
+    @property
+    def n(self) -> int:
+        return len(self.log_ratios)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.log_ratios) / self.n if self.n else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """measured / predicted lies in [lo_factor, hi_factor] with probability ``level``."""
+
+    level: float
+    lo_factor: float
+    hi_factor: float
+    regime: str
+    evidence_runs: int
+    validated: bool                 # the regime is measured and nothing widened the band
+    why: tuple[str, ...] = ()       # the widenings applied
+
+    def of(self, predicted: float) -> tuple[float, float]:
+        """The interval of a quantity proportional to the step time."""
+        return predicted * self.lo_factor, predicted * self.hi_factor
+
+    def of_rate(self, predicted: float) -> tuple[float, float]:
+        """The interval of a quantity inversely proportional to the step time (MFU, tokens/s)."""
+        return predicted / self.hi_factor, predicted / self.lo_factor
+
+    def to_json(self, step_time_s: float, mfu: float, tokens_per_s: float) -> dict[str, object]:
+        return {"level": self.level, "step_time_s": list(self.of(step_time_s)), "mfu": list(self.of_rate(mfu)),
+                "tokens_per_s": list(self.of_rate(tokens_per_s)), "regime": self.regime,
+                "evidence_runs": self.evidence_runs, "validated": self.validated, "widened_for": list(self.why)}
+
+
+@functools.cache
+def _stored(path: Path = RESIDUALS_FILE) -> tuple[dict[str, Evidence], Evidence]:
+    """Evidence per regime and pooled, from the residuals file."""
+    runs = json.loads(path.read_text())["runs"]
+    by_regime: dict[str, list[dict]] = {}
+    for run in runs:
+        by_regime.setdefault(run["regime"], []).append(run)
+    out = {regime: _evidence(rows) for regime, rows in by_regime.items()}
+    return out, _evidence(runs)
+
+
+def _evidence(rows: list[dict]) -> Evidence:
+    if not rows:
+        return Evidence(())
+    return Evidence(tuple(r["log_ratio"] for r in rows), frozenset(r["framework"] for r in rows),
+                    frozenset(r["zero3_impl"] for r in rows if r["zero3_impl"]),
+                    min(r["gpus"] for r in rows), max(r["gpus"] for r in rows))
+
+
+def _spread(ev: Evidence) -> float:
+    if ev.n < 2:
+        return 0.0
+    return math.sqrt(sum((r - ev.mean) ** 2 for r in ev.log_ratios) / (ev.n - 1))
+
+
+def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gemm_measured: bool
+              ) -> list[tuple[str, float]]:
+    """(reason, 1-sigma widening) for every feature of ``f`` that ``ev`` has no measured run of."""
+    out: list[tuple[str, float]] = []
+    if f.generation not in generations:
+        key = "generation" if gemm_measured else "generation_unmeasured"
+        out.append((f"no measured run on {f.generation} GPUs", WIDEN[key]))
+    if ev is not None and ev.n:
+        if f.zero3_impl and f.zero3_impl not in ev.zero3_impls:
+            out.append((f"ZeRO-3 as {f.zero3_impl} not measured (only {', '.join(sorted(ev.zero3_impls))})",
+                        WIDEN["zero3_impl"]))
+        if f.framework not in ev.frameworks:
+            out.append((f"framework {f.framework} not measured in this regime", WIDEN["framework"]))
+        if f.gpus > ev.max_gpus or f.gpus < ev.min_gpus:
+            bound = ev.max_gpus if f.gpus > ev.max_gpus else ev.min_gpus
+            doublings = abs(math.log2(f.gpus / bound))
+            out.append((f"{f.gpus} GPUs outside the measured {ev.min_gpus}-{ev.max_gpus}",
+                        WIDEN["scale_per_doubling"] * doublings))
+    if f.moe:
+        out.append(("mixture of experts: no measured MoE run", WIDEN["moe"]))
+    if f.dtype in ("fp8", "fp4"):
+        out.append((f"{f.dtype} training: no measured low-precision run", WIDEN["low_precision"]))
+    if f.cp > 1:
+        out.append(("context parallelism: no measured CP run", WIDEN["context_parallel"]))
+    return out
+
+
+def interval_from(f: Features, ev: Evidence | None, pooled: Evidence, generations: frozenset[str],
+                  gemm_measured: bool = True) -> Interval:
+    """The interval for features ``f`` given the regime's evidence (pure; see module docstring)."""
+    s_pool = max(_spread(pooled), S_MIN)
+    n = ev.n if ev is not None else 0
+    if n:
+        mu = sum(ev.log_ratios) / (n + K_MU)
+        var = (_spread(ev) ** 2 * (n - 1) + K_S * s_pool ** 2) / (n - 1 + K_S)
+    else:
+        mu, var = 0.0, s_pool ** 2
+    wides = widenings(f, ev, generations, gemm_measured)
+    var += sum(w * w for _, w in wides)
+    s = max(math.sqrt(var), S_MIN) * math.sqrt(1 + 1 / (n + K_S))
+    half = Z_80 * s
+    return Interval(LEVEL, math.exp(-mu - half), math.exp(-mu + half), f.regime, n,
+                    validated=n >= 3 and not wides, why=tuple(reason for reason, _ in wides))
+
+
+def step_interval(scenario: Scenario) -> Interval:
+    """The 80% interval of ``scenario``'s step time (and of everything proportional to it)."""
+    f = features(scenario)
+    regimes, pooled = _stored()
+    generations = frozenset(regime.split("/", 1)[1] for regime in regimes)
+    calibration = getattr(scenario.cluster, "calibration", None)
+    if calibration is not None and getattr(calibration, "step_time_rel_errors", ()):
+        errors = tuple(math.log1p(e) for e in calibration.step_time_rel_errors)
+        ev = Evidence(errors, frozenset({f.framework}), frozenset({f.zero3_impl}) if f.zero3_impl else frozenset(),
+                      f.gpus, f.gpus)
+        return interval_from(f, ev, pooled, generations | {f.generation})
+    from clustersim.compute.arch import arch_for
+    gemm_measured = getattr(arch_for(scenario.cluster.gpu), "gemm_measured", True)
+    return interval_from(f, regimes.get(f.regime), pooled, generations, gemm_measured)

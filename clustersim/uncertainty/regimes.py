@@ -1,0 +1,48 @@
+"""The regime of a scenario: which published evidence speaks for its prediction.
+
+A prediction is backed by measured runs of the same kind: the same parallelism family (Megatron-
+style 3D with ZeRO 0-2, or ZeRO-3 / FSDP) on the same GPU generation. Features that no measured
+run of the regime shares (another ZeRO-3 implementation, a framework, GPU counts beyond the
+measured range, MoE, FP8, context parallelism) widen the interval (clustersim.uncertainty.interval).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustersim.compute.arch import arch_for
+from clustersim.engine.zero import zero3_impl
+from clustersim.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """What the interval looks at in a scenario."""
+
+    regime: str        # "<family>/<generation>", e.g. "3d/hopper", "zero3/a100"
+    framework: str
+    zero3_impl: str    # "" unless ZeRO-3
+    gpus: int
+    moe: bool
+    dtype: str
+    cp: int
+    generation: str
+
+
+def generation(gpu_name: str) -> str:
+    """GPU generation of the compute model's measurement set: a100, hopper, or the profile's own family."""
+    from clustersim.hardware.load import load_gpu
+
+    arch = arch_for(load_gpu(gpu_name)).name
+    return {"a100": "a100", "h100": "hopper", "h200": "hopper"}.get(arch, arch)
+
+
+def features(scenario: Scenario) -> Features:
+    par = scenario.parallel
+    gen = {"a100": "a100", "h100": "hopper", "h200": "hopper"}.get(arch_for(scenario.cluster.gpu).name,
+                                                                   arch_for(scenario.cluster.gpu).name)
+    family = "zero3" if par.zero_stage == 3 and par.dp * par.cp > 1 else "3d"
+    return Features(regime=f"{family}/{gen}", framework=scenario.framework.name,
+                    zero3_impl=zero3_impl(scenario) if family == "zero3" else "",
+                    gpus=scenario.cluster.num_gpus, moe=scenario.model.is_moe, dtype=scenario.training.dtype,
+                    cp=par.cp, generation=gen)
