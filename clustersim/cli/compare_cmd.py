@@ -25,7 +25,7 @@ from clustersim.sweep.compare import (
     train_cost,
 )
 from clustersim.sweep.evaluate import KEY_FIELDS, SweepSpec
-from clustersim.sweep.executors import EXECUTORS, make_executor
+from clustersim.sweep.executors import EXECUTORS, SerialExecutor, make_executor
 from clustersim.sweep.plot import check_plot_path, plot_compare
 from clustersim.sweep.runner import SweepResult, parallel_dict, run_sweep
 from clustersim.sweep.space import SearchSpace, layout_key
@@ -65,6 +65,46 @@ def _price(preset: str, prices: dict[str, float], cluster_price: float) -> float
     return price
 
 
+def _compare_one(job: tuple) -> dict[str, object]:
+    """One cluster and size: a serial sweep (so that clusters run side by side in the pool) and
+    its best layout's time to train, cost and energy with the 80% interval. Module level: picklable."""
+    preset, n, scenario, base_parallel, tokens, price, kwh_price, rerank = job
+    cluster = scenario.cluster
+    try:
+        result = run_sweep(SweepSpec(scenario, SearchSpace()), SerialExecutor(), rerank=rerank, keep=max(1, rerank))
+    except InputError as exc:
+        raise InputError("--nodes", n, f"a size at which {preset} can run this job ({exc.allowed})") from None
+    best = result.top(1)[0]
+    gpus_n = cluster.num_gpus
+    tps = float(best["tokens_per_s"])  # type: ignore[arg-type]
+    cost = train_cost(tokens, tps, gpus_n, price)
+    step = float(best["step_time_s"])  # type: ignore[arg-type]
+    power = energy_report(cluster, step, tps * step)
+    energy_kwh = power.run_energy_kwh(tokens)
+    own = own_layout_tokens_per_s(result)
+    row: dict[str, object] = {
+        "cluster": preset, "gpu": cluster.gpu.name, "nodes": n, "gpus": gpus_n,
+        "scale_up_domain": cluster.gpus_per_domain,
+        "best_layout": best["parallel"], "step_time_s": step, "mfu": best["mfu"],
+        "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / gpus_n,
+        "peak_bytes_per_gpu": best["peak_bytes_per_gpu"],
+        "scenario_layout": parallel_dict(layout_key(base_parallel), base_parallel.global_batch),
+        "scenario_layout_tokens_per_s_per_gpu": None if own is None else own / gpus_n,
+        "tokens": tokens, "time_to_train_s": cost.time_to_train_s, "gpu_hours": cost.gpu_hours,
+        "price_per_gpu_hour_usd": price, "gpu_cost_usd": cost.cost_usd,
+        "facility_power_kw": power.facility_power_w / 1e3, "pue": power.pue,
+        "energy_kwh": energy_kwh, "price_per_kwh_usd": kwh_price,
+        "energy_cost_usd": energy_kwh * kwh_price, "cost_usd": cost.cost_usd + energy_kwh * kwh_price,
+        "layouts_evaluated": result.evaluated, "layouts_feasible": result.fitting,
+    }
+    best_iv = best["interval"]  # clustersim.uncertainty.step_interval of the best layout
+    lo, hi = best_iv["step_time_s"]  # type: ignore[index]
+    row["interval"] = {**run_interval(float(best_iv["level"]), lo, hi, row),  # type: ignore[index]
+                       "regime": best_iv["regime"], "validated": best_iv["validated"],  # type: ignore[index]
+                       "widened_for": best_iv["widened_for"]}  # type: ignore[index]
+    return row
+
+
 def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters: list[str], nodes: list[int] | None,
                  tokens: float, prices: dict[str, float], executor: str, scheduler: str | None,
                  workers: int | None, rerank: int, price_per_kwh: float | None = None,
@@ -72,10 +112,12 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     """One row per cluster and size: the best layout, time to train, cost and energy with intervals.
 
     Sizes: ``nodes`` (node counts), else ``gpus`` (GPU counts), else the scenario's GPU count;
-    GPU counts become whole scale-up domains of each cluster (``nodes_for_gpus``)."""
+    GPU counts become whole scale-up domains of each cluster (``nodes_for_gpus``). Each cluster
+    and size is one task of the executor (a serial sweep inside it): clusters run side by side,
+    which costs less than spreading each small sweep over the pool."""
     base = load_scenario(scenario_path, overrides)
     kwh_price = parse_price_per_kwh(price_per_kwh)
-    specs = []
+    jobs = []
     for preset in clusters:
         sizes = nodes or [nodes_for_gpus(preset, g) for g in (gpus or [base.cluster.num_gpus])]
         for n in sizes:
@@ -86,46 +128,11 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
                     raise
                 raise InputError("--nodes", n, f"node counts of whole scale-up domains of {preset} "
                                                f"({exc.allowed})") from None
-            specs.append((preset, n, SweepSpec(scenario_on(base, cluster), SearchSpace())))
-    rows: list[dict[str, object]] = []
+            price = _price(preset, prices, cluster.gpu.price_per_gpu_hour_usd)
+            jobs.append((preset, n, scenario_on(base, cluster), base.parallel, tokens, price, kwh_price, rerank))
     pool = make_executor(executor, scheduler, workers)
     try:
-        for preset, n, spec in specs:
-            cluster = spec.scenario.cluster
-            price = _price(preset, prices, cluster.gpu.price_per_gpu_hour_usd)
-            try:
-                result = run_sweep(spec, pool, rerank=rerank, keep=max(1, rerank))
-            except InputError as exc:
-                raise InputError("--nodes", n, f"a size at which {preset} can run this job ({exc.allowed})") from None
-            best = result.top(1)[0]
-            gpus_n = cluster.num_gpus
-            tps = float(best["tokens_per_s"])  # type: ignore[arg-type]
-            cost = train_cost(tokens, tps, gpus_n, price)
-            step = float(best["step_time_s"])  # type: ignore[arg-type]
-            power = energy_report(cluster, step, tps * step)
-            energy_kwh = power.run_energy_kwh(tokens)
-            own = own_layout_tokens_per_s(result)
-            row: dict[str, object] = {
-                "cluster": preset, "gpu": cluster.gpu.name, "nodes": n, "gpus": gpus_n,
-                "scale_up_domain": cluster.gpus_per_domain,
-                "best_layout": best["parallel"], "step_time_s": step, "mfu": best["mfu"],
-                "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / gpus_n,
-                "peak_bytes_per_gpu": best["peak_bytes_per_gpu"],
-                "scenario_layout": parallel_dict(layout_key(base.parallel), base.parallel.global_batch),
-                "scenario_layout_tokens_per_s_per_gpu": None if own is None else own / gpus_n,
-                "tokens": tokens, "time_to_train_s": cost.time_to_train_s, "gpu_hours": cost.gpu_hours,
-                "price_per_gpu_hour_usd": price, "gpu_cost_usd": cost.cost_usd,
-                "facility_power_kw": power.facility_power_w / 1e3, "pue": power.pue,
-                "energy_kwh": energy_kwh, "price_per_kwh_usd": kwh_price,
-                "energy_cost_usd": energy_kwh * kwh_price, "cost_usd": cost.cost_usd + energy_kwh * kwh_price,
-                "layouts_evaluated": result.evaluated, "layouts_feasible": result.fitting,
-            }
-            best_iv = best["interval"]  # clustersim.uncertainty.step_interval of the best layout
-            lo, hi = best_iv["step_time_s"]  # type: ignore[index]
-            row["interval"] = {**run_interval(float(best_iv["level"]), lo, hi, row),  # type: ignore[index]
-                               "regime": best_iv["regime"], "validated": best_iv["validated"],  # type: ignore[index]
-                               "widened_for": best_iv["widened_for"]}  # type: ignore[index]
-            rows.append(row)
+        rows = pool.run(_compare_one, jobs)
     finally:
         pool.close()
     return rank_rows(rows, rank_by)
