@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 
 import click
 from rich.console import Console
@@ -108,7 +110,8 @@ def _compare_one(job: tuple) -> dict[str, object]:
 def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters: list[str], nodes: list[int] | None,
                  tokens: float, prices: dict[str, float], executor: str, scheduler: str | None,
                  workers: int | None, rerank: int, price_per_kwh: float | None = None,
-                 gpus: list[int] | None = None, rank_by: str = "time") -> list[dict[str, object]]:
+                 gpus: list[int] | None = None, rank_by: str = "time", pue: float | None = None,
+                 ) -> list[dict[str, object]]:
     """One row per cluster and size: the best layout, time to train, cost and energy with intervals.
 
     Sizes: ``nodes`` (node counts), else ``gpus`` (GPU counts), else the scenario's GPU count;
@@ -129,6 +132,8 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
                 raise InputError("--nodes", n, f"node counts of whole scale-up domains of {preset} "
                                                f"({exc.allowed})") from None
             price = _price(preset, prices, cluster.gpu.price_per_gpu_hour_usd)
+            if pue is not None:
+                cluster = replace(cluster, pue=pue)
             jobs.append((preset, n, scenario_on(base, cluster), base.parallel, tokens, price, kwh_price, rerank))
     pool = make_executor(executor, scheduler, workers)
     try:
@@ -154,6 +159,7 @@ def _span(values: object, scale: float, fmt: str) -> str:
               "(default: the GPU profile's price_per_gpu_hour_usd).")
 @click.option("--price-per-kwh", "price_kwh", help="USD per kWh of facility energy (default 0.081, US industrial "
               "average 2024; 0 when the GPU price includes power).")
+@click.option("--pue", type=float, help="Data-centre PUE for every cluster (default: the preset's, else 1.56).")
 @click.option("--rank-by", type=click.Choice(tuple(RANK_KEYS)), default="time", show_default=True,
               help="Order the rows by time to train, cost or energy.")
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True)
@@ -166,7 +172,7 @@ def _span(values: object, scale: float, fmt: str) -> str:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | None, tokens: str, price: str | None,
-            price_kwh: str | None, rank_by: str, executor: str, scheduler: str | None, workers: int | None,
+            price_kwh: str | None, pue: float | None, rank_by: str, executor: str, scheduler: str | None, workers: int | None,
             rerank: int, plot: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Which cluster trains SCENARIO's model fastest, cheapest and with the least energy: the best
     layout found by a sweep on each cluster and size, its step time, MFU, time to train --tokens,
@@ -176,12 +182,14 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
         raise InputError("--gpus", gpus, "either --nodes or --gpus, not both")
     sizes = parse_list(nodes, "--nodes", int) if nodes else None
     gpu_sizes = parse_list(gpus, "--gpus", int) if gpus else None
+    if pue is not None and not (math.isfinite(pue) and pue >= 1):
+        raise InputError("--pue", pue, "a power usage effectiveness >= 1 (1.1 for a hyperscale site, 1.56 average)")
     n_tokens = parse_tokens(tokens)
     prices = parse_prices(price, presets)
     if plot:
         check_plot_path(plot)
     rows = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers, rerank,
-                        price_kwh, gpu_sizes, rank_by)
+                        price_kwh, gpu_sizes, rank_by, pue)
     if plot:
         plot_compare(plot, rows, f"training {tokens} tokens: time, cost and energy (80% intervals)")
     if as_json:

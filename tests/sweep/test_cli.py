@@ -49,6 +49,7 @@ def test_sweep_json_out_and_plot(tmp_path):
     (["compare", *SMALL, "--clusters", "dgx-a100", "--price-per-gpu-hour", "cheap"], "--price-per-gpu-hour"),
     (["compare", *SMALL, "--clusters", "dgx-a100", "--tokens", "lots"], "--tokens"),
     (["compare", *SMALL, "--clusters", "dgx-a100", "--price-per-kwh", "-1"], "--price-per-kwh"),
+    (["compare", *SMALL, "--clusters", "dgx-a100", "--pue", "0.5"], "--pue"),
     (["compare", *SMALL, "--clusters", "gb200-nvl72", "--nodes", "20"], "--nodes"),  # 80 GPUs: not whole NVL72s
     (["run", "--set", "cluster.preset=gb200-nvl72", "--set", "cluster.nodes=20"], "cluster.scale_up_domain"),
     (["run", "--set", "cluster.preset=dgx-h100", "--set", "training.dtype=fp4"], "training.dtype"),
