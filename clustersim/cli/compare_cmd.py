@@ -12,7 +12,8 @@ from rich.table import Table
 
 from clustersim.energy import energy_report
 from clustersim.errors import InputError
-from clustersim.scenario import load_scenario
+from clustersim.html import check_html_path, write_html
+from clustersim.scenario import apply_overrides, load_scenario, read_scenario_dict
 from clustersim.sweep.compare import (
     RANK_KEYS,
     compare_cluster,
@@ -101,9 +102,11 @@ def _compare_one(job: tuple) -> dict[str, object]:
     }
     best_iv = best["interval"]  # clustersim.uncertainty.step_interval of the best layout
     lo, hi = best_iv["step_time_s"]  # type: ignore[index]
-    row["interval"] = {**run_interval(float(best_iv["level"]), lo, hi, row),  # type: ignore[index]
-                       "regime": best_iv["regime"], "validated": best_iv["validated"],  # type: ignore[index]
-                       "widened_for": best_iv["widened_for"]}  # type: ignore[index]
+    row["interval"] = run_interval(float(best_iv["level"]), lo, hi, row)  # type: ignore[index]
+    # what the interval rests on (clustersim.uncertainty), beside it: the interval holds only the contract's keys
+    row["interval_regime"] = best_iv["regime"]  # type: ignore[index]
+    row["interval_validated"] = best_iv["validated"]  # type: ignore[index]
+    row["interval_widened_for"] = best_iv["widened_for"]  # type: ignore[index]
     return row
 
 
@@ -169,14 +172,22 @@ def _span(values: object, scale: float, fmt: str) -> str:
               help="Best layouts per cluster (by the closed form) re-simulated with the event engine.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Plot time to train against cost and energy, with "
               "intervals (.png/.svg/.pdf).")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML page: time to train, cost and energy per cluster.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
+              help="Extra hardware profile YAML (e.g. one written by `clustersim calibrate`): its clusters "
+                   "can be named in --clusters.")
 def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | None, tokens: str, price: str | None,
-            price_kwh: str | None, pue: float | None, rank_by: str, executor: str, scheduler: str | None, workers: int | None,
-            rerank: int, plot: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+            price_kwh: str | None, pue: float | None, rank_by: str, executor: str, scheduler: str | None,
+            workers: int | None, rerank: int, plot: str | None, html_file: str | None, overrides: tuple[str, ...],
+            as_json: bool, profiles: tuple[str, ...]) -> None:
     """Which cluster trains SCENARIO's model fastest, cheapest and with the least energy: the best
     layout found by a sweep on each cluster and size, its step time, MFU, time to train --tokens,
     cost and energy, each with an 80% interval."""
+    from clustersim.hardware.load import use_profiles
+    use_profiles(profiles)
     presets = parse_list(clusters, "--clusters")
     if nodes and gpus:
         raise InputError("--gpus", gpus, "either --nodes or --gpus, not both")
@@ -188,10 +199,17 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     prices = parse_prices(price, presets)
     if plot:
         check_plot_path(plot)
+    if html_file:
+        check_html_path(html_file)
     rows = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers, rerank,
                         price_kwh, gpu_sizes, rank_by, pue)
     if plot:
         plot_compare(plot, rows, f"training {tokens} tokens: time, cost and energy (80% intervals)")
+    if html_file:
+        from clustersim.html.compare_page import compare_page
+
+        raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
+        write_html(html_file, compare_page(rows, n_tokens, raw))
     if as_json:
         click.echo(json.dumps({"tokens": n_tokens, "rank_by": rank_by, "rows": rows}, indent=2))
         return

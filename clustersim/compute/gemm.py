@@ -78,7 +78,7 @@ def gemm_efficiency(m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: int
     peak = gpu.peak(dtype)
     q = _quantization(m, n, k, batch, gpu.num_sms, ob, peak, arch.l2_bw_bytes_per_s)
     q_ref = _quantization(ms, ns, ks, 1, gpu.num_sms, ob, peak, arch.l2_bw_bytes_per_s)
-    return min(frac, frac * q / q_ref) * arch.sustained_ratio
+    return min(frac, frac * q / q_ref) * arch.sustained_ratio * gpu.gemm_scale
 
 
 @functools.lru_cache(maxsize=65536)
@@ -90,7 +90,8 @@ def gemm_op(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: 
     out_bytes = 4 if dtype == "fp32" else 2   # C is written in bf16/fp16 (fp32 for fp32 training)
     bytes_moved = float(batch * ((m * k + k * n) * ob + m * n * out_bytes))
     compute_s = flops / (gpu.peak(dtype) * gemm_efficiency(m, n, k, gpu, dtype, batch))
-    return Op(name, flops, bytes_moved, max(compute_s, memory_time_s(bytes_moved, gpu), KERNEL_FLOOR_S))
+    return Op(name, flops, bytes_moved,
+              max(compute_s, memory_time_s(bytes_moved, gpu), KERNEL_FLOOR_S) / gpu.compute_scale)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -108,7 +109,7 @@ def linear_gemm_op(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, 
     low = gemm_op(name, m, n, k, gpu, dtype, batch)
     share = precision.bf16_share(dtype)
     q_bytes = precision.quantize_bytes(m, n, k, dtype, recipe, batch)
-    time_s = low.time_s + memory_time_s(q_bytes, gpu)
+    time_s = low.time_s + memory_time_s(q_bytes, gpu) / gpu.compute_scale
     bytes_moved = low.bytes_moved + q_bytes
     if share > 0:
         high = gemm_op(name, m, n, k, gpu, "bf16", batch)

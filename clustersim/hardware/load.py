@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from clustersim import units
 from clustersim.errors import InputError
 from clustersim.hardware import schema
-from clustersim.hardware.spec import ClusterSpec, FabricSpec, GpuSpec
+from clustersim.hardware.spec import CalibrationEvidence, ClusterSpec, FabricSpec, GpuSpec
 from clustersim.inputs import read_yaml_file
 
 SECTIONS = ("gpus", "fabrics", "clusters")
@@ -47,6 +48,18 @@ def add_profile_file(path: str | os.PathLike[str]) -> None:
     _user_files.append(p.resolve())
 
 
+def use_profiles(paths: list[str] | tuple[str, ...]) -> None:
+    """``--profile FILE ...`` of run, sweep and compare: register the files in this process and in
+    CLUSTERSIM_PROFILES, so that worker processes (sweep's process pool, Dask on this machine)
+    load the same presets."""
+    for p in paths:
+        add_profile_file(p)
+    if paths:
+        old = os.environ.get("CLUSTERSIM_PROFILES")
+        os.environ["CLUSTERSIM_PROFILES"] = os.pathsep.join([*filter(None, [old]), *(str(Path(p).resolve())
+                                                                                     for p in paths)])
+
+
 def _read_yaml(path: Path) -> Any:
     return read_yaml_file(path, "profile", "a YAML hardware profile") or {}
 
@@ -57,13 +70,13 @@ def _env_files() -> list[Path]:
 
 
 @functools.cache
-def _catalog_for(user_files: tuple[Path, ...]) -> dict[str, dict[str, dict[str, Any]]]:
+def _catalog_for(user_files: tuple[tuple[Path, int, int], ...]) -> dict[str, dict[str, dict[str, Any]]]:
     """Shipped profiles, then user files (later ones win); every entry of every file is checked."""
     cat: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in SECTIONS}
     origin: dict[tuple[str, str], Path] = {}
     shipped = shipped_profile_dir()
     files = [(shipped / f"{section}.yaml", {section: _read_yaml(shipped / f"{section}.yaml")}) for section in SECTIONS]
-    files += [(path, _read_yaml(path)) for path in user_files]
+    files += [(path, _read_yaml(path)) for path, _, _ in user_files]
     for path, data in files:
         schema.check_file(path, data, SECTIONS)
         for section, entries in data.items():
@@ -74,8 +87,18 @@ def _catalog_for(user_files: tuple[Path, ...]) -> dict[str, dict[str, dict[str, 
     return cat
 
 
+def _file_key(path: Path) -> tuple[Path, int, int]:
+    """A user file and its modification time and size: a file rewritten (a new calibration into
+    the same path) is read again."""
+    try:
+        st = path.stat()
+    except OSError:
+        return path, 0, 0
+    return path, st.st_mtime_ns, st.st_size
+
+
 def _catalog() -> dict[str, dict[str, dict[str, Any]]]:
-    return _catalog_for(tuple(_env_files()) + tuple(_user_files))
+    return _catalog_for(tuple(_file_key(p) for p in (*_env_files(), *_user_files)))
 
 
 
@@ -124,6 +147,10 @@ def load_gpu(name: str) -> GpuSpec:
         gemm_efficiency=float(d.get("gemm_efficiency", 0.0)),
         microscaling=tuple(d.get("microscaling", ())),
         vendor=str(d.get("vendor", "nvidia")),
+        gemm_scale=float(d.get("gemm_scale", 1.0)),
+        attention_scale=float(d.get("attention_scale", 1.0)),
+        hbm_efficiency=float(d.get("hbm_efficiency", 0.0)),
+        compute_scale=float(d.get("compute_scale", 1.0)),
         description=str(d.get("description", "")),
     )
 
@@ -144,6 +171,7 @@ def load_fabric(name: str) -> FabricSpec:
         links_per_gpu=int(d.get("links_per_gpu", 0)),
         switch_chips=int(d.get("switch_chips", 0)),
         switch_trays=int(d.get("switch_trays", 0)),
+        nvls_latency_s=float(d.get("nvls_latency_us", 0.0)) * units.US,
         description=str(d.get("description", "")),
     )
 
@@ -201,9 +229,29 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
         node_power_w=float(d.get("node_power_kW", 0.0)) * 1e3,
         pue=float(d.get("pue", 0.0)),
         description=str(d.get("description", "")),
+        calibration=load_evidence(f"clusters.{preset}.calibration", d.get("calibration")),
     )
     check_domain(cluster)
     return cluster
+
+
+def load_evidence(where: str, raw: Any) -> CalibrationEvidence | None:
+    """The ``calibration:`` mapping of a calibrated cluster entry (None when absent)."""
+    if raw is None:
+        return None
+    keys = {"runs", "loo_rel_errors", "source", "date"}
+    if not isinstance(raw, Mapping) or not set(raw) <= keys or "loo_rel_errors" not in raw:
+        raise InputError(where, raw, "a mapping with runs, loo_rel_errors (a list of predicted/measured - 1), "
+                                     "source, date")
+    errors = raw["loo_rel_errors"]
+    if not isinstance(errors, list) or not all(isinstance(e, (int, float)) and not isinstance(e, bool)
+                                               and -1 < e < 100 for e in errors):
+        raise InputError(f"{where}.loo_rel_errors", errors, "a list of numbers greater than -1")
+    runs = raw.get("runs", len(errors))
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < len(errors):
+        raise InputError(f"{where}.runs", runs, f"an integer >= the number of loo_rel_errors ({len(errors)})")
+    return CalibrationEvidence(runs=runs, loo_rel_errors=tuple(float(e) for e in errors),
+                               source=str(raw.get("source", "")), date=str(raw.get("date", "unknown")))
 
 
 def with_nodes(cluster: ClusterSpec, num_nodes: int) -> ClusterSpec:

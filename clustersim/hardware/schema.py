@@ -71,13 +71,15 @@ GPU_KEYS: dict[str, Check] = {
     "hbm_capacity_MiB": positive, "hbm_capacity_GiB": positive, "hbm_bw_GBps": positive, "l2_MiB": positive,
     "num_sms": positive_int, "tdp_W": positive, "price_per_gpu_hour_usd": non_negative, "gemm_efficiency": fraction,
     "microscaling": list_of(MICROSCALING), "vendor": one_of(VENDORS),
+    # constants `clustersim calibrate` fits for one machine (clustersim.hardware.spec.GpuSpec)
+    "gemm_scale": positive, "attention_scale": positive, "hbm_efficiency": fraction, "compute_scale": positive,
 }
 GPU_REQUIRED = ("peak_TFLOPS", "hbm_bw_GBps")
 FABRIC_KEYS: dict[str, Check] = {
     "kind": one_of(FABRIC_KINDS), "description": text, "bw_GBps": positive, "bw_Gbps": positive,
     "efficiency": fraction, "latency_us": positive, "switch_latency_us": non_negative, "nvls": boolean,
     "nvls_bw_GBps": positive, "nvls_max_algbw_GBps": positive, "links_per_gpu": positive_int,
-    "switch_chips": positive_int, "switch_trays": positive_int,
+    "switch_chips": positive_int, "switch_trays": positive_int, "nvls_latency_us": positive,
 }
 FABRIC_REQUIRED = ("kind", "latency_us")
 CLUSTER_KEYS: dict[str, Check] = {
@@ -86,6 +88,7 @@ CLUSTER_KEYS: dict[str, Check] = {
     "host_memory_GiB": positive, "nodes": positive_int, "scale_up_domain": positive_int,
     "topology": one_of(SCALE_OUT_TOPOLOGIES), "nodes_per_pod": positive_int, "pod_oversubscription": at_least_one,
     "node_power_kW": positive, "pue": at_least_one,
+    "calibration": lambda v: None,  # checked in full by load.load_evidence (check_entry)
 }
 CLUSTER_REQUIRED = ("gpu", "gpus_per_node", "scale_up", "scale_out")
 SCHEMAS = {"gpus": (GPU_KEYS, GPU_REQUIRED), "fabrics": (FABRIC_KEYS, FABRIC_REQUIRED),
@@ -129,6 +132,10 @@ def check_entry(path: Path, section: str, name: object, entry: Any) -> None:
             raise InputError(_where(path, section, name, key), None, "this key is required")
     if section == "gpus":
         _check_gpu_extras(path, name, entry)
+    if section == "clusters" and "calibration" in entry:
+        from clustersim.hardware.load import load_evidence
+
+        load_evidence(_where(path, section, name, "calibration"), entry["calibration"])
     if section == "fabrics" and "bw_GBps" not in entry and "bw_Gbps" not in entry:
         raise InputError(_where(path, section, name, "bw_GBps"), None, "bw_GBps or bw_Gbps")
     if section == "fabrics" and entry.get("kind") == "xgmi" and "links_per_gpu" not in entry:

@@ -55,7 +55,7 @@ CASES = [(section, name) for section in load.SECTIONS for name in sorted(SHIPPED
 
 def _catalog_error(path: Path) -> InputError:
     with pytest.raises(InputError) as exc:
-        load._catalog_for((path.resolve(),))
+        load._catalog_for((load._file_key(path.resolve()),))
     return exc.value
 
 
