@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clustersim.compute.precision import resolve_recipe
 from clustersim.errors import InputError
 from clustersim.frameworks import DEFAULT_FRAMEWORK, FrameworkSpec, load_framework
 from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
@@ -25,7 +26,7 @@ from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
-DTYPES = ("bf16", "fp16", "fp8", "fp32")
+DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
 # The engine walks every micro-batch of the step; beyond this a step takes minutes to simulate.
 MAX_MICRO_BATCHES = 4096
 
@@ -68,6 +69,11 @@ class ClusterSection(_Strict):
     pcie: str | None = None
     nodes_per_leaf: int | None = Field(None, ge=1)
     oversubscription: float | None = Field(None, ge=1.0)
+    scale_up_domain: int | None = Field(None, ge=1)  # GPUs per NVLink/xGMI domain (default: the preset's)
+    topology: Literal["fat-tree", "rail-only"] | None = None
+    nodes_per_pod: int | None = Field(None, ge=1)     # a third switch tier above pods of this many nodes
+    pod_oversubscription: float | None = Field(None, ge=1.0)
+    pue: float | None = Field(None, ge=1.0)           # data-centre power usage effectiveness
 
 
 class FsdpSection(_Strict):
@@ -104,10 +110,13 @@ class ParallelSection(_Strict):
 
 
 class TrainingSection(_Strict):
-    dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    dtype: Literal["bf16", "fp16", "fp8", "fp4", "fp32"] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["auto", "flash", "standard"] = "auto"
     compile: bool = False   # torch.compile (torchtitan): fuses element-wise ops like Megatron's kernels
+    # scaling of the low-precision GEMMs (clustersim.compute.precision); None: the GPU's default
+    fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8"] | None = None
+    fp4_recipe: Literal["nvfp4", "mxfp4"] | None = None
 
 
 class ScenarioFile(_Strict):
@@ -129,6 +138,7 @@ class TrainingSpec:
     optimizer: str = "adam"
     attention: str = "auto"
     compile: bool = False
+    recipe: str = ""  # low-precision scaling recipe when dtype is fp8/fp4 (clustersim.compute.precision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,8 +330,9 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
             "parallel", f"tp({par.tp}) * pp({par.pp}) * cp({par.cp}) * dp({par.dp}) = {par.num_gpus}",
             f"a product equal to the GPU count: cluster.nodes({cluster.num_nodes}) * "
             f"gpus_per_node({cluster.gpus_per_node}) = {gpus}")
-    if par.tp > cluster.gpus_per_node and par.tp % cluster.gpus_per_node:
-        raise InputError("parallel.tp", par.tp, f"a divisor or multiple of gpus_per_node ({cluster.gpus_per_node})")
+    domain = cluster.gpus_per_domain  # TP may span a whole NVLink/xGMI domain (72 GPUs in an NVL72 rack)
+    if (par.tp > domain and par.tp % domain) or (par.tp < domain and domain % par.tp):
+        raise InputError("parallel.tp", par.tp, f"a divisor or multiple of the scale-up domain ({domain} GPUs)")
     if model.heads % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.heads ({model.heads})")
     if model.kv_heads % par.tp and par.tp % model.kv_heads:
@@ -449,14 +460,13 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,
                             "hsdp_replicas": fsdp.hsdp_replicas})
-    if raw.training.dtype not in cluster.gpu.dtypes:
-        raise InputError("training.dtype", raw.training.dtype,
-                         f"a dtype that {cluster.gpu.name} has: {', '.join(cluster.gpu.dtypes)}")
+    t = raw.training
+    recipe = resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, cluster.gpu)
     check_layout(model, cluster, par)
     check_recompute(model, par)
-    attention = framework.attention if raw.training.attention == "auto" else raw.training.attention
-    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer, attention=attention,
-                            compile=raw.training.compile)
+    attention = framework.attention if t.attention == "auto" else t.attention
+    training = TrainingSpec(dtype=t.dtype, optimizer=t.optimizer, attention=attention, compile=t.compile,
+                            recipe=recipe)
     gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
                     framework=framework, goodput=gp)
