@@ -42,7 +42,7 @@ from clustersim.compute.attention_standard import standard_attention_ops
 from clustersim.compute.context_parallel import cp_attention
 from clustersim.compute.conventions import gated_factor, local_kv_heads, resolve_attention, uses_dropout
 from clustersim.compute.dtypes import activation_bytes, check_dtype
-from clustersim.compute.gemm import gemm_op
+from clustersim.compute.gemm import linear_gemm_op
 from clustersim.compute.mla import mla_params_per_gpu, mla_projections_bwd, mla_projections_fwd
 from clustersim.compute.moe import moe_backward, moe_forward, moe_params_per_gpu
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
@@ -54,25 +54,36 @@ from clustersim.workload.model_spec import ModelSpec
 
 
 def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str,
-                           attention: str = "auto", moe: bool | None = None, gpus_per_node: int = 8) -> LayerCost:
+                           attention: str = "auto", moe: bool | None = None, gpus_per_node: int = 8,
+                           elementwise: str = "fused", recompute: str | None = None, recipe: str = "") -> LayerCost:
     """Forward, backward and recompute ops of one transformer layer for one micro-batch on one GPU.
 
     ``attention``: "flash", "standard" or "auto" (clustersim.compute.conventions.resolve_attention).
     ``moe``: a MoE layer (True) or a dense one (False); None: MoE for a MoE model.
     ``gpus_per_node``: where the EP group's ranks sit (the flex dispatcher's per-node copies).
+    ``elementwise``: "fused" (Megatron / TE kernels) or "eager" (torch ops one by one, torchtitan
+    without torch.compile); ``recompute``: this layer's policy (default ``layout.recompute``;
+    ``full-inner``, a later layer of a checkpointed group, recomputes like ``full``);
+    ``recipe``: the fp8/fp4 scaling recipe ("" = the GPU's default, clustersim.compute.precision).
     """
     moe = model.is_moe if moe is None else (moe and model.is_moe)
-    return _layer_cost(model, compute_layout(layout), gpu, dtype, resolve_attention(attention, gpu.name), moe,
-                       gpus_per_node if moe and layout.ep > 1 else 8)
+    if elementwise not in ("fused", "eager"):
+        raise InputError("elementwise", elementwise, ("fused", "eager"))
+    policy = layout.recompute if recompute is None else recompute
+    policy = "full" if policy == "full-inner" else policy
+    return _layer_cost(model, compute_layout(layout, policy), gpu, dtype, resolve_attention(attention, gpu.name),
+                       moe, gpus_per_node if moe and layout.ep > 1 else 8, elementwise, recipe)
 
 
-def compute_layout(layout: ParallelLayout) -> ParallelLayout:
+def compute_layout(layout: ParallelLayout, recompute: str | None = None) -> ParallelLayout:
     """The fields of a layout that a layer's ops depend on (the cache key; dp, pp, batch, ZeRO
-    and the schedule do not change one micro-batch's work on one GPU)."""
+    and the schedule do not change one micro-batch's work on one GPU); ``recompute``: the
+    layer's own policy (default ``layout.recompute``)."""
+    recompute = layout.recompute if recompute is None else recompute
     return ParallelLayout(tp=layout.tp, cp=layout.cp, ep=layout.ep, sequence_parallel=layout.sequence_parallel,
-                          micro_batch=layout.micro_batch, recompute=layout.recompute,
+                          micro_batch=layout.micro_batch, recompute=recompute,
                           tp_comm_overlap=layout.tp_comm_overlap, expert_tp=layout.etp, cp_comm=layout.cp_comm,
-                          recompute_modules=layout.recompute_modules if layout.recompute == "selective" else (),
+                          recompute_modules=layout.recompute_modules if recompute == "selective" else (),
                           hierarchical_cp_sizes=(layout.cp_a2a, layout.cp_p2p) if layout.cp > 1 else None)
 
 
@@ -80,7 +91,7 @@ class _Ctx:
     """Shapes of one layer on one GPU (a plain namespace used while building the op lists)."""
 
     def __init__(self, model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
-                 gpus_per_node: int = 8) -> None:
+                 gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "") -> None:
         check_dtype(dtype)
         tp, cp = layout.tp, layout.cp
         if model.heads % tp:
@@ -101,6 +112,9 @@ class _Ctx:
         self.dropout = uses_dropout(model)
         self.overlap_all_tp = layout.tp_comm_overlap
         self.attention = attention
+        self.eager = elementwise == "eager"
+        self.rope = model.ffn_act == "swiglu" and not model.is_mla   # Llama-style RoPE on Q and K (MLA: its own)
+        self.recipe = recipe
 
     def tp_comm(self, name: str, collective: str, overlappable: bool = False) -> CommOp:
         size = self.tokens * self.h * self.act_b
@@ -108,13 +122,9 @@ class _Ctx:
 
     def gemm(self, name: str, m: int, n: int, k: int, batch: int = 1, dtype: str | None = None,
              wgrad: bool = False) -> Op:
-        """A GEMM; under FP8 with the cast of its activation operand(s) (module docstring)."""
-        dtype = dtype or self.dtype
-        op = gemm_op(name, m, n, k, self.gpu, dtype, batch)
-        if dtype == "fp8":
-            cast_elems = batch * (m * k + (k * n if wgrad else 0))
-            cast = memory_bound_op(f"{name}_fp8_cast", cast_elems * (self.act_b + 1), self.gpu)
-            op = Op(name, op.flops, op.bytes_moved + cast.bytes_moved, op.time_s + cast.time_s)
+        """A GEMM of a linear layer under the dtype's recipe (``linear_gemm_op``: low-precision
+        rate plus its cast kernels); ``dtype`` overrides the training dtype (the router in BF16)."""
+        op = linear_gemm_op(name, m, n, k, self.gpu, dtype or self.dtype, self.recipe, batch)
         return replace(op, wgrad=True) if wgrad else op
 
     def wgemm(self, name: str, m: int, n: int, k: int, batch: int = 1, dtype: str | None = None) -> Op:
@@ -158,17 +168,49 @@ def _attention(c: _Ctx, d_qk: int, d_v: int) -> tuple[list[Op | CommOp], list[Op
     return list(fs), list(gs)
 
 
+def _activation_fwd(c: _Ctx, name: str, tokens: float) -> Op:
+    """GeLU or SwiGLU over ``tokens`` rows of the fc1 output. Fused (Megatron bias-GeLU /
+    bias-SwiGLU): read the fc1 output (gate x f), write f. Eager SwiGLU (torchtitan
+    ``w2(F.silu(w1(x)) * w3(x))``, two kernels): silu reads w1's output and writes its own, mul
+    reads both operands and writes the product - 3f read, 2f written."""
+    f = tokens * c.ffn
+    if c.eager and c.gate == 2:
+        return c.mem(name, 3 * f, 2 * f)
+    return c.mem(name, f * c.gate, f)
+
+
+def _activation_bwd(c: _Ctx, name: str, tokens: float) -> Op:
+    """Fused: read the output gradient and the saved fc1 output, write its gradient. Eager
+    SwiGLU: mul's backward reads the gradient and both saved operands and writes two gradients,
+    silu's backward reads one of them and w1's output and writes w1's gradient (5f read, 3f written)."""
+    f = tokens * c.ffn
+    if c.eager and c.gate == 2:
+        return c.mem(name, 5 * f, 3 * f)
+    return c.mem(name, f * (c.gate + 1), f * c.gate)
+
+
+def _rope(c: _Ctx, name: str) -> list[Op]:
+    """RoPE on Q and K of Llama-style models. Fused (TE / Megatron fused RoPE): read and write each
+    element. Eager (torchtitan apply_rotary_emb: ``view_as_complex(x.float())``, complex multiply,
+    ``type_as``): cast up (read a, write 4 bytes), multiply (read 4, write 4), cast down (read 4,
+    write a) - 2a + 16 bytes per element; the backward runs the same chain."""
+    if not c.rope:
+        return []
+    n = c.tokens * (c.heads + c.kv_heads) * c.d
+    per = 2 * c.act_b + 16 if c.eager else 2 * c.act_b
+    return [memory_bound_op(name, n * per, c.gpu)]
+
+
 def _mlp_fwd(c: _Ctx) -> list[Op | CommOp]:
     t = c.tokens
-    return [c.gemm("fc1", t, c.ffn * c.gate, c.h),
-            c.mem("activation", t * c.ffn * c.gate, t * c.ffn),
+    return [c.gemm("fc1", t, c.ffn * c.gate, c.h), _activation_fwd(c, "activation", t),
             c.gemm("fc2", t, c.h, c.ffn)]
 
 
 def _mlp_bwd(c: _Ctx) -> list[Op | CommOp]:
     t = c.tokens
     return [c.gemm("fc2_dgrad", t, c.ffn, c.h), c.wgemm("fc2_wgrad", c.h, c.ffn, t),
-            c.mem("activation_bwd", t * c.ffn * (c.gate + 1), t * c.ffn * c.gate)]
+            _activation_bwd(c, "activation_bwd", t)]
 
 
 def _tp_in_bwd(c: _Ctx, prefix: str, dgrad: Op, wgrad: Op) -> list[Op | CommOp]:
@@ -210,8 +252,9 @@ def _attention_block(c: _Ctx) -> tuple[list[Op | CommOp], list[Op | CommOp], lis
         core_f, core_b = _attention(c, d, d)
         qkv_n = (c.heads + 2 * c.kv_heads) * d
         attn_n = c.heads * d
-        fwd = [*_tp_in_fwd(c, "attn_input_all_gather"), c.gemm("qkv", t, qkv_n, h), *core_f]
-        bwd_in = [*core_b, *_tp_in_bwd(c, "qkv", c.gemm("qkv_dgrad", t, h, qkv_n), c.wgemm("qkv_wgrad", qkv_n, h, t))]
+        fwd = [*_tp_in_fwd(c, "attn_input_all_gather"), c.gemm("qkv", t, qkv_n, h), *_rope(c, "rope"), *core_f]
+        bwd_in = [*core_b, *_rope(c, "rope_bwd"),
+                  *_tp_in_bwd(c, "qkv", c.gemm("qkv_dgrad", t, h, qkv_n), c.wgemm("qkv_wgrad", qkv_n, h, t))]
     fwd += [c.gemm("attn_out_proj", t, h, attn_n), *_tp_out_fwd(c, "attn_out_tp_reduce")]
     bwd = [*_tp_out_bwd(c, "attn_out_grad_all_gather"), c.gemm("attn_out_proj_dgrad", t, attn_n, h),
            c.wgemm("attn_out_proj_wgrad", h, attn_n, t), *bwd_in]
@@ -232,8 +275,8 @@ def _mlp_block(c: _Ctx, moe: bool) -> tuple[list[Op | CommOp], list[Op | CommOp]
 
 @functools.lru_cache(maxsize=4096)
 def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
-                moe: bool = False, gpus_per_node: int = 8) -> LayerCost:
-    c = _Ctx(model, layout, gpu, dtype, attention, gpus_per_node)
+                moe: bool = False, gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "") -> LayerCost:
+    c = _Ctx(model, layout, gpu, dtype, attention, gpus_per_node, elementwise, recipe)
     attn_fwd, attn_bwd, core_fwd = _attention_block(c)
     mlp_fwd, mlp_bwd = _mlp_block(c, moe)
     fwd: list[Op | CommOp] = [_norm_fwd(c, "input_norm"), *attn_fwd, _bda_fwd(c, "attn_bias_dropout_add"),
@@ -245,6 +288,8 @@ def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: s
     elif layout.recompute == "selective":
         # Korthikanti 2022 §5: recompute the attention core; plus Megatron's --recompute-modules
         recompute = PassCost(tuple(core_fwd) + _module_recompute(fwd, layout.recompute_modules))
+    elif layout.recompute == "selective-op":
+        recompute = PassCost(tuple(_selective_op_recompute(c, fwd)))
     else:
         recompute = EMPTY_PASS
     params = layer_params_per_gpu(model, layout.tp, layout.ep, moe, layout.etp)
@@ -261,6 +306,43 @@ _MODULE_OPS = {   # op names each Megatron recompute module re-runs in the backw
 def _module_recompute(fwd: list[Op | CommOp], modules: tuple[str, ...]) -> tuple[Op, ...]:
     names = {n for m in modules for n in _MODULE_OPS.get(m, ())}
     return tuple(op for op in fwd if isinstance(op, Op) and op.name in names)
+
+
+def _part(op: Op, frac: float, name: str) -> Op:
+    return Op(name, op.flops * frac, op.bytes_moved * frac, op.time_s * frac)
+
+
+def _selective_op_recompute(c: _Ctx, fwd: list[Op | CommOp]) -> list[Op | CommOp]:
+    """What torchtitan's per-op policy recomputes (torchtitan/distributed/activation_checkpoint.py:
+    GEMM outputs are saved except every second one in execution order - wq, wk, wv, wo, w1, w3, w2
+    -> wk, wo, w3 recomputed, or wk, wo, fc2 without a gate; attention kernel outputs and
+    reduce-scatter outputs are saved): the element-wise ops, those GEMMs (wk as its share of the
+    fused QKV GEMM, w3 as half of the fused gate/up GEMM) and the collectives other than
+    reduce-scatters. MoE layers recompute their element-wise ops and the expert fc2 (every second
+    GEMM)."""
+    qkv_n = c.heads + 2 * c.kv_heads
+    out: list[Op | CommOp] = []
+    for op in fwd:
+        if isinstance(op, CommOp):
+            if op.collective != "reduce_scatter":
+                out.append(op)
+            continue
+        if op.name == "attention_core" or op.name.startswith("attn_") and op.name != "attn_bias_dropout_add" \
+                and op.name != "attn_out_proj":
+            continue                                     # the attention kernel's outputs are saved
+        if op.name == "qkv":
+            out.append(_part(op, c.kv_heads / qkv_n, "wk"))
+        elif op.name == "fc1":
+            if c.gate == 2:
+                out.append(_part(op, 0.5, "w3"))
+        elif op.name in ("attn_out_proj", "fc2", "expert_fc2"):
+            if op.name != "fc2" or c.gate == 1:
+                out.append(op)
+        elif op.name in ("router", "expert_fc1"):
+            continue
+        else:
+            out.append(op)                               # norms, RoPE, activation, residual adds, permutes
+    return out
 
 
 def layer_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1, moe: bool | None = None, etp: int = 0) -> int:

@@ -33,6 +33,7 @@ from clustersim.compute.mtp import mtp_cost
 from clustersim.compute.ops import PassCost
 from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.memory.activations import layer_activation_bytes
+from clustersim.memory.policies import chunk_policies
 from clustersim.parallel.pipeline import split_layers
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
 from clustersim.scenario import Scenario
@@ -115,14 +116,33 @@ def build_step_work(scenario: Scenario) -> StepWork:
     model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
     graph = step_graph(scenario)
     gpn = scenario.cluster.gpus_per_node
-    kinds = {moe: transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention, moe=moe,
-                                         gpus_per_node=gpn) for moe in {False, model.is_moe}}
-    if par.offload_activations:
-        kinds = {k: _with_offload(scenario, lc, k) for k, lc in kinds.items()}
+    elementwise = "fused" if scenario.training.compile else scenario.framework.elementwise
+    recipe = scenario.training.recipe
+    kinds: dict[tuple[bool, str], LayerCost] = {}
+
+    def kind(moe: bool, policy: str | None = None) -> LayerCost:
+        """A dense or MoE layer running recompute ``policy`` (memory/policies.py; None: the layout's)."""
+        key = (moe, par.recompute if policy is None else policy)
+        lc = kinds.get(key)
+        if lc is None:
+            lc = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention, moe=moe,
+                                        gpus_per_node=gpn, elementwise=elementwise, recompute=key[1], recipe=recipe)
+            if par.offload_activations:
+                lc = _with_offload(scenario, lc, moe)
+            kinds[key] = lc
+        return lc
+
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
     counts = model_stage_layers(scenario)
     last_model = len(counts) - 1
+    # each layer's recompute policy: chunks of a rank in order, as memory/policies.stage_policies
+    policies: dict[int, tuple[str, ...]] = {}
+    for r in range(par.pp):
+        before = 0
+        for ms in graph.rank_model_stages(r):
+            policies[ms] = chunk_policies(par, counts[ms], before)
+            before += counts[ms]
     model_stages = []
     first_layer = 0
     for ms, n in enumerate(counts):
@@ -133,11 +153,11 @@ def build_step_work(scenario: Scenario) -> StepWork:
         unit_expert: list[int] = []
         layer_kinds = [model.is_moe_layer(i) for i in range(first_layer, first_layer + n)]
         first_layer += n
-        params = sum(kinds[k].params for k in layer_kinds)
+        params = sum(kind(k).params for k in layer_kinds)
         if ms == 0:
             fwd.append(tuple(emb.forward.ops))
             params += emb.params
-        fwd.extend(tuple(kinds[k].forward.ops) for k in layer_kinds)
+        fwd.extend(tuple(kind(k).forward.ops) for k in layer_kinds)
         if ms == last_model:
             mtp = mtp_cost(model, par, gpu, dtype, scenario.training.attention, gpn, emb, out)
             fwd.extend(tuple(cost.forward.ops) for cost in mtp)
@@ -156,8 +176,8 @@ def build_step_work(scenario: Scenario) -> StepWork:
                 unit_params.append(cost.params - e)
                 unit_expert.append(e)
                 params += cost.params
-        for k in reversed(layer_kinds):
-            lc = kinds[k]
+        for k, p in reversed(list(zip(layer_kinds, policies[ms], strict=True))):   # the backward runs in reverse
+            lc = kind(k, p)
             bwd.append(_merge(tuple(lc.recompute.ops), tuple(lc.backward.ops)))
             split.append((tuple(lc.recompute.ops), tuple(lc.backward.ops)))
             e = expert_params_per_gpu(model, par.tp, par.ep, par.etp, moe=k)
@@ -197,7 +217,7 @@ def grad_norm_all_reduce_s(scenario: Scenario) -> float:
     gpus = scenario.parallel.num_gpus
     if gpus == 1:
         return 0.0
-    per_node = min(gpus, cluster.gpus_per_node)
+    per_node = min(gpus, cluster.gpus_per_domain)  # group shapes count ranks per scale-up domain
     shape = GroupShape(per_node, gpus // per_node)
     return plan_collective("all_reduce", 4, cluster, shape).time_s
 

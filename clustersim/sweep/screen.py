@@ -36,9 +36,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from clustersim.compute import optimizer_step_time_s
-from clustersim.compute.conventions import resolve_attention
 from clustersim.engine.groups import comm_plan, pp_plan
-from clustersim.engine.memory_plan import layers_in_flight
+from clustersim.engine.memory_plan import layers_in_flight, scenario_kernels
 from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.engine.stages import activation_bytes, build_step_work
 from clustersim.engine.units import compile_unit
@@ -49,13 +48,18 @@ from clustersim.engine.zero import (
     zero3_impl,
     zero3_shard_axis,
 )
+from clustersim.memory.activations import LayerUnits, combine, layer_units
+from clustersim.memory.buffers import buffer_bytes, nccl_buffer_bytes
+from clustersim.memory.evidence import interval_factors
+from clustersim.memory.policies import RankPolicies, rank_policies, uniform_policies
 from clustersim.memory.report import (
-    CUBLAS_WORKSPACE_BYTES,
-    CUDA_CONTEXT_BYTES,
-    _comm_buffer_bytes,
-    activation_parts,
+    MemoryReport,
     assemble,
-    state_parts,
+    moe_share,
+    offload,
+    peak_numbers,
+    states,
+    verdict_index,
 )
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.parallel.pipeline import build_schedule, max_in_flight, split_layers, stage_graph
@@ -125,7 +129,7 @@ class ScheduleProfile:
     lasts: tuple[bool, ...] = ()     # ranks holding the output head (last model stage)
     fill: bool = True                # rank r waits for the first forward through ranks < r (GPipe/1F1B/interleaved)
     share: float = 1.0               # micro-batches through each chunk / all (DualPipe: each direction's half)
-    ends: tuple[tuple[float, float] | None, ...] = ()  # in flight on the embedding's / head's chunk (memory_plan)
+    ends: tuple[tuple[float, float], ...] = ()  # per rank: in flight on its embedding's / head's chunk (0: none)
 
 
 def class_scenario(base: Scenario, layout: ParallelLayout) -> Scenario:
@@ -184,7 +188,9 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
         short = schedule_profile(schedule, pp, m, virtual_stages, layers, first_dense, mtp_layers)
         if schedule == "gpipe":  # every forward runs before any backward: all micro-batches in flight
             ranks = tuple((held, float(num_micro_batches)) for held, _ in short.ranks)
-            return replace(short, ranks=ranks)
+            ends = tuple((float(num_micro_batches) if f else 0.0, float(num_micro_batches) if la else 0.0)
+                         for f, la in zip(short.firsts, short.lasts, strict=True))
+            return replace(short, ranks=ranks, ends=ends)
         return short
     actions = build_schedule(schedule, pp, num_micro_batches, virtual_stages)
     graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
@@ -197,7 +203,7 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
         ms = graph.rank_model_stages(r)
         held = sum(model_counts[k] for k in ms)
         ranks.append((held, layers_in_flight(actions[r], r, graph, counts) / held))
-        ends.append(_ends(actions[r], ms, last_model) if graph.chunks > 1 and (0 in ms or last_model in ms) else None)
+        ends.append(_ends(actions[r], ms, last_model))
         moe_held.append(sum(max(0, model_counts[k] - max(0, first_dense - starts[k])) for k in ms))
         firsts.append(0 in ms)
         lasts.append(last_model in ms)
@@ -219,8 +225,8 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
 
 
 def _ends(actions, model_stages: tuple[int, ...], last_model: int) -> tuple[float, float]:
-    """As clustersim.engine.memory_plan._chunk_in_flight, for the chunks running model stage 0
-    and the last model stage."""
+    """As clustersim.engine.memory_plan.chunk_in_flight, for the chunks running model stage 0
+    and the last model stage (0 where the rank holds neither)."""
     def peak(stage: int) -> float:
         chunks = [c for c, m in enumerate(model_stages) if m == stage]
         return float(max_in_flight(tuple(a for a in actions if a.chunk in chunks))) if chunks else 0.0
@@ -352,39 +358,74 @@ def _plain_bound_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_mic
 
 
 class MemoryModel:
-    """``clustersim.memory.memory_report(...).peak_bytes_per_gpu`` assembled from the memory
-    model's own parts, each cached at the coarsest key it depends on, so that a layout costs a
-    few dictionary look-ups. The sum is memory_report's (clustersim/memory/report.py): rounded
-    states + rounded activations + rounded buffers + workspace; every term grows with the layers
-    held and the micro-batches in flight. tests/sweep/test_screen.py checks equality with
-    memory_report on random layouts."""
+    """``clustersim.memory.memory_report(...)`` of a pipeline rank assembled from the memory
+    model's own parts (clustersim/memory/report.py: ``states``, ``activation_parts``,
+    ``buffer_bytes``, ``assemble``), each cached at the coarsest key it depends on, so that a
+    layout costs a few dictionary look-ups. tests/sweep/test_screen.py checks equality with the
+    engine's memory on random layouts."""
 
     def __init__(self, base: Scenario) -> None:
         self.model, self.dtype = base.model, base.training.dtype
-        self.attention = resolve_attention(base.training.attention, base.cluster.gpu.name)
-        self._states: dict[tuple[int, ...], int] = {}
-        self._acts: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
-        self._comm: dict[tuple[object, ...], int] = {}
+        self.framework = base.framework
+        self.kernels = scenario_kernels(base)
+        self.capacity = base.cluster.gpu.hbm_capacity_bytes
+        self._states: dict[tuple[object, ...], tuple[int, int, int]] = {}
+        self._units: dict[tuple[object, ...], LayerUnits] = {}
+        self._buffers: dict[tuple[object, ...], tuple[float, float, int]] = {}
+        self._factors: dict[tuple[object, ...], tuple[float, float]] = {}
+
+    def report(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
+               ends: tuple[float, float], moe_held: int | None = None) -> MemoryReport:
+        """The rank's MemoryReport (as the engine's ``memory_report``)."""
+        *parts, host = self._parts(p, rank, held, in_flight, first, last, ends, moe_held)
+        return assemble(*parts, rank, host)
+
+    def rank_key(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
+                 ends: tuple[float, float], moe_held: int | None = None) -> tuple[int, int, int]:
+        """(verdict index, reserved peak, -rank) of a rank, without building its MemoryReport."""
+        st, act, trans, buf, nccl, _, factors, _ = self._parts(p, rank, held, in_flight, first, last, ends, moe_held)
+        *_, peak, interval = peak_numbers(st, act, trans, buf, nccl, factors)
+        return verdict_index(interval, self.capacity), peak, -rank
+
+    def _parts(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
+               ends: tuple[float, float], moe_held: int | None = None) -> tuple:
+        k = float(in_flight)
+        moe_layers = (held if moe_held is None else moe_held) if self.model.is_moe else None
+        skey = (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, p.adam_moment_bytes, held, moe_layers,
+                first, last)
+        st = self._states.get(skey)
+        if st is None:
+            st = self._states[skey] = states(self.model, p, self.dtype, held, first, last, self.framework, moe_layers)
+        bkey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
+                p.dp_bucket_params, p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch, p.reshard_after_forward,
+                p.num_micro_batches > 1, held, first, last)
+        buf = self._buffers.get(bkey)
+        if buf is None:
+            held_b, backward_b = buffer_bytes(self.model, p, self.dtype, held, first, last, self.framework)
+            buf = self._buffers[bkey] = (held_b, backward_b, nccl_buffer_bytes(p))
+        if uniform_policies(p):
+            pol = RankPolicies(((p.recompute, held),) if held else (), 1)
+        else:
+            pol = rank_policies(p, self.model.layers, rank)
+        share = moe_share(self.model, held, moe_layers)
+        ukey = (p.tp, p.cp, p.ep, p.etp, p.cp_comm, p.micro_batch, p.sequence_parallel, p.recompute_modules,
+                tuple(n for n, _ in pol.counts), pol.group_layers, share)
+        units = self._units.get(ukey)
+        if units is None:
+            units = self._units[ukey] = layer_units(self.model, p, self.dtype, self.framework, self.kernels, pol,
+                                                    share)
+        act, trans = combine(units, pol, held, k, first, last, ends, buf[1])
+        st, act, host = offload(p, st, act, k, held, last)
+        fkey = (p.cp,)
+        factors = self._factors.get(fkey)
+        if factors is None:
+            factors = self._factors[fkey] = interval_factors(self.model, p, self.framework)
+        return st, act, trans, buf[0], buf[2], self.capacity, factors, host
 
     def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool,
-                   moe_held: int | None = None, ends: tuple[float, float] | None = None) -> int:
+                   rank: int = 0, ends: tuple[float, float] | None = None, moe_held: int | None = None) -> int:
         k = float(in_flight)
-        moe_n = held if moe_held is None and self.model.is_moe else (moe_held or 0)
-        skey = (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, held, moe_n, first, last)
-        states = self._states.get(skey)
-        if states is None:
-            states = self._states[skey] = state_parts(self.model, p, self.dtype, held, first, last, moe_n)
-        akey = (p.tp, p.cp, p.ep, p.etp, p.cp_comm, p.micro_batch, p.sequence_parallel, p.recompute)
-        acts = self._acts.get(akey)
-        if acts is None:
-            acts = self._acts[akey] = activation_parts(self.model, p, self.dtype, self.attention)
-        parts = assemble(p, states, acts, held, moe_n, k, first, last, ends)
-        ckey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
-                p.dp_bucket_params, held)
-        comm = self._comm.get(ckey)
-        if comm is None:
-            comm = self._comm[ckey] = int(round(_comm_buffer_bytes(self.model, p, self.dtype, held)))
-        return sum(int(round(x)) for x in parts[:4]) + comm + CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES
+        return self.rank_key(p, rank, held, k, first, last, (k, k) if ends is None else ends, moe_held)[1]
 
 
 class Screen:
@@ -407,10 +448,30 @@ class Screen:
             u = self._units[key] = unit_times(class_scenario(self.base, layout))
         return u
 
+    def worst(self, layout: ParallelLayout, profile: ScheduleProfile,
+              cache: dict[tuple[object, ...], tuple[int, int, int]] | None = None) -> tuple[int, int]:
+        """(verdict index, reserved peak) of the pipeline rank that decides the verdict (the
+        engine's ``worst_stage``). ``cache`` shares ranks between schedules of one layout
+        (uniform recompute policies only)."""
+        uniform = cache is not None or uniform_policies(layout)
+        best: tuple[int, int, int] | None = None
+        for r in profile.check_ranks if uniform else range(layout.pp):
+            held, inflight = profile.ranks[r]
+            first, last, ends, moe = profile.firsts[r], profile.lasts[r], profile.ends[r], profile.moe_held[r]
+            key = (r, held, inflight, ends, first, last, moe)
+            entry = cache.get(key) if cache is not None else None
+            if entry is None:
+                entry = self.memory.rank_key(layout, r, held, inflight, first, last, ends, moe)
+                if cache is not None:
+                    cache[key] = entry
+            if best is None or entry > best:
+                best = entry
+        assert best is not None
+        return best[0], best[1]
+
     def peak_bytes(self, layout: ParallelLayout, profile: ScheduleProfile) -> int:
-        """Peak memory per GPU over the pipeline ranks (the engine's ``rank_memory`` worst case)."""
-        return max(self.memory.peak_bytes(layout, *profile.ranks[r], profile.firsts[r], profile.lasts[r],
-                                          profile.moe_held[r], profile.ends[r]) for r in profile.check_ranks)
+        """Peak memory per GPU of the deciding rank."""
+        return self.worst(layout, profile)[1]
 
     def extra(self, layout: ParallelLayout, u: UnitTimes) -> Extra:
         """ZeRO-3 gathers and the pipeline transfer of this layout (``engine.zero``, ``engine.groups``)."""
@@ -523,12 +584,12 @@ def screen_for(base: Scenario) -> Screen:
 
 def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                  space: SearchSpace) -> np.ndarray:
-    """Rows ``layout_key + (fits, peak_bytes_per_gpu, bound_step_time_s)`` of the layouts of ``shape`` with these micro-batch
+    """Rows ``layout_key + (fits, peak_bytes_per_gpu, bound_step_time_s, verdict)`` (verdict: the index in
+    clustersim.memory.report.VERDICTS; fits = not does-not-fit) of the layouts of ``shape`` with these micro-batch
     sizes, in the order of ``space.shape_layouts`` (the loops below are its loops; work that
     does not depend on an inner loop's option is done outside it)."""
     sc = screen_for(base)
     model, tmpl = base.model, base.parallel
-    capacity = base.cluster.gpu.hbm_capacity_bytes
     gb, layers = tmpl.global_batch, model.layers
     sps = sequence_parallel_options(model, shape, space)
     zeros = zero_options(shape, space, tmpl.hsdp_replicas)
@@ -542,11 +603,13 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
         for zero in zeros:
             for rec in space.recompute:
                 for sp in sps:
-                    # the template carries the options the sweep does not search (overlaps, FSDP settings)
+                    # the template carries the options the sweep does not search (overlaps, FSDP
+                    # settings, partial recompute)
                     p0 = replace(tmpl, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
                                  expert_tp=shape.etp, sequence_parallel=sp, zero_stage=zero, micro_batch=mb,
                                  global_batch=gb, recompute=rec, schedule="1f1b", virtual_stages=1,
                                  offload_optimizer=False)
+                    uniform = uniform_policies(p0)
                     u = sc.unit_times(p0)
                     x = sc.extra(p0, u)
                     pipe = bounds.get((rec, sp, zero == 3))
@@ -554,18 +617,16 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                         pipe = bounds[(rec, sp, zero == 3)] = [pipeline_bound_s(u, x, prof, nmb) for prof in profiles]
                     key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, shape.etp, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
+                    ranks: dict[bool, dict[tuple[object, ...], tuple[int, int, int]]] = {}
                     for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
                         if not schedule_zero_ok(sched, zero):
                             continue
                         for off in offloads:
                             p = replace(p0, offload_optimizer=off) if off else p0
-                            peak = 0
-                            for r in prof.check_ranks:
-                                held, inflight = prof.ranks[r]
-                                peak = max(peak, sc.memory.peak_bytes(p, held, inflight, prof.firsts[r], prof.lasts[r],
-                                                                      prof.moe_held[r], prof.ends[r]))
+                            pv = p if uniform else replace(p, schedule=sched, virtual_stages=v)
+                            verdict, peak = sc.worst(pv, prof, ranks.setdefault(off, {}) if uniform else None)
                             bound = pipe_s + sc.optimizer_s(p, u, prof) + (sc.tail_s(p, u, prof)
                                                                             if prof.backward_chain else 0.0)
-                            rows.append((*key_head, SCHEDULES.index(sched), v, int(off), float(peak <= capacity),
-                                         float(peak), bound * (1.0 - BOUND_SLACK)))
-    return np.array(rows, dtype=np.float64).reshape(len(rows), 16)
+                            rows.append((*key_head, SCHEDULES.index(sched), v, int(off), float(verdict != 2),
+                                         float(peak), bound * (1.0 - BOUND_SLACK), float(verdict)))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 17)
