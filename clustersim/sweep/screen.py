@@ -153,7 +153,9 @@ def unit_times(rep: Scenario) -> UnitTimes:
     stage = build_step_work(rep).stages[0]
     fwd, bwd, params = stage.forward, stage.backward, stage.unit_params
     n, k = stage.num_layers, rep.model.mtp_layers
-    layers_f, layers_b = fwd[1:1 + n], bwd[1 + k:1 + k + n]
+    # the layers of one kind share one op tuple (engine.stages): price each distinct tuple once
+    layers_f = {id(w): w for w in fwd[1:1 + n]}.values()
+    layers_b = {id(w): w for w in bwd[1 + k:1 + k + n]}.values()
     last_f = sum(unit_time(rep, w).time_s for w in (*fwd[1 + n:-1], fwd[-1]))
     last_b = sum(unit_time(rep, w).time_s for w in bwd[:1 + k])
     return UnitTimes(
