@@ -7,6 +7,7 @@ import functools
 from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
 from clustersim.engine.analytical import estimate_step
+from clustersim.engine.budget import check_step_budget
 from clustersim.engine.memory_plan import rank_memory
 from clustersim.engine.sim import SimResult, simulate_step
 from clustersim.parallel.pipeline import build_schedule, validate_schedule
@@ -40,6 +41,7 @@ def _report(scenario: Scenario, engine: str, step_time_s: float, breakdown: dict
 
 def simulate_with_timeline(scenario: Scenario, record: bool = True) -> tuple[StepReport, SimResult]:
     """The event-driven simulation and its raw result (timeline for traces)."""
+    check_step_budget(scenario, "event")
     _schedule(scenario)
     result = simulate_step(scenario, record=record)
     closed = estimate_step(scenario)
@@ -55,6 +57,7 @@ def simulate(scenario: Scenario) -> StepReport:
 
 def estimate(scenario: Scenario) -> StepReport:
     """One step through the closed-form twin (no contention): fast, for sweeps."""
+    check_step_budget(scenario, "analytical")
     _schedule(scenario)
     closed = estimate_step(scenario)
     return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank)

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from clustersim.inputs import read_text
+
 RECORDS_FILE = "records.jsonl"
 
 
@@ -41,7 +43,8 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.exists():
         return []
-    return list(_parse_lines(p.read_text(encoding="utf-8").splitlines()))
+    text = read_text(p, "--out", "a validation records file (JSON lines, UTF-8)", allow_empty=True)
+    return list(_parse_lines(text.splitlines()))
 
 
 def _parse_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:

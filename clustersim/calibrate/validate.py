@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -76,8 +77,15 @@ def _check_options(opts: ValidateOptions) -> None:
         raise InputError("--nprocs", opts.nprocs, "2..64 ranks")
     if opts.netns and opts.backend == "nccl":
         raise InputError("--netns", True, "gloo only (NCCL ranks talk through GPUs, not namespaces)")
-    if opts.rate_mbit <= 0:
-        raise InputError("--rate-mbit", opts.rate_mbit, "a positive rate in Mbit/s")
+    if not (math.isfinite(opts.rate_mbit) and 0 < opts.rate_mbit <= 1e6):
+        raise InputError("--rate-mbit", opts.rate_mbit, "a rate in Mbit/s, 0 < rate <= 1e6 (1 Tbit/s)")
+    if not (math.isfinite(opts.delay_us) and 0 <= opts.delay_us <= 1e7):
+        raise InputError("--delay-us", opts.delay_us, "a one-way delay in microseconds, 0..1e7 (10 s)")
+    try:  # fail before any rank starts, not when the first record is written
+        opts.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError("--out", str(opts.out_dir), f"a directory that exists or can be created "
+                                                     f"({exc.strerror or exc})") from None
     if opts.backend == "nccl":
         import torch
         if torch.cuda.device_count() < opts.nprocs:

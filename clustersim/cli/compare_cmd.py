@@ -11,6 +11,7 @@ from rich.table import Table
 from clustersim.errors import InputError
 from clustersim.scenario import load_scenario
 from clustersim.sweep.compare import (
+    check_compare_size,
     compare_cluster,
     parse_list,
     parse_prices,
@@ -85,6 +86,9 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
                 "price_per_gpu_hour_usd": price, "cost_usd": cost.cost_usd,
                 "layouts_evaluated": result.evaluated, "layouts_feasible": result.fitting,
             })
+    except KeyboardInterrupt:
+        pool.terminate()  # Ctrl-C: stop the workers now (clustersim.cli prints one line, exit 130)
+        raise
     finally:
         pool.close()
     return rows
@@ -112,6 +116,7 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, tokens: str,
     on each cluster and size, its step time, MFU, time to train --tokens and cost."""
     presets = parse_list(clusters, "--clusters")
     sizes = parse_list(nodes, "--nodes", int) if nodes else None
+    check_compare_size(presets, sizes)
     n_tokens = parse_tokens(tokens)
     prices = parse_prices(price, presets)
     if plot:

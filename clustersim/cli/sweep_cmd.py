@@ -19,6 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from clustersim.errors import Interrupted
 from clustersim.scenario import load_scenario
 from clustersim.sweep.executors import EXECUTORS, make_executor
 from clustersim.sweep.output import check_table_path, write_table
@@ -125,18 +126,29 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, p
                       SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes))
     started = time.perf_counter()
     pool = make_executor(executor, scheduler, workers)
+    written: list[str] = []
     try:
-        with progress_bar(not no_progress) as update:
-            result = run_sweep(spec, pool, rerank=rerank, keep=top_k, pareto=pareto, progress=update)
-    finally:
-        pool.close()
-    elapsed_s = time.perf_counter() - started
-    if out:
-        write_table(result.to_frame(), out)
-    s = spec.scenario
-    title = f"{s.model.name} on {s.cluster.num_gpus} GPUs ({s.cluster.name}), global batch {s.parallel.global_batch}"
-    if plot:
-        plot_result(result, plot, title)
+        try:
+            with progress_bar(not no_progress) as update:
+                result = run_sweep(spec, pool, rerank=rerank, keep=top_k, pareto=pareto, progress=update)
+        except KeyboardInterrupt:
+            pool.terminate()
+            raise
+        finally:
+            pool.close()
+        elapsed_s = time.perf_counter() - started
+        if out:
+            write_table(result.to_frame(), out)  # atomic: the whole table or no file
+            written.append(out)
+        s = spec.scenario
+        title = f"{s.model.name} on {s.cluster.num_gpus} GPUs ({s.cluster.name}), global batch {s.parallel.global_batch}"
+        if plot:
+            plot_result(result, plot, title)
+            written.append(plot)
+    except KeyboardInterrupt:
+        missing = [f for f in (out, plot) if f and f not in written]
+        raise Interrupted("sweep stopped" + (f"; {' and '.join(missing)} not written" if missing else "")
+                          + (f"; {' and '.join(written)} written in full" if written else "")) from None
     click.echo(f"swept {result.evaluated} layouts ({result.fitting} fit in memory, {result.estimated} in closed "
                f"form, {result.simulated} in the event engine) in {elapsed_s:.1f} s "
                f"({result.evaluated / elapsed_s:,.0f} layouts/s) on {executor}", err=True)

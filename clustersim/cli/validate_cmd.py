@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from clustersim.errors import InputError
+from clustersim.errors import InputError, Interrupted
 
 
 @click.command("validate")
@@ -36,6 +36,7 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
 
     from clustersim.calibrate.compare import render_table
     from clustersim.calibrate.launch import RunError
+    from clustersim.calibrate.store import RECORDS_FILE, read_records
     from clustersim.calibrate.validate import ValidateOptions, default_out_dir
     from clustersim.calibrate.validate import validate as run_validate
 
@@ -57,6 +58,11 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
             result = run_validate(opts, progress)
         except RunError as exc:
             raise click.ClickException(str(exc)) from None
+        except KeyboardInterrupt:  # the ranks were stopped on the way out (calibrate.launch)
+            records = opts.out_dir / RECORDS_FILE
+            kept = len(read_records(records))
+            raise Interrupted(f"{kept} measured records kept in {records}; run the same command to resume "
+                              "after them") from None
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
         return

@@ -55,6 +55,27 @@ class _Gathers:
         return self.events[k] if k < len(self.events) else None
 
 
+def tiers_used_beside_compute(scenario: Scenario, work: StepWork, dp: DpPlan) -> frozenset[str]:
+    """Link tiers that DP collectives or pipeline transfers use while compute runs."""
+    groups = [dp.grad_buckets, dp.param_gathers]
+    if dp.zero3 is not None:
+        groups += [dp.zero3.gather, dp.zero3.reduce]
+    plans = [plan for group in groups for items in group.values() for _, plan in items]
+    plans += [plan for items in dp.after_backward.values() for _, plan in items]
+    par = scenario.parallel
+    if par.pp * par.virtual_stages > 1:
+        plans += [pp_plan(scenario, work.p2p_bytes, r) for r in range(par.pp)]
+    return frozenset(ph.tier for plan in plans for ph in plan.phases)
+
+
+def unit_isolated(unit: CompiledUnit, shared_tiers: frozenset[str]) -> bool:
+    """True if no other transfer can share a link with this unit's collectives, so that its
+    contention-free duration is exact (then one timeout stands for the whole unit)."""
+    overlapped = any(s.plan is not None and s.overlapped for s in unit.steps)
+    collectives = sum(1 for s in unit.steps if s.plan is not None)
+    return not (unit.tiers & shared_tiers) and (not overlapped or collectives == 1)
+
+
 class _StepSim:
     def __init__(self, scenario: Scenario, record: bool) -> None:
         par = scenario.parallel
@@ -83,15 +104,7 @@ class _StepSim:
         self.shared_tiers = self._tiers_used_beside_compute()
 
     def _tiers_used_beside_compute(self) -> frozenset[str]:
-        """Link tiers that DP collectives or pipeline transfers use while compute runs."""
-        groups = [self.dp.grad_buckets, self.dp.param_gathers]
-        if self.z3 is not None:
-            groups += [self.z3.gather, self.z3.reduce]
-        plans = [plan for group in groups for items in group.values() for _, plan in items]
-        plans += [plan for items in self.dp.after_backward.values() for _, plan in items]
-        if self.num_global > 1:
-            plans += [pp_plan(self.sc, self.work.p2p_bytes, r) for r in range(self.pp)]
-        return frozenset(ph.tier for plan in plans for ph in plan.phases)
+        return tiers_used_beside_compute(self.sc, self.work, self.dp)
 
     # -- communication ---------------------------------------------------------------------
     def _run_plan(self, rank: int, plan: CollectivePlan, cause: str | None = None) -> Proc:
@@ -156,10 +169,7 @@ class _StepSim:
         contention-free duration is exact (then one timeout stands for the whole unit)."""
         known = self._isolation.get(id(unit))
         if known is None:
-            overlapped = any(s.plan is not None and s.overlapped for s in unit.steps)
-            collectives = sum(1 for s in unit.steps if s.plan is not None)
-            known = not (unit.tiers & self.shared_tiers) and (not overlapped or collectives == 1)
-            self._isolation[id(unit)] = known
+            known = self._isolation[id(unit)] = unit_isolated(unit, self.shared_tiers)
         return known
 
     def _quiet(self, rank: int, units: list[CompiledUnit]) -> bool:

@@ -12,7 +12,7 @@ run the same collective at the same time, so they share the node's NICs).
 
 from __future__ import annotations
 
-from collections import Counter
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -51,6 +51,37 @@ def _check_fits(layout: ParallelLayout, cluster: ClusterSpec) -> None:
             f"a product equal to the GPU count {cluster.num_gpus}")
 
 
+def _members_on_node(node: int, start: int, stride: int, size: int, gpus_per_node: int) -> int:
+    """Members ``start + k * stride`` (``0 <= k < size``) on ``node``."""
+    lo, hi = node * gpus_per_node, (node + 1) * gpus_per_node - 1
+    k_lo = max(0, -(-(lo - start) // stride))
+    k_hi = min(size - 1, (hi - start) // stride)
+    return max(0, k_hi - k_lo + 1)
+
+
+def group_shape_on_nodes(start: int, stride: int, size: int, gpus_per_node: int) -> tuple[int, int] | None:
+    """``(members per node, nodes)`` of the group ``range(start, start + size * stride, stride)``
+    on nodes of ``gpus_per_node`` GPUs, or None when nodes hold different numbers of members.
+
+    O(min(stride, gpus_per_node)), whatever the group size (a 100,000,000-node data-parallel group
+    included): members ``stride >= gpus_per_node`` apart sit one per node; closer members touch
+    every node from the first to the last, and the inner nodes' counts repeat with a period of
+    ``stride / gcd(stride, gpus_per_node)`` nodes (node ``n`` starts at ``n * gpus_per_node``, whose
+    offset from the progression repeats modulo ``stride``), so the first node, one period of inner
+    nodes and the last node hold every count there is.
+    """
+    if stride >= gpus_per_node:
+        return (1, size)
+    first = start // gpus_per_node
+    last = (start + (size - 1) * stride) // gpus_per_node
+    period = stride // math.gcd(stride, gpus_per_node)
+    nodes = {*range(first, min(first + period, last - 1) + 1), last}
+    counts = {_members_on_node(n, start, stride, size, gpus_per_node) for n in nodes}
+    if len(counts) != 1:
+        return None
+    return (counts.pop(), last - first + 1)
+
+
 def axis_shape(layout: ParallelLayout, cluster: ClusterSpec, axis: str) -> AxisShape:
     """The shape shared by all groups of ``axis`` (see :func:`axis_shape_for`)."""
     _check_fits(layout, cluster)
@@ -69,28 +100,27 @@ def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str) -> Axi
     block = stride * size
     # every group is the progression range(start, start + block, stride) with start = b * block + i
     # (groups.rank_groups), so two groups whose starts agree modulo gpus_per_node are translations
-    # by whole nodes and have the same shape: at most gpus_per_node distinct shapes to look at
-    shapes = set()
+    # by whole nodes and have the same shape: at most gpus_per_node distinct shapes to look at.
+    # b * block and i only matter modulo gpus_per_node, so b and i need not run further than that.
+    shapes: set[tuple[int, int] | None] = set()
     seen_offsets: set[int] = set()
-    for b in range(layout.num_gpus // block):
-        for i in range(stride):
+    for b in range(min(layout.num_gpus // block, gpus_per_node)):
+        for i in range(min(stride, gpus_per_node)):
             start = b * block + i
             offset = start % gpus_per_node
             if offset in seen_offsets:
                 continue
             seen_offsets.add(offset)
-            per_node = Counter(rank // gpus_per_node for rank in range(start, start + block, stride))
-            counts = set(per_node.values())
-            shapes.add((counts.pop(), len(per_node)) if len(counts) == 1 else ("uneven", start))
+            shapes.add(group_shape_on_nodes(start, stride, size, gpus_per_node))
         if len(seen_offsets) == gpus_per_node:
             break
-    if len(shapes) != 1 or "uneven" in next(iter(shapes)):
+    if len(shapes) != 1 or None in shapes:
         raise InputError(
             "parallel", f"{axis} groups of {layout.tp}x{layout.cp}x{layout.dp}x{layout.pp} (tp x cp x dp x pp)"
                         f" on nodes of {gpus_per_node} GPUs",
             f"a layout whose {axis} groups all have the same shape on the nodes "
             "(make the GPU count per node a multiple or divisor of each group stride)")
-    ranks_per_node, num_nodes = shapes.pop()
+    ranks_per_node, num_nodes = shapes.pop()  # type: ignore[misc]
     # the groups partition the ranks and each has ranks_per_node members on every node it touches,
     # so a node's GPUs (fewer when the whole job is smaller than a node) split into equal groups
     concurrent = min(gpus_per_node, layout.num_gpus) // ranks_per_node
