@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
@@ -10,12 +13,18 @@ from clustersim.engine.analytical import estimate_step
 from clustersim.engine.budget import check_step_budget
 from clustersim.engine.memory_plan import rank_memory
 from clustersim.engine.sim import SimResult, simulate_step
+from clustersim.errors import InputError
 from clustersim.parallel.pipeline import build_schedule, validate_schedule
 from clustersim.report import StepReport
 from clustersim.scenario import Scenario, load_scenario, scenario_from_dict
 
-__all__ = ["StepReport", "estimate", "load_scenario", "plan_collective", "scenario_from_dict", "simulate",
-           "simulate_with_timeline"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from clustersim.sweep.runner import SweepResult
+
+__all__ = ["StepReport", "compare_frame", "estimate", "load_scenario", "plan_collective", "report_html",
+           "scenario_from_dict", "simulate", "simulate_with_timeline", "sweep", "sweep_frame"]
 
 
 def _schedule(scenario: Scenario):
@@ -61,3 +70,95 @@ def estimate(scenario: Scenario) -> StepReport:
     _schedule(scenario)
     closed = estimate_step(scenario)
     return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank)
+
+
+# ---------------------------------------------------------------------------------------------
+# notebooks: DataFrames and pages
+
+def _as_scenario(scenario: Scenario | str | Path | None) -> Scenario:
+    if isinstance(scenario, Scenario):
+        return scenario
+    if scenario is None or isinstance(scenario, (str, Path)):
+        return load_scenario(scenario)
+    raise InputError("scenario", type(scenario).__name__, "a Scenario, a scenario file path, or None (the default)")
+
+
+def sweep(scenario: Scenario | str | Path | None = None, *, gpus: int | None = None, top: int = 10, rerank: int = 8,
+          pareto: bool = False, executor: str = "local", workers: int | None = None) -> SweepResult:
+    """`clustersim sweep` as a function: every layout of the scenario's model on its cluster
+    (resized to ``gpus``), ranked. The result shows its top layouts in Jupyter; ``.to_frame()``
+    gives every layout as a DataFrame."""
+    from clustersim.sweep.executors import make_executor
+    from clustersim.sweep.runner import run_sweep, sweep_spec
+
+    spec = sweep_spec(_as_scenario(scenario), gpus)
+    pool = make_executor(executor, None, workers)
+    try:
+        return run_sweep(spec, pool, rerank=rerank, keep=top, pareto=pareto)
+    finally:
+        pool.close()
+
+
+def sweep_frame(scenario: Scenario | str | Path | None = None, **options: Any) -> pd.DataFrame:
+    """Every screened layout of a sweep, best first (the columns of `clustersim sweep --out`;
+    ``rank`` 0 marks layouts that do not fit or were bounded out). Options as for ``sweep``."""
+    return sweep(scenario, **options).to_frame()
+
+
+def compare_frame(scenario: str | Path | None = None, clusters: Sequence[str] = ("dgx-a100", "dgx-h100"), *,
+                  nodes: Sequence[int] | None = None, tokens: str | float = "1T",
+                  prices: Mapping[str, float] | float | None = None, overrides: Sequence[str] = (),
+                  executor: str = "local", workers: int | None = None, rerank: int = 4) -> pd.DataFrame:
+    """`clustersim compare` as a DataFrame: one row per cluster and node count with its best
+    layout (``best_layout.tp`` ...), step time, MFU, time to train, GPU-hours and cost (and the
+    ``*_lo``/``*_hi`` columns of a row's interval, ``energy_kwh``, where the rows carry them).
+    ``scenario`` is a scenario file (or None: the embedded default), ``overrides`` its ``--set``."""
+    from clustersim.cli.compare_cmd import compare_rows
+    from clustersim.sweep.compare import parse_tokens
+
+    if scenario is not None and not isinstance(scenario, (str, Path)):
+        raise InputError("scenario", type(scenario).__name__, "a scenario file path, or None (the default)")
+    presets = list(clusters)
+    if isinstance(prices, (int, float)):
+        price_map = {c: float(prices) for c in presets}
+    else:
+        price_map = {str(k): float(v) for k, v in (prices or {}).items()}
+    rows = compare_rows(None if scenario is None else str(scenario), tuple(overrides), presets,
+                        list(nodes) if nodes else None, parse_tokens(tokens), price_map, executor, None, workers,
+                        rerank)
+    return rows_frame(rows)
+
+
+def rows_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Comparison rows as a flat DataFrame: nested layouts become ``best_layout.tp`` ..., a row's
+    ``interval`` becomes ``QUANTITY_lo``/``QUANTITY_hi`` columns; ``layout`` is the short form."""
+    import pandas as pd
+
+    from clustersim.html.sweep_page import layout_label
+
+    flat: list[dict[str, Any]] = []
+    for row in rows:
+        out: dict[str, Any] = {}
+        for key, value in row.items():
+            if key == "interval" and isinstance(value, Mapping):
+                for q, v in value.items():
+                    if isinstance(v, (list, tuple)) and len(v) == 2:
+                        out[f"{q}_lo"], out[f"{q}_hi"] = v
+                    else:
+                        out[f"interval.{q}"] = v
+            elif isinstance(value, Mapping):
+                out.update({f"{key}.{k}": v for k, v in value.items()})
+            else:
+                out[key] = value
+        if isinstance(row.get("best_layout"), Mapping):
+            out["layout"] = layout_label(row["best_layout"])
+        flat.append(out)
+    return pd.DataFrame(flat)
+
+
+def report_html(report: StepReport, timeline: Any = None, scenario: Mapping[str, Any] | None = None) -> str:
+    """The page `clustersim run --html` writes, as a string (``timeline``: ``SimResult.timeline``
+    from ``simulate_with_timeline``; ``scenario``: the scenario mapping to show as YAML)."""
+    from clustersim.html.run_page import run_page
+
+    return run_page(report, timeline, scenario)

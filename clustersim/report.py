@@ -78,3 +78,9 @@ class StepReport:
         if self.analytical_step_time_s is not None:
             out["analytical_step_time_s"] = self.analytical_step_time_s
         return out
+
+    def _repr_html_(self) -> str:
+        """Rich display in Jupyter (clustersim/html/notebook.py)."""
+        from clustersim.html.notebook import report_html
+
+        return report_html(self)

@@ -363,6 +363,9 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
         if model.moe_experts % par.ep or (par.dp * par.cp) % par.ep:
             raise InputError("parallel.ep", par.ep,
                              f"a divisor of model.moe.experts ({model.moe_experts}) and of dp * cp ({par.dp * par.cp})")
+    if par.zero_stage == 3 and (par.dp * par.cp) % par.hsdp_replicas:
+        raise InputError("parallel.fsdp.hsdp_replicas", par.hsdp_replicas,
+                         f"a divisor of dp * cp ({par.dp * par.cp})")
     if model.is_moe and not 1 <= model.moe_top_k <= model.moe_experts:
         raise InputError("model.moe.top_k", model.moe_top_k, f"1..{model.moe_experts}")
 
@@ -406,8 +409,6 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     fsdp = p.fsdp or FsdpSection()
     if p.fsdp is not None and p.zero_stage != 3:
         raise InputError("parallel.fsdp", p.fsdp.model_dump(), "only with parallel.zero_stage: 3")
-    if dp % fsdp.hsdp_replicas:
-        raise InputError("parallel.fsdp.hsdp_replicas", fsdp.hsdp_replicas, f"a divisor of parallel.dp ({dp})")
     overlaps = {key: framework_value if value is None else value for key, value, framework_value in (
         ("overlap_grad_reduce", p.overlap_grad_reduce, framework.overlap_grad_reduce),
         ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}

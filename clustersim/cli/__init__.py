@@ -27,6 +27,8 @@ _COMMANDS = {
     "compare": ("clustersim.cli.compare_cmd", "compare"),
     "validate": ("clustersim.cli.validate_cmd", "validate"),
     "calibrate": ("clustersim.cli.calibrate_cmd", "calibrate"),
+    "serve": ("clustersim.cli.serve_cmd", "serve"),
+    "import": ("clustersim.cli.import_cmd", "import_"),
     "goodput": ("clustersim.cli.goodput_cmd", "goodput"),
 }
 

@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from clustersim.errors import InputError
-from clustersim.scenario import load_scenario
+from clustersim.html import check_html_path, write_html
+from clustersim.scenario import apply_overrides, load_scenario, read_scenario_dict
 from clustersim.sweep.compare import (
     check_compare_size,
     compare_cluster,
@@ -107,13 +108,20 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
 @click.option("--rerank", type=click.IntRange(min=1), default=4, show_default=True,
               help="Best layouts per cluster re-ranked with the event engine.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Plot time to train against cost (.png/.svg/.pdf).")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML page: time to train, cost and energy per cluster.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
+              help="Extra hardware profile YAML (e.g. one written by `clustersim calibrate`): its clusters "
+                   "can be named in --clusters.")
 def compare(scenario: str | None, clusters: str, nodes: str | None, tokens: str, price: str | None, executor: str,
-            scheduler: str | None, workers: int | None, rerank: int, plot: str | None, overrides: tuple[str, ...],
-            as_json: bool) -> None:
+            scheduler: str | None, workers: int | None, rerank: int, plot: str | None, html_file: str | None,
+            overrides: tuple[str, ...], as_json: bool, profiles: tuple[str, ...]) -> None:
     """Which cluster trains SCENARIO's model fastest and cheapest: the best layout found by a sweep
     on each cluster and size, its step time, MFU, time to train --tokens and cost."""
+    from clustersim.hardware.load import use_profiles
+    use_profiles(profiles)
     presets = parse_list(clusters, "--clusters")
     sizes = parse_list(nodes, "--nodes", int) if nodes else None
     check_compare_size(presets, sizes)
@@ -121,9 +129,16 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, tokens: str,
     prices = parse_prices(price, presets)
     if plot:
         check_plot_path(plot)
+    if html_file:
+        check_html_path(html_file)
     rows = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers, rerank)
     if plot:
         plot_compare(plot, rows, f"time to train {tokens} tokens against cost")
+    if html_file:
+        from clustersim.html.compare_page import compare_page
+
+        raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
+        write_html(html_file, compare_page(rows, n_tokens, raw))
     if as_json:
         click.echo(json.dumps({"tokens": n_tokens, "rows": rows}, indent=2))
         return

@@ -1,4 +1,4 @@
-"""`clustersim run [SCENARIO] [--json] [--trace FILE] [--set KEY=VALUE ...]`."""
+"""`clustersim run [SCENARIO] [--json] [--trace FILE] [--html FILE] [--set KEY=VALUE ...]`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from rich.table import Table
 from clustersim import units
 from clustersim.api import estimate, simulate_with_timeline
 from clustersim.errors import InputError
-from clustersim.hardware.load import add_profile_file
+from clustersim.hardware.load import use_profiles
+from clustersim.html import check_html_path, write_html
 from clustersim.report import StepReport
-from clustersim.scenario import load_scenario
+from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
 from clustersim.trace import trace_events, write_json_atomic
 
 
@@ -67,24 +68,34 @@ def _render(report: StepReport) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), help="Write a Chrome/Perfetto trace.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field: parallel.tp=4.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML report (timeline, breakdown, memory, scenario).")
 @click.option("--engine", type=click.Choice(["event", "analytical"]), default="event", show_default=True,
               help="event: simpy with link contention; analytical: the closed-form twin.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
               help="Extra hardware profile YAML (e.g. one written by `clustersim validate`).")
-def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: tuple[str, ...], engine: str,
-        profiles: tuple[str, ...]) -> None:
+def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: tuple[str, ...], html_file: str | None,
+        engine: str, profiles: tuple[str, ...]) -> None:
     """Simulate one training step of SCENARIO (an embedded default when omitted)."""
-    for p in profiles:
-        add_profile_file(p)
-    sc = load_scenario(scenario, overrides)
+    if html_file:
+        check_html_path(html_file)
+    use_profiles(profiles)
+    raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
+    sc = scenario_from_dict(raw)
+    timeline = None
     if engine == "analytical":
         if trace_file:
             raise InputError("--trace", trace_file, "only with --engine event")
         report = estimate(sc)
     else:
-        report, result = simulate_with_timeline(sc, record=trace_file is not None)
+        report, result = simulate_with_timeline(sc, record=bool(trace_file or html_file))
+        timeline = result.timeline
         if trace_file:
             write_json_atomic(trace_file, trace_events(result.timeline, sc))
+    if html_file:
+        from clustersim.html.run_page import run_page
+
+        write_html(html_file, run_page(report, timeline, raw))
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:

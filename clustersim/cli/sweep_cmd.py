@@ -20,7 +20,8 @@ from rich.progress import (
 from rich.table import Table
 
 from clustersim.errors import Interrupted
-from clustersim.scenario import load_scenario
+from clustersim.html import check_html_path, write_html
+from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
 from clustersim.sweep.executors import EXECUTORS, make_executor
 from clustersim.sweep.output import check_table_path, write_table
 from clustersim.sweep.plot import check_plot_path, plot_result
@@ -96,6 +97,8 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
 @click.option("--top", "top_k", type=click.IntRange(min=1), default=10, show_default=True, help="Layouts to print.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write every evaluated layout (.csv or .parquet).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Plot tokens/s against peak memory (.png/.svg/.pdf).")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML page: the Pareto front and the top layouts.")
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
               help="local: a process pool on this machine; dask: a Dask cluster; serial: this process.")
 @click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler (tcp://host:8786); default: a LocalCluster.")
@@ -108,9 +111,12 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, plot: str | None, executor: str,
+@click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
+              help="Extra hardware profile YAML (e.g. one written by `clustersim calibrate`).")
+def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, plot: str | None,
+          html_file: str | None, executor: str,
           scheduler: str | None, workers: int | None, rerank: int, pareto: bool, allow_tp_across_nodes: bool,
-          overrides: tuple[str, ...], no_progress: bool, as_json: bool) -> None:
+          overrides: tuple[str, ...], no_progress: bool, as_json: bool, profiles: tuple[str, ...]) -> None:
     """Rank every valid layout of SCENARIO's model on its cluster by tokens/s.
 
     Layouts that do not fit in GPU memory are pruned first; the rest are evaluated in closed form
@@ -118,12 +124,16 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, p
     recompute, sequence parallelism, schedule and virtual stages are searched; the global batch,
     dtype and overlap options come from the scenario.
     """
+    from clustersim.hardware.load import use_profiles
+    use_profiles(profiles)
     if out:
         check_table_path(out)
     if plot:
         check_plot_path(plot)
-    spec = sweep_spec(load_scenario(scenario, overrides), gpus,
-                      SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes))
+    if html_file:
+        check_html_path(html_file)
+    raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
+    spec = sweep_spec(scenario_from_dict(raw), gpus, SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes))
     started = time.perf_counter()
     pool = make_executor(executor, scheduler, workers)
     written: list[str] = []
@@ -145,8 +155,13 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, p
         if plot:
             plot_result(result, plot, title)
             written.append(plot)
+        if html_file:
+            from clustersim.html.sweep_page import sweep_page
+
+            write_html(html_file, sweep_page(result, top_k, raw))
+            written.append(html_file)
     except KeyboardInterrupt:
-        missing = [f for f in (out, plot) if f and f not in written]
+        missing = [f for f in (out, plot, html_file) if f and f not in written]
         raise Interrupted("sweep stopped" + (f"; {' and '.join(missing)} not written" if missing else "")
                           + (f"; {' and '.join(written)} written in full" if written else "")) from None
     click.echo(f"swept {result.evaluated} layouts ({result.fitting} fit in memory, {result.estimated} in closed "

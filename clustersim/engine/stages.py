@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from clustersim.collectives import GroupShape, plan_collective
 from clustersim.compute import (
     CommOp,
     LayerCost,
@@ -102,13 +103,29 @@ def build_step_work(scenario: Scenario) -> StepWork:
     params_per_rank = tuple(
         sum(stages[c * par.pp + r].params for c in range(par.virtual_stages)) for r in range(par.pp)
     )
-    opt = tuple(optimizer_step_time_s(p, par, gpu) for p in params_per_rank)
+    norm_s = grad_norm_all_reduce_s(scenario)
+    opt = tuple(optimizer_step_time_s(p, par, gpu) + norm_s for p in params_per_rank)
     # Pipeline p2p: Megatron splits the [s, b, h] activation across the TP ranks before sending
     # (scatter-gather optimisation, Narayanan et al. 2021 §4.1), so each GPU sends 1/tp of it.
     # Activations cross stages in the compute dtype, fp8 training keeping bf16 activations.
     seq = model.seq_len // par.cp
     p2p = par.micro_batch * seq * model.hidden * activation_bytes(dtype) / par.tp
     return StepWork(tuple(stages), p2p, opt, params_per_rank)
+
+
+def grad_norm_all_reduce_s(scenario: Scenario) -> float:
+    """Gradient clipping's global norm: every rank's partial squared norm is all-reduced (one fp32)
+    before the optimizer can step (Megatron-Core megatron/core/optimizer/clip_grads.py
+    get_grad_norm_fp32: all_reduce over the data-parallel then the model-parallel group;
+    torch.nn.utils.clip_grad_norm_ on torchtitan's DTensors; DeepSpeed's get_global_norm). A
+    latency-bound collective over the whole job, priced by the NCCL model (clustersim.collectives)."""
+    cluster = scenario.cluster
+    gpus = scenario.parallel.num_gpus
+    if gpus == 1:
+        return 0.0
+    per_node = min(gpus, cluster.gpus_per_node)
+    shape = GroupShape(per_node, gpus // per_node)
+    return plan_collective("all_reduce", 4, cluster, shape).time_s
 
 
 def activation_bytes(dtype: str) -> int:

@@ -177,13 +177,12 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
     grad_bytes = _reduce_bytes("bf16" if deepspeed else scenario.framework.grad_reduce_dtype,
                                scenario.training.dtype)
     hsdp = par.hsdp_replicas > 1
-    shard_axis = "fsdp_shard" if hsdp else "dp_cp"
+    shard_axis = zero3_shard_axis(scenario)
     shard_ranks = par.dp * par.cp // par.hsdp_replicas
     edp = par.dp * par.cp // par.ep
 
     def plan(op: str, size_bytes: float, axis: str) -> CollectivePlan:
-        p = comm_plan(scenario, op, size_bytes, axis)
-        return per_gpu_nic(scenario, p, axis) if deepspeed else p
+        return zero3_collective(scenario, op, size_bytes, axis)
 
     gather: dict[tuple[int, int], tuple[Item, ...]] = {}
     reduce: dict[tuple[int, int], tuple[Item, ...]] = {}
@@ -218,13 +217,28 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
                                   comm_plan(scenario, "all_reduce", params * grad_bytes / shard_ranks,
                                             "fsdp_replicate")))
                 reduce[(g, b)] = reduce.get((g, b), ()) + tuple(items)
-    if deepspeed:
-        recompute_regather = par.recompute == "full" and largest > DS_MAX_REUSE_DISTANCE_PARAMS
-        backward_gathers = 2 if recompute_regather else 1
-    else:
-        backward_gathers = 1 if par.reshard_after_forward else 0
     prefetch = 1 if deepspeed else par.fsdp_prefetch
-    return Zero3Plan(impl, prefetch, backward_gathers, gather, reduce)
+    return Zero3Plan(impl, prefetch, zero3_backward_gathers(scenario, largest), gather, reduce)
+
+
+def zero3_backward_gathers(scenario: Scenario, largest_unit_params: int) -> int:
+    """Gathers of a unit's parameters in each backward (module docstring): DeepSpeed re-gathers for
+    the recomputed forward when a unit exceeds stage3_max_reuse_distance; FSDP keeps the forward's
+    parameters when reshard_after_forward is off."""
+    par = scenario.parallel
+    if zero3_impl(scenario) == "deepspeed":
+        return 2 if par.recompute == "full" and largest_unit_params > DS_MAX_REUSE_DISTANCE_PARAMS else 1
+    return 1 if par.reshard_after_forward else 0
+
+
+def zero3_shard_axis(scenario: Scenario) -> str:
+    return "fsdp_shard" if scenario.parallel.hsdp_replicas > 1 else "dp_cp"
+
+
+def zero3_collective(scenario: Scenario, op: str, size_bytes: float, axis: str) -> CollectivePlan:
+    """A ZeRO-3 collective as the implementation runs it (per-GPU NIC rings for DeepSpeed)."""
+    p = comm_plan(scenario, op, size_bytes, axis)
+    return per_gpu_nic(scenario, p, axis) if zero3_impl(scenario) == "deepspeed" else p
 
 
 def per_gpu_nic(scenario: Scenario, plan: CollectivePlan, axis: str) -> CollectivePlan:

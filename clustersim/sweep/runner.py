@@ -132,6 +132,12 @@ class SweepResult:
         """Row indices of the Pareto front (closed-form tokens/s against peak memory)."""
         return pareto_front(self.table)
 
+    def _repr_html_(self) -> str:
+        """Rich display in Jupyter: counts and the top layouts (clustersim/html/notebook.py)."""
+        from clustersim.html.notebook import sweep_html
+
+        return sweep_html(self)
+
     def to_frame(self) -> pd.DataFrame:
         """Every screened layout, best first, as written by ``--out``."""
         t = self.table
@@ -171,7 +177,7 @@ def make_tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int]]:
     """Screening tasks in canonical order and the number of layouts in each."""
     s = spec.scenario
     gb = s.parallel.global_batch
-    units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space))
+    units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space, s.parallel.hsdp_replicas))
              for shape in shapes(s.model, s.cluster, gb, spec.space) for mb in micro_batch_sizes(shape, gb)]
     units = [u for u in units if u[2] > 0]
     total = sum(u[2] for u in units)

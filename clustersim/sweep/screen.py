@@ -41,6 +41,13 @@ from clustersim.engine.groups import comm_plan, pp_plan
 from clustersim.engine.memory_plan import layers_in_flight
 from clustersim.engine.stages import activation_bytes, build_step_work
 from clustersim.engine.units import compile_unit
+from clustersim.engine.zero import (
+    _reduce_bytes,
+    zero3_backward_gathers,
+    zero3_collective,
+    zero3_impl,
+    zero3_shard_axis,
+)
 from clustersim.memory.activations import (
     embedding_activation_bytes,
     layer_activation_bytes,
@@ -96,6 +103,7 @@ class Extra:
     gather_first_s: float = 0.0
     gather_last_s: float = 0.0
     p2p_s: float = 0.0
+    backward_gathers: int = 1  # gathers of a unit in each backward (engine.zero.zero3_backward_gathers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +223,9 @@ def pipeline_bound_s(u: UnitTimes, x: Extra, profile: ScheduleProfile, num_micro
         return _plain_bound_s(u, x.p2p_s, profile, num_micro_batches)
     pp = len(profile.ranks)
     f, b, g = u.layer_f_s, u.layer_b_s, x.gather_layer_s
+    k = x.backward_gathers
+    if k != 1:  # B actions: k gathers per unit; compute after the last gather unknown: take none
+        return _bound_with_backward_gathers(u, x, profile, num_micro_batches)
     n0, nl = profile.first_layers, profile.last_layers
     single = pp == 1 and len(profile.plain_chunks[0]) == 0 and n0 == profile.ranks[0][0]  # one chunk, both ends
     if single:
@@ -240,6 +251,36 @@ def pipeline_bound_s(u: UnitTimes, x: Extra, profile: ScheduleProfile, num_micro
         fill += (first_f if r == 0 else _action_s(c0, f, g)) + x.p2p_s
         if profile.backward_chain:
             fill += (first_b if r == 0 else _action_s(c0, b, g)) + x.p2p_s
+    return best
+
+
+def _bound_with_backward_gathers(u: UnitTimes, x: Extra, profile: ScheduleProfile, num_micro_batches: int) -> float:
+    """``pipeline_bound_s`` when a backward gathers each unit 0 or 2 times: forwards as in
+    ``_action_s``; a backward lasts at least its compute plus its first unit's first gather, and
+    at least all its gathers (the compute after the last one is not counted: a bound)."""
+    pp = len(profile.ranks)
+    f, b, g, k = u.layer_f_s, u.layer_b_s, x.gather_layer_s, x.backward_gathers
+
+    def fwd(n: int, ec: float, eg: float) -> float:
+        return _action_s(n, f, g, ec, eg, ec if n == 0 else None, eg if n == 0 else None)
+
+    def bwd(n: int, ec: float, eg: float) -> float:
+        if k == 0:
+            return n * b + ec
+        first_g = g if n else eg
+        return max(n * b + ec + first_g, k * (n * g + eg))
+
+    best = fill = 0.0
+    for r, (held, _) in enumerate(profile.ranks):
+        ec_f = (u.first_f_s if r == 0 else 0.0) + (u.last_f_s if r == pp - 1 else 0.0)
+        ec_b = (u.first_b_s if r == 0 else 0.0) + (u.last_b_s if r == pp - 1 else 0.0)
+        eg = (x.gather_first_s if r == 0 else 0.0) + (x.gather_last_s if r == pp - 1 else 0.0)
+        work = fwd(held, ec_f, eg) + bwd(held, ec_b, eg)
+        best = max(best, fill + num_micro_batches * work)
+        c0 = profile.chunk0_layers[r]
+        fill += c0 * f + x.p2p_s
+        if profile.backward_chain:
+            fill += c0 * b + x.p2p_s
     return best
 
 
@@ -326,6 +367,7 @@ class Screen:
         self._units: dict[tuple[object, ...], UnitTimes] = {}
         self._opt: dict[tuple[int, int, int], float] = {}
         self._extra: dict[tuple[object, ...], Extra] = {}
+        self._tail: dict[tuple[object, ...], float] = {}
 
     def unit_times(self, layout: ParallelLayout) -> UnitTimes:
         p = layout
@@ -344,7 +386,7 @@ class Screen:
     def extra(self, layout: ParallelLayout, u: UnitTimes) -> Extra:
         """ZeRO-3 gathers and the pipeline transfer of this layout (``engine.zero``, ``engine.groups``)."""
         p = layout
-        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.zero_stage == 3, u.p2p_bytes, u.layer_params)
+        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.zero_stage == 3, p.recompute, u.p2p_bytes, u.layer_params)
         x = self._extra.get(key)
         if x is None:
             grid = replace(self.base, parallel=replace(p, schedule="1f1b", virtual_stages=1))
@@ -353,11 +395,14 @@ class Screen:
             # MoE gathers expert and dense parameters over different groups: no gather term there
             if p.zero_stage == 3 and p.dp * p.cp > 1 and not self.base.model.is_moe:
                 nbytes = activation_bytes(self.base.training.dtype)
+                axis = zero3_shard_axis(grid)
 
                 def gather(params: int) -> float:
-                    return comm_plan(grid, "all_gather", params * nbytes, "dp_cp").time_s
+                    return zero3_collective(grid, "all_gather", params * nbytes, axis).time_s if params else 0.0
 
-                x = Extra(gather(u.layer_params), gather(u.first_params), gather(u.last_params), p2p)
+                largest = max(u.layer_params, u.first_params, u.last_params)
+                x = Extra(gather(u.layer_params), gather(u.first_params), gather(u.last_params), p2p,
+                          zero3_backward_gathers(grid, largest))
             else:
                 x = Extra(p2p_s=p2p)
             self._extra[key] = x
@@ -368,8 +413,46 @@ class Screen:
         u = self.unit_times(layout)
         bound = pipeline_bound_s(u, self.extra(layout, u), profile, layout.num_micro_batches)
         if profile.backward_chain:
-            bound += self.optimizer_s(layout, u, profile)
+            bound += self.optimizer_s(layout, u, profile) + self.tail_s(layout, u, profile)
         return bound * (1.0 - BOUND_SLACK)
+
+    def tail_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
+        """Data-parallel work of rank 0 that can only start once its last backward unit (the
+        embedding) is done and that the optimizer step waits for, or that follows the step
+        (``engine.zero``): without overlap, the reduction of all its gradients (at least one
+        collective of their total size: a collective's time is concave in its size, so the
+        buckets take no less); with overlap, the reduction of the last bucket, which holds at
+        least the embedding's gradients; without overlapped parameter gathers, the gather of
+        all its parameters after the step. ZeRO-3 reduce-scatters the embedding's gradients."""
+        p = layout
+        if p.dp * p.cp == 1:
+            return 0.0
+        held0 = profile.ranks[0][0]
+        params0 = held0 * u.layer_params + u.first_params + (u.last_params if p.pp == 1 else 0)
+        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.zero_stage, p.overlap_grad_reduce, p.overlap_param_gather,
+               params0, u.first_params)
+        t = self._tail.get(key)
+        if t is None:
+            grid = replace(self.base, parallel=replace(p, schedule="1f1b", virtual_stages=1))
+            grad_bytes = _reduce_bytes(self.base.framework.grad_reduce_dtype, self.base.training.dtype)
+            t = 0.0
+            if p.zero_stage == 3:
+                if not self.base.model.is_moe and u.first_params:
+                    rb = _reduce_bytes("bf16" if zero3_impl(grid) == "deepspeed"
+                                       else self.base.framework.grad_reduce_dtype, self.base.training.dtype)
+                    ranks = p.dp * p.cp // p.hsdp_replicas
+                    if ranks > 1:
+                        t = zero3_collective(grid, "reduce_scatter", u.first_params * rb,
+                                             zero3_shard_axis(grid)).time_s
+            elif not self.base.model.is_moe:
+                op = "all_reduce" if p.zero_stage == 0 else "reduce_scatter"
+                reduced = params0 if not p.overlap_grad_reduce else min(u.first_params, params0)
+                t = comm_plan(grid, op, reduced * grad_bytes, "dp_cp").time_s if reduced else 0.0
+                if p.zero_stage in (1, 2) and not p.overlap_param_gather:
+                    nbytes = activation_bytes(self.base.training.dtype)
+                    t += comm_plan(grid, "all_gather", params0 * nbytes, "dp_cp").time_s
+            self._tail[key] = t
+        return t
 
     def optimizer_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
         """Rank 0's optimizer step (``engine.stages``: its parameters, before ZeRO sharding)."""
@@ -404,7 +487,7 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
     capacity = base.cluster.gpu.hbm_capacity_bytes
     gb, layers = tmpl.global_batch, model.layers
     sps = sequence_parallel_options(model, shape, space)
-    zeros = zero_options(shape, space)
+    zeros = zero_options(shape, space, tmpl.hsdp_replicas)
     rows: list[tuple[float, ...]] = []
     for mb in micro_batches:
         nmb = gb // (shape.dp * mb)
@@ -414,11 +497,10 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
         for zero in zeros:
             for rec in space.recompute:
                 for sp in sps:
-                    p = ParallelLayout(tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
-                                       sequence_parallel=sp, zero_stage=zero, micro_batch=mb, global_batch=gb,
-                                       recompute=rec, overlap_grad_reduce=tmpl.overlap_grad_reduce,
-                                       overlap_param_gather=tmpl.overlap_param_gather,
-                                       tp_comm_overlap=tmpl.tp_comm_overlap, dp_bucket_params=tmpl.dp_bucket_params)
+                    # the template carries the options the sweep does not search (overlaps, FSDP settings)
+                    p = replace(tmpl, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
+                                sequence_parallel=sp, zero_stage=zero, micro_batch=mb, global_batch=gb,
+                                recompute=rec, schedule="1f1b", virtual_stages=1)
                     u = sc.unit_times(p)
                     x = sc.extra(p, u)
                     pipe = bounds.get((rec, sp, zero == 3))
@@ -436,7 +518,8 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                             if pr is None:
                                 pr = peaks[rk] = sc.memory.peak_bytes(p, held, inflight, rk[2], rk[3])
                             peak = max(peak, pr)
-                        bound = pipe_s + (sc.optimizer_s(p, u, prof) if prof.backward_chain else 0.0)
+                        bound = pipe_s + (sc.optimizer_s(p, u, prof) + sc.tail_s(p, u, prof)
+                                          if prof.backward_chain else 0.0)
                         rows.append((*key_head, SCHEDULES.index(sched), v, float(peak <= capacity), float(peak),
                                      bound * (1.0 - BOUND_SLACK)))
     return np.array(rows, dtype=np.float64).reshape(len(rows), 14)

@@ -16,7 +16,9 @@ Rules, each one the loader's own (``clustersim.scenario.check_layout``) unless m
 - the interleaved schedule needs ``pp > 1`` and a micro-batch count that is a multiple of pp;
 - ``cp > 1`` needs ``seq_len`` divisible by ``2 * cp`` (load-balanced causal split);
 - sequence parallelism needs ``tp`` dividing ``seq_len``;
-- for MoE models ``ep`` divides the expert count and ``dp * cp``; dense models have ``ep = 1``.
+- for MoE models ``ep`` divides the expert count and ``dp * cp``; dense models have ``ep = 1``;
+- ZeRO-3 with HSDP (``parallel.fsdp.hsdp_replicas`` in the template) needs the replica count to
+  divide ``dp * cp``.
 
 Symmetry pruning: options that name the *same* computation as another enumerated layout are
 left out, so every distinct job is evaluated once. In each rule the two layouts run the same
@@ -41,7 +43,7 @@ space against the loader, tests/sweep/test_screen.py each rule against the close
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_MICRO_BATCHES
@@ -138,9 +140,12 @@ def sequence_parallel_options(model: ModelSpec, shape: Shape, space: SearchSpace
     return [sp for sp in space.sequence_parallel if not sp or (shape.tp > 1 and model.seq_len % shape.tp == 0)]
 
 
-def zero_options(shape: Shape, space: SearchSpace) -> list[int]:
-    """ZeRO stages of a shape (S2: stage 0 only without data-parallel replicas)."""
-    return list(space.zero_stages) if shape.dp * shape.cp > 1 else [0]
+def zero_options(shape: Shape, space: SearchSpace, hsdp_replicas: int = 1) -> list[int]:
+    """ZeRO stages of a shape (S2: stage 0 only without data-parallel replicas); ZeRO-3 only
+    where the template's HSDP replica count divides dp * cp (the loader's rule)."""
+    if shape.dp * shape.cp == 1:
+        return [0]
+    return [z for z in space.zero_stages if z != 3 or (shape.dp * shape.cp) % hsdp_replicas == 0]
 
 
 def micro_batch_sizes(shape: Shape, global_batch: int) -> list[int]:
@@ -160,7 +165,7 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
     """
     per_replica = template.global_batch // shape.dp
     sps = sequence_parallel_options(model, shape, space)
-    zeros = zero_options(shape, space)
+    zeros = zero_options(shape, space, template.hsdp_replicas)
     out: list[ParallelLayout] = []
     for mb in micro_batches if micro_batches is not None else micro_batch_sizes(shape, template.global_batch):
         nmb = per_replica // mb
@@ -169,14 +174,11 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
             for recompute in space.recompute:
                 for sp in sps:
                     for schedule, v in scheds:
-                        out.append(ParallelLayout(
-                            tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
+                        out.append(replace(  # the template's unsearched options: overlaps, FSDP settings
+                            template, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
                             sequence_parallel=sp, zero_stage=zero, micro_batch=mb,
                             global_batch=template.global_batch, schedule=schedule, virtual_stages=v,
-                            recompute=recompute, overlap_grad_reduce=template.overlap_grad_reduce,
-                            overlap_param_gather=template.overlap_param_gather,
-                            tp_comm_overlap=template.tp_comm_overlap,
-                            dp_bucket_params=template.dp_bucket_params))
+                            recompute=recompute))
     return out
 
 
@@ -205,10 +207,10 @@ def count_schedule_options(shape: Shape, num_micro_batches: int, layers: int, sp
 
 
 def count_shape_layouts(model: ModelSpec, shape: Shape, global_batch: int, micro_batch: int,
-                        space: SearchSpace = SearchSpace()) -> int:
+                        space: SearchSpace = SearchSpace(), hsdp_replicas: int = 1) -> int:
     """len(shape_layouts(...)) for one micro-batch size, without building the layouts."""
     sps = len(sequence_parallel_options(model, shape, space))
-    zeros = len(zero_options(shape, space))
+    zeros = len(zero_options(shape, space, hsdp_replicas))
     nsched = count_schedule_options(shape, global_batch // (shape.dp * micro_batch), model.layers, space)
     return zeros * len(space.recompute) * sps * nsched
 
@@ -217,7 +219,7 @@ def count_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayo
                   space: SearchSpace = SearchSpace()) -> int:
     """len(list(enumerate_layouts(...))) without building the layouts."""
     gb = template.global_batch
-    return sum(count_shape_layouts(model, shape, gb, mb, space)
+    return sum(count_shape_layouts(model, shape, gb, mb, space, template.hsdp_replicas)
                for shape in shapes(model, cluster, gb, space) for mb in micro_batch_sizes(shape, gb))
 
 

@@ -112,6 +112,17 @@ def test_trace_has_a_track_per_rank_and_stream() -> None:
     assert all(e["dur"] >= 0 for e in spans)
 
 
+def test_trace_has_a_thread_for_every_stream_the_engine_uses() -> None:
+    from clustersim.engine.sim import STREAMS
+    from clustersim.trace import trace_events
+
+    sc = make(model="megatron-18b", nodes=4, tp=8, pp=2, dp=2, global_batch=8, zero_stage=3)
+    _, result = simulate_with_timeline(sc)
+    trace = trace_events(result.timeline, sc)  # ZeRO-3 puts segments on the "rs" stream
+    threads = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert {s.stream for s in result.timeline.segments} <= threads and set(STREAMS) <= threads
+
+
 def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
     from clustersim.engine.groups import group_shape
     from clustersim.engine.stages import build_step_work

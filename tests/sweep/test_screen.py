@@ -21,6 +21,15 @@ SCENARIOS = [
      "parallel.dp=4", "parallel.global_batch=32"],
     ["model.preset=llama2-7b", "model.layers=8", "cluster.preset=dgx-h100", "cluster.nodes=2", "parallel.tp=2",
      "parallel.pp=2", "parallel.dp=4", "parallel.global_batch=16"],
+    # the 2021 implementations: DeepSpeed ZeRO-3 (per-NIC rings, re-gather for recompute), gradients
+    # all-reduced after the backward, blocking backward TP
+    ["framework=megatron-legacy", "model.preset=megatron-1.7b", "model.hidden=10240", "model.heads=80",
+     "model.layers=6", "cluster.preset=dgx-a100", "cluster.nodes=2", "parallel.tp=2", "parallel.pp=2",
+     "parallel.dp=4", "parallel.global_batch=16"],
+    # torchtitan: FSDP2 keeping the forward's parameters for the backward (no backward gathers)
+    ["framework=torchtitan", "model.preset=llama2-7b", "model.layers=8", "cluster.preset=dgx-h100",
+     "cluster.nodes=2", "parallel.tp=2", "parallel.pp=2", "parallel.dp=4", "parallel.global_batch=16",
+     "parallel.zero_stage=3", "parallel.fsdp={version: 2, reshard_after_forward: false}"],
 ]
 
 

@@ -1,0 +1,208 @@
+"""HTML pieces shared by the reports, the web app and the notebook display (no scripts).
+
+Every function takes JSON-ready data (``StepReport.to_json()`` and friends) and returns escaped
+HTML. Keys that other parts of clustersim add over time (``interval``, ``memory.verdict``,
+``energy``) are rendered when present and left out when not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from clustersim.html.page import esc
+from clustersim.units import GiB
+
+INTERVAL_KEYS = (("step_time_s", "step time", "s"), ("mfu", "MFU", ""), ("tokens_per_s", "tokens/s", ""))
+
+
+def fmt_seconds(x: float) -> str:
+    return f"{x:.4g} s" if x < 100 else f"{x:,.0f} s"
+
+
+def fmt_tokens(n: float) -> str:
+    """1e12 -> "1T", 3e11 -> "300B", 2.5e6 -> "2.5M" (the suffixes `compare --tokens` reads)."""
+    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.4g}{suffix}"
+    return f"{n:.4g}"
+
+
+def fmt_gib(n: float) -> str:
+    return f"{n / GiB:.1f} GiB"
+
+
+def fmt_metric(key: str, x: float) -> str:
+    if key == "mfu":
+        return f"{x * 100:.1f}%"
+    if key == "tokens_per_s":
+        return f"{x:,.0f}"
+    if key.endswith("_s"):
+        return fmt_seconds(x)
+    return f"{x:.4g}"
+
+
+def pair(value: Any) -> tuple[float, float] | None:
+    """``[lo, hi]`` as two floats, or None when ``value`` is not such a pair."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def card(key: str, value: str, sub: str = "", cls: str = "", test_id: str = "") -> str:
+    tid = f' data-testid="{esc(test_id)}"' if test_id else ""
+    c = f" {cls}" if cls else ""
+    s = f'<div class="s">{esc(sub)}</div>' if sub else ""
+    return f'<div class="card"{tid}><div class="k">{esc(key)}</div><div class="v{c}">{esc(value)}</div>{s}</div>'
+
+
+def layout_line(rj: Mapping[str, Any]) -> str:
+    p = rj.get("parallel", {})
+    keys = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "num_micro_batches", "global_batch", "zero_stage",
+            "schedule", "virtual_stages", "recompute", "sequence_parallel")
+    return " · ".join(f"{k} {p[k]}" for k in keys if k in p)
+
+
+def report_header(rj: Mapping[str, Any]) -> str:
+    c = rj.get("cluster", {})
+    m = rj.get("model", {})
+    params = m.get("params")
+    model = f"{m.get('name', '')} ({params / 1e9:.1f}B params)" if isinstance(params, (int, float)) else m.get("name", "")
+    return (f"<h1>{esc(rj.get('name', 'clustersim report'))}</h1>"
+            f"<p>{esc(model)} on {esc(c.get('nodes', '?'))} x {esc(c.get('preset', '?'))} = {esc(rj.get('gpus', '?'))} "
+            f"{esc(c.get('gpu', ''))} ({esc(c.get('scale_up', ''))} / {esc(c.get('scale_out', ''))})</p>"
+            f"<p>{esc(layout_line(rj))} · {esc(rj.get('dtype', ''))}"
+            + (f" · {esc(rj['framework'])}" if rj.get("framework") else "")
+            + f" · {esc(rj.get('engine', ''))} engine</p>")
+
+
+def summary_cards(rj: Mapping[str, Any]) -> str:
+    """Step time (with its interval when present), throughput, MFU, memory."""
+    iv = rj.get("interval") if isinstance(rj.get("interval"), Mapping) else {}
+    step = float(rj["step_time_s"])
+    st = pair(iv.get("step_time_s")) if iv else None
+    sub = f"{st[0]:.4g}-{st[1]:.4g} s ({iv.get('level', 0.8):.0%} interval)" if st else f"{rj.get('engine', '')} engine"
+    mem = rj.get("memory", {})
+    peak, cap = float(mem.get("peak_bytes_per_gpu", 0)), float(mem.get("capacity_bytes_per_gpu", 0))
+    verdict = str(mem.get("verdict") or ("fits" if mem.get("fits", True) else "does-not-fit"))
+    mem_cls = "bad" if verdict == "does-not-fit" else ""
+    tps = pair(iv.get("tokens_per_s")) if iv else None
+    mfu = pair(iv.get("mfu")) if iv else None
+    cards = [
+        card("step time", f"{step:.4g} s", sub, test_id="step-time"),
+        card("tokens/s", f"{float(rj['tokens_per_s']):,.0f}", f"{tps[0]:,.0f}-{tps[1]:,.0f}" if tps else "",
+             test_id="tokens-per-s"),
+        card("MFU", f"{float(rj['mfu']) * 100:.1f}%", f"{mfu[0] * 100:.1f}-{mfu[1] * 100:.1f}%" if mfu else
+             f"{float(rj.get('tflops_per_gpu', 0)):.1f} TFLOP/s per GPU", test_id="mfu"),
+        card("peak memory per GPU", f"{fmt_gib(peak)} of {fmt_gib(cap)}", verdict, mem_cls, test_id="memory"),
+    ]
+    return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def interval_html(rj: Mapping[str, Any]) -> str:
+    """The prediction interval as lo / value / hi rows with a range bar, or a note when absent."""
+    iv = rj.get("interval")
+    if not isinstance(iv, Mapping):
+        return '<p class="note" data-testid="no-interval">This build reports no prediction interval.</p>'
+    level = iv.get("level", 0.8)
+    rows = []
+    for key, label, _ in INTERVAL_KEYS:
+        lohi = pair(iv.get(key))
+        if lohi is None or key not in rj:
+            continue
+        lo, hi = lohi
+        value = float(rj[key])
+        a, b = min(lo, value), max(hi, value)
+        width = b - a if b > a else 1.0
+        left = 100 * (lo - a) / width
+        span = 100 * (hi - lo) / width
+        mark = 100 * (value - a) / width
+        bar = (f'<div class="range"><span style="left:{left:.1f}%;width:{max(span, 0.5):.1f}%"></span>'
+               f'<i style="left:{mark:.1f}%"></i></div>')
+        rows.append(f'<tr><td class="l">{esc(label)}</td><td>{esc(fmt_metric(key, lo))}</td>'
+                    f'<td>{esc(fmt_metric(key, value))}</td><td>{esc(fmt_metric(key, hi))}</td><td>{bar}</td></tr>')
+    mem = rj.get("memory", {})
+    mem_iv = pair(mem.get("interval")) if isinstance(mem, Mapping) else None
+    if mem_iv:
+        rows.append(f'<tr><td class="l">peak memory</td><td>{esc(fmt_gib(mem_iv[0]))}</td>'
+                    f'<td>{esc(fmt_gib(float(mem.get("peak_bytes_per_gpu", 0))))}</td>'
+                    f'<td>{esc(fmt_gib(mem_iv[1]))}</td><td></td></tr>')
+    if not rows:
+        return '<p class="note" data-testid="no-interval">This build reports no prediction interval.</p>'
+    return (f'<table class="t" data-testid="interval"><tr><th class="l">{level:.0%} interval</th><th>low</th>'
+            f'<th>prediction</th><th>high</th><th></th></tr>{"".join(rows)}</table>{evidence_note(iv)}')
+
+
+def evidence_note(iv: Mapping[str, Any]) -> str:
+    """Where the interval comes from (``regime``, ``evidence_runs``, ``validated``, ``widened_for``
+    of clustersim/uncertainty.py), as one line; empty when the interval does not say."""
+    if "regime" not in iv:
+        return ""
+    text = f"regime {iv['regime']}"
+    if isinstance(iv.get("evidence_runs"), int):
+        text += f", {iv['evidence_runs']} measured reference runs"
+    if iv.get("validated") is True:
+        text += "; validated by measured runs"
+    elif iv.get("validated") is False:
+        widened = [str(w) for w in iv.get("widened_for") or []]
+        text += "; NOT validated" + (f", widened for: {'; '.join(widened)}" if widened else "")
+    return f'<p class="note" data-testid="interval-evidence">{esc(text)}</p>'
+
+
+def breakdown_table(rj: Mapping[str, Any]) -> str:
+    step = float(rj["step_time_s"])
+    rows = "".join(f'<tr><td class="l">{esc(c)}</td><td>{s:.4f}</td><td>{100 * s / step if step else 0:.1f}%</td></tr>'
+                   for c, s in rj.get("breakdown", {}).items())
+    return f'<table class="t"><tr><th class="l">cause</th><th>seconds</th><th>share</th></tr>{rows}</table>'
+
+
+def memory_table(stages: Sequence[Mapping[str, Any]]) -> str:
+    """Every pipeline stage's memory by part (GiB per GPU)."""
+    if not stages:
+        return ""
+    keys = [k for k, v in stages[0].items() if isinstance(v, int) and not isinstance(v, bool)
+            and k != "capacity_bytes_per_gpu"]
+    head = "".join(f"<th>{esc(k.replace('_bytes_per_gpu', '').replace('_bytes', ''))}</th>" for k in keys)
+    body = []
+    for i, s in enumerate(stages):
+        cells = "".join(f"<td>{float(s.get(k, 0)) / GiB:.2f}</td>" for k in keys)
+        verdict = s.get("verdict") or ("fits" if s.get("fits", True) else "does-not-fit")
+        cls = ' class="bad"' if verdict == "does-not-fit" else ""
+        body.append(f'<tr><td class="l">stage {i}</td>{cells}<td{cls}>{esc(verdict)}</td></tr>')
+    return (f'<table class="t"><tr><th class="l">GiB per GPU</th>{head}<th>verdict</th></tr>'
+            f'{"".join(body)}</table>')
+
+
+def rows_table(columns: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]], test_id: str = "",
+               left: Sequence[str] = ()) -> str:
+    """A plain table: ``columns`` are (key, heading); values are formatted already or numbers.
+    The first column and the columns named in ``left`` are left-aligned (text), the rest right."""
+    tid = f' data-testid="{esc(test_id)}"' if test_id else ""
+    cls = [' class="l"' if i == 0 or k in left else "" for i, (k, _) in enumerate(columns)]
+    head = "".join(f"<th{c}>{esc(h)}</th>" for c, (_, h) in zip(cls, columns, strict=True))
+    body = "".join("<tr>" + "".join(f"<td{c}>{esc(r.get(k, ''))}</td>" for c, (k, _) in zip(cls, columns, strict=True))
+                   + "</tr>" for r in rows)
+    return f'<table class="t"{tid}><tr>{head}</tr>{body}</table>'
+
+
+def mapping_table(data: Mapping[str, Any], test_id: str = "") -> str:
+    """A two-column table of a JSON object's scalar entries (nested objects flattened with dots),
+    for report sections whose keys other parts of clustersim define (``energy``)."""
+    rows: list[tuple[str, str]] = []
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        prefix, node = stack.pop(0)
+        for k, v in node.items():
+            key = f"{prefix}{k}"
+            if isinstance(v, Mapping):
+                stack.append((f"{key}.", v))
+            elif isinstance(v, bool) or v is None or isinstance(v, str):
+                rows.append((key, str(v)))
+            elif isinstance(v, (int, float)):
+                rows.append((key, f"{v:,.6g}"))
+            elif pair(v):
+                lo, hi = pair(v)  # type: ignore[misc]
+                rows.append((key, f"{lo:,.6g} - {hi:,.6g}"))
+    tid = f' data-testid="{esc(test_id)}"' if test_id else ""
+    body = "".join(f'<tr><td class="l">{esc(k)}</td><td>{esc(v)}</td></tr>' for k, v in rows)
+    return f'<table class="t"{tid}>{body}</table>'

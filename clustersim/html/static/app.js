@@ -1,0 +1,237 @@
+// clustersim web app: keeps a scenario, sends it to the server after every change, and swaps in
+// the sections and charts the server renders (the same as `clustersim run --html`).
+// document.body.dataset.updates counts the answers shown; dataset.timelines the timelines.
+(function () {
+  "use strict";
+  var cfg = JSON.parse(document.getElementById("clustersim-app").textContent);
+  var base = null;          // the scenario the controls start from (a mapping, as in a YAML file)
+  var seq = 0;              // the newest change; older answers are dropped
+  var views = {};           // chart id -> Bokeh ViewManager, removed before a chart is replaced
+  var timer = null;
+  var updates = 0, timelines = 0;
+  var yamlEdited = false;   // the YAML box follows the controls until the user types in it
+  var $ = function (id) { return document.getElementById(id); };
+
+  function clone(x) { return JSON.parse(JSON.stringify(x)); }
+  function section(name) { var p = base[name]; return (p && typeof p === "object") ? p : {}; }
+  function log2(x) { return Math.max(0, Math.round(Math.log2(Math.max(1, Number(x) || 1)))); }
+
+  function showError(message) {
+    var el = $("error");
+    el.textContent = "error: " + message;
+    el.style.display = "block";
+    document.body.dataset.error = "true";
+    document.body.classList.add("stale");  // what is still shown is the last valid layout
+  }
+  function clearError() {
+    $("error").style.display = "none";
+    $("error").textContent = "";
+    document.body.dataset.error = "false";
+    document.body.classList.remove("stale");
+  }
+  function status(text) { $("status").textContent = text; }
+
+  function labels() {
+    $("tp-out").textContent = String(Math.pow(2, Number($("tp").value)));
+    $("pp-out").textContent = $("pp").value;
+    $("dp-out").textContent = $("dp-auto").checked ? "auto" : String(Math.pow(2, Number($("dp").value)));
+    $("mb-out").textContent = String(Math.pow(2, Number($("mb").value)));
+    $("dp").disabled = $("dp-auto").checked;
+  }
+
+  function fill(sc) {
+    base = clone(sc);
+    var c = section("cluster"), p = section("parallel");
+    $("model").value = "";
+    $("cluster").value = "";
+    $("framework").value = "";
+    $("nodes").value = c.nodes || 1;
+    $("tp").value = log2(p.tp || 1);
+    $("pp").value = p.pp || 1;
+    $("dp-auto").checked = true;  // a what-if keeps the GPU count: DP takes what TP x PP x CP leave
+    $("dp").value = log2(p.dp || 1);
+    $("mb").value = log2(p.micro_batch || 1);
+    $("global_batch").value = p.global_batch || "";
+    $("schedule").value = p.schedule || "1f1b";
+    $("virtual_stages").value = p.virtual_stages || 1;
+    $("zero_stage").value = String(p.zero_stage === undefined ? 0 : p.zero_stage);
+    $("recompute").value = p.recompute || "none";
+    $("sequence_parallel").checked = !!p.sequence_parallel;
+    $("save-name").value = "scenario";
+    labels();
+  }
+
+  // The scenario the controls describe: the base with the controls' fields written over it.
+  function current() {
+    var sc = clone(base);
+    if ($("model").value) { sc.model = { preset: $("model").value }; }
+    sc.cluster = (sc.cluster && typeof sc.cluster === "object") ? sc.cluster : {};
+    if ($("cluster").value) { sc.cluster = { preset: $("cluster").value }; }
+    if ($("framework").value) { sc.framework = $("framework").value; }
+    sc.cluster.nodes = $("nodes").value === "" ? $("nodes").value : Number($("nodes").value);
+    var p = (sc.parallel && typeof sc.parallel === "object") ? sc.parallel : {};
+    p.tp = Math.pow(2, Number($("tp").value));
+    p.pp = Number($("pp").value);
+    if ($("dp-auto").checked) { delete p.dp; } else { p.dp = Math.pow(2, Number($("dp").value)); }
+    p.micro_batch = Math.pow(2, Number($("mb").value));
+    if ($("global_batch").value === "") { delete p.global_batch; } else { p.global_batch = Number($("global_batch").value); }
+    p.schedule = $("schedule").value;
+    p.virtual_stages = $("virtual_stages").value === "" ? $("virtual_stages").value : Number($("virtual_stages").value);
+    p.zero_stage = Number($("zero_stage").value);
+    p.recompute = $("recompute").value;
+    p.sequence_parallel = $("sequence_parallel").checked;
+    sc.parallel = p;
+    return sc;
+  }
+
+  function engine() { return $("engine-event").checked ? "event" : "analytical"; }
+
+  function post(url, body) {
+    return fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })
+      .then(function (r) {
+        return r.text().then(function (text) {
+          var data = null;
+          try { data = JSON.parse(text); } catch (e) { data = null; }
+          if (!r.ok) { throw new Error((data && data.error) || ("HTTP " + r.status + " " + text.slice(0, 200))); }
+          return data;
+        });
+      });
+  }
+
+  function embed(charts) {
+    var jobs = Object.keys(charts).map(function (id) {
+      var el = $(id);
+      if (!el) { return Promise.resolve(); }
+      if (views[id]) { views[id].roots.forEach(function (v) { v.remove(); }); delete views[id]; }
+      el.innerHTML = "";
+      return Bokeh.embed.embed_item(charts[id], id).then(function (vm) { views[id] = vm; });
+    });
+    return Promise.all(jobs);
+  }
+
+  function show(res, only) {
+    Object.keys(res.sections).forEach(function (name) {
+      if (only && name !== only) { return; }
+      var el = $("body-" + name);
+      if (el) {
+        if (views["chart-" + name]) {
+          views["chart-" + name].roots.forEach(function (v) { v.remove(); });
+          delete views["chart-" + name];
+        }
+        el.innerHTML = res.sections[name];
+      }
+    });
+    if (!only) {
+      document.querySelectorAll("section[data-optional]").forEach(function (sec) {
+        sec.hidden = !(sec.id.slice(4) in res.sections);
+      });
+    }
+    var charts = {};
+    Object.keys(res.charts).forEach(function (id) { if (!only || id === "chart-" + only) { charts[id] = res.charts[id]; } });
+    return embed(charts);
+  }
+
+  function update() {
+    var my = ++seq;
+    var sc = current();
+    var eng = engine();
+    status(eng === "event" ? "event engine running..." : "closed form running...");
+    var t0 = performance.now();
+    post("/api/predict", { scenario: sc, engine: eng, timeline: eng === "event" })
+      .then(function (res) {
+        if (my !== seq) { return null; }
+        clearError();
+        var ms = Math.round(performance.now() - t0);
+        var dp = res.report.parallel.dp;
+        if (!yamlEdited) { $("yaml").value = res.yaml; }
+        if ($("dp-auto").checked) { $("dp-out").textContent = "auto (" + dp + ")"; }
+        return show(res).then(function () {
+          updates += 1;
+          document.body.dataset.updates = String(updates);
+          document.body.dataset.stepTime = String(res.report.step_time_s);
+          status((eng === "event" ? "event engine" : "closed form") + " answered in " + ms + " ms");
+          if (eng === "event") { timelines += 1; document.body.dataset.timelines = String(timelines); return null; }
+          $("body-timeline").innerHTML = '<p class="note">the event engine is drawing the timeline...</p>';
+          return post("/api/predict", { scenario: sc, engine: "event", timeline: true }).then(function (ev) {
+            if (my !== seq) { return null; }
+            return show(ev, "timeline").then(function () {
+              timelines += 1;
+              document.body.dataset.timelines = String(timelines);
+              status("closed form answered in " + ms + " ms; timeline from the event engine (step " +
+                     ev.report.step_time_s.toPrecision(4) + " s) after " + Math.round(performance.now() - t0) + " ms");
+            });
+          }, function (err) {
+            // The closed form's answer stands; only the timeline is missing, and the page says why.
+            if (my !== seq) { return; }
+            var note = document.createElement("p");
+            note.className = "note bad";
+            note.textContent = "no timeline: " + err.message;
+            $("body-timeline").innerHTML = "";
+            $("body-timeline").appendChild(note);
+            status("closed form answered in " + ms + " ms");
+          });
+        });
+      })
+      .catch(function (err) {
+        if (my !== seq) { return; }
+        status("the sections below still show the last valid layout");
+        showError(err.message);
+        console.warn("clustersim: " + err.message);
+      });
+  }
+
+  function later() {
+    labels();
+    if (timer) { clearTimeout(timer); }
+    timer = setTimeout(update, 120);
+  }
+
+  function download() {
+    post("/api/scenario.yaml", { scenario: current() }).then(function (res) {
+      clearError();
+      var url = URL.createObjectURL(new Blob([res.yaml], { type: "application/x-yaml" }));
+      var a = document.createElement("a");
+      a.href = url;
+      a.download = res.filename;
+      document.body.appendChild(a);
+      a.click();
+      a.remove();
+      setTimeout(function () { URL.revokeObjectURL(url); }, 1000);
+    }).catch(function (err) { showError(err.message); });
+  }
+
+  function save() {
+    post("/api/save", { scenario: current(), name: $("save-name").value }).then(function (res) {
+      clearError();
+      $("saved").textContent = "saved in the output folder: " + res.saved.join(", ");
+    }).catch(function (err) { showError(err.message); });
+  }
+
+  function applyYaml() {
+    post("/api/parse-yaml", { yaml: $("yaml").value }).then(function (res) {
+      clearError();
+      yamlEdited = false;
+      fill(res.scenario);
+      update();
+    }).catch(function (err) { showError(err.message); });
+  }
+
+  function start(name) {
+    fill(cfg.scenarios[name]);
+    yamlEdited = false;
+    update();
+  }
+
+  ["tp", "pp", "dp", "mb"].forEach(function (id) { $(id).addEventListener("input", later); });
+  ["nodes", "global_batch", "virtual_stages"].forEach(function (id) { $(id).addEventListener("change", later); });
+  ["model", "cluster", "framework", "schedule", "zero_stage", "recompute", "sequence_parallel", "dp-auto",
+   "engine-analytical", "engine-event"].forEach(function (id) { $(id).addEventListener("change", later); });
+  $("start").addEventListener("change", function () { start($("start").value); });
+  $("download").addEventListener("click", download);
+  $("save").addEventListener("click", save);
+  $("apply-yaml").addEventListener("click", applyYaml);
+  $("yaml").addEventListener("input", function () { yamlEdited = true; });
+  document.body.dataset.updates = "0";
+  document.body.dataset.timelines = "0";
+  if (cfg.start !== null) { start(cfg.start); }
+})();

@@ -1,0 +1,124 @@
+"""The --html pages: self-contained, deterministic, within the size budget, every section there."""
+
+from __future__ import annotations
+
+import copy
+import html
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from clustersim.api import estimate, simulate_with_timeline
+from clustersim.html.compare_page import compare_page
+from clustersim.html.fragments import interval_html, summary_cards
+from clustersim.html.run_page import run_page, run_sections
+from clustersim.scenario import load_scenario, read_scenario_dict
+from tests.html.conftest import ROOT, SMALL, cli
+
+MB = 1e6
+SCENARIO_405B = ROOT / "scenarios" / "llama3_405b_h100x16384.yaml"
+
+
+def charts_of(page: str) -> dict:
+    m = re.search(r'<script type="application/json" id="clustersim-charts">(.*?)</script>', page, re.S)
+    assert m, "no chart data in the page"
+    return json.loads(m.group(1))
+
+
+def assert_self_contained(page: str) -> None:
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page)
+    assert csp and "default-src 'none'" in html.unescape(csp.group(1))  # the page cannot fetch anything
+    assert not re.search(r"""<(script|img|link|iframe)[^>]+(src|href)\s*=\s*["']?(https?:)?//""", page, re.I)
+    assert "<link" not in page
+
+
+def test_405b_page_is_under_5_mb_decimated_and_byte_identical() -> None:
+    sc = load_scenario(SCENARIO_405B)
+    report, result = simulate_with_timeline(sc)
+    raw = read_scenario_dict(SCENARIO_405B)
+    page = run_page(report, result.timeline, raw)
+    assert len(page.encode()) < 5 * MB
+    assert_self_contained(page)
+    item = charts_of(page)["chart-timeline"]
+    assert "16 pipeline stages" in json.dumps(item)
+    assert "segments drawn as" in page  # more segments than the budget: the note says how they were merged
+    assert page == run_page(report, result.timeline, raw)
+
+
+def test_cli_pages_have_their_sections_and_the_scenario(reports) -> None:
+    run = reports.run.read_text()
+    for section in ("sec-summary", "sec-interval", "sec-timeline", "sec-breakdown", "sec-memory", "sec-scenario"):
+        assert f'id="{section}"' in run
+    assert set(charts_of(run)) == {"chart-timeline", "chart-breakdown", "chart-memory"}
+    assert 'data-testid="interval"' in run and "(80% interval)" in run  # the report's own interval
+    shown = re.search(r'data-testid="scenario-yaml">(.*?)</pre>', run, re.S).group(1)
+    assert yaml.safe_load(html.unescape(shown)) == read_scenario_dict(ROOT / SMALL)
+    sweep = reports.sweep.read_text()
+    assert set(charts_of(sweep)) == {"chart-pareto"} and 'data-testid="top-layouts"' in sweep
+    assert 'data-testid="verdict"' in sweep and "regime" in sweep
+    compare = reports.compare.read_text()
+    assert {"chart-time", "chart-cost"} <= set(charts_of(compare)) and "hgx-h200" in compare
+    for page in (run, sweep, compare):
+        assert_self_contained(page)
+
+
+def test_run_html_is_byte_identical_across_runs(tmp_path: Path, reports) -> None:
+    again = tmp_path / "again.html"
+    assert cli("run", str(ROOT / SMALL), "--html", str(again)) == 0
+    assert again.read_bytes() == reports.run.read_bytes()
+
+
+def test_analytical_engine_page_says_why_there_is_no_timeline(tmp_path: Path) -> None:
+    out = tmp_path / "a.html"
+    assert cli("run", str(ROOT / SMALL), "--engine", "analytical", "--html", str(out)) == 0
+    page = out.read_text()
+    assert "chart-timeline" not in charts_of(page) and "records no timeline" in page
+
+
+def test_bad_html_paths_are_exit_2_before_any_work(tmp_path: Path, capsys) -> None:
+    assert cli("run", "--html", str(tmp_path / "report.png")) == 2
+    assert "--html: got" in capsys.readouterr().err
+    assert cli("sweep", "--html", str(tmp_path / "missing" / "x.html")) == 2
+    assert cli("compare", "--clusters", "dgx-h100", "--html", str(tmp_path)) == 2
+
+
+def test_interval_is_rendered_when_the_report_carries_one() -> None:
+    rj = estimate(load_scenario(ROOT / SMALL)).to_json()
+    assert "no prediction interval" in interval_html({k: v for k, v in rj.items() if k != "interval"})
+    rj = copy.deepcopy(rj)
+    s, m, t = rj["step_time_s"], rj["mfu"], rj["tokens_per_s"]
+    rj["interval"] = {"level": 0.8, "step_time_s": [0.9 * s, 1.2 * s], "mfu": [m / 1.2, m / 0.9],
+                      "tokens_per_s": [t / 1.2, t / 0.9]}
+    table = interval_html(rj)
+    assert table.count("<tr>") == 4 and "80% interval" in table
+    assert f"{0.9 * s:.4g}-{1.2 * s:.4g} s (80% interval)" in summary_cards(rj)
+
+
+def test_compare_page_draws_energy_and_intervals_when_rows_have_them() -> None:
+    row = {"cluster": "dgx-h100", "gpu": "h100", "nodes": 1, "gpus": 8,
+           "best_layout": {"tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "micro_batch": 1, "global_batch": 64,
+                           "zero_stage": 1, "recompute": "none", "sequence_parallel": False, "schedule": "1f1b",
+                           "virtual_stages": 1},
+           "step_time_s": 5.0, "mfu": 0.6, "tokens_per_s": 1e5, "tokens_per_s_per_gpu": 1.25e4,
+           "peak_bytes_per_gpu": 2**36, "time_to_train_s": 1e6, "gpu_hours": 2222.0, "price_per_gpu_hour_usd": 3.0,
+           "cost_usd": 6666.0}
+    plain = compare_page([row], 1e11)
+    assert "chart-energy" not in charts_of(plain)
+    rich = dict(row, energy_kwh=1234.0,
+                interval={"level": 0.8, "time_to_train_s": [9e5, 1.2e6], "cost_usd": [6000.0, 8000.0],
+                          "energy_kwh": [1100.0, 1400.0], "step_time_s": [4.5, 6.0]})
+    page = compare_page([rich, dict(row, cluster="hgx-h200")], 1e11)
+    items = charts_of(page)
+    assert set(items) == {"chart-time", "chart-cost", "chart-energy"}
+    assert '"Whisker"' in json.dumps(items["chart-energy"]) and "energy kWh" in page
+
+
+def test_energy_section_appears_when_the_report_has_one() -> None:
+    report = estimate(load_scenario(ROOT / SMALL))
+    rj = report.to_json()
+    assert "energy" not in run_sections(rj, [], None, None)
+    rj["energy"] = {"step_j": 5.0e6, "interval": [4.0e6, 6.0e6]}
+    sections = run_sections(rj, [], None, None)
+    assert "step_j" in sections["energy"] and "4e+06 - 6e+06" in sections["energy"].replace(",", "")
