@@ -206,6 +206,14 @@ def load_json(text: str, field: str, name: str, what: str = "JSON") -> Any:
     return data
 
 
+def check_structure(data: Any, field: str, name: str, what: str) -> None:
+    """The checks ``load_json`` applies, for data parsed elsewhere (TOML): bounded nesting and
+    finite numbers (TOML has ``nan`` and ``inf`` literals)."""
+    if _depth(data) > MAX_DEPTH:
+        raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep")
+    reject_non_finite(data, field, name)
+
+
 def read_yaml_file(path: str | os.PathLike[str], field: str, what: str = "a YAML file",
                    max_bytes: int = MAX_YAML_BYTES) -> Any:
     return load_yaml(read_text(path, field, what, max_bytes), field, str(path), what)

@@ -90,10 +90,15 @@ def _catalog_for(user_files: tuple[tuple[Path, int, int], ...]) -> dict[str, dic
     for path, _, _ in user_files:
         data = _read_yaml(path)
         if not isinstance(data, Mapping) or not set(data) <= set(SECTIONS):
-            raise InputError(f"profile {path}", sorted(data) if isinstance(data, Mapping) else data,
+            raise InputError(f"profile {path}", sorted(map(str, data)) if isinstance(data, Mapping) else data,
                              f"a mapping with sections {', '.join(SECTIONS)}")
         for section, entries in data.items():
-            cat[section].update(entries or {})
+            entries = entries or {}
+            bad = [k for k, v in entries.items() if not isinstance(v, Mapping)] if isinstance(entries, Mapping) else [0]
+            if bad:
+                raise InputError(f"profile {path}: {section}", entries if not isinstance(entries, Mapping)
+                                 else {bad[0]: entries[bad[0]]}, "a mapping of names to mappings of fields")
+            cat[section].update(entries)
     return cat
 
 
