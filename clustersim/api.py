@@ -11,7 +11,7 @@ from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
 from clustersim.engine.analytical import estimate_step
 from clustersim.engine.budget import check_step_budget
-from clustersim.engine.memory_plan import rank_memory
+from clustersim.engine.memory_plan import rank_memory, worst_stage
 from clustersim.engine.sim import SimResult, simulate_step
 from clustersim.errors import InputError
 from clustersim.parallel.pipeline import build_schedule, validate_schedule
@@ -42,7 +42,7 @@ def _validated_schedule(kind: str, pp: int, num_micro_batches: int, virtual_stag
 def _report(scenario: Scenario, engine: str, step_time_s: float, breakdown: dict[str, float],
             critical_rank: int, analytical_s: float | None = None) -> StepReport:
     memories = rank_memory(scenario, _schedule(scenario))
-    worst = max(memories, key=lambda m: m.peak_bytes_per_gpu)
+    worst = worst_stage(memories)
     flops = model_flops_per_step(scenario.model, scenario.parallel.global_batch)
     return StepReport(scenario, engine, step_time_s, flops, breakdown, worst, memories, critical_rank,
                       analytical_s)

@@ -25,6 +25,10 @@ def _short(text: str) -> str:
         return text
     return f"{text[:MAX_SHOWN_CHARS - 60]}...{text[-40:]} ({len(text):,} characters)"
 
+    def __reduce__(self) -> tuple[type, tuple[str, object, str]]:
+        # picklable, so that an error raised in a sweep worker process reaches the parent intact
+        return (type(self), (self.field, self.value, self.allowed))
+
 
 class DoesNotFitError(RuntimeError):
     """The job does not fit in GPU memory: exit code 3 (the report is still printed)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from clustersim.energy import EnergyReport, energy_report
 from clustersim.engine.timeline import CAUSES
 from clustersim.memory import MemoryReport
 from clustersim.scenario import Scenario
@@ -45,7 +46,14 @@ class StepReport:
         peak = self.scenario.cluster.gpu.peak(self.scenario.training.dtype)
         return self.tflops_per_gpu * 1e12 / peak
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def energy(self) -> EnergyReport:
+        """Power and energy of this step on the whole cluster (clustersim.energy)."""
+        sc = self.scenario
+        return energy_report(sc.cluster, self.step_time_s, sc.parallel.global_batch * sc.model.seq_len)
+
+    def to_json(self, tokens: float | None = None) -> dict[str, Any]:
+        """CONTRACT §2/§4 keys; ``tokens`` adds the energy of a whole training run on that many tokens."""
         sc = self.scenario
         par = sc.parallel
         out: dict[str, Any] = {
@@ -62,18 +70,25 @@ class StepReport:
             "gpus": self.num_gpus,
             "cluster": {"preset": sc.cluster.name, "nodes": sc.cluster.num_nodes, "gpu": sc.cluster.gpu.name,
                         "gpus_per_node": sc.cluster.gpus_per_node, "scale_up": sc.cluster.scale_up.name,
-                        "scale_out": sc.cluster.scale_out.name},
+                        "scale_out": sc.cluster.scale_out.name, "scale_up_domain": sc.cluster.gpus_per_domain},
+            "energy": self.energy.to_json(tokens),
             "model": {"name": sc.model.name, "params": sc.model.total_params()},
             "parallel": {"tp": par.tp, "pp": par.pp, "dp": par.dp, "cp": par.cp, "ep": par.ep,
                          "sequence_parallel": par.sequence_parallel, "zero_stage": par.zero_stage,
                          "micro_batch": par.micro_batch, "global_batch": par.global_batch,
                          "num_micro_batches": par.num_micro_batches, "schedule": par.schedule,
-                         "virtual_stages": par.virtual_stages, "recompute": par.recompute},
+                         "virtual_stages": par.virtual_stages, "recompute": par.recompute,
+                         "recompute_every": par.recompute_every, "recompute_method": par.recompute_method,
+                         "recompute_num_layers": par.recompute_num_layers},
             "dtype": sc.training.dtype,
             "framework": sc.framework.name,
             "attention": sc.training.attention,
+            "compile": sc.training.compile,
             "critical_stage": self.critical_rank,
             "memory_by_stage": [m.peak_bytes_per_gpu for m in self.memory_by_stage],
+            "memory_parts_by_stage": [{**m.parts(), "allocated_peak_bytes": m.allocated_peak_bytes,
+                                       "reserved_peak_bytes": m.reserved_peak_bytes, "verdict": m.verdict}
+                                      for m in self.memory_by_stage],
         }
         if self.analytical_step_time_s is not None:
             out["analytical_step_time_s"] = self.analytical_step_time_s

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clustersim.compute.precision import resolve_recipe
 from clustersim.errors import InputError
 from clustersim.frameworks import DEFAULT_FRAMEWORK, FrameworkSpec, load_framework
 from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
@@ -35,7 +36,7 @@ from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
-DTYPES = ("bf16", "fp16", "fp8", "fp32")
+DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
 
 PosInt = Field(ge=1)
 
@@ -76,6 +77,12 @@ class ClusterSection(_Strict):
     pcie: str | None = None
     nodes_per_leaf: int | None = Field(None, ge=1, le=MAX_GPUS)
     oversubscription: float | None = Field(None, ge=1.0, le=MAX_OVERSUBSCRIPTION, allow_inf_nan=False)
+    scale_up_domain: int | None = Field(None, ge=1, le=MAX_GPUS)  # GPUs per NVLink/xGMI domain (default: the preset's)
+    topology: Literal["fat-tree", "rail-only"] | None = None
+    nodes_per_pod: int | None = Field(None, ge=1, le=MAX_GPUS)     # a third switch tier above pods of this many nodes
+    pod_oversubscription: float | None = Field(None, ge=1.0, le=MAX_OVERSUBSCRIPTION, allow_inf_nan=False)
+    # data-centre power usage effectiveness (1.1 hyperscale to about 2; 100 is no data centre)
+    pue: float | None = Field(None, ge=1.0, le=100.0, allow_inf_nan=False)
 
 
 class FsdpSection(_Strict):
@@ -100,7 +107,10 @@ class ParallelSection(_Strict):
     global_batch: int | None = Field(None, ge=1, le=MAX_COUNT)  # None: dp * micro_batch * 4 * pp (documented default)
     schedule: Literal["gpipe", "1f1b", "interleaved-1f1b"] = "1f1b"
     virtual_stages: int = Field(1, ge=1, le=MAX_LAYERS)
-    recompute: Literal["none", "selective", "full"] = "none"
+    recompute: Literal["none", "selective", "selective-op", "full"] = "none"
+    recompute_every: int | None = None        # full recompute of every N-th layer (torchtitan layer AC)
+    recompute_method: Literal["uniform", "block"] | None = None   # Megatron, with recompute: full
+    recompute_num_layers: int | None = None
     overlap_grad_reduce: bool | None = None     # None: the framework's default
     overlap_param_gather: bool | None = None    # None: the framework's default
     tp_comm_overlap: bool = False
@@ -109,9 +119,13 @@ class ParallelSection(_Strict):
 
 
 class TrainingSection(_Strict):
-    dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    dtype: Literal["bf16", "fp16", "fp8", "fp4", "fp32"] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["auto", "flash", "standard"] = "auto"
+    compile: bool = False   # torch.compile (torchtitan): fuses element-wise ops like Megatron's kernels
+    # scaling of the low-precision GEMMs (clustersim.compute.precision); None: the GPU's default
+    fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8"] | None = None
+    fp4_recipe: Literal["nvfp4", "mxfp4"] | None = None
 
 
 class ScenarioFile(_Strict):
@@ -132,6 +146,8 @@ class TrainingSpec:
     dtype: str = "bf16"
     optimizer: str = "adam"
     attention: str = "auto"
+    compile: bool = False
+    recipe: str = ""  # low-precision scaling recipe when dtype is fp8/fp4 (clustersim.compute.precision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,8 +336,9 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
             "parallel", f"tp({par.tp}) * pp({par.pp}) * cp({par.cp}) * dp({par.dp}) = {par.num_gpus}",
             f"a product equal to the GPU count: cluster.nodes({cluster.num_nodes}) * "
             f"gpus_per_node({cluster.gpus_per_node}) = {gpus}")
-    if par.tp > cluster.gpus_per_node and par.tp % cluster.gpus_per_node:
-        raise InputError("parallel.tp", par.tp, f"a divisor or multiple of gpus_per_node ({cluster.gpus_per_node})")
+    domain = cluster.gpus_per_domain  # TP may span a whole NVLink/xGMI domain (72 GPUs in an NVL72 rack)
+    if (par.tp > domain and par.tp % domain) or (par.tp < domain and domain % par.tp):
+        raise InputError("parallel.tp", par.tp, f"a divisor or multiple of the scale-up domain ({domain} GPUs)")
     if model.heads % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.heads ({model.heads})")
     if model.kv_heads % par.tp and par.tp % model.kv_heads:
@@ -373,6 +390,40 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
 _check_consistency = check_layout  # the former private name
 
 
+def _recompute_fields(p: ParallelSection, model: ModelSpec) -> dict[str, Any]:
+    """recompute_every / recompute_method / recompute_num_layers, checked against recompute."""
+    if p.recompute_every is not None and not 1 <= p.recompute_every <= model.layers:
+        raise InputError("parallel.recompute_every", p.recompute_every,
+                         f"an integer from 1 to model.layers ({model.layers})")
+    if p.recompute_num_layers is not None and p.recompute_num_layers < 1:
+        raise InputError("parallel.recompute_num_layers", p.recompute_num_layers,
+                         "an integer from 1 to the layers of a pipeline stage")
+    if p.recompute_method is not None and p.recompute != "full":
+        raise InputError("parallel.recompute_method", p.recompute_method,
+                         "only with parallel.recompute: full (Megatron --recompute-granularity full)")
+    if p.recompute_num_layers is not None and p.recompute != "full":
+        raise InputError("parallel.recompute_num_layers", p.recompute_num_layers,
+                         "only with parallel.recompute: full")
+    return {"recompute_every": 0 if p.recompute_every is None else p.recompute_every,
+            "recompute_method": p.recompute_method or "uniform",
+            "recompute_num_layers": 1 if p.recompute_num_layers is None else p.recompute_num_layers}
+
+
+def check_recompute(model: ModelSpec, par: ParallelLayout) -> None:
+    """recompute_every in 1..layers; recompute_num_layers in 1..the layers of a pipeline stage."""
+    from clustersim.parallel.pipeline import stage_layers
+
+    if par.recompute_every != 0 and not 1 <= par.recompute_every <= model.layers:
+        raise InputError("parallel.recompute_every", par.recompute_every,
+                         f"an integer from 1 to model.layers ({model.layers})")
+    if par.recompute_num_layers != 1 or par.recompute_method != "uniform":
+        most = max(stage_layers(model.layers, par.pp, par.virtual_stages))
+        if not 1 <= par.recompute_num_layers <= most:
+            raise InputError("parallel.recompute_num_layers", par.recompute_num_layers,
+                             f"an integer from 1 to the layers of a pipeline stage ({most}: model.layers "
+                             f"{model.layers} over pp * virtual_stages = {par.pp * par.virtual_stages})")
+
+
 def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     """Validate a raw scenario dict and build the frozen Scenario. Raises InputError."""
     if not isinstance(data, dict):
@@ -412,16 +463,19 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     overlaps = {key: framework_value if value is None else value for key, value, framework_value in (
         ("overlap_grad_reduce", p.overlap_grad_reduce, framework.overlap_grad_reduce),
         ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp"}), **overlaps, "dp": dp, "global_batch": global_batch,
+    recompute = _recompute_fields(p, model)
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", *recompute}), **overlaps, **recompute, "dp": dp,
+                            "global_batch": global_batch,
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,
                             "hsdp_replicas": fsdp.hsdp_replicas})
-    if raw.training.dtype not in cluster.gpu.dtypes:
-        raise InputError("training.dtype", raw.training.dtype,
-                         f"a dtype that {cluster.gpu.name} has: {', '.join(cluster.gpu.dtypes)}")
+    t = raw.training
+    recipe = resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, cluster.gpu)
     check_layout(model, cluster, par)
-    attention = framework.attention if raw.training.attention == "auto" else raw.training.attention
-    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer, attention=attention)
+    check_recompute(model, par)
+    attention = framework.attention if t.attention == "auto" else t.attention
+    training = TrainingSpec(dtype=t.dtype, optimizer=t.optimizer, attention=attention, compile=t.compile,
+                            recipe=recipe)
     gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
                     framework=framework, goodput=gp)

@@ -13,7 +13,7 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from validation.gpt import GPT, batch
-from validation.timing import timed_samples
+from validation.timing import memory_peaks, reset_memory_peaks, timed_samples
 
 
 def _data(cfg: dict[str, Any], rank: int, device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -161,4 +161,6 @@ def run_step(kind: str, params: dict[str, Any], group: Any, rank: int, sampling:
     else:
         raise ValueError(f"unknown step kind {kind}")
     # a step is long: one call per sample, no back-to-back repetition
-    return timed_samples(fn, group, sampling.warmup, sampling.samples, min_sample_s=0.0, max_reps=1)
+    reset_memory_peaks()
+    result = timed_samples(fn, group, sampling.warmup, sampling.samples, min_sample_s=0.0, max_reps=1)
+    return {**result, **memory_peaks(group)}

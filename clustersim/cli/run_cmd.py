@@ -14,12 +14,13 @@ from clustersim.api import estimate, simulate_with_timeline
 from clustersim.errors import InputError
 from clustersim.hardware.load import use_profiles
 from clustersim.html import check_html_path, write_html
+from clustersim.memory.report import PARTS
 from clustersim.report import StepReport
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
 from clustersim.trace import trace_events, write_json_atomic
 
 
-def _render(report: StepReport) -> None:
+def _render(report: StepReport, tokens: float | None = None) -> None:
     sc = report.scenario
     par = sc.parallel
     out = Console(width=100)
@@ -29,7 +30,8 @@ def _render(report: StepReport) -> None:
     out.print(f"  tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  ep {par.ep}  sp {par.sequence_parallel}  "
               f"zero {par.zero_stage}  micro-batch {par.micro_batch} x {par.num_micro_batches}  "
               f"schedule {par.schedule} (v={par.virtual_stages})  recompute {par.recompute}  {sc.training.dtype}")
-    out.print(f"  framework {sc.framework.name} (attention {sc.training.attention})")
+    out.print(f"  framework {sc.framework.name} (attention {sc.training.attention}, element-wise "
+              f"{'compiled' if sc.training.compile else sc.framework.elementwise})")
     t = Table(show_header=False, box=None)
     iv = report.interval
     lo, hi = iv.of(report.step_time_s)
@@ -44,8 +46,16 @@ def _render(report: StepReport) -> None:
                 + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))
     t.add_row("how sure", evidence)
     m = report.memory
-    t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB of {m.capacity_bytes_per_gpu / units.GiB:.1f}"
-              f" GiB per GPU: {'fits' if m.fits else 'DOES NOT FIT'}")
+    lo, hi = (x / units.GiB for x in m.interval)
+    t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB ({lo:.1f}-{hi:.1f}) of "
+              f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU (stage {m.stage}): {_VERDICT_TEXT[m.verdict]}")
+    e = report.energy
+    t.add_row("power", f"{e.gpu_power_w:,.0f} W per GPU, {e.it_power_w / 1e3:,.1f} kW IT, "
+              f"{e.facility_power_w / 1e3:,.1f} kW facility (PUE {e.pue:g})")
+    line = f"{e.energy_per_step_kwh:.3f} kWh per step, {e.energy_per_token_j:.3f} J per token"
+    if tokens is not None:
+        line += f", {e.run_energy_kwh(tokens) / 1e3:,.1f} MWh for {tokens:.3g} tokens"
+    t.add_row("energy", line)
     out.print(t)
     b = Table(title="critical path", show_lines=False)
     b.add_column("cause")
@@ -54,13 +64,33 @@ def _render(report: StepReport) -> None:
     for cause, sec in report.to_json()["breakdown"].items():
         b.add_row(cause, f"{sec:.4f}", f"{sec / report.step_time_s * 100:.1f}%")
     out.print(b)
-    mt = Table(title="memory per GPU, highest stage")
+    out.print(_memory_table(report))
+
+
+_VERDICT_TEXT = {"fits": "fits", "tight": "TIGHT (the interval straddles the capacity)",
+                 "does-not-fit": "DOES NOT FIT"}
+
+
+def _memory_table(report: StepReport) -> Table:
+    """GiB per GPU by part, one column per pipeline stage (columns past 8 stages are sampled:
+    the first, the last and the one the verdict comes from stay)."""
+    stages = list(report.memory_by_stage)
+    if len(stages) > 8:
+        keep = {0, len(stages) - 1, report.memory.stage}
+        step = max(1, len(stages) // 6)
+        keep |= set(range(0, len(stages), step))
+        stages = [m for m in stages if m.stage in sorted(keep)][:9]
+    mt = Table(title="memory per GPU (GiB) by pipeline stage")
     mt.add_column("part")
-    mt.add_column("GiB", justify="right")
-    for key, value in m.to_json().items():
-        if isinstance(value, int) and not isinstance(value, bool):
-            mt.add_row(key, f"{value / units.GiB:.2f}")
-    out.print(mt)
+    for m in stages:
+        mt.add_column(f"stage {m.stage}", justify="right")
+    for part in PARTS:
+        mt.add_row(part, *(f"{getattr(m, part) / units.GiB:.2f}" for m in stages))
+    mt.add_row("allocated peak", *(f"{m.allocated_peak_bytes / units.GiB:.2f}" for m in stages))
+    mt.add_row("reserved peak", *(f"{m.reserved_peak_bytes / units.GiB:.2f}" for m in stages))
+    mt.add_row("80% interval", *(f"{m.interval[0] / units.GiB:.1f}-{m.interval[1] / units.GiB:.1f}" for m in stages))
+    mt.add_row("verdict", *(m.verdict for m in stages))
+    return mt
 
 
 @click.command("run")
@@ -74,9 +104,13 @@ def _render(report: StepReport) -> None:
               help="event: simpy with link contention; analytical: the closed-form twin.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
               help="Extra hardware profile YAML (e.g. one written by `clustersim validate`).")
+@click.option("--tokens", default=None, help="Training tokens (1T, 300B): adds the energy of the whole run.")
 def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: tuple[str, ...], html_file: str | None,
-        engine: str, profiles: tuple[str, ...]) -> None:
+        engine: str, profiles: tuple[str, ...], tokens: str | None) -> None:
     """Simulate one training step of SCENARIO (an embedded default when omitted)."""
+    from clustersim.sweep.compare import parse_tokens
+
+    n_tokens = parse_tokens(tokens) if tokens is not None else None
     if html_file:
         check_html_path(html_file)
     use_profiles(profiles)
@@ -97,10 +131,12 @@ def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: 
 
         write_html(html_file, run_page(report, timeline, raw))
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        click.echo(json.dumps(report.to_json(n_tokens), indent=2))
     else:
-        _render(report)
+        _render(report, n_tokens)
     if not report.memory.fits:
-        click.echo(f"error: does not fit: peak {report.memory.peak_bytes_per_gpu / units.GiB:.1f} GiB > "
-                   f"capacity {report.memory.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU", err=True)
+        m = report.memory
+        click.echo(f"error: does not fit: stage {m.stage} needs at least {m.interval[0] / units.GiB:.1f} GiB "
+                   f"(peak {m.peak_bytes_per_gpu / units.GiB:.1f} GiB) > capacity "
+                   f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU", err=True)
         sys.exit(3)

@@ -66,7 +66,9 @@ def top_table(rows: list[dict], title: str) -> Table:
         table.add_row(str(i), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]), str(p["micro_batch"]),
                       str(p["zero_stage"]), p["recompute"], "y" if p["sequence_parallel"] else "n", sched,
                       f"{row['step_time_s']:.3f} ({lo:.3f}-{hi:.3f})", f"{row['mfu']:.1%}",
-                      f"{row['tokens_per_s']:,.0f}", f"{row['peak_bytes_per_gpu'] / GiB:.1f}", regime, row["engine"])
+                      f"{row['tokens_per_s']:,.0f}",
+                      f"{row['peak_bytes_per_gpu'] / GiB:.1f}" + (" tight" if row["memory_verdict"] == "tight" else ""),
+                      regime, row["engine"])
     return table
 
 

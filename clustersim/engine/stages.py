@@ -21,6 +21,7 @@ from clustersim.compute import (
     output_cost,
     transformer_layer_cost,
 )
+from clustersim.memory.policies import stage_policies
 from clustersim.parallel.pipeline import stage_layers
 from clustersim.scenario import Scenario
 
@@ -59,15 +60,34 @@ def _merge(*parts: Work) -> Work:
 @functools.lru_cache(maxsize=4096)
 def build_step_work(scenario: Scenario) -> StepWork:
     model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
-    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention)
+    elementwise = "fused" if scenario.training.compile else scenario.framework.elementwise
+    recipe = scenario.training.recipe
+    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention,
+                                              elementwise=elementwise, recipe=recipe)
+    policies = stage_policies(par, model.layers)   # each layer's recompute policy (memory/policies.py)
+    by_policy: dict[str, tuple[Work, Work]] = {}
+
+    def layer_split_of(policy: str) -> tuple[Work, Work]:
+        """(recomputed forward, backward proper) of a layer that runs ``policy``."""
+        work = by_policy.get(policy)
+        if work is None:
+            lc = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention,
+                                        elementwise=elementwise, recompute=policy, recipe=recipe)
+            work = by_policy[policy] = (tuple(lc.recompute.ops), tuple(lc.backward.ops))
+        return work
+
+    merged: dict[str, Work] = {}
+
+    def layer_bwd_of(policy: str) -> Work:
+        if policy not in merged:
+            merged[policy] = _merge(*layer_split_of(policy))
+        return merged[policy]
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
     counts = stage_layers(model.layers, par.pp, par.virtual_stages)
     expert = expert_params_per_gpu(model, par.tp, par.ep)
     num_global = len(counts)
     layer_fwd = tuple(layer.forward.ops)
-    layer_bwd = _merge(tuple(layer.recompute.ops), tuple(layer.backward.ops))
-    layer_split = (tuple(layer.recompute.ops), tuple(layer.backward.ops))
     stages = []
     for g, n in enumerate(counts):
         fwd: list[Work] = []
@@ -89,8 +109,9 @@ def build_step_work(scenario: Scenario) -> StepWork:
             unit_params.append(0 if shared else out.params)
             unit_expert.append(0)
             params += 0 if shared else out.params
-        bwd.extend([layer_bwd] * n)
-        split.extend([layer_split] * n)
+        for p in reversed(policies[g]):   # the backward runs the layers in reverse
+            bwd.append(layer_bwd_of(p))
+            split.append(layer_split_of(p))
         unit_params.extend([layer.params - expert] * n)
         unit_expert.extend([expert] * n)
         if g == 0:
@@ -123,7 +144,7 @@ def grad_norm_all_reduce_s(scenario: Scenario) -> float:
     gpus = scenario.parallel.num_gpus
     if gpus == 1:
         return 0.0
-    per_node = min(gpus, cluster.gpus_per_node)
+    per_node = min(gpus, cluster.gpus_per_domain)  # group shapes count ranks per scale-up domain
     shape = GroupShape(per_node, gpus // per_node)
     return plan_collective("all_reduce", 4, cluster, shape).time_s
 

@@ -252,7 +252,9 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
             if not supports("parallel.recompute_every"):
                 raise InputError("activation_checkpoint.selective_ac_option", option,
                                  "op or 1: full recompute of every N-th layer is not modelled yet")
-            parallel.update(recompute="full", recompute_every=int(option))
+            # torchtitan's layer-wise AC checkpoints every N-th block and leaves the others alone
+            # (torchtitan/distributed/activation_checkpoint.py _apply_ac_to_transformer_block)
+            parallel.update(recompute="none", recompute_every=int(option))
         else:
             raise InputError("activation_checkpoint.selective_ac_option", option, "op or a positive integer")
     # precision
@@ -262,10 +264,13 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
     converters = [str(c).lower() for c in (raw_converters if isinstance(raw_converters, list) else [raw_converters])]
     if any("float8" in c for c in converters) or _section(cfg, "float8").get("enable_float8_linear"):
         dtype = "fp8"
+    train: dict[str, Any] = {"dtype": dtype}
     if _section(cfg, "compile").get("enable") or training.get("compile") is True:
-        notes.append("torch.compile: not modelled (the simulator prices the framework's eager kernels)")
+        train["compile"] = True
+        notes.append("torch.compile: element-wise ops priced as fused kernels; the compiler's own "
+                     "saved-tensor choices are not modelled")
     scenario = {"name": name, "framework": "torchtitan", "model": model, "cluster": cluster_d,
-                "parallel": parallel, "training": {"dtype": dtype}}
+                "parallel": parallel, "training": train}
     return scenario, notes
 
 

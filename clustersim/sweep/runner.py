@@ -26,8 +26,10 @@ import numpy as np
 import pandas as pd
 
 from clustersim.errors import InputError
+from clustersim.hardware.load import check_domain
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_SWEEP_LAYOUTS, check_gpus
+from clustersim.memory.report import VERDICTS
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES
 from clustersim.scenario import Scenario, check_layout
 from clustersim.sweep.evaluate import (
@@ -45,7 +47,14 @@ from clustersim.sweep.evaluate import (
 )
 from clustersim.sweep.executors import Executor, SerialExecutor
 from clustersim.sweep.rank import pareto_front, rank_order
-from clustersim.sweep.space import SearchSpace, count_shape_layouts, layout_key, micro_batch_sizes, shapes
+from clustersim.sweep.space import (
+    TORCHTITAN_RECOMPUTE,
+    SearchSpace,
+    count_shape_layouts,
+    layout_key,
+    micro_batch_sizes,
+    shapes,
+)
 from clustersim.uncertainty import step_interval
 
 TASKS_PER_WORKER = 16
@@ -106,14 +115,15 @@ class SweepResult:
             row = self.table[i]
             ran = not math.isnan(self.sim[i, 0])
             if ran:
-                _, peak, step, tps, mfu = (float(x) for x in self.sim[i])
+                _, peak, step, tps, mfu, verdict = (float(x) for x in self.sim[i])
             else:
-                peak = row[COL["peak_bytes_per_gpu"]]
+                peak, verdict = row[COL["peak_bytes_per_gpu"]], row[COL["verdict"]]
                 step, tps, mfu = (float(row[COL[f]]) for f in ESTIMATE_FIELDS)
             key = tuple(int(v) for v in row[:N_KEY])
             iv = step_interval(replace(self.spec.scenario, parallel=layout_from_key(key, self.spec.scenario.parallel)))
             out.append({"parallel": parallel_dict(key, self.spec.scenario.parallel.global_batch),
                         "step_time_s": step, "tokens_per_s": tps, "mfu": mfu, "peak_bytes_per_gpu": int(peak),
+                        "memory_verdict": VERDICTS[int(verdict)],
                         "engine": "simulate" if ran else "estimate",
                         "estimate_tokens_per_s": float(row[COL["tokens_per_s"]]),
                         "interval": iv.to_json(step, mfu, tps)})
@@ -153,6 +163,9 @@ class SweepResult:
         df["virtual_stages"] = t[:, COL["virtual_stages"]].astype(np.int64)
         df["fits"] = self.feasible_mask()
         df["peak_bytes_per_gpu"] = t[:, COL["peak_bytes_per_gpu"]].astype(np.int64)
+        ran = ~np.isnan(self.sim[:, 0])
+        codes = np.where(ran, self.sim[:, METRIC_FIELDS.index("verdict")], t[:, COL["verdict"]]).astype(np.int64)
+        df["memory_verdict"] = [VERDICTS[int(c)] for c in codes]
         df["bound_step_time_s"] = t[:, COL["bound_step_time_s"]]
         for name in ESTIMATE_FIELDS:
             df[name] = t[:, COL[name]]
@@ -265,8 +278,14 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int = 8
 
 def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, keep: int, pareto: bool,
                       progress: Progress | None) -> np.ndarray:
-    """Fill the closed-form columns of every layout that can reach the best ``keep`` (module doc)."""
-    fits = np.flatnonzero(table[:, COL["fits"]] == 1.0)
+    """Fill the closed-form columns of every layout that can reach the best ``keep`` (module doc).
+
+    Layouts that fit rank before tight ones (rank.rank_order), so the best ``keep`` come from the
+    layouts whose memory verdict is ``fits`` when there are that many; tight layouts are
+    evaluated only when fewer fit."""
+    clear = table[:, COL["verdict"]] == 0.0
+    feasible = clear if int(clear.sum()) >= keep else table[:, COL["fits"]] == 1.0
+    fits = np.flatnonzero(feasible)
     keys = table[fits][:, :N_KEY]
     bound = table[fits, COL["bound_step_time_s"]]
     order = fits[np.lexsort([*(keys[:, c] for c in reversed(range(N_KEY))), bound])]  # by bound, then key
@@ -275,7 +294,8 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     evaluated = 0
     while len(order):
         steps = table[:, COL["step_time_s"]]
-        ok = ~np.isnan(steps) & (table[:, COL["fits"]] == 1.0)
+        feasible = (table[:, COL["verdict"]] == 0.0) if int(clear.sum()) >= keep else table[:, COL["fits"]] == 1.0
+        ok = ~np.isnan(steps) & feasible
         known = np.sort(steps[ok])
         threshold = known[keep - 1] if known.size >= keep else math.inf
         rest = order
@@ -296,6 +316,7 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         done = pick[ran]
         table[done, COL["fits"]] = metrics[ran, 0]
         table[done, COL["peak_bytes_per_gpu"]] = metrics[ran, 1]
+        table[done, COL["verdict"]] = metrics[ran, METRIC_FIELDS.index("verdict")]
         for f in ESTIMATE_FIELDS:
             table[done, COL[f]] = metrics[ran, METRIC_FIELDS.index(f)]
         evaluated += len(pick)
@@ -363,6 +384,7 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
         m = estimate_keys(spec, (incumbent,))[0] if math.isnan(table[i, COL["step_time_s"]]) else None
         if m is not None and not math.isnan(m[0]):  # give it closed-form numbers too (within budget)
             table[i, COL["fits"]], table[i, COL["peak_bytes_per_gpu"]] = m[0], m[1]
+            table[i, COL["verdict"]] = m[METRIC_FIELDS.index("verdict")]
             for f in ESTIMATE_FIELDS:
                 table[i, COL[f]] = m[METRIC_FIELDS.index(f)]
     sim = np.full((table.shape[0], len(METRIC_FIELDS)), np.nan)
@@ -389,7 +411,9 @@ def resize_cluster(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
     check_gpus("--gpus", gpus)
     gpn = cluster.gpus_per_node
     if gpus >= gpn and gpus % gpn == 0:
-        return replace(cluster, num_nodes=gpus // gpn)
+        resized = replace(cluster, num_nodes=gpus // gpn)
+        check_domain(resized)  # whole scale-up domains (or at most one): InputError names the field
+        return resized
     if gpus < gpn and gpn % gpus == 0:
         # Part of one node: NICs in proportion (at least one).
         return replace(cluster, num_nodes=1, gpus_per_node=gpus,
@@ -402,4 +426,7 @@ def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace |
     """The spec of a sweep of ``scenario``'s model and batch on its cluster, resized to ``gpus``."""
     if gpus is not None and gpus != scenario.cluster.num_gpus:
         scenario = replace(scenario, cluster=resize_cluster(scenario.cluster, gpus))
-    return SweepSpec(scenario, space or SearchSpace(), **evaluators)
+    if space is None:
+        space = SearchSpace(recompute=TORCHTITAN_RECOMPUTE) if scenario.framework.name == "torchtitan" \
+            else SearchSpace()
+    return SweepSpec(scenario, space, **evaluators)

@@ -92,7 +92,8 @@ def test_interval_is_rendered_when_the_report_carries_one() -> None:
     rj["interval"] = {"level": 0.8, "step_time_s": [0.9 * s, 1.2 * s], "mfu": [m / 1.2, m / 0.9],
                       "tokens_per_s": [t / 1.2, t / 0.9]}
     table = interval_html(rj)
-    assert table.count("<tr>") == 4 and "80% interval" in table
+    # header, three step metrics and the memory interval (memory.interval, CONTRACT section 5)
+    assert table.count("<tr>") == 5 and "80% interval" in table and "peak memory" in table
     assert f"{0.9 * s:.4g}-{1.2 * s:.4g} s (80% interval)" in summary_cards(rj)
 
 
@@ -118,6 +119,9 @@ def test_compare_page_draws_energy_and_intervals_when_rows_have_them() -> None:
 def test_energy_section_appears_when_the_report_has_one() -> None:
     report = estimate(load_scenario(ROOT / SMALL))
     rj = report.to_json()
+    # run --json carries the energy object (clustersim.energy, issue 10): its keys are shown
+    assert "facility_power_kw" in run_sections(rj, [], None, None)["energy"]
+    del rj["energy"]
     assert "energy" not in run_sections(rj, [], None, None)
     rj["energy"] = {"step_j": 5.0e6, "interval": [4.0e6, 6.0e6]}
     sections = run_sections(rj, [], None, None)
