@@ -40,6 +40,11 @@ MAX_COUNT = 2**40
 # Micro-batches per pipeline per step: the schedule and both engines walk every one (Megatron-LM
 # runs typically use 8-128). Kept from the scenario loader, where it was introduced.
 MAX_MICRO_BATCHES = 4096
+# Any number of a hardware profile (TFLOPS, GB/s, MiB, W, us, USD per hour). The largest real ones
+# are around 1e4-1e6 (B300 dense FP4 15,000 TFLOPS, NVIDIA Blackwell Ultra datasheet; 288 GB HBM3e
+# = 274,658 MiB); 1e12 leaves six orders of magnitude and keeps every product of profile numbers
+# far from float64's 1.8e308. Counts in a profile (GPUs per node, SMs, links) stay <= MAX_GPUS.
+MAX_PROFILE_NUMBER = 1e12
 # Fabric oversubscription (1 = non-blocking; real fat trees are built 1:1 to about 1:7).
 MAX_OVERSUBSCRIPTION = 1024.0
 
@@ -58,6 +63,12 @@ MAX_CLOSED_FORM_OPERATIONS = 1_000_000
 # Layouts one sweep may screen: 642,804 layouts of GPT-3 175B on 1,024 GPUs take 24-30 s
 # (README); each holds a 136-byte row, so 2,000,000 are about 90 s and 300 MB.
 MAX_SWEEP_LAYOUTS = 2_000_000
+# Layouts `sweep --top` prints: the closed form must rank that many exactly (each costs 1-10 ms
+# on the slow path), and a table of more than a thousand rows is read by nobody.
+MAX_TOP = 1000
+# Layouts `sweep --rerank` / `compare --rerank` re-runs in the event engine: each takes 0.05-1 s
+# (up to MAX_EVENT_OPERATIONS, about 10 s), so 256 are minutes at most.
+MAX_RERANK = 256
 # Sweeps one `clustersim compare` may run (clusters x node counts), each up to MAX_SWEEP_LAYOUTS.
 MAX_COMPARE_SWEEPS = 32
 # Worker processes per CPU core: sweep tasks are CPU-bound, so more only add start-up (each

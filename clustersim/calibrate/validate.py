@@ -72,7 +72,7 @@ class ValidationResult:
                 "fits": self.fits, "notes": self.notes}
 
 
-def _check_options(opts: ValidateOptions) -> None:
+def check_options(opts: ValidateOptions) -> None:
     if opts.backend not in ("gloo", "nccl"):
         raise InputError("--backend", opts.backend, ("gloo", "nccl"))
     if opts.nprocs < 2 or opts.nprocs > 64:
@@ -119,7 +119,7 @@ def _set_aside(records: Path) -> None:
 def measure(opts: ValidateOptions, progress: Callable[[int, int, str], None] | None = None,
             ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run (or resume) the measurements; returns this configuration's records and link info."""
-    _check_options(opts)
+    check_options(opts)
     cases = build_plan(opts.level, opts.nprocs)
     cfg = _config(opts)
     cfg_id = config_id(cfg)

@@ -13,6 +13,7 @@ from rich.table import Table
 from clustersim.energy import energy_report
 from clustersim.errors import InputError
 from clustersim.html import check_html_path, write_html
+from clustersim.limits import MAX_RERANK
 from clustersim.scenario import apply_overrides, load_scenario, read_scenario_dict
 from clustersim.sweep.compare import (
     RANK_KEYS,
@@ -172,7 +173,7 @@ def _span(values: object, scale: float, fmt: str) -> str:
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True)
 @click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler (tcp://host:8786).")
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
-@click.option("--rerank", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--rerank", type=click.IntRange(min=1, max=MAX_RERANK), default=1, show_default=True,
               help="Best layouts per cluster (by the closed form) re-simulated with the event engine.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Plot time to train against cost and energy, with "
               "intervals (.png/.svg/.pdf).")

@@ -17,7 +17,7 @@ from clustersim.html import check_html_path, write_html
 from clustersim.memory.report import PARTS
 from clustersim.report import StepReport
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
-from clustersim.trace import trace_events, write_json_atomic
+from clustersim.trace import check_output_path, trace_events, write_json_atomic
 
 
 def _render(report: StepReport, tokens: float | None = None) -> None:
@@ -113,6 +113,8 @@ def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: 
     n_tokens = parse_tokens(tokens) if tokens is not None else None
     if html_file:
         check_html_path(html_file)
+    if trace_file:
+        check_output_path(trace_file, "--trace")
     use_profiles(profiles)
     raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
     sc = scenario_from_dict(raw)

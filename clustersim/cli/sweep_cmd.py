@@ -21,6 +21,7 @@ from rich.table import Table
 
 from clustersim.errors import Interrupted
 from clustersim.html import check_html_path, write_html
+from clustersim.limits import MAX_RERANK, MAX_TOP
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
 from clustersim.sweep.executors import EXECUTORS, make_executor
 from clustersim.sweep.output import check_table_path, write_table
@@ -96,7 +97,7 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
 @click.command("sweep")
 @click.argument("scenario", required=False, type=click.Path(dir_okay=False))
 @click.option("--gpus", type=click.IntRange(min=1), help="Sweep on N GPUs of the scenario's cluster type.")
-@click.option("--top", "top_k", type=click.IntRange(min=1), default=10, show_default=True, help="Layouts to print.")
+@click.option("--top", "top_k", type=click.IntRange(min=1, max=MAX_TOP), default=10, show_default=True, help="Layouts to print.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write every evaluated layout (.csv or .parquet).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Plot tokens/s against peak memory (.png/.svg/.pdf).")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False),
@@ -105,7 +106,7 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
               help="local: a process pool on this machine; dask: a Dask cluster; serial: this process.")
 @click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler (tcp://host:8786); default: a LocalCluster.")
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
-@click.option("--rerank", type=click.IntRange(min=0), default=8, show_default=True,
+@click.option("--rerank", type=click.IntRange(min=0, max=MAX_RERANK), default=8, show_default=True,
               help="Best layouts re-ranked with the event engine (plus the scenario's own layout).")
 @click.option("--pareto/--no-pareto", default=False, show_default=True,
               help="Also evaluate every layout that could be on the memory/throughput Pareto front.")

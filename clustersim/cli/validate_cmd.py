@@ -39,16 +39,18 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
     from clustersim.calibrate.compare import render_table
     from clustersim.calibrate.launch import RunError
     from clustersim.calibrate.store import RECORDS_FILE, read_records
-    from clustersim.calibrate.validate import ValidateOptions, default_out_dir
+    from clustersim.calibrate.validate import ValidateOptions, check_options, default_out_dir
     from clustersim.calibrate.validate import validate as run_validate
 
+    opts = ValidateOptions(backend=backend, nprocs=nprocs, netns=netns, level=level,
+                           out_dir=out_dir or default_out_dir(netns, backend), rate_mbit=rate_mbit,
+                           delay_us=delay_us, fresh=fresh)
+    if opts.backend != "nccl":  # options first: importing torch takes seconds (nccl's check needs it)
+        check_options(opts)
     try:
         import torch  # noqa: F401  (the ranks need it; fail early with the install line)
     except ImportError:
         raise InputError("--backend", backend, "an installed torch: pip install torch==2.13.0") from None
-    opts = ValidateOptions(backend=backend, nprocs=nprocs, netns=netns, level=level,
-                           out_dir=out_dir or default_out_dir(netns, backend), rate_mbit=rate_mbit,
-                           delay_us=delay_us, fresh=fresh)
     err = Console(stderr=True)
     with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=err, transient=as_json) as bar:

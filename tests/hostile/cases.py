@@ -317,7 +317,7 @@ ARGS: list[ArgCase] = [
     _a("run --engine bogus", "run", "--engine", "bogus"),
     _a("run unknown option", "run", "--frobnicate"),
     _a("run --trace into a directory", "run", "--trace", "/"),
-    _a("run --trace in a missing directory", "run", "--trace", "/nonexistent/dir/t.json"),
+    _a("run --trace through a file", "run", "--trace", "/dev/null/t.json"),
     _a("run --trace with --engine analytical", "run", "--engine", "analytical", "--trace", "t.json"),
     # --gpus 0/-1/10^12
     *[_a(f"sweep --gpus {g}", "sweep", "--gpus", g, *SERIAL) for g in ("0", "-1", "1000000000000", BIG, "1.5", "x")],
@@ -343,20 +343,23 @@ ARGS: list[ArgCase] = [
     # sweep and compare options
     _a("sweep --top 0", "sweep", "--top", "0", *SERIAL),
     _a("sweep --top 10^30", "sweep", "--top", BIG, *SERIAL),
+    _a("sweep --top 1001", "sweep", "--top", "1001", *SERIAL),
+    _a("compare --rerank 10^6", "compare", "--clusters", "dgx-h100", "--rerank", "1000000", "--executor", "serial"),
+    _a("import --nodes 10^30", "import", "megatron-log", "x", "--nodes", BIG),
     _a("sweep --rerank 10^6", "sweep", "--rerank", "1000000", *SERIAL),
     _a("sweep --workers 100000", "sweep", "--workers", "100000", "--no-progress", sub=True),
     _a("sweep --workers 0", "sweep", "--workers", "0"),
     _a("sweep --rerank -1", "sweep", "--rerank", "-1", *SERIAL),
     _a("sweep --out bad suffix", "sweep", "--out", "x.txt", *SERIAL),
     _a("sweep --out a directory", "sweep", "--out", "/", *SERIAL),
-    _a("sweep --out in a missing directory", "sweep", "--out", "/nonexistent/dir/x.csv", *SERIAL),
+    _a("sweep --out through a file", "sweep", "--out", "/dev/null/x.csv", *SERIAL),
     _a("sweep --plot bad suffix", "sweep", "--plot", "x.gif", *SERIAL),
     _a("sweep --executor bogus", "sweep", "--executor", "mpi"),
     _a("sweep --scheduler without dask", "sweep", "--scheduler", "tcp://x:1", *SERIAL),
     _a("sweep 16,777,216 GPUs, billions of layouts", "sweep", "--gpus", "16777216", "--set",
        f"parallel.global_batch={2**34}", "--set", "model.layers=4096", *SERIAL, sub=True),
     *[_a(f"compare --nodes {n[:30]}", "compare", "--clusters", "dgx-h100", "--nodes", n, "--executor", "serial")
-      for n in ("0", "-1", "1,,2", "a", "1e9", BIG, ",".join(["2"] * 100), "3000000")],
+      for n in ("0", "-1", ",", "a", "1e9", BIG, ",".join(["2"] * 100), "3000000")],
     _a("compare --nodes 10^30", "compare", "--clusters", "dgx-h100", "--nodes", BIG, "--executor", "serial", sub=True),
     *[_a(f"compare --clusters {c[:30]}", "compare", "--clusters", c, "--executor", "serial")
       for c in ("nope", "", ",,,", ",".join(["dgx-h100"] * 100))],
@@ -380,8 +383,8 @@ ARGS: list[ArgCase] = [
     *[_a(f"validate {opt} {v}", "validate", opt, v) for opt, v in (
         ("--nprocs", "0"), ("--nprocs", "1000000000"), ("--rate-mbit", "nan"), ("--rate-mbit", "inf"),
         ("--rate-mbit", "-1"), ("--delay-us", "nan"), ("--delay-us", "-5"), ("--backend", "mpi"))],
-    _a("validate --out a file", "validate", "--ci", "--out", "/etc/hostname"),
-    _a("validate --out through a file", "validate", "--ci", "--out", "/etc/hostname/sub"),
+    _a("validate --out a device", "validate", "--ci", "--out", "/dev/null"),
+    _a("validate --out through a file", "validate", "--ci", "--out", "/dev/null/sub"),
 ]
 
 # The representative subset also run as real subprocesses (tests/hostile/test_subprocess.py):
@@ -400,3 +403,38 @@ SUBPROCESS_FILE_CASES = [
     ("import deepspeed-json", "truncated mid-token"),
     ("run --profile", "another tool's YAML"),
 ]
+
+
+# --- the cases, enumerated without touching the disk (pytest ids), made in a directory on demand ---
+
+def file_cases() -> list[tuple[str, str]]:
+    """(slot, generic file) pairs: every hostile file at every place a command reads one."""
+    return [(slot, name) for slot, s in SLOTS.items() for name in GENERIC if name not in s.valid]
+
+
+def number_cases() -> list[tuple[str, str]]:
+    """(slot, hostile number) pairs: a valid file of the slot's format with one absurd number."""
+    return [(slot, number) for slot in SLOTS for number in HOSTILE_NUMBERS]
+
+
+def make_generic(d: Path) -> dict[str, Path]:
+    """Every generic hostile file under ``d`` (each in its own directory: names may repeat)."""
+    out = {}
+    for i, (name, make) in enumerate(GENERIC.items()):
+        sub = d / f"g{i:02d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        out[name] = make(sub)
+    return out
+
+
+def value_file(d: Path, kind: str, number: str) -> Path:
+    """A valid ``kind`` file with the hostile ``number`` in it."""
+    suffix = ".json" if kind in JSON_KINDS else ".toml" if kind in TOML_KINDS else (
+        ".log" if kind in PLAIN_KINDS else ".yaml")
+    p = d / f"{kind}-{number.replace(' ', '-')}{suffix}"
+    p.write_text(VALUE_FILES[kind](number_spelling(kind, number)))
+    return p
+
+
+def file_argv(slot: str, path: Path, tmp: Path, good: dict[str, Path]) -> list[str]:
+    return SLOTS[slot].argv(str(path), tmp, good)
