@@ -71,6 +71,13 @@ class Iteration:
                 "dropped": self.dropped or None}
 
 
+# A measured training step lasts milliseconds to minutes (Megatron-LM's published runs: 0.1-60 s per
+# iteration, Narayanan et al. 2021, arXiv 2104.04473, Table 1). A time under a microsecond or over a
+# day (a throughput of 1e308 tokens/s, an iteration of 1e308 ms, a NaN) is not a measurement.
+MIN_STEP_TIME_S = 1e-6
+MAX_STEP_TIME_S = 86400.0
+
+
 def steady_state(points: list[tuple[int, float]], what: str) -> tuple[list[Iteration], float]:
     """Drop warm-up and outliers; the measured step time is the median of the rest.
 
@@ -82,6 +89,10 @@ def steady_state(points: list[tuple[int, float]], what: str) -> tuple[list[Itera
     """
     if not points:
         raise InputError(what, None, "a log with at least one training step line")
+    for it, t in points:
+        if not (isinstance(t, (int, float)) and MIN_STEP_TIME_S <= t <= MAX_STEP_TIME_S):
+            raise InputError(what, f"step {it}: {t!r} s", f"a measured step time between {MIN_STEP_TIME_S:g} s "
+                                                         f"and {MAX_STEP_TIME_S:g} s (a day)")
     points = sorted(dict(points).items())          # one line per step; a repeated step keeps the last
     out: list[Iteration] = []
     first = points[0][0]

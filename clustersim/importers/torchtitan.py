@@ -51,7 +51,7 @@ DEBUG_MODEL = {"layers": 6, "hidden": 256, "heads": 16, "vocab": 2048, "ffn_act"
 SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved-1f1b",
              "zbvzerobubble": "zb-v", "interleavedzerobubble": "zb-h1", "dualpipev": "dualpipe-v"}
 
-STEP = re.compile(r"\bstep:\s*(\d+)\s.*?\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?)")
+STEP = re.compile(r"\bstep:\s*(\d+)\s.*?\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?![\w.])")
 MESH_OLD = re.compile(r"Building \d+-D device mesh with \[([^\]]*)\],\s*\[([^\]]*)\]")
 MESH_NEW = re.compile(r"Building device mesh with parallelism:\s*(.*)")
 MODEL_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "multiple_of", "ffn_dim_multiplier",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,6 +148,12 @@ def _out(tmp: Path, name: str) -> str:
 
 
 SERIAL = ("--executor", "serial", "--no-progress")
+IMPORT_EXTRA: dict[str, Callable[[dict[str, Path]], list[str]]] = {
+    "torchtitan-log": lambda good: ["--config", str(good["torchtitan-toml"])],
+    "torchtitan-toml": lambda good: ["--nodes", "1"],
+    "deepspeed-json": lambda good: ["--model", "llama3-8b", "--nodes", "1"],
+    "deepspeed-log": lambda good: ["--model", "llama3-8b", "--nodes", "1"],
+}
 SLOTS: dict[str, Slot] = {
     "run SCENARIO": Slot(_s("run"), "scenario"),
     "run --profile": Slot(_s("run", "--profile"), "profile"),
@@ -162,20 +169,23 @@ SLOTS: dict[str, Slot] = {
     "goodput --profile": Slot(_s("goodput", "--days", "1", "--profile"), "profile"),
     "calibrate --nccl-tests": Slot(lambda p, tmp, good: ["calibrate", "--nccl-tests", p, "--out",
                                                          _out(tmp, "nccl.yaml")], "nccl-tests"),
-    "calibrate --log": Slot(lambda p, tmp, good: ["calibrate", "--log", p, "--out", _out(tmp, "log.yaml")],
-                            "megatron-log"),
+    "calibrate --log": Slot(lambda p, tmp, good: ["calibrate", "--log", p, "--cluster", "dgx-h100", "--out",
+                                                  _out(tmp, "log.yaml")], "megatron-log"),
     "calibrate --trace": Slot(lambda p, tmp, good: ["calibrate", "--trace", p, "--out", _out(tmp, "trace.yaml")],
                               "trace"),
     "calibrate --config": Slot(lambda p, tmp, good: ["calibrate", "--log", str(good["torchtitan-log"]), "--config", p,
                                                      "--out", _out(tmp, "cfg.yaml")], "torchtitan-toml"),
-    **{f"import {kind}": Slot(lambda p, tmp, good, kind=kind: ["import", kind, p, "--out", _out(tmp, "imported.yaml")],
-                              kind)
+    # a valid companion where the format needs one (--cluster: logs and configs rarely name the GPU;
+    # --config: torchtitan logs do not print the batch), so that the hostile file is what is judged
+    **{f"import {kind}": Slot(lambda p, tmp, good, kind=kind: ["import", kind, p, "--cluster", "dgx-h100",
+                                                               *IMPORT_EXTRA.get(kind, lambda g: [])(good),
+                                                               "--out", _out(tmp, "imported.yaml")], kind)
        for kind in ("megatron-log", "megatron-args", "torchtitan-log", "torchtitan-toml", "deepspeed-log",
                     "deepspeed-json")},
     "import --config": Slot(lambda p, tmp, good: ["import", "torchtitan-log", str(good["torchtitan-log"]),
                                                   "--config", p], "torchtitan-toml"),
     "import --hf-config": Slot(lambda p, tmp, good: ["import", "torchtitan-toml", str(good["torchtitan-toml"]),
-                                                     "--nodes", "1", "--hf-config", p], "hf-config"),
+                                                     "--nodes", "1", "--cluster", "dgx-h100", "--hf-config", p], "hf-config"),
 }
 
 
@@ -215,8 +225,7 @@ def _torchtitan_log(value: str) -> str:
 def _deepspeed_log(value: str) -> str:
     cfg = deepspeed_config(train_batch=1536, micro=4, accum=1, stage=1)
     text = deepspeed_log(cfg, 150.0)
-    return "\n".join(line.replace("CurrSamplesPerSec=", f"CurrSamplesPerSec={value} X=").replace(
-        "RunningAvgSamplesPerSec=", f"RunningAvgSamplesPerSec={value} X=") for line in text.splitlines()) + "\n"
+    return "\n".join(re.sub(r"SamplesPerSec=[^,]*", f"SamplesPerSec={value}", line) for line in text.splitlines()) + "\n"
 
 
 def _nccl_log(value: str) -> str:
@@ -392,16 +401,12 @@ ARGS: list[ArgCase] = [
 SUBPROCESS_FILE_CASES = [
     ("run SCENARIO", "utf-16 without BOM"),
     ("run SCENARIO", "50 MB of comments"),
-    ("sweep SCENARIO", "ELF binary"),
     ("compare SCENARIO", "deep nesting"),
     ("collective --profile", "YAML alias bomb"),
     ("goodput SCENARIO", "a FIFO"),
     ("calibrate --nccl-tests", "PNG image"),
     ("calibrate --log", "50 MB of comments"),
-    ("import megatron-log", "latin-1"),
     ("import torchtitan-toml", "deep nesting"),
-    ("import deepspeed-json", "truncated mid-token"),
-    ("run --profile", "another tool's YAML"),
 ]
 
 
