@@ -4,7 +4,7 @@ InputError (exit 2) that names the field, the value and the limit. The reasoning
 number; README "Bad input" lists them for users.
 
 Times quoted below were measured on the 2-core development machine while other jobs ran on it
-(``python benchmarks/bench_limits.py`` prints them again); an idle machine is 2-3x faster.
+(``python benchmarks/hostile_table.py`` times every refusal); an idle machine is 2-3x faster.
 """
 
 from __future__ import annotations
