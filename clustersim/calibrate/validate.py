@@ -31,7 +31,7 @@ from clustersim.calibrate.profile import (
     render_profile,
     write_profile,
 )
-from clustersim.calibrate.store import RECORDS_FILE
+from clustersim.calibrate.store import RECORDS_FILE, read_records
 from clustersim.errors import InputError
 
 PLAN_VERSION = 1  # bump when the benchmarks change what a case measures
@@ -88,6 +88,8 @@ def check_options(opts: ValidateOptions) -> None:
     except OSError as exc:
         raise InputError("--out", str(opts.out_dir), f"a directory that exists or can be created "
                                                      f"({exc.strerror or exc})") from None
+    if not opts.fresh:  # the records it resumes from: a binary or oversized file is refused now, not after torch
+        read_records(opts.out_dir / RECORDS_FILE)
     if opts.backend == "nccl":
         import torch
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
