@@ -376,6 +376,16 @@ ARGS: list[ArgCase] = [
       for t in ("1e400", "nan", "-1", "0", "1X", "")],
     *[_a(f"compare --price-per-gpu-hour {p}", "compare", "--clusters", "dgx-h100", "--price-per-gpu-hour", p,
          "--executor", "serial") for p in ("nan", "-1", "nope=1", "dgx-h100=inf", "=")],
+    *[_a(f"compare --gpus {g[:30]}", "compare", "--clusters", c, "--gpus", g, "--executor", "serial")
+      for c, g in (("dgx-h100", "0"), ("dgx-h100", BIG), ("gb200-nvl72", "100000000"), ("dgx-h100", "8,x"))],
+    _a("compare --gpus and --nodes", "compare", "--clusters", "dgx-h100", "--gpus", "8", "--nodes", "1"),
+    *[_a(f"compare {opt} {v}", "compare", "--clusters", "dgx-h100", opt, v, "--executor", "serial") for opt, v in (
+        ("--pue", "nan"), ("--pue", "0.5"), ("--rank-by", "speed"), ("--price-per-kwh", "nan"),
+        ("--price-per-kwh", "-1"))],
+    *[_a(f"run --tokens {t}", "run", "--tokens", t) for t in ("nan", "1e400", "-5", "1Q")],
+    *[_a(f"run --set {kv[:40]}", "run", "--set", kv) for kv in (
+        "cluster.pue=1e308", f"cluster.scale_up_domain={BIG}", "training.recipe=bogus",
+        f"parallel.recompute_every={BIG}", "parallel.recompute=bogus", "cluster.topology=torus")],
     # list, goodput, import, calibrate, validate arguments
     _a("list bogus", "list", "bogus"),
     _a("unknown command", "frobnicate"),
