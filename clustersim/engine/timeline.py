@@ -36,6 +36,14 @@ class Timeline:
         if self.record:
             self.segments.append(Segment(rank, stream, name, cause, start_s, end_s))
 
+    def add_totals(self, rank: int, by_cause: tuple[tuple[str, float], ...]) -> None:
+        """Add seconds by cause to ``rank``'s compute-stream totals without segments."""
+        totals = self.totals
+        for cause, sec in by_cause:
+            if sec > 0:
+                key = (rank, cause)
+                totals[key] = totals.get(key, 0.0) + sec
+
     def busy(self, rank: int) -> dict[str, float]:
         """Seconds of ``rank``'s compute stream by cause (idle time not yet blamed)."""
         return {cause: self.totals.get((rank, cause), 0.0) for cause in CAUSES}
