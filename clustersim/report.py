@@ -22,6 +22,7 @@ class StepReport:
     memory_by_stage: tuple[MemoryReport, ...]
     critical_rank: int
     analytical_step_time_s: float | None = None  # the closed-form twin, when both ran
+    per_rank: dict[str, Any] | None = None       # per-rank mode (faults): classes, cost, the pacing rank
 
     @property
     def num_gpus(self) -> int:
@@ -77,6 +78,8 @@ class StepReport:
         }
         if self.analytical_step_time_s is not None:
             out["analytical_step_time_s"] = self.analytical_step_time_s
+        if self.per_rank is not None:
+            out["faults"] = self.per_rank
         return out
 
     def _repr_html_(self) -> str:

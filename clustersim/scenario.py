@@ -22,6 +22,7 @@ from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_yaml_file
 from clustersim.parallel.layout import ParallelLayout
+from clustersim.perrank.faults import FaultSpec, FaultsSection, fault_spec
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
@@ -114,6 +115,7 @@ class ScenarioFile(_Strict):
     parallel: ParallelSection = ParallelSection()
     training: TrainingSection = TrainingSection()
     goodput: GoodputSection | None = None   # `clustersim goodput` only (docs/goodput.md)
+    faults: FaultsSection | None = None     # slow GPUs and links within a step: per-rank mode (docs/engine.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +139,7 @@ class Scenario:
     training: TrainingSpec
     framework: FrameworkSpec
     goodput: GoodputSpec | None = None   # the `goodput:` section, resolved; None when absent
+    faults: FaultSpec | None = None      # the `faults:` section, checked against the cluster; None when absent
 
 
 DEFAULT_SCENARIO_YAML = """\
@@ -415,8 +418,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     attention = framework.attention if raw.training.attention == "auto" else raw.training.attention
     training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer, attention=attention)
     gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
+    faults = fault_spec(raw.faults, cluster) if raw.faults is not None else None
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
-                    framework=framework, goodput=gp)
+                    framework=framework, goodput=gp, faults=faults)
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

@@ -43,6 +43,18 @@ def _render(report: StepReport) -> None:
     evidence = (f"regime {iv.regime}: {iv.evidence_runs} measured runs"
                 + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))
     t.add_row("how sure", evidence)
+    if report.per_rank is not None:
+        f = report.per_rank
+        who = f["paced_by"]
+        paced = ("nothing slower than nominal" if who is None else
+                 f"rank {who['rank']} (node {who['node']} GPU {who['gpu']}"
+                 + (f" NIC {who['nic']}" if "nic" in who else "")
+                 + f"; stage {who['pp']}, replica {who['dp']}): {who['kind']} at {who['speed']:.2f}")
+        t.add_row("per-rank", f"{f['classes']} classes of replicas, {f['simulated_ranks']} simulated ranks; "
+                              f"{f['slow_gpus']} slow GPUs, {f['stragglers']} stragglers, {f['slow_links']} slow links")
+        t.add_row("paced by", paced)
+        t.add_row("cost", f"{f['cost_s']:+.4f} s ({f['cost_fraction']:+.1%}) against a healthy cluster "
+                          f"({f['healthy_step_time_s']:.4f} s)")
     m = report.memory
     t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB of {m.capacity_bytes_per_gpu / units.GiB:.1f}"
               f" GiB per GPU: {'fits' if m.fits else 'DOES NOT FIT'}")
@@ -92,7 +104,7 @@ def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: 
         report, result = simulate_with_timeline(sc, record=bool(trace_file or html_file))
         timeline = result.timeline
         if trace_file:
-            write_json_atomic(trace_file, trace_events(result.timeline, sc))
+            write_json_atomic(trace_file, trace_events(result.timeline, sc, report.per_rank))
     if html_file:
         from clustersim.html.run_page import run_page
 

@@ -149,6 +149,7 @@ class Recurrence:
     def finish(self) -> StepResult:
         """Gradient reductions left, optimizer step, parameter gathers after it; the result."""
         dp = self.plan.dp
+        self.last_action_s = tuple(s.clock for s in self.ranks)
         for rk, state in zip(self.plan.ranks, self.ranks, strict=True):
             stages = list(rk.stages)
             state.enqueue("dp", dp.after_backward_of(stages))
@@ -242,13 +243,9 @@ class Recurrence:
                 or kind == "B" and self.nxt[rk.index] in rk.final_b):
             self.contended = True
             return
-        key = (rk.index, g, kind)
-        total = self.plan.alone.get(key)
-        if total is None:
-            from clustersim.engine.sim import action_alone
+        from clustersim.engine.sim import alone_total
 
-            total = self.plan.alone[key] = action_alone(self.plan, rk.index, g, kind)
-        state.run_total(total)
+        state.run_total(alone_total(self.plan, rk, g, kind))
 
     def _backward(self, rk: SimRank, state: RankState, z3: Zero3Plan | None, g: int, final: bool) -> None:
         units = rk.units[(g, "B")]

@@ -7,8 +7,8 @@ gradient reductions at the end with the last ones. The middle - the steady state
 with many micro-batches - is a chain of compute and pipeline sends that never meet on a link.
 So a step runs in three parts:
 
-1. simpy, from the start until every rank has run the first forward of each of its chunks (which
-   waits for that chunk's parameter gathers); skipped when there are none;
+1. simpy, from the start until each rank's parameter gathers are done (it stops at its first action
+   that starts with no collective in flight); skipped when there are none;
 2. the closed form (clustersim.engine.analytical.Recurrence with link checks), from there up to
    each rank's first last-backward (the one that launches gradient reductions), extrapolating
    identical steady-state periods (clustersim.engine.collapse);
@@ -29,20 +29,6 @@ from clustersim.engine.analytical import Recurrence
 from clustersim.engine.collapse import run_collapsed
 from clustersim.engine.rankplan import StepPlan
 from clustersim.engine.sim import Key, Resume, SimResult, _StepSim
-
-
-def _first_stops(plan: StepPlan) -> list[int] | None:
-    """Per rank: the action after the first forward of each of its chunks (None: no gathers)."""
-    if not plan.param_gathers:
-        return None
-    stops = []
-    for rk in plan.ranks:
-        firsts: dict[int, int] = {}
-        for i, a in enumerate(rk.actions):
-            if a.kind == "F" and a.chunk not in firsts:
-                firsts[a.chunk] = i
-        stops.append(max(firsts.values(), default=-1) + 1)
-    return stops
 
 
 def _sender(plan: StepPlan, key: Key) -> int:
@@ -77,14 +63,13 @@ def _load(rec: Recurrence, sim: _StepSim) -> list[tuple[int, Key, float, float]]
 def simulate_hybrid(plan: StepPlan) -> SimResult | None:
     """The step as described in the module docstring; None where it cannot apply (ZeRO-3, whose
     collectives run beside every action) or where a check failed."""
-    if plan.dp.zero3 is not None or plan.num_classes > 1 and plan.param_gathers:
+    if plan.dp.zero3 is not None:
         return None
     n = len(plan.ranks)
     rec = Recurrence(plan, check_links=True)
-    stops = _first_stops(plan)
     sends: list[tuple[int, Key, float, float]] = []
-    if stops is not None:
-        first = _StepSim(plan, record=False, stops=stops)
+    if plan.param_gathers:
+        first = _StepSim(plan, record=False, stop_quiet=True)
         first.run()
         sends = _load(rec, first)
         if any(first.outstanding):

@@ -82,9 +82,9 @@ class StepPlan:
     isolated: bool                               # no unit's collectives can contend with other traffic
     period: tuple[int, int] = (0, 0)             # (actions, micro-batches) of the steady state; 0: none
     param_gathers: tuple[tuple[tuple[int, int], tuple[Item, ...]], ...] = field(default=())
-    # (rank, stage, kind) -> the action's duration run alone in the event engine (its own overlapped
+    # an action's units (by identity) -> its duration run alone in the event engine (its own overlapped
     # collectives sharing its links), filled on demand by clustersim.engine.hybrid
-    alone: dict[tuple[int, int, str], Total] = field(default_factory=dict, compare=False, hash=False)
+    alone: dict[tuple, Total] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def num_classes(self) -> int:

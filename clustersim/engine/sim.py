@@ -44,6 +44,7 @@ Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch)
 @dataclass(frozen=True, slots=True)
 class SimResult(StepResult):
     timeline: Timeline
+    last_action_s: tuple[float, ...] = ()   # per simulated rank: when its last action ended
 
 
 @dataclass(slots=True)
@@ -79,6 +80,43 @@ class _Gathers:
         return self.events[k] if k < len(self.events) else None
 
 
+class _Send:
+    """A pipeline transfer run by callbacks: each phase's latency, then its bytes on the link."""
+
+    __slots__ = ("i", "key", "kind", "phases", "rank", "sim", "start", "waited")
+
+    def __init__(self, sim: _StepSim, rank: int, kind: str, key: Key) -> None:
+        self.sim, self.rank, self.kind, self.key = sim, rank, kind, key
+        plan = sim.plan.ranks[rank].send[kind]
+        assert plan is not None
+        self.phases = plan.phases
+        self.i = 0
+        self.waited = False
+        self.start = sim.env.now
+        sim.send_start[key] = self.start
+
+    def next(self, _event: simpy.Event | None = None) -> None:
+        sim, env = self.sim, self.sim.env
+        while self.i < len(self.phases):
+            phase = self.phases[self.i]
+            if not self.waited:
+                self.waited = True
+                if phase.latency_s > 0:
+                    env.timeout(phase.latency_s).callbacks.append(self.next)
+                    return
+            self.i += 1
+            self.waited = False
+            if phase.wire_bytes > 0:
+                sim.links[self.rank][phase.tier].transfer(phase.wire_bytes / phase.bw_bytes_per_s).callbacks.append(
+                    self._moved)
+                return
+        sim._sent(self.rank, self.kind, self.key, self.start)
+
+    def _moved(self, _event: simpy.Event) -> None:
+        self.sim.link_last[(self.rank, self.phases[self.i - 1].tier)] = self.sim.env.now
+        self.next()
+
+
 class _Barrier:
     """One data-parallel collective across rank classes: all launch, then all finish."""
 
@@ -93,7 +131,7 @@ class _Barrier:
 
 class _StepSim:
     def __init__(self, plan: StepPlan, record: bool, stops: list[int] | None = None,
-                 start: Resume | None = None) -> None:
+                 start: Resume | None = None, stop_quiet: bool = False) -> None:
         self.plan = plan
         self.sc = plan.scenario
         self.pp = plan.pp
@@ -101,6 +139,8 @@ class _StepSim:
         self.z3 = plan.dp.zero3
         n = len(plan.ranks)
         self.stops = stops
+        self.stop_quiet = stop_quiet  # a partial run: each rank stops at its first action with no collective in flight
+        self.partial = stops is not None or stop_quiet
         self.start = start
         t0 = 0.0
         if start is not None:
@@ -150,13 +190,12 @@ class _StepSim:
             event = self.arrivals[key] = self.env.event()
         return event
 
-    def _send(self, rank: int, kind: str, key: Key) -> Proc:
-        """Send an activation (F) or its gradient (B) to the stage that needs it."""
-        start = self.env.now
-        self.send_start[key] = start
-        plan = self.plan.ranks[rank].send[kind]
-        assert plan is not None
-        yield from self._run_plan(rank, plan)
+    def _send(self, rank: int, kind: str, key: Key) -> None:
+        """Send an activation (F) or its gradient (B) to the stage that needs it (callbacks, not a
+        process: one of these runs after every action)."""
+        _Send(self, rank, kind, key).next()
+
+    def _sent(self, rank: int, kind: str, key: Key, start: float) -> None:
         self.tl.add(rank, "pp", f"send {kind}{key[3]} to stage {key[2]}", "pp_comm", start, self.env.now)
         self.arrived_at[key] = self.env.now
         self._arrival(key).succeed()
@@ -173,7 +212,7 @@ class _StepSim:
 
     def _replayed_send(self, rank: int, kind: str, key: Key, start: float) -> Proc:
         yield self.env.timeout(start - self.env.now)
-        yield from self._send(rank, kind, key)
+        self._send(rank, kind, key)
 
     def _wait_arrival(self, rank: int, key: Key) -> Proc:
         self.consumed.add(key)
@@ -236,10 +275,20 @@ class _StepSim:
         return done
 
     # -- compute ---------------------------------------------------------------------------
-    def _quiet(self, rk: SimRank, g: int, kind: str) -> bool:
-        """The action's units run alone: no collective of this rank's streams runs or waits beside
-        them (only this rank's own actions enqueue them) and none of their collectives can contend."""
-        return self.outstanding[rk.index] == 0 and rk.isolated[(g, kind)]
+    def _quiet(self, rk: SimRank, g: int, kind: str) -> tuple | None:
+        """The contention-free duration of the action if its units run alone - no collective of this
+        rank's streams runs or waits beside them (only this rank's own actions enqueue them) and
+        none of their collectives can meet other traffic - else None. Units whose overlapped
+        collectives share links among themselves take their duration run alone once (without a
+        timeline to record)."""
+        if self.outstanding[rk.index]:
+            return None
+        key = (g, kind)
+        if rk.isolated[key]:
+            return rk.totals[key]
+        if self.tl.record or not rk.private[key]:
+            return None
+        return alone_total(self.plan, rk, g, kind)
 
     def _run_fast(self, rank: int, units: tuple[CompiledUnit, ...], total: tuple[float, tuple], label: str) -> Proc:
         """A run of quiet units as one timeout; segments and totals as if run one by one."""
@@ -293,8 +342,9 @@ class _StepSim:
         rank = rk.index
         units = rk.units[(g, "F")]
         ready = [self.param_ready.get((rank, g, u)) for u in range(len(units))] if self.param_ready else None
-        if self.z3 is None and (ready is None or all(e is None or e.triggered for e in ready)) and self._quiet(rk, g, "F"):
-            yield from self._run_fast(rank, units, rk.totals[(g, "F")], label)
+        total = self._quiet(rk, g, "F") if self.z3 is None else None
+        if total is not None and (ready is None or all(e is None or e.triggered for e in ready)):
+            yield from self._run_fast(rank, units, total, label)
             return
         gathers = self._gathers(rank, len(units), g, "F")
         for u, unit in enumerate(units):
@@ -305,8 +355,9 @@ class _StepSim:
         rank = rk.index
         units = rk.units[(g, "B")]
         z3 = self.z3
-        if z3 is None and not final and self._quiet(rk, g, "B"):
-            yield from self._run_fast(rank, units, rk.totals[(g, "B")], label)
+        total = self._quiet(rk, g, "B") if z3 is None and not final else None
+        if total is not None:
+            yield from self._run_fast(rank, units, total, label)
             return
         gathers = self._gathers(rank, len(units), g, "B")
         for b, unit in enumerate(units):
@@ -342,6 +393,8 @@ class _StepSim:
         if self.start is not None and self.start.clock[rank] > env.now:
             yield env.timeout(self.start.clock[rank] - env.now)
         for i in range(first, stop):
+            if self.stop_quiet and not self.outstanding[rank]:
+                return
             action = actions[i]
             g = action.chunk * pp + rk.pp_rank
             mb = action.micro_batch
@@ -350,16 +403,16 @@ class _StepSim:
                     yield from self._wait_arrival(rank, ("F", rk.klass, g, mb))
                 yield from self._forward(rk, g, str(action))
                 if g < G - 1:
-                    env.process(self._send(rank, "F", ("F", rk.klass, g + 1, mb)))
+                    self._send(rank, "F", ("F", rk.klass, g + 1, mb))
             else:
                 if g < G - 1:
                     yield from self._wait_arrival(rank, ("B", rk.klass, g, mb))
                 yield from self._backward(rk, g, str(action), i in rk.final_b)
                 if g > 0:
-                    env.process(self._send(rank, "B", ("B", rk.klass, g - 1, mb)))
+                    self._send(rank, "B", ("B", rk.klass, g - 1, mb))
             self.nxt[rank] = i + 1
             self.clock[rank] = env.now
-        if stop < len(actions):
+        if self.partial:
             return
         # End of step: wait for the gradient reduction, step the optimizer, gather parameters.
         stages = list(rk.stages)
@@ -428,21 +481,35 @@ class _StepSim:
             self.nxt = list(self.start.nxt)
             self.clock = list(self.start.clock)
         procs = [env.process(self._rank(rk, firsts[rk.index])) for rk in self.plan.ranks]
-        if self.stops is not None:
+        if self.partial:
             env.run()
             return SimResult(0.0, 0, {}, (), self.tl)
         env.run(until=simpy.AllOf(env, procs))
         n = len(self.plan.ranks)
         fields = StepResult.fields_from(self.end_s, [self.tl.busy(r) for r in range(n)])
-        return SimResult(*fields, self.tl)
+        return SimResult(*fields, self.tl, tuple(self.clock))
+
+
+def alone_total(plan: StepPlan, rk: SimRank, g: int, kind: str) -> tuple[float, tuple[tuple[str, float], ...]]:
+    """``action_alone``, memoised per compiled units (ranks on the same host share them)."""
+    key = (rk.slowdown, *(id(u) for u in rk.units[(g, kind)]))
+    total = plan.alone.get(key)
+    if total is None:
+        total = plan.alone[key] = action_alone(plan, rk.index, g, kind)
+    return total
 
 
 def action_alone(plan: StepPlan, rank: int, g: int, kind: str) -> tuple[float, tuple[tuple[str, float], ...]]:
     """Duration and split by cause of one action of ``rank`` run alone in the event engine (its
     collectives sharing its links only with each other)."""
-    sim = _StepSim(plan, record=False)
-    units = plan.ranks[rank].units[(g, kind)]
-
+    rk = plan.ranks[rank]
+    units = rk.units[(g, kind)]
+    sim = _StepSim.__new__(_StepSim)  # one rank's lane and links only
+    sim.env = simpy.Environment()
+    sim.tl = Timeline(record=False)
+    sim.lanes = {rank: ComputeLane(sim.env, rk.slowdown)}
+    sim.links = {rank: {tier: FairShareLink(sim.env, f"alone.{tier}") for tier in TIERS}}
+    sim.link_last = {}
     end = [0.0]
 
     def run() -> Proc:
