@@ -42,13 +42,33 @@ def _validated_schedule(kind: str, pp: int, num_micro_batches: int, virtual_stag
 
 def _report(scenario: Scenario, engine: str, step_time_s: float, breakdown: dict[str, float],
             critical_rank: int, analytical_s: float | None = None, per_rank: dict | None = None) -> StepReport:
-    memories = rank_memory(scenario, _schedule(scenario))
-    worst = max(memories, key=lambda m: m.peak_bytes_per_gpu)
+    if scenario.node_groups:
+        memories = _mixed_memory(scenario)
+        worst = max(memories, key=lambda m: m.peak_bytes_per_gpu / m.capacity_bytes_per_gpu)
+    else:
+        memories = rank_memory(scenario, _schedule(scenario))
+        worst = max(memories, key=lambda m: m.peak_bytes_per_gpu)
     flops = model_flops_per_step(scenario.model, scenario.parallel.global_batch)
-    if per_rank is not None:
+    if per_rank:
         per_rank = {**per_rank, "critical_class": critical_rank // scenario.parallel.pp}
     return StepReport(scenario, engine, step_time_s, flops, breakdown, worst, memories,
                       critical_rank % scenario.parallel.pp, analytical_s, per_rank)
+
+
+def _mixed_memory(scenario: Scenario):
+    """Per pipeline stage, the memory of its GPUs with the least memory (mixed GPUs), with the
+    schedule of the replica that runs the most micro-batches."""
+    from clustersim.perrank import hetero
+
+    par = scenario.parallel
+    m = max(scenario.micro_batches_per_replica or (par.num_micro_batches,))
+    schedule = _validated_schedule(par.schedule, par.pp, m, par.virtual_stages)
+    by_variant = [rank_memory(v, schedule) for v in hetero.variants(scenario)]
+    out = []
+    for p in range(par.pp):
+        groups = {g for d in range(par.dp) for g in hetero.stage_groups(scenario, d, p)}
+        out.append(min((by_variant[g][p] for g in groups), key=lambda r: r.capacity_bytes_per_gpu - r.peak_bytes_per_gpu))
+    return tuple(out)
 
 
 def simulate_with_timeline(scenario: Scenario, record: bool = True) -> tuple[StepReport, SimResult]:

@@ -43,7 +43,12 @@ class StepReport:
 
     @property
     def mfu(self) -> float:
-        peak = self.scenario.cluster.gpu.peak(self.scenario.training.dtype)
+        sc = self.scenario
+        dtype = sc.training.dtype
+        if sc.node_groups:  # mixed GPUs: the GPUs' mean peak
+            peak = sum(g.nodes * g.cluster.gpu.peak(dtype) for g in sc.node_groups) / sc.cluster.num_nodes
+        else:
+            peak = sc.cluster.gpu.peak(dtype)
         return self.tflops_per_gpu * 1e12 / peak
 
     def to_json(self) -> dict[str, Any]:
@@ -78,8 +83,12 @@ class StepReport:
         }
         if self.analytical_step_time_s is not None:
             out["analytical_step_time_s"] = self.analytical_step_time_s
-        if self.per_rank is not None:
+        if self.per_rank:
             out["faults"] = self.per_rank
+        if sc.node_groups:
+            from clustersim.perrank.hetero import report
+
+            out["heterogeneous"] = report(sc)
         return out
 
     def _repr_html_(self) -> str:

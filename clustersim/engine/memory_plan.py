@@ -21,7 +21,7 @@ def layers_in_flight(actions: tuple[Action, ...], rank: int, pp: int, counts: tu
 def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...]) -> tuple[MemoryReport, ...]:
     """One MemoryReport per pipeline rank."""
     par = scenario.parallel
-    counts = stage_layers(scenario.model.layers, par.pp, par.virtual_stages)
+    counts = par.layers_per_stage or stage_layers(scenario.model.layers, par.pp, par.virtual_stages)
     out = []
     for r in range(par.pp):
         layers = sum(counts[c * par.pp + r] for c in range(par.virtual_stages))

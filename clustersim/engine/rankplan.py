@@ -158,12 +158,13 @@ def steady_period(schedule: str, pp: int, virtual_stages: int) -> tuple[int, int
 
 
 def build_plan(scenario: Scenario, classes: tuple[RankClass, ...] | None = None,
-               dp_link_speed: dict[int, float] | None = None) -> StepPlan:
+               dp_link_speed: dict[int, float] | None = None, dp_scenario: Scenario | None = None) -> StepPlan:
     """The step plan of ``scenario``: one class on the representative path (``classes`` None),
-    else the given classes; ``dp_link_speed`` slows the data-parallel collectives of a stage."""
-    if classes is None and dp_link_speed is None:
+    else the given classes; ``dp_link_speed`` slows the data-parallel collectives of a stage;
+    ``dp_scenario`` prices them (mixed GPUs: on the slowest group's fabric)."""
+    if classes is None and dp_link_speed is None and dp_scenario is None:
         return _representative_plan(scenario)
-    return _build(scenario, classes or (_healthy_class(scenario),), dp_link_speed or {})
+    return _build(scenario, classes or (_healthy_class(scenario),), dp_link_speed or {}, dp_scenario or scenario)
 
 
 @functools.lru_cache(maxsize=256)
@@ -176,12 +177,14 @@ def _healthy_class(scenario: Scenario) -> RankClass:
     return RankClass(tuple(Host(scenario) for _ in range(par.pp)), par.num_micro_batches, tuple(range(par.dp)))
 
 
-def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: dict[int, float]) -> StepPlan:
+def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: dict[int, float],
+           dp_scenario: Scenario | None = None) -> StepPlan:
     par = scenario.parallel
     pp, v = par.pp, par.virtual_stages
     num_global = pp * v
-    base_work = build_step_work(scenario)
-    dp = scale_dp_plan(dp_plan(scenario, base_work), dp_link_speed)
+    dp_scenario = dp_scenario or scenario
+    base_work = build_step_work(dp_scenario)
+    dp = scale_dp_plan(dp_plan(dp_scenario, base_work), dp_link_speed)
     compiler = _Compiler()
     ranks: list[SimRank] = []
     sends: list[CollectivePlan] = []

@@ -61,7 +61,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
     layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention)
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
-    counts = stage_layers(model.layers, par.pp, par.virtual_stages)
+    counts = par.layers_per_stage or stage_layers(model.layers, par.pp, par.virtual_stages)
     expert = expert_params_per_gpu(model, par.tp, par.ep)
     num_global = len(counts)
     layer_fwd = tuple(layer.forward.ops)

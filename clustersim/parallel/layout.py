@@ -47,6 +47,10 @@ class ParallelLayout:
     fsdp_prefetch: int = 1
     reshard_after_forward: bool = True
     hsdp_replicas: int = 1
+    # Transformer layers of each global stage (chunk * pp + rank); () = the even split of
+    # clustersim.parallel.pipeline.stage_layers. Set by parallel.layers_per_stage or by balancing
+    # a job over mixed GPUs (clustersim.perrank.balance).
+    layers_per_stage: tuple[int, ...] = ()
 
     @property
     def num_gpus(self) -> int:

@@ -24,6 +24,7 @@ from clustersim.engine.collapse import run_collapsed
 from clustersim.engine.rankplan import StepPlan, build_plan
 from clustersim.engine.sim import SimResult, simulate_plan
 from clustersim.engine.timeline import StepResult
+from clustersim.perrank import hetero
 from clustersim.perrank.classes import ClassLayout, Culprit, class_layout, coords_of
 from clustersim.perrank.faults import FaultSpec
 from clustersim.scenario import Scenario
@@ -33,7 +34,7 @@ WAITS = ("bubble", "pp_comm", "dp_comm")
 
 def per_rank_mode(scenario: Scenario) -> bool:
     """Whether ``run`` simulates rank classes instead of one representative per stage."""
-    return scenario.faults is not None
+    return scenario.faults is not None or bool(scenario.node_groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +46,28 @@ class PerRankPlan:
 
 def per_rank_plan(scenario: Scenario) -> PerRankPlan:
     faults = scenario.faults or FaultSpec()
-    layout = class_layout(scenario, faults)
     par = scenario.parallel
-    plan = build_plan(scenario, layout.classes, layout.dp_link_by_stage(par.pp, par.virtual_stages))
+    hosts_of = nics_on = None
+    dp_scenario = scenario
+    if scenario.node_groups:
+        groups, vs = scenario.node_groups, hetero.variants(scenario)
+        slow = hetero.slowness(scenario)
+
+        def hosts_of(d: int, p: int) -> Scenario:
+            return vs[hetero.host_group(scenario, d, p, slow)]
+
+        def nics_on(node: int) -> int:
+            return groups[hetero.group_of_node(groups, node)].cluster.nics_per_node
+
+        # data-parallel collectives span every group: priced on the slowest NICs
+        dp_scenario = vs[min(range(len(groups)), key=lambda i: (_nic_bw(groups[i].cluster), i))]
+    layout = class_layout(scenario, faults, hosts_of, nics_on, scenario.micro_batches_per_replica or None)
+    plan = build_plan(scenario, layout.classes, layout.dp_link_by_stage(par.pp, par.virtual_stages), dp_scenario)
     return PerRankPlan(plan, layout, replace(scenario, faults=None))
+
+
+def _nic_bw(cluster) -> float:
+    return cluster.scale_out.effective_bw_bytes_per_s * min(1.0, cluster.nics_per_node / cluster.gpus_per_node)
 
 
 def _healthy_causes(result: SimResult | StepResult, busy: dict[str, float], rank: int) -> dict[str, float]:
@@ -115,12 +134,31 @@ def simulate(scenario: Scenario, record: bool = False) -> tuple[SimResult, dict[
     the report says about it (``faults`` in run --json)."""
     prp = per_rank_plan(scenario)
     result = simulate_plan(prp.plan, record)
-    healthy = simulate_plan(build_plan(prp.healthy), record=False)
-    stage = result.critical_rank % prp.plan.pp
+    if scenario.faults is None:
+        return result, {}
+    healthy = simulate_plan(_healthy_plan(prp), record=False)
+    healthy_rank = _same_rank(prp, result.critical_rank)
     breakdown = straggler_split(result.breakdown,
-                                _healthy_causes(healthy, healthy.timeline.busy(stage), stage))
+                                _healthy_causes(healthy, healthy.timeline.busy(healthy_rank), healthy_rank))
     who = paced_by(prp, result.last_action_s)
     return replace(result, breakdown=breakdown), _info(prp, result.step_time_s, healthy.step_time_s, who)
+
+
+def _healthy_plan(prp: PerRankPlan) -> StepPlan:
+    """The same job without its faults (mixed GPUs stay)."""
+    return per_rank_plan(prp.healthy).plan if per_rank_mode(prp.healthy) else build_plan(prp.healthy)
+
+
+def _same_rank(prp: PerRankPlan, rank: int) -> int:
+    """The healthy run's simulated rank that runs what ``rank`` runs (same stage; with mixed GPUs,
+    the healthy class holding the same first replica)."""
+    pp = prp.plan.pp
+    if not prp.healthy.node_groups:
+        return rank % pp
+    replica = prp.layout.classes[rank // pp].replicas[0]
+    healthy = per_rank_plan(prp.healthy).layout.classes
+    klass = next(c for c, cls in enumerate(healthy) if replica in cls.replicas)
+    return klass * pp + rank % pp
 
 
 def _closed(plan: StepPlan) -> tuple[StepResult, Recurrence]:
@@ -135,8 +173,10 @@ def estimate(scenario: Scenario) -> tuple[StepResult, dict[str, Any]]:
     """The closed form in per-rank mode (module docstring)."""
     prp = per_rank_plan(scenario)
     result, rec = _closed(prp.plan)
-    healthy, hrec = _closed(build_plan(prp.healthy))
-    stage = result.critical_rank % prp.plan.pp
-    breakdown = straggler_split(result.breakdown, _healthy_causes(healthy, dict(hrec.ranks[stage].causes), stage))
+    if scenario.faults is None:
+        return result, {}
+    healthy, hrec = _closed(_healthy_plan(prp))
+    rank = _same_rank(prp, result.critical_rank)
+    breakdown = straggler_split(result.breakdown, _healthy_causes(healthy, dict(hrec.ranks[rank].causes), rank))
     who = paced_by(prp, rec.last_action_s)
     return replace(result, breakdown=breakdown), _info(prp, result.step_time_s, healthy.step_time_s, who)
