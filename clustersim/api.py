@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
 from clustersim.engine.analytical import estimate_step
-from clustersim.engine.memory_plan import rank_memory
+from clustersim.engine.memory_plan import rank_memory, worst_stage
 from clustersim.engine.sim import SimResult, simulate_step
 from clustersim.errors import InputError
 from clustersim.parallel.pipeline import build_schedule, validate_schedule
@@ -44,10 +44,10 @@ def _report(scenario: Scenario, engine: str, step_time_s: float, breakdown: dict
             critical_rank: int, analytical_s: float | None = None, per_rank: dict | None = None) -> StepReport:
     if scenario.node_groups:
         memories = _mixed_memory(scenario)
-        worst = max(memories, key=lambda m: m.peak_bytes_per_gpu / m.capacity_bytes_per_gpu)
+        worst = worst_stage(memories)
     else:
         memories = rank_memory(scenario, _schedule(scenario))
-        worst = max(memories, key=lambda m: m.peak_bytes_per_gpu)
+        worst = worst_stage(memories)
     flops = model_flops_per_step(scenario.model, scenario.parallel.global_batch)
     if per_rank:
         per_rank = {**per_rank, "critical_class": critical_rank // scenario.parallel.pp}

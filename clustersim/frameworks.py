@@ -24,6 +24,7 @@ ZERO3_IMPLS = ("megatron-fsdp", "fsdp1", "fsdp2", "deepspeed")
 REDUCE_DTYPES = ("fp32", "bf16")
 TP_BACKWARD_OVERLAP = ("always", "with-sp", "never")
 _BOOLS = ("overlap_grad_reduce", "overlap_param_gather")
+ELEMENTWISE = ("fused", "eager")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +40,20 @@ class FrameworkSpec:
     tp_backward_overlap: str     # backward TP collectives beside the GEMMs: always | with-sp | never
     zero3: str              # ZeRO-3 implementation: megatron-fsdp | fsdp1 | fsdp2 | deepspeed
     grad_reduce_dtype: str  # dtype of the data-parallel gradient reduction: fp32 | bf16
+    # --- memory (issue 16): how the implementation holds the job on the GPU (clustersim/memory/) ---
+    elementwise: str        # norms, activation, bias/dropout/residual: fused kernels | eager torch ops
+    param_bytes: int        # persistent bytes per parameter (16-bit training): 2 = bf16 buffer, 4 = fp32 param
+    grad_bytes: int         # bytes per gradient element as accumulated (4 = fp32 main grads)
+    optimizer_bytes: int    # Adam state per parameter, with any fp32 master copy (12 = master + m + v)
+    loss_saved_bytes_per_logit: int  # what the cross-entropy keeps for the backward, per logit of one GPU
+    loss_peak_bytes_per_logit: int   # logits and their copies alive at once while the loss runs, per logit
+    zero_bucket_params: int  # data-parallel bucket (elements) of ZeRO 1-2 reduction; 0 = Megatron's max(40M, 1M x dp)
 
 
-_CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_dtype": REDUCE_DTYPES}
+_CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_dtype": REDUCE_DTYPES,
+            "elementwise": ELEMENTWISE}
+_INTS = {"param_bytes": (2, 4), "grad_bytes": (2, 4), "optimizer_bytes": (8, 12, 16),
+         "loss_saved_bytes_per_logit": (0, 2, 4, 6), "loss_peak_bytes_per_logit": tuple(range(0, 17))}
 
 
 @functools.cache
@@ -62,6 +74,11 @@ def _catalog() -> dict[str, FrameworkSpec]:
                 raise InputError(f"{where}.{key}", entry[key], "true or false")
         if entry["tp_backward_overlap"] not in TP_BACKWARD_OVERLAP:
             raise InputError(f"{where}.tp_backward_overlap", entry["tp_backward_overlap"], TP_BACKWARD_OVERLAP)
+        for key, allowed_ints in _INTS.items():
+            if type(entry[key]) is not int or entry[key] not in allowed_ints:
+                raise InputError(f"{where}.{key}", entry[key], allowed_ints)
+        if type(entry["zero_bucket_params"]) is not int or entry["zero_bucket_params"] < 0:
+            raise InputError(f"{where}.zero_bucket_params", entry["zero_bucket_params"], "an integer >= 0")
         out[name] = FrameworkSpec(name=name, **{k: entry[k] for k in keys})
     return out
 

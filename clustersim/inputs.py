@@ -97,6 +97,18 @@ def read_text(path: str | os.PathLike[str], field: str, what: str = "a text file
     return text
 
 
+def read_stdin_text(field: str, what: str = "text", max_bytes: int = MAX_LOG_BYTES) -> str:
+    """Standard input (``-`` in place of a file) with the same checks as ``read_text``."""
+    import sys
+    data = sys.stdin.buffer.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputError(field, "-", f"{what} of at most {max_bytes / MiB:g} MiB on standard input")
+    text = decode_text(data, field, "-", what)
+    if not text.strip():
+        raise InputError(field, "-", f"{what}; standard input is empty")
+    return text
+
+
 class _GuardedLoader(yaml.SafeLoader):
     """SafeLoader that counts nesting depth and aliases while composing the document."""
 

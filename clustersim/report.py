@@ -74,12 +74,18 @@ class StepReport:
                          "sequence_parallel": par.sequence_parallel, "zero_stage": par.zero_stage,
                          "micro_batch": par.micro_batch, "global_batch": par.global_batch,
                          "num_micro_batches": par.num_micro_batches, "schedule": par.schedule,
-                         "virtual_stages": par.virtual_stages, "recompute": par.recompute},
+                         "virtual_stages": par.virtual_stages, "recompute": par.recompute,
+                         "recompute_every": par.recompute_every, "recompute_method": par.recompute_method,
+                         "recompute_num_layers": par.recompute_num_layers},
             "dtype": sc.training.dtype,
             "framework": sc.framework.name,
             "attention": sc.training.attention,
+            "compile": sc.training.compile,
             "critical_stage": self.critical_rank,
             "memory_by_stage": [m.peak_bytes_per_gpu for m in self.memory_by_stage],
+            "memory_parts_by_stage": [{**m.parts(), "allocated_peak_bytes": m.allocated_peak_bytes,
+                                       "reserved_peak_bytes": m.reserved_peak_bytes, "verdict": m.verdict}
+                                      for m in self.memory_by_stage],
         }
         if self.analytical_step_time_s is not None:
             out["analytical_step_time_s"] = self.analytical_step_time_s

@@ -95,7 +95,10 @@ class ParallelSection(_Strict):
     global_batch: int | None = Field(None, ge=1)  # None: dp * micro_batch * 4 * pp (documented default)
     schedule: Literal["gpipe", "1f1b", "interleaved-1f1b"] = "1f1b"
     virtual_stages: int = Field(1, ge=1)
-    recompute: Literal["none", "selective", "full"] = "none"
+    recompute: Literal["none", "selective", "selective-op", "full"] = "none"
+    recompute_every: int | None = None        # full recompute of every N-th layer (torchtitan layer AC)
+    recompute_method: Literal["uniform", "block"] | None = None   # Megatron, with recompute: full
+    recompute_num_layers: int | None = None
     overlap_grad_reduce: bool | None = None     # None: the framework's default
     overlap_param_gather: bool | None = None    # None: the framework's default
     tp_comm_overlap: bool = False
@@ -109,6 +112,7 @@ class TrainingSection(_Strict):
     dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["auto", "flash", "standard"] = "auto"
+    compile: bool = False   # torch.compile (torchtitan): fuses element-wise ops like Megatron's kernels
 
 
 class ScenarioFile(_Strict):
@@ -130,6 +134,7 @@ class TrainingSpec:
     dtype: str = "bf16"
     optimizer: str = "adam"
     attention: str = "auto"
+    compile: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +383,40 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
 _check_consistency = check_layout  # the former private name
 
 
+def _recompute_fields(p: ParallelSection, model: ModelSpec) -> dict[str, Any]:
+    """recompute_every / recompute_method / recompute_num_layers, checked against recompute."""
+    if p.recompute_every is not None and not 1 <= p.recompute_every <= model.layers:
+        raise InputError("parallel.recompute_every", p.recompute_every,
+                         f"an integer from 1 to model.layers ({model.layers})")
+    if p.recompute_num_layers is not None and p.recompute_num_layers < 1:
+        raise InputError("parallel.recompute_num_layers", p.recompute_num_layers,
+                         "an integer from 1 to the layers of a pipeline stage")
+    if p.recompute_method is not None and p.recompute != "full":
+        raise InputError("parallel.recompute_method", p.recompute_method,
+                         "only with parallel.recompute: full (Megatron --recompute-granularity full)")
+    if p.recompute_num_layers is not None and p.recompute != "full":
+        raise InputError("parallel.recompute_num_layers", p.recompute_num_layers,
+                         "only with parallel.recompute: full")
+    return {"recompute_every": 0 if p.recompute_every is None else p.recompute_every,
+            "recompute_method": p.recompute_method or "uniform",
+            "recompute_num_layers": 1 if p.recompute_num_layers is None else p.recompute_num_layers}
+
+
+def check_recompute(model: ModelSpec, par: ParallelLayout) -> None:
+    """recompute_every in 1..layers; recompute_num_layers in 1..the layers of a pipeline stage."""
+    from clustersim.parallel.pipeline import stage_layers
+
+    if par.recompute_every != 0 and not 1 <= par.recompute_every <= model.layers:
+        raise InputError("parallel.recompute_every", par.recompute_every,
+                         f"an integer from 1 to model.layers ({model.layers})")
+    if par.recompute_num_layers != 1 or par.recompute_method != "uniform":
+        most = max(stage_layers(model.layers, par.pp, par.virtual_stages))
+        if not 1 <= par.recompute_num_layers <= most:
+            raise InputError("parallel.recompute_num_layers", par.recompute_num_layers,
+                             f"an integer from 1 to the layers of a pipeline stage ({most}: model.layers "
+                             f"{model.layers} over pp * virtual_stages = {par.pp * par.virtual_stages})")
+
+
 def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     """Validate a raw scenario dict and build the frozen Scenario. Raises InputError."""
     if not isinstance(data, dict):
@@ -410,8 +449,10 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         from clustersim.perrank.balance import check_layers_per_stage
 
         explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, p.pp * p.virtual_stages)
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "layers_per_stage", "balance"}), **overlaps, "dp": dp,
-                            "global_batch": global_batch, "layers_per_stage": explicit_layers or (),
+    recompute = _recompute_fields(p, model)
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "layers_per_stage", "balance", *recompute}), **overlaps,
+                            **recompute, "dp": dp, "global_batch": global_batch,
+                            "layers_per_stage": explicit_layers or (),
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,
                             "hsdp_replicas": fsdp.hsdp_replicas})
@@ -420,8 +461,10 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
             raise InputError("training.dtype", raw.training.dtype,
                              f"a dtype that {spec.gpu.name} has: {', '.join(spec.gpu.dtypes)}")
     check_layout(model, cluster, par)
+    check_recompute(model, par)
     attention = framework.attention if raw.training.attention == "auto" else raw.training.attention
-    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer, attention=attention)
+    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer, attention=attention,
+                            compile=raw.training.compile)
     gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
     nics = tuple(g.cluster.nics_per_node for g in groups for _ in range(g.nodes)) if groups else None
     faults = fault_spec(raw.faults, cluster, nics) if raw.faults is not None else None

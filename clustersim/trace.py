@@ -42,6 +42,31 @@ def trace_events(timeline: Timeline, scenario: Scenario, per_rank: dict[str, Any
             "otherData": {"scenario": scenario.name, "generator": "clustersim"}}
 
 
+def _default_mode() -> int:
+    """The permissions a plain open() would give a new file (0666 less the umask): mkstemp's
+    0600 would leave a profile or scenario unreadable to the other users of a shared machine."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write text to ``path`` atomically: a temp file in the same folder, fsync, rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _default_mode())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
     """Write JSON to ``path`` atomically: a temp file in the same folder, fsync, rename."""
     target = Path(path)

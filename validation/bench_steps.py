@@ -13,22 +13,23 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from validation.gpt import GPT, batch
-from validation.timing import timed_samples
+from validation.timing import memory_peaks, reset_memory_peaks, timed_samples
 
 
-def _data(cfg: dict[str, Any], rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [batch(cfg, seed=1000 * rank + i) for i in range(cfg["micro_batches"])]
+def _data(cfg: dict[str, Any], rank: int, device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [tuple(t.to(device) for t in batch(cfg, seed=1000 * rank + i))  # type: ignore[misc]
+            for i in range(cfg["micro_batches"])]
 
 
-def _ddp_step_fn(cfg: dict[str, Any], group: Any, rank: int, zero1: bool):
+def _ddp_step_fn(cfg: dict[str, Any], group: Any, rank: int, zero1: bool, device: torch.device):
     torch.manual_seed(0)
-    model = DDP(GPT(cfg), process_group=group)
+    model = DDP(GPT(cfg).to(device), process_group=group)
     if zero1:
         opt: Any = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam,
                                            process_group=group, lr=1e-4)
     else:
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    data = _data(cfg, rank)
+    data = _data(cfg, rank, device)
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
@@ -42,20 +43,20 @@ def _ddp_step_fn(cfg: dict[str, Any], group: Any, rank: int, zero1: bool):
     return step
 
 
-def _fsdp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
+def _fsdp_step_fn(cfg: dict[str, Any], group: Any, rank: int, device: torch.device):
     """ZeRO-3 with FSDP2 (``fully_shard`` per block and the root): parameters all-gathered for
     each forward and backward, gradients reduce-scattered once per step (gradient sync off for
     all but the last micro-batch)."""
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
     torch.manual_seed(0)
-    mesh = DeviceMesh.from_group(group, device_type="cpu")
-    model = GPT(cfg)
+    mesh = DeviceMesh.from_group(group, device_type=device.type)
+    model = GPT(cfg).to(device)
     for blk in model.blocks:
         fully_shard(blk, mesh=mesh)
     fully_shard(model, mesh=mesh)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    data = _data(cfg, rank)
+    data = _data(cfg, rank, device)
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
@@ -66,12 +67,12 @@ def _fsdp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
     return step
 
 
-def _tp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
+def _tp_step_fn(cfg: dict[str, Any], group: Any, rank: int, device: torch.device):
     torch.manual_seed(rank)
     tp = dist.get_world_size(group)
-    model = GPT(cfg, tp=tp, tp_rank=rank, tp_group=group)
+    model = GPT(cfg, tp=tp, tp_rank=rank, tp_group=group).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    data = _data(cfg, 0)  # every TP rank sees the same micro-batches
+    data = _data(cfg, 0, device)  # every TP rank sees the same micro-batches
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
@@ -81,15 +82,15 @@ def _tp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
     return step
 
 
-def _pp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
+def _pp_step_fn(cfg: dict[str, Any], group: Any, rank: int, device: torch.device):
     """1F1B (Narayanan et al. 2021, arXiv:2104.04473 §2.2): stage r runs pp - r - 1 warm-up
     forwards, then alternates one forward and one backward, then drains the backwards."""
     pp = dist.get_world_size(group)
     per = cfg["layers"] // pp
     torch.manual_seed(rank)
-    model = GPT(cfg, first_layer=rank * per, last_layer=(rank + 1) * per if rank < pp - 1 else None)
+    model = GPT(cfg, first_layer=rank * per, last_layer=(rank + 1) * per if rank < pp - 1 else None).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    data = _data(cfg, 0)
+    data = _data(cfg, 0, device)
     m = len(data)
     shape = (cfg["micro_batch"], cfg["seq_len"], cfg["hidden"])
     ranks = dist.get_process_group_ranks(group)
@@ -107,7 +108,7 @@ def _pp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
             if model.is_first:
                 h = model.embed(x)
             else:
-                h = torch.empty(shape)
+                h = torch.empty(shape, device=device)
                 dist.recv(h, src=prev_rank, group=group)
                 h.requires_grad_(True)
                 inputs[i] = h
@@ -123,7 +124,7 @@ def _pp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
             if model.is_last:
                 out.backward()
             else:
-                g = torch.empty(shape)
+                g = torch.empty(shape, device=device)
                 dist.recv(g, src=next_rank, group=group)
                 out.backward(g)
             if not model.is_first:
@@ -144,17 +145,22 @@ def _pp_step_fn(cfg: dict[str, Any], group: Any, rank: int):
     return step
 
 
-def run_step(kind: str, params: dict[str, Any], group: Any, rank: int, sampling: Any) -> dict[str, Any]:
+def run_step(kind: str, params: dict[str, Any], group: Any, rank: int, sampling: Any,
+             device: torch.device | None = None) -> dict[str, Any]:
+    """Time one training step of ``kind``; ``device`` is the rank's GPU with NCCL, else the CPU."""
     cfg = params["model"]
+    device = device or torch.device("cpu")
     if kind in ("ddp_step", "zero1_step"):
-        fn = _ddp_step_fn(cfg, group, rank, zero1=kind == "zero1_step")
+        fn = _ddp_step_fn(cfg, group, rank, zero1=kind == "zero1_step", device=device)
     elif kind == "fsdp_step":
-        fn = _fsdp_step_fn(cfg, group, rank)
+        fn = _fsdp_step_fn(cfg, group, rank, device)
     elif kind == "tp_step":
-        fn = _tp_step_fn(cfg, group, rank)
+        fn = _tp_step_fn(cfg, group, rank, device)
     elif kind == "pp_step":
-        fn = _pp_step_fn(cfg, group, rank)
+        fn = _pp_step_fn(cfg, group, rank, device)
     else:
         raise ValueError(f"unknown step kind {kind}")
     # a step is long: one call per sample, no back-to-back repetition
-    return timed_samples(fn, group, sampling.warmup, sampling.samples, min_sample_s=0.0, max_reps=1)
+    reset_memory_peaks()
+    result = timed_samples(fn, group, sampling.warmup, sampling.samples, min_sample_s=0.0, max_reps=1)
+    return {**result, **memory_peaks(group)}

@@ -113,7 +113,7 @@ class GPT(nn.Module):
             mask = (local < 0) | (local >= self.vocab_local)
             tok = self.wte(local.masked_fill(mask, 0)).masked_fill(mask.unsqueeze(-1), 0.0)
             tok = _g(tok, self.tp_group)
-        return tok + self.wpe(torch.arange(idx.shape[1]))
+        return tok + self.wpe(torch.arange(idx.shape[1], device=idx.device))
 
     def body(self, x: torch.Tensor) -> torch.Tensor:
         for blk in self.blocks:

@@ -91,3 +91,20 @@ def timed_interleaved(fns: list[Callable[[], None]], group: Any, warmup: int, sa
         out.append({"measured_s": statistics.median(steady), "samples_s": steady, "reps": reps[i],
                     "cpu_s": statistics.median(cpu_max)})
     return out
+
+
+def reset_memory_peaks() -> None:
+    """Start counting the GPU's peak memory anew (no-op without CUDA)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def memory_peaks(group: Any) -> dict[str, int | None]:
+    """The steps' peak memory beside their times, the MAX over the group's ranks:
+    ``torch.cuda.max_memory_allocated`` / ``max_memory_reserved`` (what clustersim's
+    ``allocated_peak_bytes`` and ``reserved_peak_bytes`` minus the CUDA context and NCCL buffers
+    predict; docs/memory.md). None on CPU, where the CUDA caching allocator does not run."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return {"max_memory_allocated_bytes": None, "max_memory_reserved_bytes": None}
+    peaks = _max_over([float(torch.cuda.max_memory_allocated()), float(torch.cuda.max_memory_reserved())], group)
+    return {"max_memory_allocated_bytes": int(peaks[0]), "max_memory_reserved_bytes": int(peaks[1])}

@@ -84,7 +84,7 @@ def run_case(case: dict[str, Any], groups: dict[int, Any], rank: int, device: to
         return [(case, run_collective(params, group, rank, device, sampling))]
     if kind == "compute_sweep":
         return list(zip(params["items"], run_compute_sweep(params, group, device, sampling), strict=True))
-    return [(case, run_step(kind, params, group, rank, sampling))]
+    return [(case, run_step(kind, params, group, rank, sampling, device))]
 
 
 def main(plan_path: str) -> int:

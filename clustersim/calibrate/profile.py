@@ -6,7 +6,10 @@ the measurement it came from.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +60,13 @@ def fabric_from_fit(name: str, kind: str, nominal_bw_bytes_per_s: float | None, 
 
 
 def _num(x: float) -> str:
-    return f"{x:.6g}"
+    """Six significant digits that YAML reads back as a number (PyYAML's YAML 1.1 wants a dot
+    in the mantissa of an exponent form: 1e-05 would be a string, 1.0e-05 is a float)."""
+    text = f"{x:.6g}"
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exp = text.split("e")
+        text = f"{mantissa}.0e{exp}"
+    return text
 
 
 def _q(text: str) -> str:
@@ -102,8 +111,71 @@ def render_profile(gpus: list[CalibratedGpu], fabrics: list[CalibratedFabric],
 
 
 def write_profile(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    """Write atomically: a temporary file beside ``path``, fsync, then a rename."""
+    from clustersim.trace import write_text_atomic
+    write_text_atomic(path, text)
     return path
+
+
+@contextlib.contextmanager
+def profile_in_env(profile: Path) -> Iterator[None]:
+    """Make ``profile`` visible to the hardware loader (CLUSTERSIM_PROFILES) for the duration,
+    without touching the loader's process-wide list of user files."""
+    old = os.environ.get("CLUSTERSIM_PROFILES")
+    os.environ["CLUSTERSIM_PROFILES"] = os.pathsep.join([str(profile.resolve()), *filter(None, [old])])
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("CLUSTERSIM_PROFILES", None)
+        else:
+            os.environ["CLUSTERSIM_PROFILES"] = old
+
+
+# -- profiles derived from a shipped preset (clustersim calibrate) ------------------------------
+
+Entry = list[tuple[str, object, str]]   # (key, value, comment) in file order
+
+
+def entry_from_raw(raw: dict[str, object], overrides: Entry, note: str = "as the base preset") -> Entry:
+    """A profile entry: the base entry's keys (with ``note`` as comment) and then ``overrides``,
+    which replace keys of the same name and carry their own comments."""
+    replaced = {k for k, _, _ in overrides}
+    kept = [(k, v, note) for k, v in raw.items() if k not in replaced and k != "description"]
+    return kept + list(overrides)
+
+
+def _yaml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return _num(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_yaml_value(v) for v in value) + "]"
+    return _q(str(value))
+
+
+def render_entries(header: str, sections: dict[str, dict[str, tuple[str, Entry]]]) -> str:
+    """YAML text of ``sections`` (gpus / fabrics / clusters -> name -> (description, entry)),
+    every value with its comment beside it."""
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    for section in ("gpus", "fabrics", "clusters"):
+        entries = sections.get(section, {})
+        lines.append(f"{section}:" + ("" if entries else " {}"))
+        for name in sorted(entries):
+            description, entry = entries[name]
+            lines += [f"  {name}:", f"    description: {_q(_comment(description))}"]
+            for key, value, comment in entry:
+                if isinstance(value, dict) and value and all(isinstance(v, (list, tuple)) for v in value.values()):
+                    lines.append(f"    {key}:  # {_comment(comment)}")   # a mapping of sequences (evidence)
+                    lines += [f"      {k}: {_yaml_value(v)}" for k, v in value.items()]
+                elif isinstance(value, dict) and key == "calibration":
+                    lines.append(f"    {key}:  # {_comment(comment)}")
+                    lines += [f"      {k}: {_yaml_value(v)}" for k, v in value.items()]
+                else:
+                    lines.append(f"    {key}: {_yaml_value(value)}  # {_comment(comment)}")
+    return "\n".join(lines) + "\n"

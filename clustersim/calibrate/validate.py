@@ -8,11 +8,10 @@ the network dominates as between real nodes). Backend ``nccl`` runs the ranks on
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from clustersim.calibrate.profile import (
     CalibratedCluster,
     CalibratedGpu,
     fabric_from_fit,
+    profile_in_env,
     render_profile,
     write_profile,
 )
@@ -62,6 +62,8 @@ class ValidationResult:
     fit: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     env: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)   # what was measured (for --loo)
+    link: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"cases": [c.to_json() for c in self.cases], "profile": str(self.profile_path),
@@ -80,9 +82,13 @@ def _check_options(opts: ValidateOptions) -> None:
         raise InputError("--rate-mbit", opts.rate_mbit, "a positive rate in Mbit/s")
     if opts.backend == "nccl":
         import torch
-        if torch.cuda.device_count() < opts.nprocs:
-            raise InputError("--backend", "nccl", f"gloo: this machine has {torch.cuda.device_count()} GPUs, "
-                             f"fewer than --nprocs {opts.nprocs}")
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus == 0:
+            raise InputError("--backend", "nccl", "gloo on this machine: it has no CUDA GPU (torch "
+                             f"{torch.__version__}, torch.cuda.is_available() is False); run --backend nccl on a "
+                             "machine with GPUs")
+        if gpus < opts.nprocs:
+            raise InputError("--nprocs", opts.nprocs, f"at most the {gpus} GPUs of this machine with --backend nccl")
 
 
 def _config(opts: ValidateOptions) -> dict[str, Any]:
@@ -268,21 +274,6 @@ def predict_records(records: list[dict[str, Any]], opts: ValidateOptions, profil
         return _predict_all(records, opts)
 
 
-@contextlib.contextmanager
-def profile_in_env(profile: Path) -> Iterator[None]:
-    """Make ``profile`` visible to the hardware loader (CLUSTERSIM_PROFILES) for the duration,
-    without touching the loader's process-wide list of user files."""
-    old = os.environ.get("CLUSTERSIM_PROFILES")
-    os.environ["CLUSTERSIM_PROFILES"] = os.pathsep.join([str(profile.resolve()), *filter(None, [old])])
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("CLUSTERSIM_PROFILES", None)
-        else:
-            os.environ["CLUSTERSIM_PROFILES"] = old
-
-
 def _predict_all(records: list[dict[str, Any]], opts: ValidateOptions) -> tuple[list[CaseResult], list[str]]:
     from clustersim.hardware.load import load_cluster
     _, _, preset = _names(opts)
@@ -323,7 +314,7 @@ def validate(opts: ValidateOptions, progress: Callable[[int, int, str], None] | 
     plot = save_plot(results, opts.out_dir / f"validation-{opts.mode}.png", title)
     env = records[0]["env"] if records else {}
     return ValidationResult(results, profile, plot, fits, summary(results, "holdout"), summary(results, "fit"),
-                            notes, env)
+                            notes, env, records, link)
 
 
 def default_out_dir(netns: bool, backend: str) -> Path:

@@ -22,6 +22,7 @@ _COMMANDS = {
     "validate": ("clustersim.cli.validate_cmd", "validate"),
     "calibrate": ("clustersim.cli.calibrate_cmd", "calibrate"),
     "serve": ("clustersim.cli.serve_cmd", "serve"),
+    "import": ("clustersim.cli.import_cmd", "import_"),
     "goodput": ("clustersim.cli.goodput_cmd", "goodput"),
 }
 

@@ -1,4 +1,5 @@
-"""`clustersim calibrate --nccl-tests FILE`: fit a fabric profile to nccl-tests output."""
+"""`clustersim calibrate`: fit one machine profile from nccl-tests logs, training logs and
+profiler traces of a real cluster (docs/calibration.md)."""
 
 from __future__ import annotations
 
@@ -12,34 +13,88 @@ from clustersim.errors import InputError
 
 
 @click.command("calibrate")
-@click.option("--nccl-tests", "log", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="output of all_reduce_perf (or all_gather_perf, ...) from nccl-tests")
-@click.option("--cluster", "base", default="dgx-a100", show_default=True,
-              help="cluster preset the log's machine resembles (its other fabric and GPUs are kept)")
-@click.option("--name", default="calibrated-nccl", show_default=True, help="name of the fitted fabric and cluster")
-@click.option("--op", default=None, help="collective of the log when it does not say (all_reduce, all_gather, ...)")
-@click.option("--min-size", "min_size", default="0", show_default=True,
-              help="ignore rows below this size (bytes; suffixes KiB, MiB, ... accepted)")
+@click.option("--nccl-tests", "nccl_logs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="output of all_reduce_perf, all_gather_perf, ... (repeat for several logs)")
+@click.option("--log", "train_logs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="a training log (Megatron-LM, torchtitan, DeepSpeed); repeat for several runs")
+@click.option("--config", "configs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="the job config of a --log that does not print its own (torchtitan TOML, DeepSpeed JSON), "
+                   "in the order of the --log options; '-' for none")
+@click.option("--trace", "traces", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="a PyTorch profiler (Kineto) Chrome trace of a few training steps")
+@click.option("--cluster", "base", default=None,
+              help="cluster preset the machine resembles [the preset of the GPU the logs name]")
+@click.option("--nodes", type=click.IntRange(min=1), default=None, help="nodes of the --log runs (when a log does not say)")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="scenario field for every --log run (model.preset=llama3-8b, ...)")
+@click.option("--name", default="calibrated", show_default=True, help="name of the calibrated cluster preset")
+@click.option("--op", default=None, help="collective of an nccl-tests log that does not say (all_reduce, ...)")
+@click.option("--min-size", "min_size", default="1MiB", show_default=True,
+              help="nccl-tests rows below this size are reported, not fitted")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="profile file to write [NAME.yaml]")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
-def calibrate(log: Path, base: str, name: str, op: str | None, min_size: str, out: Path | None, as_json: bool) -> None:
-    """Fit latency and bandwidth of a fabric to a real cluster's nccl-tests results."""
+def calibrate(nccl_logs: tuple[Path, ...], train_logs: tuple[Path, ...], configs: tuple[Path, ...],
+              traces: tuple[Path, ...], base: str | None, nodes: int | None, overrides: tuple[str, ...], name: str,
+              op: str | None, min_size: str, out: Path | None, as_json: bool) -> None:
+    """Fit a machine profile to a real cluster's measurements; report leave-one-out errors."""
+    if not (nccl_logs or train_logs or traces):
+        raise InputError("calibrate", None, "at least one of --nccl-tests FILE, --log FILE, --trace FILE")
+    out = out or Path(f"{name}.yaml")
+    _check_name(name)
+    if train_logs or traces:
+        from clustersim.calibrate.machine import calibrate_machine
+        result = calibrate_machine(nccl_logs=list(nccl_logs), logs=list(train_logs), configs=list(configs),
+                                   traces=list(traces), base=base, nodes=nodes, overrides=list(overrides),
+                                   name=name, out=out, op=op, min_size_bytes=_parse_size(min_size))
+        if as_json:
+            sys.stdout.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+        else:
+            result.print_report()
+        return
     from clustersim.calibrate.import_nccl import fit_nccl_tests
     from clustersim.inputs import read_text
-    text = read_text(log, "--nccl-tests", "an nccl-tests output file")
-    result = fit_nccl_tests(text, base, name, out or Path(f"{name}.yaml"), op,
-                            _parse_size(min_size), source=log.name)
+    logs = [(p.name, read_text(p, "--nccl-tests", "an nccl-tests output file")) for p in nccl_logs]
+    nccl = fit_nccl_tests(logs, base, name, out, op, _parse_size(min_size))
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps(nccl.to_json(), indent=1, sort_keys=True) + "\n")
         return
-    d = result.to_json()
-    f = d["fabric"]
-    click.echo(f"{d['op']}: {d['ranks']} ranks on {d['nodes']} hosts ({d['device']}, NCCL {d['nccl_version']}), "
-               f"{d['points']} sizes fitted")
-    click.echo(f"{d['tier']} fabric {name}: bw {f['bw_GBps']:.4g} GB/s x efficiency {f['efficiency']:.3f}, "
-               f"latency {f['latency_us']:.2f} us; fit median |error| {d['fit_median_abs_err_pct']:.1f}%")
-    click.echo(f"profile: {d['profile']} (cluster preset {name}; use with --profile or CLUSTERSIM_PROFILES)")
+    print_nccl_report(nccl)
+
+
+def print_nccl_report(nccl) -> None:  # noqa: ANN001 - NcclCalibration, imported lazily
+    from rich.console import Console
+    from rich.table import Table
+
+    from clustersim import units
+    d = nccl.to_json()
+    out = Console(width=max(Console().width, 120))
+    for i, r in enumerate(d["runs"]):
+        out.print(f"run {i}: {r['op']} on {r['ranks']} ranks / {r['nodes']} hosts ({r['device']}, NCCL "
+                  f"{r['nccl_version'] or '?'}) from {r['source']}; collective named by {r['op_from']}")
+    for k, v in d["knobs"].items():
+        unit = "GB/s" if k.endswith("bw") else "us"
+        out.print(f"  {k}: {v['base']:.4g} -> {v['fitted']:.4g} {unit}")
+    t = Table(title=f"nccl-tests rows predicted with the profile as written ({d['profile']})")
+    for col in ("run", "op", "size", "measured busbw", "predicted busbw", "error", "algo", "fitted"):
+        t.add_column(col, justify="left" if col in ("op", "algo") else "right")
+    for r in d["rows"]:
+        t.add_row(str(r["run"]), r["op"], units.format_size(r["size_bytes"]), f"{r['measured_busbw_GBps']:.2f}",
+                  f"{r['predicted_busbw_GBps']:.2f}", f"{r['error_pct']:+.1f}%", f"{r['algo']}/{r['protocol']}",
+                  "yes" if r["fitted"] else "no")
+    out.print(t)
+    s = d["summary"]
+    if s["rows_16MiB_plus"]:
+        out.print(f"rows >= 16 MiB: {s['rows_16MiB_plus']}, median |error| {s['median_abs_err_pct_16MiB_plus']:.1f}%, "
+                  f"max {s['max_abs_err_pct_16MiB_plus']:.1f}%")
+    out.print(f"fitted rows: {s['rows_fitted']}, median |error| {s['fit_median_abs_err_pct']:.1f}%")
+    out.print(f"profile: {d['profile']} (cluster preset {d['cluster']}; use with --profile)")
+
+
+def _check_name(name: str) -> None:
+    import re
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+        raise InputError("--name", name, "letters, digits, '-', '_' and '.' (at most 64), starting with a letter or digit")
 
 
 def _parse_size(text: str) -> int:

@@ -108,11 +108,16 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
               help="Write a self-contained HTML page: time to train, cost and energy per cluster.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
+              help="Extra hardware profile YAML (e.g. one written by `clustersim calibrate`): its clusters "
+                   "can be named in --clusters.")
 def compare(scenario: str | None, clusters: str, nodes: str | None, tokens: str, price: str | None, executor: str,
             scheduler: str | None, workers: int | None, rerank: int, plot: str | None, html_file: str | None,
-            overrides: tuple[str, ...], as_json: bool) -> None:
+            overrides: tuple[str, ...], as_json: bool, profiles: tuple[str, ...]) -> None:
     """Which cluster trains SCENARIO's model fastest and cheapest: the best layout found by a sweep
     on each cluster and size, its step time, MFU, time to train --tokens and cost."""
+    from clustersim.hardware.load import use_profiles
+    use_profiles(profiles)
     presets = parse_list(clusters, "--clusters")
     sizes = parse_list(nodes, "--nodes", int) if nodes else None
     n_tokens = parse_tokens(tokens)

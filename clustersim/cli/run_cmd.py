@@ -12,8 +12,9 @@ from rich.table import Table
 from clustersim import units
 from clustersim.api import estimate, simulate_with_timeline
 from clustersim.errors import InputError
-from clustersim.hardware.load import add_profile_file
+from clustersim.hardware.load import use_profiles
 from clustersim.html import check_html_path, write_html
+from clustersim.memory.report import PARTS
 from clustersim.report import StepReport
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
 from clustersim.trace import trace_events, write_json_atomic
@@ -29,7 +30,8 @@ def _render(report: StepReport) -> None:
     out.print(f"  tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  ep {par.ep}  sp {par.sequence_parallel}  "
               f"zero {par.zero_stage}  micro-batch {par.micro_batch} x {par.num_micro_batches}  "
               f"schedule {par.schedule} (v={par.virtual_stages})  recompute {par.recompute}  {sc.training.dtype}")
-    out.print(f"  framework {sc.framework.name} (attention {sc.training.attention})")
+    out.print(f"  framework {sc.framework.name} (attention {sc.training.attention}, element-wise "
+              f"{'compiled' if sc.training.compile else sc.framework.elementwise})")
     t = Table(show_header=False, box=None)
     iv = report.interval
     lo, hi = iv.of(report.step_time_s)
@@ -56,8 +58,9 @@ def _render(report: StepReport) -> None:
         t.add_row("cost", f"{f['cost_s']:+.4f} s ({f['cost_fraction']:+.1%}) against a healthy cluster "
                           f"({f['healthy_step_time_s']:.4f} s)")
     m = report.memory
-    t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB of {m.capacity_bytes_per_gpu / units.GiB:.1f}"
-              f" GiB per GPU: {'fits' if m.fits else 'DOES NOT FIT'}")
+    lo, hi = (x / units.GiB for x in m.interval)
+    t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB ({lo:.1f}-{hi:.1f}) of "
+              f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU (stage {m.stage}): {_VERDICT_TEXT[m.verdict]}")
     out.print(t)
     b = Table(title="critical path", show_lines=False)
     b.add_column("cause")
@@ -66,13 +69,33 @@ def _render(report: StepReport) -> None:
     for cause, sec in report.to_json()["breakdown"].items():
         b.add_row(cause, f"{sec:.4f}", f"{sec / report.step_time_s * 100:.1f}%")
     out.print(b)
-    mt = Table(title="memory per GPU, highest stage")
+    out.print(_memory_table(report))
+
+
+_VERDICT_TEXT = {"fits": "fits", "tight": "TIGHT (the interval straddles the capacity)",
+                 "does-not-fit": "DOES NOT FIT"}
+
+
+def _memory_table(report: StepReport) -> Table:
+    """GiB per GPU by part, one column per pipeline stage (columns past 8 stages are sampled:
+    the first, the last and the one the verdict comes from stay)."""
+    stages = list(report.memory_by_stage)
+    if len(stages) > 8:
+        keep = {0, len(stages) - 1, report.memory.stage}
+        step = max(1, len(stages) // 6)
+        keep |= set(range(0, len(stages), step))
+        stages = [m for m in stages if m.stage in sorted(keep)][:9]
+    mt = Table(title="memory per GPU (GiB) by pipeline stage")
     mt.add_column("part")
-    mt.add_column("GiB", justify="right")
-    for key, value in m.to_json().items():
-        if isinstance(value, int) and not isinstance(value, bool):
-            mt.add_row(key, f"{value / units.GiB:.2f}")
-    out.print(mt)
+    for m in stages:
+        mt.add_column(f"stage {m.stage}", justify="right")
+    for part in PARTS:
+        mt.add_row(part, *(f"{getattr(m, part) / units.GiB:.2f}" for m in stages))
+    mt.add_row("allocated peak", *(f"{m.allocated_peak_bytes / units.GiB:.2f}" for m in stages))
+    mt.add_row("reserved peak", *(f"{m.reserved_peak_bytes / units.GiB:.2f}" for m in stages))
+    mt.add_row("80% interval", *(f"{m.interval[0] / units.GiB:.1f}-{m.interval[1] / units.GiB:.1f}" for m in stages))
+    mt.add_row("verdict", *(m.verdict for m in stages))
+    return mt
 
 
 @click.command("run")
@@ -91,8 +114,7 @@ def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: 
     """Simulate one training step of SCENARIO (an embedded default when omitted)."""
     if html_file:
         check_html_path(html_file)
-    for p in profiles:
-        add_profile_file(p)
+    use_profiles(profiles)
     raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
     sc = scenario_from_dict(raw)
     timeline = None
@@ -114,6 +136,8 @@ def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: 
     else:
         _render(report)
     if not report.memory.fits:
-        click.echo(f"error: does not fit: peak {report.memory.peak_bytes_per_gpu / units.GiB:.1f} GiB > "
-                   f"capacity {report.memory.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU", err=True)
+        m = report.memory
+        click.echo(f"error: does not fit: stage {m.stage} needs at least {m.interval[0] / units.GiB:.1f} GiB "
+                   f"(peak {m.peak_bytes_per_gpu / units.GiB:.1f} GiB) > capacity "
+                   f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU", err=True)
         sys.exit(3)

@@ -65,7 +65,9 @@ def top_table(rows: list[dict], title: str) -> Table:
         table.add_row(str(i), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]), str(p["micro_batch"]),
                       str(p["zero_stage"]), p["recompute"], "y" if p["sequence_parallel"] else "n", sched,
                       f"{row['step_time_s']:.3f} ({lo:.3f}-{hi:.3f})", f"{row['mfu']:.1%}",
-                      f"{row['tokens_per_s']:,.0f}", f"{row['peak_bytes_per_gpu'] / GiB:.1f}", regime, row["engine"])
+                      f"{row['tokens_per_s']:,.0f}",
+                      f"{row['peak_bytes_per_gpu'] / GiB:.1f}" + (" tight" if row["memory_verdict"] == "tight" else ""),
+                      regime, row["engine"])
     return table
 
 
@@ -110,10 +112,12 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
+              help="Extra hardware profile YAML (e.g. one written by `clustersim calibrate`).")
 def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, plot: str | None,
           html_file: str | None, executor: str,
           scheduler: str | None, workers: int | None, rerank: int, pareto: bool, allow_tp_across_nodes: bool,
-          overrides: tuple[str, ...], no_progress: bool, as_json: bool) -> None:
+          overrides: tuple[str, ...], no_progress: bool, as_json: bool, profiles: tuple[str, ...]) -> None:
     """Rank every valid layout of SCENARIO's model on its cluster by tokens/s.
 
     Layouts that do not fit in GPU memory are pruned first; the rest are evaluated in closed form
@@ -121,6 +125,8 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, p
     recompute, sequence parallelism, schedule and virtual stages are searched; the global batch,
     dtype and overlap options come from the scenario.
     """
+    from clustersim.hardware.load import use_profiles
+    use_profiles(profiles)
     if out:
         check_table_path(out)
     if plot:

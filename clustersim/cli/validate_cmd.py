@@ -27,9 +27,11 @@ from clustersim.errors import InputError
 @click.option("--delay-us", type=float, default=0.0, show_default=True,
               help="--netns: added one-way delay (needs the netem qdisc)")
 @click.option("--fresh", is_flag=True, help="set earlier records aside and measure everything again")
+@click.option("--loo", is_flag=True, help="also predict every case by a calibration that did not see it "
+              "(leave-one-out; refits the profile once per fit case)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
 def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path | None, rate_mbit: float,
-             delay_us: float, fresh: bool, as_json: bool) -> None:
+             delay_us: float, fresh: bool, loo: bool, as_json: bool) -> None:
     """Measure for real, calibrate, predict held-out cases, report the error."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -57,10 +59,17 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
             result = run_validate(opts, progress)
         except RunError as exc:
             raise click.ClickException(str(exc)) from None
+    loo_cases = None
+    if loo:
+        from clustersim.calibrate.loo import leave_one_out, loo_summary
+        loo_cases = leave_one_out(result.records, opts, result.link, result.cases)
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+        doc = result.to_json()
+        if loo_cases is not None:
+            doc["loo"] = {"cases": [c.to_json() for c in loo_cases], "summary": loo_summary(loo_cases)}
+        sys.stdout.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         return
-    out = Console()
+    out = Console(width=max(Console().width, 150))
     out.print(render_table(result.cases, f"predicted vs measured ({opts.mode}, {backend}, {nprocs} ranks)"))
     for role, s in (("held-out", result.holdout), ("fit", result.fit)):
         if s["cases"]:
@@ -75,4 +84,19 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
                   f"{ab['bw_GBps'] * 1e3:.1f} MB/s")
     for note in result.notes:
         out.print(f"[yellow]note:[/yellow] {note}")
+    if loo_cases is not None:
+        from rich.table import Table
+
+        from clustersim.calibrate.compare import _fmt_s
+        from clustersim.calibrate.loo import loo_summary
+        t = Table(title="leave-one-out: each case predicted by a calibration that did not see it")
+        for col in ("case", "kind", "role", "measured", "leave-one-out", "error", "how"):
+            t.add_column(col, justify="right" if col in ("measured", "leave-one-out", "error") else "left")
+        for c in loo_cases:
+            t.add_row(c.name, c.kind, c.role, _fmt_s(c.measured_s), _fmt_s(c.loo_s), f"{c.loo_error_pct:+.1f}%", c.how)
+        out.print(t)
+        for kind, s in loo_summary(loo_cases).items():
+            if s["cases"]:
+                out.print(f"leave-one-out {kind}: {s['cases']} cases, median |error| {s['median_abs_error_pct']:.1f}%, "
+                          f"p90 {s['p90_abs_error_pct']:.1f}%")
     out.print(f"profile: {result.profile_path}\nplot: {result.plot_path}")

@@ -25,10 +25,15 @@ def _hop(cluster: ClusterSpec, hw: str, algo: str, proto: str) -> float:
     """One algorithm step on hardware class ``hw``: NCCL's hwLat, plus whatever one-way latency
     the fabric has beyond the LL hop that table is built on (NVLink 0.6 us, PCI 1.0, NET 2.7).
     For NVLink and InfiniBand profiles this adds nothing; a TCP/Ethernet fabric (kernel sockets,
-    15-30 us one way) or a calibrated profile with a measured latency pays it on every step."""
+    15-30 us one way) or a calibrated profile with a measured latency pays it on every step; a
+    calibrated fabric below the LL hop scales the table down in proportion."""
     fabric = cluster.scale_out if hw == nt.HW_NET else cluster.scale_up
-    extra = max(0.0, fabric.latency_s - nt.HW_LAT_S[hw]["ring"]["LL"])
-    return nt.HW_LAT_S[hw][algo][proto] + extra
+    ll_hop = nt.HW_LAT_S[hw]["ring"]["LL"]
+    extra = max(0.0, fabric.latency_s - ll_hop)
+    # a fabric measured faster than NCCL's LL hop (a profile fitted to nccl-tests output) scales
+    # the whole table by latency / LL hop; the shipped profiles sit at the LL hop or above
+    scale = min(1.0, fabric.latency_s / ll_hop)
+    return nt.HW_LAT_S[hw][algo][proto] * scale + extra
 
 
 def _pipelined(latency_s: float, up: Port | None, out: Port | None) -> tuple[Phase, ...]:
@@ -146,6 +151,11 @@ def tree(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupSha
     return _pipelined(lat, up, out)
 
 
+def _nvls_base_latency(cluster: ClusterSpec, algo: str) -> float:
+    """NCCL's fixed NVLS cost (tuning.cc, 23 us), or the one a calibrated profile measured."""
+    return cluster.scale_up.nvls_latency_s or nt.BASE_LAT_S[algo]["Simple"]
+
+
 def nvls(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupShape) -> tuple[Phase, ...] | None:
     """NVLink SHARP all_reduce inside one node (NVSwitch gen3+).
 
@@ -159,7 +169,7 @@ def nvls(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupSha
     p = shape.ranks_per_node
     if op != "all_reduce" or shape.num_nodes != 1 or p < 2 or ports.nvls_bw(cluster) <= 0:
         return None
-    lat = nt.BASE_LAT_S["nvls"]["Simple"]
+    lat = _nvls_base_latency(cluster, "nvls")
     bw = ports.nvls_bw(cluster) * nt.nvls_chunk_efficiency(size, ports.nvls_bw(cluster))
     return (Phase("scale_up", lat, size * (p + 1) / p, bw),)
 
@@ -177,7 +187,7 @@ def nvls_tree(op: str, proto: str, size: float, cluster: ClusterSpec, shape: Gro
     up = (size * (p + 1) / p, ports.nvls_bw(cluster))
     node_out = size if n_nodes == 2 else 2.0 * size
     out = (node_out / p, ports.nic_bw_per_rank(cluster, shape) * nt.NVLS_EFF)
-    lat = nt.BASE_LAT_S["nvls_tree"]["Simple"] + 2 * _log2i(n_nodes) * _hop(cluster, nt.HW_NET, "nvls_tree", "Simple")
+    lat = _nvls_base_latency(cluster, "nvls_tree") + 2 * _log2i(n_nodes) * _hop(cluster, nt.HW_NET, "nvls_tree", "Simple")
     return _pipelined(lat, up, out)
 
 

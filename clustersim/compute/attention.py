@@ -66,9 +66,9 @@ def attention_ops(batch: int, s_q: int, s_k: int, heads: int, kv_heads: int, hea
     # GEMMs; a calibrated profile instead scales them by its GEMM efficiency over the sustained MAMF.
     sustained = arch.mamf_for(dtype)[0] * arch.sustained_ratio
     scale = gpu.gemm_efficiency / sustained if gpu.gemm_efficiency > 0 else arch.sustained_ratio
-    eff_fwd = arch.attn_fwd_frac * ramp * scale
-    eff_bwd = arch.attn_bwd_frac * ramp * scale
-    fwd_t = max(fwd_flops / (peak * eff_fwd), memory_time_s(fwd_bytes, gpu), KERNEL_FLOOR_S)
-    bwd_t = max(bwd_flops / (peak * eff_bwd), memory_time_s(bwd_bytes, gpu), KERNEL_FLOOR_S)
+    eff_fwd = arch.attn_fwd_frac * ramp * scale * gpu.attention_scale
+    eff_bwd = arch.attn_bwd_frac * ramp * scale * gpu.attention_scale
+    fwd_t = max(fwd_flops / (peak * eff_fwd), memory_time_s(fwd_bytes, gpu), KERNEL_FLOOR_S) / gpu.compute_scale
+    bwd_t = max(bwd_flops / (peak * eff_bwd), memory_time_s(bwd_bytes, gpu), KERNEL_FLOOR_S) / gpu.compute_scale
     return (Op("attention_core", fwd_flops, fwd_bytes, fwd_t),
             Op("attention_core_bwd", bwd_flops, bwd_bytes, bwd_t))

@@ -77,7 +77,7 @@ def gemm_efficiency(m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: int
     peak = gpu.peak(dtype)
     q = _quantization(m, n, k, batch, gpu.num_sms, ob, peak, arch.l2_bw_bytes_per_s)
     q_ref = _quantization(ms, ns, ks, 1, gpu.num_sms, ob, peak, arch.l2_bw_bytes_per_s)
-    return min(frac, frac * q / q_ref) * arch.sustained_ratio
+    return min(frac, frac * q / q_ref) * arch.sustained_ratio * gpu.gemm_scale
 
 
 @functools.lru_cache(maxsize=65536)
@@ -89,4 +89,5 @@ def gemm_op(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: 
     out_bytes = 4 if dtype == "fp32" else 2   # C is written in bf16/fp16 (fp32 for fp32 training)
     bytes_moved = float(batch * ((m * k + k * n) * ob + m * n * out_bytes))
     compute_s = flops / (gpu.peak(dtype) * gemm_efficiency(m, n, k, gpu, dtype, batch))
-    return Op(name, flops, bytes_moved, max(compute_s, memory_time_s(bytes_moved, gpu), KERNEL_FLOOR_S))
+    return Op(name, flops, bytes_moved,
+              max(compute_s, memory_time_s(bytes_moved, gpu), KERNEL_FLOOR_S) / gpu.compute_scale)

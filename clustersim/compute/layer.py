@@ -45,27 +45,37 @@ from clustersim.workload.model_spec import ModelSpec
 
 
 def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str,
-                           attention: str = "auto") -> LayerCost:
+                           attention: str = "auto", elementwise: str = "fused", recompute: str | None = None
+                           ) -> LayerCost:
     """Forward, backward and recompute ops of one transformer layer for one micro-batch on one GPU.
 
-    ``attention``: "flash", "standard" or "auto" (clustersim.compute.conventions.resolve_attention).
+    ``attention``: "flash", "standard" or "auto" (clustersim.compute.conventions.resolve_attention);
+    ``elementwise``: "fused" (Megatron / TE kernels) or "eager" (torch ops one by one, torchtitan
+    without torch.compile); ``recompute``: this layer's policy (default ``layout.recompute``;
+    ``full-inner``, a later layer of a checkpointed group, recomputes like ``full``).
     """
+    policy = layout.recompute if recompute is None else recompute
     return _layer_cost_by_key(model, layout.tp, layout.cp, layout.ep, layout.sequence_parallel, layout.micro_batch,
-                              layout.recompute, layout.tp_comm_overlap, gpu, dtype, attention)
+                              "full" if policy == "full-inner" else policy, layout.tp_comm_overlap, gpu, dtype,
+                              attention, elementwise)
 
 
 @functools.lru_cache(maxsize=8192)
 def _layer_cost_by_key(model: ModelSpec, tp: int, cp: int, ep: int, sp: bool, micro_batch: int, recompute: str,
-                       tp_comm_overlap: bool, gpu: GpuSpec, dtype: str, attention: str) -> LayerCost:
+                       tp_comm_overlap: bool, gpu: GpuSpec, dtype: str, attention: str,
+                       elementwise: str = "fused") -> LayerCost:
     layout = ParallelLayout(tp=tp, cp=cp, ep=ep, sequence_parallel=sp, micro_batch=micro_batch, recompute=recompute,
                             tp_comm_overlap=tp_comm_overlap)
-    return _layer_cost(model, layout, gpu, dtype, resolve_attention(attention, gpu.name))
+    if elementwise not in ("fused", "eager"):
+        raise InputError("elementwise", elementwise, ("fused", "eager"))
+    return _layer_cost(model, layout, gpu, dtype, resolve_attention(attention, gpu.name), elementwise)
 
 
 class _Ctx:
     """Shapes of one layer on one GPU (a plain namespace used while building the op lists)."""
 
-    def __init__(self, model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str) -> None:
+    def __init__(self, model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
+                 elementwise: str = "fused") -> None:
         check_dtype(dtype)
         tp, cp = layout.tp, layout.cp
         if model.heads % tp:
@@ -85,6 +95,8 @@ class _Ctx:
         self.dropout = uses_dropout(model)
         self.overlap_all_tp = layout.tp_comm_overlap
         self.attention = attention
+        self.eager = elementwise == "eager"
+        self.rope = model.ffn_act == "swiglu"      # Llama-style models rotate Q and K (RoPE); GPT-style learn positions
 
     def tp_comm(self, name: str, collective: str, overlappable: bool = False) -> CommOp:
         size = self.tokens * self.h * self.act_b
@@ -135,12 +147,43 @@ def _attention(c: _Ctx) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
     return fwd, bwd
 
 
+def _activation_fwd(c: _Ctx, name: str, tokens: float) -> Op:
+    """GeLU or SwiGLU over ``tokens`` rows of the fc1 output. Fused (Megatron bias-GeLU /
+    bias-SwiGLU): read the fc1 output (gate x f), write f. Eager SwiGLU (torchtitan
+    ``w2(F.silu(w1(x)) * w3(x))``, two kernels): silu reads w1's output and writes its own, mul
+    reads both operands and writes the product - 3f read, 2f written."""
+    f = tokens * c.ffn
+    if c.eager and c.gate == 2:
+        return c.mem(name, 3 * f, 2 * f)
+    return c.mem(name, f * c.gate, f)
+
+
+def _activation_bwd(c: _Ctx, name: str, tokens: float) -> Op:
+    """Fused: read the output gradient and the saved fc1 output, write its gradient. Eager
+    SwiGLU: mul's backward reads the gradient and both saved operands and writes two gradients,
+    silu's backward reads one of them and w1's output and writes w1's gradient (5f read, 3f written)."""
+    f = tokens * c.ffn
+    if c.eager and c.gate == 2:
+        return c.mem(name, 5 * f, 3 * f)
+    return c.mem(name, f * (c.gate + 1), f * c.gate)
+
+
+def _rope(c: _Ctx, name: str) -> list[Op]:
+    """RoPE on Q and K of Llama-style models. Fused (TE / Megatron fused RoPE): read and write each
+    element. Eager (torchtitan apply_rotary_emb: ``view_as_complex(x.float())``, complex multiply,
+    ``type_as``): cast up (read a, write 4 bytes), multiply (read 4, write 4), cast down (read 4,
+    write a) - 2a + 16 bytes per element; the backward runs the same chain."""
+    if not c.rope:
+        return []
+    n = c.tokens * (c.heads + c.kv_heads) * c.d
+    per = 2 * c.act_b + 16 if c.eager else 2 * c.act_b
+    return [memory_bound_op(name, n * per, c.gpu)]
+
+
 def _mlp_fwd(c: _Ctx) -> list[Op | CommOp]:
     m, t = c.model, c.tokens
-    act_in = t * c.ffn * c.gate
     if not m.is_moe:
-        return [c.gemm("fc1", t, c.ffn * c.gate, c.h),
-                c.mem("activation", act_in, t * c.ffn),
+        return [c.gemm("fc1", t, c.ffn * c.gate, c.h), _activation_fwd(c, "activation", t),
                 c.gemm("fc2", t, c.h, c.ffn)]
     ep, e = c.layout.ep, m.moe_experts
     local_experts = max(1, e // ep)
@@ -154,7 +197,7 @@ def _mlp_fwd(c: _Ctx) -> list[Op | CommOp]:
     if ep > 1:
         ops.append(CommOp("ep_dispatch", "all_to_all", routed * c.h * c.act_b, "ep"))
     ops += [c.gemm("expert_fc1", per_expert, c.ffn * c.gate, c.h, batch=local_experts),
-            c.mem("expert_activation", routed * c.ffn * c.gate, routed * c.ffn),
+            _activation_fwd(c, "expert_activation", routed),
             c.gemm("expert_fc2", per_expert, c.h, c.ffn, batch=local_experts)]
     if ep > 1:
         ops.append(CommOp("ep_combine", "all_to_all", routed * c.h * c.act_b, "ep"))
@@ -166,7 +209,7 @@ def _mlp_bwd(c: _Ctx) -> list[Op | CommOp]:
     m, t = c.model, c.tokens
     if not m.is_moe:
         return [c.gemm("fc2_dgrad", t, c.ffn, c.h), c.gemm("fc2_wgrad", c.h, c.ffn, t),
-                c.mem("activation_bwd", t * c.ffn * (c.gate + 1), t * c.ffn * c.gate)]
+                _activation_bwd(c, "activation_bwd", t)]
     ep, e = c.layout.ep, m.moe_experts
     local_experts = max(1, e // ep)
     routed = t * m.moe_top_k
@@ -176,7 +219,7 @@ def _mlp_bwd(c: _Ctx) -> list[Op | CommOp]:
         ops.append(CommOp("ep_combine_bwd", "all_to_all", routed * c.h * c.act_b, "ep"))
     ops += [c.gemm("expert_fc2_dgrad", per_expert, c.ffn, c.h, batch=local_experts),
             c.gemm("expert_fc2_wgrad", c.h, c.ffn, per_expert, batch=local_experts),
-            c.mem("expert_activation_bwd", routed * c.ffn * (c.gate + 1), routed * c.ffn * c.gate),
+            _activation_bwd(c, "expert_activation_bwd", routed),
             c.gemm("expert_fc1_dgrad", per_expert, c.h, c.ffn * c.gate, batch=local_experts),
             c.gemm("expert_fc1_wgrad", c.ffn * c.gate, c.h, per_expert, batch=local_experts)]
     if ep > 1:
@@ -212,15 +255,16 @@ def _tp_in_fwd(c: _Ctx, name: str) -> list[CommOp]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str) -> LayerCost:
-    c = _Ctx(model, layout, gpu, dtype, attention)
+def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
+                elementwise: str = "fused") -> LayerCost:
+    c = _Ctx(model, layout, gpu, dtype, attention, elementwise)
     t, h, d = c.tokens, c.h, c.d
     qkv_n = (c.heads + 2 * c.kv_heads) * d
     attn_n = c.heads * d
     attn_ops, attn_bwd_ops = _attention(c)
 
     fwd: list[Op | CommOp] = [_norm_fwd(c, "input_norm"), *_tp_in_fwd(c, "attn_input_all_gather"),
-                              c.gemm("qkv", t, qkv_n, h), *attn_ops,
+                              c.gemm("qkv", t, qkv_n, h), *_rope(c, "rope"), *attn_ops,
                               c.gemm("attn_out_proj", t, h, attn_n), *_tp_out_fwd(c, "attn_out_tp_reduce"),
                               _bda_fwd(c, "attn_bias_dropout_add"),
                               _norm_fwd(c, "pre_mlp_norm"), *_tp_in_fwd(c, "mlp_input_all_gather"),
@@ -240,7 +284,7 @@ def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: s
                               *fc1_part, _norm_bwd(c, "pre_mlp_norm_bwd"),
                               _bda_bwd(c, "attn_bias_dropout_add_bwd"), *_tp_out_bwd(c, "attn_out_grad_all_gather"),
                               c.gemm("attn_out_proj_dgrad", t, attn_n, h), c.gemm("attn_out_proj_wgrad", h, attn_n, t),
-                              *attn_bwd_ops,
+                              *attn_bwd_ops, *_rope(c, "rope_bwd"),
                               *_tp_in_bwd(c, "qkv", c.gemm("qkv_dgrad", t, h, qkv_n), c.gemm("qkv_wgrad", qkv_n, h, t)),
                               _norm_bwd(c, "input_norm_bwd")]
 
@@ -248,10 +292,49 @@ def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: s
         recompute = PassCost(tuple(fwd))
     elif layout.recompute == "selective":
         recompute = PassCost(tuple(attn_ops))    # Korthikanti 2022 §5: recompute the attention core only
+    elif layout.recompute == "selective-op":
+        recompute = PassCost(tuple(_selective_op_recompute(c, fwd)))
     else:
         recompute = EMPTY_PASS
     return LayerCost(PassCost(tuple(fwd)), PassCost(tuple(bwd)), recompute, layer_params_per_gpu(model, layout.tp,
                                                                                                  layout.ep))
+
+
+def _part(op: Op, frac: float, name: str) -> Op:
+    return Op(name, op.flops * frac, op.bytes_moved * frac, op.time_s * frac)
+
+
+def _selective_op_recompute(c: _Ctx, fwd: list[Op | CommOp]) -> list[Op | CommOp]:
+    """What torchtitan's per-op policy recomputes (torchtitan/distributed/activation_checkpoint.py:
+    GEMM outputs are saved except every second one in execution order - wq, wk, wv, wo, w1, w3, w2
+    -> wk, wo, w3 recomputed, or wk, wo, fc2 without a gate; attention kernel outputs and
+    reduce-scatter outputs are saved): the element-wise ops, those GEMMs (wk as its share of the
+    fused QKV GEMM, w3 as half of the fused gate/up GEMM) and the collectives other than
+    reduce-scatters. MoE layers recompute their element-wise ops and the expert fc2 (every second
+    GEMM)."""
+    qkv_n = c.heads + 2 * c.kv_heads
+    out: list[Op | CommOp] = []
+    for op in fwd:
+        if isinstance(op, CommOp):
+            if op.collective != "reduce_scatter":
+                out.append(op)
+            continue
+        if op.name == "attention_core" or op.name.startswith("attn_") and op.name != "attn_bias_dropout_add" \
+                and op.name != "attn_out_proj":
+            continue                                     # the attention kernel's outputs are saved
+        if op.name == "qkv":
+            out.append(_part(op, c.kv_heads / qkv_n, "wk"))
+        elif op.name == "fc1":
+            if c.gate == 2:
+                out.append(_part(op, 0.5, "w3"))
+        elif op.name in ("attn_out_proj", "fc2", "expert_fc2"):
+            if op.name != "fc2" or c.gate == 1:
+                out.append(op)
+        elif op.name in ("router", "expert_fc1"):
+            continue
+        else:
+            out.append(op)                               # norms, RoPE, activation, residual adds, permutes
+    return out
 
 
 def layer_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1) -> int:

@@ -30,4 +30,4 @@ def optimizer_step_time_s(params_per_gpu: int, layout: ParallelLayout, gpu: GpuS
     """Time of one Adam step for ``params_per_gpu`` (the model-parallel shard before ZeRO sharding)."""
     shard = math.ceil(params_per_gpu / layout.dp) if layout.zero_stage >= 1 else params_per_gpu
     per_param = ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM
-    return max(memory_time_s(shard * per_param, gpu), KERNEL_FLOOR_S)
+    return max(memory_time_s(shard * per_param, gpu), KERNEL_FLOOR_S) / gpu.compute_scale

@@ -20,10 +20,13 @@ KERNEL_FLOOR_S = 4e-6
 
 
 def memory_time_s(bytes_moved: float, gpu: GpuSpec) -> float:
-    return bytes_moved / (gpu.hbm_bw_bytes_per_s * HBM_EFFICIENCY)
+    """Streaming ``bytes_moved`` at HBM_EFFICIENCY of the datasheet bandwidth (or the fraction a
+    calibrated profile measured, GpuSpec.hbm_efficiency)."""
+    return bytes_moved / (gpu.hbm_bw_bytes_per_s * (gpu.hbm_efficiency or HBM_EFFICIENCY))
 
 
 def memory_bound_op(name: str, bytes_moved: float, gpu: GpuSpec, flops: float = 0.0) -> Op:
     """An element-wise / reduction kernel: time = max(bytes / achievable HBM bw, vector FLOPs, floor)."""
     vector = flops / gpu.vector_flops_per_s if gpu.vector_flops_per_s > 0 else 0.0
-    return Op(name, flops, bytes_moved, max(memory_time_s(bytes_moved, gpu), vector, KERNEL_FLOOR_S))
+    return Op(name, flops, bytes_moved,
+              max(memory_time_s(bytes_moved, gpu), vector, KERNEL_FLOOR_S) / gpu.compute_scale)

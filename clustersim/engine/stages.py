@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from clustersim.collectives import GroupShape, plan_collective
 from clustersim.compute import (
     CommOp,
     LayerCost,
@@ -20,6 +21,7 @@ from clustersim.compute import (
     output_cost,
     transformer_layer_cost,
 )
+from clustersim.memory.policies import stage_policies
 from clustersim.parallel.pipeline import stage_layers
 from clustersim.scenario import Scenario
 
@@ -58,15 +60,33 @@ def _merge(*parts: Work) -> Work:
 @functools.lru_cache(maxsize=4096)
 def build_step_work(scenario: Scenario) -> StepWork:
     model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
-    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention)
+    elementwise = "fused" if scenario.training.compile else scenario.framework.elementwise
+    layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention,
+                                              elementwise=elementwise)
+    policies = stage_policies(par, model.layers)   # each layer's recompute policy (memory/policies.py)
+    by_policy: dict[str, tuple[Work, Work]] = {}
+
+    def layer_split_of(policy: str) -> tuple[Work, Work]:
+        """(recomputed forward, backward proper) of a layer that runs ``policy``."""
+        work = by_policy.get(policy)
+        if work is None:
+            lc = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention,
+                                        elementwise=elementwise, recompute=policy)
+            work = by_policy[policy] = (tuple(lc.recompute.ops), tuple(lc.backward.ops))
+        return work
+
+    merged: dict[str, Work] = {}
+
+    def layer_bwd_of(policy: str) -> Work:
+        if policy not in merged:
+            merged[policy] = _merge(*layer_split_of(policy))
+        return merged[policy]
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
     counts = par.layers_per_stage or stage_layers(model.layers, par.pp, par.virtual_stages)
     expert = expert_params_per_gpu(model, par.tp, par.ep)
     num_global = len(counts)
     layer_fwd = tuple(layer.forward.ops)
-    layer_bwd = _merge(tuple(layer.recompute.ops), tuple(layer.backward.ops))
-    layer_split = (tuple(layer.recompute.ops), tuple(layer.backward.ops))
     stages = []
     for g, n in enumerate(counts):
         fwd: list[Work] = []
@@ -88,8 +108,9 @@ def build_step_work(scenario: Scenario) -> StepWork:
             unit_params.append(0 if shared else out.params)
             unit_expert.append(0)
             params += 0 if shared else out.params
-        bwd.extend([layer_bwd] * n)
-        split.extend([layer_split] * n)
+        for p in reversed(policies[g]):   # the backward runs the layers in reverse
+            bwd.append(layer_bwd_of(p))
+            split.append(layer_split_of(p))
         unit_params.extend([layer.params - expert] * n)
         unit_expert.extend([expert] * n)
         if g == 0:
@@ -102,13 +123,29 @@ def build_step_work(scenario: Scenario) -> StepWork:
     params_per_rank = tuple(
         sum(stages[c * par.pp + r].params for c in range(par.virtual_stages)) for r in range(par.pp)
     )
-    opt = tuple(optimizer_step_time_s(p, par, gpu) for p in params_per_rank)
+    norm_s = grad_norm_all_reduce_s(scenario)
+    opt = tuple(optimizer_step_time_s(p, par, gpu) + norm_s for p in params_per_rank)
     # Pipeline p2p: Megatron splits the [s, b, h] activation across the TP ranks before sending
     # (scatter-gather optimisation, Narayanan et al. 2021 §4.1), so each GPU sends 1/tp of it.
     # Activations cross stages in the compute dtype, fp8 training keeping bf16 activations.
     seq = model.seq_len // par.cp
     p2p = par.micro_batch * seq * model.hidden * activation_bytes(dtype) / par.tp
     return StepWork(tuple(stages), p2p, opt, params_per_rank)
+
+
+def grad_norm_all_reduce_s(scenario: Scenario) -> float:
+    """Gradient clipping's global norm: every rank's partial squared norm is all-reduced (one fp32)
+    before the optimizer can step (Megatron-Core megatron/core/optimizer/clip_grads.py
+    get_grad_norm_fp32: all_reduce over the data-parallel then the model-parallel group;
+    torch.nn.utils.clip_grad_norm_ on torchtitan's DTensors; DeepSpeed's get_global_norm). A
+    latency-bound collective over the whole job, priced by the NCCL model (clustersim.collectives)."""
+    cluster = scenario.cluster
+    gpus = scenario.parallel.num_gpus
+    if gpus == 1:
+        return 0.0
+    per_node = min(gpus, cluster.gpus_per_node)
+    shape = GroupShape(per_node, gpus // per_node)
+    return plan_collective("all_reduce", 4, cluster, shape).time_s
 
 
 def activation_bytes(dtype: str) -> int:

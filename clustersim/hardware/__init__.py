@@ -8,9 +8,9 @@ from clustersim.hardware.load import (
     load_fabric,
     load_gpu,
 )
-from clustersim.hardware.spec import ClusterSpec, FabricSpec, GpuSpec
+from clustersim.hardware.spec import CalibrationEvidence, ClusterSpec, FabricSpec, GpuSpec
 
 __all__ = [
-    "ClusterSpec", "FabricSpec", "GpuSpec",
+    "CalibrationEvidence", "ClusterSpec", "FabricSpec", "GpuSpec",
     "list_clusters", "list_fabrics", "list_gpus", "load_cluster", "load_fabric", "load_gpu",
 ]

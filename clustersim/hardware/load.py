@@ -19,16 +19,24 @@ from typing import Any
 
 from clustersim import units
 from clustersim.errors import InputError
-from clustersim.hardware.spec import DTYPES, FABRIC_KINDS, ClusterSpec, FabricSpec, GpuSpec
+from clustersim.hardware.spec import (
+    DTYPES,
+    FABRIC_KINDS,
+    CalibrationEvidence,
+    ClusterSpec,
+    FabricSpec,
+    GpuSpec,
+)
 from clustersim.inputs import read_yaml_file
 
 SECTIONS = ("gpus", "fabrics", "clusters")
 _GPU_KEYS = {"description", "peak_TFLOPS", "vector_TFLOPS", "hbm_capacity_MiB", "hbm_capacity_GiB",
-             "hbm_bw_GBps", "l2_MiB", "num_sms", "tdp_W", "price_per_gpu_hour_usd", "gemm_efficiency"}
+             "hbm_bw_GBps", "l2_MiB", "num_sms", "tdp_W", "price_per_gpu_hour_usd", "gemm_efficiency",
+             "gemm_scale", "attention_scale", "hbm_efficiency", "compute_scale"}
 _FABRIC_KEYS = {"kind", "description", "bw_GBps", "bw_Gbps", "efficiency", "latency_us",
-                "switch_latency_us", "nvls", "nvls_bw_GBps"}
+                "switch_latency_us", "nvls", "nvls_bw_GBps", "nvls_latency_us"}
 _CLUSTER_KEYS = {"description", "gpu", "gpus_per_node", "scale_up", "scale_out", "nics_per_node", "pcie",
-                 "nodes_per_leaf", "oversubscription", "host_memory_GiB", "nodes"}
+                 "nodes_per_leaf", "oversubscription", "host_memory_GiB", "nodes", "calibration"}
 CLUSTER_OVERRIDE_KEYS = ("gpu", "gpus_per_node", "scale_up", "scale_out", "nics_per_node", "pcie",
                          "nodes_per_leaf", "oversubscription", "host_memory_GiB")
 
@@ -52,6 +60,18 @@ def add_profile_file(path: str | os.PathLike[str]) -> None:
     _user_files.append(p.resolve())
 
 
+def use_profiles(paths: list[str] | tuple[str, ...]) -> None:
+    """``--profile FILE ...`` of run, sweep and compare: register the files in this process and in
+    CLUSTERSIM_PROFILES, so that worker processes (sweep's process pool, Dask on this machine)
+    load the same presets."""
+    for p in paths:
+        add_profile_file(p)
+    if paths:
+        old = os.environ.get("CLUSTERSIM_PROFILES")
+        os.environ["CLUSTERSIM_PROFILES"] = os.pathsep.join([*filter(None, [old]), *(str(Path(p).resolve())
+                                                                                     for p in paths)])
+
+
 def _read_yaml(path: Path) -> Any:
     return read_yaml_file(path, "profile", "a YAML hardware profile") or {}
 
@@ -62,12 +82,12 @@ def _env_files() -> list[Path]:
 
 
 @functools.cache
-def _catalog_for(user_files: tuple[Path, ...]) -> dict[str, dict[str, dict[str, Any]]]:
+def _catalog_for(user_files: tuple[tuple[Path, int, int], ...]) -> dict[str, dict[str, dict[str, Any]]]:
     cat: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in SECTIONS}
     shipped = shipped_profile_dir()
     for section in SECTIONS:
         cat[section].update(_read_yaml(shipped / f"{section}.yaml"))
-    for path in user_files:
+    for path, _, _ in user_files:
         data = _read_yaml(path)
         if not isinstance(data, Mapping) or not set(data) <= set(SECTIONS):
             raise InputError(f"profile {path}", sorted(data) if isinstance(data, Mapping) else data,
@@ -77,8 +97,18 @@ def _catalog_for(user_files: tuple[Path, ...]) -> dict[str, dict[str, dict[str, 
     return cat
 
 
+def _file_key(path: Path) -> tuple[Path, int, int]:
+    """A user file and its modification time and size: a file rewritten (a new calibration into
+    the same path) is read again."""
+    try:
+        st = path.stat()
+    except OSError:
+        return path, 0, 0
+    return path, st.st_mtime_ns, st.st_size
+
+
 def _catalog() -> dict[str, dict[str, dict[str, Any]]]:
-    return _catalog_for(tuple(_env_files()) + tuple(_user_files))
+    return _catalog_for(tuple(_file_key(p) for p in (*_env_files(), *_user_files)))
 
 
 
@@ -143,6 +173,10 @@ def load_gpu(name: str) -> GpuSpec:
         tdp_w=float(d.get("tdp_W", 0.0)),
         price_per_gpu_hour_usd=float(d.get("price_per_gpu_hour_usd", 0.0)),
         gemm_efficiency=float(d.get("gemm_efficiency", 0.0)),
+        gemm_scale=_positive(f"{where}.gemm_scale", d.get("gemm_scale", 1.0)),
+        attention_scale=_positive(f"{where}.attention_scale", d.get("attention_scale", 1.0)),
+        hbm_efficiency=float(d.get("hbm_efficiency", 0.0)),
+        compute_scale=_positive(f"{where}.compute_scale", d.get("compute_scale", 1.0)),
         description=str(d.get("description", "")),
     )
 
@@ -169,6 +203,7 @@ def load_fabric(name: str) -> FabricSpec:
         switch_latency_s=float(d.get("switch_latency_us", 0.0)) * units.US,
         nvls=bool(d.get("nvls", False)),
         nvls_bw_bytes_per_s=float(d.get("nvls_bw_GBps", 0.0)) * units.GB,
+        nvls_latency_s=float(d.get("nvls_latency_us", 0.0)) * units.US,
         description=str(d.get("description", "")),
     )
 
@@ -203,7 +238,27 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
         pcie=load_fabric(d["pcie"]) if d.get("pcie") else None,
         host_memory_bytes=int(float(d.get("host_memory_GiB", 0)) * units.GiB),
         description=str(d.get("description", "")),
+        calibration=load_evidence(f"clusters.{preset}.calibration", d.get("calibration")),
     )
+
+
+def load_evidence(where: str, raw: Any) -> CalibrationEvidence | None:
+    """The ``calibration:`` mapping of a calibrated cluster entry (None when absent)."""
+    if raw is None:
+        return None
+    keys = {"runs", "loo_rel_errors", "source", "date"}
+    if not isinstance(raw, Mapping) or not set(raw) <= keys or "loo_rel_errors" not in raw:
+        raise InputError(where, raw, "a mapping with runs, loo_rel_errors (a list of predicted/measured - 1), "
+                                     "source, date")
+    errors = raw["loo_rel_errors"]
+    if not isinstance(errors, list) or not all(isinstance(e, (int, float)) and not isinstance(e, bool)
+                                               and -1 < e < 100 for e in errors):
+        raise InputError(f"{where}.loo_rel_errors", errors, "a list of numbers greater than -1")
+    runs = raw.get("runs", len(errors))
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < len(errors):
+        raise InputError(f"{where}.runs", runs, f"an integer >= the number of loo_rel_errors ({len(errors)})")
+    return CalibrationEvidence(runs=runs, loo_rel_errors=tuple(float(e) for e in errors),
+                               source=str(raw.get("source", "")), date=str(raw.get("date", "unknown")))
 
 
 def with_nodes(cluster: ClusterSpec, num_nodes: int) -> ClusterSpec:

@@ -28,6 +28,15 @@ class GpuSpec:
     # > 0: a fixed fraction of peak that GEMMs reach, fitted by `clustersim validate` for a
     # calibrated profile; 0: the shape-dependent GEMM efficiency model of clustersim.compute.
     gemm_efficiency: float = 0.0
+    # Constants `clustersim calibrate` fits for one machine (defaults: the published models of
+    # clustersim.compute). gemm_scale multiplies the shape model's GEMM efficiency and
+    # attention_scale the flash-attention ceilings (both fitted to a profiler trace's kernels);
+    # hbm_efficiency (> 0) replaces the 0.85 that memory-bound kernels reach of hbm_bw; every
+    # compute kernel's time is divided by compute_scale (fitted to training logs' step times).
+    gemm_scale: float = 1.0
+    attention_scale: float = 1.0
+    hbm_efficiency: float = 0.0
+    compute_scale: float = 1.0
     description: str = ""
 
     def peak(self, dtype: str) -> float:
@@ -61,11 +70,39 @@ class FabricSpec:
     switch_latency_s: float = 0.0
     nvls: bool = False  # NVLink SHARP: in-switch reduction (NVSwitch gen3+)
     nvls_bw_bytes_per_s: float = 0.0  # achievable NVLS all-reduce algorithm bandwidth per GPU
+    # fixed cost of one NVLS / NVLS-tree collective; 0 = NCCL's tuning-table value (23 us,
+    # clustersim.collectives.nccl_tuning); a profile fitted to nccl-tests output sets it
+    nvls_latency_s: float = 0.0
     description: str = ""
 
     @property
     def effective_bw_bytes_per_s(self) -> float:
         return self.bw_bytes_per_s * self.efficiency
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationEvidence:
+    """How well a calibrated cluster predicted real runs it was not fitted to.
+
+    Written by `clustersim calibrate --log ...` into the cluster's ``calibration:`` mapping of the
+    profile and read back here; the prediction interval (clustersim.uncertainty) uses these
+    residuals in place of the generic ones when a scenario runs on this cluster.
+
+    ``loo_rel_errors``: one per run, leave-one-out: the step time predicted by a calibration
+    fitted without that run, relative to the measured one (predicted / measured - 1).
+    ``source``: what was fitted (the log files); ``date``: the date of the newest measurement
+    (ISO 8601, from the logs' time stamps) or "unknown".
+    """
+
+    runs: int
+    loo_rel_errors: tuple[float, ...]
+    source: str = ""
+    date: str = "unknown"
+
+    @property
+    def step_time_rel_errors(self) -> tuple[float, ...]:
+        """The residuals the prediction interval reads (clustersim.uncertainty.interval)."""
+        return self.loo_rel_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +126,7 @@ class ClusterSpec:
     pcie: FabricSpec | None = None
     host_memory_bytes: int = 0
     description: str = ""
+    calibration: CalibrationEvidence | None = None   # set for a cluster fitted to real runs
 
     @property
     def num_gpus(self) -> int:

@@ -27,8 +27,10 @@ CAUSE_COLORS = {
 }
 _OTHER = "#7f7f7f"
 # Memory parts, bottom to top (clustersim.memory.report.MemoryReport fields); colours as above.
-MEMORY_PARTS = ("weights", "gradients", "optimizer_states", "activations", "comm_buffers", "workspace")
-MEMORY_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+MEMORY_PARTS = ("weights", "gradients", "optimizer_states", "activations", "transient", "comm_buffers", "workspace",
+                "fragmentation", "cuda_context", "nccl_buffers")   # clustersim.memory.report.PARTS
+MEMORY_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                 "#bcbd22", "#17becf")  # schemeCategory10, all ten
 TOOLS_X = "xpan,xwheel_zoom,xbox_zoom,reset,save"
 
 

@@ -161,7 +161,7 @@ def memory_table(stages: Sequence[Mapping[str, Any]]) -> str:
     if not stages:
         return ""
     keys = [k for k, v in stages[0].items() if isinstance(v, int) and not isinstance(v, bool)
-            and k != "capacity_bytes_per_gpu"]
+            and k not in ("capacity_bytes_per_gpu", "stage")]
     head = "".join(f"<th>{esc(k.replace('_bytes_per_gpu', '').replace('_bytes', ''))}</th>" for k in keys)
     body = []
     for i, s in enumerate(stages):

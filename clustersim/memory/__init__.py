@@ -1,7 +1,8 @@
-"""Memory model: per-GPU weights, gradients, optimizer states, activations, buffers (pure, cached).
-See docs/compute.md, section "Memory"."""
+"""Memory model: per-GPU weights, gradients, optimizer states, activations, buffers, allocator
+(pure, cached). See docs/memory.md."""
 
 from clustersim.memory.activations import layer_activation_bytes
 from clustersim.memory.report import MemoryReport, memory_report, stage_params
+from clustersim.memory.saved import Kernels, layer_saved
 
-__all__ = ["MemoryReport", "layer_activation_bytes", "memory_report", "stage_params"]
+__all__ = ["Kernels", "MemoryReport", "layer_activation_bytes", "layer_saved", "memory_report", "stage_params"]

@@ -1,108 +1,168 @@
-"""Activation memory per layer and micro-batch, after Korthikanti et al. 2022 (arXiv 2205.05198).
+"""Activation memory per layer and micro-batch, and the stage ends (embedding, logits and loss).
 
-Korthikanti §4.1, Table 2: one GPT layer stores ``s b h (34 + 5 a s / h)`` bytes in 16-bit
-precision without parallelism. Term by term (bytes, 16-bit activations, 1-byte dropout masks):
+Per layer the bytes are the sum of ``clustersim.memory.saved.layer_saved`` (tensor by tensor,
+Korthikanti et al. 2022, arXiv 2205.05198, Table 2, extended op by op; see that module). With
+fused GPU kernels and no recompute a GPT layer keeps Korthikanti's ``sbh(34 + 5as/h)`` plus the
+norms' fp32 statistics (8 bytes per token for each LayerNorm); flash attention replaces the
+``5as^2b`` scores by the fp32 log-sum-exp ``4asb``; TP without SP keeps the norm inputs and
+outputs and the masks whole (eq. 2), SP splits everything (eq. 4); CP divides the tokens.
 
-* attention block 11 sbh + 5 a s^2 b: LN output / QKV input 2, Q and K 4, V 2, out-projection
-  input 2, dropout mask 1; softmax output 2 a s^2 b, its dropout mask a s^2 b, dropout output 2 a s^2 b
-* MLP 19 sbh: fc1 input 2, GELU input 8 (4h wide), fc2 input 8, dropout mask 1
-* two layer norms' inputs: 4 sbh
+The recompute policies of the layers a rank holds come from ``clustersim.memory.policies``;
+``rank_activation_bytes`` sums them, ``working_bytes`` is what the backward of one layer (or
+one checkpointed group) adds on top for a moment: the recomputed tensors and the gradients.
 
-Adaptations (each stated, each derived):
-* Flash attention keeps no s x s matrix: the 5 a s^2 b term becomes the fp32 log-sum-exp,
-  4 a s b bytes (FlashAttention-2 §3.1 saves only O and logsumexp for the backward pass).
-* GQA: K and V are kv_hidden wide: 2 sbh x kv_hidden/h each.
-* MLP of width f, gated (SwiGLU) or not: fc1 output (activation input) 2 s b f x gate and the fc2
-  input 2 s b f (gate = 2 for SwiGLU); MoE: top_k routed copies of the token for the experts'
-  inputs and activations plus the permuted input (Megatron-Core token dispatcher).
-* Dropout masks only where the model uses dropout (clustersim.compute.conventions).
-* TP without SP (Korthikanti eq. 2): the LN inputs, the QKV and fc1 inputs and the masks (10 sbh
-  for GPT) stay replicated, the rest is divided by t; with SP (eq. 4) everything is divided by t.
-* CP: every term is per token, so s -> s / cp.
-* Selective recompute (Korthikanti §5) drops the attention core's s^2 terms - with flash attention
-  there are none, so it stores the same as no recompute.
-* Full recompute: only the layer input, 2 sbh (/t with SP), per layer (Korthikanti §4.1 "2sbhL");
-  the layer being recomputed needs its full activations once (``recompute_working_bytes``).
+Stage ends (Korthikanti §4.3; the loss per framework, clustersim/data/frameworks.yaml):
+* first stage: the embedding output's dropout mask (GPT-style models);
+* last stage: the final norm's input and statistics, the logits GEMM's input, and what the
+  cross-entropy keeps per logit of the GPU's vocabulary shard (``loss_saved_bytes_per_logit``,
+  fp32 softmax or log-softmax); while the loss runs, the bf16 logits and the fp32 copies it makes
+  are alive at once (``loss_peak_bytes_per_logit``): the difference is a transient.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from clustersim.compute.conventions import gated_factor, uses_dropout
 from clustersim.compute.dtypes import activation_bytes
+from clustersim.frameworks import FrameworkSpec
+from clustersim.memory.policies import RankPolicies
+from clustersim.memory.saved import GPU_FUSED, Kernels, recompute_working_bytes, saved_bytes
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 
-
-def _parts(model: ModelSpec, layout: ParallelLayout, dtype: str, attention_impl: str = "flash") -> tuple[float, float]:
-    """(replicated-across-TP bytes, TP-sharded bytes) of one layer, one micro-batch, no recompute.
-
-    ``attention`` "standard" (unfused) keeps Korthikanti's s^2 terms: softmax output (2 bytes),
-    dropout mask (1) and dropout output (2) per score, 5 a s^2 b (2 a s^2 b without dropout); they
-    are dropped by selective recompute. "flash" keeps the fp32 log-sum-exp instead.
-    """
-    a_b = activation_bytes(dtype)
-    tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)    # s b / cp
-    h, f = model.hidden, model.ffn_hidden
-    mask = 1 if uses_dropout(model) else 0
-    kv_ratio = model.kv_hidden / h
-    # replicated: 2 LN inputs, QKV input, fc1 input (a_b each) and the 2 dropout masks
-    replicated = tokens * h * (4 * a_b + mask * 2)
-    # sharded: Q, K, V, out-projection input, log-sum-exp (fp32 per head and token)
-    attention = tokens * h * a_b * (1 + 2 * kv_ratio) + tokens * h * a_b
-    if attention_impl == "flash":
-        attention += tokens * model.heads * 4
-    elif layout.recompute != "selective":
-        scores = tokens * model.seq_len * model.heads              # b a (s / cp) s
-        attention += scores * (a_b + (1 + a_b if uses_dropout(model) else 0))
-    if model.is_moe:
-        k = model.moe_top_k
-        mlp = tokens * k * (h * a_b + f * gated_factor(model) * a_b + f * a_b) + tokens * model.moe_experts * 4
-    else:
-        mlp = tokens * f * a_b * (gated_factor(model) + 1)
-    return float(replicated), float(attention + mlp)
+# Megatron-Core's loss as the default when no framework is given (clustersim/data/frameworks.yaml)
+DEFAULT_LOSS_SAVED = 4
+DEFAULT_LOSS_PEAK = 6
 
 
-def layer_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, attention: str = "flash") -> float:
-    """Bytes one layer keeps for the backward pass of one micro-batch on one GPU (``attention``:
-    the resolved implementation, "flash" or "standard")."""
-    t = layout.tp
-    sp = layout.sequence_parallel and t > 1
-    if layout.recompute == "full":
-        tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
-        return tokens * model.hidden * activation_bytes(dtype) / (t if sp else 1)
-    replicated, sharded = _parts(model, layout, dtype, attention)
-    return replicated / (t if sp else 1) + sharded / t
+def gpu_kernels(attention: str = "flash", elementwise: str = "fused") -> Kernels:
+    """The kernels a GPU runs: bool dropout masks, fp32 norm statistics, fused RMSNorm (TE,
+    apex, or torch's CUDA ``_fused_rms_norm``); ``elementwise`` fused | eager for SwiGLU."""
+    return Kernels(attention=attention, elementwise=elementwise)
 
 
-def recompute_working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, attention: str = "flash") -> float:
-    """Full recompute: the one layer being recomputed holds its full activations during its backward."""
+def _tokens(model: ModelSpec, layout: ParallelLayout) -> tuple[int, float]:
+    """(T, tokens of whole-tensor ops): T = b s / cp; / tp under sequence parallelism."""
+    t = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
+    sp = layout.sequence_parallel and layout.tp > 1
+    return t, (t / layout.tp if sp else float(t))
+
+
+def layer_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, attention: str = "flash",
+                           kernels: Kernels | None = None, policy: str | None = None) -> float:
+    """Bytes one layer keeps for the backward pass of one micro-batch on one GPU (policy:
+    ``layout.recompute`` unless given; ``full-inner`` keeps nothing)."""
+    if policy == "full-inner":
+        return 0.0
+    k = kernels or gpu_kernels(attention)
+    return saved_bytes(model, layout, dtype, k, policy)
+
+
+def backward_working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:
+    """Gradients alive during one layer's backward: the output and residual gradients (whole
+    tensors, split by SP) and the MLP's intermediate gradients (fc2 input, fc1 output; split by tp)."""
+    a = activation_bytes(dtype)
+    t, repl = _tokens(model, layout)
+    f = math.ceil(model.ffn_hidden / layout.tp)
+    width = f * (gated_factor(model) + 1) * (model.moe_top_k if model.is_moe else 1)
+    return a * (2 * repl * model.hidden + t * width)
+
+
+def working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, kernels: Kernels,
+                  policies: RankPolicies) -> float:
+    """What the backward of the rank's most demanding layer adds for a moment: its recomputed
+    tensors (the whole checkpointed group for Megatron's uniform method) and its gradients."""
+    worst = 0.0
+    for p, _ in policies.counts:
+        if p in ("none", "full-inner"):
+            continue
+        group = policies.group_layers if p == "full" else 1
+        worst = max(worst, recompute_working_bytes(model, layout, dtype, kernels, p, group))
+    return worst + backward_working_bytes(model, layout, dtype)
+
+
+def recompute_working_bytes_for(model: ModelSpec, layout: ParallelLayout, dtype: str,
+                                attention: str = "flash") -> float:
+    """Former API: a full-recompute layer's working set (0 for other policies)."""
     if layout.recompute != "full":
         return 0.0
-    replicated, sharded = _parts(model, layout, dtype, attention)
-    sp = layout.sequence_parallel and layout.tp > 1
-    return replicated / (layout.tp if sp else 1) + sharded / layout.tp
+    return recompute_working_bytes(model, layout, dtype, gpu_kernels(attention), "full")
 
 
-def embedding_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:
+def embedding_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str,
+                               kernels: Kernels = GPU_FUSED) -> float:
     """First stage: the embedding output's dropout mask (Korthikanti §4.3, 'sbh/t' with SP)."""
     if not uses_dropout(model):
         return 0.0
-    tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
-    sp = layout.sequence_parallel and layout.tp > 1
-    return tokens * model.hidden / (layout.tp if sp else 1)
+    _, repl = _tokens(model, layout)
+    return repl * model.hidden * kernels.mask_bytes
 
 
-def output_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:
-    """Last stage: final-norm input, the logits GEMM input and the fp32 logits / softmax kept by the
-    cross-entropy for its backward (Korthikanti §4.3: '4 s b v / t' for the fp32 logits;
-    Megatron's vocab_parallel_cross_entropy saves exp_logits / sum in fp32)."""
-    a_b = activation_bytes(dtype)
-    tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
-    t = layout.tp
-    sp = layout.sequence_parallel and t > 1
-    norm_in = tokens * model.hidden * a_b / (t if sp else 1)
-    gemm_in = tokens * model.hidden * a_b / (t if sp else 1)   # SP saves the sharded input, re-gathers in bwd
-    logits = tokens * math.ceil(model.vocab / t) * 4
-    return norm_in + gemm_in + logits
+def _logits(model: ModelSpec, layout: ParallelLayout) -> float:
+    t, _ = _tokens(model, layout)
+    return float(t * math.ceil(model.vocab / layout.tp))
+
+
+def output_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str,
+                            framework: FrameworkSpec | None = None, kernels: Kernels = GPU_FUSED) -> float:
+    """Last stage: final-norm input and statistics, the logits GEMM input (SP keeps it split and
+    re-gathers it in the backward) and what the cross-entropy keeps per logit."""
+    a = activation_bytes(dtype)
+    _, repl = _tokens(model, layout)
+    stats = (2 if model.ffn_act == "gelu" else 1) * kernels.stat_bytes * repl
+    saved = framework.loss_saved_bytes_per_logit if framework else DEFAULT_LOSS_SAVED
+    return 2 * repl * model.hidden * a + stats + saved * _logits(model, layout)
+
+
+def loss_transient_bytes(model: ModelSpec, layout: ParallelLayout, framework: FrameworkSpec | None = None) -> float:
+    """Last stage: logits and copies alive while the loss runs, beyond what it keeps."""
+    saved = framework.loss_saved_bytes_per_logit if framework else DEFAULT_LOSS_SAVED
+    peak = framework.loss_peak_bytes_per_logit if framework else DEFAULT_LOSS_PEAK
+    return max(0, peak - saved) * _logits(model, layout)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerUnits:
+    """Per micro-batch bytes that a stage's activations are made of (one GPU)."""
+
+    per_policy: tuple[tuple[str, float], ...]   # one layer's saved bytes, per recompute policy present
+    working: float                              # ``working_bytes`` of the stage's layers
+    embedding: float                            # first stage
+    output: float                               # last stage
+    loss: float                                 # last stage: ``loss_transient_bytes``
+
+
+def layer_units(model: ModelSpec, layout: ParallelLayout, dtype: str, framework: FrameworkSpec | None,
+                kernels: Kernels, policies: RankPolicies) -> LayerUnits:
+    per = tuple((p, layer_activation_bytes(model, layout, dtype, kernels=kernels, policy=p))
+                for p, _ in policies.counts)
+    return LayerUnits(per, working_bytes(model, layout, dtype, kernels, policies),
+                      embedding_activation_bytes(model, layout, dtype, kernels),
+                      output_activation_bytes(model, layout, dtype, framework, kernels),
+                      loss_transient_bytes(model, layout, framework))
+
+
+def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_flight: float, first: bool,
+            last: bool, ends: tuple[float, float], backward_buffers: float) -> tuple[float, float]:
+    """(activations in flight, transient) of one GPU of a stage: the layers' bytes times the
+    micro-batches in flight, the stage ends' times their own chunks' in flight; the transient is
+    the larger of the loss's logits copies (last stage, end of a forward) and what a backward adds
+    (the recomputed layer, its gradients and ``backward_buffers``, ZeRO-3 gradients in flight)."""
+    per = dict(units.per_policy)
+    act = sum(n * per[p] for p, n in policies.counts) * in_flight
+    if first:
+        act += units.embedding * ends[0]
+    if last:
+        act += units.output * ends[1]
+    transient = 0.0
+    if stage_layers and in_flight:
+        transient = units.working + backward_buffers
+        if last:
+            transient = max(transient, units.loss)
+    return act, transient
+
+
+__all__ = ["LayerUnits", "combine", "layer_units", "backward_working_bytes", "embedding_activation_bytes", "gpu_kernels", "layer_activation_bytes",
+           "loss_transient_bytes", "output_activation_bytes", "working_bytes"]

@@ -1,60 +1,107 @@
-"""Per-GPU memory of one pipeline stage: MemoryReport and memory_report()."""
+"""Per-GPU memory of one pipeline stage: MemoryReport and memory_report().
+
+The peak of a training step comes when a rank holds the most micro-batches' activations and
+starts a backward pass (or, on the last stage, runs the loss). At that moment the GPU holds:
+
+* allocated through PyTorch's caching allocator (``torch.cuda.max_memory_allocated``):
+  weights, gradients, optimizer states (states.py), the activations of every micro-batch in
+  flight (activations.py), the largest transient of that moment (the loss's logits copies, or a
+  recomputed layer plus the backward's gradients), and buffers (buffers.py: ZeRO-3/FSDP
+  parameters and gradients in flight, buckets, pipeline and sequence-parallel buffers), plus the
+  cuBLAS workspaces;
+* reserved by the allocator above that (fragmentation, ``max_memory_reserved`` minus
+  ``max_memory_allocated``; allocator.py);
+* outside the allocator: the CUDA context and NCCL's buffers (buffers.py).
+
+``allocated_peak_bytes`` is the first group, ``reserved_peak_bytes`` all three (what the device
+has in use; ``torch.cuda.max_memory_reserved()`` is ``reserved_peak_bytes - cuda_context -
+nccl_buffers``). ``peak_bytes_per_gpu`` is the reserved peak; the verdict compares its 80%
+interval (evidence.py: from the allocated peak, which the allocator can fall back to by freeing
+its cache, to the reserved peak, each with the validation residuals) with the capacity: ``fits``
+when the whole interval is below it, ``does-not-fit`` when the whole interval is above, ``tight``
+otherwise (it fits only with the allocator's retries, or the prediction is too close to call).
+"""
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from clustersim.compute.conventions import resolve_attention
-from clustersim.compute.dtypes import activation_bytes, check_dtype, weight_bytes
+from clustersim.compute.dtypes import check_dtype
 from clustersim.compute.layer import layer_params_per_gpu
 from clustersim.errors import InputError
+from clustersim.frameworks import FrameworkSpec, load_framework
 from clustersim.hardware.spec import ClusterSpec
-from clustersim.memory.activations import (
-    embedding_activation_bytes,
-    layer_activation_bytes,
-    output_activation_bytes,
-    recompute_working_bytes,
+from clustersim.memory.activations import combine, gpu_kernels, layer_units
+from clustersim.memory.allocator import fragmentation_bytes
+from clustersim.memory.buffers import (
+    CUBLAS_WORKSPACE_BYTES,
+    CUDA_CONTEXT_BYTES,
+    NCCL_BYTES_PER_COMMUNICATOR,
+    buffer_bytes,
+    nccl_buffer_bytes,
 )
+from clustersim.memory.evidence import interval_factors
+from clustersim.memory.policies import RankPolicies
+from clustersim.memory.saved import Kernels
 from clustersim.memory.states import state_bytes
 from clustersim.parallel.layout import ParallelLayout
-from clustersim.units import MiB
 from clustersim.workload.model_spec import ModelSpec
 
-# CUDA context + loaded kernels of a PyTorch process: about 0.5 GiB on A100/H100 (what nvidia-smi
-# shows for a process that has only initialised CUDA; PyTorch docs, "CUDA semantics - memory
-# management": the context is not counted by memory_allocated). Taken as 512 MiB.
-CUDA_CONTEXT_BYTES = 512 * MiB
-# cuBLAS / cuBLASLt workspaces: PyTorch allocates 32 MiB per handle on Hopper (4 MiB x 8 before,
-# CUBLAS_WORKSPACE_CONFIG default ":4096:8"), Transformer Engine 32 MiB for sm90 (4 MiB otherwise);
-# two handles (PyTorch + TE) -> 64 MiB.
-CUBLAS_WORKSPACE_BYTES = 64 * MiB
-# NCCL: every communicator allocates per channel a receive buffer per protocol; NCCL_BUFFSIZE is 4 MiB
-# by default (NCCL docs, environment variables, NCCL_BUFFSIZE) for the Simple protocol, LL128 about
-# the same. With 16 channels: 16 x 2 x 4 MiB = 128 MiB per communicator the rank belongs to.
-NCCL_BYTES_PER_COMMUNICATOR = 16 * 2 * 4 * MiB
+VERDICTS = ("fits", "tight", "does-not-fit")
+# the parts of a MemoryReport, in the order the report prints them
+PARTS = ("weights", "gradients", "optimizer_states", "activations", "transient", "comm_buffers", "workspace",
+         "fragmentation", "cuda_context", "nccl_buffers")
 
 
 @dataclass(frozen=True, slots=True)
 class MemoryReport:
-    """Peak memory of one GPU in bytes (all fields ints)."""
+    """Peak memory of one GPU of one pipeline stage, in bytes (module docstring)."""
 
     weights: int
     gradients: int
     optimizer_states: int
-    activations: int
-    comm_buffers: int
-    workspace: int
-    peak_bytes_per_gpu: int
+    activations: int        # kept for the backward: every micro-batch in flight
+    transient: int          # the largest short-lived set at the peak (loss logits, recomputed layer, gradients)
+    comm_buffers: int       # allocator-side buffers (ZeRO/FSDP in flight, buckets, PP, SP)
+    workspace: int          # cuBLAS / cuBLASLt workspaces
+    fragmentation: int      # reserved by the caching allocator above the allocated peak
+    cuda_context: int       # outside the allocator
+    nccl_buffers: int       # outside the allocator
     capacity_bytes_per_gpu: int
-    fits: bool
+    interval: tuple[int, int] = field(default=(0, 0))   # 80% interval of the reserved peak
+    stage: int = 0          # pipeline rank
 
-    def to_json(self) -> dict[str, int | bool]:
-        return {"weights": self.weights, "gradients": self.gradients, "optimizer_states": self.optimizer_states,
-                "activations": self.activations, "comm_buffers": self.comm_buffers, "workspace": self.workspace,
-                "peak_bytes_per_gpu": self.peak_bytes_per_gpu, "capacity_bytes_per_gpu": self.capacity_bytes_per_gpu,
-                "fits": self.fits}
+    @property
+    def allocated_peak_bytes(self) -> int:
+        return (self.weights + self.gradients + self.optimizer_states + self.activations + self.transient
+                + self.comm_buffers + self.workspace)
+
+    @property
+    def reserved_peak_bytes(self) -> int:
+        return self.allocated_peak_bytes + self.fragmentation + self.cuda_context + self.nccl_buffers
+
+    @property
+    def peak_bytes_per_gpu(self) -> int:
+        return self.reserved_peak_bytes
+
+    @property
+    def verdict(self) -> str:
+        return VERDICTS[verdict_index(self.interval, self.capacity_bytes_per_gpu)]
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict != "does-not-fit"
+
+    def parts(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in PARTS}
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.parts(), "allocated_peak_bytes": self.allocated_peak_bytes,
+                "reserved_peak_bytes": self.reserved_peak_bytes, "peak_bytes_per_gpu": self.peak_bytes_per_gpu,
+                "capacity_bytes_per_gpu": self.capacity_bytes_per_gpu, "interval": list(self.interval),
+                "verdict": self.verdict, "fits": self.fits, "stage": self.stage}
 
 
 def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, first: bool, last: bool
@@ -76,66 +123,110 @@ def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, fi
     return float(dense), float(expert * stage_layers)
 
 
+def shard_groups(layout: ParallelLayout) -> tuple[int, int]:
+    """(dense, expert) ranks over which ZeRO shards the states: dp x cp (Megatron's distributed
+    optimizer uses the dp x cp group, as the engine reduces), over the HSDP shard group with
+    replicas; experts over the expert-data-parallel group."""
+    dense = max(1, layout.dp * layout.cp // max(1, layout.hsdp_replicas if layout.zero_stage == 3 else 1))
+    expert = max(1, layout.dp * layout.cp // max(1, layout.ep))
+    return dense, expert
+
+
+def states(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool, last: bool,
+           framework: FrameworkSpec | None) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer states) of one GPU, rounded to bytes."""
+    dense, expert = stage_params(model, layout, stage_layers, first, last)
+    d_group, e_group = shard_groups(layout)
+    w1, g1, o1 = state_bytes(dense, d_group, layout.zero_stage, dtype, framework)
+    w2, g2, o2 = state_bytes(expert, e_group, layout.zero_stage, dtype, framework)
+    return int(round(w1 + w2)), int(round(g1 + g2)), int(round(o1 + o2))
+
+
 def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
                   stage_layers: int, in_flight_micro_batches: float, first: bool, last: bool,
-                  attention: str = "auto") -> MemoryReport:
+                  attention: str = "auto", framework: FrameworkSpec | None = None,
+                  kernels: Kernels | None = None, policies: RankPolicies | None = None,
+                  stage: int = 0, ends_in_flight: tuple[float, float] | None = None) -> MemoryReport:
     """Peak memory of one GPU of a pipeline stage holding ``stage_layers`` layers (all its chunks)
-    with ``in_flight_micro_batches`` micro-batches' activations alive at once (from the schedule)."""
-    return _memory_report(model, layout, cluster, dtype, int(stage_layers), float(in_flight_micro_batches),
-                          bool(first), bool(last), attention)
+    with ``in_flight_micro_batches`` micro-batches' activations alive at once (from the schedule).
+
+    ``framework``: the implementation (default Megatron-Core); ``kernels``: how its kernels keep
+    tensors (default: the framework's on a GPU); ``policies``: the recompute policy of each layer
+    (default: ``layout.recompute`` for all); ``ends_in_flight``: micro-batches of the first and of
+    the last model chunk held at once (the embedding's and the loss's tensors), default
+    ``in_flight_micro_batches``."""
+    fw = framework or load_framework("megatron-core")
+    if kernels is None:
+        kernels = gpu_kernels("flash" if attention == "auto" else attention, fw.elementwise)
+    if policies is None:
+        policies = RankPolicies(((layout.recompute, int(stage_layers)),) if stage_layers else (), 1)
+    k = float(in_flight_micro_batches)
+    ends = (k, k) if ends_in_flight is None else (float(ends_in_flight[0]), float(ends_in_flight[1]))
+    return _memory_report(model, layout, cluster, dtype, int(stage_layers), k, bool(first), bool(last), fw,
+                          kernels, policies, int(stage), ends)
 
 
 @functools.lru_cache(maxsize=16384)
 def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
-                   stage_layers: int, in_flight: float, first: bool, last: bool, attention: str) -> MemoryReport:
+                   stage_layers: int, in_flight: float, first: bool, last: bool, framework: FrameworkSpec,
+                   kernels: Kernels, policies: RankPolicies, stage: int,
+                   ends: tuple[float, float]) -> MemoryReport:
     check_dtype(dtype)
     if stage_layers < 0:
         raise InputError("stage_layers", stage_layers, "an integer >= 0")
     if in_flight < 0:
         raise InputError("in_flight_micro_batches", in_flight, "a number >= 0")
-    dense, expert = stage_params(model, layout, stage_layers, first, last)
-    edp = max(1, layout.dp * layout.cp // max(1, layout.ep))
-    # ZeRO shards over the data-parallel group with context parallelism folded in (Megatron-core's
-    # distributed optimizer uses the dp x cp group), matching the gradient reduction in the engine
-    w1, g1, o1 = state_bytes(dense, layout.dp * layout.cp, layout.zero_stage, dtype)
-    w2, g2, o2 = state_bytes(expert, edp, layout.zero_stage, dtype)
-
-    attention = resolve_attention(attention, cluster.gpu.name)
-    act = layer_activation_bytes(model, layout, dtype, attention) * stage_layers * in_flight
-    act += recompute_working_bytes(model, layout, dtype, attention) if stage_layers and in_flight else 0.0
-    if first:
-        act += embedding_activation_bytes(model, layout, dtype) * in_flight
-    if last:
-        act += output_activation_bytes(model, layout, dtype) * in_flight
-
-    comm = _comm_buffer_bytes(model, layout, dtype, stage_layers)
-    workspace = CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES
-    parts = [int(round(x)) for x in (w1 + w2, g1 + g2, o1 + o2, act, comm)]
-    peak = sum(parts) + workspace
-    capacity = cluster.gpu.hbm_capacity_bytes
-    return MemoryReport(*parts, workspace, peak, capacity, peak <= capacity)
+    w, g, o = states(model, layout, dtype, stage_layers, first, last, framework)
+    held, backward = buffer_bytes(model, layout, dtype, stage_layers, first, last, framework)
+    act, transient = activation_parts(model, layout, dtype, stage_layers, in_flight, first, last, framework,
+                                      kernels, policies, backward, ends)
+    return assemble((w, g, o), act, transient, held, nccl_buffer_bytes(layout), cluster.gpu.hbm_capacity_bytes,
+                    interval_factors(model, layout, framework), stage)
 
 
-def _comm_buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int) -> float:
-    """NCCL buffers per communicator, SP gather buffer, PP send/recv tensors, ZeRO-2/3 staging."""
-    a_b = activation_bytes(dtype)
-    tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
-    groups = sum(1 for n in (layout.tp, layout.pp, layout.dp, layout.cp, layout.ep) if n > 1)
-    total = groups * NCCL_BYTES_PER_COMMUNICATOR
-    if layout.sequence_parallel and layout.tp > 1:
-        total += tokens * model.hidden * a_b            # Megatron's global buffer for the gathered input
-    if layout.pp > 1:
-        sp = layout.sequence_parallel and layout.tp > 1
-        total += 2 * tokens * model.hidden * a_b / (layout.tp if sp else 1)   # one send + one recv tensor
-    if layout.zero_stage >= 2:
-        # gradient buckets reduce-scattered from an unsharded fp32 bucket: Megatron-Core bucket size
-        # max(40M, 1M x dp) parameters (distributed_data_parallel.py), two buckets in flight
-        bucket = layout.dp_bucket_params or max(40_000_000, 1_000_000 * layout.dp)
-        total += 2 * bucket * 4
-    if layout.zero_stage >= 3:
-        # parameters of the current and the prefetched layer, unsharded
-        total += 2 * layer_params_per_gpu(model, layout.tp, layout.ep) * weight_bytes(dtype)
-    return total
+def verdict_index(interval: tuple[int, int], capacity: int) -> int:
+    """0 fits (the whole interval below the capacity), 2 does-not-fit (the whole interval above),
+    1 tight (it straddles the capacity): an index into VERDICTS."""
+    lo, hi = interval
+    if lo > capacity:
+        return 2
+    return 0 if hi <= capacity else 1
 
 
-__all__ = ["MemoryReport", "memory_report", "stage_params"]
+def peak_numbers(states_: tuple[int, int, int], activations: float, transient: float, buffers: float, nccl: int,
+                 factors: tuple[float, float]) -> tuple[int, int, int, int, int, tuple[int, int]]:
+    """(activations, transient, buffers, fragmentation, reserved peak, interval) in bytes: rounded
+    parts, the fragmentation on what is not a state, the interval ``factors`` (evidence.py)."""
+    w, g, o = states_
+    act, trans, comm = int(round(activations)), int(round(transient)), int(round(buffers))
+    allocated = w + g + o + act + trans + comm + CUBLAS_WORKSPACE_BYTES
+    frag = int(round(fragmentation_bytes(allocated - (w + g + o))))
+    outside = CUDA_CONTEXT_BYTES + nccl
+    lo, hi = factors
+    interval = (int(round((allocated + outside) * lo)), int(round((allocated + frag + outside) * hi)))
+    return act, trans, comm, frag, allocated + frag + outside, interval
+
+
+def assemble(states_: tuple[int, int, int], activations: float, transient: float, buffers: float, nccl: int,
+             capacity: int, factors: tuple[float, float], stage: int = 0) -> MemoryReport:
+    """The MemoryReport of these parts (``peak_numbers``). The sweep's screen computes its peaks
+    and verdicts through ``peak_numbers`` too, so that both agree to the byte."""
+    act, trans, comm, frag, _, interval = peak_numbers(states_, activations, transient, buffers, nccl, factors)
+    return MemoryReport(*states_, act, trans, comm, CUBLAS_WORKSPACE_BYTES, frag, CUDA_CONTEXT_BYTES, nccl, capacity,
+                        interval, stage)
+
+
+def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, in_flight: float,
+                     first: bool, last: bool, framework: FrameworkSpec, kernels: Kernels,
+                     policies: RankPolicies, backward_buffers: float = 0.0,
+                     ends: tuple[float, float] | None = None) -> tuple[float, float]:
+    """(activations in flight, transient) of one GPU of a stage (activations.combine)."""
+    units = layer_units(model, layout, dtype, framework, kernels, policies)
+    return combine(units, policies, stage_layers, in_flight, first, last,
+                   ends if ends is not None else (in_flight, in_flight), backward_buffers)
+
+
+__all__ = ["NCCL_BYTES_PER_COMMUNICATOR", "PARTS", "VERDICTS", "MemoryReport", "activation_parts", "assemble",
+           "peak_numbers", "verdict_index",
+           "memory_report",
+           "shard_groups", "stage_params", "states"]

@@ -1,31 +1,48 @@
-"""Model states per GPU: weights, gradients, optimizer states, with ZeRO sharding.
+"""Model states per GPU: weights, gradients, optimizer states, with ZeRO / FSDP sharding.
 
-* Weights: the training dtype's bytes per parameter (clustersim.compute.dtypes.weight_bytes).
-* Gradients: Megatron-LM accumulates and reduces gradients in fp32 "main_grad" buffers
-  (--accumulate-allreduce-grads-in-fp32, the default with bf16 in Megatron-LM's arguments.py;
-  megatron/core/distributed/param_and_grad_buffer.py): 4 bytes per parameter.
-* Optimizer (mixed-precision Adam): fp32 master weight, momentum and variance, 12 bytes per
-  parameter (ZeRO, Rajbhandari et al. 2020, arXiv 1910.02054, §3.1, K = 12); fp32 training has no
-  master copy: 8 bytes.
-* ZeRO (same paper, Fig. 1): stage 1 shards the optimizer states over dp, stage 2 also the
-  gradients, stage 3 also the weights. Expert parameters of an MoE layer are sharded over the
-  expert-data-parallel group (dp * cp / ep ranks, Megatron-Core); other parameters over dp.
+Bytes per parameter come from the framework (clustersim/data/frameworks.yaml, each with its
+source): Megatron-Core keeps a bf16 parameter buffer (2), fp32 main gradients (4) and fp32
+master weights + Adam m, v (12) - "18 bytes, or 6 + 12/dp with the distributed optimizer"
+(megatron/training/theoretical_memory_usage.py); torchtitan's FSDP2 keeps the sharded parameter
+itself in fp32 (4; it is the master), fp32 gradient shards (4) and AdamW's m, v (8); DeepSpeed
+ZeRO 2 + 2 + 12 (Rajbhandari et al. 2020, arXiv 1910.02054, §3.1, K = 12). fp32 training keeps
+4 + 4 + 8 (no master copy). fp8 training under Megatron/TE adds an fp8 copy and its transpose
+(clustersim.compute.dtypes.weight_bytes: 2 + 1 + 1).
+
+ZeRO (same paper, Fig. 1): stage 1 shards the optimizer states over the data-parallel ranks,
+stage 2 also the gradients, stage 3 also the weights. Expert parameters of an MoE layer are
+sharded over the expert-data-parallel group (dp * cp / ep ranks, Megatron-Core); the others over
+dp * cp (HSDP: over dp * cp / hsdp_replicas, the shard group; the replicas hold copies).
 """
 
 from __future__ import annotations
 
 from clustersim.compute.dtypes import weight_bytes
+from clustersim.frameworks import FrameworkSpec
 
+# Megatron-Core's states when no framework is given (see module docstring)
 GRAD_BYTES_PER_PARAM = 4
 ADAM_MIXED_BYTES_PER_PARAM = 12
 ADAM_FP32_BYTES_PER_PARAM = 8
 
 
-def state_bytes(params: float, dp: int, zero_stage: int, dtype: str) -> tuple[float, float, float]:
+def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None) -> tuple[int, int, int]:
+    """(weight, gradient, optimizer) bytes per parameter before sharding."""
+    if dtype == "fp32":
+        return 4, 4, ADAM_FP32_BYTES_PER_PARAM
+    if framework is None:
+        return weight_bytes(dtype), GRAD_BYTES_PER_PARAM, ADAM_MIXED_BYTES_PER_PARAM
+    w = framework.param_bytes
+    if dtype == "fp8" and framework.param_bytes == 2:   # TE keeps an fp8 copy and its transpose
+        w = weight_bytes("fp8")
+    return w, framework.grad_bytes, framework.optimizer_bytes
+
+
+def state_bytes(params: float, dp: int, zero_stage: int, dtype: str,
+                framework: FrameworkSpec | None = None) -> tuple[float, float, float]:
     """(weights, gradients, optimizer states) in bytes for ``params`` parameters sharded over ``dp``."""
-    w = params * weight_bytes(dtype)
-    g = params * GRAD_BYTES_PER_PARAM
-    o = params * (ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM)
+    wb, gb, ob = bytes_per_param(dtype, framework)
+    w, g, o = params * wb, params * gb, params * ob
     return (w / dp if zero_stage >= 3 else w,
             g / dp if zero_stage >= 2 else g,
             o / dp if zero_stage >= 1 else o)

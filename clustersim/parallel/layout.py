@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
-RECOMPUTE = ("none", "selective", "full")
+# Recompute policies (CONTRACT section 5); "selective-op" is appended last so that the sweep's
+# layout keys (indexes into this tuple) keep their meaning.
+RECOMPUTE = ("none", "selective", "full", "selective-op")
+RECOMPUTE_METHODS = ("uniform", "block")
 ZERO_STAGES = (0, 1, 2, 3)
 
 
@@ -47,6 +50,13 @@ class ParallelLayout:
     fsdp_prefetch: int = 1
     reshard_after_forward: bool = True
     hsdp_replicas: int = 1
+    # Partial recompute (CONTRACT section 5): full recompute of every N-th layer a rank holds
+    # (torchtitan's layer-wise selective AC; 0 = off); Megatron's recompute_method with
+    # recompute_num_layers (recompute: full only): "uniform" checkpoints groups of N layers,
+    # "block" the first N layers of each pipeline stage (megatron/core/recompute.py)
+    recompute_every: int = 0
+    recompute_method: str = "uniform"
+    recompute_num_layers: int = 1
     # Transformer layers of each global stage (chunk * pp + rank); () = the even split of
     # clustersim.parallel.pipeline.stage_layers. Set by parallel.layers_per_stage or by balancing
     # a job over mixed GPUs (clustersim.perrank.balance).

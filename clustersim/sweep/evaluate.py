@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from clustersim.memory.report import VERDICTS
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.scenario import Scenario
 from clustersim.sweep.space import SearchSpace, Shape
@@ -32,12 +33,12 @@ SCREEN = "clustersim.sweep.screen:screen_shape"
 # not run: the layout does not fit, or its bound shows it cannot matter).
 KEY_FIELDS = ("tp", "cp", "pp", "dp", "ep", "micro_batch", "zero_stage", "recompute", "sequence_parallel",
               "schedule", "virtual_stages")
-SCREEN_FIELDS = ("fits", "peak_bytes_per_gpu", "bound_step_time_s")
+SCREEN_FIELDS = ("fits", "peak_bytes_per_gpu", "bound_step_time_s", "verdict")  # verdict: index in VERDICTS
 ESTIMATE_FIELDS = ("step_time_s", "tokens_per_s", "mfu")
 COLUMNS = KEY_FIELDS + SCREEN_FIELDS + ESTIMATE_FIELDS
 COL = {name: i for i, name in enumerate(COLUMNS)}
 # What a StepReport gives, for the closed form and the event engine alike.
-METRIC_FIELDS = ("fits", "peak_bytes_per_gpu", "step_time_s", "tokens_per_s", "mfu")
+METRIC_FIELDS = ("fits", "peak_bytes_per_gpu", "step_time_s", "tokens_per_s", "mfu", "verdict")
 NAN = math.nan
 
 
@@ -77,7 +78,7 @@ def report_metrics(report: Any) -> tuple[float, ...]:
     """METRIC_FIELDS of a StepReport."""
     mem = report.memory
     return (float(bool(mem.fits)), float(mem.peak_bytes_per_gpu), float(report.step_time_s),
-            float(report.tokens_per_s), float(report.mfu))
+            float(report.tokens_per_s), float(report.mfu), float(VERDICTS.index(mem.verdict)))
 
 
 def screen_task(spec: SweepSpec, task: Task) -> np.ndarray:

@@ -14,12 +14,14 @@ _KEY_COLS = [COL[f] for f in KEY_FIELDS]
 
 
 def rank_order(table: np.ndarray, tokens_per_s: np.ndarray | None = None) -> np.ndarray:
-    """Row indices best first: by (-tokens_per_s, key), NaN tokens/s last."""
+    """Row indices best first: layouts that fit before tight ones (memory verdict), then by
+    (-tokens_per_s, key), NaN tokens/s last."""
     tps = table[:, COL["tokens_per_s"]] if tokens_per_s is None else tokens_per_s
     missing = np.isnan(tps)
+    tight = table[:, COL["verdict"]] == 1.0
     # np.lexsort sorts by its last key first.
     keys = [table[:, c] for c in reversed(_KEY_COLS)]
-    return np.lexsort([*keys, np.where(missing, 0.0, -tps), missing])
+    return np.lexsort([*keys, np.where(missing, 0.0, -tps), tight, missing])
 
 
 def feasible_mask(table: np.ndarray) -> np.ndarray:

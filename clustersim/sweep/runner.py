@@ -27,6 +27,7 @@ import pandas as pd
 
 from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.memory.report import VERDICTS
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES
 from clustersim.scenario import Scenario, check_layout
 from clustersim.sweep.evaluate import (
@@ -44,7 +45,14 @@ from clustersim.sweep.evaluate import (
 )
 from clustersim.sweep.executors import Executor, SerialExecutor
 from clustersim.sweep.rank import pareto_front, rank_order
-from clustersim.sweep.space import SearchSpace, count_shape_layouts, layout_key, micro_batch_sizes, shapes
+from clustersim.sweep.space import (
+    TORCHTITAN_RECOMPUTE,
+    SearchSpace,
+    count_shape_layouts,
+    layout_key,
+    micro_batch_sizes,
+    shapes,
+)
 from clustersim.uncertainty import step_interval
 
 TASKS_PER_WORKER = 16
@@ -105,14 +113,15 @@ class SweepResult:
             row = self.table[i]
             ran = not math.isnan(self.sim[i, 0])
             if ran:
-                _, peak, step, tps, mfu = (float(x) for x in self.sim[i])
+                _, peak, step, tps, mfu, verdict = (float(x) for x in self.sim[i])
             else:
-                peak = row[COL["peak_bytes_per_gpu"]]
+                peak, verdict = row[COL["peak_bytes_per_gpu"]], row[COL["verdict"]]
                 step, tps, mfu = (float(row[COL[f]]) for f in ESTIMATE_FIELDS)
             key = tuple(int(v) for v in row[:N_KEY])
             iv = step_interval(replace(self.spec.scenario, parallel=layout_from_key(key, self.spec.scenario.parallel)))
             out.append({"parallel": parallel_dict(key, self.spec.scenario.parallel.global_batch),
                         "step_time_s": step, "tokens_per_s": tps, "mfu": mfu, "peak_bytes_per_gpu": int(peak),
+                        "memory_verdict": VERDICTS[int(verdict)],
                         "engine": "simulate" if ran else "estimate",
                         "estimate_tokens_per_s": float(row[COL["tokens_per_s"]]),
                         "interval": iv.to_json(step, mfu, tps)})
@@ -152,6 +161,9 @@ class SweepResult:
         df["virtual_stages"] = t[:, COL["virtual_stages"]].astype(np.int64)
         df["fits"] = self.feasible_mask()
         df["peak_bytes_per_gpu"] = t[:, COL["peak_bytes_per_gpu"]].astype(np.int64)
+        ran = ~np.isnan(self.sim[:, 0])
+        codes = np.where(ran, self.sim[:, METRIC_FIELDS.index("verdict")], t[:, COL["verdict"]]).astype(np.int64)
+        df["memory_verdict"] = [VERDICTS[int(c)] for c in codes]
         df["bound_step_time_s"] = t[:, COL["bound_step_time_s"]]
         for name in ESTIMATE_FIELDS:
             df[name] = t[:, COL[name]]
@@ -251,8 +263,14 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int = 8
 
 def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, keep: int, pareto: bool,
                       progress: Progress | None) -> np.ndarray:
-    """Fill the closed-form columns of every layout that can reach the best ``keep`` (module doc)."""
-    fits = np.flatnonzero(table[:, COL["fits"]] == 1.0)
+    """Fill the closed-form columns of every layout that can reach the best ``keep`` (module doc).
+
+    Layouts that fit rank before tight ones (rank.rank_order), so the best ``keep`` come from the
+    layouts whose memory verdict is ``fits`` when there are that many; tight layouts are
+    evaluated only when fewer fit."""
+    clear = table[:, COL["verdict"]] == 0.0
+    feasible = clear if int(clear.sum()) >= keep else table[:, COL["fits"]] == 1.0
+    fits = np.flatnonzero(feasible)
     keys = table[fits][:, :N_KEY]
     bound = table[fits, COL["bound_step_time_s"]]
     order = fits[np.lexsort([*(keys[:, c] for c in reversed(range(N_KEY))), bound])]  # by bound, then key
@@ -261,7 +279,8 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     evaluated = 0
     while len(order):
         steps = table[:, COL["step_time_s"]]
-        ok = ~np.isnan(steps) & (table[:, COL["fits"]] == 1.0)
+        feasible = (table[:, COL["verdict"]] == 0.0) if int(clear.sum()) >= keep else table[:, COL["fits"]] == 1.0
+        ok = ~np.isnan(steps) & feasible
         known = np.sort(steps[ok])
         threshold = known[keep - 1] if known.size >= keep else math.inf
         rest = order
@@ -279,6 +298,7 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         # The closed form's own memory verdict is final (the screen computes the same numbers).
         table[pick, COL["fits"]] = metrics[:, 0]
         table[pick, COL["peak_bytes_per_gpu"]] = metrics[:, 1]
+        table[pick, COL["verdict"]] = metrics[:, METRIC_FIELDS.index("verdict")]
         for f in ESTIMATE_FIELDS:
             table[pick, COL[f]] = metrics[:, METRIC_FIELDS.index(f)]
         evaluated += len(pick)
@@ -346,6 +366,7 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
         if math.isnan(table[i, COL["step_time_s"]]):  # give it closed-form numbers too
             m = estimate_keys(spec, (incumbent,))[0]
             table[i, COL["fits"]], table[i, COL["peak_bytes_per_gpu"]] = m[0], m[1]
+            table[i, COL["verdict"]] = m[METRIC_FIELDS.index("verdict")]
             for f in ESTIMATE_FIELDS:
                 table[i, COL[f]] = m[METRIC_FIELDS.index(f)]
     sim = np.full((table.shape[0], len(METRIC_FIELDS)), np.nan)
@@ -392,4 +413,7 @@ def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace |
     scenario = replace(scenario, parallel=replace(scenario.parallel, layers_per_stage=()))
     if gpus is not None and gpus != scenario.cluster.num_gpus:
         scenario = replace(scenario, cluster=resize_cluster(scenario.cluster, gpus))
-    return SweepSpec(scenario, space or SearchSpace(), **evaluators)
+    if space is None:
+        space = SearchSpace(recompute=TORCHTITAN_RECOMPUTE) if scenario.framework.name == "torchtitan" \
+            else SearchSpace()
+    return SweepSpec(scenario, space, **evaluators)

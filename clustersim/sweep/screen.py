@@ -36,9 +36,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from clustersim.compute import optimizer_step_time_s
-from clustersim.compute.conventions import resolve_attention
 from clustersim.engine.groups import comm_plan, pp_plan
-from clustersim.engine.memory_plan import layers_in_flight
+from clustersim.engine.memory_plan import chunk_in_flight, layers_in_flight, scenario_kernels
 from clustersim.engine.stages import activation_bytes, build_step_work
 from clustersim.engine.units import compile_unit
 from clustersim.engine.zero import (
@@ -48,19 +47,11 @@ from clustersim.engine.zero import (
     zero3_impl,
     zero3_shard_axis,
 )
-from clustersim.memory.activations import (
-    embedding_activation_bytes,
-    layer_activation_bytes,
-    output_activation_bytes,
-    recompute_working_bytes,
-)
-from clustersim.memory.report import (
-    CUBLAS_WORKSPACE_BYTES,
-    CUDA_CONTEXT_BYTES,
-    _comm_buffer_bytes,
-    stage_params,
-)
-from clustersim.memory.states import state_bytes
+from clustersim.memory.activations import LayerUnits, combine, layer_units
+from clustersim.memory.buffers import buffer_bytes, nccl_buffer_bytes
+from clustersim.memory.evidence import interval_factors
+from clustersim.memory.policies import RankPolicies, rank_policies, uniform_policies
+from clustersim.memory.report import MemoryReport, assemble, peak_numbers, states, verdict_index
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.parallel.pipeline import build_schedule, stage_layers
 from clustersim.scenario import Scenario
@@ -113,6 +104,7 @@ class ScheduleProfile:
     chain holds (every rank ends with chunk 0's backward of one micro-batch)."""
 
     ranks: tuple[tuple[int, float], ...]
+    ends: tuple[float, float]  # micro-batches in flight of the first chunk (rank 0) and the last (rank pp - 1)
     chunk0_layers: tuple[int, ...]
     first_layers: int  # layers of global stage 0 (with the embedding) and of the last (with the output)
     last_layers: int
@@ -137,8 +129,11 @@ def unit_times(rep: Scenario) -> UnitTimes:
 
     stage = build_step_work(rep).stages[0]  # pp = 1: [embedding, layers..., output]
     fwd, bwd, params = stage.forward, stage.backward, stage.unit_params  # bwd: [output, layers..., embedding]
+    # layers may recompute differently (recompute_every, Megatron's block method): the cheapest
+    # layer's backward keeps the bound a bound
+    layer_bwds = {id(w): w for w in bwd[1:-1]}.values()
     return UnitTimes(
-        layer_f_s=unit_time(rep, fwd[1]).time_s, layer_b_s=unit_time(rep, bwd[1]).time_s,
+        layer_f_s=unit_time(rep, fwd[1]).time_s, layer_b_s=min(unit_time(rep, w).time_s for w in layer_bwds),
         first_f_s=unit_time(rep, fwd[0]).time_s, first_b_s=unit_time(rep, bwd[-1]).time_s,
         last_f_s=unit_time(rep, fwd[-1]).time_s, last_b_s=unit_time(rep, bwd[0]).time_s,
         layer_params=params[1], first_params=params[-1], last_params=params[0],
@@ -163,7 +158,7 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
         short = schedule_profile(schedule, pp, m, virtual_stages, layers)
         if schedule == "gpipe":  # every forward runs before any backward: all micro-batches in flight
             ranks = tuple((held, float(num_micro_batches)) for held, _ in short.ranks)
-            return replace(short, ranks=ranks)
+            return replace(short, ranks=ranks, ends=(float(num_micro_batches), float(num_micro_batches)))
         return short
     actions = build_schedule(schedule, pp, num_micro_batches, virtual_stages)
     counts = stage_layers(layers, pp, virtual_stages)
@@ -181,7 +176,8 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
             if g not in (0, len(counts) - 1):
                 sizes[counts[g]] = sizes.get(counts[g], 0) + 1
         plain.append(tuple(sorted(sizes.items())))
-    return ScheduleProfile(tuple(ranks), tuple(counts[:pp]), counts[0], counts[-1], tuple(plain), chain,
+    ends = (float(chunk_in_flight(actions[0], 0)), float(chunk_in_flight(actions[-1], virtual_stages - 1)))
+    return ScheduleProfile(tuple(ranks), ends, tuple(counts[:pp]), counts[0], counts[-1], tuple(plain), chain,
                            _check_ranks(ranks))
 
 
@@ -311,50 +307,68 @@ def _plain_bound_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_mic
 
 
 class MemoryModel:
-    """``clustersim.memory.memory_report(...).peak_bytes_per_gpu`` assembled from the memory
-    model's own parts, each cached at the coarsest key it depends on, so that a layout costs a
-    few dictionary look-ups. The sum is memory_report's (clustersim/memory/report.py): rounded
-    states + rounded activations + rounded buffers + workspace; every term grows with the layers
-    held and the micro-batches in flight. tests/sweep/test_screen.py checks equality with
-    memory_report on random layouts."""
+    """``clustersim.memory.memory_report(...)`` of a pipeline rank assembled from the memory
+    model's own parts (clustersim/memory/report.py: ``states``, ``activation_parts``,
+    ``buffer_bytes``, ``assemble``), each cached at the coarsest key it depends on, so that a
+    layout costs a few dictionary look-ups. tests/sweep/test_screen.py checks equality with the
+    engine's memory on random layouts."""
 
     def __init__(self, base: Scenario) -> None:
         self.model, self.dtype = base.model, base.training.dtype
-        self.attention = resolve_attention(base.training.attention, base.cluster.gpu.name)
-        self._states: dict[tuple[int, ...], int] = {}
-        self._acts: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
-        self._comm: dict[tuple[object, ...], int] = {}
+        self.framework = base.framework
+        self.kernels = scenario_kernels(base)
+        self.capacity = base.cluster.gpu.hbm_capacity_bytes
+        self._states: dict[tuple[object, ...], tuple[int, int, int]] = {}
+        self._units: dict[tuple[object, ...], LayerUnits] = {}
+        self._buffers: dict[tuple[object, ...], tuple[float, float, int]] = {}
+        self._factors: dict[tuple[object, ...], tuple[float, float]] = {}
 
-    def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool) -> int:
+    def report(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
+               ends: tuple[float, float]) -> MemoryReport:
+        """The rank's MemoryReport (as the engine's ``memory_report``)."""
+        return assemble(*self._parts(p, rank, held, in_flight, first, last, ends), rank)
+
+    def rank_key(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
+                 ends: tuple[float, float]) -> tuple[int, int, int]:
+        """(verdict index, reserved peak, -rank) of a rank, without building its MemoryReport."""
+        st, act, trans, buf, nccl, _, factors = self._parts(p, rank, held, in_flight, first, last, ends)
+        *_, peak, interval = peak_numbers(st, act, trans, buf, nccl, factors)
+        return verdict_index(interval, self.capacity), peak, -rank
+
+    def _parts(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
+               ends: tuple[float, float]) -> tuple:
         k = float(in_flight)
-        skey = (p.tp, p.ep, p.dp, p.cp, p.zero_stage, held, first, last)
-        states = self._states.get(skey)
-        if states is None:
-            dense, expert = stage_params(self.model, p, held, first, last)
-            edp = max(1, p.dp * p.cp // max(1, p.ep))
-            w1, g1, o1 = state_bytes(dense, p.dp * p.cp, p.zero_stage, self.dtype)
-            w2, g2, o2 = state_bytes(expert, edp, p.zero_stage, self.dtype)
-            states = self._states[skey] = sum(int(round(x)) for x in (w1 + w2, g1 + g2, o1 + o2))
-        akey = (p.tp, p.cp, p.ep, p.micro_batch, p.sequence_parallel, p.recompute)
-        acts = self._acts.get(akey)
-        if acts is None:
-            m, d = self.model, self.dtype
-            a = self.attention
-            acts = self._acts[akey] = (layer_activation_bytes(m, p, d, a), recompute_working_bytes(m, p, d, a),
-                                       embedding_activation_bytes(m, p, d), output_activation_bytes(m, p, d))
-        layer_b, working_b, first_b, last_b = acts
-        act = layer_b * held * k
-        act += working_b if held and k else 0.0
-        if first:
-            act += first_b * k
-        if last:
-            act += last_b * k
-        ckey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.micro_batch, p.sequence_parallel, p.zero_stage,
-                p.dp_bucket_params, held)
-        comm = self._comm.get(ckey)
-        if comm is None:
-            comm = self._comm[ckey] = int(round(_comm_buffer_bytes(self.model, p, self.dtype, held)))
-        return states + int(round(act)) + comm + CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES
+        skey = (p.tp, p.ep, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, held, first, last)
+        st = self._states.get(skey)
+        if st is None:
+            st = self._states[skey] = states(self.model, p, self.dtype, held, first, last, self.framework)
+        bkey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.micro_batch, p.sequence_parallel, p.zero_stage, p.dp_bucket_params,
+                p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch, p.reshard_after_forward,
+                p.num_micro_batches > 1, held, first, last)
+        buf = self._buffers.get(bkey)
+        if buf is None:
+            held_b, backward_b = buffer_bytes(self.model, p, self.dtype, held, first, last, self.framework)
+            buf = self._buffers[bkey] = (held_b, backward_b, nccl_buffer_bytes(p))
+        if uniform_policies(p):
+            pol = RankPolicies(((p.recompute, held),) if held else (), 1)
+        else:
+            pol = rank_policies(p, self.model.layers, rank)
+        ukey = (p.tp, p.cp, p.ep, p.micro_batch, p.sequence_parallel, tuple(n for n, _ in pol.counts),
+                pol.group_layers)
+        units = self._units.get(ukey)
+        if units is None:
+            units = self._units[ukey] = layer_units(self.model, p, self.dtype, self.framework, self.kernels, pol)
+        acts = combine(units, pol, held, k, first, last, ends, buf[1])
+        fkey = (p.cp,)
+        factors = self._factors.get(fkey)
+        if factors is None:
+            factors = self._factors[fkey] = interval_factors(self.model, p, self.framework)
+        return st, acts[0], acts[1], buf[0], buf[2], self.capacity, factors
+
+    def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool,
+                   rank: int = 0, ends: tuple[float, float] | None = None) -> int:
+        k = float(in_flight)
+        return self.rank_key(p, rank, held, k, first, last, (k, k) if ends is None else ends)[1]
 
 
 class Screen:
@@ -377,11 +391,31 @@ class Screen:
             u = self._units[key] = unit_times(class_scenario(self.base, layout))
         return u
 
-    def peak_bytes(self, layout: ParallelLayout, profile: ScheduleProfile) -> int:
-        """Peak memory per GPU over the pipeline ranks (the engine's ``rank_memory`` worst case)."""
+    def worst(self, layout: ParallelLayout, profile: ScheduleProfile,
+              cache: dict[tuple[object, ...], tuple[int, int, int]] | None = None) -> tuple[int, int]:
+        """(verdict index, reserved peak) of the pipeline rank that decides the verdict (the
+        engine's ``worst_stage``). ``cache`` shares ranks between schedules of one layout
+        (uniform recompute policies only)."""
         last = layout.pp - 1
-        return max(self.memory.peak_bytes(layout, *profile.ranks[r], r == 0, r == last)
-                   for r in profile.check_ranks)
+        uniform = cache is not None or uniform_policies(layout)
+        best: tuple[int, int, int] | None = None
+        for r in profile.check_ranks if uniform else range(layout.pp):
+            held, inflight = profile.ranks[r]
+            ends = (profile.ends[0] if r == 0 else 0.0, profile.ends[1] if r == last else 0.0)
+            key = (r, held, inflight, ends)
+            entry = cache.get(key) if cache is not None else None
+            if entry is None:
+                entry = self.memory.rank_key(layout, r, held, inflight, r == 0, r == last, ends)
+                if cache is not None:
+                    cache[key] = entry
+            if best is None or entry > best:
+                best = entry
+        assert best is not None
+        return best[0], best[1]
+
+    def peak_bytes(self, layout: ParallelLayout, profile: ScheduleProfile) -> int:
+        """Peak memory per GPU of the deciding rank."""
+        return self.worst(layout, profile)[1]
 
     def extra(self, layout: ParallelLayout, u: UnitTimes) -> Extra:
         """ZeRO-3 gathers and the pipeline transfer of this layout (``engine.zero``, ``engine.groups``)."""
@@ -479,12 +513,12 @@ def screen_for(base: Scenario) -> Screen:
 
 def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                  space: SearchSpace) -> np.ndarray:
-    """Rows ``layout_key + (fits, peak_bytes_per_gpu, bound_step_time_s)`` of the layouts of ``shape`` with these micro-batch
+    """Rows ``layout_key + (fits, peak_bytes_per_gpu, bound_step_time_s, verdict)`` (verdict: the index in
+    clustersim.memory.report.VERDICTS; fits = not does-not-fit) of the layouts of ``shape`` with these micro-batch
     sizes, in the order of ``space.shape_layouts`` (the loops below are its loops; work that
     does not depend on an inner loop's option is done outside it)."""
     sc = screen_for(base)
     model, tmpl = base.model, base.parallel
-    capacity = base.cluster.gpu.hbm_capacity_bytes
     gb, layers = tmpl.global_batch, model.layers
     sps = sequence_parallel_options(model, shape, space)
     zeros = zero_options(shape, space, tmpl.hsdp_replicas)
@@ -497,29 +531,25 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
         for zero in zeros:
             for rec in space.recompute:
                 for sp in sps:
-                    # the template carries the options the sweep does not search (overlaps, FSDP settings)
+                    # the template carries the options the sweep does not search (overlaps, FSDP
+                    # settings, partial recompute)
                     p = replace(tmpl, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
                                 sequence_parallel=sp, zero_stage=zero, micro_batch=mb, global_batch=gb,
                                 recompute=rec, schedule="1f1b", virtual_stages=1)
+                    uniform = uniform_policies(p)
                     u = sc.unit_times(p)
                     x = sc.extra(p, u)
                     pipe = bounds.get((rec, sp, zero == 3))
                     if pipe is None:
                         pipe = bounds[(rec, sp, zero == 3)] = [pipeline_bound_s(u, x, prof, nmb) for prof in profiles]
-                    peaks: dict[tuple[int, float, bool, bool], int] = {}
                     key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
+                    ranks: dict[tuple[object, ...], tuple[int, int, int]] = {}
                     for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
-                        peak = 0
-                        for r in prof.check_ranks:
-                            held, inflight = prof.ranks[r]
-                            rk = (held, inflight, r == 0, r == shape.pp - 1)
-                            pr = peaks.get(rk)
-                            if pr is None:
-                                pr = peaks[rk] = sc.memory.peak_bytes(p, held, inflight, rk[2], rk[3])
-                            peak = max(peak, pr)
+                        pv = p if uniform else replace(p, schedule=sched, virtual_stages=v)
+                        verdict, peak = sc.worst(pv, prof, ranks if uniform else None)
                         bound = pipe_s + (sc.optimizer_s(p, u, prof) + sc.tail_s(p, u, prof)
                                           if prof.backward_chain else 0.0)
-                        rows.append((*key_head, SCHEDULES.index(sched), v, float(peak <= capacity), float(peak),
-                                     bound * (1.0 - BOUND_SLACK)))
-    return np.array(rows, dtype=np.float64).reshape(len(rows), 14)
+                        rows.append((*key_head, SCHEDULES.index(sched), v, float(verdict != 2), float(peak),
+                                     bound * (1.0 - BOUND_SLACK), float(verdict)))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 15)

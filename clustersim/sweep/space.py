@@ -50,13 +50,18 @@ from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, Parall
 from clustersim.scenario import MAX_MICRO_BATCHES
 from clustersim.workload.model_spec import ModelSpec
 
+# Recompute policies a sweep tries by default: Megatron's (none, selective, full); a torchtitan
+# scenario tries torchtitan's per-op policy in place of Megatron's selective (runner.sweep_spec).
+SWEEP_RECOMPUTE = ("none", "selective", "full")
+TORCHTITAN_RECOMPUTE = ("none", "selective-op", "full")
+
 
 @dataclass(frozen=True, slots=True)
 class SearchSpace:
     """Which option values a sweep may pick; degrees (tp, cp, pp, dp, ep) are always searched."""
 
     zero_stages: tuple[int, ...] = ZERO_STAGES
-    recompute: tuple[str, ...] = RECOMPUTE
+    recompute: tuple[str, ...] = SWEEP_RECOMPUTE
     schedules: tuple[str, ...] = SCHEDULES
     sequence_parallel: tuple[bool, ...] = (False, True)
     allow_tp_across_nodes: bool = False

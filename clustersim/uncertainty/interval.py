@@ -122,10 +122,16 @@ def _spread(ev: Evidence) -> float:
     return math.sqrt(sum((r - ev.mean) ** 2 for r in ev.log_ratios) / (ev.n - 1))
 
 
-def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gemm_measured: bool
-              ) -> list[tuple[str, float]]:
-    """(reason, 1-sigma widening) for every feature of ``f`` that ``ev`` has no measured run of."""
+def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gemm_measured: bool,
+               pooled: Evidence | None = None) -> list[tuple[str, float]]:
+    """(reason, 1-sigma widening) for every feature of ``f`` that ``ev`` has no measured run of.
+
+    A regime without measured runs is judged against all measured runs (``pooled``): its
+    ZeRO-3 implementation and framework widen the band unless some measured run used them."""
     out: list[tuple[str, float]] = []
+    if ev is None or not ev.n:
+        out.append((f"no measured run in regime {f.regime} (the model's pooled error stands in)", 0.0))
+        ev = pooled
     if f.generation not in generations:
         key = "generation" if gemm_measured else "generation_unmeasured"
         out.append((f"no measured run on {f.generation} GPUs", WIDEN[key]))
@@ -159,7 +165,7 @@ def interval_from(f: Features, ev: Evidence | None, pooled: Evidence, generation
         var = (_spread(ev) ** 2 * (n - 1) + K_S * s_pool ** 2) / (n - 1 + K_S)
     else:
         mu, var = 0.0, s_pool ** 2
-    wides = widenings(f, ev, generations, gemm_measured)
+    wides = widenings(f, ev, generations, gemm_measured, pooled)
     var += sum(w * w for _, w in wides)
     s = max(math.sqrt(var), S_MIN) * math.sqrt(1 + 1 / (n + K_S))
     half = Z_80 * s

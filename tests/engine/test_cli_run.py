@@ -53,3 +53,25 @@ def test_bad_input_exits_2_with_the_field_named() -> None:
         p = run(*args)
         assert p.returncode == 2, (args, p.stderr)
         assert field in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bad_memory_fields_exit_2_naming_the_field() -> None:
+    for args, field in ((["--set", "framework=jax"], "framework"),
+                        (["--set", "parallel.recompute_every=0"], "parallel.recompute_every"),
+                        (["--set", "parallel.recompute_every=99"], "parallel.recompute_every"),
+                        (["--set", "parallel.recompute=full", "--set", "parallel.recompute_method=block",
+                          "--set", "parallel.recompute_num_layers=40"], "parallel.recompute_num_layers")):
+        p = run(*args)
+        assert p.returncode == 2, (args, p.stderr)
+        assert field in p.stderr and "allowed" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_tight_runs_exit_0_and_report_the_verdict() -> None:
+    """The issue's torchtitan Llama 2 13B run: tight, not 'does not fit' (exit 0, fits true)."""
+    p = run("scenarios/llama2_13b_a100x64_torchtitan.yaml", "--json")
+    assert p.returncode == 0, p.stderr
+    mem = json.loads(p.stdout)["memory"]
+    assert mem["fits"] is True and mem["verdict"] in ("fits", "tight")
+    assert mem["peak_bytes_per_gpu"] == mem["reserved_peak_bytes"] >= mem["allocated_peak_bytes"]
+    lo, hi = mem["interval"]
+    assert lo <= mem["peak_bytes_per_gpu"] <= hi

@@ -168,3 +168,32 @@ def test_undecodable_hf_config(tmp_path: Path) -> None:
     cfg = tmp_path / "config.json"
     cfg.write_bytes(b"\xff\xfe\x00")
     assert _error(_with(model={"hf_config": str(cfg)})).field == "model.hf_config"
+
+
+@pytest.mark.parametrize("parallel,field,allowed", [
+    ({"recompute_every": 0}, "parallel.recompute_every", "from 1 to model.layers (32)"),
+    ({"recompute_every": 33}, "parallel.recompute_every", "from 1 to model.layers (32)"),
+    ({"recompute": "full", "recompute_method": "block", "recompute_num_layers": 17},
+     "parallel.recompute_num_layers", "layers of a pipeline stage (16"),
+    ({"recompute": "full", "recompute_num_layers": 0}, "parallel.recompute_num_layers", "from 1"),
+    ({"recompute_method": "uniform"}, "parallel.recompute_method", "recompute: full"),
+    ({"recompute": "selective-layer"}, "parallel.recompute", "selective-op"),
+    ({"recompute": "full", "recompute_method": "blocks"}, "parallel.recompute_method", "uniform"),
+])
+def test_recompute_fields_name_what_is_allowed(parallel: dict[str, Any], field: str, allowed: str) -> None:
+    err = _error(_with(parallel=parallel))      # llama3-8b (32 layers) on pp 2: 16 layers per stage
+    assert err.field == field and allowed in err.allowed
+
+
+def test_recompute_fields_reach_the_layout() -> None:
+    s = scenario_from_dict(_with(parallel={"recompute": "full", "recompute_method": "block",
+                                           "recompute_num_layers": 4, "recompute_every": 8}))
+    p = s.parallel
+    assert (p.recompute, p.recompute_method, p.recompute_num_layers, p.recompute_every) == ("full", "block", 4, 8)
+
+
+def test_unknown_framework_names_the_frameworks() -> None:
+    data = copy.deepcopy(BASE)
+    data["framework"] = "megatron"
+    err = _error(data)
+    assert err.field == "framework" and "torchtitan" in err.allowed and "megatron-core" in err.allowed

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from clustersim import api
+from clustersim.memory.report import VERDICTS
 from clustersim.scenario import load_scenario
 from clustersim.sweep.evaluate import layout_from_key
 from clustersim.sweep.screen import _profile_micro_batches, schedule_profile, screen_shape
@@ -21,6 +22,11 @@ SCENARIOS = [
      "parallel.dp=4", "parallel.global_batch=32"],
     ["model.preset=llama2-7b", "model.layers=8", "cluster.preset=dgx-h100", "cluster.nodes=2", "parallel.tp=2",
      "parallel.pp=2", "parallel.dp=4", "parallel.global_batch=16"],
+    # torchtitan (FSDP2 buffers, eager element-wise ops, per-op recompute) with every third layer
+    # fully recomputed: per-rank policies and the verdict must come out as the engine's
+    ["framework=torchtitan", "model.preset=llama2-7b", "model.layers=6", "model.seq_len=2048",
+     "cluster.preset=dgx-a100", "cluster.nodes=1", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
+     "parallel.global_batch=8", "parallel.recompute_every=3"],
     # the 2021 implementations: DeepSpeed ZeRO-3 (per-NIC rings, re-gather for recompute), gradients
     # all-reduced after the backward, blocking backward TP
     ["framework=megatron-legacy", "model.preset=megatron-1.7b", "model.hidden=10240", "model.heads=80",
@@ -53,6 +59,7 @@ def test_screen_matches_the_engine(overrides):
         report = api.estimate(replace(s, parallel=layout))
         assert row[12] == report.memory.peak_bytes_per_gpu  # exact memory
         assert bool(row[11]) == report.memory.fits
+        assert VERDICTS[int(row[14])] == report.memory.verdict
         assert row[13] <= report.step_time_s  # a lower bound
         assert row[13] > 0.3 * report.step_time_s  # and not a trivial one
 

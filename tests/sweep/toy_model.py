@@ -17,6 +17,10 @@ class Memory:
     peak_bytes_per_gpu: int
     fits: bool
 
+    @property
+    def verdict(self) -> str:  # the toy knows no interval: fits or does not
+        return "fits" if self.fits else "does-not-fit"
+
 
 @dataclass(frozen=True)
 class Report:
@@ -67,5 +71,7 @@ def screen(base, shape, micro_batches, space):
     for p in shape_layouts(base.model, shape, base.parallel, space, micro_batches=micro_batches):
         scenario = replace(base, parallel=p)
         peak = peak_bytes(scenario)
-        rows.append((*layout_key(p), float(peak <= CAPACITY_BYTES), float(peak), 0.9 * estimate(scenario).step_time_s))
-    return np.array(rows, dtype=np.float64).reshape(len(rows), 14)
+        fits = peak <= CAPACITY_BYTES
+        rows.append((*layout_key(p), float(fits), float(peak), 0.9 * estimate(scenario).step_time_s,
+                     0.0 if fits else 2.0))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 15)

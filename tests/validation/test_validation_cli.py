@@ -36,11 +36,20 @@ def test_calibrate_missing_file_is_input_error(capsys, tmp_path):
 
 
 def test_calibrate_json(capsys, tmp_path):
-    pytest.importorskip("clustersim.collectives")
     out = tmp_path / "fit.yaml"
     code, stdout, _ = _run(["calibrate", "--nccl-tests", str(LOG), "--cluster", "dgx-a100", "--min-size", "1MiB",
                             "--out", str(out), "--json"], capsys)
     assert code == 0
     doc = json.loads(stdout)
-    assert doc["op"] == "all_reduce" and doc["ranks"] == 16 and doc["nodes"] == 2 and doc["tier"] == "scale_out"
+    run = doc["runs"][0]
+    assert run["op"] == "all_reduce" and run["ranks"] == 16 and run["nodes"] == 2
+    assert "scale_out" in doc["fabrics"] and any(k.startswith("scale_out.") for k in doc["knobs"])
     assert doc["profile"] == str(out) and out.is_file()
+
+
+def test_validate_nccl_without_gpu_says_so(capsys, tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    code, _, err = _run(["validate", "--backend", "nccl", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "no CUDA GPU" in err and not (tmp_path / "records.jsonl").exists()

@@ -95,3 +95,21 @@ def test_hung_rank_times_out_with_clear_error(tmp_path, monkeypatch):
     with pytest.raises(RunError, match="no progress for 6 s"):
         run_cases(cases, loopback_launch(2, "gloo"), tmp_path, "ci", config_id({"test": "hang"}), {"mode": "loopback"})
     assert [r["name"] for r in read_records(tmp_path / "records.jsonl")] == [cases[0]["name"]]
+
+
+def test_leave_one_out_on_the_ci_run(ci_run):
+    """Every case predicted by a calibration that did not see it: fit cases by a refit without
+    them, held-out cases as before, steps with compute_scale fitted to the other steps."""
+    from clustersim.calibrate.loo import leave_one_out, loo_summary
+    out, result = ci_run
+    opts = ValidateOptions(backend="gloo", nprocs=2, netns=False, level="ci", out_dir=out)
+    cases = leave_one_out(result.records, opts, result.link, result.cases)
+    by_name = {c.name: c for c in cases}
+    normal = {c.name: c for c in result.cases}
+    for name, c in by_name.items():
+        if c.role == "holdout" and c.kind in ("collective", "compute"):
+            assert c.loo_s == normal[name].predicted_s
+    steps = [c for c in cases if c.kind.endswith("_step")]
+    assert steps and all("compute_scale" in c.how for c in steps)
+    assert any(c.role == "fit" and "refitted" in c.how for c in cases)
+    assert loo_summary(cases)["all"]["cases"] == len(cases)

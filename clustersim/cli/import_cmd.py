@@ -1,0 +1,60 @@
+"""`clustersim import KIND FILE`: a training framework's config or log -> a scenario (docs/calibration.md).
+
+KIND is megatron-log, megatron-args, torchtitan-log, torchtitan-toml, deepspeed-log or
+deepspeed-json. With ``--json`` it prints one JSON object: ``scenario`` (the scenario as a dict),
+and for logs ``measured_step_time_s`` (median of the steady-state iterations) and
+``iterations`` (CONTRACT section 4); ``--out`` writes the scenario as YAML.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+import yaml
+
+from clustersim.importers import KINDS
+
+
+@click.command("import")
+@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("file", type=str)
+@click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+              help="the job config beside a torchtitan or DeepSpeed log (TOML / JSON)")
+@click.option("--cluster", default=None, help="cluster preset the job ran on (logs rarely name the GPU)")
+@click.option("--nodes", type=click.IntRange(min=1), default=None, help="nodes the job ran on, where the file does not say")
+@click.option("--model", default=None, help="model preset (clustersim list models), where the file does not say")
+@click.option("--hf-config", "hf_config", default=None, help="a Hugging Face config.json for the model")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="override a scenario field")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="write the scenario (YAML)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
+def import_(kind: str, file: str, config: str | None, cluster: str | None, nodes: int | None, model: str | None,
+            hf_config: str | None, overrides: tuple[str, ...], out: str | None, as_json: bool) -> None:
+    """Turn a framework's config or training log into a clustersim scenario."""
+    from clustersim.importers import finish, import_text, read_input
+    from clustersim.trace import write_text_atomic
+    text, name = read_input(file, "FILE", f"a {kind} file")
+    cfg = read_input(config, "--config", "a job config") if config else None
+    result = finish(import_text(kind, text, name, config=cfg, cluster=cluster, nodes=nodes),
+                    list(overrides), model, hf_config)
+    if result.unknown:
+        click.echo(f"note: {len(result.unknown)} argument(s) clustersim does not know, ignored: "
+                   + ", ".join(result.unknown), err=True)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    if out:
+        header = f"# {result.scenario.get('name', 'imported')}: written by clustersim import {kind} {name}\n"
+        write_text_atomic(out, header + yaml.safe_dump(result.scenario, sort_keys=False))
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=1) + "\n")
+        return
+    click.echo(f"{kind} {name}: framework {result.framework}")
+    if result.measured_step_time_s is not None:
+        steady = [i for i in result.iterations if not i.dropped]
+        click.echo(f"measured step time {result.measured_step_time_s:.4f} s (median of {len(steady)} steady-state "
+                   f"lines of {len(result.iterations)}; warm-up and outliers dropped)")
+    click.echo(yaml.safe_dump(result.scenario, sort_keys=False).rstrip())
+    if out:
+        click.echo(f"scenario written to {Path(out)}")

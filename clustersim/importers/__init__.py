@@ -1,0 +1,84 @@
+"""Importers: a training framework's configs and logs -> a clustersim scenario (and, for logs,
+the step time the run measured). One module per framework; ``megatron_args`` is the one place
+that knows Megatron-LM's argument names, shared by the log and the command-line importers.
+
+``import_file(kind, ...)`` is the entry point of `clustersim import KIND FILE` and of
+`clustersim calibrate --log`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from clustersim.errors import InputError
+from clustersim.importers.common import ImportResult
+
+KINDS = ("megatron-log", "megatron-args", "torchtitan-log", "torchtitan-toml", "deepspeed-log", "deepspeed-json")
+LOG_KINDS = ("megatron-log", "torchtitan-log", "deepspeed-log")
+
+
+def detect_log_kind(text: str) -> str | None:
+    """Which framework wrote a training log (None if none of the three)."""
+    from clustersim.importers import deepspeed, megatron_log, torchtitan
+    from clustersim.importers.common import clean_lines
+    lines = clean_lines(text)
+    if any(megatron_log.ITERATION.search(line) for line in lines):
+        return "megatron-log"
+    if any(torchtitan.STEP.search(line) for line in lines):
+        return "torchtitan-log"
+    if any(deepspeed.THROUGHPUT.search(line) or deepspeed.PIPE.search(line) for line in lines):
+        return "deepspeed-log"
+    return None
+
+
+def import_text(kind: str, text: str, source: str, *, config: tuple[str, str] | None = None,
+                cluster: str | None = None, nodes: int | None = None) -> ImportResult:
+    """Import ``text`` (a file's content) as ``kind``; ``config`` is (text, name) of a job config
+    that a torchtitan or DeepSpeed log needs beside it."""
+    from clustersim.importers import deepspeed, megatron_args, megatron_log, torchtitan
+    cfg_text, cfg_name = config if config is not None else (None, "")
+    if kind == "megatron-log":
+        return megatron_log.import_megatron_log(text, source, cluster, nodes)
+    if kind == "megatron-args":
+        args = megatron_args.parse_args_block(text) or megatron_args.parse_command_line(text)
+        mapped = megatron_args.scenario_from_args(args, cluster, nodes, f"imported from {source}")
+        return ImportResult("megatron-args", source, mapped.framework, mapped.scenario, unknown=mapped.unknown,
+                            notes=mapped.notes)
+    if kind == "torchtitan-log":
+        return torchtitan.import_torchtitan_log(text, source, cfg_text, cfg_name, cluster, nodes)
+    if kind == "torchtitan-toml":
+        return torchtitan.import_torchtitan_toml(text, source, cluster, nodes)
+    if kind == "deepspeed-log":
+        return deepspeed.import_deepspeed_log(text, source, cfg_text, cfg_name, cluster, nodes)
+    if kind == "deepspeed-json":
+        return deepspeed.import_deepspeed_json(text, source, cluster, nodes)
+    raise InputError("KIND", kind, KINDS)
+
+
+def finish(result: ImportResult, overrides: list[str], model: str | None = None,
+           hf_config: str | None = None) -> ImportResult:
+    """Apply ``--model``/``--hf-config``/``--set`` and validate: the scenario must load."""
+    from clustersim.scenario import apply_overrides, scenario_from_dict
+    data: dict[str, Any] = result.scenario
+    if model is not None or hf_config is not None:
+        data.setdefault("model", {})
+        seq = data["model"].get("seq_len")
+        data["model"] = {k: v for k, v in (("preset", model), ("hf_config", hf_config)) if v is not None}
+        if seq is not None:
+            data["model"]["seq_len"] = seq
+    data = apply_overrides(data, overrides)
+    if not data.get("model"):
+        raise InputError("--model", None, "the model: a DeepSpeed config does not describe it; pass --model PRESET "
+                         "(clustersim list models), --hf-config config.json or --set model.layers=... fields")
+    scenario_from_dict(data)  # InputError (exit 2) if the imported scenario is not valid
+    result.scenario = data
+    return result
+
+
+def read_input(path: str, field: str, what: str) -> tuple[str, str]:
+    """(text, display name) of a file, or of standard input for ``-``."""
+    from clustersim.inputs import read_stdin_text, read_text
+    if path == "-":
+        return read_stdin_text(field, what), "<stdin>"
+    return read_text(path, field, what), Path(path).name

@@ -1,0 +1,133 @@
+"""What every importer shares: cleaning log lines, the steady-state rule, the GPU a log names,
+and the result a log import returns (CONTRACT section 4: ``scenario``, ``measured_step_time_s``,
+``iterations``)."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from clustersim.errors import InputError
+
+# Colour codes; launcher prefixes: torchrun "[rank0]:" / "[default0]:", srun -l "0: ", OpenMPI
+# "[1,0]<stdout>:"; a leading timestamp "2024-05-01 12:00:00,123" or "[2024-05-01 12:00:00]".
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PREFIX = re.compile(r"^\s*(?:\[(?:rank|default)?\d+\]:|\[\d+,\d+\]<\w+>:|\d+:(?=\s))\s*")
+_STAMP = re.compile(r"^\s*\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?\]?\s*")
+
+WARMUP_ITERATIONS = 3     # iterations that compile kernels and warm the allocator (see steady_state)
+MAD_CUTOFF = 3.0          # outliers: farther than 3 scaled MADs from the median
+MAD_SCALE = 1.4826        # MAD x 1.4826 estimates the standard deviation of normal data (Rousseeuw & Croux 1993)
+
+# GPU names as logs print them (torch.cuda.get_device_name, nvidia-smi) -> cluster preset; only
+# presets that exist are used (clustersim list clusters)
+GPU_PRESETS = ((r"\bGB200\b", "gb200-nvl72"), (r"\bB200\b", "dgx-b200"), (r"\bH200\b", "hgx-h200"),
+               (r"\bH800\b", "dgx-h800"), (r"\bH100\b", "dgx-h100"), (r"\bA100\b", "dgx-a100"),
+               (r"\bMI300X\b", "mi300x"))
+
+
+def clean_line(line: str) -> str:
+    """A log line without colour codes, launcher rank prefixes and a leading timestamp."""
+    line = _ANSI.sub("", line)
+    for _ in range(3):  # prefixes can stack: "0: [rank0]: [2024-...] text"
+        before = line
+        line = _STAMP.sub("", _PREFIX.sub("", line, count=1), count=1)
+        if line == before:
+            break
+    return line
+
+
+def clean_lines(text: str) -> list[str]:
+    return [clean_line(line) for line in text.splitlines()]
+
+
+@dataclass(frozen=True, slots=True)
+class Iteration:
+    """One logged step time: ``iteration`` is the last step the line covers; the time is the
+    mean step time over the steps since the previous line (Megatron, torchtitan) or of that
+    step alone (DeepSpeed)."""
+
+    iteration: int
+    step_time_s: float
+    dropped: str = ""          # "" = steady state, else why it was dropped
+
+    def to_json(self) -> dict[str, Any]:
+        return {"iteration": self.iteration, "step_time_s": self.step_time_s, "steady": not self.dropped,
+                "dropped": self.dropped or None}
+
+
+def steady_state(points: list[tuple[int, float]], what: str) -> tuple[list[Iteration], float]:
+    """Drop warm-up and outliers; the measured step time is the median of the rest.
+
+    Warm-up: the first logged line (it covers the first steps, which compile kernels, build NCCL
+    communicators and grow the caching allocator) and every line ending at step
+    ``WARMUP_ITERATIONS`` or earlier. Outliers: lines farther than ``MAD_CUTOFF`` scaled median
+    absolute deviations from the median of the rest (a checkpoint save, an evaluation, a
+    straggling node), a robust rule that a few such lines cannot move.
+    """
+    if not points:
+        raise InputError(what, None, "a log with at least one training step line")
+    points = sorted(dict(points).items())          # one line per step; a repeated step keeps the last
+    out: list[Iteration] = []
+    first = points[0][0]
+    kept = []
+    for it, t in points:
+        if len(points) > 1 and (it == first or it <= WARMUP_ITERATIONS):
+            out.append(Iteration(it, t, "warm-up"))
+        else:
+            kept.append((it, t))
+    if not kept:  # every line is warm-up: keep the last one rather than nothing
+        out = [i for i in out if i.iteration != points[-1][0]]
+        kept = [points[-1]]
+    times = [t for _, t in kept]
+    med = statistics.median(times)
+    mad = statistics.median(abs(t - med) for t in times) * MAD_SCALE
+    for it, t in kept:
+        outlier = mad > 0 and abs(t - med) > MAD_CUTOFF * mad
+        out.append(Iteration(it, t, "outlier (> 3 MADs from the median)" if outlier else ""))
+    out.sort(key=lambda i: i.iteration)
+    steady = [i.step_time_s for i in out if not i.dropped]
+    return out, statistics.median(steady)
+
+
+def gpu_preset_in(text: str) -> str | None:
+    """The cluster preset of the first GPU name the text mentions (None if it names none)."""
+    from clustersim.hardware.load import list_clusters
+    presets = set(list_clusters())
+    for pattern, preset in GPU_PRESETS:
+        if re.search(pattern, text) and preset in presets:
+            return preset
+    return None
+
+
+@dataclass
+class ImportResult:
+    """A scenario read from a framework's files, and what the log measured."""
+
+    kind: str                                  # megatron-log, torchtitan-toml, ...
+    source: str                                # file name(s)
+    framework: str
+    scenario: dict[str, Any]
+    iterations: list[Iteration] = field(default_factory=list)
+    measured_step_time_s: float | None = None
+    unknown: list[str] = field(default_factory=list)       # arguments clustersim does not know
+    not_modelled: list[str] = field(default_factory=list)  # known, no effect on the simulation
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "source": self.source, "framework": self.framework,
+                               "scenario": self.scenario, "unknown_args": self.unknown, "notes": self.notes}
+        if self.iterations:
+            out["measured_step_time_s"] = self.measured_step_time_s
+            out["iterations"] = [i.to_json() for i in self.iterations]
+            out["steady_iterations"] = sum(1 for i in self.iterations if not i.dropped)
+        return out
+
+
+def need(value: Any, what: str, option: str) -> Any:
+    """``value``, or an InputError saying which option supplies it."""
+    if value is None:
+        raise InputError(option, None, f"{what} (the file does not say it)")
+    return value

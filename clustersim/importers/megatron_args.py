@@ -1,0 +1,602 @@
+"""Megatron-LM's arguments -> a clustersim scenario: the one place that knows Megatron's names.
+
+Both the ``arguments`` block of a training log and a launch command line (or a file of
+arguments, or a shell script) end up as ``{dest: value}`` with Megatron's own attribute names
+(``tensor_model_parallel_size``, the argparse ``dest`` of ``--tensor-model-parallel-size``;
+megatron/training/arguments.py), and ``scenario_from_args`` maps them through one table.
+
+Arguments fall in four groups:
+
+* mapped onto scenario fields (``MAPPED`` and the code of ``scenario_from_args``);
+* changing the model or the layout in a way clustersim cannot express (``UNSUPPORTED``): set to
+  anything but their neutral value, they are an InputError naming them (exit 2);
+* known and without effect on a step's time or memory in clustersim (``NO_EFFECT`` names and
+  prefixes: data paths, learning rate, logging, checkpointing, kernel fusion switches, ...);
+* anything else: listed as unknown (JSON ``unknown_args`` and stderr), not fatal.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from clustersim.errors import InputError
+from clustersim.importers.common import clean_line
+
+# megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
+# name (48 - len(name) dots), and "-------------------- end of arguments ---------------------"
+ARGS_START = re.compile(r"-{3,}\s*arguments\s*-{3,}")
+ARGS_END = re.compile(r"-{3,}\s*end of arguments\s*-{3,}")
+ARGS_LINE = re.compile(r"^\s*([A-Za-z_]\w*)\s+(?:\.+\s+)?(.*?)\s*$")
+
+
+@dataclass
+class MegatronArgs:
+    values: dict[str, Any]
+    source: str                              # "arguments block" | "command line"
+    launcher: dict[str, Any] = field(default_factory=dict)   # torchrun: nproc_per_node, nnodes
+    unresolved: list[str] = field(default_factory=list)      # flags whose value was a shell variable
+
+    def get(self, name: str, default: Any = None) -> Any:
+        v = self.values.get(name, default)
+        return default if v is None else v
+
+
+def parse_value(text: str) -> Any:
+    """A printed Python value: None, True, 8, 0.0001, [1, 2], 'x'; anything else as text."""
+    text = text.strip()
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return text
+
+
+def parse_args_block(text: str) -> MegatronArgs | None:
+    """The last complete ``arguments`` block of a log (None if it has none)."""
+    lines = [clean_line(line) for line in text.splitlines()]
+    start = None
+    blocks = []
+    for i, line in enumerate(lines):
+        if ARGS_START.search(line) and "end of" not in line:
+            start = i
+        elif ARGS_END.search(line) and start is not None:
+            blocks.append((start, i))
+            start = None
+    if not blocks:
+        return None
+    a, b = blocks[-1]
+    values: dict[str, Any] = {}
+    for line in lines[a + 1:b]:
+        m = ARGS_LINE.match(line)
+        if m:
+            values[m.group(1)] = parse_value(m.group(2))
+    return MegatronArgs(values, "arguments block")
+
+
+# -- command lines ----------------------------------------------------------------------------
+
+# flags whose argparse dest is not the flag's name, or that store a constant
+# (megatron/training/arguments.py; older names from Megatron-LM 2021-2023)
+FLAG_DEST: dict[str, tuple[str, Any]] = {
+    "disable-bias-linear": ("add_bias_linear", False),
+    "no-position-embedding": ("add_position_embedding", False),
+    "no-masked-softmax-fusion": ("masked_softmax_fusion", False),
+    "no-bias-gelu-fusion": ("bias_gelu_fusion", False),
+    "no-bias-swiglu-fusion": ("bias_swiglu_fusion", False),
+    "no-bias-dropout-fusion": ("bias_dropout_fusion", False),
+    "no-gradient-accumulation-fusion": ("gradient_accumulation_fusion", False),
+    "no-overlap-p2p-communication": ("overlap_p2p_comm", False),
+    "no-persist-layer-norm": ("persist_layer_norm", False),
+    "no-async-tensor-model-parallel-allreduce": ("async_tensor_model_parallel_allreduce", False),
+    "no-load-optim": ("load_optim", False),
+    "no-load-rng": ("load_rng", False),
+    "no-save-optim": ("save_optim", False),
+    "no-save-rng": ("save_rng", False),
+    "fp8-format": ("fp8", None),                      # --fp8-format hybrid -> args.fp8 = "hybrid"
+    "model-parallel-size": ("tensor_model_parallel_size", None),   # pre-2020 alias
+}
+TORCHRUN_FLAGS = {"nproc_per_node", "nproc-per-node", "nnodes", "node_rank", "node-rank", "master_addr",
+                  "master-addr", "master_port", "master-port", "rdzv_endpoint", "rdzv-endpoint", "rdzv_backend",
+                  "rdzv-backend", "rdzv_id", "rdzv-id", "standalone", "max_restarts", "max-restarts", "log_dir",
+                  "log-dir", "redirects", "tee", "local_addr", "local-addr", "monitor_interval", "role", "no_python",
+                  "module", "run_path"}
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=([^\s()\"']+|\"[^\"]*\"|'[^']*')\s*(?:#.*)?$")
+_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::-([^}]*))?\}|\$([A-Za-z_]\w*)")
+
+
+def _expand_variables(text: str) -> str:
+    """Substitute simple ``NAME=value`` shell assignments of the same file into ``$NAME`` and
+    ``${NAME:-default}`` (bash arrays ``NAME=( ... )`` are read as their flags directly)."""
+    env: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _ASSIGN.match(line)
+        if m:
+            env[m.group(1)] = m.group(2).strip("\"'")
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(3)
+        if name in env:
+            return env[name]
+        if m.group(2) is not None:
+            return m.group(2)
+        return m.group(0)
+    for _ in range(3):  # assignments may refer to each other
+        text = _VAR.sub(sub, text)
+    return text
+
+
+def _tokens(text: str) -> list[str]:
+    text = re.sub(r"\\\r?\n", " ", text)                       # line continuations
+    text = "\n".join(line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
+                     for line in text.splitlines())
+    text = _expand_variables(text)
+    text = re.sub(r"=\(", "=( ", text).replace(")", " ) ")            # bash arrays: NAME=( --flag value ... )
+    try:
+        return shlex.split(text, comments=False)
+    except ValueError as exc:
+        raise InputError("megatron-args", "file", f"shell words (quotes must close: {exc})") from None
+
+
+def _number(text: str) -> Any:
+    return parse_value(text) if re.fullmatch(r"-?[\d.]+(?:e-?\d+)?", text, re.IGNORECASE) else text
+
+
+def parse_command_line(text: str) -> MegatronArgs:
+    """Flags of a Megatron-LM launch (``torchrun ... pretrain_gpt.py --flag value ...``), an
+    arguments file (one flag per line) or a shell script that builds one."""
+    toks = _tokens(text)
+    script = next((i for i, t in enumerate(toks) if t.endswith(".py")), None)
+    values: dict[str, Any] = {}
+    launcher: dict[str, Any] = {}
+    unresolved: list[str] = []
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        if not tok.startswith("--") or len(tok) < 3:
+            i += 1
+            continue
+        name, _, inline = tok[2:].partition("=")
+        vals = [inline] if inline else []
+        j = i + 1
+        while not inline and j < len(toks) and not toks[j].startswith("--") and not toks[j].endswith(".py") \
+                and not re.fullmatch(r"\w+=\(|\)|.*[|;&]", toks[j]):
+            vals.append(toks[j])
+            j += 1
+        i = j
+        before_script = script is not None and toks.index(tok) < script
+        if before_script and name in TORCHRUN_FLAGS:
+            launcher[name.replace("-", "_")] = _number(vals[0]) if vals else True
+            continue
+        if any("$" in v for v in vals):
+            unresolved.append(name)
+            continue
+        dest, const = FLAG_DEST.get(name, (name.replace("-", "_"), None))
+        if const is not None:
+            values[dest] = const
+        elif not vals:
+            values[dest] = True
+        elif len(vals) == 1:
+            values[dest] = _number(vals[0])
+        else:
+            values[dest] = [_number(v) for v in vals]
+    if not values:
+        raise InputError("megatron-args", "file", "a Megatron-LM command line or arguments file "
+                         "(flags such as --num-layers 32 --tensor-model-parallel-size 8)")
+    return MegatronArgs(values, "command line", launcher, unresolved)
+
+
+# -- the mapping ------------------------------------------------------------------------------
+
+def _neutral(value: Any) -> bool:
+    return value is None or value is False or value in (0, "", [], "None")
+
+
+def _neutral_or_one(value: Any) -> bool:
+    return _neutral(value) or value == 1 or (isinstance(value, list) and set(value) == {1})
+
+
+# name -> (what it changes, is its value harmless?) for model/layout arguments clustersim cannot
+# express; the importer stops naming them
+UNSUPPORTED: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "pipeline_model_parallel_layout": ("a hand-written stage layout", _neutral),
+    "decoder_first_pipeline_num_layers": ("an uneven first pipeline stage", _neutral),
+    "decoder_last_pipeline_num_layers": ("an uneven last pipeline stage", _neutral),
+    "account_for_embedding_in_pipeline_split": ("the embedding counted as a pipeline layer", _neutral),
+    "account_for_loss_in_pipeline_split": ("the loss counted as a pipeline layer", _neutral),
+    "hybrid_override_pattern": ("a hybrid Mamba/attention model", _neutral),
+    "is_hybrid_model": ("a hybrid Mamba/attention model", _neutral),
+    "mtp_num_layers": ("multi-token prediction layers", _neutral),
+    "num_distributed_optimizer_instances": ("a partially sharded distributed optimizer", _neutral_or_one),
+    "heterogeneous_layers_config_path": ("heterogeneous layers", _neutral),
+    "heterogeneous_layers_config_encoded_json": ("heterogeneous layers", _neutral),
+    "linear_attention_freq": ("linear-attention layers", _neutral),
+    "window_size": ("sliding-window attention", _neutral),
+    "num_experts_per_layer": ("per-layer expert counts", _neutral),
+    "moe_layer_freq": ("dense and MoE layers mixed (moe_layer_freq)", _neutral_or_one),
+    "moe_shared_expert_intermediate_size": ("shared experts", _neutral),
+    "multi_latent_attention": ("multi-latent attention (MLA)", _neutral),
+    "cpu_offloading": ("activation/weight offload to the CPU", _neutral),
+    "optimizer_cpu_offload": ("the optimizer offloaded to the CPU", _neutral),
+    "encoder_tensor_model_parallel_size": ("an encoder with its own TP", _neutral),
+    "standalone_embedding_stage": ("a pipeline stage holding only the embedding", _neutral),
+    "encoder_pipeline_model_parallel_size": ("an encoder with its own PP", _neutral),
+}
+# known arguments that change nothing clustersim simulates (data, schedule of the learning rate,
+# logging, checkpoints, kernel-fusion switches whose cost is inside the measured efficiencies)
+NO_EFFECT_PREFIXES = ("log_", "save", "load", "data_", "tokenizer_", "lr", "min_lr", "weight_decay", "adam_",
+                      "sgd_", "eval_", "wandb_", "tensorboard_", "ckpt_", "train_", "exit_", "init_", "seed",
+                      "vocab_file", "merge_file", "split", "num_workers", "profile", "timing_", "one_logger",
+                      "straggler_", "rerun_", "inference_", "distributed_timeout", "distributed_backend",
+                      "use_checkpoint", "finetune", "pretrained", "clip_grad", "loss_scale", "initial_loss_scale",
+                      "min_loss_scale", "hysteresis", "bias_", "masked_softmax", "apply_", "persist_layer_norm",
+                      "gradient_accumulation_fusion", "async_", "overlap_p2p", "empty_unused", "no_",
+                      "hidden_dropout", "attention_dropout", "normalization", "norm_epsilon", "layernorm_",
+                      "position_embedding", "rotary_", "rope_", "add_", "qk_layernorm", "init_method",
+                      "max_position_embeddings", "make_vocab_size", "tp_comm_", "calculate_per_token_loss",
+                      "check_", "manual_gc", "deterministic", "enable_", "iter_per_epoch", "dataloader",
+                      "mock_data", "micro_batch_size_", "fp8_", "first_last_layers_bf16", "num_layers_at_",
+                      "accumulate_allreduce", "grad_reduce_in_bf16", "reset_", "eod_", "create_attention",
+                      "use_rotary", "use_cpu_initialization", "perform_initialization", "local_rank", "rank",
+                      "encoder_seq_length", "decoder_seq_length", "params_dtype", "fp16_lm_cross_entropy",
+                      "attention_softmax_in_fp32", "skip_", "test_", "valid_", "warmup", "decoupled_",
+                      "ft_", "kv_", "moe_aux", "moe_z_loss", "moe_router_load", "moe_input_jitter",
+                      "moe_token_drop", "moe_router_pre", "moe_router_score", "moe_router_dtype",
+                      "moe_router_bias", "moe_router_enable", "moe_router_num_groups", "moe_router_group",
+                      "moe_per_layer", "moe_permute", "moe_use_", "moe_enable", "moe_grouped_gemm",
+                      "moe_token_dispatcher", "moe_pad", "moe_extended", "moe_shared_expert_overlap",
+                      "moe_layer_recompute", "moe_upcycling", "moe_apply", "moe_deepep", "moe_flex",
+                      "use_tp_pp_dp_mapping", "num_dataset_builder", "object_storage", "msc_", "yaml_cfg",
+                      "config_logger", "result_rejected", "error_injection", "use_dist_ckpt", "dist_ckpt",
+                      "async_save", "non_persistent", "auto_detect", "use_persistent", "pretrained_checkpoint",
+                      "retro_", "biencoder_", "ict_", "vision_", "img_", "patch_", "classes_", "dino_",
+                      "head_lr", "swin_", "mask_", "titles_", "query_", "evidence_", "indexer_", "block_data",
+                      "embedding_path", "bert_", "t5_", "use_one_sent", "short_seq", "reranker", "sft",
+                      "q_lora", "qk_head", "qk_pos", "v_head", "mscale", "original_max", "beta_", "cuda_graph",
+                      "external_cuda_graph", "te_", "use_te", "fp32_residual", "apply_residual",
+                      "openai_gelu", "squared_relu", "onnx_", "use_pytorch_profiler", "record_memory",
+                      "memory_snapshot", "nvtx_", "barrier_", "decrease_batch_size", "global_batch_size_",
+                      "world_size_", "lazy_mpu", "use_ring_exchange", "ddp_average", "ddp_num_buckets",
+                      "ddp_pad", "delay_wgrad", "overlap_param_gather_with", "align_", "use_custom_fsdp_",
+                      "suggested_communication", "check_weight_hash", "run_workload", "exp_avg", "main_grads",
+                      "main_params", "use_precision_aware", "store_param_remainders", "mamba_", "hybrid_",
+                      "spec", "use_legacy_static", "download_", "cache_", "hf_", "trust_remote", "legacy_",
+                      "moe_router_force", "moe_router_topk_scaling", "expert_", "disable_", "attention_backend_",
+                      "replication", "sharp", "nccl_", "high_priority", "use_sharp", "ub_", "fim_", "wgrad_",
+                      "tiktoken_", "special_tokens", "image_tag", "inprocess_", "timers", "heterogeneous_",
+                      "short_", "pipeline_model_parallel_split_rank", "use_mp_args", "use_flash_attn_",
+                      "async_tensor", "kitchen_", "muon_", "optimizer_", "overlap_moe", "rl_", "grpo_")
+NO_EFFECT = {"bf16", "fp16", "fp8", "iteration", "consumed_train_samples", "consumed_valid_samples",
+             "skipped_train_samples", "padded_vocab_size", "world_size", "data_parallel_size", "swiglu",
+             "group_query_attention", "untie_embeddings_and_output_weights", "transformer_impl",
+             "use_legacy_models", "use_mcore_models", "use_flash_attn", "attention_backend", "optimizer",
+             "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_activations",
+             "checkpoint_activations", "distribute_saved_activations", "distribute_checkpointed_activations",
+             "checkpoint_num_layers", "use_distributed_optimizer", "use_torch_fsdp2", "use_custom_fsdp",
+             "use_megatron_fsdp", "data_parallel_sharding_strategy", "overlap_grad_reduce",
+             "overlap_param_gather", "tp_comm_overlap", "ddp_bucket_size", "sequence_parallel",
+             "virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage",
+             "num_virtual_stages_per_pipeline_rank", "micro_batch_size", "global_batch_size", "num_layers",
+             "encoder_num_layers", "decoder_num_layers", "hidden_size", "num_attention_heads", "num_query_groups",
+             "ffn_hidden_size", "kv_channels", "seq_length", "vocab_size", "num_experts", "moe_router_topk",
+             "moe_ffn_hidden_size", "moe_expert_capacity_factor", "tensor_model_parallel_size",
+             "pipeline_model_parallel_size", "context_parallel_size", "expert_model_parallel_size",
+             "expert_tensor_parallel_size", "cp_comm_type", "deepspeed", "zero_stage", "deepspeed_config",
+             "tokenizer_type", "tokenizer_model", "use_dist_ckpt", "no_load_optim", "exit_on_missing_checkpoint",
+             "num_layers_per_stage", "hidden_act", "activation_func", "dataloader_type", "bias_activation_fusion",
+             "qk_layernorm", "test_mode", "model_name", "use_rope_scaling", "rotary_base", "rotary_percent",
+             "rotary_interleaved", "rotary_seq_len_interpolation_factor", "position_embedding_type",
+             "add_qkv_bias", "train_samples", "train_iters", "log_interval", "eval_interval", "eval_iters",
+             "save_interval", "micro_batch_size_per_gpu", "adam_beta1", "adam_beta2", "adam_eps", "init_method_std",
+             "clip_grad", "weight_decay", "lr", "min_lr", "lr_decay_style", "lr_warmup_fraction", "lr_warmup_iters",
+             "lr_decay_iters", "split", "data_path", "vocab_file", "merge_file", "mock_data", "distributed_backend",
+             "moe_grouped_gemm", "moe_token_dispatcher_type", "moe_aux_loss_coeff", "moe_router_load_balancing_type",
+             "batch_size", "clone_scatter_output_in_embedding", "cross_entropy_loss_fusion",
+             "defer_embedding_wgrad_compute", "delay_grad_reduce", "delay_param_gather", "deprecated_use_mcore_models",
+             "end_weight_decay", "start_weight_decay", "logging_level", "max_tokens_to_oom", "mmap_bin_files",
+             "num_channels", "num_classes", "output_bert_embeddings", "override_opt_param_scheduler",
+             "rampup_batch_size", "s3_cache_path", "sample_rate", "scatter_gather_tensors_in_pipeline",
+             "vocab_extra_ids", "model_parallel_size", "adlr_autoresume", "adlr_autoresume_interval",
+             "app_tag_run_name", "app_tag_run_version", "retriever_report_topk_accuracies", "retriever_score_scaling",
+             "retriever_seq_length", "standalone_embedding_stage", "num_key_value_heads"}
+KNOWN_HF_VOCABS = ((r"llama-?3", 128256), (r"llama-?2", 32000), (r"mixtral|mistral-7b", 32000), (r"gpt-?2", 50257),
+                   (r"qwen2", 151936), (r"deepseek-v3", 129280))
+
+
+def known(name: str) -> bool:
+    return name in NO_EFFECT or name in UNSUPPORTED or name.startswith(NO_EFFECT_PREFIXES)
+
+
+def supports(path: str) -> bool:
+    """Whether the scenario file has field ``path`` (sections grow as other parts land)."""
+    from pydantic import BaseModel
+
+    from clustersim.scenario import ScenarioFile
+    model: Any = ScenarioFile
+    for part in path.split("."):
+        fields = getattr(model, "model_fields", {})
+        if part not in fields:
+            return False
+        ann = fields[part].annotation
+        model = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)),
+                     None)
+    return True
+
+
+@dataclass
+class MappedScenario:
+    scenario: dict[str, Any]
+    framework: str
+    unknown: list[str]
+    notes: list[str]
+
+
+def matching_preset(model: dict[str, Any]) -> str | None:
+    """The model preset these fields describe exactly, if any (it names the imported model)."""
+    from clustersim.scenario import model_from_fields
+    from clustersim.workload.presets import MODEL_PRESETS
+    try:
+        spec = model_from_fields("x", model)
+    except (KeyError, TypeError):
+        return None
+    for name, fields in MODEL_PRESETS.items():
+        if model_from_fields("x", fields) == spec:
+            return name
+    return None
+
+
+def framework_of(a: MegatronArgs) -> str:
+    """megatron-core, unless the arguments say the legacy model or no Transformer Engine ran
+    (megatron/training/arguments.py: --use-legacy-models, --transformer-impl local; logs from
+    before Megatron-Core have neither and run the legacy model)."""
+    v = a.values
+    if v.get("deepspeed") is True:
+        return "deepspeed"
+    if "use_legacy_models" in v:
+        legacy = bool(v["use_legacy_models"])
+    elif "use_mcore_models" in v:
+        legacy = not bool(v["use_mcore_models"])
+    elif "transformer_impl" in v:
+        legacy = False
+    else:
+        legacy = a.source == "arguments block"  # a log from before Megatron-Core
+    if v.get("transformer_impl") == "local" and not v.get("use_flash_attn"):
+        legacy = True
+    return "megatron-legacy" if legacy else "megatron-core"
+
+
+def _int(a: MegatronArgs, name: str, default: int | None = None) -> int | None:
+    v = a.get(name, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
+        raise InputError(f"--{name.replace('_', '-')}", v, "an integer")
+    return int(v)
+
+
+def _vocab(a: MegatronArgs, tp: int, notes: list[str]) -> int | None:
+    if a.get("padded_vocab_size"):
+        return _int(a, "padded_vocab_size")
+    raw = None
+    tok = str(a.get("tokenizer_type", ""))
+    if a.get("vocab_size"):
+        raw = _int(a, "vocab_size") + (1 if tok == "NullTokenizer" else 0)  # NullTokenizer adds an EOD token
+    elif tok == "GPT2BPETokenizer":
+        raw = 50257                                  # GPT-2 BPE: 50,257 tokens (HF gpt2 config.json vocab_size)
+    else:
+        name = str(a.get("tokenizer_model", "")).lower()
+        raw = next((v for pat, v in KNOWN_HF_VOCABS if re.search(pat, name)), None)
+    if raw is None:
+        return None
+    multiple = (_int(a, "make_vocab_size_divisible_by", 128) or 128) * tp
+    padded = math.ceil(raw / multiple) * multiple    # megatron/training/tokenizer: _vocab_size_with_padding
+    notes.append(f"vocabulary {raw} padded to {padded} (multiple of make_vocab_size_divisible_by x tp)")
+    return padded
+
+
+def _recompute(a: MegatronArgs, layers: int, pp: int, notes: list[str]) -> dict[str, Any]:
+    gran = a.get("recompute_granularity")
+    if a.get("recompute_activations"):
+        gran = "selective"
+    if a.get("checkpoint_activations") and gran is None:      # Megatron-LM 2021: every layer, full
+        gran = "full"
+    if gran in (None, "None"):
+        return {"recompute": "none"}
+    if gran == "selective":
+        return {"recompute": "selective"}
+    if gran != "full":
+        raise InputError("--recompute-granularity", gran, "full or selective")
+    method = a.get("recompute_method") or "uniform"
+    n = _int(a, "recompute_num_layers", 1) or 1
+    per_stage = math.ceil(layers / pp)
+    # uniform: every layer recomputed, in groups of n; block: the first n layers of each stage
+    # (megatron/core/transformer/transformer_block.py _checkpointed_forward)
+    if method == "uniform" and n > 1 and supports("parallel.recompute_method"):
+        return {"recompute": "full", "recompute_method": "uniform", "recompute_num_layers": min(n, per_stage)}
+    if method == "uniform" or n >= per_stage:
+        return {"recompute": "full"}
+    if supports("parallel.recompute_method"):
+        return {"recompute": "full", "recompute_method": "block", "recompute_num_layers": n}
+    raise InputError("--recompute-method", f"block with --recompute-num-layers {n} of {per_stage} layers per stage",
+                     "uniform, or block covering every layer of a stage (partial recompute is not modelled yet)")
+
+
+def _zero_stage(a: MegatronArgs) -> int:
+    if a.get("use_torch_fsdp2"):
+        return 3
+    if a.get("use_custom_fsdp") or a.get("use_megatron_fsdp"):
+        return {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(
+            str(a.get("data_parallel_sharding_strategy", "optim_grads_params")), 3)
+    if a.values.get("deepspeed") and a.get("zero_stage") is not None:   # Megatron-DeepSpeed
+        return int(a.get("zero_stage"))
+    return 1 if a.get("use_distributed_optimizer") else 0
+
+
+def _dtype(a: MegatronArgs) -> str:
+    if a.get("fp8") not in (None, False, "None"):
+        return "fp8"
+    if a.get("bf16"):
+        return "bf16"
+    if a.get("fp16"):
+        return "fp16"
+    return "fp32"
+
+
+def _check_unsupported(a: MegatronArgs, num_layers: int, ffn: int | None) -> None:
+    for name, (what, neutral) in UNSUPPORTED.items():
+        if name not in a.values:
+            continue
+        value = a.values[name]
+        if name == "moe_shared_expert_intermediate_size" and supports("model.moe.shared_experts"):
+            continue
+        if not neutral(value):
+            raise InputError(f"--{name.replace('_', '-')}", value,
+                             f"its neutral value: it sets {what}, which clustersim does not model yet")
+    kv = a.get("kv_channels")
+    hidden, heads = a.get("hidden_size"), a.get("num_attention_heads")
+    if kv and hidden and heads and kv * heads != hidden and not a.get("multi_latent_attention"):
+        raise InputError("--kv-channels", kv, f"hidden_size / num_attention_heads = {hidden // heads} "
+                         "(clustersim derives the head size from them)")
+
+
+def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, name: str) -> MappedScenario:
+    """The scenario dict these arguments describe; InputError names what is missing or unsupported."""
+    from clustersim.hardware.load import describe, list_clusters
+    notes: list[str] = []
+    layers = _int(a, "num_layers") or _int(a, "decoder_num_layers") or _int(a, "encoder_num_layers")
+    for what, value, flag in (("the layer count", layers, "--num-layers"),
+                              ("the hidden size", a.get("hidden_size"), "--hidden-size"),
+                              ("the attention heads", a.get("num_attention_heads"), "--num-attention-heads"),
+                              ("the sequence length", a.get("seq_length") or a.get("encoder_seq_length"),
+                               "--seq-length")):
+        if value is None:
+            raise InputError(flag, None, f"{what} (the arguments do not say it); add it to the file")
+    assert layers is not None
+    tp = _int(a, "tensor_model_parallel_size") or _int(a, "model_parallel_size", 1) or 1
+    pp = _int(a, "pipeline_model_parallel_size", 1) or 1
+    cp = _int(a, "context_parallel_size", 1) or 1
+    ep = _int(a, "expert_model_parallel_size", 1) or 1
+    hidden = _int(a, "hidden_size")
+    heads = _int(a, "num_attention_heads")
+    swiglu = bool(a.get("swiglu"))
+    ffn = _int(a, "ffn_hidden_size")
+    if ffn is None:  # megatron/training/arguments.py validate_args
+        ffn = int((4 * hidden * 2 / 3) / 64) * 64 if swiglu else 4 * hidden
+    _check_unsupported(a, layers, ffn)
+    model: dict[str, Any] = {"layers": layers, "hidden": hidden, "heads": heads,
+                             "ffn_hidden": ffn, "ffn_act": "swiglu" if swiglu else "gelu",
+                             "seq_len": _int(a, "seq_length") or _int(a, "encoder_seq_length"),
+                             "tie_embeddings": not bool(a.get("untie_embeddings_and_output_weights"))}
+    if a.get("group_query_attention") and a.get("num_query_groups"):
+        model["kv_heads"] = _int(a, "num_query_groups")
+    elif a.get("num_key_value_heads") and a.get("num_key_value_heads") != heads:   # Megatron-DeepSpeed's GQA
+        model["kv_heads"] = _int(a, "num_key_value_heads")
+    vocab = _vocab(a, tp, notes)
+    if vocab is None:
+        raise InputError("model.vocab", None, "the (padded) vocabulary size: the arguments name no vocabulary "
+                         "size clustersim knows; pass --set model.vocab=N")
+    model["vocab"] = vocab
+    experts = _int(a, "num_experts")
+    if experts:
+        model["moe"] = {"experts": experts, "top_k": _int(a, "moe_router_topk", 2)}
+        moe_ffn = _int(a, "moe_ffn_hidden_size")
+        if moe_ffn and moe_ffn != ffn:
+            if supports("model.moe.expert_ffn_hidden"):
+                model["moe"]["expert_ffn_hidden"] = moe_ffn
+            else:
+                model["ffn_hidden"] = moe_ffn      # every layer is MoE (moe_layer_freq 1): experts set the MLP
+        if a.get("moe_expert_capacity_factor") not in (None, "None") and supports("model.moe.capacity_factor"):
+            model["moe"]["capacity_factor"] = float(a.get("moe_expert_capacity_factor"))
+        shared = _int(a, "moe_shared_expert_intermediate_size")
+        if shared and supports("model.moe.shared_experts"):
+            model["moe"]["shared_experts"] = max(1, round(shared / (moe_ffn or ffn)))
+    etp = _int(a, "expert_tensor_parallel_size")
+    parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep,
+                                "sequence_parallel": bool(a.get("sequence_parallel")) and tp > 1,
+                                "micro_batch": _int(a, "micro_batch_size", 1) or 1,
+                                "zero_stage": _zero_stage(a),
+                                "overlap_grad_reduce": bool(a.get("overlap_grad_reduce")),
+                                "overlap_param_gather": bool(a.get("overlap_param_gather")),
+                                "tp_comm_overlap": bool(a.get("tp_comm_overlap"))}
+    if etp and etp != tp:
+        if not supports("parallel.expert_tp"):
+            raise InputError("--expert-tensor-parallel-size", etp, f"the tensor-parallel size ({tp}): clustersim "
+                             "does not model a separate expert TP yet")
+        parallel["expert_tp"] = etp
+    if a.get("cp_comm_type") not in (None, "p2p", ["p2p"]) and supports("parallel.cp_comm"):
+        parallel["cp_comm"] = a.get("cp_comm_type")
+    if a.get("ddp_bucket_size"):
+        parallel["dp_bucket_params"] = _int(a, "ddp_bucket_size")
+    parallel.update(_recompute(a, layers, pp, notes))
+    vpp = _int(a, "virtual_pipeline_model_parallel_size") or _int(a, "num_virtual_stages_per_pipeline_rank")
+    per_vstage = _int(a, "num_layers_per_virtual_pipeline_stage")
+    if not vpp and per_vstage:
+        vpp = layers // (pp * per_vstage)
+    if vpp and vpp > 1:
+        parallel.update(schedule="interleaved-1f1b", virtual_stages=vpp)
+    elif pp > 1:
+        parallel["schedule"] = "1f1b"
+    if a.get("rampup_batch_size") not in (None, "None"):
+        notes.append(f"batch-size ramp {a.get('rampup_batch_size')}: the scenario takes the final global batch")
+    training: dict[str, Any] = {"dtype": _dtype(a)}
+    opt = str(a.get("optimizer", "adam")).lower()
+    training["optimizer"] = "sgd" if opt == "sgd" else "adam"
+    if opt not in ("adam", "sgd", "adamw"):
+        notes.append(f"optimizer {opt} is priced as Adam")
+    backend = str(a.get("attention_backend", "")).lower()
+    if a.get("use_flash_attn") or backend.endswith("flash"):
+        training["attention"] = "flash"
+    elif backend.endswith("unfused") or backend.endswith("local"):
+        training["attention"] = "standard"
+    # cluster and size of the job
+    world = _int(a, "world_size")
+    if world is None and a.launcher.get("nproc_per_node") and a.launcher.get("nnodes"):
+        nn = a.launcher["nnodes"]
+        if isinstance(nn, str) and ":" in nn:
+            nn = int(nn.split(":")[-1])
+        world = int(a.launcher["nproc_per_node"]) * int(nn)
+    if cluster is None:
+        raise InputError("--cluster", None, "the cluster preset the job ran on (the arguments never name the GPU "
+                         f"type): one of {', '.join(list_clusters())}")
+    if cluster not in list_clusters():
+        raise InputError("--cluster", cluster, list_clusters())
+    gpn = int(describe("clusters", cluster)["gpus_per_node"])
+    cluster_d: dict[str, Any] = {"preset": cluster}
+    if nodes is not None:
+        cluster_d["nodes"] = nodes
+        if world is not None and world != nodes * gpn and world < gpn and nodes == 1:
+            cluster_d["gpus_per_node"] = world
+    elif world is not None:
+        if world % gpn == 0:
+            cluster_d["nodes"] = world // gpn
+        elif world < gpn:
+            cluster_d.update(nodes=1, gpus_per_node=world)
+        else:
+            raise InputError("--nodes", None, f"the node count: the job ran {world} ranks, not a multiple of "
+                             f"{cluster}'s {gpn} GPUs per node")
+    else:
+        raise InputError("--nodes", None, "the node count of the job (the file says neither the world size nor "
+                         "torchrun's --nnodes and --nproc-per-node)")
+    world = world or cluster_d["nodes"] * cluster_d.get("gpus_per_node", gpn)
+    dp = _int(a, "data_parallel_size") or world // (tp * pp * cp)
+    parallel["dp"] = dp
+    gb = _int(a, "global_batch_size")
+    parallel["global_batch"] = gb if gb else parallel["micro_batch"] * dp
+    preset = matching_preset(model)
+    if preset:
+        model = {"name": preset, **model}
+    scenario = {"name": name, "framework": framework_of(a), "model": model, "cluster": cluster_d,
+                "parallel": parallel, "training": training}
+    unknown = sorted(n for n in a.values if not known(n))
+    if a.unresolved:
+        notes.append("flags with unresolved shell variables ignored: " + ", ".join(sorted(set(a.unresolved))))
+        for flag in a.unresolved:
+            dest = flag.replace("-", "_")
+            if dest in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "tensor_model_parallel_size",
+                        "pipeline_model_parallel_size", "micro_batch_size", "global_batch_size"):
+                raise InputError(f"--{flag}", "$...", "a number: its value is a shell variable the file does not set")
+    return MappedScenario(scenario, scenario["framework"], unknown, notes)

@@ -1,0 +1,78 @@
+"""A scenario -> the Megatron-LM launch that runs it (the inverse of megatron_args, for round trips
+and for users who start from clustersim).
+
+The flags are Megatron-LM's (megatron/training/arguments.py). The vocabulary is written as
+``--tokenizer-type NullTokenizer --vocab-size V-1 --make-vocab-size-divisible-by 1``: the null
+tokenizer adds one end-of-document token and the padding then changes nothing, so Megatron
+builds exactly the scenario's (already padded) vocabulary of V rows.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from clustersim.scenario import Scenario
+
+
+def megatron_flags(sc: Scenario) -> list[str]:
+    m, p, t = sc.model, sc.parallel, sc.training
+    flags = [f"--num-layers {m.layers}", f"--hidden-size {m.hidden}", f"--num-attention-heads {m.heads}",
+             f"--ffn-hidden-size {m.ffn_hidden}", f"--seq-length {m.seq_len}", f"--max-position-embeddings {m.seq_len}",
+             "--tokenizer-type NullTokenizer", f"--vocab-size {m.vocab - 1}", "--make-vocab-size-divisible-by 1"]
+    if m.kv_heads != m.heads:
+        flags += ["--group-query-attention", f"--num-query-groups {m.kv_heads}"]
+    if m.ffn_act == "swiglu":
+        flags.append("--swiglu")
+    if not m.tie_embeddings:
+        flags.append("--untie-embeddings-and-output-weights")
+    if m.is_moe:
+        flags += [f"--num-experts {m.moe_experts}", f"--moe-router-topk {m.moe_top_k}"]
+    flags += [f"--tensor-model-parallel-size {p.tp}", f"--pipeline-model-parallel-size {p.pp}",
+              f"--context-parallel-size {p.cp}", f"--expert-model-parallel-size {p.ep}",
+              f"--micro-batch-size {p.micro_batch}", f"--global-batch-size {p.global_batch}"]
+    if p.sequence_parallel:
+        flags.append("--sequence-parallel")
+    if p.virtual_stages > 1:
+        flags.append(f"--num-virtual-stages-per-pipeline-rank {p.virtual_stages}")
+    if p.recompute == "selective":
+        flags.append("--recompute-granularity selective")
+    elif p.recompute == "full":
+        flags += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
+    if p.zero_stage == 1:
+        flags.append("--use-distributed-optimizer")
+    elif p.zero_stage in (2, 3):
+        strategy = "optim_grads" if p.zero_stage == 2 else "optim_grads_params"
+        flags += ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy}"]
+    for on, flag in ((p.overlap_grad_reduce, "--overlap-grad-reduce"), (p.overlap_param_gather, "--overlap-param-gather"),
+                     (p.tp_comm_overlap, "--tp-comm-overlap")):
+        if on:
+            flags.append(flag)
+    if p.dp_bucket_params:
+        flags.append(f"--ddp-bucket-size {p.dp_bucket_params}")
+    flags.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid"}.get(t.dtype, ""))
+    if t.optimizer == "sgd":
+        flags.append("--optimizer sgd")
+    if sc.framework.name == "megatron-legacy":
+        flags += ["--use-legacy-models", "--transformer-impl local"]
+        if t.attention == "flash":
+            flags.append("--use-flash-attn")
+    else:
+        flags.append("--transformer-impl transformer_engine")
+        if t.attention != sc.framework.attention:
+            flags.append(f"--attention-backend {'flash' if t.attention == 'flash' else 'unfused'}")
+    return [f for f in flags if f]
+
+
+def megatron_command(sc: Scenario, script: str = "pretrain_gpt.py") -> str:
+    """``torchrun --nproc-per-node G --nnodes N pretrain_gpt.py FLAGS`` with one flag per line."""
+    c = sc.cluster
+    head = f"torchrun --nproc-per-node {c.gpus_per_node} --nnodes {c.num_nodes} {script}"
+    return " \\\n    ".join([head, *megatron_flags(sc)]) + "\n"
+
+
+def cluster_overrides(data: dict[str, Any]) -> list[str]:
+    """``--set`` assignments for the scenario's cluster section beyond preset and nodes (fabrics,
+    NICs: a Megatron command line cannot carry them)."""
+    c = data.get("cluster") or {}
+    return [f"cluster.{k}={shlex.quote(str(v))}" for k, v in sorted(c.items()) if k not in ("preset", "nodes")]

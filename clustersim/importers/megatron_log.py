@@ -1,0 +1,66 @@
+"""`clustersim import megatron-log FILE`: a Megatron-LM training log -> scenario + measured step.
+
+The scenario comes from the log's ``arguments`` block (clustersim.importers.megatron_args), the
+step times from its iteration lines. Megatron-LM prints one line per ``--log-interval``
+iterations (megatron/training/training.py, training_log):
+
+    [2024-06-01 12:00:00.123456] iteration      100/    5000 | consumed samples: ... |
+    elapsed time per iteration (ms): 12345.6 | throughput per GPU (TFLOP/s/GPU): 412.3 | ...
+    | global batch size:   512 | lm loss: ... |
+
+The timestamp arrived in 2024, "consumed samples" in 2021, the throughput field with
+--log-throughput; Megatron-DeepSpeed prints the same fields. Each line's elapsed time is the
+mean over the iterations since the previous line (timers('interval-time')).
+"""
+
+from __future__ import annotations
+
+import re
+
+from clustersim.errors import InputError
+from clustersim.importers.common import ImportResult, clean_lines, gpu_preset_in, steady_state
+from clustersim.importers.megatron_args import parse_args_block, scenario_from_args
+
+# megatron/training/training.py training_log: ' iteration {:8d}/{:8d} |' ... ' elapsed time per
+# iteration (ms): {:.1f} |' ... ' global batch size: {:5d} |'
+ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*?)elapsed time per iteration \(ms\):\s*([\d.]+)")
+GLOBAL_BATCH = re.compile(r"global batch size:\s*(\d+)")
+TFLOPS = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*([\d.]+)|TFLOPs:\s*([\d.]+)")
+
+
+def iteration_times(text: str) -> tuple[list[tuple[int, float]], list[int]]:
+    """(iteration, step seconds) per iteration line, and the global batch sizes printed."""
+    points, batches = [], []
+    for line in clean_lines(text):
+        m = ITERATION.search(line)
+        if not m:
+            continue
+        points.append((int(m.group(1)), float(m.group(4)) / 1e3))
+        b = GLOBAL_BATCH.search(line)
+        if b:
+            batches.append(int(b.group(1)))
+    return points, batches
+
+
+def import_megatron_log(text: str, source: str, cluster: str | None = None, nodes: int | None = None) -> ImportResult:
+    args = parse_args_block(text)
+    points, batches = iteration_times(text)
+    if args is None and not points:
+        raise InputError("megatron-log", source, "a Megatron-LM training log: its `---- arguments ----` block "
+                         "and `iteration N/ M | ... | elapsed time per iteration (ms): X |` lines")
+    if args is None:
+        raise InputError("megatron-log", source, "a log with its `------------------------ arguments "
+                         "------------------------` block (Megatron-LM prints it at start-up on rank 0); "
+                         "this one has iteration lines only")
+    if not points:
+        raise InputError("megatron-log", source, "a log with `iteration N/ M | ... | elapsed time per iteration "
+                         "(ms): X |` lines (it has the arguments but no training iteration was logged)")
+    cluster = cluster or gpu_preset_in(text)
+    mapped = scenario_from_args(args, cluster, nodes, f"imported from {source}")
+    iterations, median = steady_state(points, "megatron-log")
+    steady_batches = [b for (it, _), b in zip(points, batches, strict=False) if it > iterations[0].iteration]
+    if steady_batches and steady_batches[-1] != mapped.scenario["parallel"]["global_batch"]:
+        mapped.notes.append(f"global batch {steady_batches[-1]} from the iteration lines (a batch-size ramp)")
+        mapped.scenario["parallel"]["global_batch"] = steady_batches[-1]
+    return ImportResult("megatron-log", source, mapped.framework, mapped.scenario, iterations, median,
+                        mapped.unknown, notes=mapped.notes)

@@ -1,0 +1,313 @@
+"""torchtitan: its TOML job config -> a scenario; its training log -> measured step times.
+
+Config (torchtitan/config/job_config.py before the 2026 move to Python registries; 2024 names in
+brackets): ``[model] name, flavor, converters``; ``[training] local_batch_size [batch_size],
+global_batch_size, seq_len, mixed_precision_param``; ``[parallelism]
+data_parallel_replicate_degree, data_parallel_shard_degree (-1 = the remaining ranks),
+tensor_parallel_degree, pipeline_parallel_degree, context_parallel_degree,
+expert_parallel_degree, pipeline_parallel_schedule, pipeline_parallel_microbatch_size``
+([training] data_parallel_degree, tensor_parallel_degree; [experimental]
+pipeline_parallel_degree); ``[activation_checkpoint] mode, selective_ac_option``; ``[compile]
+enable`` ([training] compile); ``[float8]`` / ``[quantize.linear.float8]``.
+
+Log (torchtitan/train.py, components/metrics.py): "Building llama3 8B with ModelArgs(dim=4096,
+n_layers=32, ...)" (a JSON dump in 2025), "Building N-D device mesh with ['dp_shard', 'tp'], [32,
+8]" or "Building device mesh with parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1", "CUDA
+capacity: NVIDIA H100 80GB HBM3 with 79.11GiB memory", and every ``metrics.log_freq`` steps
+
+    step: 10  loss:  9.1234  grad_norm: 1.2  memory: 42.17GiB(53.25%)  tps: 5,762  tflops: 334.84  mfu: 33.86%
+
+(``wps:`` before "tps" in 2024). tps is tokens per second per GPU over the steps since the last
+line: ``ntokens_since_last_log / (time_delta * non_data_parallel_size)`` (metrics.py), so one
+step takes ``global_batch * seq_len / (tps * world_size)`` seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from typing import Any
+
+from clustersim.errors import InputError
+from clustersim.importers.common import ImportResult, clean_lines, gpu_preset_in, steady_state
+from clustersim.importers.megatron_args import supports
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10: the same parser as the tomli package, if installed
+    try:
+        import tomli as tomllib
+    except ImportError:
+        tomllib = None
+
+# torchtitan/models/llama3/__init__.py (llama3_configs) and llama2: flavor -> clustersim preset
+FLAVORS = {("llama3", "8b"): "llama3-8b", ("llama3", "70b"): "llama3-70b", ("llama3", "405b"): "llama3-405b",
+           ("llama2", "7b"): "llama2-7b", ("llama2", "13b"): "llama2-13b", ("llama2", "70b"): "llama2-70b"}
+# torchtitan/models/llama3/__init__.py: "debugmodel": dim=256, n_layers=6, n_heads=16, vocab_size=2048
+DEBUG_MODEL = {"layers": 6, "hidden": 256, "heads": 16, "vocab": 2048, "ffn_act": "swiglu"}
+# pipelining schedules (torch/distributed/pipelining/schedules.py class names) -> scenario schedule
+SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved-1f1b",
+             "zbvzerobubble": "zb-v", "interleavedzerobubble": "zb-h1", "dualpipev": "dualpipe-v"}
+
+STEP = re.compile(r"\bstep:\s*(\d+)\s.*?\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?)")
+MESH_OLD = re.compile(r"Building \d+-D device mesh with \[([^\]]*)\],\s*\[([^\]]*)\]")
+MESH_NEW = re.compile(r"Building device mesh with parallelism:\s*(.*)")
+MODEL_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "multiple_of", "ffn_dim_multiplier",
+              "ffn_hidden_size", "hidden_dim")
+_KV = re.compile(r"[\"']?(" + "|".join(MODEL_KEYS) + r")[\"']?\s*[=:]\s*([-\d.e+]+|None|null)")
+
+
+def read_toml(text: str, source: str) -> dict[str, Any]:
+    if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
+        raise InputError("torchtitan-toml", source, "Python 3.11+ (tomllib) or `pip install tomli` to read TOML")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError("torchtitan-toml", source, f"a TOML job config ({exc})") from None
+    if not isinstance(data, dict) or "model" not in data and "training" not in data:
+        raise InputError("torchtitan-toml", source, "a torchtitan job config with [model] and [training] sections")
+    return data
+
+
+def _section(cfg: dict[str, Any], *names: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for n in names:
+        node: Any = cfg
+        for part in n.split("."):
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            out.update(node)
+    return out
+
+
+def llama_ffn(dim: int, multiple_of: int, multiplier: float | None) -> int:
+    """Llama's FeedForward width (torchtitan/models/llama3/model.py FeedForward.__init__):
+    int(2 * 4 * dim / 3), times ffn_dim_multiplier, rounded up to a multiple of multiple_of."""
+    hidden = int(2 * 4 * dim / 3)
+    if multiplier:
+        hidden = int(multiplier * hidden)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+def model_from_log(lines: list[str]) -> dict[str, Any] | None:
+    """Model fields from the "Building <model> <flavor> with ..." record of a torchtitan log."""
+    for i, line in enumerate(lines):
+        if "Building" in line and " with " in line and "mesh" not in line:
+            found: dict[str, str] = {}
+            for chunk in lines[i:i + 60]:
+                for k, v in _KV.findall(chunk):
+                    found.setdefault(k, v)
+            if "dim" in found and "n_layers" in found:
+                def num(k: str, found: dict[str, str] = found) -> float | None:
+                    v = found.get(k)
+                    return None if v in (None, "None", "null") else float(v)
+                dim, heads = int(num("dim")), int(num("n_heads") or 0)
+                fields: dict[str, Any] = {"layers": int(num("n_layers")), "hidden": dim, "heads": heads,
+                                          "ffn_act": "swiglu"}
+                if num("n_kv_heads"):
+                    fields["kv_heads"] = int(num("n_kv_heads"))
+                if num("vocab_size"):
+                    fields["vocab"] = int(num("vocab_size"))
+                ffn = num("ffn_hidden_size") or num("hidden_dim")
+                fields["ffn_hidden"] = int(ffn) if ffn else llama_ffn(dim, int(num("multiple_of") or 256),
+                                                                      num("ffn_dim_multiplier"))
+                return fields
+    return None
+
+
+def mesh_from_log(lines: list[str]) -> dict[str, int]:
+    for line in lines:
+        m = MESH_NEW.search(line)
+        if m:
+            return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))}
+        m = MESH_OLD.search(line)
+        if m:
+            names = [n.strip(" '\"") for n in m.group(1).split(",") if n.strip()]
+            dims = [int(d) for d in m.group(2).split(",") if d.strip()]
+            return dict(zip(names, dims, strict=False))
+    return {}
+
+
+def _degree(par: dict[str, Any], *keys: str, default: int = 1) -> int:
+    for k in keys:
+        if k in par:
+            return int(par[k])
+    return default
+
+
+def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int | None, model_fields:
+                       dict[str, Any] | None = None, mesh: dict[str, int] | None = None,
+                       name: str = "imported torchtitan job") -> tuple[dict[str, Any], list[str]]:
+    """(scenario dict, notes) of a torchtitan job config; InputError names what is missing."""
+    from clustersim.hardware.load import describe, list_clusters
+    notes: list[str] = []
+    model_cfg = _section(cfg, "model")
+    training = _section(cfg, "training")
+    par = {**_section(cfg, "training", "experimental"), **_section(cfg, "parallelism")}
+    mesh = mesh or {}
+    # model
+    mname, flavor = str(model_cfg.get("name", "")).lower(), str(model_cfg.get("flavor", "")).lower()
+    model: dict[str, Any]
+    if model_fields:
+        model = dict(model_fields)
+    elif (mname, flavor) in FLAVORS:
+        model = {"preset": FLAVORS[(mname, flavor)]}
+    elif flavor == "debugmodel":
+        model = dict(DEBUG_MODEL)
+    else:
+        raise InputError("model.flavor", f"{mname} {flavor}".strip() or None,
+                         f"a torchtitan model clustersim knows ({', '.join(f'{a} {b}' for a, b in FLAVORS)}, "
+                         "debugmodel), or a log that prints the model's arguments; else pass --set model.preset=...")
+    seq = training.get("seq_len")
+    if seq is None:
+        raise InputError("training.seq_len", None, "the sequence length: [training] seq_len in the TOML")
+    model["seq_len"] = int(seq)
+    # layout
+    tp = _degree(par, "tensor_parallel_degree") if "tensor_parallel_degree" in par else mesh.get("tp", 1)
+    pp = _degree(par, "pipeline_parallel_degree") if "pipeline_parallel_degree" in par else mesh.get("pp", 1)
+    cp = _degree(par, "context_parallel_degree") if "context_parallel_degree" in par else mesh.get("cp", 1)
+    ep = _degree(par, "expert_parallel_degree") if "expert_parallel_degree" in par else mesh.get("ep", 1)
+    replicate = _degree(par, "data_parallel_replicate_degree", default=mesh.get("dp_replicate", 1))
+    shard = _degree(par, "data_parallel_shard_degree", "data_parallel_degree", default=-1)
+    if shard == -1 and (mesh.get("dp_shard") or mesh.get("dp")):
+        shard = mesh.get("dp_shard") or mesh.get("dp")
+    if cluster is None:
+        raise InputError("--cluster", None, "the cluster preset the job ran on (the config does not name the GPU): "
+                         f"one of {', '.join(list_clusters())}")
+    if cluster not in list_clusters():
+        raise InputError("--cluster", cluster, list_clusters())
+    gpn = int(describe("clusters", cluster)["gpus_per_node"])
+    if shard == -1:
+        if nodes is None:
+            raise InputError("--nodes", None, "the node count: data_parallel_shard_degree is -1 (all remaining "
+                             "ranks) and the log shows no device mesh")
+        shard = nodes * gpn // (replicate * tp * pp * cp)
+    dp = replicate * shard
+    world = dp * tp * pp * cp
+    cluster_d: dict[str, Any] = {"preset": cluster}
+    if nodes is None:
+        if world % gpn == 0:
+            nodes = world // gpn
+        elif world < gpn:
+            nodes = 1
+            cluster_d["gpus_per_node"] = world
+        else:
+            raise InputError("--nodes", None, f"the node count: {world} ranks are not a multiple of {gpn}")
+    cluster_d["nodes"] = nodes
+    local = int(training.get("local_batch_size", training.get("batch_size", 8)))
+    gb = int(training.get("global_batch_size", -1) or -1)
+    global_batch = gb if gb > 0 else local * dp
+    micro = int(par.get("pipeline_parallel_microbatch_size", 1)) if pp > 1 else local
+    parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "ep": ep, "micro_batch": micro,
+                                "global_batch": global_batch, "sequence_parallel": tp > 1}
+    if str(par.get("data_parallel_type", "fsdp")).lower() == "ddp" or shard == 1:
+        parallel["zero_stage"] = 0
+    else:
+        parallel["zero_stage"] = 3
+        fsdp: dict[str, Any] = {"version": 2}
+        if replicate > 1:
+            fsdp["hsdp_replicas"] = replicate
+        if str(par.get("fsdp_reshard_after_forward", "default")) == "never":
+            fsdp["reshard_after_forward"] = False
+        if supports("parallel.fsdp"):
+            parallel["fsdp"] = fsdp
+    if pp > 1:
+        sched = str(par.get("pipeline_parallel_schedule", "1F1B")).lower().replace("_", "")
+        if sched not in SCHEDULES:
+            raise InputError("parallelism.pipeline_parallel_schedule", par.get("pipeline_parallel_schedule"),
+                             ", ".join(SCHEDULES))
+        parallel["schedule"] = SCHEDULES[sched]
+        if parallel["schedule"] == "interleaved-1f1b":
+            per_stage = par.get("pipeline_parallel_layers_per_stage")
+            layers = model.get("layers") or _preset_layers(model.get("preset"))
+            parallel["virtual_stages"] = max(2, layers // (pp * int(per_stage))) if per_stage else 2
+    # activation checkpointing
+    ac = _section(cfg, "activation_checkpoint")
+    mode = str(ac.get("mode", "selective")).lower()
+    if mode == "none":
+        parallel["recompute"] = "none"
+    elif mode == "full":
+        parallel["recompute"] = "full"
+    else:
+        option = str(ac.get("selective_ac_option", "op"))
+        if option == "op":
+            parallel["recompute"] = "selective-op" if _recompute_allows("selective-op") else "selective"
+        elif option.isdigit() and int(option) == 1:
+            parallel["recompute"] = "full"
+        elif option.isdigit():
+            if not supports("parallel.recompute_every"):
+                raise InputError("activation_checkpoint.selective_ac_option", option,
+                                 "op or 1: full recompute of every N-th layer is not modelled yet")
+            # torchtitan's layer-wise AC checkpoints every N-th block and leaves the others alone
+            # (torchtitan/distributed/activation_checkpoint.py _apply_ac_to_transformer_block)
+            parallel.update(recompute="none", recompute_every=int(option))
+        else:
+            raise InputError("activation_checkpoint.selective_ac_option", option, "op or a positive integer")
+    # precision
+    param = str(training.get("mixed_precision_param", "bfloat16")).lower()
+    dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(param, "bf16")
+    converters = [str(c).lower() for c in model_cfg.get("converters", [])]
+    if any("float8" in c for c in converters) or _section(cfg, "float8").get("enable_float8_linear"):
+        dtype = "fp8"
+    train: dict[str, Any] = {"dtype": dtype}
+    if _section(cfg, "compile").get("enable") or training.get("compile") is True:
+        train["compile"] = True
+        notes.append("torch.compile: element-wise ops priced as fused kernels; the compiler's own "
+                     "saved-tensor choices are not modelled")
+    scenario = {"name": name, "framework": "torchtitan", "model": model, "cluster": cluster_d,
+                "parallel": parallel, "training": train}
+    return scenario, notes
+
+
+def _preset_layers(preset: str | None) -> int:
+    from clustersim.workload.presets import MODEL_PRESETS
+    return int(MODEL_PRESETS.get(preset or "", {}).get("layers", 1))
+
+
+def _recompute_allows(value: str) -> bool:
+    from typing import get_args
+
+    from clustersim.scenario import ParallelSection
+    return value in get_args(ParallelSection.model_fields["recompute"].annotation)
+
+
+def step_times(lines: list[str], tokens_per_step: int, world: int) -> list[tuple[int, float]]:
+    """(step, seconds per step) from the step lines: global tokens / (tps x world size)."""
+    points = []
+    for line in lines:
+        m = STEP.search(line)
+        if m:
+            tps = float(m.group(2).replace(",", ""))
+            if tps > 0:
+                points.append((int(m.group(1)), tokens_per_step / (tps * world)))
+    return points
+
+
+def import_torchtitan_log(text: str, source: str, config_text: str | None, config_name: str,
+                          cluster: str | None = None, nodes: int | None = None) -> ImportResult:
+    lines = clean_lines(text)
+    if not any(STEP.search(line) for line in lines):
+        raise InputError("torchtitan-log", source, "a torchtitan training log with `step: N  loss: ...  tps: ...` "
+                         "lines")
+    cfg = read_toml(config_text, config_name) if config_text is not None else {}
+    if not cfg:
+        raise InputError("--config", None, "the job's TOML config (torchtitan logs do not print the batch size "
+                         "and sequence length)")
+    cluster = cluster or gpu_preset_in("\n".join(lines[:400]))
+    scenario, notes = scenario_from_toml(cfg, cluster=cluster, nodes=nodes, model_fields=model_from_log(lines),
+                                         mesh=mesh_from_log(lines), name=f"imported from {source}")
+    par = scenario["parallel"]
+    world = par["dp"] * par["tp"] * par["pp"] * par["cp"]
+    points = step_times(lines, par["global_batch"] * scenario["model"]["seq_len"], world)
+    iterations, median = steady_state(points, "torchtitan-log")
+    if not math.isfinite(median):
+        raise InputError("torchtitan-log", source, "finite tps values")
+    return ImportResult("torchtitan-log", f"{source} + {config_name}", "torchtitan", scenario, iterations, median,
+                        notes=notes)
+
+
+def import_torchtitan_toml(text: str, source: str, cluster: str | None, nodes: int | None) -> ImportResult:
+    cfg = read_toml(text, source)
+    scenario, notes = scenario_from_toml(cfg, cluster=cluster, nodes=nodes, name=f"imported from {source}")
+    return ImportResult("torchtitan-toml", source, "torchtitan", scenario, notes=notes)

@@ -1,0 +1,131 @@
+"""Buffers that hold memory besides states and activations: ZeRO-3/FSDP parameters and gradients
+in flight, gradient buckets, pipeline and sequence-parallel buffers (through PyTorch's caching
+allocator), and the CUDA context and NCCL buffers (outside it).
+
+ZeRO-3 as implemented (``parallel.fsdp.version`` 1 or 2, else the framework's own ZeRO-3):
+* the unit is one transformer layer (torchtitan ``fully_shard`` per block, FSDP1's
+  transformer auto-wrap, Megatron-FSDP and DeepSpeed per-module fetch); the embedding and the
+  output layer are units of their own (torchtitan/models/llama3/infra/parallelize.py apply_fsdp);
+* forward and backward hold the unit being computed and ``prefetch`` units gathered ahead,
+  unsharded in the compute dtype (FSDP2 implicit forward prefetch and explicit backward
+  prefetch of one unit: torch/distributed/fsdp/_fully_shard/_fsdp_state.py; FSDP1
+  BACKWARD_PRE and limit_all_gathers' two in-flight all-gathers);
+* the backward also holds one unit's unsharded gradients (compute dtype) and the
+  reduce-scatter input in the reduction dtype (FSDP2 ``foreach_reduce`` casts to
+  ``reduce_dtype`` = fp32 in torchtitan; torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py);
+* without ``reshard_after_forward`` every unit of the stage stays unsharded from its forward to
+  its backward; torchtitan turns it off under pipeline parallelism (apply_fsdp:
+  ``reshard_after_forward = not pp_enabled``) and keeps its [norm, output] unit unsharded after
+  forward; under PP it syncs gradients only on the last backward
+  (torch/distributed/pipelining/stage.py ``set_requires_gradient_sync(last_backward)``), so the
+  stage's unsharded gradients accumulate in the reduction dtype (FSDP2
+  ``unsharded_accumulated_grad``, torch/distributed/fsdp/_fully_shard/_fsdp_param.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+from clustersim.compute.dtypes import activation_bytes
+from clustersim.compute.layer import layer_params_per_gpu
+from clustersim.frameworks import FrameworkSpec
+from clustersim.parallel.layout import ParallelLayout
+from clustersim.units import MiB
+from clustersim.workload.model_spec import ModelSpec
+
+# CUDA context + loaded kernels of a PyTorch process: about 0.5 GiB on A100/H100 (what nvidia-smi
+# shows for a process that has only initialised CUDA; PyTorch docs, "CUDA semantics - memory
+# management": the context is not counted by memory_allocated). Taken as 512 MiB.
+CUDA_CONTEXT_BYTES = 512 * MiB
+# cuBLAS / cuBLASLt workspaces: PyTorch allocates 32 MiB per handle on Hopper (4 MiB x 8 before,
+# CUBLAS_WORKSPACE_CONFIG default ":4096:8"), Transformer Engine 32 MiB for sm90 (4 MiB otherwise);
+# two handles (PyTorch + TE) -> 64 MiB. Allocated through the caching allocator.
+CUBLAS_WORKSPACE_BYTES = 64 * MiB
+# NCCL: every communicator allocates per channel a receive buffer per protocol; NCCL_BUFFSIZE is 4 MiB
+# by default (NCCL docs, environment variables, NCCL_BUFFSIZE) for the Simple protocol, LL128 about
+# the same. With 16 channels: 16 x 2 x 4 MiB = 128 MiB per communicator the rank belongs to.
+NCCL_BYTES_PER_COMMUNICATOR = 16 * 2 * 4 * MiB
+
+
+def communicators(layout: ParallelLayout) -> int:
+    """Process groups with more than one rank that a GPU belongs to (tp, pp, dp, cp, ep; HSDP
+    splits the data-parallel group into a shard and a replicate group)."""
+    groups = sum(1 for n in (layout.tp, layout.pp, layout.dp, layout.cp, layout.ep) if n > 1)
+    if layout.zero_stage == 3 and layout.hsdp_replicas > 1 and layout.dp // layout.hsdp_replicas > 1:
+        groups += 1
+    return groups
+
+
+def nccl_buffer_bytes(layout: ParallelLayout) -> int:
+    return communicators(layout) * NCCL_BYTES_PER_COMMUNICATOR
+
+
+def zero3_impl(layout: ParallelLayout, framework: FrameworkSpec | None) -> str:
+    if layout.fsdp_version == 1:
+        return "fsdp1"
+    if layout.fsdp_version == 2:
+        return "fsdp2"
+    return framework.zero3 if framework else "megatron-fsdp"
+
+
+def _reduce_bytes(dtype: str, framework: FrameworkSpec | None) -> int:
+    if dtype == "fp32" or framework is None or framework.grad_reduce_dtype == "fp32":
+        return 4
+    return 2
+
+
+def zero3_in_flight_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int,
+                          first: bool, last: bool, framework: FrameworkSpec | None) -> tuple[float, float]:
+    """ZeRO-3 / FSDP: (unsharded parameters in flight, unsharded gradients and reduce-scatter
+    input alive during a backward) (module docstring)."""
+    wb = activation_bytes(dtype)                 # gathered in the compute dtype (fp8 runs keep bf16 copies)
+    rb = _reduce_bytes(dtype, framework)
+    layer = layer_params_per_gpu(model, layout.tp, layout.ep)
+    vocab_unit = math.ceil(model.vocab / layout.tp) * model.hidden
+    units = [layer] * (stage_layers > 0) + [vocab_unit] * (first or last)
+    unit = max(units, default=0)
+    torchtitan_pp = zero3_impl(layout, framework) == "fsdp2" and framework is not None \
+        and framework.name == "torchtitan" and layout.pp > 1
+    stage_units = layer * stage_layers + vocab_unit * (int(first) + int(last))
+    if layout.reshard_after_forward and not torchtitan_pp:
+        params = (1 + layout.fsdp_prefetch) * unit * wb
+        if last and zero3_impl(layout, framework) == "fsdp2":
+            params += vocab_unit * wb            # the [norm, output] unit is not resharded after forward
+    else:
+        params = stage_units * wb
+    grads = unit * (wb + rb)                     # one unit's unsharded gradients and its reduce-scatter input
+    if torchtitan_pp and layout.num_micro_batches > 1:
+        params += stage_units * rb               # gradients accumulate unsharded until the last backward
+    return params, grads
+
+
+def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool = False,
+                 last: bool = False, framework: FrameworkSpec | None = None) -> tuple[float, float]:
+    """Allocator-side buffers of one GPU: (held through the step's peak: SP gather buffer, PP
+    send/recv tensors, ZeRO-2 buckets, ZeRO-3 parameters in flight; alive only during a
+    backward: ZeRO-3 unsharded gradients and reduce-scatter input)."""
+    a_b = activation_bytes(dtype)
+    tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
+    sp = layout.sequence_parallel and layout.tp > 1
+    total = 0.0
+    if sp:
+        total += tokens * model.hidden * a_b            # Megatron's global buffer for the gathered input
+    if layout.pp > 1:
+        total += 2 * tokens * model.hidden * a_b / (layout.tp if sp else 1)   # one send + one recv tensor
+    if layout.zero_stage == 2:
+        # gradient buckets reduce-scattered from an unsharded bucket in the reduction dtype, two in
+        # flight: Megatron-Core max(40M, 1M x dp) parameters (distributed_data_parallel_config.py
+        # bucket_size), DeepSpeed reduce_bucket_size 5e8 (frameworks.yaml zero_bucket_params)
+        bucket = layout.dp_bucket_params or (framework.zero_bucket_params if framework else 0) \
+            or max(40_000_000, 1_000_000 * layout.dp)
+        stage = layer_params_per_gpu(model, layout.tp, layout.ep) * max(1, stage_layers)
+        total += 2 * min(bucket, stage) * _reduce_bytes(dtype, framework)
+    backward = 0.0
+    if layout.zero_stage >= 3:
+        params, backward = zero3_in_flight_bytes(model, layout, dtype, stage_layers, first, last, framework)
+        total += params
+    return total, backward
+
+
+__all__ = ["CUBLAS_WORKSPACE_BYTES", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "buffer_bytes",
+           "communicators", "nccl_buffer_bytes", "zero3_impl", "zero3_in_flight_bytes"]

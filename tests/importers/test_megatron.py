@@ -1,0 +1,182 @@
+"""Megatron-LM logs and command lines -> scenarios: real formats, steady state, bad input."""
+
+import json
+
+import pytest
+
+from clustersim.cli import main
+from clustersim.errors import InputError
+from clustersim.importers import finish, import_text
+from clustersim.scenario import scenario_from_dict
+from validation.logs.formats import megatron_log
+
+ARGS_16B = {"num_layers": 32, "hidden_size": 6144, "num_attention_heads": 48, "seq_length": 4096,
+            "max_position_embeddings": 4096, "padded_vocab_size": 131072, "tensor_model_parallel_size": 4,
+            "world_size": 192, "data_parallel_size": 48, "global_batch_size": 192, "sequence_parallel": True,
+            "use_distributed_optimizer": True, "overlap_grad_reduce": True, "overlap_param_gather": True,
+            "tp_comm_overlap": True, "ffn_hidden_size": 24576, "kv_channels": 128, "num_query_groups": 48,
+            "untie_embeddings_and_output_weights": True}
+
+
+def _run(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def test_log_import_json_keys_and_steady_state(tmp_path, capsys):
+    """Rank prefixes, timestamps, a warning and a traceback between lines; the first iteration
+    (warm-up) and the interval that saved a checkpoint (outlier) are dropped."""
+    log = tmp_path / "train.log"
+    log.write_text(megatron_log(ARGS_16B, 1.2345, prefix_args="[rank0]: ", prefix_iter="[rank191]: "))
+    out = tmp_path / "scenario.yaml"
+    code, stdout, _ = _run(["import", "megatron-log", str(log), "--cluster", "dgx-h100", "--out", str(out), "--json"],
+                           capsys)
+    assert code == 0
+    doc = json.loads(stdout)
+    assert {"scenario", "measured_step_time_s", "iterations"} <= set(doc)
+    sc = doc["scenario"]
+    assert sc["framework"] == "megatron-core" and sc["cluster"] == {"preset": "dgx-h100", "nodes": 24}
+    assert sc["model"]["name"] == "megatron-core-16b"  # the fields match the preset exactly
+    p = sc["parallel"]
+    assert (p["tp"], p["pp"], p["dp"], p["global_batch"], p["zero_stage"]) == (4, 1, 48, 192, 1)
+    assert p["sequence_parallel"] and p["tp_comm_overlap"] and p["recompute"] == "none"
+    dropped = {i["iteration"]: i["dropped"] for i in doc["iterations"] if i["dropped"]}
+    assert dropped == {1: "warm-up", 60: "outlier (> 3 MADs from the median)"}
+    steady = [i["step_time_s"] for i in doc["iterations"] if i["steady"]]
+    assert len(steady) == 9 and doc["measured_step_time_s"] == pytest.approx(1.2345, rel=0.01)
+    assert doc["unknown_args"] == []
+    from clustersim.scenario import load_scenario
+    assert load_scenario(out).parallel.dp == 48
+
+
+def test_legacy_log_and_unknown_flags(tmp_path):
+    args = {**ARGS_16B, "use_legacy_models": True, "transformer_impl": "local", "some_new_flag_2030": 7,
+            "recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+    res = import_text("megatron-log", megatron_log(args, 2.0), "x.log", cluster="dgx-h100")
+    assert res.framework == "megatron-legacy" and res.scenario["parallel"]["recompute"] == "full"
+    assert res.unknown == ["some_new_flag_2030"]
+
+
+@pytest.mark.parametrize("flag, value", [("pipeline_model_parallel_layout", "'Et*2|t*3|L'"),
+                                         ("decoder_first_pipeline_num_layers", 3), ("mtp_num_layers", 1),
+                                         ("moe_layer_freq", "[0]*3+[1]*29")])
+def test_unmappable_layout_or_model_flag_is_named(flag, value, tmp_path, capsys):
+    log = tmp_path / "x.log"
+    log.write_text(megatron_log({**ARGS_16B, flag: value}, 1.0))
+    code, _, err = _run(["import", "megatron-log", str(log), "--cluster", "dgx-h100"], capsys)
+    assert code == 2 and f"--{flag.replace('_', '-')}" in err
+
+
+def test_missing_cluster_names_the_option(tmp_path, capsys):
+    log = tmp_path / "x.log"
+    log.write_text(megatron_log(ARGS_16B, 1.0))
+    code, _, err = _run(["import", "megatron-log", str(log)], capsys)
+    assert code == 2 and "--cluster" in err and "dgx-h100" in err
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda t: t.split("iteration        1/")[0], "no training iteration"),                    # truncated
+    (lambda t: "\n".join(line for line in t.splitlines() if "iteration" not in line), "no training iteration"),
+    (lambda t: "\n".join(line for line in t.splitlines() if "arguments" not in line and "....." not in line),
+     "arguments"),                                                                             # no args block
+    (lambda t: "# nThread 1 nGpus 8\n   1024  256 float sum -1 12.1 0.08 0.15 0 12.0 0.08 0.15 0\n",
+     "Megatron-LM training log"),                                                              # another tool
+])
+def test_bad_logs_exit_2_and_write_nothing(make, expected, tmp_path, capsys):
+    log = tmp_path / "x.log"
+    log.write_text(make(megatron_log(ARGS_16B, 1.0)))
+    out = tmp_path / "never.yaml"
+    code, _, err = _run(["import", "megatron-log", str(log), "--cluster", "dgx-h100", "--out", str(out)], capsys)
+    assert code == 2 and expected in err and not out.exists()
+
+
+COMMAND = """#!/bin/bash
+GPUS_PER_NODE=8
+NUM_NODES=4
+DISTRIBUTED_ARGS=(--nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES --master_addr $MASTER_ADDR)
+GPT_MODEL_ARGS=(
+    --num-layers 32          # Llama-3 8B
+    --hidden-size 4096
+    --num-attention-heads 32
+    --group-query-attention --num-query-groups 8
+    --ffn-hidden-size 14336 --swiglu
+    --seq-length 8192 --max-position-embeddings 8192
+    --untie-embeddings-and-output-weights
+    --tokenizer-type HuggingFaceTokenizer --tokenizer-model meta-llama/Meta-Llama-3-8B
+)
+torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py ${GPT_MODEL_ARGS[@]} \\
+    --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel \\
+    --micro-batch-size 1 --global-batch-size 128 --bf16 --use-distributed-optimizer \\
+    --recompute-activations --lr 3e-4 --data-path $DATA --future-flag-of-2031
+"""
+
+
+def test_command_line_script_with_variables_and_arrays():
+    res = finish(import_text("megatron-args", COMMAND, "train.sh", cluster="dgx-h100"), [])
+    sc = res.scenario
+    assert sc["cluster"] == {"preset": "dgx-h100", "nodes": 4}
+    assert sc["model"]["kv_heads"] == 8 and sc["model"]["ffn_act"] == "swiglu" and not sc["model"]["tie_embeddings"]
+    assert sc["model"]["vocab"] == 128256  # Llama-3 tokenizer; already a multiple of 128 x tp = 256
+    p = sc["parallel"]
+    assert (p["tp"], p["pp"], p["dp"], p["recompute"], p["zero_stage"]) == (2, 2, 8, "selective", 1)
+    assert res.unknown == ["future_flag_of_2031"]
+    scenario_from_dict(sc)
+
+
+def test_args_from_stdin(capsys, monkeypatch):
+    import io
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(COMMAND.encode())))
+    code, stdout, err = _run(["import", "megatron-args", "-", "--cluster", "dgx-h100", "--json"], capsys)
+    assert code == 0 and json.loads(stdout)["scenario"]["parallel"]["pp"] == 2 and "future_flag_of_2031" in err
+
+
+def test_command_line_without_world_size_needs_nodes():
+    text = "python pretrain_gpt.py --num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 " \
+           "--vocab-size 32000 --tokenizer-type NullTokenizer"
+    with pytest.raises(InputError) as exc:
+        import_text("megatron-args", text, "cmd", cluster="dgx-h100")
+    assert exc.value.field == "--nodes"
+    res = import_text("megatron-args", text, "cmd", cluster="dgx-h100", nodes=1)
+    assert res.scenario["parallel"]["dp"] == 8 and res.scenario["model"]["vocab"] == 32128
+
+
+def test_round_trip_of_every_shipped_scenario(root):
+    """scenario -> Megatron launch (the exporter) -> import -> the same scenario (issue 13)."""
+
+    from clustersim.importers.megatron_export import cluster_overrides, megatron_command
+    from clustersim.scenario import load_scenario, read_scenario_dict
+    paths = sorted((root / "scenarios").glob("*.yaml"))
+    assert len(paths) >= 8
+    for path in paths:
+        original = load_scenario(path)
+        if not original.framework.name.startswith("megatron"):
+            continue   # a torchtitan or DeepSpeed scenario has no Megatron launch to export
+
+        raw = read_scenario_dict(path)
+        res = finish(import_text("megatron-args", megatron_command(original), "cmd", cluster=raw["cluster"]["preset"]),
+                     cluster_overrides(raw))
+        assert res.unknown == []
+        back = scenario_from_dict(res.scenario)
+        # what a Megatron launch describes; other sections (goodput: ...) are not Megatron arguments
+        for part in ("model", "cluster", "parallel", "training", "framework"):
+            assert getattr(back, part) == getattr(original, part), (path.name, part)
+
+
+@pytest.mark.parametrize("content, expected", [(b"", "empty"), (b"\x00\x01binary\x00", "binary"),
+                                               (b"\xff\xfe\x00\xd8", "utf-16")])
+def test_empty_binary_undecodable_files(content, expected, tmp_path, capsys):
+    f = tmp_path / "x.log"
+    f.write_bytes(content)
+    code, _, err = _run(["import", "megatron-log", str(f), "--cluster", "dgx-h100"], capsys)
+    assert code == 2 and expected in err
+
+
+def test_interleaved_ranks_print_the_same_iteration():
+    """Two ranks printing each iteration line (print_rank_last on two pipelines' last ranks)."""
+    text = megatron_log(ARGS_16B, 1.5, prefix_iter="[rank190]: ")
+    doubled = "\n".join(line + ("\n" + line.replace("[rank190]", "[rank191]") if "iteration " in line else "")
+                        for line in text.splitlines())
+    res = import_text("megatron-log", doubled, "x.log", cluster="dgx-h100")
+    assert len(res.iterations) == 11 and res.measured_step_time_s == pytest.approx(1.5, rel=0.01)

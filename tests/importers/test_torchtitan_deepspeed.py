@@ -1,0 +1,92 @@
+"""torchtitan (TOML + log) and DeepSpeed (JSON + log) -> scenarios and measured step times."""
+
+import json
+
+import pytest
+
+from clustersim.cli import main
+from clustersim.importers import detect_log_kind, finish, import_text
+from clustersim.scenario import scenario_from_dict
+from validation.logs.formats import deepspeed_config, deepspeed_log, torchtitan_log, torchtitan_toml
+
+LLAMA3_8B_ARGS = ("TransformerModelArgs(_enforced='This field is used to enforce all fields have defaults.', dim=4096, "
+                  "n_layers=32, n_heads=32, n_kv_heads=8, vocab_size=128256, multiple_of=1024, ffn_dim_multiplier=1.3, "
+                  "norm_eps=1e-05, rope_theta=500000, max_seq_len=8192, depth_init=True)")
+
+
+def _run(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def test_torchtitan_log_and_toml(tmp_path, capsys):
+    """tps is tokens/s per GPU: step = global_batch x seq / (tps x world) = 2 x 8192 / 5762 s."""
+    log, toml = tmp_path / "train.log", tmp_path / "llama3_8b.toml"
+    log.write_text(torchtitan_log(model_args=LLAMA3_8B_ARGS, mesh=(["dp_shard"], [8]), gpu="NVIDIA H100 80GB HBM3",
+                                  tps=5762))
+    toml.write_text(torchtitan_toml(name="llama3", flavor="8B", local_batch=2, seq_len=8192))
+    assert detect_log_kind(log.read_text()) == "torchtitan-log"
+    code, stdout, _ = _run(["import", "torchtitan-log", str(log), "--config", str(toml), "--json"], capsys)
+    assert code == 0
+    doc = json.loads(stdout)
+    sc = doc["scenario"]
+    assert sc["framework"] == "torchtitan" and sc["cluster"] == {"preset": "dgx-h100", "nodes": 1}  # GPU from the log
+    assert sc["model"]["ffn_hidden"] == 14336 and sc["model"]["kv_heads"] == 8   # Llama FFN rounding
+    p = sc["parallel"]
+    assert (p["dp"], p["micro_batch"], p["global_batch"], p["zero_stage"]) == (8, 2, 16, 3)
+    assert doc["measured_step_time_s"] == pytest.approx(2 * 8192 / 5762, rel=0.01)
+    assert [i["iteration"] for i in doc["iterations"] if i["dropped"]] == [1]
+    scenario_from_dict(sc)
+
+
+def test_torchtitan_toml_alone_needs_nodes_for_dp_shard_minus_one():
+    toml = torchtitan_toml(name="llama3", flavor="70B", local_batch=16, seq_len=8192, tp=8, ac="full")
+    with pytest.raises(Exception) as exc:
+        import_text("torchtitan-toml", toml, "70b.toml", cluster="dgx-h100")
+    assert exc.value.field == "--nodes"
+    res = finish(import_text("torchtitan-toml", toml, "70b.toml", cluster="dgx-h100", nodes=32), [])
+    p = res.scenario["parallel"]
+    assert res.scenario["model"] == {"preset": "llama3-70b", "seq_len": 8192}
+    assert (p["tp"], p["dp"], p["recompute"], p["global_batch"]) == (8, 32, "full", 512)
+
+
+def test_deepspeed_log_with_printed_config(tmp_path, capsys):
+    cfg = deepspeed_config(train_batch=1536, micro=4, accum=1, stage=3, dtype="fp16", activation_checkpointing=True)
+    log = tmp_path / "ds.log"
+    log.write_text(deepspeed_log(cfg, 150.0))
+    assert detect_log_kind(log.read_text()) == "deepspeed-log"
+    code, stdout, _ = _run(["import", "deepspeed-log", str(log), "--cluster", "dgx-a100", "--model", "gpt3-175b",
+                            "--json"], capsys)
+    assert code == 0
+    doc = json.loads(stdout)
+    p = doc["scenario"]["parallel"]
+    assert (p["dp"], p["micro_batch"], p["zero_stage"], p["recompute"]) == (384, 4, 3, "full")
+    assert doc["scenario"]["cluster"]["nodes"] == 48 and doc["scenario"]["framework"] == "deepspeed"
+    assert doc["measured_step_time_s"] == pytest.approx(150.0, rel=0.02)
+    assert [i["iteration"] for i in doc["iterations"] if i["dropped"]] == [10]
+
+
+def test_deepspeed_json_needs_the_model(tmp_path, capsys):
+    cfg = tmp_path / "ds.json"
+    cfg.write_text(json.dumps(deepspeed_config(train_batch=256, micro=4, accum=2, stage=2)))
+    code, _, err = _run(["import", "deepspeed-json", str(cfg), "--cluster", "dgx-h100"], capsys)
+    assert code == 2 and "--model" in err
+    code, stdout, _ = _run(["import", "deepspeed-json", str(cfg), "--cluster", "dgx-h100", "--model", "llama2-7b",
+                            "--json"], capsys)
+    assert code == 0 and json.loads(stdout)["scenario"]["parallel"]["dp"] == 32
+
+
+@pytest.mark.parametrize("kind, content, expected", [
+    ("torchtitan-toml", "[model\nname = ", "TOML"),
+    ("deepspeed-json", "{\"train_batch_size\": 8,", "valid JSON"),
+    ("deepspeed-json", "[1, 2]", "DeepSpeed config"),
+    ("torchtitan-log", "step: 1 but nothing else\n", "tps"),
+    ("deepspeed-log", "[INFO] starting\n", "SamplesPerSec"),
+])
+def test_bad_configs_and_logs(kind, content, expected, tmp_path, capsys):
+    f = tmp_path / "bad"
+    f.write_text(content)
+    code, _, err = _run(["import", kind, str(f), "--cluster", "dgx-h100", "--nodes", "1"], capsys)
+    assert code == 2 and expected in err
