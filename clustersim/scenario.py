@@ -404,13 +404,13 @@ def _recompute_fields(p: ParallelSection, model: ModelSpec) -> dict[str, Any]:
 
 def check_recompute(model: ModelSpec, par: ParallelLayout) -> None:
     """recompute_every in 1..layers; recompute_num_layers in 1..the layers of a pipeline stage."""
-    from clustersim.parallel.pipeline import stage_layers
+    from clustersim.parallel.pipeline import layout_stage_layers
 
     if par.recompute_every != 0 and not 1 <= par.recompute_every <= model.layers:
         raise InputError("parallel.recompute_every", par.recompute_every,
                          f"an integer from 1 to model.layers ({model.layers})")
     if par.recompute_num_layers != 1 or par.recompute_method != "uniform":
-        most = max(stage_layers(model.layers, par.pp, par.virtual_stages))
+        most = max(layout_stage_layers(par, model.layers))
         if not 1 <= par.recompute_num_layers <= most:
             raise InputError("parallel.recompute_num_layers", par.recompute_num_layers,
                              f"an integer from 1 to the layers of a pipeline stage ({most}: model.layers "

@@ -25,8 +25,10 @@ def _render(report: StepReport) -> None:
     par = sc.parallel
     out = Console(width=100)
     out.print(f"[bold]{sc.name}[/bold]")
-    out.print(f"  model {sc.model.name} ({sc.model.total_params() / 1e9:.1f}B params), "
-              f"{sc.cluster.num_nodes} x {sc.cluster.name} = {report.num_gpus} {sc.cluster.gpu.name}")
+    nodes = (" + ".join(f"{g.nodes} x {g.preset}" for g in sc.node_groups) + f" = {report.num_gpus} GPUs"
+             if sc.node_groups else
+             f"{sc.cluster.num_nodes} x {sc.cluster.name} = {report.num_gpus} {sc.cluster.gpu.name}")
+    out.print(f"  model {sc.model.name} ({sc.model.total_params() / 1e9:.1f}B params), {nodes}")
     out.print(f"  tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  ep {par.ep}  sp {par.sequence_parallel}  "
               f"zero {par.zero_stage}  micro-batch {par.micro_batch} x {par.num_micro_batches}  "
               f"schedule {par.schedule} (v={par.virtual_stages})  recompute {par.recompute}  {sc.training.dtype}")
@@ -45,7 +47,17 @@ def _render(report: StepReport) -> None:
     evidence = (f"regime {iv.regime}: {iv.evidence_runs} measured runs"
                 + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))
     t.add_row("how sure", evidence)
-    if report.per_rank is not None:
+    if sc.node_groups:
+        from clustersim.perrank.hetero import report as mixed
+
+        h = mixed(sc)
+        groups = " + ".join(f"{g['nodes']} x {g['preset']}" for g in h["groups"])
+        mbs = h["micro_batches_per_replica"]
+        runs = " ".join(f"{m}x{n}" if n > 1 else f"{m}" for m, n in _runs(mbs))
+        t.add_row("mixed GPUs", f"{groups}; stages on {', '.join(h['stage_gpus'])}")
+        t.add_row("split", f"layers per stage {h['layers_per_stage']}; micro-batches per replica {runs} "
+                           f"(balance {h['balance']})")
+    if report.per_rank:
         f = report.per_rank
         who = f["paced_by"]
         paced = ("nothing slower than nominal" if who is None else
@@ -96,6 +108,17 @@ def _memory_table(report: StepReport) -> Table:
     mt.add_row("80% interval", *(f"{m.interval[0] / units.GiB:.1f}-{m.interval[1] / units.GiB:.1f}" for m in stages))
     mt.add_row("verdict", *(m.verdict for m in stages))
     return mt
+
+
+def _runs(values: list[int]) -> list[tuple[int, int]]:
+    """Run-length encoding: [5, 5, 11] -> [(5, 2), (11, 1)]."""
+    out: list[tuple[int, int]] = []
+    for v in values:
+        if out and out[-1][0] == v:
+            out[-1] = (v, out[-1][1] + 1)
+        else:
+            out.append((v, 1))
+    return out
 
 
 @click.command("run")

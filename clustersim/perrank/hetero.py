@@ -108,8 +108,8 @@ _VARIANTS: dict[int, tuple[object, tuple]] = {}
 
 
 def _layer_and_fixed(variant: Scenario, stage: int) -> tuple[float, float]:
-    """One layer's forward + backward seconds on ``stage`` and the stage's fixed work (embedding,
-    output layer), contention-free, as the engine prices them on the variant's GPUs."""
+    """Mean forward + backward seconds of one of ``stage``'s layers and the stage's fixed work
+    (embedding, output layer), contention-free, as the engine prices them on the variant's GPUs."""
     from clustersim.engine.stages import build_step_work
     from clustersim.engine.units import compile_unit
 
@@ -118,9 +118,8 @@ def _layer_and_fixed(variant: Scenario, stage: int) -> tuple[float, float]:
     first, last = stage == 0, stage == len(work.stages) - 1
     fwd = [compile_unit(variant, w).time_s for w in st.forward]
     bwd = [compile_unit(variant, w).time_s for w in st.backward]
-    layer = fwd[1 if first else 0] + bwd[1 if last else 0]
     fixed = (fwd[0] + bwd[-1] if first else 0.0) + (fwd[-1] + bwd[0] if last else 0.0)
-    return layer, fixed
+    return (sum(fwd) + sum(bwd) - fixed) / st.num_layers, fixed
 
 
 def stage_groups(scenario: Scenario, d: int, p: int) -> tuple[int, ...]:
@@ -132,14 +131,7 @@ def stage_groups(scenario: Scenario, d: int, p: int) -> tuple[int, ...]:
 
 def slowness(scenario: Scenario) -> tuple[float, ...]:
     """Per group: one layer's forward + backward seconds on its GPUs (higher = slower)."""
-    return tuple(_layer_and_fixed(v, min(1, len(_even_counts(v)) - 1))[0] for v in variants(scenario))
-
-
-def _even_counts(variant: Scenario) -> tuple[int, ...]:
-    from clustersim.parallel.pipeline import stage_layers
-
-    par = variant.parallel
-    return stage_layers(variant.model.layers, par.pp, par.virtual_stages)
+    return tuple(_layer_and_fixed(v, 0)[0] for v in variants(scenario))
 
 
 def host_group(scenario: Scenario, d: int, p: int, slow: tuple[float, ...] | None = None) -> int:
@@ -187,7 +179,7 @@ def resolve(scenario: Scenario, balance: str, explicit_layers: tuple[int, ...] |
 
 def report(scenario: Scenario) -> dict:
     """The ``heterogeneous`` object of run --json: groups and the split."""
-    from clustersim.parallel.pipeline import stage_layers
+    from clustersim.parallel.pipeline import layout_stage_layers
 
     par = scenario.parallel
     slow = slowness(scenario)
@@ -198,8 +190,7 @@ def report(scenario: Scenario) -> dict:
                    for g in scenario.node_groups],
         "balance": scenario.balance,
         "stage_gpus": stage_gpus,
-        "layers_per_stage": list(par.layers_per_stage or stage_layers(scenario.model.layers, par.pp,
-                                                                       par.virtual_stages)),
+        "layers_per_stage": list(layout_stage_layers(par, scenario.model.layers)),
         "micro_batches_per_replica": list(scenario.micro_batches_per_replica
                                           or (par.num_micro_batches,) * par.dp),
     }
