@@ -122,7 +122,7 @@ def _runs(values: list[int]) -> list[tuple[int, int]]:
 
 
 @click.command("run")
-@click.argument("scenario", required=False, type=click.Path(dir_okay=False))
+@click.argument("scenarios", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), help="Write a Chrome/Perfetto trace.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field: parallel.tp=4.")
@@ -132,12 +132,20 @@ def _runs(values: list[int]) -> list[tuple[int, int]]:
               help="event: simpy with link contention; analytical: the closed-form twin.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
               help="Extra hardware profile YAML (e.g. one written by `clustersim validate`).")
-def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: tuple[str, ...], html_file: str | None,
-        engine: str, profiles: tuple[str, ...]) -> None:
-    """Simulate one training step of SCENARIO (an embedded default when omitted)."""
+@click.option("--shared-fabric", is_flag=True,
+              help="Several SCENARIOS as jobs on one fabric: their steps together, sharing the spine.")
+@click.option("--steps", type=int, default=3, show_default=True, help="With --shared-fabric: steps per job.")
+def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overrides: tuple[str, ...],
+        html_file: str | None, engine: str, profiles: tuple[str, ...], shared_fabric: bool, steps: int) -> None:
+    """Simulate one training step of SCENARIO (an embedded default when omitted); with
+    --shared-fabric, the steps of several SCENARIOS sharing one fabric."""
     if html_file:
         check_html_path(html_file)
     use_profiles(profiles)
+    if shared_fabric or len(scenarios) > 1:
+        _run_shared(scenarios, overrides, as_json, steps, shared_fabric, trace_file or html_file, engine)
+        return
+    scenario = scenarios[0] if scenarios else None
     raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
     sc = scenario_from_dict(raw)
     timeline = None
@@ -164,3 +172,32 @@ def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: 
                    f"(peak {m.peak_bytes_per_gpu / units.GiB:.1f} GiB) > capacity "
                    f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU", err=True)
         sys.exit(3)
+
+
+def _run_shared(paths: tuple[str, ...], overrides: tuple[str, ...], as_json: bool, steps: int, shared: bool,
+                extra: str | None, engine: str) -> None:
+    """`run A.yaml B.yaml --shared-fabric`: clustersim.engine.cosim."""
+    from clustersim.engine.cosim import cosimulate
+
+    if not shared:
+        raise InputError("SCENARIO", list(paths), "one scenario, or several with --shared-fabric")
+    if extra:
+        raise InputError("--trace/--html", extra, "one scenario (not with --shared-fabric)")
+    if engine != "event":
+        raise InputError("--engine", engine, "event with --shared-fabric (the jobs meet on shared links)")
+    out = cosimulate([scenario_from_dict(apply_overrides(read_scenario_dict(p), list(overrides))) for p in paths],
+                     steps)
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    f = out["shared_fabric"]
+    console = Console(width=100)
+    console.print(f"[bold]{len(f['jobs'])} jobs on one fabric[/bold]: {f['nodes']} nodes, {f['nodes_per_leaf']} per "
+                  f"leaf, oversubscription {f['oversubscription']:g}:1, {f['steps']} steps each")
+    t = Table()
+    for col in ("job", "nodes", "per leaf", "alone s", "shared s", "slowdown"):
+        t.add_column(col, justify="right")
+    for j in f["jobs"]:
+        t.add_row(j["name"], str(j["nodes"]), str(j["nodes_per_leaf"]), f"{j['alone_step_time_s']:.4f}",
+                  f"{j['step_time_s']:.4f}", f"{j['slowdown']:.3f}x")
+    console.print(t)

@@ -25,7 +25,7 @@ from typing import Any
 
 import simpy
 
-from clustersim.collectives import CollectivePlan
+from clustersim.collectives import CollectivePlan, Phase
 from clustersim.engine.analytical import gather_slots
 from clustersim.engine.lane import ComputeLane
 from clustersim.engine.rankplan import SimRank, StepPlan, build_plan
@@ -107,8 +107,7 @@ class _Send:
             self.i += 1
             self.waited = False
             if phase.wire_bytes > 0:
-                sim.links[self.rank][phase.tier].transfer(phase.wire_bytes / phase.bw_bytes_per_s).callbacks.append(
-                    self._moved)
+                sim._transfer(self.rank, phase).callbacks.append(self._moved)
                 return
         sim._sent(self.rank, self.kind, self.key, self.start)
 
@@ -131,7 +130,8 @@ class _Barrier:
 
 class _StepSim:
     def __init__(self, plan: StepPlan, record: bool, stops: list[int] | None = None,
-                 start: Resume | None = None, stop_quiet: bool = False) -> None:
+                 start: Resume | None = None, stop_quiet: bool = False, env: simpy.Environment | None = None,
+                 name: str = "") -> None:
         self.plan = plan
         self.sc = plan.scenario
         self.pp = plan.pp
@@ -145,9 +145,9 @@ class _StepSim:
         t0 = 0.0
         if start is not None:
             t0 = min([*start.clock, *(r[2] for r in start.replay)])
-        self.env = simpy.Environment(initial_time=t0)
+        self.env = env if env is not None else simpy.Environment(initial_time=t0)
         self.tl = Timeline(record=record)
-        self.links = [{tier: FairShareLink(self.env, f"rank{k}.{tier}") for tier in TIERS} for k in range(n)]
+        self.links = [{tier: self._link(f"{name}rank{k}.{tier}") for tier in TIERS} for k in range(n)]
         self.lanes = [ComputeLane(self.env, rk.slowdown) for rk in plan.ranks]
         self.arrivals: dict[Key, simpy.Event] = {}
         self.send_start: dict[Key, float] = {}
@@ -169,6 +169,10 @@ class _StepSim:
         self.ghosts_ok = True
 
     # -- communication ---------------------------------------------------------------------
+    def _transfer(self, rank: int, phase: Phase) -> simpy.Event:
+        """A phase's bytes on this rank's link of the phase's tier."""
+        return self.links[rank][phase.tier].transfer(phase.wire_bytes / phase.bw_bytes_per_s)
+
     def _run_plan(self, rank: int, plan: CollectivePlan, cause: str | None = None) -> Proc:
         """Run a collective's phases on this rank's links; ``cause`` marks it as running beside
         the compute lane (which then slows down)."""
@@ -179,7 +183,7 @@ class _StepSim:
             if phase.latency_s > 0:
                 yield self.env.timeout(phase.latency_s)
             if phase.wire_bytes > 0:
-                yield self.links[rank][phase.tier].transfer(phase.wire_bytes / phase.bw_bytes_per_s)
+                yield self._transfer(rank, phase)
                 self.link_last[(rank, phase.tier)] = self.env.now
         if cause is not None:
             lane.comm_ended(cause)
@@ -257,7 +261,7 @@ class _StepSim:
             if phase.latency_s > 0:
                 yield self.env.timeout(phase.latency_s)
             if phase.wire_bytes > 0:
-                yield self.links[rank][phase.tier].transfer(phase.wire_bytes / phase.bw_bytes_per_s)
+                yield self._transfer(rank, phase)
                 self.link_last[(rank, phase.tier)] = self.env.now
         barrier.finished += 1
         if barrier.finished == self.plan.num_classes:
@@ -467,7 +471,25 @@ class _StepSim:
             else:
                 env.timeout(arrived - env.now).callbacks.append(lambda _e, ev=event: ev.succeed())
 
+    def _link(self, name: str) -> FairShareLink:
+        return FairShareLink(self.env, name)
+
     def run(self) -> SimResult:
+        done = self.start_processes()
+        if self.partial:
+            self.env.run()
+            return SimResult(0.0, 0, {}, (), self.tl)
+        self.env.run(until=done)
+        return self.result()
+
+    def result(self, offset_s: float = 0.0) -> SimResult:
+        """The step, with times measured from ``offset_s`` (when it started on a shared clock)."""
+        n = len(self.plan.ranks)
+        fields = StepResult.fields_from([e - offset_s for e in self.end_s], [self.tl.busy(r) for r in range(n)])
+        return SimResult(*fields, self.tl, tuple(c - offset_s for c in self.clock))
+
+    def start_processes(self) -> simpy.Event:
+        """Start the step's processes; the event fires when every rank has finished it."""
         env = self.env
         for rk in self.plan.ranks:
             for stream in STREAMS:
@@ -481,13 +503,7 @@ class _StepSim:
             self.nxt = list(self.start.nxt)
             self.clock = list(self.start.clock)
         procs = [env.process(self._rank(rk, firsts[rk.index])) for rk in self.plan.ranks]
-        if self.partial:
-            env.run()
-            return SimResult(0.0, 0, {}, (), self.tl)
-        env.run(until=simpy.AllOf(env, procs))
-        n = len(self.plan.ranks)
-        fields = StepResult.fields_from(self.end_s, [self.tl.busy(r) for r in range(n)])
-        return SimResult(*fields, self.tl, tuple(self.clock))
+        return simpy.AllOf(env, procs)
 
 
 def alone_total(plan: StepPlan, rk: SimRank, g: int, kind: str) -> tuple[float, tuple[tuple[str, float], ...]]:
