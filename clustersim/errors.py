@@ -16,6 +16,10 @@ class InputError(ValueError):
         self.allowed = allowed
         super().__init__(f"{field}: got {value!r}; allowed: {allowed}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, object, str]]:
+        # picklable, so that an error raised in a sweep worker process reaches the parent intact
+        return (type(self), (self.field, self.value, self.allowed))
+
 
 class DoesNotFitError(RuntimeError):
     """The job does not fit in GPU memory: exit code 3 (the report is still printed)."""

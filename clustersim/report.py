@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from clustersim.energy import EnergyReport, energy_report, mixed_energy_report
 from clustersim.engine.timeline import CAUSES
 from clustersim.memory import MemoryReport
 from clustersim.scenario import Scenario
@@ -51,7 +52,17 @@ class StepReport:
             peak = sc.cluster.gpu.peak(dtype)
         return self.tflops_per_gpu * 1e12 / peak
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def energy(self) -> EnergyReport:
+        """Power and energy of this step on the whole cluster (clustersim.energy)."""
+        sc = self.scenario
+        tokens = sc.parallel.global_batch * sc.model.seq_len
+        if sc.node_groups:  # mixed GPUs: each group at its own power
+            return mixed_energy_report([(g.cluster, g.nodes) for g in sc.node_groups], self.step_time_s, tokens)
+        return energy_report(sc.cluster, self.step_time_s, tokens)
+
+    def to_json(self, tokens: float | None = None) -> dict[str, Any]:
+        """CONTRACT §2/§4 keys; ``tokens`` adds the energy of a whole training run on that many tokens."""
         sc = self.scenario
         par = sc.parallel
         out: dict[str, Any] = {
@@ -68,7 +79,8 @@ class StepReport:
             "gpus": self.num_gpus,
             "cluster": {"preset": sc.cluster.name, "nodes": sc.cluster.num_nodes, "gpu": sc.cluster.gpu.name,
                         "gpus_per_node": sc.cluster.gpus_per_node, "scale_up": sc.cluster.scale_up.name,
-                        "scale_out": sc.cluster.scale_out.name},
+                        "scale_out": sc.cluster.scale_out.name, "scale_up_domain": sc.cluster.gpus_per_domain},
+            "energy": self.energy.to_json(tokens),
             "model": {"name": sc.model.name, "params": sc.model.total_params()},
             "parallel": {"tp": par.tp, "pp": par.pp, "dp": par.dp, "cp": par.cp, "ep": par.ep,
                          "sequence_parallel": par.sequence_parallel, "zero_stage": par.zero_stage,

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clustersim.compute.precision import resolve_recipe
 from clustersim.errors import InputError
 from clustersim.frameworks import DEFAULT_FRAMEWORK, FrameworkSpec, load_framework
 from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
@@ -27,7 +28,7 @@ from clustersim.perrank.hetero import ClusterGroupSection, NodeGroup, load_group
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
-DTYPES = ("bf16", "fp16", "fp8", "fp32")
+DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
 # The engine walks every micro-batch of the step; beyond this a step takes minutes to simulate.
 MAX_MICRO_BATCHES = 4096
 
@@ -71,6 +72,11 @@ class ClusterSection(_Strict):
     pcie: str | None = None
     nodes_per_leaf: int | None = Field(None, ge=1)
     oversubscription: float | None = Field(None, ge=1.0)
+    scale_up_domain: int | None = Field(None, ge=1)  # GPUs per NVLink/xGMI domain (default: the preset's)
+    topology: Literal["fat-tree", "rail-only"] | None = None
+    nodes_per_pod: int | None = Field(None, ge=1)     # a third switch tier above pods of this many nodes
+    pod_oversubscription: float | None = Field(None, ge=1.0)
+    pue: float | None = Field(None, ge=1.0)           # data-centre power usage effectiveness
 
 
 class FsdpSection(_Strict):
@@ -109,10 +115,13 @@ class ParallelSection(_Strict):
 
 
 class TrainingSection(_Strict):
-    dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    dtype: Literal["bf16", "fp16", "fp8", "fp4", "fp32"] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["auto", "flash", "standard"] = "auto"
     compile: bool = False   # torch.compile (torchtitan): fuses element-wise ops like Megatron's kernels
+    # scaling of the low-precision GEMMs (clustersim.compute.precision); None: the GPU's default
+    fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8"] | None = None
+    fp4_recipe: Literal["nvfp4", "mxfp4"] | None = None
 
 
 class ScenarioFile(_Strict):
@@ -135,6 +144,7 @@ class TrainingSpec:
     optimizer: str = "adam"
     attention: str = "auto"
     compile: bool = False
+    recipe: str = ""  # low-precision scaling recipe when dtype is fp8/fp4 (clustersim.compute.precision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,8 +340,9 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
             "parallel", f"tp({par.tp}) * pp({par.pp}) * cp({par.cp}) * dp({par.dp}) = {par.num_gpus}",
             f"a product equal to the GPU count: cluster.nodes({cluster.num_nodes}) * "
             f"gpus_per_node({cluster.gpus_per_node}) = {gpus}")
-    if par.tp > cluster.gpus_per_node and par.tp % cluster.gpus_per_node:
-        raise InputError("parallel.tp", par.tp, f"a divisor or multiple of gpus_per_node ({cluster.gpus_per_node})")
+    domain = cluster.gpus_per_domain  # TP may span a whole NVLink/xGMI domain (72 GPUs in an NVL72 rack)
+    if (par.tp > domain and par.tp % domain) or (par.tp < domain and domain % par.tp):
+        raise InputError("parallel.tp", par.tp, f"a divisor or multiple of the scale-up domain ({domain} GPUs)")
     if model.heads % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.heads ({model.heads})")
     if model.kv_heads % par.tp and par.tp % model.kv_heads:
@@ -456,15 +467,19 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,
                             "hsdp_replicas": fsdp.hsdp_replicas})
-    for spec in [g.cluster for g in groups] or [cluster]:
-        if raw.training.dtype not in spec.gpu.dtypes:
-            raise InputError("training.dtype", raw.training.dtype,
-                             f"a dtype that {spec.gpu.name} has: {', '.join(spec.gpu.dtypes)}")
+    t = raw.training
+    # every group's GPUs must run the dtype and recipe (clustersim.compute.precision.resolve_recipe)
+    recipes = {resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, spec.gpu) for spec in [g.cluster for g in groups]
+               or [cluster]}
+    if len(recipes) > 1:
+        raise InputError("training.fp8_recipe" if t.dtype == "fp8" else "training.fp4_recipe", sorted(recipes),
+                         "one scaling recipe that every group's GPUs run (set it explicitly)")
+    recipe = recipes.pop()
     check_layout(model, cluster, par)
     check_recompute(model, par)
-    attention = framework.attention if raw.training.attention == "auto" else raw.training.attention
-    training = TrainingSpec(dtype=raw.training.dtype, optimizer=raw.training.optimizer, attention=attention,
-                            compile=raw.training.compile)
+    attention = framework.attention if t.attention == "auto" else t.attention
+    training = TrainingSpec(dtype=t.dtype, optimizer=t.optimizer, attention=attention, compile=t.compile,
+                            recipe=recipe)
     gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
     nics = tuple(g.cluster.nics_per_node for g in groups for _ in range(g.nodes)) if groups else None
     faults = fault_spec(raw.faults, cluster, nics) if raw.faults is not None else None

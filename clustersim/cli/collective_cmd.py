@@ -54,7 +54,10 @@ def parse_sizes(text: str) -> list[int]:
 
 def resolve_cluster(preset: str, gpus: int | None, nodes: int | None,
                     gpus_per_node: int | None) -> tuple[ClusterSpec, GroupShape]:
-    """Cluster and the all-GPU group for ``--gpus``/``--nodes``; InputError names the option."""
+    """Cluster and the all-GPU group for ``--gpus``/``--nodes``; InputError names the option.
+
+    The group's shape counts ranks per scale-up domain (8 on a DGX, up to 72 on an NVL72 rack)
+    and domains (clustersim.collectives.domain)."""
     if preset not in load.list_clusters():
         raise InputError("--cluster", preset, load.list_clusters())
     if gpus_per_node is not None and gpus_per_node < 1:
@@ -68,13 +71,18 @@ def resolve_cluster(preset: str, gpus: int | None, nodes: int | None,
             raise InputError("--gpus", gpus, f"--nodes x gpus per node = {nodes * gpn} (or leave one out)")
         gpus = nodes * gpn
     if gpus is None:
-        gpus = gpn
+        gpus = base.scale_up_domain or gpn
     if gpus < 1 or (gpus > gpn and gpus % gpn):
         raise InputError("--gpus", gpus, f"1..{gpn} (one node) or a multiple of {gpn} (gpus per node of {preset})")
     if gpus <= gpn:
         return base, GroupShape(gpus, 1)
-    n_nodes = gpus // gpn
-    return load.with_nodes(base, n_nodes), GroupShape(gpn, n_nodes)
+    try:
+        cluster = load.with_nodes(base, gpus // gpn)
+        load.check_domain(cluster)
+    except InputError as exc:
+        raise InputError("--gpus", gpus, f"{exc.field}: {exc.allowed}") from None
+    per_domain = cluster.gpus_per_domain
+    return cluster, GroupShape(per_domain, gpus // per_domain)
 
 
 def _count(op: str, size: int, n: int) -> int:
@@ -92,7 +100,8 @@ def result(op: str, size: int, cluster: ClusterSpec, shape: GroupShape, algo: st
         "op": op, "size_bytes": size, "count": _count(op, size, shape.num_ranks),
         "time_s": time_s, "algbw_GBps": algbw / units.GB, "busbw_GBps": busbw / units.GB,
         "algo": plan.algo, "protocol": plan.protocol, "engine": engine,
-        "cluster": cluster.name, "gpus": shape.num_ranks, "nodes": shape.num_nodes,
+        "cluster": cluster.name, "gpus": shape.num_ranks, "nodes": cluster.num_nodes if shape.num_ranks > 1 else 1,
+        "scale_up_domains": shape.num_nodes,
         "phases": [{"tier": p.tier, "latency_s": p.latency_s, "wire_bytes": p.wire_bytes,
                     "bw_GBps": p.bw_bytes_per_s / units.GB} for p in plan.phases],
     }
@@ -143,7 +152,10 @@ def collective(op: str, preset: str, gpus: int | None, nodes: int | None, gpus_p
     if as_json:
         click.echo(json.dumps(rows if sizes is not None else rows[0], sort_keys=True))
         return
-    title = f"{op} on {shape.num_ranks} GPUs ({shape.num_nodes} x {cluster.name}), {engine} engine"
+    where = (f"{cluster.num_nodes} nodes in {shape.num_nodes} x {cluster.gpus_per_domain}-GPU scale-up domain"
+             f"{'s' if shape.num_nodes > 1 else ''}" if cluster.scale_up_domain
+             else f"{shape.num_nodes} x {cluster.name}")
+    title = f"{op} on {shape.num_ranks} GPUs ({where}, {cluster.name}), {engine} engine"
     if sizes is not None:
         Console(width=max(100, Console().width)).print(_table(rows, title))
         return

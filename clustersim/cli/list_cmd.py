@@ -18,6 +18,7 @@ def _rows(kind: str) -> list[dict[str, object]]:
             g = load.load_gpu(name)
             rows.append({"name": name, "bf16_TFLOPS": g.peak("bf16") / 1e12 if "bf16" in g.dtypes else None,
                          "fp8_TFLOPS": g.peak("fp8") / 1e12 if "fp8" in g.dtypes else None,
+                         "fp4_TFLOPS": g.peak("fp4") / 1e12 if "fp4" in g.dtypes else None,
                          "hbm_GiB": round(g.hbm_capacity_bytes / 2**30, 1), "hbm_GBps": g.hbm_bw_bytes_per_s / 1e9,
                          "description": g.description})
         return rows
@@ -35,7 +36,8 @@ def _rows(kind: str) -> list[dict[str, object]]:
             c = load.load_cluster(name)
             rows.append({"name": name, "gpu": c.gpu.name, "gpus_per_node": c.gpus_per_node,
                          "scale_up": c.scale_up.name, "scale_out": c.scale_out.name,
-                         "nics_per_node": c.nics_per_node, "oversubscription": c.oversubscription,
+                         "nics_per_node": c.nics_per_node, "scale_up_domain": c.gpus_per_domain,
+                         "oversubscription": c.oversubscription,
                          "description": c.description})
         return rows
     if kind == "frameworks":

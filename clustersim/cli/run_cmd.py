@@ -20,7 +20,7 @@ from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_fr
 from clustersim.trace import trace_events, write_json_atomic
 
 
-def _render(report: StepReport) -> None:
+def _render(report: StepReport, tokens: float | None = None) -> None:
     sc = report.scenario
     par = sc.parallel
     out = Console(width=100)
@@ -73,6 +73,13 @@ def _render(report: StepReport) -> None:
     lo, hi = (x / units.GiB for x in m.interval)
     t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB ({lo:.1f}-{hi:.1f}) of "
               f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU (stage {m.stage}): {_VERDICT_TEXT[m.verdict]}")
+    e = report.energy
+    t.add_row("power", f"{e.gpu_power_w:,.0f} W per GPU, {e.it_power_w / 1e3:,.1f} kW IT, "
+              f"{e.facility_power_w / 1e3:,.1f} kW facility (PUE {e.pue:g})")
+    line = f"{e.energy_per_step_kwh:.3f} kWh per step, {e.energy_per_token_j:.3f} J per token"
+    if tokens is not None:
+        line += f", {e.run_energy_kwh(tokens) / 1e3:,.1f} MWh for {tokens:.3g} tokens"
+    t.add_row("energy", line)
     out.print(t)
     b = Table(title="critical path", show_lines=False)
     b.add_column("cause")
@@ -132,13 +139,18 @@ def _runs(values: list[int]) -> list[tuple[int, int]]:
               help="event: simpy with link contention; analytical: the closed-form twin.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
               help="Extra hardware profile YAML (e.g. one written by `clustersim validate`).")
+@click.option("--tokens", default=None, help="Training tokens (1T, 300B): adds the energy of the whole run.")
 @click.option("--shared-fabric", is_flag=True,
               help="Several SCENARIOS as jobs on one fabric: their steps together, sharing the spine.")
 @click.option("--steps", type=int, default=3, show_default=True, help="With --shared-fabric: steps per job.")
 def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overrides: tuple[str, ...],
-        html_file: str | None, engine: str, profiles: tuple[str, ...], shared_fabric: bool, steps: int) -> None:
+        html_file: str | None, engine: str, profiles: tuple[str, ...], tokens: str | None, shared_fabric: bool,
+        steps: int) -> None:
     """Simulate one training step of SCENARIO (an embedded default when omitted); with
     --shared-fabric, the steps of several SCENARIOS sharing one fabric."""
+    from clustersim.sweep.compare import parse_tokens
+
+    n_tokens = parse_tokens(tokens) if tokens is not None else None
     if html_file:
         check_html_path(html_file)
     use_profiles(profiles)
@@ -163,9 +175,9 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
 
         write_html(html_file, run_page(report, timeline, raw))
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        click.echo(json.dumps(report.to_json(n_tokens), indent=2))
     else:
-        _render(report)
+        _render(report, n_tokens)
     if not report.memory.fits:
         m = report.memory
         click.echo(f"error: does not fit: stage {m.stage} needs at least {m.interval[0] / units.GiB:.1f} GiB "

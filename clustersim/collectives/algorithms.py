@@ -77,12 +77,12 @@ def _ring_latency(op: str, proto: str, cluster: ClusterSpec, shape: GroupShape) 
     else:  # broadcast, reduce: a chain of n hops, each at the hop cost of the slowest tier
         hw = ports.scale_up_hw(cluster) if n_nodes == 1 else nt.HW_NET
         algo_row = "tree" if proto == "Simple" else "ring"  # tuning.cc: Simple chunk latency
-        return nt.BASE_LAT_S["ring"][proto] + n * _hop(cluster, hw, algo_row, proto)
+        return nt.base_lat(cluster.gpu.vendor, "ring", proto) + n * _hop(cluster, hw, algo_row, proto)
     intra = _hop(cluster, ports.scale_up_hw(cluster), "ring", proto)
     inter = _hop(cluster, nt.HW_NET, "ring", proto)
     if n_nodes > 1:
         intra = max(intra, nt.NET_OVERHEAD_S * (3 if proto == "Simple" else 1))
-    lat = nt.BASE_LAT_S["ring"][proto] + (nsteps - ninter) * intra + ninter * inter
+    lat = nt.base_lat(cluster.gpu.vendor, "ring", proto) + (nsteps - ninter) * intra + ninter * inter
     if op == "all_reduce" and n_nodes > 1 and proto == "Simple":
         lat *= nt.RING_PLATEAU_FACTOR
     return lat
@@ -100,7 +100,7 @@ def _ring_ports(wire_up: float, wire_out: float, eff: float, cap: float,
                 cluster: ClusterSpec, shape: GroupShape) -> tuple[Port | None, Port | None]:
     up = out = None
     if shape.ranks_per_node > 1:
-        up = (wire_up, min(ports.scale_up_bw(cluster) * eff, cap))
+        up = (wire_up, min(ports.scale_up_bw(cluster, shape.ranks_per_node) * eff, cap))
     if shape.num_nodes > 1:
         out = (wire_out, min(ports.nic_bw_per_rank(cluster, shape) * eff, cap))
     return up, out
@@ -135,6 +135,8 @@ def tree(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupSha
     if op != "all_reduce":
         return None
     p, n_nodes = shape.ranks_per_node, shape.num_nodes
+    if ports.is_mesh(cluster) and n_nodes == 1 and proto == "Simple":
+        return None  # RCCL tuning.cc skips Tree/Simple inside one MI300X/MI355X node
     eff = nt.TREE_EFF
     cap = math.inf
     if proto == "LL":
@@ -146,7 +148,7 @@ def tree(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupSha
     node_out = size if n_nodes == 2 else 2.0 * size
     up, out = _ring_ports(2.0 * size, node_out / p, eff, cap, cluster, shape)
     intra_hw = ports.scale_up_hw(cluster)
-    lat = nt.BASE_LAT_S["tree"][proto] + 2 * ((p - 1) * _hop(cluster, intra_hw, "tree", proto)
+    lat = nt.base_lat(cluster.gpu.vendor, "tree", proto) + 2 * ((p - 1) * _hop(cluster, intra_hw, "tree", proto)
                                               + _log2i(n_nodes) * _hop(cluster, nt.HW_NET, "tree", proto))
     return _pipelined(lat, up, out)
 
@@ -171,6 +173,7 @@ def nvls(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupSha
         return None
     lat = _nvls_base_latency(cluster, "nvls")
     bw = ports.nvls_bw(cluster) * nt.nvls_chunk_efficiency(size, ports.nvls_bw(cluster))
+    bw = min(bw, ports.nvls_max_algbw(cluster) * (p + 1) / p)  # switch multicast/reduce rate (NVL72)
     return (Phase("scale_up", lat, size * (p + 1) / p, bw),)
 
 
@@ -184,7 +187,7 @@ def nvls_tree(op: str, proto: str, size: float, cluster: ClusterSpec, shape: Gro
     p, n_nodes = shape.ranks_per_node, shape.num_nodes
     if op != "all_reduce" or n_nodes < 2 or p < 2 or ports.nvls_bw(cluster) <= 0:
         return None
-    up = (size * (p + 1) / p, ports.nvls_bw(cluster))
+    up = (size * (p + 1) / p, min(ports.nvls_bw(cluster), ports.nvls_max_algbw(cluster) * (p + 1) / p))
     node_out = size if n_nodes == 2 else 2.0 * size
     out = (node_out / p, ports.nic_bw_per_rank(cluster, shape) * nt.NVLS_EFF)
     lat = _nvls_base_latency(cluster, "nvls_tree") + 2 * _log2i(n_nodes) * _hop(cluster, nt.HW_NET, "nvls_tree", "Simple")
@@ -204,10 +207,10 @@ def _staged(size_pairs: list[tuple[str, float, int]], cluster: ClusterSpec, shap
         if steps == 0:
             continue
         if tier == "scale_up":
-            bw = ports.scale_up_bw(cluster)
+            bw = ports.scale_up_bw(cluster, shape.ranks_per_node)
         else:
             bw = ports.nic_bw_per_rank(cluster, shape) * ports.spine_factor(cluster, shape, cross)
-        base = nt.BASE_LAT_S["ring"]["Simple"] if i == 0 else 0.0
+        base = nt.base_lat(cluster.gpu.vendor, "ring", "Simple") if i == 0 else 0.0
         phases.append(Phase(tier, base + steps * _step_lat(cluster, tier), wire, bw))
     return tuple(phases)
 
@@ -248,8 +251,13 @@ def hierarchical(op: str, proto: str, size: float, cluster: ClusterSpec, shape: 
 
 
 def _a2a_ports(size: float, cluster: ClusterSpec, shape: GroupShape, eff: float) -> tuple[Port | None, Port | None]:
+    """Rail-only networks (no spine between rails): a byte for a peer on another rail first
+    crosses the scale-up fabric to the local GPU on that rail (PXN), (p-1)/p of the inter-node bytes."""
     n, p = shape.num_ranks, shape.ranks_per_node
-    up = ((p - 1) / n * size, ports.scale_up_bw(cluster) * eff) if p > 1 else None
+    up_wire = (p - 1) / n * size
+    if cluster.topology == "rail-only" and shape.num_nodes > 1:
+        up_wire += (n - p) / n * size * (p - 1) / p
+    up = (up_wire, ports.scale_up_bw(cluster, p) * eff) if p > 1 else None
     out = None
     if shape.num_nodes > 1:
         cross = ports.all_to_all_cross_fraction(cluster, shape)
@@ -258,19 +266,44 @@ def _a2a_ports(size: float, cluster: ClusterSpec, shape: GroupShape, eff: float)
     return up, out
 
 
+def mesh_direct(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupShape) -> tuple[Phase, ...] | None:
+    """One-shot exchanges over an xGMI full mesh inside one domain (RCCL's direct/MSCCL kernels on
+    MI300X: every GPU writes to all peers at once over its direct links).
+
+    reduce_scatter: each rank sends S/p to each of its p-1 peers, (p-1)/p S in one step;
+    all_gather: the same bytes, one step; all_reduce: reduce_scatter then all_gather, 2(p-1)/p S in
+    two steps. Same bytes as the ring, at the group's mesh bandwidth, with 1 or 2 hop latencies
+    instead of p-1 or 2(p-1).
+    """
+    if not ports.is_mesh(cluster) or shape.num_nodes != 1 or shape.ranks_per_node < 2:
+        return None
+    steps = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1}.get(op)
+    if steps is None:
+        return None
+    p = shape.ranks_per_node
+    bw = ports.scale_up_bw(cluster, p) * nt.RING_PROTO_EFF[proto]
+    if proto == "LL":
+        bw = min(bw, nt.ll_max_bw(nt.gpu_arch(cluster.gpu.name), 1))
+    lat = nt.base_lat(cluster.gpu.vendor, "ring", proto) + steps * _hop(cluster, ports.scale_up_hw(cluster), "ring", proto)
+    return (Phase("scale_up", lat, steps * (p - 1) / p * size, bw),)
+
+
 def direct(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupShape) -> tuple[Phase, ...] | None:
     """All-to-all with every send posted at once (NCCL alltoall = n grouped send/recv pairs).
 
     A rank sends S/n to each peer: (p-1)/n S over NVLink and (n-p)/n S over its NIC, at the
     same time. One message per peer costs at least NCCL's smallest hop latency (LL over NVLink,
-    0.6 us), so latency grows with n.
+    0.6 us), so latency grows with n. On an xGMI mesh, all_reduce, all_gather and reduce_scatter
+    inside one domain also run direct (``mesh_direct``).
     """
+    if op in ("all_reduce", "all_gather", "reduce_scatter"):
+        return mesh_direct(op, proto, size, cluster, shape)
     if op != "all_to_all" or shape.num_ranks < 2:
         return None
     eff = nt.RING_PROTO_EFF[proto]
     up, out = _a2a_ports(size, cluster, shape, eff)
     tier_hw = nt.HW_NET if shape.num_nodes > 1 else ports.scale_up_hw(cluster)
-    lat = (nt.BASE_LAT_S["ring"][proto] + _hop(cluster, tier_hw, "ring", proto)
+    lat = (nt.base_lat(cluster.gpu.vendor, "ring", proto) + _hop(cluster, tier_hw, "ring", proto)
            + (shape.num_ranks - 1) * nt.HW_LAT_S[nt.HW_NVLINK]["ring"]["LL"])
     return _pipelined(lat, up, out)
 
@@ -282,7 +315,7 @@ def pairwise(op: str, proto: str, size: float, cluster: ClusterSpec, shape: Grou
         return None
     up, out = _a2a_ports(size, cluster, shape, 1.0)
     hw = nt.HW_NET if shape.num_nodes > 1 else ports.scale_up_hw(cluster)
-    lat = nt.BASE_LAT_S["ring"]["Simple"] + (shape.num_ranks - 1) * _hop(cluster, hw, "ring", "Simple")
+    lat = nt.base_lat(cluster.gpu.vendor, "ring", "Simple") + (shape.num_ranks - 1) * _hop(cluster, hw, "ring", "Simple")
     return _pipelined(lat, up, out)
 
 
@@ -295,8 +328,8 @@ def p2p(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupShap
     if shape.num_nodes > 1:
         tier, bw, hw = "scale_out", ports.nic_bw_per_rank(cluster, shape) * eff, nt.HW_NET
     else:
-        tier, bw, hw = "scale_up", ports.scale_up_bw(cluster) * eff, ports.scale_up_hw(cluster)
-    lat = nt.BASE_LAT_S["ring"][proto] + _hop(cluster, hw, "ring", proto)
+        tier, bw, hw = "scale_up", ports.scale_up_link_bw(cluster) * eff, ports.scale_up_hw(cluster)
+    lat = nt.base_lat(cluster.gpu.vendor, "ring", proto) + _hop(cluster, hw, "ring", proto)
     return (Phase(tier, lat, size, bw),)
 
 
@@ -305,19 +338,19 @@ BUILDERS: dict[str, Builder] = {
     "hierarchical": hierarchical, "direct": direct, "pairwise": pairwise, "p2p": p2p,
 }
 ALGOS_BY_OP = {
-    "all_reduce": ("ring", "tree", "nvls", "nvls_tree", "rhd", "hierarchical"),
-    "all_gather": ("ring", "rhd", "hierarchical"),
-    "reduce_scatter": ("ring", "rhd", "hierarchical"),
+    "all_reduce": ("ring", "tree", "nvls", "nvls_tree", "rhd", "hierarchical", "direct"),
+    "all_gather": ("ring", "rhd", "hierarchical", "direct"),
+    "reduce_scatter": ("ring", "rhd", "hierarchical", "direct"),
     "all_to_all": ("direct", "pairwise"),
     "broadcast": ("ring",),
     "reduce": ("ring",),
     "send_recv": ("p2p",),
 }
 # What NCCL itself considers when it picks (tuning.cc / enqueue.cc): the others only on request.
-AUTO_ALGOS_BY_OP = {
-    "all_reduce": ("ring", "tree", "nvls", "nvls_tree"),
-    "all_gather": ("ring",),
-    "reduce_scatter": ("ring",),
+AUTO_ALGOS_BY_OP = {  # direct exists for these three only on an xGMI mesh (RCCL)
+    "all_reduce": ("ring", "tree", "nvls", "nvls_tree", "direct"),
+    "all_gather": ("ring", "direct"),
+    "reduce_scatter": ("ring", "direct"),
     "all_to_all": ("direct",),
     "broadcast": ("ring",),
     "reduce": ("ring",),

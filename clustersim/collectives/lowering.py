@@ -16,12 +16,13 @@ from dataclasses import dataclass
 import simpy
 
 from clustersim.collectives import ports
+from clustersim.collectives.domain import domain_view
 from clustersim.collectives.plan import CollectivePlan, GroupShape, Phase
 from clustersim.collectives.planner import plan_collective
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.network import topology as topo
 from clustersim.network.links import FairShareLink
-from clustersim.network.routing import check_route, route
+from clustersim.network.routing import check_route, route, scale_up_paths
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,19 +58,28 @@ def _peers(plan: CollectivePlan, cluster: ClusterSpec) -> list[tuple[int, float]
 
 
 def _scale_up_flows(phase: Phase, cluster: ClusterSpec, shape: GroupShape) -> list[Flow]:
-    eta = phase.bw_bytes_per_s / ports.scale_up_bw(cluster)
+    """Each rank's bytes to its ring neighbour through the switch (spread over every switch chip
+    of an NVL72), or, on an xGMI mesh, spread evenly over the direct links to all other members
+    (RCCL runs one ring per link, so a rank drives all its links to the group at once)."""
+    p = shape.ranks_per_node
+    eta = phase.bw_bytes_per_s / ports.scale_up_bw(cluster, p)
     g = topo.build_topology(cluster)
     flows = []
-    p = shape.ranks_per_node
     for grp in range(shape.concurrent_groups_per_node):
         for j in range(p):
-            src, dst = topo.gpu(0, grp * p + j), topo.gpu(0, grp * p + (j + 1) % p)
-            if src == dst:
-                continue
-            edges = route(cluster, src, dst)
-            check_route(g, edges)
-            loads = tuple((f"{a}>{b}", phase.wire_bytes / (g.edges[a, b]["bw"] * eta)) for a, b in edges)
-            flows.append(Flow(f"{src}->{dst}", loads))
+            src = topo.gpu(0, grp * p + j)
+            peers = [(j + d) % p for d in range(1, p)] if topo.is_mesh(cluster) else [(j + 1) % p]
+            for k in peers:
+                dst = topo.gpu(0, grp * p + k)
+                if src == dst:
+                    continue
+                share = 1.0 / len(peers)
+                loads = []
+                for edges, frac in scale_up_paths(cluster, src, dst):
+                    check_route(g, edges)
+                    loads += [(f"{a}>{b}", phase.wire_bytes * share * frac / (g.edges[a, b]["bw"] * eta))
+                              for a, b in edges]
+                flows.append(Flow(f"{src}->{dst}", tuple(loads)))
     return flows
 
 
@@ -106,7 +116,8 @@ def _scale_out_flows(phase: Phase, plan: CollectivePlan, cluster: ClusterSpec) -
 
 
 def lower(plan: CollectivePlan, cluster: ClusterSpec) -> list[tuple[Phase, list[Flow]]]:
-    """Flows of the representative node for every phase of ``plan``."""
+    """Flows of the representative node (scale-up domain) for every phase of ``plan``."""
+    cluster = domain_view(cluster)
     out = []
     for phase in plan.phases:
         if phase.tier == "scale_up":

@@ -13,7 +13,7 @@ from __future__ import annotations
 from clustersim import units
 
 PROTOCOLS = ("LL", "LL128", "Simple")
-HW_NVLINK, HW_PCI, HW_NET = "nvlink", "pci", "net"
+HW_NVLINK, HW_PCI, HW_NET, HW_XGMI = "nvlink", "pci", "net", "xgmi"
 
 # baseLat[algo][proto] (us): fixed launch + synchronisation cost of one collective.
 # tuning.cc: Tree {6.8, 14.0, 0}, Ring {6.6, 14.0, 8.4}; NVLS / NVLS-tree Simple 23 us
@@ -37,8 +37,20 @@ HW_LAT_S = {
              "ring": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0},
              "nvls_tree": {"Simple": 19.0}},
 }
+# AMD Instinct through RCCL (ROCm/rccl src/graph/tuning.cc): baseLat is {12, 12, 17} us for tree
+# and ring (LL, LL128, Simple), and its tuning models list the xGMI hop (RCCL's NVLINK class)
+# as Tree {0.8, 1.4, 2.5}, Ring {0.8, 2.2, 3.6} us.
+HW_LAT_S[HW_XGMI] = {"tree": {"LL": 0.8, "LL128": 1.4, "Simple": 2.5}, "ring": {"LL": 0.8, "LL128": 2.2, "Simple": 3.6}}
 HW_LAT_S = {hw: {a: {p: v * units.US for p, v in d.items()} for a, d in algos.items()}
             for hw, algos in HW_LAT_S.items()}
+RCCL_BASE_LAT_S = {"tree": {"LL": 12.0 * units.US, "LL128": 12.0 * units.US, "Simple": 17.0 * units.US},
+                   "ring": {"LL": 12.0 * units.US, "LL128": 12.0 * units.US, "Simple": 17.0 * units.US}}
+
+
+def base_lat(vendor: str, algo: str, proto: str) -> float:
+    """Fixed cost of one collective call: NCCL's baseLat, or RCCL's on AMD GPUs."""
+    table = RCCL_BASE_LAT_S if vendor == "amd" and algo in RCCL_BASE_LAT_S else BASE_LAT_S
+    return table[algo][proto]
 
 # Per inter-node ring step NCCL adds the CPU proxy's network overhead, x3 for Simple
 # (tuning.cc getNetOverhead: 1 us on x86 hosts; "if (p == NCCL_PROTO_SIMPLE) netOverhead *= 3").
@@ -123,7 +135,8 @@ def tree_correction(protocol: str, size_bytes: float) -> float:
 
 
 def gpu_arch(gpu_name: str) -> str:
-    """volta | ampere | hopper from a GPU profile name (v100*, a100*, h100*/h200*)."""
+    """volta | ampere | hopper from a GPU profile name (v100*, a100*, anything newer: hopper's row,
+    the newest in NCCL's llMaxBws table)."""
     name = gpu_name.lower()
     if name.startswith("v100"):
         return "volta"

@@ -6,22 +6,26 @@ import functools
 import math
 
 from clustersim.collectives.algorithms import ALGOS_BY_OP, AUTO_ALGOS_BY_OP, BUILDERS, protocols_for
+from clustersim.collectives.domain import domain_view
 from clustersim.collectives.plan import OPS, CollectivePlan, GroupShape
 from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
 
 
 def check_shape(cluster: ClusterSpec, shape: GroupShape) -> None:
-    """The group must fit the cluster: GPUs per node and nodes."""
+    """The group must fit the cluster: GPUs per scale-up domain and domains (``cluster`` is a domain view)."""
     if shape.active_gpus_per_node > cluster.gpus_per_node:
         raise InputError("group.ranks_per_node", shape.ranks_per_node,
-                         f"ranks_per_node x concurrent_groups_per_node <= gpus_per_node ({cluster.gpus_per_node})")
+                         f"ranks_per_node x concurrent_groups_per_node <= GPUs per scale-up domain "
+                         f"({cluster.gpus_per_node})")
     if shape.num_nodes > cluster.num_nodes:
-        raise InputError("group.num_nodes", shape.num_nodes, f"at most the cluster's {cluster.num_nodes} nodes")
+        raise InputError("group.num_nodes", shape.num_nodes,
+                         f"at most the cluster's {cluster.num_nodes} scale-up domains")
 
 
 def applicable_algos(op: str, cluster: ClusterSpec, shape: GroupShape, size_bytes: float = 1.0) -> tuple[str, ...]:
     """Algorithms of ``op`` that exist on this cluster for this group shape."""
+    cluster = domain_view(cluster)
     return tuple(a for a in ALGOS_BY_OP[op]
                  if BUILDERS[a](op, "Simple", size_bytes, cluster, shape) is not None)
 
@@ -45,8 +49,10 @@ def plan_collective(op: str, size_bytes: float, cluster: ClusterSpec, shape: Gro
     """Per-rank plan of one collective; NCCL's choice (least predicted time) unless ``algo``.
 
     ``size_bytes`` follows nccl-tests: the full buffer for all_reduce/broadcast/reduce and the
-    gathered (total) size for all_gather/reduce_scatter/all_to_all. Pure and cached.
+    gathered (total) size for all_gather/reduce_scatter/all_to_all. ``shape`` counts ranks per
+    scale-up domain and domains (clustersim.collectives.domain). Pure and cached.
     """
+    cluster = domain_view(cluster)
     if op not in OPS:
         raise InputError("op", op, OPS)
     if not isinstance(size_bytes, (int, float)) or isinstance(size_bytes, bool) or not math.isfinite(size_bytes) \

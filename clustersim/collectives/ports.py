@@ -1,26 +1,52 @@
 """Per-rank port bandwidths of a group on a cluster: the closed forms' view of the topology.
 
-Scale-up (NVLink through NVSwitch) is a full crossbar: every GPU has its whole NVLink bundle
-whatever the other GPUs do. Scale-out is rail-optimised: every GPU uses its own rail NIC
-(NCCL's PXN / rail-local NIC choice); GPUs share a NIC only when a node has fewer NICs than
-active GPUs. One GPU does not spread one flow over several NICs (nccl-tests#232: 1 H100 with
-4 NICs reaches about one NIC's bandwidth).
+The cluster here is the domain view (clustersim.collectives.domain): a "node" is one scale-up
+domain. Scale-up through NVLink switches (an 8-GPU NVSwitch board or an NVL72 rack's switch
+trays) is a full crossbar: every GPU has its whole NVLink bundle whatever the other GPUs do.
+An xGMI mesh (AMD MI300X/MI325X/MI355X platforms) has no switch: each GPU has one direct link
+to each of its peers (7 on an 8-GPU board), so a group of p GPUs inside the mesh can use only
+the p - 1 links to its members: 1/7 of the bundle for a pair, all of it for all eight (AMD ROCm
+blog "Understanding RCCL Bandwidth and xGMI Performance on AMD Instinct MI300X", 2025: "each
+GPU is connected to its seven peer GPUs via xGMI links, forming a fully connected mesh").
+RCCL builds its rings so that each ring step uses one link, and runs one ring per link.
+Scale-out is rail-optimised: every GPU uses its own rail NIC (NCCL's PXN / rail-local NIC
+choice); GPUs share a NIC only when a node has fewer NICs than active GPUs. One GPU does not
+spread one flow over several NICs (nccl-tests#232: 1 H100 with 4 NICs reaches about one NIC's
+bandwidth).
 """
 
 from __future__ import annotations
 
-from clustersim.collectives.nccl_tuning import HW_NVLINK, HW_PCI, NVLS_EFF
+from clustersim.collectives.nccl_tuning import HW_NVLINK, HW_PCI, HW_XGMI, NVLS_EFF
 from clustersim.collectives.plan import GroupShape
 from clustersim.hardware.spec import ClusterSpec
 
 
-def scale_up_bw(cluster: ClusterSpec) -> float:
-    """Achievable per-GPU, per-direction scale-up bandwidth (bytes/s)."""
-    return cluster.scale_up.effective_bw_bytes_per_s
+def is_mesh(cluster: ClusterSpec) -> bool:
+    return cluster.scale_up.kind == "xgmi"
+
+
+def scale_up_bw(cluster: ClusterSpec, ranks_per_node: int | None = None) -> float:
+    """Achievable per-GPU, per-direction scale-up bandwidth (bytes/s) of a group with
+    ``ranks_per_node`` members in the domain (None: the whole domain). On an xGMI mesh only the
+    links to the group's other members carry its traffic."""
+    bw = cluster.scale_up.effective_bw_bytes_per_s
+    links = cluster.scale_up.links_per_gpu
+    if is_mesh(cluster) and links:
+        peers = (cluster.gpus_per_node if ranks_per_node is None else ranks_per_node) - 1
+        return bw * max(1, min(peers, links)) / links
+    return bw
+
+
+def scale_up_link_bw(cluster: ClusterSpec) -> float:
+    """One point-to-point path: a single xGMI link on a mesh, the whole NVLink bundle through a switch."""
+    return scale_up_bw(cluster, 2)
 
 
 def scale_up_hw(cluster: ClusterSpec) -> str:
-    """NCCL's hardware class of the intra-node path (nvlink or pci) for its latency table."""
+    """NCCL's hardware class of the intra-node path (nvlink, xgmi or pci) for its latency table."""
+    if is_mesh(cluster):
+        return HW_XGMI
     return HW_NVLINK if cluster.scale_up.kind in ("nvswitch", "nvlink") else HW_PCI
 
 
@@ -35,6 +61,12 @@ def nvls_bw(cluster: ClusterSpec) -> float:
     if not fab.nvls:
         return 0.0
     return fab.nvls_bw_bytes_per_s or fab.effective_bw_bytes_per_s * NVLS_EFF
+
+
+def nvls_max_algbw(cluster: ClusterSpec) -> float:
+    """The profile's cap on NVLS all-reduce algbw (the switch's multicast/reduction rate), inf if none."""
+    cap = cluster.scale_up.nvls_max_algbw_bytes_per_s
+    return cap if cap > 0 else float("inf")
 
 
 def nic_bw_per_rank(cluster: ClusterSpec, shape: GroupShape) -> float:
@@ -59,10 +91,25 @@ def spine_factor(cluster: ClusterSpec, shape: GroupShape, cross_fraction: float)
     collectives), a NIC's cross-leaf bytes f x W drain at 1/oversubscription of its rate while
     its other bytes use the rest (flow-level max-min sharing), so its W bytes take
     W / B x max(1, f x oversubscription).
+
+    Three tiers (``nodes_per_pod``): bytes that also leave the pod cross the spine uplinks,
+    which have 1/pod_oversubscription of the spines' downlink capacity, so a NIC's share there
+    is 1/(oversubscription x pod_oversubscription) (Llama 3, arXiv 2407.21783 §3.3.1: full
+    bisection inside 3,072-GPU pods, 1:7 between pods). The fraction crossing pods is taken
+    as for leaves: the group's nodes beyond one pod over all its other nodes (at most the
+    fraction crossing leaves).
+    Rail-only networks have no spines: every NIC reaches its rail peers at full rate.
     """
-    if shape.num_nodes <= cluster.nodes_per_leaf or cluster.oversubscription <= 1.0:
+    if cluster.topology == "rail-only":
         return 1.0
-    return 1.0 / max(1.0, cross_fraction * cluster.oversubscription)
+    factor = 1.0
+    if shape.num_nodes > cluster.nodes_per_leaf and cluster.oversubscription > 1.0:
+        factor = max(factor, cross_fraction * cluster.oversubscription)
+    pod = cluster.nodes_per_pod
+    if pod and shape.num_nodes > pod and cluster.pod_oversubscription > 1.0:
+        cross_pod = min(cross_fraction, (shape.num_nodes - pod) / max(1, shape.num_nodes - 1))
+        factor = max(factor, cross_pod * cluster.oversubscription * cluster.pod_oversubscription)
+    return 1.0 / factor
 
 
 def all_to_all_cross_fraction(cluster: ClusterSpec, shape: GroupShape) -> float:

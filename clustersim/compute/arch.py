@@ -8,6 +8,17 @@ Each number is a published microbenchmark, never a fit to a training run:
   BF16: A100 SXM 271.2 of 312 TFLOPS at 1024x10240x5120 (torch 2.6.0+cu126);
   H100 SXM 794.5 of 989 at 2048x2048x13312 (torch 2.7.0+cu126; the table notes "H200 is the same").
   FP8 (e4m3): H100 SXM 1402.6 of 1979 at 1024x9216x14336; H200 SXM 1453.4 of 1979 at 1280x4096x12032.
+  Blackwell and AMD rows of the same tables (read 2026-08 at commit 744d01e of the repository):
+  BF16 B200 SXM 1745.0 at 1792x16128x3072 (torch 2.7.1+cu128); B300 SXM 1769.0 at 12288x18432x1024
+  (2.9.1+cu130); GB200 1822.0 at 4096x9728x2048 (2.10.0.dev+cu130); MI300X 668.4 at 10240x15360x8192
+  (2.5.1+rocm6.3, TunableOp on); MI325X 784.9 at 13312x10240x8192 (2.6.0+rocm6.2.4, TunableOp on,
+  1000 W); MI355X 1565.0 at 12288x8192x8192 (2.8.0+rocm7.0.2). FP8: B200 3432.5 at 15360x4096x3072;
+  B300 3353.3 at 3072x6144x7168; GB200 3615.6 at 19456x5120x1536. The fractions below divide by the
+  dense peak of our GPU profile (the table's own "Theory" column uses 2300 for MI355X and 1300 for
+  MI300X/MI325X where AMD's spec gives 2516.6 and 1307.4).
+  No MAMF is published for H20, GB300 or any FP4 GEMM: those fall back (the FP4 GEMMs to the BF16
+  fraction of their GPU) and ``ArchData.gemm_measured`` says so, so that the prediction interval
+  can widen (clustersim.uncertainty).
 * Flash attention: FlashAttention-2 (Dao 2023, arXiv 2307.08691, §4.1) reaches up to 73% of the
   A100's peak in the forward pass and up to 63% in the backward pass (head dim 128, long
   sequences). On Hopper, FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608, §4.1, Fig. 5)
@@ -21,7 +32,15 @@ Each number is a published microbenchmark, never a fit to a training run:
   vs MAMF 823.9 TFLOPS (ratio 0.848); B200 bf16 MSMF 1426.4 vs MAMF 1751.2 (0.815). H100 has the
   same die and 700 W limit as H200, so it takes 0.848. No A100 measurement is published; it takes the
   mean of the two measured NVIDIA boards, 0.83. The ratio applies to tensor-core-bound kernels
-  (GEMMs, flash attention), not to HBM-bound ones (the memory clock does not throttle).
+  (GEMMs, flash attention), not to HBM-bound ones (the memory clock does not throttle). B300, GB200
+  and GB300 take B200's ratio (same Blackwell SM, power-limited the same way; not measured); AMD
+  parts take the 0.83 mean (no MSMF measurement is published for them).
+* Flash attention on Blackwell: FlashAttention-4 (Zadouri, Dao et al. 2026, arXiv 2603.05451;
+  Together AI blog "FlashAttention-4") reaches up to 1613 TFLOPS BF16 forward on B200 (71.7% of
+  2250). No backward figure is stated beside it; we take the forward fraction times Hopper's
+  backward/forward ratio (FlashAttention-3: 0.55 / 0.748 = 0.735), 52.7%. No attention measurement
+  is published for AMD Instinct parts: they take Hopper's ceilings scaled by their MAMF efficiency
+  relative to H100's (a kernel reaches the same share of what the GEMMs reach).
 * L2 bandwidth (A100 only): 5120 bytes/clock (NVIDIA A100 Tensor Core GPU Architecture
   whitepaper, 2020: "A100 L2 cache read bandwidth 5120 Bytes/clk") at the 1410 MHz boost clock
   (same whitepaper) = 7.2 TB/s. Used to derive how much a GEMM tile loses when its data reuse is
@@ -44,6 +63,14 @@ class ArchData:
     attn_bwd_frac: float      # flash-attention backward FLOP/s ceiling / dense peak
     l2_bw_bytes_per_s: float  # 0 = unknown
     sustained_ratio: float = 0.83  # MSMF / MAMF: saturated-clock over boost-burst matmul throughput
+    gemm_measured: bool = True     # False: no public MAMF for this GPU; its efficiency is borrowed
+
+    def measured(self, dtype: str) -> bool:
+        """Whether a GEMM in ``dtype`` runs at a measured efficiency (fp16 shares bf16's rate)."""
+        if not self.gemm_measured:
+            return False
+        wanted = "bf16" if dtype in ("bf16", "fp16") else dtype
+        return any(name == wanted for name, _, _ in self.mamf)
 
     def mamf_for(self, dtype: str) -> tuple[float, tuple[int, int, int]]:
         for name, frac, shape in self.mamf:
@@ -80,6 +107,53 @@ HOPPER_H200 = ArchData(
     l2_bw_bytes_per_s=0.0,
     sustained_ratio=698.6 / 823.9,                               # stas00: H200, all 8 GPUs busy
 )
+_B200_SUSTAINED = 1426.4 / 1751.2                               # stas00 B200 MSMF / MAMF
+_FA3_BWD_OVER_FWD = 0.55 / (740 / 989)                           # FlashAttention-3 backward / forward ceiling
+_FA4_FWD = 1613 / 2250                                           # FlashAttention-4 §5, B200 BF16 forward
+BLACKWELL_B200 = ArchData(
+    name="b200",
+    mamf=(("bf16", 1745.0 / 2250, (1792, 16128, 3072)),          # stas00 MAMF table, B200 SXM
+          ("fp8", 3432.5 / 4500, (15360, 4096, 3072))),
+    attn_fwd_frac=_FA4_FWD, attn_bwd_frac=_FA4_FWD * _FA3_BWD_OVER_FWD,
+    l2_bw_bytes_per_s=0.0,
+    sustained_ratio=_B200_SUSTAINED,
+)
+BLACKWELL_B300 = ArchData(
+    name="b300",
+    mamf=(("bf16", 1769.0 / 2250, (12288, 18432, 1024)),         # stas00 MAMF table, B300 SXM
+          ("fp8", 3353.3 / 4500, (3072, 6144, 7168))),
+    attn_fwd_frac=_FA4_FWD, attn_bwd_frac=_FA4_FWD * _FA3_BWD_OVER_FWD,
+    l2_bw_bytes_per_s=0.0,
+    sustained_ratio=_B200_SUSTAINED,                             # not measured: B200's
+)
+BLACKWELL_GB200 = ArchData(
+    name="gb200",
+    mamf=(("bf16", 1822.0 / 2500, (4096, 9728, 2048)),           # stas00 MAMF table, GB200
+          ("fp8", 3615.6 / 5000, (19456, 5120, 1536))),
+    attn_fwd_frac=_FA4_FWD, attn_bwd_frac=_FA4_FWD * _FA3_BWD_OVER_FWD,
+    l2_bw_bytes_per_s=0.0,
+    sustained_ratio=_B200_SUSTAINED,                             # not measured: B200's
+)
+BLACKWELL_GB300 = ArchData(                                      # no MAMF published: GB200's fractions
+    name="gb300", mamf=BLACKWELL_GB200.mamf,
+    attn_fwd_frac=_FA4_FWD, attn_bwd_frac=_FA4_FWD * _FA3_BWD_OVER_FWD,
+    l2_bw_bytes_per_s=0.0, sustained_ratio=_B200_SUSTAINED, gemm_measured=False,
+)
+_H100_MAMF = 794.5 / 989
+_AMD_SUSTAINED = (698.6 / 823.9 + 1426.4 / 1751.2) / 2           # no AMD MSMF: mean of H200, B200
+
+
+def _amd(name: str, frac: float, shape: tuple[int, int, int]) -> ArchData:
+    """An Instinct part: its measured BF16 MAMF, Hopper's attention ceilings scaled by frac / H100's."""
+    return ArchData(name=name, mamf=(("bf16", frac, shape),),
+                    attn_fwd_frac=740 / 989 * frac / _H100_MAMF, attn_bwd_frac=0.55 * frac / _H100_MAMF,
+                    l2_bw_bytes_per_s=0.0, sustained_ratio=_AMD_SUSTAINED)
+
+
+CDNA3_MI300X = _amd("mi300x", 668.4 / 1307.4, (10240, 15360, 8192))   # stas00 MAMF table, MI300X
+CDNA3_MI325X = _amd("mi325x", 784.9 / 1307.4, (13312, 10240, 8192))   # stas00 MAMF table, MI325X
+CDNA4_MI355X = _amd("mi355x", 1565.0 / 2516.6, (12288, 8192, 8192))   # stas00 MAMF table, MI355X
+
 # Unknown GPUs: sustained ratio 0.83 as for A100; the median BF16 MAMF efficiency of the NVIDIA rows in the stas00 table
 # (A100 86.9%, GH200 83.8%, A100 PCIe 81.1%, H100 80.3%, B300 78.6%, B200 77.6%, GB200 72.9%)
 # is 80.3%; attention ceilings as FlashAttention-2 on A100.
@@ -89,16 +163,35 @@ FALLBACK = ArchData(
     attn_fwd_frac=0.73, attn_bwd_frac=0.63,
     l2_bw_bytes_per_s=0.0,
     sustained_ratio=(698.6 / 823.9 + 1426.4 / 1751.2) / 2,
+    gemm_measured=False,
+)
+# H20: a cut-down Hopper with no public MAMF: the median efficiency above, flagged as unmeasured
+HOPPER_H20 = ArchData(name="h20", mamf=FALLBACK.mamf, attn_fwd_frac=740 / 989, attn_bwd_frac=0.55,
+                      l2_bw_bytes_per_s=0.0, sustained_ratio=698.6 / 823.9, gemm_measured=False)
+
+# first match wins: longer names before the names they contain (gb200 before b200, h200 before h20)
+_BY_NAME = (
+    ("gb300", BLACKWELL_GB300), ("gb200", BLACKWELL_GB200), ("b300", BLACKWELL_B300), ("b200", BLACKWELL_B200),
+    ("mi355", CDNA4_MI355X), ("mi350", CDNA4_MI355X), ("mi325", CDNA3_MI325X), ("mi300", CDNA3_MI300X),
+    ("h200", HOPPER_H200), ("gh200", HOPPER_H200), ("h20", HOPPER_H20),
+    # H800: the H100 die with fewer NVLinks (same SMs, clocks, TDP); the H100's measurement
+    ("h100", HOPPER_H100), ("h800", HOPPER_H100), ("a100", AMPERE_A100),
 )
 
 
 def arch_for(gpu: GpuSpec) -> ArchData:
-    """Pick the measurement set by the GPU profile's name (a100-*, h100-*, h200-*, gh200-*)."""
+    """Pick the measurement set by the GPU profile's name (a100-*, h100-*, h800-*, h200-*, gh200-*,
+    h20-*, b200-*, b300-*, gb200-*, gb300-*, mi300x-*, mi325x-*, mi355x-*); others get FALLBACK."""
     name = gpu.name.lower()
-    if "h200" in name or "gh200" in name:
-        return HOPPER_H200
-    if "h100" in name:
-        return HOPPER_H100
-    if "a100" in name:
-        return AMPERE_A100
+    for key, arch in _BY_NAME:
+        if key in name:
+            return arch
     return FALLBACK
+
+
+def gemm_measured(gpu: GpuSpec, dtype: str = "bf16") -> bool:
+    """Whether the GEMM efficiency of ``gpu`` in ``dtype`` comes from a published measurement
+    (False for GPUs without a MAMF row, FP4, or a calibrated profile's fitted efficiency: True)."""
+    if gpu.gemm_efficiency > 0:
+        return True
+    return arch_for(gpu).measured(dtype)

@@ -23,6 +23,7 @@ import math
 
 from clustersim.compute.arch import arch_for
 from clustersim.compute.ops import Op
+from clustersim.compute.precision import compute_dtype
 from clustersim.compute.roofline import KERNEL_FLOOR_S, memory_time_s
 from clustersim.hardware.spec import GpuSpec
 
@@ -53,7 +54,7 @@ def attention_ops(batch: int, s_q: int, s_k: int, heads: int, kv_heads: int, hea
                   gpu: GpuSpec, dtype: str, act_bytes: int, causal: bool = True) -> tuple[Op, Op]:
     """(forward, backward) flash-attention ops for ``heads`` query heads on this GPU."""
     arch = arch_for(gpu)
-    peak = gpu.peak("bf16" if dtype == "fp8" else dtype)  # TE runs attention in bf16 under fp8 recipes
+    peak = gpu.peak(compute_dtype(dtype))  # TE runs attention in bf16 under fp8/fp4 recipes
     ramp = _ramp(s_k, causal)
     fwd_flops = attention_fwd_flops(batch, s_q, s_k, heads, head_dim, causal)
     bwd_flops = BWD_FLOP_RATIO * fwd_flops
@@ -64,7 +65,7 @@ def attention_ops(batch: int, s_q: int, s_k: int, heads: int, kv_heads: int, hea
     bwd_bytes = 3 * q_bytes + kv_bytes + lse_bytes + q_bytes + kv_bytes  # read Q, O, dO, K, V, lse; write dQ, dK, dV
     # The papers' ceilings are short benchmarks: scale by the sustained (MSMF / MAMF) clock ratio as for
     # GEMMs; a calibrated profile instead scales them by its GEMM efficiency over the sustained MAMF.
-    sustained = arch.mamf_for(dtype)[0] * arch.sustained_ratio
+    sustained = arch.mamf_for(compute_dtype(dtype))[0] * arch.sustained_ratio
     scale = gpu.gemm_efficiency / sustained if gpu.gemm_efficiency > 0 else arch.sustained_ratio
     eff_fwd = arch.attn_fwd_frac * ramp * scale * gpu.attention_scale
     eff_bwd = arch.attn_bwd_frac * ramp * scale * gpu.attention_scale

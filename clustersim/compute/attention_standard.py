@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from clustersim.compute.gemm import gemm_op
 from clustersim.compute.ops import Op
+from clustersim.compute.precision import compute_dtype
 from clustersim.compute.roofline import memory_bound_op
 from clustersim.hardware.spec import GpuSpec
 
@@ -20,6 +21,7 @@ from clustersim.hardware.spec import GpuSpec
 def standard_attention_ops(batch: int, s_q: int, s_k: int, heads: int, head_dim: int, gpu: GpuSpec, dtype: str,
                            act_bytes: int, dropout: bool) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
     """(forward ops, backward ops) of the unfused attention core for ``heads`` heads on this GPU."""
+    dtype = compute_dtype(dtype)                  # the attention core stays in BF16 under FP8/FP4
     bh = batch * heads
     scores = bh * s_q * s_k                       # elements of the score matrix
     a = act_bytes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from clustersim.errors import InputError
 
-TRAINING_DTYPES = ("bf16", "fp16", "fp8", "fp32")
+TRAINING_DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
 
 
 def check_dtype(dtype: str) -> None:
@@ -15,26 +15,28 @@ def check_dtype(dtype: str) -> None:
 def activation_bytes(dtype: str) -> int:
     """Bytes of one stored activation / communicated element.
 
-    fp8 training (Transformer Engine) keeps activations and TP communication in bf16 and casts
-    GEMM inputs to fp8 on the fly (TE docs, "Using FP8 with Transformer Engine": only the GEMM
-    operands are fp8), so fp8 stores 2 bytes like bf16.
+    fp8 and fp4 training (Transformer Engine) keep activations and TP communication in bf16 and
+    cast GEMM inputs on the fly (TE docs, "Using FP8 with Transformer Engine": only the GEMM
+    operands are low precision), so they store 2 bytes like bf16.
     """
     check_dtype(dtype)
     return 4 if dtype == "fp32" else 2
 
 
-def gemm_operand_bytes(dtype: str) -> int:
-    """Bytes per GEMM operand element read by the tensor cores."""
+def gemm_operand_bytes(dtype: str) -> float:
+    """Bytes per GEMM operand element read by the tensor cores (fp4 E2M1: half a byte)."""
     check_dtype(dtype)
-    return {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}[dtype]
+    return {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5}[dtype]
 
 
-def weight_bytes(dtype: str) -> int:
+def weight_bytes(dtype: str) -> float:
     """Bytes per model weight held for the forward pass.
 
     bf16/fp16: 2 (the fp32 master copy is optimizer state). fp8: TE keeps the bf16 weight and an
     fp8 copy (plus its transpose for the backward GEMM) -> 2 + 1 + 1 = 4 bytes (TE docs, FP8
-    weights cached per micro-batch group). fp32: 4.
+    weights cached per micro-batch group). fp4 (NVFP4): the bf16 weight and two 4-bit copies
+    with one E4M3 scale per 16 values -> 2 + 2 x (0.5 + 1/16) = 3.125 bytes
+    (clustersim.compute.precision.weight_copy_bytes). fp32: 4.
     """
     check_dtype(dtype)
-    return {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 4}[dtype]
+    return {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 4, "fp4": 3.125}[dtype]

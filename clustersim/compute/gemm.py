@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import math
 
+from clustersim.compute import precision
 from clustersim.compute.arch import arch_for
 from clustersim.compute.dtypes import gemm_operand_bytes
 from clustersim.compute.ops import Op
@@ -44,14 +45,14 @@ TILES = ((256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128, 64), (6
 K_PROLOGUE = 128  # two k-tiles of 64: pipeline fill + epilogue (see module docstring)
 
 
-def _tile_reuse_eff(tm: int, tn: int, operand_bytes: int, peak: float, l2_bw: float) -> float:
+def _tile_reuse_eff(tm: int, tn: int, operand_bytes: float, peak: float, l2_bw: float) -> float:
     intensity = 2 * tm * tn / ((tm + tn) * operand_bytes)   # FLOP per byte loaded from L2
     # FLOP per byte the SM needs to stay tensor-bound; unknown L2 bandwidth: assume 128x128 tiles saturate
     required = peak / l2_bw if l2_bw > 0 else 2 * 128 * 128 / (256 * operand_bytes)
     return min(1.0, intensity / required)
 
 
-def _quantization(m: int, n: int, k: int, batch: int, num_sms: int, operand_bytes: int,
+def _quantization(m: int, n: int, k: int, batch: int, num_sms: int, operand_bytes: float,
                   peak: float, l2_bw: float) -> float:
     """q(M, N, K): best over tiles of useful fraction x wave fraction x reuse, times the K ramp."""
     best = 0.0
@@ -91,3 +92,27 @@ def gemm_op(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: 
     compute_s = flops / (gpu.peak(dtype) * gemm_efficiency(m, n, k, gpu, dtype, batch))
     return Op(name, flops, bytes_moved,
               max(compute_s, memory_time_s(bytes_moved, gpu), KERNEL_FLOOR_S) / gpu.compute_scale)
+
+
+@functools.lru_cache(maxsize=65536)
+def linear_gemm_op(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, recipe: str = "",
+                   batch: int = 1) -> Op:
+    """A GEMM of a transformer linear layer under the training dtype's recipe.
+
+    bf16/fp16/fp32: ``gemm_op``. fp8/fp4 (clustersim.compute.precision): the GEMM at the
+    low-precision peak and efficiency, plus its share of the cast kernels (HBM-bound, 85% of
+    bandwidth); under fp4 the share of layers kept in BF16 runs at the BF16 rate (time-weighted).
+    """
+    if not precision.is_low_precision(dtype):
+        return gemm_op(name, m, n, k, gpu, dtype, batch)
+    recipe = recipe or precision.default_recipe(dtype, gpu)
+    low = gemm_op(name, m, n, k, gpu, dtype, batch)
+    share = precision.bf16_share(dtype)
+    q_bytes = precision.quantize_bytes(m, n, k, dtype, recipe, batch)
+    time_s = low.time_s + memory_time_s(q_bytes, gpu) / gpu.compute_scale
+    bytes_moved = low.bytes_moved + q_bytes
+    if share > 0:
+        high = gemm_op(name, m, n, k, gpu, "bf16", batch)
+        time_s = (1 - share) * time_s + share * high.time_s
+        bytes_moved = (1 - share) * bytes_moved + share * high.bytes_moved
+    return Op(name, low.flops, bytes_moved, time_s)

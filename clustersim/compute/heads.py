@@ -20,6 +20,7 @@ from clustersim.compute.conventions import uses_dropout
 from clustersim.compute.dtypes import activation_bytes, check_dtype
 from clustersim.compute.gemm import gemm_op
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
+from clustersim.compute.precision import compute_dtype
 from clustersim.compute.roofline import memory_bound_op
 from clustersim.hardware.spec import GpuSpec
 from clustersim.parallel.layout import ParallelLayout
@@ -93,7 +94,8 @@ def _output_cost(model: ModelSpec, tp_: int, cp: int, sp_: bool, micro_batch: in
     fwd: list[Op | CommOp] = [memory_bound_op("final_norm", t_sp * h * act_b * 2, gpu)]
     if sp:
         fwd.append(CommOp("output_input_all_gather", "all_gather", t * h * act_b, "tp", layout.tp_comm_overlap))
-    fwd.append(gemm_op("logits", t, v, h, gpu, dtype))
+    hp = compute_dtype(dtype)  # the output layer stays in BF16 under FP8/FP4 (clustersim.compute.precision)
+    fwd.append(gemm_op("logits", t, v, h, gpu, hp))
     # unfused vocab-parallel cross-entropy, per logit: cast to fp32 (read act_b, write 4), max (read 4),
     # subtract max in place (r+w 8), exp (r+w 8), sum (read 4), divide in place, kept for backward (r+w 8)
     fwd.append(memory_bound_op("cross_entropy", logits * (act_b + 4 + 4 + 8 + 8 + 4 + 8), gpu))
@@ -104,9 +106,9 @@ def _output_cost(model: ModelSpec, tp_: int, cp: int, sp_: bool, micro_batch: in
         # the saved fp32 softmax becomes the gradient in place (one_hot touches one entry per token),
         # scaled by the loss gradient (r+w 8), cast back for the GEMM (read 4, write act_b)
         memory_bound_op("cross_entropy_bwd", logits * (8 + 4 + act_b), gpu),
-        gemm_op("logits_dgrad", t, h, v, gpu, dtype),
+        gemm_op("logits_dgrad", t, h, v, gpu, hp),
     ]
-    wgrad = gemm_op("logits_wgrad", v, h, t, gpu, dtype)
+    wgrad = gemm_op("logits_wgrad", v, h, t, gpu, hp)
     if tp > 1:
         if sp:
             bwd += [CommOp("output_input_all_gather_bwd", "all_gather", t * h * act_b, "tp", True),

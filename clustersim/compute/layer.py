@@ -35,7 +35,7 @@ from clustersim.compute.attention import attention_ops
 from clustersim.compute.attention_standard import standard_attention_ops
 from clustersim.compute.conventions import gated_factor, local_kv_heads, resolve_attention, uses_dropout
 from clustersim.compute.dtypes import activation_bytes, check_dtype
-from clustersim.compute.gemm import gemm_op
+from clustersim.compute.gemm import linear_gemm_op
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
 from clustersim.compute.roofline import memory_bound_op
 from clustersim.errors import InputError
@@ -45,37 +45,38 @@ from clustersim.workload.model_spec import ModelSpec
 
 
 def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str,
-                           attention: str = "auto", elementwise: str = "fused", recompute: str | None = None
-                           ) -> LayerCost:
+                           attention: str = "auto", elementwise: str = "fused", recompute: str | None = None,
+                           recipe: str = "") -> LayerCost:
     """Forward, backward and recompute ops of one transformer layer for one micro-batch on one GPU.
 
     ``attention``: "flash", "standard" or "auto" (clustersim.compute.conventions.resolve_attention);
     ``elementwise``: "fused" (Megatron / TE kernels) or "eager" (torch ops one by one, torchtitan
     without torch.compile); ``recompute``: this layer's policy (default ``layout.recompute``;
-    ``full-inner``, a later layer of a checkpointed group, recomputes like ``full``).
+    ``full-inner``, a later layer of a checkpointed group, recomputes like ``full``);
+    ``recipe``: the fp8/fp4 scaling recipe ("" = the GPU's default, clustersim.compute.precision).
     """
     policy = layout.recompute if recompute is None else recompute
     return _layer_cost_by_key(model, layout.tp, layout.cp, layout.ep, layout.sequence_parallel, layout.micro_batch,
                               "full" if policy == "full-inner" else policy, layout.tp_comm_overlap, gpu, dtype,
-                              attention, elementwise)
+                              attention, elementwise, recipe)
 
 
 @functools.lru_cache(maxsize=8192)
 def _layer_cost_by_key(model: ModelSpec, tp: int, cp: int, ep: int, sp: bool, micro_batch: int, recompute: str,
                        tp_comm_overlap: bool, gpu: GpuSpec, dtype: str, attention: str,
-                       elementwise: str = "fused") -> LayerCost:
+                       elementwise: str = "fused", recipe: str = "") -> LayerCost:
     layout = ParallelLayout(tp=tp, cp=cp, ep=ep, sequence_parallel=sp, micro_batch=micro_batch, recompute=recompute,
                             tp_comm_overlap=tp_comm_overlap)
     if elementwise not in ("fused", "eager"):
         raise InputError("elementwise", elementwise, ("fused", "eager"))
-    return _layer_cost(model, layout, gpu, dtype, resolve_attention(attention, gpu.name), elementwise)
+    return _layer_cost(model, layout, gpu, dtype, resolve_attention(attention, gpu.name), elementwise, recipe)
 
 
 class _Ctx:
     """Shapes of one layer on one GPU (a plain namespace used while building the op lists)."""
 
     def __init__(self, model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
-                 elementwise: str = "fused") -> None:
+                 elementwise: str = "fused", recipe: str = "") -> None:
         check_dtype(dtype)
         tp, cp = layout.tp, layout.cp
         if model.heads % tp:
@@ -97,13 +98,14 @@ class _Ctx:
         self.attention = attention
         self.eager = elementwise == "eager"
         self.rope = model.ffn_act == "swiglu"      # Llama-style models rotate Q and K (RoPE); GPT-style learn positions
+        self.recipe = recipe
 
     def tp_comm(self, name: str, collective: str, overlappable: bool = False) -> CommOp:
         size = self.tokens * self.h * self.act_b
         return CommOp(name, collective, size, "tp", overlappable or self.overlap_all_tp)
 
     def gemm(self, name: str, m: int, n: int, k: int, batch: int = 1) -> Op:
-        return gemm_op(name, m, n, k, self.gpu, self.dtype, batch)
+        return linear_gemm_op(name, m, n, k, self.gpu, self.dtype, self.recipe, batch)
 
     def mem(self, name: str, elements_read: float, elements_written: float, extra_bytes: float = 0.0) -> Op:
         return memory_bound_op(name, (elements_read + elements_written) * self.act_b + extra_bytes, self.gpu)
@@ -256,8 +258,8 @@ def _tp_in_fwd(c: _Ctx, name: str) -> list[CommOp]:
 
 @functools.lru_cache(maxsize=4096)
 def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
-                elementwise: str = "fused") -> LayerCost:
-    c = _Ctx(model, layout, gpu, dtype, attention, elementwise)
+                elementwise: str = "fused", recipe: str = "") -> LayerCost:
+    c = _Ctx(model, layout, gpu, dtype, attention, elementwise, recipe)
     t, h, d = c.tokens, c.h, c.d
     qkv_n = (c.heads + 2 * c.kv_heads) * d
     attn_n = c.heads * d

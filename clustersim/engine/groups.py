@@ -19,15 +19,16 @@ from clustersim.scenario import Scenario
 @functools.lru_cache(maxsize=4096)
 def group_shape(scenario: Scenario, axis: str) -> GroupShape:
     """The shape of every group of ``axis`` (tp, cp, ep, dp, dp_cp)."""
-    s = axis_shape_for(scenario.parallel, scenario.cluster.gpus_per_node, axis)
+    c = scenario.cluster
+    s = axis_shape_for(scenario.parallel, c.gpus_per_domain, axis, c.gpus_per_domain > c.gpus_per_node)
     return GroupShape(s.ranks_per_node, s.num_nodes, s.concurrent_groups_per_node)
 
 
 @functools.lru_cache(maxsize=4096)
 def pp_link_shape(scenario: Scenario, rank: int) -> GroupShape:
     """The pair of GPUs linking pipeline rank ``rank`` to rank ``rank + 1`` (mod pp), with the
-    number of such pairs that share a node (all GPUs of a stage send to the next at once)."""
-    par, gpn = scenario.parallel, scenario.cluster.gpus_per_node
+    number of such pairs that share a scale-up domain (all GPUs of a stage send to the next at once)."""
+    par, gpn = scenario.parallel, scenario.cluster.gpus_per_domain
     stride = par.tp * par.cp * par.dp  # GPUs per pipeline stage
     a, b = rank * stride, ((rank + 1) % par.pp) * stride
     pairs_per_node = min(stride, gpn)

@@ -61,8 +61,9 @@ def _merge(*parts: Work) -> Work:
 def build_step_work(scenario: Scenario) -> StepWork:
     model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
     elementwise = "fused" if scenario.training.compile else scenario.framework.elementwise
+    recipe = scenario.training.recipe
     layer: LayerCost = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention,
-                                              elementwise=elementwise)
+                                              elementwise=elementwise, recipe=recipe)
     policies = stage_policies(par, model.layers)   # each layer's recompute policy (memory/policies.py)
     by_policy: dict[str, tuple[Work, Work]] = {}
 
@@ -71,7 +72,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
         work = by_policy.get(policy)
         if work is None:
             lc = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention,
-                                        elementwise=elementwise, recompute=policy)
+                                        elementwise=elementwise, recompute=policy, recipe=recipe)
             work = by_policy[policy] = (tuple(lc.recompute.ops), tuple(lc.backward.ops))
         return work
 
@@ -143,7 +144,7 @@ def grad_norm_all_reduce_s(scenario: Scenario) -> float:
     gpus = scenario.parallel.num_gpus
     if gpus == 1:
         return 0.0
-    per_node = min(gpus, cluster.gpus_per_node)
+    per_node = min(gpus, cluster.gpus_per_domain)  # group shapes count ranks per scale-up domain
     shape = GroupShape(per_node, gpus // per_node)
     return plan_collective("all_reduce", 4, cluster, shape).time_s
 

@@ -19,26 +19,14 @@ from typing import Any
 
 from clustersim import units
 from clustersim.errors import InputError
-from clustersim.hardware.spec import (
-    DTYPES,
-    FABRIC_KINDS,
-    CalibrationEvidence,
-    ClusterSpec,
-    FabricSpec,
-    GpuSpec,
-)
+from clustersim.hardware import schema
+from clustersim.hardware.spec import CalibrationEvidence, ClusterSpec, FabricSpec, GpuSpec
 from clustersim.inputs import read_yaml_file
 
 SECTIONS = ("gpus", "fabrics", "clusters")
-_GPU_KEYS = {"description", "peak_TFLOPS", "vector_TFLOPS", "hbm_capacity_MiB", "hbm_capacity_GiB",
-             "hbm_bw_GBps", "l2_MiB", "num_sms", "tdp_W", "price_per_gpu_hour_usd", "gemm_efficiency",
-             "gemm_scale", "attention_scale", "hbm_efficiency", "compute_scale"}
-_FABRIC_KEYS = {"kind", "description", "bw_GBps", "bw_Gbps", "efficiency", "latency_us",
-                "switch_latency_us", "nvls", "nvls_bw_GBps", "nvls_latency_us"}
-_CLUSTER_KEYS = {"description", "gpu", "gpus_per_node", "scale_up", "scale_out", "nics_per_node", "pcie",
-                 "nodes_per_leaf", "oversubscription", "host_memory_GiB", "nodes", "calibration"}
 CLUSTER_OVERRIDE_KEYS = ("gpu", "gpus_per_node", "scale_up", "scale_out", "nics_per_node", "pcie",
-                         "nodes_per_leaf", "oversubscription", "host_memory_GiB")
+                         "nodes_per_leaf", "oversubscription", "host_memory_GiB", "scale_up_domain", "topology",
+                         "nodes_per_pod", "pod_oversubscription", "pue")
 
 _user_files: list[Path] = []
 
@@ -83,17 +71,19 @@ def _env_files() -> list[Path]:
 
 @functools.cache
 def _catalog_for(user_files: tuple[tuple[Path, int, int], ...]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Shipped profiles, then user files (later ones win); every entry of every file is checked."""
     cat: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in SECTIONS}
+    origin: dict[tuple[str, str], Path] = {}
     shipped = shipped_profile_dir()
-    for section in SECTIONS:
-        cat[section].update(_read_yaml(shipped / f"{section}.yaml"))
-    for path, _, _ in user_files:
-        data = _read_yaml(path)
-        if not isinstance(data, Mapping) or not set(data) <= set(SECTIONS):
-            raise InputError(f"profile {path}", sorted(data) if isinstance(data, Mapping) else data,
-                             f"a mapping with sections {', '.join(SECTIONS)}")
+    files = [(shipped / f"{section}.yaml", {section: _read_yaml(shipped / f"{section}.yaml")}) for section in SECTIONS]
+    files += [(path, _read_yaml(path)) for path, _, _ in user_files]
+    for path, data in files:
+        schema.check_file(path, data, SECTIONS)
         for section, entries in data.items():
-            cat[section].update(entries or {})
+            for name, entry in (entries or {}).items():
+                cat[section][name] = entry
+                origin[(section, name)] = path
+    schema.check_references(cat, origin)
     return cat
 
 
@@ -121,18 +111,6 @@ def _entry(section: str, name: str) -> dict[str, Any]:
     return dict(entries[name])
 
 
-def _check_keys(where: str, data: Mapping[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise InputError(f"{where}.{unknown[0]}", data[unknown[0]], f"keys {', '.join(sorted(allowed))}")
-
-
-def _positive(where: str, value: Any) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-        raise InputError(where, value, "a positive number")
-    return float(value)
-
-
 def list_gpus() -> list[str]:
     return sorted(_catalog()["gpus"])
 
@@ -151,81 +129,88 @@ def describe(section: str, name: str) -> dict[str, Any]:
 
 
 def load_gpu(name: str) -> GpuSpec:
-    d = _entry("gpus", name)
-    where = f"gpus.{name}"
-    _check_keys(where, d, _GPU_KEYS)
-    peaks = d.get("peak_TFLOPS") or {}
-    bad = sorted(set(peaks) - set(DTYPES))
-    if bad:
-        raise InputError(f"{where}.peak_TFLOPS.{bad[0]}", peaks[bad[0]], DTYPES)
+    d = _entry("gpus", name)  # keys, types and ranges were checked when the catalog was read
     if "hbm_capacity_MiB" in d:
-        capacity = int(_positive(f"{where}.hbm_capacity_MiB", d["hbm_capacity_MiB"]) * units.MiB)
+        capacity = int(d["hbm_capacity_MiB"] * units.MiB)
     else:
-        capacity = int(_positive(f"{where}.hbm_capacity_GiB", d.get("hbm_capacity_GiB")) * units.GiB)
+        capacity = int(d["hbm_capacity_GiB"] * units.GiB)
     return GpuSpec(
         name=name,
-        peak_flops_per_s=tuple((k, _positive(f"{where}.peak_TFLOPS.{k}", v) * units.TFLOPS) for k, v in peaks.items()),
+        peak_flops_per_s=tuple((k, float(v) * units.TFLOPS) for k, v in d["peak_TFLOPS"].items()),
         hbm_capacity_bytes=capacity,
-        hbm_bw_bytes_per_s=_positive(f"{where}.hbm_bw_GBps", d.get("hbm_bw_GBps")) * units.GB,
+        hbm_bw_bytes_per_s=float(d["hbm_bw_GBps"]) * units.GB,
         vector_flops_per_s=float(d.get("vector_TFLOPS", 0.0)) * units.TFLOPS,
         l2_bytes=int(float(d.get("l2_MiB", 0)) * units.MiB),
         num_sms=int(d.get("num_sms", 0)),
         tdp_w=float(d.get("tdp_W", 0.0)),
         price_per_gpu_hour_usd=float(d.get("price_per_gpu_hour_usd", 0.0)),
         gemm_efficiency=float(d.get("gemm_efficiency", 0.0)),
-        gemm_scale=_positive(f"{where}.gemm_scale", d.get("gemm_scale", 1.0)),
-        attention_scale=_positive(f"{where}.attention_scale", d.get("attention_scale", 1.0)),
+        microscaling=tuple(d.get("microscaling", ())),
+        vendor=str(d.get("vendor", "nvidia")),
+        gemm_scale=float(d.get("gemm_scale", 1.0)),
+        attention_scale=float(d.get("attention_scale", 1.0)),
         hbm_efficiency=float(d.get("hbm_efficiency", 0.0)),
-        compute_scale=_positive(f"{where}.compute_scale", d.get("compute_scale", 1.0)),
+        compute_scale=float(d.get("compute_scale", 1.0)),
         description=str(d.get("description", "")),
     )
 
 
 def load_fabric(name: str) -> FabricSpec:
     d = _entry("fabrics", name)
-    where = f"fabrics.{name}"
-    _check_keys(where, d, _FABRIC_KEYS)
-    if d.get("kind") not in FABRIC_KINDS:
-        raise InputError(f"{where}.kind", d.get("kind"), FABRIC_KINDS)
-    if "bw_Gbps" in d:
-        bw = _positive(f"{where}.bw_Gbps", d["bw_Gbps"]) * units.GBIT
-    else:
-        bw = _positive(f"{where}.bw_GBps", d.get("bw_GBps")) * units.GB
-    eff = _positive(f"{where}.efficiency", d.get("efficiency", 1.0))
-    if eff > 1:
-        raise InputError(f"{where}.efficiency", eff, "a fraction in (0, 1]")
+    bw = float(d["bw_Gbps"]) * units.GBIT if "bw_Gbps" in d else float(d["bw_GBps"]) * units.GB
     return FabricSpec(
         name=name,
         kind=d["kind"],
         bw_bytes_per_s=bw,
-        latency_s=_positive(f"{where}.latency_us", d.get("latency_us")) * units.US,
-        efficiency=eff,
+        latency_s=float(d["latency_us"]) * units.US,
+        efficiency=float(d.get("efficiency", 1.0)),
         switch_latency_s=float(d.get("switch_latency_us", 0.0)) * units.US,
         nvls=bool(d.get("nvls", False)),
         nvls_bw_bytes_per_s=float(d.get("nvls_bw_GBps", 0.0)) * units.GB,
+        nvls_max_algbw_bytes_per_s=float(d.get("nvls_max_algbw_GBps", 0.0)) * units.GB,
+        links_per_gpu=int(d.get("links_per_gpu", 0)),
+        switch_chips=int(d.get("switch_chips", 0)),
+        switch_trays=int(d.get("switch_trays", 0)),
         nvls_latency_s=float(d.get("nvls_latency_us", 0.0)) * units.US,
         description=str(d.get("description", "")),
     )
 
 
+def _override(key: str, value: Any, where: str) -> None:
+    """A scenario override of a cluster preset field: the same checks as the profile schema."""
+    check = schema.CLUSTER_KEYS.get(key)
+    allowed = check(value) if check is not None else None
+    if allowed is not None:
+        raise InputError(where, value, allowed)
+
+
+def check_domain(cluster: ClusterSpec) -> None:
+    """The scale-up domain must hold whole nodes and the job whole domains (or fit in one)."""
+    domain = cluster.scale_up_domain
+    if not domain:
+        return
+    if domain % cluster.gpus_per_node:
+        raise InputError("cluster.scale_up_domain", domain,
+                         f"a multiple of gpus_per_node ({cluster.gpus_per_node}): a domain holds whole nodes")
+    if cluster.num_gpus > domain and cluster.num_gpus % domain:
+        raise InputError("cluster.scale_up_domain", domain,
+                         f"a divisor of the GPU count {cluster.num_gpus} (nodes {cluster.num_nodes} x "
+                         f"gpus_per_node {cluster.gpus_per_node}), or a job of at most one domain")
+
+
 def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) -> ClusterSpec:
     """Build a cluster from a preset plus contract overrides (gpu, gpus_per_node, scale_up, ...)."""
     d = _entry("clusters", preset)
-    _check_keys(f"clusters.{preset}", d, _CLUSTER_KEYS)
     for key, value in overrides.items():
         if key not in CLUSTER_OVERRIDE_KEYS:
             raise InputError(f"cluster.{key}", value, CLUSTER_OVERRIDE_KEYS)
         if value is not None:
+            _override(key, value, f"cluster.{key}")
             d[key] = value
     nodes = num_nodes if num_nodes is not None else d.get("nodes", 1)
-    for key, value in (("nodes", nodes), ("gpus_per_node", d.get("gpus_per_node")),
-                       ("nics_per_node", d.get("nics_per_node", 1)), ("nodes_per_leaf", d.get("nodes_per_leaf", 32))):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InputError(f"cluster.{key}", value, "a positive integer")
-    oversub = _positive("cluster.oversubscription", d.get("oversubscription", 1.0))
-    if oversub < 1:
-        raise InputError("cluster.oversubscription", oversub, "a number >= 1 (1 = full bisection)")
-    return ClusterSpec(
+    if positive_int_error := schema.positive_int(nodes):
+        raise InputError("cluster.nodes", nodes, positive_int_error)
+    cluster = ClusterSpec(
         name=preset,
         gpu=load_gpu(d["gpu"]),
         num_nodes=nodes,
@@ -234,12 +219,20 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
         scale_out=load_fabric(d["scale_out"]),
         nics_per_node=d.get("nics_per_node", 1),
         nodes_per_leaf=d.get("nodes_per_leaf", 32),
-        oversubscription=oversub,
+        oversubscription=float(d.get("oversubscription", 1.0)),
         pcie=load_fabric(d["pcie"]) if d.get("pcie") else None,
         host_memory_bytes=int(float(d.get("host_memory_GiB", 0)) * units.GiB),
+        scale_up_domain=int(d.get("scale_up_domain", 0)),
+        topology=str(d.get("topology", "fat-tree")),
+        nodes_per_pod=int(d.get("nodes_per_pod", 0)),
+        pod_oversubscription=float(d.get("pod_oversubscription", 1.0)),
+        node_power_w=float(d.get("node_power_kW", 0.0)) * 1e3,
+        pue=float(d.get("pue", 0.0)),
         description=str(d.get("description", "")),
         calibration=load_evidence(f"clusters.{preset}.calibration", d.get("calibration")),
     )
+    check_domain(cluster)
+    return cluster
 
 
 def load_evidence(where: str, raw: Any) -> CalibrationEvidence | None:

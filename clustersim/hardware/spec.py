@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
-FABRIC_KINDS = ("nvswitch", "nvlink", "pcie", "infiniband", "roce", "ethernet")
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
+# Block-scaled ("microscaling") tensor-core formats (OCP MX spec v1.0 2023; NVIDIA NVFP4): a GPU
+# lists the ones its tensor cores run natively (Blackwell: all three; MI355X: mxfp8, mxfp4).
+MICROSCALING = ("mxfp8", "mxfp4", "nvfp4")
+VENDORS = ("nvidia", "amd")
+# xgmi: AMD Infinity Fabric full mesh, one direct link per peer GPU and no switch
+FABRIC_KINDS = ("nvswitch", "nvlink", "xgmi", "pcie", "infiniband", "roce", "ethernet")
+SCALE_OUT_TOPOLOGIES = ("fat-tree", "rail-only")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +34,8 @@ class GpuSpec:
     # > 0: a fixed fraction of peak that GEMMs reach, fitted by `clustersim validate` for a
     # calibrated profile; 0: the shape-dependent GEMM efficiency model of clustersim.compute.
     gemm_efficiency: float = 0.0
+    microscaling: tuple[str, ...] = ()  # block-scaled formats the tensor cores run natively
+    vendor: str = "nvidia"
     # Constants `clustersim calibrate` fits for one machine (defaults: the published models of
     # clustersim.compute). gemm_scale multiplies the shape model's GEMM efficiency and
     # attention_scale the flash-attention ceilings (both fitted to a profiler trace's kernels);
@@ -69,7 +77,12 @@ class FabricSpec:
     efficiency: float = 1.0
     switch_latency_s: float = 0.0
     nvls: bool = False  # NVLink SHARP: in-switch reduction (NVSwitch gen3+)
-    nvls_bw_bytes_per_s: float = 0.0  # achievable NVLS all-reduce algorithm bandwidth per GPU
+    nvls_bw_bytes_per_s: float = 0.0  # achievable NVLS port rate per GPU (0: effective x 5/6)
+    nvls_max_algbw_bytes_per_s: float = 0.0  # cap on NVLS all-reduce algbw (0: none)
+    # xgmi full mesh: direct links per GPU; bw_bytes_per_s is the sum over them, one peer per link
+    links_per_gpu: int = 0
+    switch_chips: int = 0   # NVLink switch chips of the domain, each GPU with one link bundle to every chip
+    switch_trays: int = 0   # trays those chips sit in (NVL72: 18 chips in 9 trays)
     # fixed cost of one NVLS / NVLS-tree collective; 0 = NCCL's tuning-table value (23 us,
     # clustersim.collectives.nccl_tuning); a profile fitted to nccl-tests output sets it
     nvls_latency_s: float = 0.0
@@ -112,6 +125,15 @@ class ClusterSpec:
     The scale-out network is rail-optimised: NIC ``i`` of every node attaches to leaf switch
     (rail) ``i`` of its group of ``nodes_per_leaf`` nodes; leaves connect to spines with
     ``oversubscription`` : 1 (1.0 = full bisection). ``pcie`` is the GPU<->NIC/host link.
+
+    ``scale_up_domain`` is the number of GPUs that share one scale-up (NVLink / xGMI) fabric:
+    0 means one node (an 8-GPU server); an NVL72 rack has 4-GPU nodes (compute trays) and a
+    72-GPU domain. ``nodes_per_pod`` > 0 adds a third (core) switch tier above pods of that many
+    nodes, with ``pod_oversubscription`` : 1 at the spine uplinks. ``topology`` "rail-only" has
+    no spines at all: NIC ``i`` of every node hangs off rail ``i`` alone (Wang et al. 2023,
+    arXiv 2307.12169), so traffic between different rails goes over the scale-up fabric first.
+    ``node_power_w`` is the node's maximum power (datasheet), ``pue`` the data centre's power
+    usage effectiveness (0: the default of clustersim.energy).
     """
 
     name: str
@@ -125,12 +147,34 @@ class ClusterSpec:
     oversubscription: float = 1.0
     pcie: FabricSpec | None = None
     host_memory_bytes: int = 0
+    scale_up_domain: int = 0
+    topology: str = "fat-tree"
+    nodes_per_pod: int = 0
+    pod_oversubscription: float = 1.0
+    node_power_w: float = 0.0
+    pue: float = 0.0
     description: str = ""
     calibration: CalibrationEvidence | None = None   # set for a cluster fitted to real runs
 
     @property
     def num_gpus(self) -> int:
         return self.num_nodes * self.gpus_per_node
+
+    @property
+    def gpus_per_domain(self) -> int:
+        """GPUs of one scale-up (NVLink / xGMI) domain: the node unless ``scale_up_domain`` says more;
+        a job smaller than one domain runs on a partition of it (an NVL72 rack split among jobs)."""
+        if not self.scale_up_domain:
+            return self.gpus_per_node
+        return min(self.scale_up_domain, self.num_gpus)
+
+    @property
+    def nodes_per_domain(self) -> int:
+        return max(1, self.gpus_per_domain // self.gpus_per_node)
+
+    @property
+    def num_domains(self) -> int:
+        return max(1, self.num_gpus // self.gpus_per_domain)
 
     @property
     def gpus_per_nic(self) -> int:

@@ -98,6 +98,7 @@ FLAG_DEST: dict[str, tuple[str, Any]] = {
     "no-save-optim": ("save_optim", False),
     "no-save-rng": ("save_rng", False),
     "fp8-format": ("fp8", None),                      # --fp8-format hybrid -> args.fp8 = "hybrid"
+    "fp4-format": ("fp4", None),                      # --fp4-format e2m1 -> args.fp4 = "e2m1" (Megatron-Core NVFP4)
     "model-parallel-size": ("tensor_model_parallel_size", None),   # pre-2020 alias
 }
 TORCHRUN_FLAGS = {"nproc_per_node", "nproc-per-node", "nnodes", "node_rank", "node-rank", "master_addr",
@@ -239,7 +240,7 @@ NO_EFFECT_PREFIXES = ("log_", "save", "load", "data_", "tokenizer_", "lr", "min_
                       "position_embedding", "rotary_", "rope_", "add_", "qk_layernorm", "init_method",
                       "max_position_embeddings", "make_vocab_size", "tp_comm_", "calculate_per_token_loss",
                       "check_", "manual_gc", "deterministic", "enable_", "iter_per_epoch", "dataloader",
-                      "mock_data", "micro_batch_size_", "fp8_", "first_last_layers_bf16", "num_layers_at_",
+                      "mock_data", "micro_batch_size_", "fp8_", "fp4_", "first_last_layers_bf16", "num_layers_at_",
                       "accumulate_allreduce", "grad_reduce_in_bf16", "reset_", "eod_", "create_attention",
                       "use_rotary", "use_cpu_initialization", "perform_initialization", "local_rank", "rank",
                       "encoder_seq_length", "decoder_seq_length", "params_dtype", "fp16_lm_cross_entropy",
@@ -270,7 +271,7 @@ NO_EFFECT_PREFIXES = ("log_", "save", "load", "data_", "tokenizer_", "lr", "min_
                       "tiktoken_", "special_tokens", "image_tag", "inprocess_", "timers", "heterogeneous_",
                       "short_", "pipeline_model_parallel_split_rank", "use_mp_args", "use_flash_attn_",
                       "async_tensor", "kitchen_", "muon_", "optimizer_", "overlap_moe", "rl_", "grpo_")
-NO_EFFECT = {"bf16", "fp16", "fp8", "iteration", "consumed_train_samples", "consumed_valid_samples",
+NO_EFFECT = {"bf16", "fp16", "fp8", "fp4", "iteration", "consumed_train_samples", "consumed_valid_samples",
              "skipped_train_samples", "padded_vocab_size", "world_size", "data_parallel_size", "swiglu",
              "group_query_attention", "untie_embeddings_and_output_weights", "transformer_impl",
              "use_legacy_models", "use_mcore_models", "use_flash_attn", "attention_backend", "optimizer",
@@ -437,6 +438,8 @@ def _zero_stage(a: MegatronArgs) -> int:
 
 
 def _dtype(a: MegatronArgs) -> str:
+    if a.get("fp4") not in (None, False, "None"):
+        return "fp4"
     if a.get("fp8") not in (None, False, "None"):
         return "fp8"
     if a.get("bf16"):
@@ -543,6 +546,12 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     if a.get("rampup_batch_size") not in (None, "None"):
         notes.append(f"batch-size ramp {a.get('rampup_batch_size')}: the scenario takes the final global batch")
     training: dict[str, Any] = {"dtype": _dtype(a)}
+    # --fp8-recipe tensorwise|delayed|mxfp8|blockwise, --fp4-recipe nvfp4 (megatron/training/arguments.py)
+    from clustersim.compute.precision import FP4_RECIPES, FP8_RECIPES
+    for kind, recipes in (("fp8", FP8_RECIPES), ("fp4", FP4_RECIPES)):
+        recipe = a.get(f"{kind}_recipe")
+        if training["dtype"] == kind and recipe in recipes:
+            training[f"{kind}_recipe"] = recipe
     opt = str(a.get("optimizer", "adam")).lower()
     training["optimizer"] = "sgd" if opt == "sgd" else "adam"
     if opt not in ("adam", "sgd", "adamw"):

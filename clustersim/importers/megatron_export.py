@@ -50,7 +50,8 @@ def megatron_flags(sc: Scenario) -> list[str]:
             flags.append(flag)
     if p.dp_bucket_params:
         flags.append(f"--ddp-bucket-size {p.dp_bucket_params}")
-    flags.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid"}.get(t.dtype, ""))
+    flags.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": f"--bf16 --fp8-format hybrid --fp8-recipe {t.recipe}",
+                  "fp4": f"--bf16 --fp4-format e2m1 --fp4-recipe {t.recipe}"}.get(t.dtype, ""))
     if t.optimizer == "sgd":
         flags.append("--optimizer sgd")
     if sc.framework.name == "megatron-legacy":

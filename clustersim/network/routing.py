@@ -29,18 +29,45 @@ def _parse_gpu(name: str) -> tuple[int, int]:
     return int(node[1:]), int(idx[3:])
 
 
+def _scale_up_hop(cluster: ClusterSpec, node: int, src: str, dst: str, flow: str) -> list[str]:
+    """Intermediate hops between two GPUs of one domain: a switch, one switch chip (chosen by
+    the flow hash, as NVLink spreads traffic over its links), or none on a direct mesh link."""
+    if topo.is_mesh(cluster):
+        return []
+    chips = topo.num_switch_chips(cluster)
+    if chips:
+        return [topo.switch_chip(node, ecmp_index(f"{src}->{dst}#{flow}", chips))]
+    return [topo.nvswitch(node)]
+
+
+def scale_up_paths(cluster: ClusterSpec, src: str, dst: str) -> list[tuple[list[Edge], float]]:
+    """Every path a transfer inside one domain is spread over, with its share of the bytes:
+    one through a crossbar or a direct mesh link, 1/chips through each switch chip of an NVL72."""
+    (sn, _), _ = _parse_gpu(src), _parse_gpu(dst)
+    chips = topo.num_switch_chips(cluster)
+    if not chips:
+        hops = [src, *_scale_up_hop(cluster, sn, src, dst, ""), dst]
+        return [(list(zip(hops[:-1], hops[1:], strict=True)), 1.0)]
+    return [([(src, topo.switch_chip(sn, c)), (topo.switch_chip(sn, c), dst)], 1.0 / chips) for c in range(chips)]
+
+
 def route(cluster: ClusterSpec, src: str, dst: str, flow: str = "") -> list[Edge]:
-    """Edges from GPU ``src`` to GPU ``dst`` (names from clustersim.network.topology)."""
+    """Edges from GPU ``src`` to GPU ``dst`` (names from clustersim.network.topology; the
+    cluster is taken in its domain view, one "node" per scale-up domain)."""
+    from clustersim.collectives.domain import domain_view
+
+    cluster = domain_view(cluster)
     if src == dst:
         return []
     (sn, si), (dn, di) = _parse_gpu(src), _parse_gpu(dst)
     if sn == dn:
-        return [(src, topo.nvswitch(sn)), (topo.nvswitch(sn), dst)]
+        hops = [src, *_scale_up_hop(cluster, sn, src, dst, flow), dst]
+        return list(zip(hops[:-1], hops[1:], strict=True))
     path = [src]
     rail = topo.rail_of(cluster, di)
     if topo.rail_of(cluster, si) != rail:  # PXN: hop to the local GPU on the destination's rail
         proxy = next(i for i in range(cluster.gpus_per_node) if topo.rail_of(cluster, i) == rail)
-        path += [topo.nvswitch(sn), topo.gpu(sn, proxy)]
+        path += [*_scale_up_hop(cluster, sn, src, topo.gpu(sn, proxy), flow), topo.gpu(sn, proxy)]
     sg, dg = topo.leaf_group(cluster, sn), topo.leaf_group(cluster, dn)
     path += [topo.nic(sn, rail), topo.leaf(sg, rail)]
     if sg != dg:

@@ -3,11 +3,14 @@
 Ranks fill nodes in order: rank ``r`` runs on node ``r // gpus_per_node``, local GPU
 ``r % gpus_per_node`` (torchrun / SLURM block placement, which Megatron assumes when it puts TP
 innermost so that TP groups stay inside a node's NVLink domain; Narayanan et al. 2021,
-arXiv 2104.04473, §3.3 "tensor model parallelism within a server").
+arXiv 2104.04473, §3.3 "tensor model parallelism within a server"). Consecutive nodes form a
+scale-up domain (18 compute trays of an NVL72 rack), so the same block placement fills domains.
 
 A group's :class:`AxisShape` is what the collective cost model needs: how many members sit in
-one node, how many nodes it spans, and how many groups of the same axis share each node (they
-run the same collective at the same time, so they share the node's NICs).
+one scale-up domain (the node of an 8-GPU server; 72 GPUs of an NVL72 rack), how many domains it
+spans, and how many groups of the same axis share each domain (they run the same collective at
+the same time, so they share its NICs). ``axis_shape_for`` takes the domain size: groups up to
+the domain stay on NVLink (TP 16 or EP 64 inside an NVL72 rack).
 """
 
 from __future__ import annotations
@@ -54,16 +57,29 @@ def _check_fits(layout: ParallelLayout, cluster: ClusterSpec) -> None:
 def axis_shape(layout: ParallelLayout, cluster: ClusterSpec, axis: str) -> AxisShape:
     """The shape shared by all groups of ``axis`` (see :func:`axis_shape_for`)."""
     _check_fits(layout, cluster)
-    return axis_shape_for(layout, cluster.gpus_per_node, axis)
+    return axis_shape_for(layout, cluster.gpus_per_domain, axis, cluster.gpus_per_domain > cluster.gpus_per_node)
+
+
+def _uniform_approximation(size: int, touched: int, gpus_per_node: int) -> tuple[int, int]:
+    """(ranks per domain, domains) of a uniform group of ``size`` ranks spread over at least
+    ``touched`` domains: the fewest domains that divide the group evenly and fit in a domain."""
+    for d in range(max(1, touched), size + 1):
+        if size % d == 0 and size // d <= gpus_per_node:
+            return size // d, d
+    return 1, size
 
 
 @lru_cache(maxsize=256)
-def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str) -> AxisShape:
-    """The shape of the groups of ``axis`` with nodes of ``gpus_per_node`` GPUs.
+def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str, approximate: bool = False) -> AxisShape:
+    """The shape of the groups of ``axis`` with nodes (scale-up domains) of ``gpus_per_node`` GPUs.
 
     Raises InputError when groups of the axis differ in shape (possible only for layouts whose
     group strides do not align with the node size, e.g. dp=3 groups on 8-GPU nodes): the
-    collective model assumes one shape per axis.
+    collective model assumes one shape per axis. With ``approximate`` (domains larger than a
+    node: an NVL72 rack holds 72 GPUs, so 64-GPU pipeline stages straddle racks unevenly, as
+    they do in real deployments) such groups are priced as the nearest uniform shape instead:
+    as many domains as the most spread group touches (or the next count that divides the group),
+    the ranks split evenly over them.
     """
     stride, size = stride_and_size(layout, axis)
     block = stride * size
@@ -84,6 +100,12 @@ def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str) -> Axi
             shapes.add((counts.pop(), len(per_node)) if len(counts) == 1 else ("uneven", start))
         if len(seen_offsets) == gpus_per_node:
             break
+    if approximate and (len(shapes) != 1 or "uneven" in next(iter(shapes))):
+        touched = max(len({r // gpus_per_node for r in range(b * block + i, b * block + i + block, stride)})
+                      for b in range(layout.num_gpus // block) for i in range(stride))
+        ranks_per_node, num_nodes = _uniform_approximation(size, touched, gpus_per_node)
+        concurrent = max(1, min(gpus_per_node, layout.num_gpus) // ranks_per_node)
+        return AxisShape(ranks_per_node=ranks_per_node, num_nodes=num_nodes, concurrent_groups_per_node=concurrent)
     if len(shapes) != 1 or "uneven" in next(iter(shapes)):
         raise InputError(
             "parallel", f"{axis} groups of {layout.tp}x{layout.cp}x{layout.dp}x{layout.pp} (tp x cp x dp x pp)"
@@ -99,12 +121,12 @@ def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str) -> Axi
 
 def pp_boundaries_cross_nodes(layout: ParallelLayout, cluster: ClusterSpec) -> tuple[bool, ...]:
     """For each boundary between pipeline stage ``s`` and ``s + 1`` (``pp - 1`` entries): whether the
-    send/recv between neighbouring ranks crosses nodes. Stage ``s`` holds ranks
+    send/recv between neighbouring ranks leaves the scale-up domain. Stage ``s`` holds ranks
     ``s * S .. (s + 1) * S - 1`` with stride ``S = tp * cp * dp``; the boundary is the same for
-    every rank of the stage when ``S`` is a multiple or divisor of the node size."""
+    every rank of the stage when ``S`` is a multiple or divisor of the domain size."""
     _check_fits(layout, cluster)
     stride = layout.tp * layout.cp * layout.dp
-    gpn = cluster.gpus_per_node
+    gpn = cluster.gpus_per_domain
     out = []
     for s in range(layout.pp - 1):
         crosses = any((r // gpn) != ((r + stride) // gpn) for r in range(s * stride, (s + 1) * stride))
@@ -118,5 +140,5 @@ def pp_peer_crosses_nodes(layout: ParallelLayout, cluster: ClusterSpec) -> bool:
 
 
 def tp_spans_nodes(layout: ParallelLayout, cluster: ClusterSpec) -> bool:
-    """TP larger than a node: allowed, but its collectives then cross the scale-out fabric."""
+    """TP larger than a scale-up domain: allowed, but its collectives then cross the scale-out fabric."""
     return axis_shape(layout, cluster, "tp").num_nodes > 1

@@ -1,11 +1,19 @@
-"""`clustersim compare`: the best layout per cluster and size, time to train and cost.
+"""`clustersim compare`: the best layout per cluster and size, time to train, cost and energy.
 
 Arithmetic (per cluster and size, with the best layout's simulated throughput):
     time_to_train_s = tokens / tokens_per_s
     gpu_hours       = gpus * time_to_train_s / 3600
-    cost_usd        = gpu_hours * price_per_gpu_hour_usd
-The price comes from the GPU profile (``price_per_gpu_hour_usd``, with its source and date in
-hardware_profiles/gpus.yaml) unless ``--price-per-gpu-hour`` overrides it.
+    gpu_cost_usd    = gpu_hours * price_per_gpu_hour_usd
+    energy_kwh      = facility power * time_to_train_s / 3.6e6      (clustersim.energy)
+    energy_cost_usd = energy_kwh * price_per_kwh_usd
+    cost_usd        = gpu_cost_usd + energy_cost_usd
+The GPU-hour price comes from the GPU profile (``price_per_gpu_hour_usd``, with its source and
+date in hardware_profiles/gpus.yaml) unless ``--price-per-gpu-hour`` overrides it; electricity
+from ``--price-per-kwh`` (default clustersim.energy.DEFAULT_USD_PER_KWH; 0 for cloud prices that
+include power). Every row carries an 80% interval derived in one place (``run_interval``) from
+the best layout's step-time interval (clustersim.uncertainty.step_interval, which widens for GPUs
+without measured runs or without a public GEMM measurement, clustersim.compute.arch.gemm_measured):
+time, cost and energy all scale with the step time at fixed power.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 
+from clustersim.compute.precision import default_recipe, resolve_recipe
 from clustersim.errors import InputError
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
@@ -73,6 +82,21 @@ def parse_prices(text: str | None, clusters: list[str]) -> dict[str, float]:
     return out
 
 
+def parse_price_per_kwh(text: str | float | None) -> float:
+    """``--price-per-kwh``: USD per kWh of facility energy (>= 0)."""
+    from clustersim.energy import DEFAULT_USD_PER_KWH
+
+    if text is None:
+        return DEFAULT_USD_PER_KWH
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise InputError("--price-per-kwh", text, "a price in USD per kWh >= 0, e.g. 0.08 (0: included in the GPU price)")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class TrainCost:
     time_to_train_s: float
@@ -105,13 +129,56 @@ def parse_list(text: str, option: str, kind: type = str) -> list:
 
 
 def scenario_on(scenario: Scenario, cluster: ClusterSpec) -> Scenario:
-    """The same job on another cluster; the dtype must exist on its GPU."""
+    """The same job on another cluster; the dtype (and its low-precision recipe) must exist on its GPU."""
     if scenario.training.dtype not in cluster.gpu.dtypes:
         raise InputError("training.dtype", scenario.training.dtype,
                          f"a dtype that {cluster.gpu.name} ({cluster.name}) has: {', '.join(cluster.gpu.dtypes)}")
-    return replace(scenario, cluster=cluster)
+    t = scenario.training
+    recipe = ""
+    if t.dtype in ("fp8", "fp4"):
+        # the GPU's default recipe follows the GPU; an explicit one travels with the job and must run there
+        explicit = t.recipe if t.recipe and t.recipe != default_recipe(t.dtype, scenario.cluster.gpu) else None
+        recipe = resolve_recipe(t.dtype, explicit if t.dtype == "fp8" else None,
+                                explicit if t.dtype == "fp4" else None, cluster.gpu)
+    return replace(scenario, cluster=cluster, training=replace(t, recipe=recipe))
 
 
 def compare_cluster(preset: str, nodes: int) -> ClusterSpec:
     """A shipped or user cluster preset at ``nodes`` nodes (InputError names the presets)."""
     return load_cluster(preset, nodes)
+
+
+def nodes_for_gpus(preset: str, gpus: int) -> int:
+    """Nodes of ``preset`` that hold at least ``gpus`` GPUs in whole scale-up domains: 512 GPUs are
+    64 DGX nodes, but 8 NVL72 racks (576 GPUs, 144 trays) since a job holds whole racks."""
+    base = load_cluster(preset, 1)
+    gpn = base.gpus_per_node
+    unit = base.scale_up_domain if base.scale_up_domain and gpus > base.scale_up_domain else gpn
+    return -(-gpus // unit) * unit // gpn
+
+
+def run_interval(level: float, step_lo: float, step_hi: float, row: dict[str, object]) -> dict[str, object]:
+    """The compare row's interval from its step-time interval (clustersim.uncertainty, carried by
+    the sweep's best row): time to train, cost and energy all scale linearly with the step time
+    (same tokens, same power draw)."""
+    step = float(row["step_time_s"])  # type: ignore[arg-type]
+    lo, hi = step_lo / step, step_hi / step
+
+    def span(key: str) -> list[float]:
+        value = float(row[key])  # type: ignore[arg-type]
+        return [value * lo, value * hi]
+
+    return {"level": level, "step_time_s": [step_lo, step_hi], "time_to_train_s": span("time_to_train_s"),
+            "cost_usd": span("cost_usd"), "energy_kwh": span("energy_kwh")}
+
+
+RANK_KEYS = {"time": "time_to_train_s", "cost": "cost_usd", "energy": "energy_kwh"}
+
+
+def rank_rows(rows: list[dict[str, object]], by: str) -> list[dict[str, object]]:
+    """Rows sorted by time to train, cost or energy (ties: cluster name, then nodes), numbered."""
+    if by not in RANK_KEYS:
+        raise InputError("--rank-by", by, tuple(RANK_KEYS))
+    key = RANK_KEYS[by]
+    out = sorted(rows, key=lambda r: (float(r[key]), str(r["cluster"]), int(r["nodes"])))  # type: ignore[arg-type]
+    return [{**r, "rank": i + 1} for i, r in enumerate(out)]

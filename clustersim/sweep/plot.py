@@ -80,18 +80,28 @@ def plot_result(result: Any, path: str | os.PathLike[str], title: str) -> None:
 
 
 def plot_compare(path: str | os.PathLike[str], rows: Sequence[dict[str, Any]], title: str) -> None:
-    """Time to train against cost, one point per cluster and size."""
+    """Time to train against cost (left) and against energy (right), one point per cluster and
+    size, with the rows' 80% intervals as error bars."""
     plt = _figure()
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for row in rows:
-        days = row["time_to_train_s"] / 86400
-        ax.plot([days], [row["cost_usd"]], "o", ms=7)
-        ax.annotate(f"{row['cluster']} x{row['nodes']}", (days, row["cost_usd"]), textcoords="offset points",
-                    xytext=(5, 5), fontsize=8)
-    ax.set_xlabel("time to train (days)")
-    ax.set_ylabel("cost (USD)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    for ax, key, scale, label in ((axes[0], "cost_usd", 1e6, "cost (million USD)"),
+                                  (axes[1], "energy_kwh", 1e3, "energy (MWh)")):
+        for row in rows:
+            days = row["time_to_train_s"] / 86400
+            y = row[key] / scale
+            iv = row.get("interval") or {}
+            xerr = yerr = None
+            if iv:
+                lo_d, hi_d = (v / 86400 for v in iv["time_to_train_s"])
+                lo_y, hi_y = (v / scale for v in iv[key])
+                xerr, yerr = [[days - lo_d], [hi_d - days]], [[y - lo_y], [hi_y - y]]
+            ax.errorbar([days], [y], xerr=xerr, yerr=yerr, fmt="o", ms=6, capsize=3)
+            ax.annotate(f"{row['cluster']} ({row['gpus']} GPUs)", (days, y), textcoords="offset points",
+                        xytext=(5, 5), fontsize=8)
+        ax.set_xlabel("time to train (days)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)

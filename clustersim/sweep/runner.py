@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from clustersim.errors import InputError
+from clustersim.hardware.load import check_domain
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.memory.report import VERDICTS
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES
@@ -392,7 +393,9 @@ def resize_cluster(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
     """The same kind of cluster with ``gpus`` GPUs: whole nodes, or part of one node."""
     gpn = cluster.gpus_per_node
     if gpus >= gpn and gpus % gpn == 0:
-        return replace(cluster, num_nodes=gpus // gpn)
+        resized = replace(cluster, num_nodes=gpus // gpn)
+        check_domain(resized)  # whole scale-up domains (or at most one): InputError names the field
+        return resized
     if gpus < gpn and gpn % gpus == 0:
         # Part of one node: NICs in proportion (at least one).
         return replace(cluster, num_nodes=1, gpus_per_node=gpus,

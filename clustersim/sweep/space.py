@@ -7,9 +7,10 @@ ZeRO stage, recompute, sequence parallelism, schedule, virtual stages) vary insi
 Rules, each one the loader's own (``clustersim.scenario.check_layout``) unless marked:
 - ``tp * cp * pp * dp`` is the GPU count;
 - ``tp`` divides heads and ffn_hidden, and divides or is a multiple of kv_heads;
-- [sweep] TP stays inside a node (``tp`` divides gpus_per_node), as Megatron-LM recommends
-  (Narayanan et al. 2021, arXiv 2104.04473, §3.3 "Takeaway #1": tensor parallelism up to the
-  GPUs of one server) unless ``allow_tp_across_nodes``, which admits multiples of gpus_per_node;
+- [sweep] TP stays inside a scale-up domain (``tp`` divides the GPUs of one NVLink/xGMI domain:
+  the node of an 8-GPU server, 72 GPUs of an NVL72 rack), as Megatron-LM recommends (Narayanan
+  et al. 2021, arXiv 2104.04473, §3.3 "Takeaway #1": tensor parallelism up to the GPUs that share
+  NVLink) unless ``allow_tp_across_nodes``, which admits multiples of the domain;
 - ``pp * virtual_stages <= layers`` (stages may differ by one layer; see CONTRACT §1);
 - ``global_batch`` is a multiple of ``dp * micro_batch``, with at most MAX_MICRO_BATCHES
   micro-batches per pipeline;
@@ -90,10 +91,10 @@ def _tp_allowed(model: ModelSpec, cluster: ClusterSpec, tp: int, space: SearchSp
         return False
     if model.kv_heads % tp and tp % model.kv_heads:
         return False
-    gpn = cluster.gpus_per_node
-    if tp <= gpn:
-        return gpn % tp == 0
-    return space.allow_tp_across_nodes and tp % gpn == 0
+    gpd = cluster.gpus_per_domain
+    if tp <= gpd:
+        return gpd % tp == 0
+    return space.allow_tp_across_nodes and tp % gpd == 0
 
 
 def shapes(model: ModelSpec, cluster: ClusterSpec, global_batch: int,

@@ -48,6 +48,11 @@ def test_sweep_json_out_and_plot(tmp_path):
     (["compare", *SMALL, "--clusters", "dgx-a100,nope"], "cluster.preset"),
     (["compare", *SMALL, "--clusters", "dgx-a100", "--price-per-gpu-hour", "cheap"], "--price-per-gpu-hour"),
     (["compare", *SMALL, "--clusters", "dgx-a100", "--tokens", "lots"], "--tokens"),
+    (["compare", *SMALL, "--clusters", "dgx-a100", "--price-per-kwh", "-1"], "--price-per-kwh"),
+    (["compare", *SMALL, "--clusters", "dgx-a100", "--pue", "0.5"], "--pue"),
+    (["compare", *SMALL, "--clusters", "gb200-nvl72", "--nodes", "20"], "--nodes"),  # 80 GPUs: not whole NVL72s
+    (["run", "--set", "cluster.preset=gb200-nvl72", "--set", "cluster.nodes=20"], "cluster.scale_up_domain"),
+    (["run", "--set", "cluster.preset=dgx-h100", "--set", "training.dtype=fp4"], "training.dtype"),
 ])
 def test_bad_input_exits_2(args, field):
     p = run(*args)
@@ -59,11 +64,24 @@ def test_compare_json():
     p = run("compare", *SMALL, "--clusters", "dgx-a100,dgx-h100", "--tokens", "1B", "--workers", "1",
             "--price-per-gpu-hour", "dgx-a100=1,dgx-h100=2", "--json")
     assert p.returncode == 0, p.stderr
-    rows = json.loads(p.stdout)["rows"]
-    assert [r["cluster"] for r in rows] == ["dgx-a100", "dgx-h100"]
+    data = json.loads(p.stdout)
+    rows = data["rows"]
+    assert data["rank_by"] == "time"
+    # ranked by time to train: H100 first
+    assert [r["cluster"] for r in rows] == ["dgx-h100", "dgx-a100"]
+    assert [r["rank"] for r in rows] == [1, 2]
+    assert rows[0]["time_to_train_s"] <= rows[1]["time_to_train_s"]
     for r in rows:
-        # time = tokens / tokens_per_s; GPU-hours = gpus * time / 3600; cost = GPU-hours * price
+        # time = tokens / tokens_per_s; GPU-hours = gpus * time / 3600; GPU cost = GPU-hours * price;
+        # energy = facility kW * hours; cost = GPU cost + energy * $/kWh
         assert r["time_to_train_s"] == pytest.approx(1e9 / r["tokens_per_s"])
         assert r["gpu_hours"] == pytest.approx(r["gpus"] * r["time_to_train_s"] / 3600)
-        assert r["cost_usd"] == pytest.approx(r["gpu_hours"] * r["price_per_gpu_hour_usd"])
-    assert [r["price_per_gpu_hour_usd"] for r in rows] == [1.0, 2.0]
+        assert r["gpu_cost_usd"] == pytest.approx(r["gpu_hours"] * r["price_per_gpu_hour_usd"])
+        assert r["energy_kwh"] == pytest.approx(r["facility_power_kw"] * r["time_to_train_s"] / 3600)
+        assert r["cost_usd"] == pytest.approx(r["gpu_cost_usd"] + r["energy_kwh"] * r["price_per_kwh_usd"])
+        iv = r["interval"]
+        assert iv["level"] == 0.8
+        for key in ("step_time_s", "time_to_train_s", "cost_usd", "energy_kwh"):
+            lo, hi = iv[key]
+            assert lo < r[key] < hi
+    assert {r["cluster"]: r["price_per_gpu_hour_usd"] for r in rows} == {"dgx-a100": 1.0, "dgx-h100": 2.0}

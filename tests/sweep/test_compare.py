@@ -65,3 +65,48 @@ def test_fp8_on_a100_is_refused():
     s = load_scenario(None, ["training.dtype=fp8"])
     with pytest.raises(InputError, match="training.dtype"):
         scenario_on(replace(s), load_cluster("dgx-a100", 2))
+
+
+def test_nodes_for_gpus_holds_whole_domains():
+    from clustersim.sweep.compare import nodes_for_gpus
+
+    assert nodes_for_gpus("dgx-h100", 512) == 64
+    assert nodes_for_gpus("gb200-nvl72", 512) == 144      # 8 racks = 576 GPUs
+    assert nodes_for_gpus("gb200-nvl72", 64) == 16        # a partition of one rack
+    assert nodes_for_gpus("mi300x", 20) == 3              # whole nodes
+
+
+def test_run_interval_scales_with_the_step_time():
+    from clustersim.sweep.compare import rank_rows, run_interval
+
+    row = {"step_time_s": 2.0, "time_to_train_s": 100.0, "cost_usd": 50.0, "energy_kwh": 10.0}
+    iv = run_interval(0.8, 1.5, 3.0, row)
+    assert iv == {"level": 0.8, "step_time_s": [1.5, 3.0], "time_to_train_s": [75.0, 150.0],
+                  "cost_usd": [37.5, 75.0], "energy_kwh": [7.5, 15.0]}
+    rows = [{"cluster": "b", "nodes": 1, "time_to_train_s": 2, "cost_usd": 1, "energy_kwh": 3},
+            {"cluster": "a", "nodes": 1, "time_to_train_s": 1, "cost_usd": 2, "energy_kwh": 3}]
+    assert [r["cluster"] for r in rank_rows(rows, "time")] == ["a", "b"]
+    assert [r["cluster"] for r in rank_rows(rows, "cost")] == ["b", "a"]
+    assert [r["cluster"] for r in rank_rows(rows, "energy")] == ["a", "b"]   # tie: by name
+    with pytest.raises(InputError, match="--rank-by"):
+        rank_rows(rows, "speed")
+
+
+def test_interval_widens_for_unmeasured_gemms():
+    """clustersim.uncertainty widens the band for a GPU generation without measured runs, more so
+    without a public GEMM measurement (H20 has none, B200 has stas00's MAMF)."""
+    from clustersim.uncertainty import step_interval
+
+    b200 = step_interval(load_scenario(None, ["cluster.preset=dgx-b200"]))
+    h20 = step_interval(load_scenario(None, ["cluster.preset=hgx-h20"]))
+    assert h20.hi_factor / h20.lo_factor > b200.hi_factor / b200.lo_factor
+    assert any("h20" in why for why in h20.why)
+
+
+def test_scenario_on_moves_the_default_recipe_with_the_gpu():
+    s = load_scenario(None, ["training.dtype=fp8"])                 # H100: per-tensor delayed scaling
+    assert scenario_on(s, load_cluster("dgx-b200", 2)).training.recipe == "mxfp8"
+    blockwise = load_scenario(None, ["training.dtype=fp8", "training.fp8_recipe=blockwise"])
+    assert scenario_on(blockwise, load_cluster("dgx-b200", 2)).training.recipe == "blockwise"
+    with pytest.raises(InputError, match="training.dtype"):
+        scenario_on(load_scenario(None, ["cluster.preset=dgx-b200", "training.dtype=fp4"]), load_cluster("dgx-h100", 2))

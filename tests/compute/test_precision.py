@@ -1,0 +1,82 @@
+"""FP8 / FP4 training: which GEMMs go low precision, what stays BF16, the cast kernels' bytes,
+and which GEMM efficiencies are measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim.compute import precision
+from clustersim.compute.arch import arch_for, gemm_measured
+from clustersim.compute.attention import attention_ops
+from clustersim.compute.dtypes import weight_bytes
+from clustersim.compute.gemm import gemm_op, linear_gemm_op
+from clustersim.compute.heads import output_cost
+from clustersim.hardware.load import load_gpu
+from clustersim.parallel.layout import ParallelLayout
+from tests.conftest import preset
+
+
+@pytest.fixture(scope="module")
+def b200():
+    return load_gpu("b200-sxm-180gb")
+
+
+def test_quantize_bytes_by_hand():
+    # 8192 x 8192 x 8192 GEMM: operands 2 x 8192^2 elements, half charged to this GEMM = 8192^2;
+    # MXFP8: read 2 B, write value + E8M0 scale twice: 2 + 2 x (1 + 1/32) = 4.0625 B per element
+    assert precision.quantize_bytes(8192, 8192, 8192, "fp8", "mxfp8") == pytest.approx(8192**2 * 4.0625)
+    # NVFP4: 2 + 2 x (0.5 + 1/16) = 3.125; per-tensor FP8: 2 + 2 x 1 = 4
+    assert precision.quantize_bytes(8192, 8192, 8192, "fp4", "nvfp4") == pytest.approx(8192**2 * 3.125)
+    assert precision.quantize_bytes(8192, 8192, 8192, "fp8", "delayed") == pytest.approx(8192**2 * 4)
+    assert precision.quantize_bytes(8192, 8192, 8192, "bf16", "") == 0
+
+
+def test_low_precision_linear_gemms_are_faster_and_carry_cast_bytes(b200):
+    m, n, k = 16384, 8192, 8192
+    bf16 = linear_gemm_op("fc1", m, n, k, b200, "bf16")
+    fp8 = linear_gemm_op("fc1", m, n, k, b200, "fp8", "mxfp8")
+    fp4 = linear_gemm_op("fc1", m, n, k, b200, "fp4", "nvfp4")
+    assert bf16 == gemm_op("fc1", m, n, k, b200, "bf16")
+    assert fp4.time_s < fp8.time_s < bf16.time_s
+    assert fp8.flops == bf16.flops == 2.0 * m * n * k        # model FLOPs do not change
+    assert fp8.bytes_moved > gemm_op("fc1", m, n, k, b200, "fp8").bytes_moved
+    # FP4 keeps 15% of the layers in BF16: time-weighted between the two
+    raw4 = gemm_op("fc1", m, n, k, b200, "fp4")
+    assert fp4.time_s > 0.85 * raw4.time_s + 0.15 * bf16.time_s
+
+
+def test_attention_and_logits_stay_bf16(b200):
+    args = (1, 8192, 8192, 64, 8, 128, b200)
+    assert attention_ops(*args, "fp8", 2) == attention_ops(*args, "bf16", 2)
+    assert attention_ops(*args, "fp4", 2) == attention_ops(*args, "bf16", 2)
+    model, layout = preset("llama3-8b"), ParallelLayout(tp=1)
+    logits = [op for op in output_cost(model, layout, b200, "fp8").forward.ops if op.name == "logits"][0]
+    assert logits.time_s == [op for op in output_cost(model, layout, b200, "bf16").forward.ops
+                             if op.name == "logits"][0].time_s
+
+
+def test_weight_copies():
+    assert weight_bytes("bf16") == 2
+    assert weight_bytes("fp8") == 4
+    assert weight_bytes("fp4") == pytest.approx(2 + precision.weight_copy_bytes("fp4", "nvfp4"))
+
+
+@pytest.mark.parametrize("gpu,dtype,measured", [
+    ("b200-sxm-180gb", "bf16", True), ("b200-sxm-180gb", "fp8", True), ("b200-sxm-180gb", "fp4", False),
+    ("gb200", "bf16", True), ("gb300", "bf16", False), ("b300-sxm-288gb", "fp8", True),
+    ("mi300x", "bf16", True), ("mi300x", "fp8", False), ("mi325x", "bf16", True), ("mi355x", "bf16", True),
+    ("h20-96gb", "bf16", False), ("h800-sxm-80gb", "fp8", True), ("a100-sxm-80gb", "bf16", True),
+])
+def test_gemm_measured_flags(gpu, dtype, measured):
+    g = load_gpu(gpu)
+    assert gemm_measured(g, dtype) is measured
+    assert arch_for(g).gemm_measured is (gpu not in ("gb300", "h20-96gb"))
+
+
+def test_arch_lookup_does_not_confuse_names():
+    assert arch_for(load_gpu("h20-96gb")).name == "h20"
+    assert arch_for(load_gpu("h200-sxm-141gb")).name == "h200"
+    assert arch_for(load_gpu("gb200")).name == "gb200"
+    assert arch_for(load_gpu("b200-sxm-180gb")).name == "b200"
+    # MI300X reaches 51% of peak in BF16 GEMMs (668.4 of 1307.4, stas00 MAMF table)
+    assert arch_for(load_gpu("mi300x")).mamf_for("bf16")[0] == pytest.approx(668.4 / 1307.4)
