@@ -34,12 +34,14 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from clustersim.api import simulate
-from clustersim.engine.analytical import estimate_step
-from clustersim.engine.sim import simulate_step
-from clustersim.scenario import load_scenario, read_scenario_dict, scenario_from_dict
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))   # this checkout's clustersim, not an installed one
+
+from clustersim.api import simulate  # noqa: E402
+from clustersim.engine.analytical import estimate_step  # noqa: E402
+from clustersim.engine.sim import simulate_step  # noqa: E402
+from clustersim.scenario import load_scenario, read_scenario_dict, scenario_from_dict  # noqa: E402
+
 GPT3 = ROOT / "scenarios" / "gpt3_175b_a100x1024.yaml"
 LLAMA405 = ROOT / "scenarios" / "llama3_405b_h100x16384.yaml"
 # SC21 Table 1, 1T row: 128 layers, hidden 25600, 160 heads; TP 8, PP 64, 3,072 GPUs, batch 3072

@@ -17,7 +17,7 @@ schedule still repeats, adding K x T to every time and K x the period's seconds 
 Values that can no longer matter (a stream or link that was free before its rank's clock, an
 input that arrived before its consumer was ready) are compared as "free now", so that stale
 history does not prevent the jump. The result equals running every micro-batch to rounding
-(tests/engine/test_collapse.py).
+(tests/engine/test_fast_paths.py).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Each hand-over is exact when the closed-form part had no contention: part 2 chec
 transfers would occupy one link at once (counting the ones part 1 left running) and that no
 collective was enqueued; part 3 checks that transfers replayed only for their link occupancy
 finish when part 2 said. When a check fails the whole step runs in simpy. The result equals the
-all-simpy run to rounding (tests/engine/test_hybrid.py); only the timeline is not recorded.
+all-simpy run to rounding (tests/engine/test_fast_paths.py); only the timeline is not recorded.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -96,3 +97,15 @@ def test_bad_mixed_clusters_are_input_errors_naming_the_field(settings: list[str
     with pytest.raises(InputError) as err:
         scenario_from_dict(_raw(*settings))
     assert err.value.field == field, err.value
+
+
+def test_compare_refuses_mixed_clusters_and_faults(tmp_path) -> None:
+    from clustersim.cli.compare_cmd import compare_rows
+
+    faulty = tmp_path / "faulty.yaml"
+    faulty.write_text(json.dumps({**read_scenario_dict(ROOT / "scenarios" / "llama3_8b_h200x8.yaml"),
+                                  "faults": {"slow_gpus": [{"rank": 1, "speed": 0.5}]}}))
+    for path, field in ((MIXED, "cluster.groups"), (faulty, "faults")):
+        with pytest.raises(InputError) as exc:
+            compare_rows(str(path), (), ["dgx-h100"], None, 1e12, {}, "serial", None, None, 1)
+        assert exc.value.field == field
