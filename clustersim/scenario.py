@@ -33,6 +33,8 @@ from clustersim.limits import (
     MAX_PER_NODE,
 )
 from clustersim.parallel.layout import ParallelLayout
+from clustersim.perrank.faults import FaultSpec, FaultsSection, fault_spec
+from clustersim.perrank.hetero import ClusterGroupSection, NodeGroup, load_groups
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
@@ -67,8 +69,9 @@ class ModelSection(_Strict):
 
 
 class ClusterSection(_Strict):
-    preset: str = "dgx-h100"
-    nodes: int = Field(1, ge=1, le=MAX_GPUS)
+    preset: str | None = None           # None: dgx-h100 (or the groups' presets)
+    nodes: int | None = Field(None, ge=1, le=MAX_GPUS)  # None: 1 (or the groups' total)
+    groups: list[ClusterGroupSection] | None = None  # mixed GPUs (clustersim.perrank.hetero)
     gpu: str | None = None
     gpus_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
     scale_up: str | None = None
@@ -116,6 +119,8 @@ class ParallelSection(_Strict):
     tp_comm_overlap: bool = False
     dp_bucket_params: int = Field(0, ge=0, le=MAX_COUNT)
     fsdp: FsdpSection | None = None
+    layers_per_stage: list[int] | None = None   # per global stage (chunk * pp + rank); None: even or balanced
+    balance: Literal["auto", "even"] = "auto"   # mixed GPUs: split layers and micro-batches to speed, or evenly
 
 
 class TrainingSection(_Strict):
@@ -136,6 +141,7 @@ class ScenarioFile(_Strict):
     parallel: ParallelSection = ParallelSection()
     training: TrainingSection = TrainingSection()
     goodput: GoodputSection | None = None   # `clustersim goodput` only (docs/goodput.md)
+    faults: FaultsSection | None = None     # slow GPUs and links within a step: per-rank mode (docs/engine.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +167,10 @@ class Scenario:
     training: TrainingSpec
     framework: FrameworkSpec
     goodput: GoodputSpec | None = None   # the `goodput:` section, resolved; None when absent
+    faults: FaultSpec | None = None      # the `faults:` section, checked against the cluster; None when absent
+    node_groups: tuple[NodeGroup, ...] = ()   # mixed GPUs: `cluster.groups` (cluster = group 0's hardware)
+    micro_batches_per_replica: tuple[int, ...] = ()  # mixed GPUs, balanced; () = num_micro_batches each
+    balance: str = "auto"                # parallel.balance
 
 
 DEFAULT_SCENARIO_YAML = """\
@@ -411,13 +421,13 @@ def _recompute_fields(p: ParallelSection, model: ModelSpec) -> dict[str, Any]:
 
 def check_recompute(model: ModelSpec, par: ParallelLayout) -> None:
     """recompute_every in 1..layers; recompute_num_layers in 1..the layers of a pipeline stage."""
-    from clustersim.parallel.pipeline import stage_layers
+    from clustersim.parallel.pipeline import layout_stage_layers
 
     if par.recompute_every != 0 and not 1 <= par.recompute_every <= model.layers:
         raise InputError("parallel.recompute_every", par.recompute_every,
                          f"an integer from 1 to model.layers ({model.layers})")
     if par.recompute_num_layers != 1 or par.recompute_method != "uniform":
-        most = max(stage_layers(model.layers, par.pp, par.virtual_stages))
+        most = max(layout_stage_layers(par, model.layers))
         if not 1 <= par.recompute_num_layers <= most:
             raise InputError("parallel.recompute_num_layers", par.recompute_num_layers,
                              f"an integer from 1 to the layers of a pipeline stage ({most}: model.layers "
@@ -433,19 +443,10 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     except ValidationError as exc:
         raise _pydantic_to_input_error(exc, data) from None
     model = _resolve_model(raw.model)
-    c = raw.cluster
-    overrides = c.model_dump(exclude={"preset", "nodes"}, exclude_none=True)
-    try:
-        cluster = load_cluster(c.preset, c.nodes, **overrides)
-    except InputError as exc:  # name the scenario key whose value the profile lookup rejected
-        if exc.field.startswith("cluster."):
-            raise
-        key = next((f"cluster.{k}" for k, v in sorted(overrides.items()) if v == exc.value),
-                   f"cluster.preset ({c.preset}): {exc.field}")
-        raise InputError(key, exc.value, exc.allowed) from None
+    cluster, groups = _resolve_cluster(raw.cluster)
     if cluster.num_gpus > MAX_GPUS:
-        raise InputError("cluster.nodes", c.nodes, f"a cluster of at most {MAX_GPUS:,} GPUs (clustersim's limit; "
-                         f"{c.nodes:,} nodes x {cluster.gpus_per_node} GPUs = {cluster.num_gpus:,})")
+        raise InputError("cluster.nodes", cluster.num_nodes, f"a cluster of at most {MAX_GPUS:,} GPUs (clustersim's "
+                         f"limit; {cluster.num_nodes:,} nodes x {cluster.gpus_per_node} GPUs = {cluster.num_gpus:,})")
     p = raw.parallel
     if p.dp is None:
         denom = p.tp * p.pp * p.cp
@@ -463,22 +464,67 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     overlaps = {key: framework_value if value is None else value for key, value, framework_value in (
         ("overlap_grad_reduce", p.overlap_grad_reduce, framework.overlap_grad_reduce),
         ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}
+    explicit_layers = None
+    if p.layers_per_stage is not None:
+        from clustersim.perrank.balance import check_layers_per_stage
+
+        explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, p.pp * p.virtual_stages)
     recompute = _recompute_fields(p, model)
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", *recompute}), **overlaps, **recompute, "dp": dp,
-                            "global_batch": global_batch,
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "layers_per_stage", "balance", *recompute}), **overlaps,
+                            **recompute, "dp": dp, "global_batch": global_batch,
+                            "layers_per_stage": explicit_layers or (),
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,
                             "hsdp_replicas": fsdp.hsdp_replicas})
     t = raw.training
-    recipe = resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, cluster.gpu)
+    # every group's GPUs must run the dtype and recipe (clustersim.compute.precision.resolve_recipe)
+    recipes = {resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, spec.gpu) for spec in [g.cluster for g in groups]
+               or [cluster]}
+    if len(recipes) > 1:
+        raise InputError("training.fp8_recipe" if t.dtype == "fp8" else "training.fp4_recipe", sorted(recipes),
+                         "one scaling recipe that every group's GPUs run (set it explicitly)")
+    recipe = recipes.pop()
     check_layout(model, cluster, par)
     check_recompute(model, par)
     attention = framework.attention if t.attention == "auto" else t.attention
     training = TrainingSpec(dtype=t.dtype, optimizer=t.optimizer, attention=attention, compile=t.compile,
                             recipe=recipe)
     gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
-    return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
-                    framework=framework, goodput=gp)
+    nics = tuple(g.cluster.nics_per_node for g in groups for _ in range(g.nodes)) if groups else None
+    faults = fault_spec(raw.faults, cluster, nics) if raw.faults is not None else None
+    scenario = Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
+                        framework=framework, goodput=gp, faults=faults, node_groups=groups, balance=p.balance)
+    if groups:
+        from clustersim.perrank.hetero import resolve
+
+        scenario = resolve(scenario, p.balance, explicit_layers)
+    return scenario
+
+
+def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, ...]]:
+    """The cluster spec (and, with ``cluster.groups``, the node groups)."""
+    fabric = {k: v for k, v in (("nodes_per_leaf", c.nodes_per_leaf), ("oversubscription", c.oversubscription))
+              if v is not None}
+    if c.groups is not None:
+        if not c.groups:
+            raise InputError("cluster.groups", [], "one or more node groups: [{preset: NAME, nodes: N}, ...]")
+        extra = sorted(k for k, v in c.model_dump(exclude={"groups", "nodes_per_leaf", "oversubscription"}).items()
+                       if v is not None)
+        if extra:
+            raise InputError(f"cluster.{extra[0]}", getattr(c, extra[0]),
+                             "absent with cluster.groups (set it per group: cluster.groups.N.KEY)")
+        return load_groups(c.groups, fabric)
+    overrides = c.model_dump(exclude={"preset", "nodes", "groups"}, exclude_none=True)
+    preset = c.preset or "dgx-h100"
+    try:
+        cluster = load_cluster(preset, c.nodes or 1, **overrides)
+    except InputError as exc:  # name the scenario key whose value the profile lookup rejected
+        if exc.field.startswith("cluster."):
+            raise
+        key = next((f"cluster.{k}" for k, v in sorted(overrides.items()) if v == exc.value),
+                   f"cluster.preset ({preset}): {exc.field}")
+        raise InputError(key, exc.value, exc.allowed) from None
+    return cluster, ()
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

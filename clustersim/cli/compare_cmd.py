@@ -123,7 +123,10 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     GPU counts become whole scale-up domains of each cluster (``nodes_for_gpus``). Each cluster
     and size is one task of the executor (a serial sweep inside it): clusters run side by side,
     which costs less than spreading each small sweep over the pool."""
+    from clustersim.sweep.runner import check_uniform
+
     base = load_scenario(scenario_path, overrides)
+    check_uniform(base)
     kwh_price = parse_price_per_kwh(price_per_kwh)
     jobs = []
     for preset in clusters:

@@ -8,22 +8,28 @@ busy intervals, which are all known when a unit starts: only the rank's own earl
 enqueue them). Where nothing contends (no two transfers on one link at once) this gives exactly
 the event engine's times; elsewhere the event engine is slower, and the gap between the two is
 the congestion estimate (ASTRA-sim's congestion-unaware vs congestion-aware backends). It is
-also several times faster, which the layout sweep uses.
+also much faster, which the layout sweep uses: identical steady-state micro-batches are computed
+once and the rest extrapolated (clustersim.engine.collapse).
+
+``Recurrence`` is the machinery; the event engine borrows it for the stretches of a step where
+nothing can contend (clustersim.engine.hybrid). With several rank classes (per-rank mode) each
+class runs its own pipeline here; the data-parallel collectives that tie classes together in the
+event engine are taken per class (see docs/engine.md, per-rank mode).
 """
 
 from __future__ import annotations
 
-from clustersim.engine.groups import pp_plan
-from clustersim.engine.overlap import Interval, overlap_slowdown
-from clustersim.engine.stages import StepWork, build_step_work
+from clustersim.engine.overlap import Interval
+from clustersim.engine.rankplan import SimRank, StepPlan, build_plan
 from clustersim.engine.timeline import CAUSES, StepResult
-from clustersim.engine.units import CompiledUnit, UnitCache, unit_timing
-from clustersim.engine.zero import DpPlan, Item, dp_plan
-from clustersim.parallel.pipeline import build_schedule
+from clustersim.engine.units import CompiledUnit, unit_timing
+from clustersim.engine.zero import Item, Zero3Plan
 from clustersim.scenario import Scenario
 
+Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch) of an awaited input
 
-class _Stream:
+
+class Stream:
     """One NCCL stream of a rank: collectives run one after another."""
 
     __slots__ = ("busy", "free_s")
@@ -40,13 +46,15 @@ class _Stream:
         return self.free_s
 
 
-class _Rank:
-    """Clock, causes and streams of one pipeline rank."""
+class RankState:
+    """Clock, causes and streams of one simulated rank."""
+
+    __slots__ = ("causes", "clock", "pending", "slowdown", "streams")
 
     def __init__(self, slowdown: float) -> None:
         self.clock = 0.0
         self.causes = dict.fromkeys(CAUSES, 0.0)
-        self.streams = {"dp": _Stream(), "rs": _Stream()}
+        self.streams = {"dp": Stream(), "rs": Stream()}
         self.pending: list[float] = []
         self.slowdown = slowdown
 
@@ -79,11 +87,17 @@ class _Rank:
         for cause, sec in by_cause.items():
             self.causes[cause] += sec
 
+    def run_total(self, total: tuple[float, tuple[tuple[str, float], ...]]) -> None:
+        time_s, by_cause = total
+        self.clock += time_s
+        for cause, sec in by_cause:
+            self.causes[cause] += sec
+
 
 class _Gathers:
     """ZeRO-3 gathers of one action, issued ``prefetch`` slots ahead (as sim._Gathers)."""
 
-    def __init__(self, rank: _Rank, slots: list[tuple[Item, ...]], prefetch: int) -> None:
+    def __init__(self, rank: RankState, slots: list[tuple[Item, ...]], prefetch: int) -> None:
         self.rank, self.slots, self.prefetch = rank, slots, prefetch
         self.ends: list[float | None] = []
 
@@ -93,127 +107,207 @@ class _Gathers:
         return self.ends[k] if k < len(self.ends) else None
 
 
-def estimate_step(scenario: Scenario) -> StepResult:
-    """Closed-form step time (see module docstring)."""
-    par = scenario.parallel
-    pp, v = par.pp, par.virtual_stages
-    num_global = pp * v
-    work: StepWork = build_step_work(scenario)
-    dp: DpPlan = dp_plan(scenario, work)
-    z3 = dp.zero3
-    schedule = build_schedule(par.schedule, pp, par.num_micro_batches, v)
-    p2p_s = [pp_plan(scenario, work.p2p_bytes, r).time_s if num_global > 1 else 0.0 for r in range(pp)]
-    cache = UnitCache(scenario)
-    compiled = {(st.index, kind): [cache(w) for w in (st.forward if kind == "F" else st.backward)]
-                for st in work.stages for kind in "FB"}
-    totals = {key: _total(units) for key, units in compiled.items()}
-
-    slowdown = overlap_slowdown(scenario.cluster.gpu)
-    ranks = [_Rank(slowdown) for _ in range(pp)]
-    param_ready: dict[tuple[int, int, int], float] = {}
-    for r in range(pp):
-        for chunk in range(v):
-            g = chunk * pp + r
-            for (gg, unit), items in sorted(dp.param_gathers.items()):
-                if gg == g:
-                    param_ready[(r, gg, unit)] = ranks[r].enqueue("dp", items)  # type: ignore[assignment]
-    arrival: dict[tuple[str, int, int], tuple[float, float]] = {}  # key -> (send start, arrive)
-    nxt = [0] * pp
-    last_b = [{a.chunk: i for i, a in enumerate(schedule[r]) if a.kind == "B"} for r in range(pp)]
-    remaining = sum(len(s) for s in schedule)
-    while remaining:
-        progressed = False
-        for r in range(pp):
-            rk = ranks[r]
-            while nxt[r] < len(schedule[r]):
-                i = nxt[r]
-                a = schedule[r][i]
-                g = a.chunk * pp + r
-                need = ("F", g, a.micro_batch) if a.kind == "F" else ("B", g, a.micro_batch)
-                has_input = g > 0 if a.kind == "F" else g < num_global - 1
-                if has_input and need not in arrival:
-                    break
-                if has_input:
-                    sent, arrived = arrival[need]
-                    if arrived > rk.clock:
-                        sent = min(max(sent, rk.clock), arrived)
-                        rk.causes["bubble"] += sent - rk.clock
-                        rk.causes["pp_comm"] += arrived - sent
-                        rk.clock = arrived
-                units = compiled[(g, a.kind)]
-                n = len(units)
-                final = a.kind == "B" and last_b[r][a.chunk] == i
-                if a.kind == "F":
-                    ready = [param_ready.get((r, g, u)) for u in range(n)]
-                    if z3 is None and all(x is None or x <= rk.clock for x in ready) and rk.quiet():
-                        _run_total(rk, totals[(g, "F")])
-                    else:
-                        gathers = _gathers(rk, z3, work, g, "F")
-                        for u, unit in enumerate(units):
-                            rk.wait(gathers.before(u) if gathers else ready[u], "dp_comm")
-                            rk.run(unit)
-                elif z3 is None and not final and rk.quiet():
-                    _run_total(rk, totals[(g, "B")])
-                else:
-                    gathers = _gathers(rk, z3, work, g, "B")
-                    for b, unit in enumerate(units):
-                        if gathers is not None and z3 is not None and z3.backward_gathers == 2:
-                            recompute, proper = work.stages[g].backward_split[b]
-                            rk.wait(gathers.before(2 * b), "dp_comm")
-                            rk.run(cache(recompute))
-                            rk.wait(gathers.before(2 * b + 1), "dp_comm")
-                            rk.run(cache(proper))
-                        else:
-                            if gathers is not None:
-                                rk.wait(gathers.before(b), "dp_comm")
-                            rk.run(unit)
-                        if z3 is not None:
-                            rk.enqueue("rs", z3.reduce.get((g, b), ()))
-                        elif final:
-                            rk.enqueue("dp", dp.grad_buckets.get((g, b), ()))
-                if a.kind == "F" and g < num_global - 1:
-                    arrival[("F", g + 1, a.micro_batch)] = (rk.clock, rk.clock + p2p_s[r])
-                if a.kind == "B" and g > 0:
-                    arrival[("B", g - 1, a.micro_batch)] = (rk.clock, rk.clock + p2p_s[(r - 1) % pp])
-                nxt[r] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
-    for r, rk in enumerate(ranks):
-        stages = [chunk * pp + r for chunk in range(v)]
-        rk.enqueue("dp", dp.after_backward_of(stages))
-        rk.wait(max(rk.pending, default=0.0), "dp_comm")
-        rk.clock += work.optimizer_time_s[r]
-        rk.causes["optimizer"] += work.optimizer_time_s[r]
-        for _, plan in dp.after_optimizer_of(stages):
-            rk.clock += plan.time_s
-            rk.causes["dp_comm"] += plan.time_s
-    return StepResult(*StepResult.fields_from([rk.clock for rk in ranks], [rk.causes for rk in ranks]))
-
-
-def _gathers(rank: _Rank, z3, work: StepWork, g: int, kind: str) -> _Gathers | None:
-    if z3 is None:
-        return None
-    n = len(work.stages[g].forward)
+def gather_slots(z3: Zero3Plan, num_units: int, g: int, kind: str) -> list[tuple[Item, ...]]:
+    """ZeRO-3 gathers of an action's units in the order of use."""
     if kind == "F":
-        slots = [z3.gather.get((g, u), ()) for u in range(n)]
-    else:
-        slots = [z3.gather.get((g, n - 1 - b), ()) for b in range(n) for _ in range(z3.backward_gathers)]
-    return _Gathers(rank, slots, z3.prefetch)
+        return [z3.gather.get((g, u), ()) for u in range(num_units)]
+    return [z3.gather.get((g, num_units - 1 - b), ()) for b in range(num_units) for _ in range(z3.backward_gathers)]
 
 
-def _run_total(rank: _Rank, total: tuple[float, tuple[tuple[str, float], ...]]) -> None:
-    time_s, by_cause = total
-    rank.clock += time_s
-    for cause, sec in by_cause:
-        rank.causes[cause] += sec
+class Recurrence:
+    """The closed form over a step plan: ``advance`` runs actions up to per-rank limits (as far as
+    their inputs allow), ``finish`` runs the end of the step.
+
+    With ``check_links`` the recurrence also keeps, per rank and link tier, until when a transfer
+    occupies it, and sets ``contended`` as soon as two transfers would share a link or a
+    collective is enqueued (the event engine then knows the stretch cannot be computed in closed
+    form)."""
+
+    def __init__(self, plan: StepPlan, check_links: bool = False) -> None:
+        self.plan = plan
+        self.ranks = [RankState(rk.slowdown) for rk in plan.ranks]
+        self.nxt = [0] * len(plan.ranks)
+        self.arrival: dict[Key, tuple[float, float]] = {}  # produced, not yet consumed: (send start, arrival)
+        self.param_ready: dict[tuple[int, int, int], float | None] = {}
+        self.check_links = check_links
+        self.link_free: dict[tuple[int, str], float] = {}
+        self.sends: list[tuple[int, Key, float, float]] = []  # with check_links: (rank, input key, start, end)
+        self.contended = False
+        z3 = plan.dp.zero3
+        self._gathered_stages = {g for (g, _), _ in plan.param_gathers}
+        self._z3 = z3
+
+    # -- start and end of the step --------------------------------------------------------
+    def issue_param_gathers(self) -> None:
+        """ZeRO-1/2 parameter gathers overlapped with the forward pass, issued at step start in
+        forward order; each unit waits for its own."""
+        for rk in self.plan.ranks:
+            state = self.ranks[rk.index]
+            for g in rk.stages:
+                for (gg, unit), items in self.plan.param_gathers:
+                    if gg == g:
+                        self.param_ready[(rk.index, gg, unit)] = state.enqueue("dp", items)
+
+    def finish(self) -> StepResult:
+        """Gradient reductions left, optimizer step, parameter gathers after it; the result."""
+        dp = self.plan.dp
+        self.last_action_s = tuple(s.clock for s in self.ranks)
+        for rk, state in zip(self.plan.ranks, self.ranks, strict=True):
+            stages = list(rk.stages)
+            state.enqueue("dp", dp.after_backward_of(stages))
+            state.wait(max(state.pending, default=0.0), "dp_comm")
+            state.clock += rk.optimizer_time_s
+            state.causes["optimizer"] += rk.optimizer_time_s
+            for _, plan in dp.after_optimizer_of(stages):
+                state.clock += plan.time_s
+                state.causes["dp_comm"] += plan.time_s
+        return StepResult(*StepResult.fields_from([s.clock for s in self.ranks], [s.causes for s in self.ranks]))
+
+    # -- the schedule ----------------------------------------------------------------------
+    def done(self) -> bool:
+        return all(n == len(rk.actions) for n, rk in zip(self.nxt, self.plan.ranks, strict=True))
+
+    def advance(self, limits: list[int] | None = None) -> bool:
+        """Run every rank's actions up to ``limits[k]`` (exclusive; None: all), each as far as its
+        inputs have arrived. Returns whether anything ran."""
+        ranks, nxt = self.plan.ranks, self.nxt
+        any_progress = False
+        progressed = True
+        while progressed:
+            progressed = False
+            for rk in ranks:
+                k = rk.index
+                stop = len(rk.actions) if limits is None else min(limits[k], len(rk.actions))
+                while nxt[k] < stop and self._step(rk, nxt[k]):
+                    nxt[k] += 1
+                    progressed = True
+            any_progress |= progressed
+        return any_progress
+
+    def run_to_end(self) -> None:
+        self.advance()
+        if not self.done():
+            raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
+
+    def _step(self, rk: SimRank, i: int) -> bool:
+        """Run action ``i`` of rank ``rk`` if its input has arrived; False if it has not."""
+        plan = self.plan
+        a = rk.actions[i]
+        kind, mb = a.kind, a.micro_batch
+        g = a.chunk * plan.pp + rk.pp_rank
+        state = self.ranks[rk.index]
+        if g > 0 if kind == "F" else g < plan.num_global - 1:
+            got = self.arrival.pop((kind, rk.klass, g, mb), None)
+            if got is None:
+                return False
+            sent, arrived = got
+            if arrived > state.clock:
+                sent = min(max(sent, state.clock), arrived)
+                state.causes["bubble"] += sent - state.clock
+                state.causes["pp_comm"] += arrived - sent
+                state.clock = arrived
+        z3 = self._z3
+        if self.check_links and not rk.isolated[(g, kind)]:
+            self._run_alone(rk, state, g, kind)
+        elif kind == "F":
+            if g in self._gathered_stages:
+                units = rk.units[(g, "F")]
+                ready = [self.param_ready.get((rk.index, g, u)) for u in range(len(units))]
+            else:
+                ready = None
+            if z3 is None and state.quiet() and (ready is None or all(x is None or x <= state.clock for x in ready)):
+                state.run_total(rk.totals[(g, "F")])
+            else:
+                units = rk.units[(g, "F")]
+                gathers = self._gathers(state, z3, len(units), g, "F")
+                for u, unit in enumerate(units):
+                    state.wait(gathers.before(u) if gathers else (ready[u] if ready else None), "dp_comm")
+                    state.run(unit)
+        else:
+            final = i in rk.final_b
+            if z3 is None and not final and state.quiet():
+                state.run_total(rk.totals[(g, "B")])
+            else:
+                self._backward(rk, state, z3, g, final)
+        if kind == "F" and g < plan.num_global - 1:
+            self._send(rk, state, "F", (kind, rk.klass, g + 1, mb))
+        elif kind == "B" and g > 0:
+            self._send(rk, state, "B", (kind, rk.klass, g - 1, mb))
+        return True
+
+    def _run_alone(self, rk: SimRank, state: RankState, g: int, kind: str) -> None:
+        """An action whose overlapped collectives share its links among themselves: its event-engine
+        duration run alone, valid while nothing else runs beside it (else: contended)."""
+        a = (g, kind)
+        ready = [self.param_ready.get((rk.index, g, u)) for u in range(len(rk.units[a]))]
+        if (not rk.private[a] or self._z3 is not None or not state.quiet()
+                or any(x is not None and x > state.clock for x in ready)
+                or kind == "B" and self.nxt[rk.index] in rk.final_b):
+            self.contended = True
+            return
+        from clustersim.engine.sim import alone_total
+
+        state.run_total(alone_total(self.plan, rk, g, kind))
+
+    def _backward(self, rk: SimRank, state: RankState, z3: Zero3Plan | None, g: int, final: bool) -> None:
+        units = rk.units[(g, "B")]
+        gathers = self._gathers(state, z3, len(units), g, "B")
+        dp = self.plan.dp
+        for b, unit in enumerate(units):
+            if gathers is not None and z3 is not None and z3.backward_gathers == 2:
+                recompute, proper = rk.split[(g, b)]
+                state.wait(gathers.before(2 * b), "dp_comm")
+                state.run(recompute)
+                state.wait(gathers.before(2 * b + 1), "dp_comm")
+                state.run(proper)
+            else:
+                if gathers is not None:
+                    state.wait(gathers.before(b), "dp_comm")
+                state.run(unit)
+            if z3 is not None:
+                self._enqueue(state, "rs", z3.reduce.get((g, b), ()))
+            elif final:
+                self._enqueue(state, "dp", dp.grad_buckets.get((g, b), ()))
+
+    def _gathers(self, state: RankState, z3: Zero3Plan | None, n: int, g: int, kind: str) -> _Gathers | None:
+        if z3 is None:
+            return None
+        if self.check_links:
+            self.contended = True
+        return _Gathers(state, gather_slots(z3, n, g, kind), z3.prefetch)
+
+    def _enqueue(self, state: RankState, stream: str, items: tuple[Item, ...]) -> None:
+        if items and self.check_links:
+            self.contended = True
+        state.enqueue(stream, items)
+
+    def _send(self, rk: SimRank, state: RankState, kind: str, key: Key) -> None:
+        start = state.clock
+        end = start + rk.send_s[kind]
+        if self.check_links:
+            plan = rk.send[kind]
+            assert plan is not None
+            for ph in plan.phases:
+                slot = (rk.index, ph.tier)
+                if self.link_free.get(slot, 0.0) > start:
+                    self.contended = True
+                self.link_free[slot] = end
+            self.sends.append((rk.index, key, start, end))
+        self.arrival[key] = (start, end)
 
 
-def _total(units: list[CompiledUnit]) -> tuple[float, tuple[tuple[str, float], ...]]:
-    """Duration and split by cause of a whole action made of ``units``."""
-    by_cause: dict[str, float] = {}
-    for unit in units:
-        for cause, sec in unit.by_cause:
-            by_cause[cause] = by_cause.get(cause, 0.0) + sec
-    return sum(u.time_s for u in units), tuple(sorted(by_cause.items()))
+def estimate_plan(plan: StepPlan, collapse: bool = True) -> StepResult:
+    """The closed form of a step plan (``collapse``: extrapolate identical steady-state periods)."""
+    rec = Recurrence(plan)
+    rec.issue_param_gathers()
+    if collapse:
+        from clustersim.engine.collapse import run_collapsed
+
+        run_collapsed(rec)
+    rec.run_to_end()
+    return rec.finish()
+
+
+def estimate_step(scenario: Scenario, collapse: bool = True) -> StepResult:
+    """Closed-form step time (see module docstring)."""
+    return estimate_plan(build_plan(scenario), collapse)

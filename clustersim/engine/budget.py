@@ -16,15 +16,36 @@ The count is deterministic, so whether a scenario is refused never depends on th
 
 from __future__ import annotations
 
-from clustersim.engine.sim import tiers_used_beside_compute, unit_isolated
-from clustersim.engine.stages import Work, build_step_work
+from clustersim.engine.groups import pp_plan
+from clustersim.engine.stages import StepWork, Work, build_step_work
 from clustersim.engine.units import CompiledUnit, UnitCache
-from clustersim.engine.zero import Item, dp_plan
+from clustersim.engine.zero import DpPlan, Item, dp_plan
 from clustersim.errors import BudgetError
 from clustersim.limits import MAX_CLOSED_FORM_OPERATIONS, MAX_EVENT_OPERATIONS
 from clustersim.scenario import Scenario
 
 ENGINES = ("event", "analytical")
+
+
+def tiers_used_beside_compute(scenario: Scenario, work: StepWork, dp: DpPlan) -> frozenset[str]:
+    """Link tiers that DP collectives or pipeline transfers use while compute runs (the
+    ``shared`` tiers of clustersim.engine.rankplan.build_plan, counted without building a plan)."""
+    groups = [dp.grad_buckets, dp.param_gathers]
+    if dp.zero3 is not None:
+        groups += [dp.zero3.gather, dp.zero3.reduce]
+    plans = [plan for group in groups for items in group.values() for _, plan in items]
+    plans += [plan for items in dp.after_backward.values() for _, plan in items]
+    par = scenario.parallel
+    if par.pp * par.virtual_stages > 1:
+        plans += [pp_plan(scenario, work.p2p_bytes, r) for r in range(par.pp)]
+    return frozenset(ph.tier for plan in plans for ph in plan.phases)
+
+
+def unit_isolated(unit: CompiledUnit, shared_tiers: frozenset[str]) -> bool:
+    """The unit's contention-free duration is exact (clustersim.engine.rankplan._isolated)."""
+    overlapped = any(s.plan is not None and s.overlapped for s in unit.steps)
+    collectives = sum(1 for s in unit.steps if s.plan is not None)
+    return not (unit.tiers & shared_tiers) and (not overlapped or collectives == 1)
 
 
 def unit_operations(unit: CompiledUnit) -> int:

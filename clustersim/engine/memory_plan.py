@@ -7,7 +7,7 @@ from clustersim.memory import MemoryReport, memory_report
 from clustersim.memory.activations import gpu_kernels
 from clustersim.memory.policies import rank_policies
 from clustersim.memory.saved import Kernels
-from clustersim.parallel.pipeline import Action, stage_layers
+from clustersim.parallel.pipeline import Action, layout_stage_layers
 from clustersim.scenario import Scenario
 
 
@@ -43,7 +43,7 @@ def scenario_kernels(scenario: Scenario) -> Kernels:
 def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...]) -> tuple[MemoryReport, ...]:
     """One MemoryReport per pipeline rank."""
     par = scenario.parallel
-    counts = stage_layers(scenario.model.layers, par.pp, par.virtual_stages)
+    counts = layout_stage_layers(par, scenario.model.layers)
     kernels = scenario_kernels(scenario)
     out = []
     for r in range(par.pp):

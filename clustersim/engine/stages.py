@@ -22,7 +22,7 @@ from clustersim.compute import (
     transformer_layer_cost,
 )
 from clustersim.memory.policies import stage_policies
-from clustersim.parallel.pipeline import stage_layers
+from clustersim.parallel.pipeline import layout_stage_layers
 from clustersim.scenario import Scenario
 
 Work = tuple[Op | CommOp, ...]
@@ -84,7 +84,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
         return merged[policy]
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
     out: LayerCost = output_cost(model, par, gpu, dtype)
-    counts = stage_layers(model.layers, par.pp, par.virtual_stages)
+    counts = layout_stage_layers(par, model.layers)
     expert = expert_params_per_gpu(model, par.tp, par.ep)
     num_global = len(counts)
     layer_fwd = tuple(layer.forward.ops)

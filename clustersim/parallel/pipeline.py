@@ -163,6 +163,12 @@ def stage_layers(layers: int, pp: int, virtual_stages: int = 1) -> tuple[int, ..
     return tuple(base + (1 if i in favoured else 0) for i in range(stages))
 
 
+def layout_stage_layers(layout, layers: int) -> tuple[int, ...]:
+    """Layers of each global stage of ``layout`` (a ParallelLayout): its explicit or balanced
+    ``layers_per_stage`` (parallel.layers_per_stage, mixed GPUs), else the even ``stage_layers``."""
+    return layout.layers_per_stage or stage_layers(layers, layout.pp, layout.virtual_stages)
+
+
 # ---------------------------------------------------------------------------------------------
 # validation and dry run
 

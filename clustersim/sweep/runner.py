@@ -421,9 +421,23 @@ def resize_cluster(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
     raise InputError("--gpus", gpus, f"a multiple of gpus_per_node ({gpn}) of {cluster.name}, or a divisor of it")
 
 
+def check_uniform(scenario: Scenario) -> None:
+    """Sweep and compare search layouts of one kind of GPU on a healthy cluster: InputError for
+    ``cluster.groups`` and ``faults:`` (clustersim.perrank)."""
+    if scenario.node_groups:
+        raise InputError("cluster.groups", [g.preset for g in scenario.node_groups],
+                         "one cluster preset: sweep and compare search the layouts of one kind of GPU")
+    if scenario.faults is not None:
+        raise InputError("faults", "present", "a scenario without faults: sweep and compare rank layouts on a "
+                         "healthy cluster (clustersim run simulates the faults of one layout)")
+
+
 def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace | None = None,
                **evaluators: str) -> SweepSpec:
     """The spec of a sweep of ``scenario``'s model and batch on its cluster, resized to ``gpus``."""
+    check_uniform(scenario)
+    # an explicit split belongs to the template's pipeline depth; the sweep varies it
+    scenario = replace(scenario, parallel=replace(scenario.parallel, layers_per_stage=()))
     if gpus is not None and gpus != scenario.cluster.num_gpus:
         scenario = replace(scenario, cluster=resize_cluster(scenario.cluster, gpus))
     if space is None:
