@@ -386,6 +386,10 @@ ARGS: list[ArgCase] = [
     *[_a(f"run --set {kv[:40]}", "run", "--set", kv) for kv in (
         "cluster.pue=1e308", f"cluster.scale_up_domain={BIG}", "training.recipe=bogus",
         f"parallel.recompute_every={BIG}", "parallel.recompute=bogus", "cluster.topology=torus")],
+    *[_a(f"run cluster.groups {g[:40]}", "run", "--set", "cluster.nodes=null", "--set", "cluster.preset=null",
+         "--set", f"cluster.groups={g}") for g in (
+        "[{preset: dgx-h100, nodes: 100000000}]", "[{preset: dgx-h100, nodes: 2000000}, {preset: dgx-a100, nodes: 2000000}]",
+        "[]", "3", "[{preset: nope, nodes: 1}]", "[{preset: dgx-h100, nodes: 1, gpus_per_node: 100000}]")],
     # list, goodput, import, calibrate, validate arguments
     _a("list bogus", "list", "bogus"),
     _a("unknown command", "frobnicate"),
