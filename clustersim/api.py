@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
 from clustersim.engine.analytical import estimate_step
+from clustersim.engine.budget import check_step_budget
 from clustersim.engine.memory_plan import rank_memory, worst_stage
 from clustersim.engine.sim import SimResult, simulate_step
 from clustersim.errors import InputError
@@ -73,6 +74,7 @@ def _mixed_memory(scenario: Scenario):
 
 def simulate_with_timeline(scenario: Scenario, record: bool = True) -> tuple[StepReport, SimResult]:
     """The event-driven simulation and its raw result (timeline for traces)."""
+    check_step_budget(scenario, "event")
     _schedule(scenario)
     if per_rank_mode(scenario):
         result, info = perrank.simulate(scenario, record)
@@ -93,6 +95,7 @@ def simulate(scenario: Scenario) -> StepReport:
 
 def estimate(scenario: Scenario) -> StepReport:
     """One step through the closed-form twin (no contention): fast, for sweeps."""
+    check_step_budget(scenario, "analytical")
     _schedule(scenario)
     if per_rank_mode(scenario):
         closed, info = perrank.estimate(scenario)

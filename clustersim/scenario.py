@@ -21,7 +21,17 @@ from clustersim.frameworks import DEFAULT_FRAMEWORK, FrameworkSpec, load_framewo
 from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
-from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_yaml_file
+from clustersim.inputs import MAX_YAML_BYTES, parse_override_value, read_json_file, read_yaml_file
+from clustersim.limits import (
+    MAX_COUNT,
+    MAX_EXPERTS,
+    MAX_GPUS,
+    MAX_LAYERS,
+    MAX_MICRO_BATCHES,
+    MAX_MODEL_DIM,
+    MAX_OVERSUBSCRIPTION,
+    MAX_PER_NODE,
+)
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.perrank.faults import FaultSpec, FaultsSection, fault_spec
 from clustersim.perrank.hetero import ClusterGroupSection, NodeGroup, load_groups
@@ -29,8 +39,6 @@ from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
 DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
-# The engine walks every micro-batch of the step; beyond this a step takes minutes to simulate.
-MAX_MICRO_BATCHES = 4096
 
 PosInt = Field(ge=1)
 
@@ -40,43 +48,44 @@ class _Strict(BaseModel):
 
 
 class MoeSection(_Strict):
-    experts: int = Field(0, ge=0)
-    top_k: int = Field(0, ge=0)
+    experts: int = Field(0, ge=0, le=MAX_EXPERTS)
+    top_k: int = Field(0, ge=0, le=MAX_EXPERTS)
 
 
 class ModelSection(_Strict):
     preset: str | None = None
     hf_config: str | None = None
     name: str | None = None
-    layers: int | None = Field(None, ge=1)
-    hidden: int | None = Field(None, ge=1)
-    heads: int | None = Field(None, ge=1)
-    kv_heads: int | None = Field(None, ge=1)
-    ffn_hidden: int | None = Field(None, ge=1)
+    layers: int | None = Field(None, ge=1, le=MAX_LAYERS)
+    hidden: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    heads: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    kv_heads: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    ffn_hidden: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     ffn_act: Literal["gelu", "swiglu"] | None = None
-    vocab: int | None = Field(None, ge=1)
-    seq_len: int | None = Field(None, ge=1)
+    vocab: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    seq_len: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     moe: MoeSection | None = None
     tie_embeddings: bool | None = None
 
 
 class ClusterSection(_Strict):
     preset: str | None = None           # None: dgx-h100 (or the groups' presets)
-    nodes: int | None = Field(None, ge=1)  # None: 1 (or the groups' total)
+    nodes: int | None = Field(None, ge=1, le=MAX_GPUS)  # None: 1 (or the groups' total)
     groups: list[ClusterGroupSection] | None = None  # mixed GPUs (clustersim.perrank.hetero)
     gpu: str | None = None
-    gpus_per_node: int | None = Field(None, ge=1)
+    gpus_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
     scale_up: str | None = None
     scale_out: str | None = None
-    nics_per_node: int | None = Field(None, ge=1)
+    nics_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
     pcie: str | None = None
-    nodes_per_leaf: int | None = Field(None, ge=1)
-    oversubscription: float | None = Field(None, ge=1.0)
-    scale_up_domain: int | None = Field(None, ge=1)  # GPUs per NVLink/xGMI domain (default: the preset's)
+    nodes_per_leaf: int | None = Field(None, ge=1, le=MAX_GPUS)
+    oversubscription: float | None = Field(None, ge=1.0, le=MAX_OVERSUBSCRIPTION, allow_inf_nan=False)
+    scale_up_domain: int | None = Field(None, ge=1, le=MAX_GPUS)  # GPUs per NVLink/xGMI domain (default: the preset's)
     topology: Literal["fat-tree", "rail-only"] | None = None
-    nodes_per_pod: int | None = Field(None, ge=1)     # a third switch tier above pods of this many nodes
-    pod_oversubscription: float | None = Field(None, ge=1.0)
-    pue: float | None = Field(None, ge=1.0)           # data-centre power usage effectiveness
+    nodes_per_pod: int | None = Field(None, ge=1, le=MAX_GPUS)     # a third switch tier above pods of this many nodes
+    pod_oversubscription: float | None = Field(None, ge=1.0, le=MAX_OVERSUBSCRIPTION, allow_inf_nan=False)
+    # data-centre power usage effectiveness (1.1 hyperscale to about 2; 100 is no data centre)
+    pue: float | None = Field(None, ge=1.0, le=100.0, allow_inf_nan=False)
 
 
 class FsdpSection(_Strict):
@@ -84,23 +93,23 @@ class FsdpSection(_Strict):
     2 (per-parameter sharding, ``fully_shard``); left out, the framework's own ZeRO-3 runs."""
 
     version: Literal[1, 2] | None = None
-    prefetch: int = Field(1, ge=0)              # units whose gather may be in flight ahead of use
+    prefetch: int = Field(1, ge=0, le=MAX_LAYERS)  # units whose gather may be in flight ahead of use
     reshard_after_forward: bool = True          # free gathered parameters after forward (re-gather in backward)
-    hsdp_replicas: int = Field(1, ge=1)         # HSDP: shard within dp / replicas ranks, replicate across
+    hsdp_replicas: int = Field(1, ge=1, le=MAX_GPUS)  # HSDP: shard within dp / replicas ranks, replicate across
 
 
 class ParallelSection(_Strict):
-    tp: int = Field(1, ge=1)
-    pp: int = Field(1, ge=1)
-    dp: int | None = Field(None, ge=1)  # None: the GPUs left over after tp * pp * cp
-    cp: int = Field(1, ge=1)
-    ep: int = Field(1, ge=1)
+    tp: int = Field(1, ge=1, le=MAX_GPUS)
+    pp: int = Field(1, ge=1, le=MAX_LAYERS)  # at most one stage per layer
+    dp: int | None = Field(None, ge=1, le=MAX_GPUS)  # None: the GPUs left over after tp * pp * cp
+    cp: int = Field(1, ge=1, le=MAX_GPUS)
+    ep: int = Field(1, ge=1, le=MAX_GPUS)
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
-    micro_batch: int = Field(1, ge=1)
-    global_batch: int | None = Field(None, ge=1)  # None: dp * micro_batch * 4 * pp (documented default)
+    micro_batch: int = Field(1, ge=1, le=MAX_COUNT)
+    global_batch: int | None = Field(None, ge=1, le=MAX_COUNT)  # None: dp * micro_batch * 4 * pp (documented default)
     schedule: Literal["gpipe", "1f1b", "interleaved-1f1b"] = "1f1b"
-    virtual_stages: int = Field(1, ge=1)
+    virtual_stages: int = Field(1, ge=1, le=MAX_LAYERS)
     recompute: Literal["none", "selective", "selective-op", "full"] = "none"
     recompute_every: int | None = None        # full recompute of every N-th layer (torchtitan layer AC)
     recompute_method: Literal["uniform", "block"] | None = None   # Megatron, with recompute: full
@@ -108,7 +117,7 @@ class ParallelSection(_Strict):
     overlap_grad_reduce: bool | None = None     # None: the framework's default
     overlap_param_gather: bool | None = None    # None: the framework's default
     tp_comm_overlap: bool = False
-    dp_bucket_params: int = Field(0, ge=0)
+    dp_bucket_params: int = Field(0, ge=0, le=MAX_COUNT)
     fsdp: FsdpSection | None = None
     layers_per_stage: list[int] | None = None   # per global stage (chunk * pp + rank); None: even or balanced
     balance: Literal["auto", "even"] = "auto"   # mixed GPUs: split layers and micro-batches to speed, or evenly
@@ -194,10 +203,7 @@ def apply_overrides(data: dict[str, Any], assignments: list[str] | tuple[str, ..
         if "=" not in item:
             raise InputError("--set", item, "KEY=VALUE with a dotted KEY such as parallel.tp=4")
         key, raw = item.split("=", 1)
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else raw
-        except yaml.YAMLError:
-            value = raw
+        value = parse_override_value(raw, item)
         node = out
         parts = key.strip().split(".")
         for part in parts[:-1]:
@@ -438,6 +444,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise _pydantic_to_input_error(exc, data) from None
     model = _resolve_model(raw.model)
     cluster, groups = _resolve_cluster(raw.cluster)
+    if cluster.num_gpus > MAX_GPUS:
+        raise InputError("cluster.nodes", cluster.num_nodes, f"a cluster of at most {MAX_GPUS:,} GPUs (clustersim's "
+                         f"limit; {cluster.num_nodes:,} nodes x {cluster.gpus_per_node} GPUs = {cluster.num_gpus:,})")
     p = raw.parallel
     if p.dp is None:
         denom = p.tp * p.pp * p.cp

@@ -50,6 +50,23 @@ def _default_mode() -> int:
     return 0o666 & ~mask
 
 
+def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
+    """Fail early (exit 2) on an output file that cannot be written, before any work is done.
+    Missing folders are fine (the writers below create them); the nearest existing one must be a
+    writable directory, and the file itself, if it exists, a regular file."""
+    from clustersim.errors import InputError
+
+    target = Path(path)
+    if target.exists() and not target.is_file() or target.is_symlink() and not target.exists():
+        raise InputError(option, str(path), "a path to a regular file (this is a directory, a device or a broken link)")
+    parent = target.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise InputError(option, str(path), "a path in a writable directory (or one that can be created)")
+    return target
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write text to ``path`` atomically: a temp file in the same folder, fsync, rename."""
     target = Path(path)

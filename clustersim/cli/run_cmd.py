@@ -17,7 +17,7 @@ from clustersim.html import check_html_path, write_html
 from clustersim.memory.report import PARTS
 from clustersim.report import StepReport
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
-from clustersim.trace import trace_events, write_json_atomic
+from clustersim.trace import check_output_path, trace_events, write_json_atomic
 
 
 def _render(report: StepReport, tokens: float | None = None) -> None:
@@ -153,6 +153,8 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
     n_tokens = parse_tokens(tokens) if tokens is not None else None
     if html_file:
         check_html_path(html_file)
+    if trace_file:
+        check_output_path(trace_file, "--trace")
     use_profiles(profiles)
     if shared_fabric or len(scenarios) > 1:
         _run_shared(scenarios, overrides, as_json, steps, shared_fabric, trace_file or html_file, engine)

@@ -79,7 +79,9 @@ class RankState:
             for cause, sec in unit.by_cause:
                 self.causes[cause] += sec
             return
-        busy = tuple(iv for s in self.streams.values() for iv in s.busy if iv[1] > self.clock)
+        for s in self.streams.values():  # the clock only moves forward: ended intervals never matter again
+            s.busy = [iv for iv in s.busy if iv[1] > self.clock]  # (keeps this linear in the step's units)
+        busy = tuple(iv for s in self.streams.values() for iv in s.busy)
         end, by_cause = unit_timing(unit.steps, self.clock, busy, self.slowdown)
         self.clock = end
         for cause, sec in by_cause.items():

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.limits import MAX_GPUS, MAX_PER_NODE
 
 if TYPE_CHECKING:
     from clustersim.scenario import Scenario
@@ -40,12 +41,12 @@ class ClusterGroupSection(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 
     preset: str
-    nodes: int = Field(ge=1)
+    nodes: int = Field(ge=1, le=MAX_GPUS)  # bounds: clustersim.limits
     gpu: str | None = None
-    gpus_per_node: int | None = Field(None, ge=1)
+    gpus_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
     scale_up: str | None = None
     scale_out: str | None = None
-    nics_per_node: int | None = Field(None, ge=1)
+    nics_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
     pcie: str | None = None
 
 

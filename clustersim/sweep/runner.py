@@ -28,6 +28,7 @@ import pandas as pd
 from clustersim.errors import InputError
 from clustersim.hardware.load import check_domain
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.limits import MAX_SWEEP_LAYOUTS, check_gpus
 from clustersim.memory.report import VERDICTS
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES
 from clustersim.scenario import Scenario, check_layout
@@ -221,6 +222,18 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> InputError:
                       f"{s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB")
 
 
+def check_sweep_size(spec: SweepSpec, total: int) -> None:
+    """InputError (exit 2) before any work when the space holds more than MAX_SWEEP_LAYOUTS layouts."""
+    if total > MAX_SWEEP_LAYOUTS:
+        s = spec.scenario
+        raise InputError("sweep", f"{total:,} layouts of {s.model.name} on {s.cluster.num_gpus:,} GPUs "
+                                  f"(global_batch {s.parallel.global_batch:,}, {s.model.layers:,} layers)",
+                         f"at most {MAX_SWEEP_LAYOUTS:,} layouts per sweep (clustersim's limit, a few minutes); "
+                         "sweep fewer GPUs (--gpus) or a global batch with fewer divisors (--set "
+                         "parallel.global_batch=...); every layer count a pipeline stage can hold multiplies "
+                         "the interleaved schedule's options")
+
+
 def _keys(rows: np.ndarray) -> list[tuple[int, ...]]:
     return [tuple(int(v) for v in row[:N_KEY]) for row in rows]
 
@@ -243,6 +256,7 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int = 8
     total = sum(sizes)
     if total == 0:
         raise no_layout_error(spec, None)
+    check_sweep_size(spec, total)
     done = [0]
 
     def on_done(i: int) -> None:
@@ -296,12 +310,15 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         jobs = _chunks(_keys(table[pick]), chunk)
         results = executor.run(functools.partial(estimate_keys, spec), jobs)
         metrics = np.concatenate(results, axis=0)
-        # The closed form's own memory verdict is final (the screen computes the same numbers).
-        table[pick, COL["fits"]] = metrics[:, 0]
-        table[pick, COL["peak_bytes_per_gpu"]] = metrics[:, 1]
-        table[pick, COL["verdict"]] = metrics[:, METRIC_FIELDS.index("verdict")]
+        # The closed form's own memory verdict is final (the screen computes the same numbers);
+        # a layout over the closed form's budget (NaN) keeps the screen's verdict and its bound.
+        ran = ~np.isnan(metrics[:, 0])
+        done = pick[ran]
+        table[done, COL["fits"]] = metrics[ran, 0]
+        table[done, COL["peak_bytes_per_gpu"]] = metrics[ran, 1]
+        table[done, COL["verdict"]] = metrics[ran, METRIC_FIELDS.index("verdict")]
         for f in ESTIMATE_FIELDS:
-            table[pick, COL[f]] = metrics[:, METRIC_FIELDS.index(f)]
+            table[done, COL[f]] = metrics[ran, METRIC_FIELDS.index(f)]
         evaluated += len(pick)
         order = rest[~np.isin(rest, pick)]
         if progress:  # the total is what the bound still admits: it shrinks as better layouts turn up
@@ -364,8 +381,8 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
             present = np.zeros(table.shape[0], dtype=bool)
             present[-1] = True
         i = int(np.flatnonzero(present)[0])
-        if math.isnan(table[i, COL["step_time_s"]]):  # give it closed-form numbers too
-            m = estimate_keys(spec, (incumbent,))[0]
+        m = estimate_keys(spec, (incumbent,))[0] if math.isnan(table[i, COL["step_time_s"]]) else None
+        if m is not None and not math.isnan(m[0]):  # give it closed-form numbers too (within budget)
             table[i, COL["fits"]], table[i, COL["peak_bytes_per_gpu"]] = m[0], m[1]
             table[i, COL["verdict"]] = m[METRIC_FIELDS.index("verdict")]
             for f in ESTIMATE_FIELDS:
@@ -391,6 +408,7 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
 
 def resize_cluster(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
     """The same kind of cluster with ``gpus`` GPUs: whole nodes, or part of one node."""
+    check_gpus("--gpus", gpus)
     gpn = cluster.gpus_per_node
     if gpus >= gpn and gpus % gpn == 0:
         resized = replace(cluster, num_nodes=gpus // gpn)

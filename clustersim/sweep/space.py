@@ -47,8 +47,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.limits import MAX_MICRO_BATCHES
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout
-from clustersim.scenario import MAX_MICRO_BATCHES
 from clustersim.workload.model_spec import ModelSpec
 
 # Recompute policies a sweep tries by default: Megatron's (none, selective, full); a torchtitan
@@ -195,12 +195,29 @@ def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, template: Parallel
         yield from shape_layouts(model, shape, template, space)
 
 
+def count_schedule_options(shape: Shape, num_micro_batches: int, layers: int, space: SearchSpace) -> int:
+    """len(schedule_options(...)) in O(1): the interleaved schedule's virtual stages are counted,
+    not listed (up to layers / pp of them)."""
+    pipelined = shape.pp > 1 and num_micro_batches > 1
+    n = 0
+    for schedule in SCHEDULES:
+        if schedule not in space.schedules:
+            continue
+        if schedule == "gpipe":
+            n += int(pipelined or "1f1b" not in space.schedules)
+        elif schedule == "1f1b":
+            n += 1
+        elif shape.pp > 1 and num_micro_batches % shape.pp == 0:
+            n += max(0, layers // shape.pp - 1)
+    return n
+
+
 def count_shape_layouts(model: ModelSpec, shape: Shape, global_batch: int, micro_batch: int,
                         space: SearchSpace = SearchSpace(), hsdp_replicas: int = 1) -> int:
     """len(shape_layouts(...)) for one micro-batch size, without building the layouts."""
     sps = len(sequence_parallel_options(model, shape, space))
     zeros = len(zero_options(shape, space, hsdp_replicas))
-    nsched = len(schedule_options(shape, global_batch // (shape.dp * micro_batch), model.layers, space))
+    nsched = count_schedule_options(shape, global_batch // (shape.dp * micro_batch), model.layers, space)
     return zeros * len(space.recompute) * sps * nsched
 
 
