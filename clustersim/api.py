@@ -11,10 +11,13 @@ from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
 from clustersim.engine.actions import step_schedule
 from clustersim.engine.analytical import estimate_step
+from clustersim.engine.budget import check_step_budget
 from clustersim.engine.memory_plan import rank_memory, worst_stage
 from clustersim.engine.sim import SimResult, simulate_step
 from clustersim.errors import InputError
 from clustersim.parallel.pipeline import build_schedule, stage_graph, validate_schedule
+from clustersim.perrank import run as perrank
+from clustersim.perrank.run import per_rank_mode
 from clustersim.report import StepReport
 from clustersim.scenario import Scenario, load_scenario, scenario_from_dict
 
@@ -42,17 +45,45 @@ def _validated_schedule(kind: str, pp: int, num_micro_batches: int, virtual_stag
 
 
 def _report(scenario: Scenario, engine: str, step_time_s: float, breakdown: dict[str, float],
-            critical_rank: int, analytical_s: float | None = None) -> StepReport:
-    memories = rank_memory(scenario, _schedule(scenario))
-    worst = worst_stage(memories)
+            critical_rank: int, analytical_s: float | None = None, per_rank: dict | None = None) -> StepReport:
+    if scenario.node_groups:
+        memories = _mixed_memory(scenario)
+        worst = worst_stage(memories)
+    else:
+        memories = rank_memory(scenario, _schedule(scenario))
+        worst = worst_stage(memories)
     flops = model_flops_per_step(scenario.model, scenario.parallel.global_batch)
-    return StepReport(scenario, engine, step_time_s, flops, breakdown, worst, memories, critical_rank,
-                      analytical_s)
+    if per_rank:
+        per_rank = {**per_rank, "critical_class": critical_rank // scenario.parallel.pp}
+    return StepReport(scenario, engine, step_time_s, flops, breakdown, worst, memories,
+                      critical_rank % scenario.parallel.pp, analytical_s, per_rank)
+
+
+def _mixed_memory(scenario: Scenario):
+    """Per pipeline stage, the memory of its GPUs with the least memory (mixed GPUs), with the
+    schedule of the replica that runs the most micro-batches."""
+    from clustersim.perrank import hetero
+
+    par = scenario.parallel
+    m = max(scenario.micro_batches_per_replica or (par.num_micro_batches,))
+    schedule = _validated_schedule(par.schedule, par.pp, m, par.virtual_stages)
+    by_variant = [rank_memory(v, schedule) for v in hetero.variants(scenario)]
+    out = []
+    for p in range(par.pp):
+        groups = {g for d in range(par.dp) for g in hetero.stage_groups(scenario, d, p)}
+        out.append(min((by_variant[g][p] for g in groups), key=lambda r: r.capacity_bytes_per_gpu - r.peak_bytes_per_gpu))
+    return tuple(out)
 
 
 def simulate_with_timeline(scenario: Scenario, record: bool = True) -> tuple[StepReport, SimResult]:
     """The event-driven simulation and its raw result (timeline for traces)."""
+    check_step_budget(scenario, "event")
     _schedule(scenario)
+    if per_rank_mode(scenario):
+        result, info = perrank.simulate(scenario, record)
+        closed, _ = perrank.estimate(scenario)
+        return _report(scenario, "event", result.step_time_s, result.breakdown, result.critical_rank,
+                       closed.step_time_s, info), result
     result = simulate_step(scenario, record=record)
     closed = estimate_step(scenario)
     report = _report(scenario, "event", result.step_time_s, result.breakdown, result.critical_rank,
@@ -67,7 +98,12 @@ def simulate(scenario: Scenario) -> StepReport:
 
 def estimate(scenario: Scenario) -> StepReport:
     """One step through the closed-form twin (no contention): fast, for sweeps."""
+    check_step_budget(scenario, "analytical")
     _schedule(scenario)
+    if per_rank_mode(scenario):
+        closed, info = perrank.estimate(scenario)
+        return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank,
+                       per_rank=info)
     closed = estimate_step(scenario)
     return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank)
 

@@ -25,6 +25,7 @@ Model (pure functions of the cluster spec and the simulated step):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +103,24 @@ def energy_report(cluster: ClusterSpec, step_time_s: float, tokens_per_step: flo
         node_power_w=node_max_power_w(cluster) * TRAINING_LOAD_FRACTION,
         num_nodes=cluster.num_nodes,
         pue=pue(cluster),
+        step_time_s=step_time_s,
+        tokens_per_step=tokens_per_step,
+    )
+
+
+def mixed_energy_report(groups: Sequence[tuple[ClusterSpec, int]], step_time_s: float,
+                        tokens_per_step: float) -> EnergyReport:
+    """Power and energy of one step on node groups of different hardware (``cluster.groups``):
+    each group's nodes draw their own power (``node_max_power_w``); the report carries the mean
+    node and GPU draw, so that ``it_power_w`` is the sum over the groups. One data centre: the
+    first group's PUE."""
+    nodes = sum(n for _, n in groups)
+    gpus = sum(c.gpus_per_node * n for c, n in groups)
+    return EnergyReport(
+        gpu_power_w=sum(c.gpu.tdp_w * c.gpus_per_node * n for c, n in groups) / gpus * TRAINING_LOAD_FRACTION,
+        node_power_w=sum(node_max_power_w(c) * n for c, n in groups) / nodes * TRAINING_LOAD_FRACTION,
+        num_nodes=nodes,
+        pue=pue(groups[0][0]),
         step_time_s=step_time_s,
         tokens_per_step=tokens_per_step,
     )

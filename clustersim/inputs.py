@@ -79,13 +79,24 @@ def decode_text(data: bytes, field: str, name: str, what: str) -> str:
             except UnicodeDecodeError as exc:
                 raise InputError(field, name, f"{what} in {codec} as its byte-order mark says "
                                               f"(undecodable byte at offset {exc.start})") from None
-    if b"\x00" in data[:8192]:
+    head = data[:8192]
+    if b"\x00" in head:
+        if _looks_like_utf16(head):
+            raise InputError(field, name, f"{what} as UTF-8 text, or UTF-16 with a byte-order mark; this file "
+                                          "looks like UTF-16 without one (save it as UTF-8)")
         raise InputError(field, name, f"{what} as text; this file looks binary (it holds NUL bytes)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(field, name, f"{what} encoded as UTF-8 (or UTF-16 with a byte-order mark); "
                                       f"byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8") from None
+
+
+def _looks_like_utf16(head: bytes) -> bool:
+    """Text saved as UTF-16 without a BOM: every other byte NUL (ASCII-range characters)."""
+    even, odd = head[0::2], head[1::2]
+    return len(head) >= 4 and (
+        (odd.count(0) == len(odd) and 0 not in even) or (even.count(0) == len(even) and 0 not in odd))
 
 
 def read_text(path: str | os.PathLike[str], field: str, what: str = "a text file",
@@ -135,14 +146,35 @@ class _LimitError(Exception):
     pass
 
 
+def _compose(text: str) -> Any:
+    loader = _GuardedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def parse_override_value(raw: str, item: str) -> Any:
+    """The VALUE of ``--set KEY=VALUE`` parsed as YAML under the same limits as a file (depth,
+    aliases, finite numbers); text that is not valid YAML stays the text itself."""
+    if not raw.strip():
+        return raw
+    try:
+        data = _compose(raw)
+    except _LimitError as exc:
+        raise InputError("--set", item, f"a VALUE with {exc}") from None
+    except RecursionError:
+        raise InputError("--set", item, f"a VALUE with nesting at most {MAX_DEPTH} levels deep") from None
+    except yaml.YAMLError:
+        return raw
+    reject_non_finite(data, "--set", item)
+    return data
+
+
 def load_yaml(text: str, field: str, name: str, what: str = "YAML") -> Any:
     """Parse YAML text safely (no Python objects, bounded depth and aliases, finite numbers)."""
     try:
-        loader = _GuardedLoader(text)
-        try:
-            data = loader.get_single_data()
-        finally:
-            loader.dispose()
+        data = _compose(text)
     except _LimitError as exc:
         raise InputError(field, name, f"{what} with {exc}") from None
     except yaml.YAMLError as exc:
@@ -172,6 +204,14 @@ def load_json(text: str, field: str, name: str, what: str = "JSON") -> Any:
         raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep")
     reject_non_finite(data, field, name)
     return data
+
+
+def check_structure(data: Any, field: str, name: str, what: str) -> None:
+    """The checks ``load_json`` applies, for data parsed elsewhere (TOML): bounded nesting and
+    finite numbers (TOML has ``nan`` and ``inf`` literals)."""
+    if _depth(data) > MAX_DEPTH:
+        raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep")
+    reject_non_finite(data, field, name)
 
 
 def read_yaml_file(path: str | os.PathLike[str], field: str, what: str = "a YAML file",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from clustersim.energy import EnergyReport, energy_report
+from clustersim.energy import EnergyReport, energy_report, mixed_energy_report
 from clustersim.engine.timeline import CAUSES
 from clustersim.memory import MemoryReport
 from clustersim.scenario import Scenario
@@ -23,6 +23,7 @@ class StepReport:
     memory_by_stage: tuple[MemoryReport, ...]
     critical_rank: int
     analytical_step_time_s: float | None = None  # the closed-form twin, when both ran
+    per_rank: dict[str, Any] | None = None       # per-rank mode (faults): classes, cost, the pacing rank
 
     @property
     def num_gpus(self) -> int:
@@ -43,14 +44,22 @@ class StepReport:
 
     @property
     def mfu(self) -> float:
-        peak = self.scenario.cluster.gpu.peak(self.scenario.training.dtype)
+        sc = self.scenario
+        dtype = sc.training.dtype
+        if sc.node_groups:  # mixed GPUs: the GPUs' mean peak
+            peak = sum(g.nodes * g.cluster.gpu.peak(dtype) for g in sc.node_groups) / sc.cluster.num_nodes
+        else:
+            peak = sc.cluster.gpu.peak(dtype)
         return self.tflops_per_gpu * 1e12 / peak
 
     @property
     def energy(self) -> EnergyReport:
         """Power and energy of this step on the whole cluster (clustersim.energy)."""
         sc = self.scenario
-        return energy_report(sc.cluster, self.step_time_s, sc.parallel.global_batch * sc.model.seq_len)
+        tokens = sc.parallel.global_batch * sc.model.seq_len
+        if sc.node_groups:  # mixed GPUs: each group at its own power
+            return mixed_energy_report([(g.cluster, g.nodes) for g in sc.node_groups], self.step_time_s, tokens)
+        return energy_report(sc.cluster, self.step_time_s, tokens)
 
     def to_json(self, tokens: float | None = None) -> dict[str, Any]:
         """CONTRACT §2/§4 keys; ``tokens`` adds the energy of a whole training run on that many tokens."""
@@ -92,6 +101,12 @@ class StepReport:
         }
         if self.analytical_step_time_s is not None:
             out["analytical_step_time_s"] = self.analytical_step_time_s
+        if self.per_rank:
+            out["faults"] = self.per_rank
+        if sc.node_groups:
+            from clustersim.perrank.hetero import report
+
+            out["heterogeneous"] = report(sc)
         return out
 
     def _repr_html_(self) -> str:

@@ -21,15 +21,25 @@ from clustersim.frameworks import DEFAULT_FRAMEWORK, FrameworkSpec, load_framewo
 from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
-from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_yaml_file
+from clustersim.inputs import MAX_YAML_BYTES, parse_override_value, read_json_file, read_yaml_file
+from clustersim.limits import (
+    MAX_COUNT,
+    MAX_EXPERTS,
+    MAX_GPUS,
+    MAX_LAYERS,
+    MAX_MICRO_BATCHES,
+    MAX_MODEL_DIM,
+    MAX_OVERSUBSCRIPTION,
+    MAX_PER_NODE,
+)
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.rules import check_extensions
+from clustersim.perrank.faults import FaultSpec, FaultsSection, fault_spec
+from clustersim.perrank.hetero import ClusterGroupSection, NodeGroup, load_groups
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
 DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
-# The engine walks every micro-batch of the step; beyond this a step takes minutes to simulate.
-MAX_MICRO_BATCHES = 4096
 
 PosInt = Field(ge=1)
 
@@ -39,15 +49,15 @@ class _Strict(BaseModel):
 
 
 class MoeSection(_Strict):
-    experts: int = Field(0, ge=0)
-    top_k: int = Field(0, ge=0)
-    shared_experts: int = Field(0, ge=0)
-    expert_ffn_hidden: int | None = Field(None, ge=1)      # None: model.ffn_hidden
-    first_dense_layers: int = Field(0, ge=0)
+    experts: int = Field(0, ge=0, le=MAX_EXPERTS)
+    top_k: int = Field(0, ge=0, le=MAX_EXPERTS)
+    shared_experts: int = Field(0, ge=0, le=MAX_EXPERTS)
+    expert_ffn_hidden: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)  # None: model.ffn_hidden
+    first_dense_layers: int = Field(0, ge=0, le=MAX_LAYERS)
     capacity_factor: float | None = Field(None, gt=0)      # None: dropless
     imbalance: float = Field(1.0, ge=1.0)
-    router_num_groups: int = Field(0, ge=0)                 # node-limited routing (Megatron names)
-    router_group_topk: int = Field(0, ge=0)
+    router_num_groups: int = Field(0, ge=0, le=MAX_EXPERTS)  # node-limited routing (Megatron names)
+    router_group_topk: int = Field(0, ge=0, le=MAX_EXPERTS)
     token_dispatcher: Literal["alltoall", "flex"] = "alltoall"
 
 
@@ -55,14 +65,14 @@ class ModelSection(_Strict):
     preset: str | None = None
     hf_config: str | None = None
     name: str | None = None
-    layers: int | None = Field(None, ge=1)
-    hidden: int | None = Field(None, ge=1)
-    heads: int | None = Field(None, ge=1)
-    kv_heads: int | None = Field(None, ge=1)
-    ffn_hidden: int | None = Field(None, ge=1)
+    layers: int | None = Field(None, ge=1, le=MAX_LAYERS)
+    hidden: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    heads: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    kv_heads: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    ffn_hidden: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     ffn_act: Literal["gelu", "swiglu"] | None = None
-    vocab: int | None = Field(None, ge=1)
-    seq_len: int | None = Field(None, ge=1)
+    vocab: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    seq_len: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     moe: MoeSection | None = None
     tie_embeddings: bool | None = None
     attention: Literal["mha", "gqa", "mla"] | None = None
@@ -75,21 +85,23 @@ class ModelSection(_Strict):
 
 
 class ClusterSection(_Strict):
-    preset: str = "dgx-h100"
-    nodes: int = Field(1, ge=1)
+    preset: str | None = None           # None: dgx-h100 (or the groups' presets)
+    nodes: int | None = Field(None, ge=1, le=MAX_GPUS)  # None: 1 (or the groups' total)
+    groups: list[ClusterGroupSection] | None = None  # mixed GPUs (clustersim.perrank.hetero)
     gpu: str | None = None
-    gpus_per_node: int | None = Field(None, ge=1)
+    gpus_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
     scale_up: str | None = None
     scale_out: str | None = None
-    nics_per_node: int | None = Field(None, ge=1)
+    nics_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
     pcie: str | None = None
-    nodes_per_leaf: int | None = Field(None, ge=1)
-    oversubscription: float | None = Field(None, ge=1.0)
-    scale_up_domain: int | None = Field(None, ge=1)  # GPUs per NVLink/xGMI domain (default: the preset's)
+    nodes_per_leaf: int | None = Field(None, ge=1, le=MAX_GPUS)
+    oversubscription: float | None = Field(None, ge=1.0, le=MAX_OVERSUBSCRIPTION, allow_inf_nan=False)
+    scale_up_domain: int | None = Field(None, ge=1, le=MAX_GPUS)  # GPUs per NVLink/xGMI domain (default: the preset's)
     topology: Literal["fat-tree", "rail-only"] | None = None
-    nodes_per_pod: int | None = Field(None, ge=1)     # a third switch tier above pods of this many nodes
-    pod_oversubscription: float | None = Field(None, ge=1.0)
-    pue: float | None = Field(None, ge=1.0)           # data-centre power usage effectiveness
+    nodes_per_pod: int | None = Field(None, ge=1, le=MAX_GPUS)     # a third switch tier above pods of this many nodes
+    pod_oversubscription: float | None = Field(None, ge=1.0, le=MAX_OVERSUBSCRIPTION, allow_inf_nan=False)
+    # data-centre power usage effectiveness (1.1 hyperscale to about 2; 100 is no data centre)
+    pue: float | None = Field(None, ge=1.0, le=100.0, allow_inf_nan=False)
 
 
 class OffloadSection(_Strict):
@@ -103,23 +115,23 @@ class FsdpSection(_Strict):
     2 (per-parameter sharding, ``fully_shard``); left out, the framework's own ZeRO-3 runs."""
 
     version: Literal[1, 2] | None = None
-    prefetch: int = Field(1, ge=0)              # units whose gather may be in flight ahead of use
+    prefetch: int = Field(1, ge=0, le=MAX_LAYERS)  # units whose gather may be in flight ahead of use
     reshard_after_forward: bool = True          # free gathered parameters after forward (re-gather in backward)
-    hsdp_replicas: int = Field(1, ge=1)         # HSDP: shard within dp / replicas ranks, replicate across
+    hsdp_replicas: int = Field(1, ge=1, le=MAX_GPUS)  # HSDP: shard within dp / replicas ranks, replicate across
 
 
 class ParallelSection(_Strict):
-    tp: int = Field(1, ge=1)
-    pp: int = Field(1, ge=1)
-    dp: int | None = Field(None, ge=1)  # None: the GPUs left over after tp * pp * cp
-    cp: int = Field(1, ge=1)
-    ep: int = Field(1, ge=1)
+    tp: int = Field(1, ge=1, le=MAX_GPUS)
+    pp: int = Field(1, ge=1, le=MAX_LAYERS)  # at most one stage per layer
+    dp: int | None = Field(None, ge=1, le=MAX_GPUS)  # None: the GPUs left over after tp * pp * cp
+    cp: int = Field(1, ge=1, le=MAX_GPUS)
+    ep: int = Field(1, ge=1, le=MAX_GPUS)
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
-    micro_batch: int = Field(1, ge=1)
-    global_batch: int | None = Field(None, ge=1)  # None: dp * micro_batch * 4 * pp (documented default)
+    micro_batch: int = Field(1, ge=1, le=MAX_COUNT)
+    global_batch: int | None = Field(None, ge=1, le=MAX_COUNT)  # None: dp * micro_batch * 4 * pp (documented default)
     schedule: Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v"] = "1f1b"
-    virtual_stages: int = Field(1, ge=1)
+    virtual_stages: int = Field(1, ge=1, le=MAX_LAYERS)
     recompute: Literal["none", "selective", "selective-op", "full"] = "none"
     # Megatron --recompute-modules (with recompute: selective): extra fine-grained recompute
     recompute_modules: tuple[Literal["core_attn", "mla_up_proj", "layernorm", "moe_act"], ...] = ()
@@ -129,13 +141,15 @@ class ParallelSection(_Strict):
     overlap_grad_reduce: bool | None = None     # None: the framework's default
     overlap_param_gather: bool | None = None    # None: the framework's default
     tp_comm_overlap: bool = False
-    dp_bucket_params: int = Field(0, ge=0)
-    expert_tp: int | None = Field(None, ge=1)               # None: tp (Megatron's default ETP)
+    dp_bucket_params: int = Field(0, ge=0, le=MAX_COUNT)
+    expert_tp: int | None = Field(None, ge=1, le=MAX_GPUS)  # None: tp (Megatron's default ETP)
     cp_comm: Literal["p2p", "a2a", "a2a+p2p"] = "p2p"
     hierarchical_cp_sizes: tuple[int, int] | None = None    # (a2a, p2p) for cp_comm a2a+p2p
     offload: OffloadSection = OffloadSection()
     overlap_moe_expert_parallel_comm: bool = False
     fsdp: FsdpSection | None = None
+    layers_per_stage: list[int] | None = None   # per global stage (chunk * pp + rank); None: even or balanced
+    balance: Literal["auto", "even"] = "auto"   # mixed GPUs: split layers and micro-batches to speed, or evenly
 
 
 class TrainingSection(_Strict):
@@ -157,6 +171,7 @@ class ScenarioFile(_Strict):
     parallel: ParallelSection = ParallelSection()
     training: TrainingSection = TrainingSection()
     goodput: GoodputSection | None = None   # `clustersim goodput` only (docs/goodput.md)
+    faults: FaultsSection | None = None     # slow GPUs and links within a step: per-rank mode (docs/engine.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +197,10 @@ class Scenario:
     training: TrainingSpec
     framework: FrameworkSpec
     goodput: GoodputSpec | None = None   # the `goodput:` section, resolved; None when absent
+    faults: FaultSpec | None = None      # the `faults:` section, checked against the cluster; None when absent
+    node_groups: tuple[NodeGroup, ...] = ()   # mixed GPUs: `cluster.groups` (cluster = group 0's hardware)
+    micro_batches_per_replica: tuple[int, ...] = ()  # mixed GPUs, balanced; () = num_micro_batches each
+    balance: str = "auto"                # parallel.balance
 
 
 DEFAULT_SCENARIO_YAML = """\
@@ -214,10 +233,7 @@ def apply_overrides(data: dict[str, Any], assignments: list[str] | tuple[str, ..
         if "=" not in item:
             raise InputError("--set", item, "KEY=VALUE with a dotted KEY such as parallel.tp=4")
         key, raw = item.split("=", 1)
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else raw
-        except yaml.YAMLError:
-            value = raw
+        value = parse_override_value(raw, item)
         node = out
         parts = key.strip().split(".")
         for part in parts[:-1]:
@@ -465,13 +481,13 @@ def _recompute_fields(p: ParallelSection, model: ModelSpec) -> dict[str, Any]:
 
 def check_recompute(model: ModelSpec, par: ParallelLayout) -> None:
     """recompute_every in 1..layers; recompute_num_layers in 1..the layers of a pipeline stage."""
-    from clustersim.parallel.pipeline import stage_layers
+    from clustersim.parallel.pipeline import layout_stage_layers
 
     if par.recompute_every != 0 and not 1 <= par.recompute_every <= model.layers:
         raise InputError("parallel.recompute_every", par.recompute_every,
                          f"an integer from 1 to model.layers ({model.layers})")
     if par.recompute_num_layers != 1 or par.recompute_method != "uniform":
-        most = max(stage_layers(model.layers, par.pp, par.virtual_stages))
+        most = max(layout_stage_layers(par, model.layers))
         if not 1 <= par.recompute_num_layers <= most:
             raise InputError("parallel.recompute_num_layers", par.recompute_num_layers,
                              f"an integer from 1 to the layers of a pipeline stage ({most}: model.layers "
@@ -487,16 +503,10 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     except ValidationError as exc:
         raise _pydantic_to_input_error(exc, data) from None
     model = _resolve_model(raw.model)
-    c = raw.cluster
-    overrides = c.model_dump(exclude={"preset", "nodes"}, exclude_none=True)
-    try:
-        cluster = load_cluster(c.preset, c.nodes, **overrides)
-    except InputError as exc:  # name the scenario key whose value the profile lookup rejected
-        if exc.field.startswith("cluster."):
-            raise
-        key = next((f"cluster.{k}" for k, v in sorted(overrides.items()) if v == exc.value),
-                   f"cluster.preset ({c.preset}): {exc.field}")
-        raise InputError(key, exc.value, exc.allowed) from None
+    cluster, groups = _resolve_cluster(raw.cluster)
+    if cluster.num_gpus > MAX_GPUS:
+        raise InputError("cluster.nodes", cluster.num_nodes, f"a cluster of at most {MAX_GPUS:,} GPUs (clustersim's "
+                         f"limit; {cluster.num_nodes:,} nodes x {cluster.gpus_per_node} GPUs = {cluster.num_gpus:,})")
     p = raw.parallel
     if p.dp is None:
         denom = p.tp * p.pp * p.cp
@@ -514,9 +524,15 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     overlaps = {key: framework_value if value is None else value for key, value, framework_value in (
         ("overlap_grad_reduce", p.overlap_grad_reduce, framework.overlap_grad_reduce),
         ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}
+    explicit_layers = None
+    if p.layers_per_stage is not None:
+        from clustersim.perrank.balance import check_layers_per_stage
+
+        explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, p.pp * p.virtual_stages)
     recompute = _recompute_fields(p, model)
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", *recompute}), **overlaps, **recompute,
-                            "dp": dp, "global_batch": global_batch,
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", "layers_per_stage", "balance", *recompute}),
+                            **overlaps, **recompute, "dp": dp, "global_batch": global_batch,
+                            "layers_per_stage": explicit_layers or (),
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,
                             "hsdp_replicas": fsdp.hsdp_replicas, "expert_tp": p.expert_tp or 0,
@@ -525,15 +541,54 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
                             "offload_params": p.offload.params,
                             "adam_moment_bytes": 2 if raw.training.adam_moments == "bf16" else 4})
     t = raw.training
-    recipe = resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, cluster.gpu)
+    # every group's GPUs must run the dtype and recipe (clustersim.compute.precision.resolve_recipe)
+    recipes = {resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, spec.gpu) for spec in [g.cluster for g in groups]
+               or [cluster]}
+    if len(recipes) > 1:
+        raise InputError("training.fp8_recipe" if t.dtype == "fp8" else "training.fp4_recipe", sorted(recipes),
+                         "one scaling recipe that every group's GPUs run (set it explicitly)")
+    recipe = recipes.pop()
     check_layout(model, cluster, par)
     check_recompute(model, par)
     attention = framework.attention if t.attention == "auto" else t.attention
     training = TrainingSpec(dtype=t.dtype, optimizer=t.optimizer, attention=attention, compile=t.compile,
                             recipe=recipe)
     gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
-    return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
-                    framework=framework, goodput=gp)
+    nics = tuple(g.cluster.nics_per_node for g in groups for _ in range(g.nodes)) if groups else None
+    faults = fault_spec(raw.faults, cluster, nics) if raw.faults is not None else None
+    scenario = Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
+                        framework=framework, goodput=gp, faults=faults, node_groups=groups, balance=p.balance)
+    if groups:
+        from clustersim.perrank.hetero import resolve
+
+        scenario = resolve(scenario, p.balance, explicit_layers)
+    return scenario
+
+
+def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, ...]]:
+    """The cluster spec (and, with ``cluster.groups``, the node groups)."""
+    fabric = {k: v for k, v in (("nodes_per_leaf", c.nodes_per_leaf), ("oversubscription", c.oversubscription))
+              if v is not None}
+    if c.groups is not None:
+        if not c.groups:
+            raise InputError("cluster.groups", [], "one or more node groups: [{preset: NAME, nodes: N}, ...]")
+        extra = sorted(k for k, v in c.model_dump(exclude={"groups", "nodes_per_leaf", "oversubscription"}).items()
+                       if v is not None)
+        if extra:
+            raise InputError(f"cluster.{extra[0]}", getattr(c, extra[0]),
+                             "absent with cluster.groups (set it per group: cluster.groups.N.KEY)")
+        return load_groups(c.groups, fabric)
+    overrides = c.model_dump(exclude={"preset", "nodes", "groups"}, exclude_none=True)
+    preset = c.preset or "dgx-h100"
+    try:
+        cluster = load_cluster(preset, c.nodes or 1, **overrides)
+    except InputError as exc:  # name the scenario key whose value the profile lookup rejected
+        if exc.field.startswith("cluster."):
+            raise
+        key = next((f"cluster.{k}" for k, v in sorted(overrides.items()) if v == exc.value),
+                   f"cluster.preset ({preset}): {exc.field}")
+        raise InputError(key, exc.value, exc.allowed) from None
+    return cluster, ()
 
 
 def _hierarchical_cp(p: ParallelSection, gpus_per_node: int) -> tuple[int, int] | None:

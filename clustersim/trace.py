@@ -19,13 +19,18 @@ from clustersim.scenario import Scenario
 _STREAMS = ("compute", "dp", "pp", "rs")  # clustersim/engine/sim.py STREAMS, plus compute and pp
 
 
-def trace_events(timeline: Timeline, scenario: Scenario) -> dict[str, Any]:
+def trace_events(timeline: Timeline, scenario: Scenario, per_rank: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``per_rank``: the report's ``faults`` object in per-rank mode (one process per simulated
+    rank: pipeline stage p of rank class c is process c * pp + p)."""
     par = scenario.parallel
     events: list[dict[str, Any]] = []
-    for r in range(par.pp):
-        first_gpu = r * par.tp * par.cp * par.dp
-        events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
-                       "args": {"name": f"pipeline stage {r} (rank {first_gpu} and its tp/dp peers)"}})
+    classes = len(per_rank["replicas_per_class"]) if per_rank else 1
+    for r in range(par.pp * classes):
+        c, p = divmod(r, par.pp)
+        first_gpu = p * par.tp * par.cp * par.dp
+        name = (f"class {c} ({per_rank['replicas_per_class'][c]} replicas) stage {p}" if per_rank else
+                f"pipeline stage {r} (rank {first_gpu} and its tp/dp peers)")
+        events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0, "args": {"name": name}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "args": {"sort_index": r}})
         for t, stream in enumerate(_STREAMS):
             events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": t, "args": {"name": stream}})
@@ -43,6 +48,23 @@ def _default_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return 0o666 & ~mask
+
+
+def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
+    """Fail early (exit 2) on an output file that cannot be written, before any work is done.
+    Missing folders are fine (the writers below create them); the nearest existing one must be a
+    writable directory, and the file itself, if it exists, a regular file."""
+    from clustersim.errors import InputError
+
+    target = Path(path)
+    if target.exists() and not target.is_file() or target.is_symlink() and not target.exists():
+        raise InputError(option, str(path), "a path to a regular file (this is a directory, a device or a broken link)")
+    parent = target.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise InputError(option, str(path), "a path in a writable directory (or one that can be created)")
+    return target
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:

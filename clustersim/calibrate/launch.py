@@ -137,9 +137,11 @@ def _launch_and_watch(todo: list[dict[str, Any]], launch: RankLaunch, out_dir: P
                    "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
                        [str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
             with open(logs / f"rank{r}.log", "ab") as log:
+                # own session: a Ctrl-C in the terminal reaches only clustersim, which stops the
+                # ranks itself (_stop_all) and keeps what they measured
                 procs.append(subprocess.Popen([*launch.prefixes[r], sys.executable, "-m", "validation.worker",
                                                str(plan_path)], cwd=root, env=env, stdout=log,
-                                              stderr=subprocess.STDOUT))
+                                              stderr=subprocess.STDOUT, start_new_session=True))
         _watch(procs, todo, status_path, records_path, logs, progress)
     finally:
         _stop_all(procs)

@@ -258,6 +258,11 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
                                                                                                           strict=True)],
                     "source": "clustersim calibrate --log " + " ".join(r.source for r in runs),
                     "date": dates[-1] if dates else "unknown"}
+    if evidence and not all(-1 < e < 100 for e in evidence["loo_rel_errors"]):  # what load_evidence accepts
+        raise InputError("--log", " ".join(r.source for r in runs),
+                         "training logs the model can explain: leave-one-out predictions are off by more than 100x "
+                         f"(relative errors {evidence['loo_rel_errors']}); check the step times and the imported "
+                         "scenarios (clustersim import ... --json)")
     text = _render(base, name, cluster, scale, fabric, kernel_fit, evidence, runs, nccl_sources, traces, describe)
     path = write_profile(out, text)
     written = []

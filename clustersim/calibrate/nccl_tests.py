@@ -27,10 +27,12 @@ alltoall) needs ``--op``.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 from clustersim.errors import InputError
+from clustersim.limits import MAX_SIZE_BYTES
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 # nccl-tests binary name -> clustersim collective name (CONTRACT §2)
@@ -104,6 +106,14 @@ def clean_line(line: str) -> str:
     return _STAMP.sub("", line, count=1)
 
 
+# Bounds of a row that can be a measurement: nccl-tests prints the time in microseconds and algbw /
+# busbw in GB/s (nccl-tests doc/PERFORMANCE.md). A collective of at most MAX_SIZE_BYTES takes well
+# under 1e9 us (17 minutes) on any fabric, and 1e6 GB/s is over a thousand times NVLink 5's 900 GB/s
+# per GPU (NVIDIA Blackwell datasheet); beyond either, the numbers are not a measurement.
+MAX_ROW_TIME_US = 1e9
+MAX_ROW_GBPS = 1e6
+
+
 def _is_number(tok: str) -> bool:
     try:
         float(tok)
@@ -158,8 +168,9 @@ def _parse_row(line: str, layout: tuple[str, ...] | None) -> NcclRow | None:
             t_in = float(rest[group + t_at])
         except ValueError:
             t_in = 0.0
-    if not (t >= 0 and alg >= 0 and bus >= 0):
-        return None
+    if not (0 <= t <= MAX_ROW_TIME_US and 0 <= alg <= MAX_ROW_GBPS and 0 <= bus <= MAX_ROW_GBPS) \
+            or size > MAX_SIZE_BYTES or not math.isfinite(t_in):
+        return None  # not a measurement (NaN, inf, 1e308, a negative time): not a row
     return NcclRow(size, count, dtype, t * 1e-6, alg, bus, t_in * 1e-6, redop, root)
 
 

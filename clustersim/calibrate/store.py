@@ -8,11 +8,15 @@ skipping the cases whose ``(config, name)`` key is already stored.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from clustersim.errors import InputError
+from clustersim.inputs import MAX_LOG_BYTES, decode_text, read_bytes
 
 RECORDS_FILE = "records.jsonl"
 
@@ -36,12 +40,20 @@ def _ends_with_newline(p: Path) -> bool:
         return f.read(1) == b"\n"
 
 
+_OTHER_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE)  # UTF-32-LE starts as UTF-16-LE
+
+
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """All complete records in file order; torn or malformed lines are skipped."""
     p = Path(path)
     if not p.exists():
         return []
-    return list(_parse_lines(p.read_text(encoding="utf-8").splitlines()))
+    what = "a validation records file (JSON lines, UTF-8)"
+    data = read_bytes(p, "--out", MAX_LOG_BYTES, what)
+    if data.startswith(_OTHER_BOMS):  # records are appended as UTF-8: a UTF-16/32 file would turn unreadable
+        raise InputError("--out", str(p), f"{what}; this file is UTF-16 or UTF-32 (its byte-order mark says so)")
+    text = decode_text(data, "--out", str(p), what)
+    return list(_parse_lines(text.splitlines()))
 
 
 def _parse_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:

@@ -27,6 +27,7 @@ vectorized_elementwise_kernel``), Triton/Inductor (``triton_poi_*``, ``triton_re
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,7 +127,21 @@ def _events(data: Any, source: str) -> list[dict[str, Any]]:
     events = data.get("traceEvents") if isinstance(data, dict) else data if isinstance(data, list) else None
     if not isinstance(events, list):
         raise InputError("--trace", source, "a PyTorch profiler Chrome trace (a JSON object with traceEvents)")
-    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))]
+    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and _duration_us(e.get("dur"))
+            and _duration_us(e.get("ts", 0), allow_zero=True)]
+
+
+# A complete event's ``dur`` and ``ts`` are microseconds (Chrome trace event format); a profiled
+# step lasts seconds, so a duration beyond a day (8.64e10 us) or a time stamp beyond 2**62 is not
+# a measurement (a corrupt or hand-edited trace) and the event is left out.
+MAX_EVENT_US = 8.64e10
+
+
+def _duration_us(value: Any, allow_zero: bool = False) -> bool:
+    """A finite, non-negative number of microseconds within the bounds above."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    return 0 <= value <= (2**62 if allow_zero else MAX_EVENT_US)
 
 
 def _self_times(ops: list[dict[str, Any]]) -> dict[int, float]:

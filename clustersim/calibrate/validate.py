@@ -9,6 +9,7 @@ the network dominates as between real nodes). Backend ``nccl`` runs the ranks on
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import shutil
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from clustersim.calibrate.profile import (
     render_profile,
     write_profile,
 )
-from clustersim.calibrate.store import RECORDS_FILE
+from clustersim.calibrate.store import RECORDS_FILE, read_records
 from clustersim.errors import InputError
 
 PLAN_VERSION = 1  # bump when the benchmarks change what a case measures
@@ -71,15 +72,24 @@ class ValidationResult:
                 "fits": self.fits, "notes": self.notes}
 
 
-def _check_options(opts: ValidateOptions) -> None:
+def check_options(opts: ValidateOptions) -> None:
     if opts.backend not in ("gloo", "nccl"):
         raise InputError("--backend", opts.backend, ("gloo", "nccl"))
     if opts.nprocs < 2 or opts.nprocs > 64:
         raise InputError("--nprocs", opts.nprocs, "2..64 ranks")
     if opts.netns and opts.backend == "nccl":
         raise InputError("--netns", True, "gloo only (NCCL ranks talk through GPUs, not namespaces)")
-    if opts.rate_mbit <= 0:
-        raise InputError("--rate-mbit", opts.rate_mbit, "a positive rate in Mbit/s")
+    if not (math.isfinite(opts.rate_mbit) and 0 < opts.rate_mbit <= 1e6):
+        raise InputError("--rate-mbit", opts.rate_mbit, "a rate in Mbit/s, 0 < rate <= 1e6 (1 Tbit/s)")
+    if not (math.isfinite(opts.delay_us) and 0 <= opts.delay_us <= 1e7):
+        raise InputError("--delay-us", opts.delay_us, "a one-way delay in microseconds, 0..1e7 (10 s)")
+    try:  # fail before any rank starts, not when the first record is written
+        opts.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError("--out", str(opts.out_dir), f"a directory that exists or can be created "
+                                                     f"({exc.strerror or exc})") from None
+    if not opts.fresh:  # the records it resumes from: a binary or oversized file is refused now, not after torch
+        read_records(opts.out_dir / RECORDS_FILE)
     if opts.backend == "nccl":
         import torch
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -111,7 +121,7 @@ def _set_aside(records: Path) -> None:
 def measure(opts: ValidateOptions, progress: Callable[[int, int, str], None] | None = None,
             ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run (or resume) the measurements; returns this configuration's records and link info."""
-    _check_options(opts)
+    check_options(opts)
     cases = build_plan(opts.level, opts.nprocs)
     cfg = _config(opts)
     cfg_id = config_id(cfg)

@@ -1,17 +1,23 @@
 """The `clustersim` command. Subcommands live in their own modules and are imported lazily,
 so that `clustersim run` never pays for torch or dask.
 
-Exit codes (CONTRACT.md §2): 0 ok; 2 bad input; 3 the job does not fit in memory; 1 anything else.
+Exit codes (CONTRACT.md §2): 0 ok; 2 bad input; 3 the job does not fit in memory; 1 anything else;
+130 interrupted (Ctrl-C): one line on stderr says what was kept, never a traceback. The first
+Ctrl-C stops the command; further ones are ignored while it cleans up (stops worker processes,
+removes temporary files), so that the clean-up itself cannot be cut short.
 """
 
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
+import threading
+from typing import Any
 
 import click
 
-from clustersim.errors import InputError
+from clustersim.errors import InputError, Interrupted
 
 _COMMANDS = {
     "run": ("clustersim.cli.run_cmd", "run"),
@@ -45,6 +51,12 @@ class _LazyGroup(click.Group):
             raise
         return getattr(module, attr)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # a command that says nothing about what it kept
+            raise Interrupted("") from None
+
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="clustersim")
@@ -52,13 +64,37 @@ def cli() -> None:
     """Predict step time, MFU and memory of distributed training on GPU clusters."""
 
 
+def _first_interrupt(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # later Ctrl-Cs must not cut the clean-up short
+    raise KeyboardInterrupt
+
+
+def _interrupted(note: str) -> None:
+    click.echo(f"interrupted{': ' + note if note else ''}", err=True)
+    sys.exit(130)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: maps InputError to exit 2 with a one-line message, never a traceback."""
+    # only in the main thread (signal.signal's rule), and not over a handler the caller installed
+    own = threading.current_thread() is threading.main_thread() and (
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if own:
+        signal.signal(signal.SIGINT, _first_interrupt)
+    try:
+        _main(argv)
+    finally:
+        if own:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _main(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
+    except Interrupted as exc:
+        _interrupted(str(exc))
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _interrupted("")
     except click.UsageError as exc:  # unknown option, missing argument, bad choice
         exc.show()
         sys.exit(2)

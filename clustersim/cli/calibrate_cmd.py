@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from clustersim.errors import InputError
+from clustersim.limits import MAX_GPUS
 
 
 @click.command("calibrate")
@@ -24,7 +25,7 @@ from clustersim.errors import InputError
               help="a PyTorch profiler (Kineto) Chrome trace of a few training steps")
 @click.option("--cluster", "base", default=None,
               help="cluster preset the machine resembles [the preset of the GPU the logs name]")
-@click.option("--nodes", type=click.IntRange(min=1), default=None, help="nodes of the --log runs (when a log does not say)")
+@click.option("--nodes", type=click.IntRange(min=1, max=MAX_GPUS), default=None, help="nodes of the --log runs (when a log does not say)")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="scenario field for every --log run (model.preset=llama3-8b, ...)")
 @click.option("--name", default="calibrated", show_default=True, help="name of the calibrated cluster preset")

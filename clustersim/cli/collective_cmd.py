@@ -8,6 +8,7 @@ or, with ``--sizes START:END[:FACTOR]``, an nccl-tests-like table over sizes gro
 from __future__ import annotations
 
 import json
+import math
 
 import click
 from rich.console import Console
@@ -20,6 +21,15 @@ from clustersim.collectives.lowering import simulate_collective
 from clustersim.errors import InputError
 from clustersim.hardware import load
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.limits import (
+    MAX_EVENT_COLLECTIVE_GPUS,
+    MAX_GPUS,
+    MAX_PER_NODE,
+    MAX_SIZE_BYTES,
+    MAX_SIZE_ROWS,
+    check_at_most,
+    check_gpus,
+)
 
 ENGINES = ("closed", "event")
 _SIZE_ALLOWED = "bytes with an optional suffix: B, K/KiB/KB, M/MiB/MB, G/GiB/GB, T/TiB/TB (e.g. 1GiB, 256MB)"
@@ -27,9 +37,12 @@ _SIZE_ALLOWED = "bytes with an optional suffix: B, K/KiB/KB, M/MiB/MB, G/GiB/GB,
 
 def parse_size(option: str, text: str) -> int:
     try:
-        return units.parse_size_bytes(text)
+        size = units.parse_size_bytes(text)
     except ValueError:
         raise InputError(option, text, _SIZE_ALLOWED) from None
+    if size > MAX_SIZE_BYTES:
+        raise InputError(option, text, f"at most {MAX_SIZE_BYTES:,} bytes (1024TiB, clustersim's limit)")
+    return size
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -45,6 +58,9 @@ def parse_sizes(text: str) -> list[int]:
         raise InputError("--sizes", text, allowed) from None
     if start > end or factor < 2 or start < 1:
         raise InputError("--sizes", text, allowed)
+    rows = math.floor(math.log(end / start, factor) + 1e-9) + 1 if start else 1
+    if rows > MAX_SIZE_ROWS:
+        raise InputError("--sizes", text, f"at most {MAX_SIZE_ROWS} sizes (clustersim's limit; this range has {rows})")
     sizes, s = [], start
     while s <= end:
         sizes.append(s)
@@ -60,8 +76,12 @@ def resolve_cluster(preset: str, gpus: int | None, nodes: int | None,
     and domains (clustersim.collectives.domain)."""
     if preset not in load.list_clusters():
         raise InputError("--cluster", preset, load.list_clusters())
-    if gpus_per_node is not None and gpus_per_node < 1:
-        raise InputError("--gpus-per-node", gpus_per_node, "a positive integer")
+    if gpus_per_node is not None and not 1 <= gpus_per_node <= MAX_PER_NODE:
+        raise InputError("--gpus-per-node", gpus_per_node, f"1..{MAX_PER_NODE} (clustersim's limit)")
+    if gpus is not None:
+        check_gpus("--gpus", gpus)
+    if nodes is not None:
+        check_at_most("--nodes", nodes, MAX_GPUS, "nodes")
     base = load.load_cluster(preset, 1, gpus_per_node=gpus_per_node)
     gpn = base.gpus_per_node
     if nodes is not None:
@@ -70,6 +90,9 @@ def resolve_cluster(preset: str, gpus: int | None, nodes: int | None,
         if gpus is not None and gpus != nodes * gpn:
             raise InputError("--gpus", gpus, f"--nodes x gpus per node = {nodes * gpn} (or leave one out)")
         gpus = nodes * gpn
+        if gpus > MAX_GPUS:
+            raise InputError("--nodes", nodes, f"at most {MAX_GPUS // gpn:,} nodes of {gpn} GPUs ({MAX_GPUS:,} GPUs, "
+                                               "clustersim's limit)")
     if gpus is None:
         gpus = base.scale_up_domain or gpn
     if gpus < 1 or (gpus > gpn and gpus % gpn):
@@ -142,6 +165,10 @@ def collective(op: str, preset: str, gpus: int | None, nodes: int | None, gpus_p
     for path in profiles:
         load.add_profile_file(path)
     cluster, shape = resolve_cluster(preset, gpus, nodes, gpus_per_node)
+    if engine == "event" and shape.num_ranks > MAX_EVENT_COLLECTIVE_GPUS:
+        raise InputError("--gpus", shape.num_ranks, f"at most {MAX_EVENT_COLLECTIVE_GPUS:,} GPUs with --engine event "
+                                                    "(clustersim's limit: it builds the whole topology graph); "
+                                                    "--engine closed has no such limit")
     if sizes is not None:
         size_list = parse_sizes(sizes)
     elif size is not None:

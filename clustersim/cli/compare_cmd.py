@@ -13,9 +13,11 @@ from rich.table import Table
 from clustersim.energy import energy_report
 from clustersim.errors import InputError
 from clustersim.html import check_html_path, write_html
+from clustersim.limits import MAX_RERANK
 from clustersim.scenario import apply_overrides, load_scenario, read_scenario_dict
 from clustersim.sweep.compare import (
     RANK_KEYS,
+    check_compare_size,
     compare_cluster,
     nodes_for_gpus,
     parse_list,
@@ -121,7 +123,10 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     GPU counts become whole scale-up domains of each cluster (``nodes_for_gpus``). Each cluster
     and size is one task of the executor (a serial sweep inside it): clusters run side by side,
     which costs less than spreading each small sweep over the pool."""
+    from clustersim.sweep.runner import check_uniform
+
     base = load_scenario(scenario_path, overrides)
+    check_uniform(base)
     kwh_price = parse_price_per_kwh(price_per_kwh)
     jobs = []
     for preset in clusters:
@@ -141,6 +146,9 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     pool = make_executor(executor, scheduler, workers)
     try:
         rows = pool.run(_compare_one, jobs)
+    except KeyboardInterrupt:
+        pool.terminate()  # Ctrl-C: stop the workers now (clustersim.cli prints one line, exit 130)
+        raise
     finally:
         pool.close()
     return rank_rows(rows, rank_by)
@@ -168,7 +176,7 @@ def _span(values: object, scale: float, fmt: str) -> str:
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True)
 @click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler (tcp://host:8786).")
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
-@click.option("--rerank", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--rerank", type=click.IntRange(min=1, max=MAX_RERANK), default=1, show_default=True,
               help="Best layouts per cluster (by the closed form) re-simulated with the event engine.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Plot time to train against cost and energy, with "
               "intervals (.png/.svg/.pdf).")
@@ -193,6 +201,7 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
         raise InputError("--gpus", gpus, "either --nodes or --gpus, not both")
     sizes = parse_list(nodes, "--nodes", int) if nodes else None
     gpu_sizes = parse_list(gpus, "--gpus", int) if gpus else None
+    check_compare_size(presets, sizes or gpu_sizes)
     if pue is not None and not (math.isfinite(pue) and pue >= 1):
         raise InputError("--pue", pue, "a power usage effectiveness >= 1 (1.1 for a hyperscale site, 1.56 average)")
     n_tokens = parse_tokens(tokens)

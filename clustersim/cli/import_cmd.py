@@ -16,6 +16,7 @@ import click
 import yaml
 
 from clustersim.importers import KINDS
+from clustersim.limits import MAX_GPUS
 
 
 @click.command("import")
@@ -24,7 +25,7 @@ from clustersim.importers import KINDS
 @click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
               help="the job config beside a torchtitan or DeepSpeed log (TOML / JSON)")
 @click.option("--cluster", default=None, help="cluster preset the job ran on (logs rarely name the GPU)")
-@click.option("--nodes", type=click.IntRange(min=1), default=None, help="nodes the job ran on, where the file does not say")
+@click.option("--nodes", type=click.IntRange(min=1, max=MAX_GPUS), default=None, help="nodes the job ran on, where the file does not say")
 @click.option("--model", default=None, help="model preset (clustersim list models), where the file does not say")
 @click.option("--hf-config", "hf_config", default=None, help="a Hugging Face config.json for the model")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="override a scenario field")

@@ -17,7 +17,7 @@ from clustersim.html import check_html_path, write_html
 from clustersim.memory.report import PARTS
 from clustersim.report import StepReport
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
-from clustersim.trace import trace_events, write_json_atomic
+from clustersim.trace import check_output_path, trace_events, write_json_atomic
 
 
 def _render(report: StepReport, tokens: float | None = None) -> None:
@@ -25,8 +25,10 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
     par = sc.parallel
     out = Console(width=100)
     out.print(f"[bold]{sc.name}[/bold]")
-    out.print(f"  model {sc.model.name} ({sc.model.total_params() / 1e9:.1f}B params), "
-              f"{sc.cluster.num_nodes} x {sc.cluster.name} = {report.num_gpus} {sc.cluster.gpu.name}")
+    nodes = (" + ".join(f"{g.nodes} x {g.preset}" for g in sc.node_groups) + f" = {report.num_gpus} GPUs"
+             if sc.node_groups else
+             f"{sc.cluster.num_nodes} x {sc.cluster.name} = {report.num_gpus} {sc.cluster.gpu.name}")
+    out.print(f"  model {sc.model.name} ({sc.model.total_params() / 1e9:.1f}B params), {nodes}")
     out.print(f"  tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  ep {par.ep}  sp {par.sequence_parallel}  "
               f"zero {par.zero_stage}  micro-batch {par.micro_batch} x {par.num_micro_batches}  "
               f"schedule {par.schedule} (v={par.virtual_stages})  recompute {par.recompute}  {sc.training.dtype}")
@@ -45,6 +47,28 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
     evidence = (f"regime {iv.regime}: {iv.evidence_runs} measured runs"
                 + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))
     t.add_row("how sure", evidence)
+    if sc.node_groups:
+        from clustersim.perrank.hetero import report as mixed
+
+        h = mixed(sc)
+        groups = " + ".join(f"{g['nodes']} x {g['preset']}" for g in h["groups"])
+        mbs = h["micro_batches_per_replica"]
+        runs = " ".join(f"{m}x{n}" if n > 1 else f"{m}" for m, n in _runs(mbs))
+        t.add_row("mixed GPUs", f"{groups}; stages on {', '.join(h['stage_gpus'])}")
+        t.add_row("split", f"layers per stage {h['layers_per_stage']}; micro-batches per replica {runs} "
+                           f"(balance {h['balance']})")
+    if report.per_rank:
+        f = report.per_rank
+        who = f["paced_by"]
+        paced = ("nothing slower than nominal" if who is None else
+                 f"rank {who['rank']} (node {who['node']} GPU {who['gpu']}"
+                 + (f" NIC {who['nic']}" if "nic" in who else "")
+                 + f"; stage {who['pp']}, replica {who['dp']}): {who['kind']} at {who['speed']:.2f}")
+        t.add_row("per-rank", f"{f['classes']} classes of replicas, {f['simulated_ranks']} simulated ranks; "
+                              f"{f['slow_gpus']} slow GPUs, {f['stragglers']} stragglers, {f['slow_links']} slow links")
+        t.add_row("paced by", paced)
+        t.add_row("cost", f"{f['cost_s']:+.4f} s ({f['cost_fraction']:+.1%}) against a healthy cluster "
+                          f"({f['healthy_step_time_s']:.4f} s)")
     m = report.memory
     lo, hi = (x / units.GiB for x in m.interval)
     t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB ({lo:.1f}-{hi:.1f}) of "
@@ -93,8 +117,19 @@ def _memory_table(report: StepReport) -> Table:
     return mt
 
 
+def _runs(values: list[int]) -> list[tuple[int, int]]:
+    """Run-length encoding: [5, 5, 11] -> [(5, 2), (11, 1)]."""
+    out: list[tuple[int, int]] = []
+    for v in values:
+        if out and out[-1][0] == v:
+            out[-1] = (v, out[-1][1] + 1)
+        else:
+            out.append((v, 1))
+    return out
+
+
 @click.command("run")
-@click.argument("scenario", required=False, type=click.Path(dir_okay=False))
+@click.argument("scenarios", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), help="Write a Chrome/Perfetto trace.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field: parallel.tp=4.")
@@ -105,15 +140,26 @@ def _memory_table(report: StepReport) -> Table:
 @click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
               help="Extra hardware profile YAML (e.g. one written by `clustersim validate`).")
 @click.option("--tokens", default=None, help="Training tokens (1T, 300B): adds the energy of the whole run.")
-def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: tuple[str, ...], html_file: str | None,
-        engine: str, profiles: tuple[str, ...], tokens: str | None) -> None:
-    """Simulate one training step of SCENARIO (an embedded default when omitted)."""
+@click.option("--shared-fabric", is_flag=True,
+              help="Several SCENARIOS as jobs on one fabric: their steps together, sharing the spine.")
+@click.option("--steps", type=int, default=3, show_default=True, help="With --shared-fabric: steps per job.")
+def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overrides: tuple[str, ...],
+        html_file: str | None, engine: str, profiles: tuple[str, ...], tokens: str | None, shared_fabric: bool,
+        steps: int) -> None:
+    """Simulate one training step of SCENARIO (an embedded default when omitted); with
+    --shared-fabric, the steps of several SCENARIOS sharing one fabric."""
     from clustersim.sweep.compare import parse_tokens
 
     n_tokens = parse_tokens(tokens) if tokens is not None else None
     if html_file:
         check_html_path(html_file)
+    if trace_file:
+        check_output_path(trace_file, "--trace")
     use_profiles(profiles)
+    if shared_fabric or len(scenarios) > 1:
+        _run_shared(scenarios, overrides, as_json, steps, shared_fabric, trace_file or html_file, engine)
+        return
+    scenario = scenarios[0] if scenarios else None
     raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
     sc = scenario_from_dict(raw)
     timeline = None
@@ -125,7 +171,7 @@ def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: 
         report, result = simulate_with_timeline(sc, record=bool(trace_file or html_file))
         timeline = result.timeline
         if trace_file:
-            write_json_atomic(trace_file, trace_events(result.timeline, sc))
+            write_json_atomic(trace_file, trace_events(result.timeline, sc, report.per_rank))
     if html_file:
         from clustersim.html.run_page import run_page
 
@@ -140,3 +186,32 @@ def run(scenario: str | None, as_json: bool, trace_file: str | None, overrides: 
                    f"(peak {m.peak_bytes_per_gpu / units.GiB:.1f} GiB) > capacity "
                    f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU", err=True)
         sys.exit(3)
+
+
+def _run_shared(paths: tuple[str, ...], overrides: tuple[str, ...], as_json: bool, steps: int, shared: bool,
+                extra: str | None, engine: str) -> None:
+    """`run A.yaml B.yaml --shared-fabric`: clustersim.engine.cosim."""
+    from clustersim.engine.cosim import cosimulate
+
+    if not shared:
+        raise InputError("SCENARIO", list(paths), "one scenario, or several with --shared-fabric")
+    if extra:
+        raise InputError("--trace/--html", extra, "one scenario (not with --shared-fabric)")
+    if engine != "event":
+        raise InputError("--engine", engine, "event with --shared-fabric (the jobs meet on shared links)")
+    out = cosimulate([scenario_from_dict(apply_overrides(read_scenario_dict(p), list(overrides))) for p in paths],
+                     steps)
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    f = out["shared_fabric"]
+    console = Console(width=100)
+    console.print(f"[bold]{len(f['jobs'])} jobs on one fabric[/bold]: {f['nodes']} nodes, {f['nodes_per_leaf']} per "
+                  f"leaf, oversubscription {f['oversubscription']:g}:1, {f['steps']} steps each")
+    t = Table()
+    for col in ("job", "nodes", "per leaf", "alone s", "shared s", "slowdown"):
+        t.add_column(col, justify="right")
+    for j in f["jobs"]:
+        t.add_row(j["name"], str(j["nodes"]), str(j["nodes_per_leaf"]), f"{j['alone_step_time_s']:.4f}",
+                  f"{j['step_time_s']:.4f}", f"{j['slowdown']:.3f}x")
+    console.print(t)

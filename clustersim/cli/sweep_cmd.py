@@ -19,7 +19,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from clustersim.errors import Interrupted
 from clustersim.html import check_html_path, write_html
+from clustersim.limits import MAX_RERANK, MAX_TOP
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
 from clustersim.sweep.executors import EXECUTORS, make_executor
 from clustersim.sweep.output import check_table_path, write_table
@@ -95,7 +97,7 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
 @click.command("sweep")
 @click.argument("scenario", required=False, type=click.Path(dir_okay=False))
 @click.option("--gpus", type=click.IntRange(min=1), help="Sweep on N GPUs of the scenario's cluster type.")
-@click.option("--top", "top_k", type=click.IntRange(min=1), default=10, show_default=True, help="Layouts to print.")
+@click.option("--top", "top_k", type=click.IntRange(min=1, max=MAX_TOP), default=10, show_default=True, help="Layouts to print.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write every evaluated layout (.csv or .parquet).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Plot tokens/s against peak memory (.png/.svg/.pdf).")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False),
@@ -104,7 +106,7 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
               help="local: a process pool on this machine; dask: a Dask cluster; serial: this process.")
 @click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler (tcp://host:8786); default: a LocalCluster.")
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
-@click.option("--rerank", type=click.IntRange(min=0), default=8, show_default=True,
+@click.option("--rerank", type=click.IntRange(min=0, max=MAX_RERANK), default=8, show_default=True,
               help="Best layouts re-ranked with the event engine (plus the scenario's own layout).")
 @click.option("--pareto/--no-pareto", default=False, show_default=True,
               help="Also evaluate every layout that could be on the memory/throughput Pareto front.")
@@ -137,22 +139,34 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, p
     spec = sweep_spec(scenario_from_dict(raw), gpus, SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes))
     started = time.perf_counter()
     pool = make_executor(executor, scheduler, workers)
+    written: list[str] = []
     try:
-        with progress_bar(not no_progress) as update:
-            result = run_sweep(spec, pool, rerank=rerank, keep=top_k, pareto=pareto, progress=update)
-    finally:
-        pool.close()
-    elapsed_s = time.perf_counter() - started
-    if out:
-        write_table(result.to_frame(), out)
-    s = spec.scenario
-    title = f"{s.model.name} on {s.cluster.num_gpus} GPUs ({s.cluster.name}), global batch {s.parallel.global_batch}"
-    if plot:
-        plot_result(result, plot, title)
-    if html_file:
-        from clustersim.html.sweep_page import sweep_page
+        try:
+            with progress_bar(not no_progress) as update:
+                result = run_sweep(spec, pool, rerank=rerank, keep=top_k, pareto=pareto, progress=update)
+        except KeyboardInterrupt:
+            pool.terminate()
+            raise
+        finally:
+            pool.close()
+        elapsed_s = time.perf_counter() - started
+        if out:
+            write_table(result.to_frame(), out)  # atomic: the whole table or no file
+            written.append(out)
+        s = spec.scenario
+        title = f"{s.model.name} on {s.cluster.num_gpus} GPUs ({s.cluster.name}), global batch {s.parallel.global_batch}"
+        if plot:
+            plot_result(result, plot, title)
+            written.append(plot)
+        if html_file:
+            from clustersim.html.sweep_page import sweep_page
 
-        write_html(html_file, sweep_page(result, top_k, raw))
+            write_html(html_file, sweep_page(result, top_k, raw))
+            written.append(html_file)
+    except KeyboardInterrupt:
+        missing = [f for f in (out, plot, html_file) if f and f not in written]
+        raise Interrupted("sweep stopped" + (f"; {' and '.join(missing)} not written" if missing else "")
+                          + (f"; {' and '.join(written)} written in full" if written else "")) from None
     click.echo(f"swept {result.evaluated} layouts ({result.fitting} fit in memory, {result.estimated} in closed "
                f"form, {result.simulated} in the event engine) in {elapsed_s:.1f} s "
                f"({result.evaluated / elapsed_s:,.0f} layouts/s) on {executor}", err=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from clustersim.errors import InputError
+from clustersim.errors import InputError, Interrupted
 
 
 @click.command("validate")
@@ -38,16 +38,19 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
 
     from clustersim.calibrate.compare import render_table
     from clustersim.calibrate.launch import RunError
-    from clustersim.calibrate.validate import ValidateOptions, default_out_dir
+    from clustersim.calibrate.store import RECORDS_FILE, read_records
+    from clustersim.calibrate.validate import ValidateOptions, check_options, default_out_dir
     from clustersim.calibrate.validate import validate as run_validate
 
+    opts = ValidateOptions(backend=backend, nprocs=nprocs, netns=netns, level=level,
+                           out_dir=out_dir or default_out_dir(netns, backend), rate_mbit=rate_mbit,
+                           delay_us=delay_us, fresh=fresh)
+    if opts.backend != "nccl":  # options first: importing torch takes seconds (nccl's check needs it)
+        check_options(opts)
     try:
         import torch  # noqa: F401  (the ranks need it; fail early with the install line)
     except ImportError:
         raise InputError("--backend", backend, "an installed torch: pip install torch==2.13.0") from None
-    opts = ValidateOptions(backend=backend, nprocs=nprocs, netns=netns, level=level,
-                           out_dir=out_dir or default_out_dir(netns, backend), rate_mbit=rate_mbit,
-                           delay_us=delay_us, fresh=fresh)
     err = Console(stderr=True)
     with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=err, transient=as_json) as bar:
@@ -59,6 +62,11 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
             result = run_validate(opts, progress)
         except RunError as exc:
             raise click.ClickException(str(exc)) from None
+        except KeyboardInterrupt:  # the ranks were stopped on the way out (calibrate.launch)
+            records = opts.out_dir / RECORDS_FILE
+            kept = len(read_records(records))
+            raise Interrupted(f"{kept} measured records kept in {records}; run the same command to resume "
+                              "after them") from None
     loo_cases = None
     if loo:
         from clustersim.calibrate.loo import leave_one_out, loo_summary

@@ -34,28 +34,37 @@ class PlannedAction:
     works: tuple[Work, ...]
     final: bool                              # the chunk's gradients are complete after it
     paired: bool                             # runs overlapped with the next action
+    part: str = ""                           # which units it runs: "F", "B" (whole backward), "Bi" (input part), "W"
+    chunk: int = 0
 
 
-def step_schedule(scenario: Scenario) -> Schedule:
-    """The scenario's schedule, with Megatron's EP-overlap pairs when that option is on."""
+def step_schedule(scenario: Scenario, num_micro_batches: int | None = None) -> Schedule:
+    """The scenario's schedule, with Megatron's EP-overlap pairs when that option is on
+    (``num_micro_batches``: a rank class's own count, per-rank mode; None: the scenario's)."""
     par = scenario.parallel
-    sched = _build(par.schedule, par.pp, par.num_micro_batches, par.virtual_stages)
+    m = par.num_micro_batches if num_micro_batches is None else num_micro_batches
+    sched = _build(par.schedule, par.pp, m, par.virtual_stages)
     if par.overlap_moe_expert_parallel_comm and par.schedule in ("1f1b", "interleaved-1f1b"):
         sched = pair_steady_state(sched)
     return sched
 
 
-def _boundary(src: int, dst: int, pp: int) -> int:
-    """The pipeline link between neighbouring ranks ``src`` and ``dst``: rank i to rank i + 1 mod pp."""
+def _boundary(src: int, dst: int, pp: int, kind: str = "F") -> int:
+    """The pipeline link between neighbouring ranks ``src`` and ``dst``: rank i to rank i + 1 mod pp.
+    With two ranks both links join them: a forward send takes ``src``'s, a backward one the link
+    below ``src`` (as the classic schedules always did)."""
+    if pp == 2:
+        return src if kind == "F" else (src - 1) % pp
     return src if dst == (src + 1) % pp else dst
 
 
 @functools.lru_cache(maxsize=64)
-def plan_actions(scenario: Scenario, work: StepWork) -> tuple[tuple[PlannedAction, ...], ...]:
+def plan_actions(scenario: Scenario, work: StepWork,
+                 num_micro_batches: int | None = None) -> tuple[tuple[PlannedAction, ...], ...]:
     graph: StageGraph = work.graph
     pp = scenario.parallel.pp
     out = []
-    for rank, acts in enumerate(step_schedule(scenario)):
+    for rank, acts in enumerate(step_schedule(scenario, num_micro_batches)):
         split = split_weight_keys(acts)
         last: dict[int, int] = {}
         for i, a in enumerate(acts):
@@ -69,16 +78,17 @@ def plan_actions(scenario: Scenario, work: StepWork) -> tuple[tuple[PlannedActio
             sends: list[tuple[Key, int, int]] = []
             needs = None
             if a.kind == "F":
-                works = st.forward
+                works, part = st.forward, "F"
                 if graph.prev[g] >= 0 and graph.placement[graph.prev[g]][0] != rank:
                     needs = ("F", g, mb)
                 nxt = graph.next[g]
                 if nxt >= 0:
                     dst = graph.placement[nxt][0]
                     if dst != rank:
-                        sends.append((("F", nxt, mb), dst, _boundary(rank, dst, pp)))
+                        sends.append((("F", nxt, mb), dst, _boundary(rank, dst, pp, "F")))
             elif a.kind == "B":
-                works = st.backward_input if (a.chunk, mb) in split else st.backward
+                part = "Bi" if (a.chunk, mb) in split else "B"
+                works = st.backward_input if part == "Bi" else st.backward
                 nxt = graph.next[g]
                 if nxt >= 0 and graph.placement[nxt][0] != rank:
                     needs = ("B", g, mb)
@@ -86,10 +96,10 @@ def plan_actions(scenario: Scenario, work: StepWork) -> tuple[tuple[PlannedActio
                 if prev >= 0:
                     dst = graph.placement[prev][0]
                     if dst != rank:
-                        sends.append((("B", prev, mb), dst, _boundary(rank, dst, pp)))
+                        sends.append((("B", prev, mb), dst, _boundary(rank, dst, pp, "B")))
             else:
-                works = st.backward_weight
+                works, part = st.backward_weight, "W"
             planned.append(PlannedAction(str(a), a.kind, g, mb, needs, tuple(sends), works,
-                                         last.get(a.chunk) == i, a.paired))
+                                         last.get(a.chunk) == i, a.paired, part, a.chunk))
         out.append(tuple(planned))
     return tuple(out)

@@ -8,23 +8,29 @@ busy intervals, which are all known when a unit starts: only the rank's own earl
 enqueue them). Where nothing contends (no two transfers on one link at once) this gives exactly
 the event engine's times; elsewhere the event engine is slower, and the gap between the two is
 the congestion estimate (ASTRA-sim's congestion-unaware vs congestion-aware backends). It is
-also several times faster, which the layout sweep uses.
+also much faster, which the layout sweep uses: identical steady-state micro-batches are computed
+once and the rest extrapolated (clustersim.engine.collapse).
+
+``Recurrence`` is the machinery; the event engine borrows it for the stretches of a step where
+nothing can contend (clustersim.engine.hybrid). With several rank classes (per-rank mode) each
+class runs its own pipeline here; the data-parallel collectives that tie classes together in the
+event engine are taken per class (see docs/engine.md, per-rank mode).
 """
 
 from __future__ import annotations
 
-from clustersim.engine.actions import plan_actions
-from clustersim.engine.groups import pp_plan
-from clustersim.engine.overlap import Interval, overlap_slowdown
+from clustersim.engine.overlap import Interval
 from clustersim.engine.pair import chain_of, pair_timing
-from clustersim.engine.stages import StepWork, build_step_work
+from clustersim.engine.rankplan import RankAction, SimRank, StepPlan, build_plan
 from clustersim.engine.timeline import CAUSES, StepResult
-from clustersim.engine.units import CompiledUnit, UnitCache, unit_timing
-from clustersim.engine.zero import DpPlan, Item, dp_plan
+from clustersim.engine.units import CompiledUnit, unit_timing
+from clustersim.engine.zero import Item, Zero3Plan
 from clustersim.scenario import Scenario
 
+Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch) of an awaited input
 
-class _Stream:
+
+class Stream:
     """One NCCL stream of a rank: collectives run one after another."""
 
     __slots__ = ("busy", "free_s")
@@ -41,14 +47,15 @@ class _Stream:
         return self.free_s
 
 
-class _Rank:
-    """Clock, causes and streams of one pipeline rank."""
+class RankState:
+    """Clock, causes and streams of one simulated rank."""
 
-    def __init__(self, slowdown: float, index: int = 0) -> None:
-        self.index = index
+    __slots__ = ("causes", "clock", "pending", "slowdown", "streams")
+
+    def __init__(self, slowdown: float) -> None:
         self.clock = 0.0
         self.causes = dict.fromkeys(CAUSES, 0.0)
-        self.streams = {"dp": _Stream(), "rs": _Stream()}
+        self.streams = {"dp": Stream(), "rs": Stream()}
         self.pending: list[float] = []
         self.slowdown = slowdown
 
@@ -73,17 +80,25 @@ class _Rank:
             for cause, sec in unit.by_cause:
                 self.causes[cause] += sec
             return
-        busy = tuple(iv for s in self.streams.values() for iv in s.busy if iv[1] > self.clock)
+        for s in self.streams.values():  # the clock only moves forward: ended intervals never matter again
+            s.busy = [iv for iv in s.busy if iv[1] > self.clock]  # (keeps this linear in the step's units)
+        busy = tuple(iv for s in self.streams.values() for iv in s.busy)
         end, by_cause = unit_timing(unit.steps, self.clock, busy, self.slowdown)
         self.clock = end
         for cause, sec in by_cause.items():
+            self.causes[cause] += sec
+
+    def run_total(self, total: tuple[float, tuple[tuple[str, float], ...]]) -> None:
+        time_s, by_cause = total
+        self.clock += time_s
+        for cause, sec in by_cause:
             self.causes[cause] += sec
 
 
 class _Gathers:
     """ZeRO-3 gathers of one action, issued ``prefetch`` slots ahead (as sim._Gathers)."""
 
-    def __init__(self, rank: _Rank, slots: list[tuple[Item, ...]], prefetch: int) -> None:
+    def __init__(self, rank: RankState, slots: list[tuple[Item, ...]], prefetch: int) -> None:
         self.rank, self.slots, self.prefetch = rank, slots, prefetch
         self.ends: list[float | None] = []
 
@@ -93,166 +108,249 @@ class _Gathers:
         return self.ends[k] if k < len(self.ends) else None
 
 
-def estimate_step(scenario: Scenario) -> StepResult:
-    """Closed-form step time (see module docstring)."""
-    par = scenario.parallel
-    pp = par.pp
-    work: StepWork = build_step_work(scenario)
-    graph = work.graph
-    dp: DpPlan = dp_plan(scenario, work)
-    z3 = dp.zero3
-    plans = plan_actions(scenario, work)
-    p2p_s = [pp_plan(scenario, work.p2p_bytes, r).time_s if pp > 1 else 0.0 for r in range(pp)]
-    cache = UnitCache(scenario)
-    totals: dict[int, tuple[float, tuple[tuple[str, float], ...]]] = {}
+def gather_slots(z3: Zero3Plan, num_units: int, g: int, kind: str) -> list[tuple[Item, ...]]:
+    """ZeRO-3 gathers of an action's units in the order of use."""
+    if kind == "F":
+        return [z3.gather.get((g, u), ()) for u in range(num_units)]
+    return [z3.gather.get((g, num_units - 1 - b), ()) for b in range(num_units) for _ in range(z3.backward_gathers)]
 
-    slowdown = overlap_slowdown(scenario.cluster.gpu)
-    ranks = [_Rank(slowdown, r) for r in range(pp)]
-    param_ready: dict[tuple[int, int, int], float] = {}
-    for r in range(pp):
-        for chunk in range(graph.chunks):
-            g = graph.stage(r, chunk)
-            for (gg, unit), items in sorted(dp.param_gathers.items()):
-                if gg == g:
-                    param_ready[(r, gg, unit)] = ranks[r].enqueue("dp", items)  # type: ignore[assignment]
-    arrival: dict[tuple[str, int, int], tuple[float, float]] = {}  # key -> (send start, arrive)
-    nxt = [0] * pp
-    remaining = sum(len(s) for s in plans)
 
-    def total_of(works, units):
-        t = totals.get(id(works))
-        if t is None:
-            t = totals[id(works)] = _total(units)
-        return t
+class Recurrence:
+    """The closed form over a step plan: ``advance`` runs actions up to per-rank limits (as far as
+    their inputs allow), ``finish`` runs the end of the step.
 
-    def wait_input(rk: _Rank, a) -> None:
+    With ``check_links`` the recurrence also keeps, per rank and link tier, until when a transfer
+    occupies it, and sets ``contended`` as soon as two transfers would share a link or a
+    collective is enqueued (the event engine then knows the stretch cannot be computed in closed
+    form)."""
+
+    def __init__(self, plan: StepPlan, check_links: bool = False) -> None:
+        self.plan = plan
+        self.ranks = [RankState(rk.slowdown) for rk in plan.ranks]
+        self.nxt = [0] * len(plan.ranks)
+        self.arrival: dict[Key, tuple[float, float]] = {}  # produced, not yet consumed: (send start, arrival)
+        self.param_ready: dict[tuple[int, int, int], float | None] = {}
+        self.check_links = check_links
+        self.link_free: dict[tuple[int, str], float] = {}
+        self.sends: list[tuple[int, Key, float, float]] = []  # with check_links: (rank, input key, start, end)
+        self.contended = False
+        z3 = plan.dp.zero3
+        self._gathered_stages = {g for (g, _), _ in plan.param_gathers}
+        self._z3 = z3
+
+    # -- start and end of the step --------------------------------------------------------
+    def issue_param_gathers(self) -> None:
+        """ZeRO-1/2 parameter gathers overlapped with the forward pass, issued at step start in
+        forward order; each unit waits for its own."""
+        for rk in self.plan.ranks:
+            state = self.ranks[rk.index]
+            for g in rk.stages:
+                for (gg, unit), items in self.plan.param_gathers:
+                    if gg == g:
+                        self.param_ready[(rk.index, gg, unit)] = state.enqueue("dp", items)
+
+    def finish(self) -> StepResult:
+        """Gradient reductions left, optimizer step, parameter gathers after it; the result."""
+        dp = self.plan.dp
+        self.last_action_s = tuple(s.clock for s in self.ranks)
+        for rk, state in zip(self.plan.ranks, self.ranks, strict=True):
+            stages = list(rk.stages)
+            state.enqueue("dp", dp.after_backward_of(stages))
+            state.wait(max(state.pending, default=0.0), "dp_comm")
+            state.clock += rk.optimizer_time_s
+            state.causes["optimizer"] += rk.optimizer_time_s
+            for _, plan in dp.after_optimizer_of(stages):
+                state.clock += plan.time_s
+                state.causes["dp_comm"] += plan.time_s
+        return StepResult(*StepResult.fields_from([s.clock for s in self.ranks], [s.causes for s in self.ranks]))
+
+    # -- the schedule ----------------------------------------------------------------------
+    def done(self) -> bool:
+        return all(n == len(rk.actions) for n, rk in zip(self.nxt, self.plan.ranks, strict=True))
+
+    def advance(self, limits: list[int] | None = None) -> bool:
+        """Run every rank's actions up to ``limits[k]`` (exclusive; None: all), each as far as its
+        inputs have arrived. Returns whether anything ran."""
+        ranks, nxt = self.plan.ranks, self.nxt
+        any_progress = False
+        progressed = True
+        while progressed:
+            progressed = False
+            for rk in ranks:
+                k = rk.index
+                stop = len(rk.actions) if limits is None else min(limits[k], len(rk.actions))
+                while nxt[k] < stop:
+                    ran = self._step(rk, nxt[k])
+                    if not ran:
+                        break
+                    nxt[k] += ran
+                    progressed = True
+            any_progress |= progressed
+        return any_progress
+
+    def run_to_end(self) -> None:
+        self.advance()
+        if not self.done():
+            raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
+
+    def _take_input(self, state: RankState, a: RankAction) -> None:
+        """Wait for the action's input (it has arrived: ``_ready``) and consume it."""
         if a.needs is None:
             return
-        sent, arrived = arrival[a.needs]
-        if arrived > rk.clock:
-            sent = min(max(sent, rk.clock), arrived)
-            rk.causes["bubble"] += sent - rk.clock
-            rk.causes["pp_comm"] += arrived - sent
-            rk.clock = arrived
+        sent, arrived = self.arrival.pop(a.needs)
+        if arrived > state.clock:
+            sent = min(max(sent, state.clock), arrived)
+            state.causes["bubble"] += sent - state.clock
+            state.causes["pp_comm"] += arrived - sent
+            state.clock = arrived
 
-    def run_action(rk: _Rank, a) -> None:
-        units = [cache(w) for w in a.works]
-        g, n = a.stage, len(units)
-        if a.kind == "F":
-            ready = [param_ready.get((rk.index, g, u)) for u in range(n)]
-            if z3 is None and all(x is None or x <= rk.clock for x in ready) and rk.quiet():
-                _run_total(rk, total_of(a.works, units))
+    def _ready(self, a: RankAction) -> bool:
+        return a.needs is None or a.needs in self.arrival
+
+    def _step(self, rk: SimRank, i: int) -> int:
+        """Run action ``i`` of rank ``rk`` (and the next one, if the two run as an overlapped pair)
+        if its inputs have arrived; returns how many actions ran (0: its input has not arrived)."""
+        a = rk.actions[i]
+        state = self.ranks[rk.index]
+        if a.paired:
+            b = rk.actions[i + 1]
+            if not (self._ready(a) and self._ready(b)):
+                return 0
+            if self.check_links:
+                self.contended = True   # the hybrid engine does not take pairs (plan.general)
+            self._take_input(state, a)
+            self._take_input(state, b)
+            self._pair(rk, state, a, b)
+            self._sends(rk, state, a)
+            self._sends(rk, state, b)
+            return 2
+        if not self._ready(a):
+            return 0
+        self._take_input(state, a)
+        g, part = a.stage, a.part
+        z3 = self._z3
+        if self.check_links and not rk.isolated[(g, part)]:
+            self._run_alone(rk, state, g, part)
+        elif part == "F":
+            if g in self._gathered_stages:
+                units = rk.units[(g, "F")]
+                ready = [self.param_ready.get((rk.index, g, u)) for u in range(len(units))]
             else:
-                gathers = _gathers(rk, z3, work, g, "F")
+                ready = None
+            if z3 is None and state.quiet() and (ready is None or all(x is None or x <= state.clock for x in ready)):
+                state.run_total(rk.totals[(g, "F")])
+            else:
+                units = rk.units[(g, "F")]
+                gathers = self._gathers(state, z3, len(units), g, "F")
                 for u, unit in enumerate(units):
-                    rk.wait(gathers.before(u) if gathers else ready[u], "dp_comm")
-                    rk.run(unit)
-            return
-        if z3 is None and not a.final and rk.quiet():
-            _run_total(rk, total_of(a.works, units))
-            return
-        gathers = _gathers(rk, z3, work, g, "B") if a.kind == "B" else None
-        for b, unit in enumerate(units):
-            if gathers is not None and z3 is not None and z3.backward_gathers == 2:
-                recompute, proper = work.stages[g].backward_split[b]
-                rk.wait(gathers.before(2 * b), "dp_comm")
-                rk.run(cache(recompute))
-                rk.wait(gathers.before(2 * b + 1), "dp_comm")
-                rk.run(cache(proper))
+                    state.wait(gathers.before(u) if gathers else (ready[u] if ready else None), "dp_comm")
+                    state.run(unit)
+        else:
+            final = a.final
+            if z3 is None and not final and state.quiet():
+                state.run_total(rk.totals[(g, part)])
             else:
-                if gathers is not None:
-                    rk.wait(gathers.before(b), "dp_comm")
-                rk.run(unit)
-            if z3 is not None:
-                rk.enqueue("rs", z3.reduce.get((g, b), ()))
-            elif a.final:
-                rk.enqueue("dp", dp.grad_buckets.get((g, b), ()))
+                self._backward(rk, state, z3, g, final, part)
+        self._sends(rk, state, a)
+        return 1
 
-    def run_pair(rk: _Rank, a, b) -> None:
+    def _sends(self, rk: SimRank, state: RankState, a: RankAction) -> None:
+        for key, boundary in a.sends:
+            self._send(rk, state, boundary, key)
+
+    def _pair(self, rk: SimRank, state: RankState, a: RankAction, b: RankAction) -> None:
+        """An overlapped forward & backward pair (clustersim.engine.pair) in closed form."""
         for x in (a, b):
             if x.kind == "F":
-                n = len(x.works)
-                rk.wait(max([param_ready.get((rk.index, x.stage, u)) or 0.0 for u in range(n)], default=0.0),
-                        "dp_comm")
-        chains = (chain_of([cache(w) for w in a.works]), chain_of([cache(w) for w in b.works]))
-        busy = tuple(iv for st in rk.streams.values() for iv in st.busy if iv[1] > rk.clock)
-        end, by_cause = pair_timing(chains, rk.clock, busy, rk.slowdown)
-        rk.clock = end
+                n = len(rk.units[(x.stage, x.part)])
+                state.wait(max([self.param_ready.get((rk.index, x.stage, u)) or 0.0 for u in range(n)], default=0.0),
+                           "dp_comm")
+        chains = (chain_of(list(rk.units[(a.stage, a.part)])), chain_of(list(rk.units[(b.stage, b.part)])))
+        busy = tuple(iv for st in state.streams.values() for iv in st.busy if iv[1] > state.clock)
+        end, by_cause = pair_timing(chains, state.clock, busy, state.slowdown)
+        state.clock = end
         for cause, sec in by_cause.items():
-            rk.causes[cause] += sec
+            state.causes[cause] += sec
+        dp = self.plan.dp
         for x in (a, b):
             if x.final:
-                for u in range(len(x.works)):
-                    rk.enqueue("dp", dp.grad_buckets.get((x.stage, u), ()))
+                for u in range(len(rk.units[(x.stage, x.part)])):
+                    self._enqueue(state, "dp", dp.grad_buckets.get((x.stage, u), ()))
 
-    def send(rk: _Rank, r: int, a) -> None:
-        for key, _, boundary in a.sends:
-            arrival[key] = (rk.clock, rk.clock + p2p_s[boundary])
+    def _run_alone(self, rk: SimRank, state: RankState, g: int, kind: str) -> None:
+        """An action whose overlapped collectives share its links among themselves: its event-engine
+        duration run alone, valid while nothing else runs beside it (else: contended)."""
+        a = (g, kind)
+        ready = [self.param_ready.get((rk.index, g, u)) for u in range(len(rk.units[a]))]
+        if (not rk.private[a] or self._z3 is not None or not state.quiet()
+                or any(x is not None and x > state.clock for x in ready)
+                or kind != "F" and self.nxt[rk.index] in rk.final_b):
+            self.contended = True
+            return
+        from clustersim.engine.sim import alone_total
 
-    while remaining:
-        progressed = False
-        for r in range(pp):
-            rk = ranks[r]
-            seq = plans[r]
-            while nxt[r] < len(seq):
-                a = seq[nxt[r]]
-                if a.paired:
-                    b = seq[nxt[r] + 1]
-                    if any(x.needs is not None and x.needs not in arrival for x in (a, b)):
-                        break
-                    wait_input(rk, a)
-                    wait_input(rk, b)
-                    run_pair(rk, a, b)
-                    send(rk, r, a)
-                    send(rk, r, b)
-                    nxt[r] += 2
-                    remaining -= 2
-                    progressed = True
-                    continue
-                if a.needs is not None and a.needs not in arrival:
-                    break
-                wait_input(rk, a)
-                run_action(rk, a)
-                send(rk, r, a)
-                nxt[r] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
-    for r, rk in enumerate(ranks):
-        stages = [graph.stage(r, c) for c in range(graph.chunks)]
-        rk.enqueue("dp", dp.after_backward_of(stages))
-        rk.wait(max(rk.pending, default=0.0), "dp_comm")
-        rk.clock += work.optimizer_time_s[r]
-        rk.causes["optimizer"] += work.optimizer_time_s[r]
-        for _, plan in dp.after_optimizer_of(stages):
-            rk.clock += plan.time_s
-            rk.causes["dp_comm"] += plan.time_s
-    return StepResult(*StepResult.fields_from([rk.clock for rk in ranks], [rk.causes for rk in ranks]))
+        state.run_total(alone_total(self.plan, rk, g, kind))
 
+    def _backward(self, rk: SimRank, state: RankState, z3: Zero3Plan | None, g: int, final: bool,
+                  part: str = "B") -> None:
+        units = rk.units[(g, part)]
+        gathers = self._gathers(state, z3, len(units), g, "B") if part == "B" else None
+        dp = self.plan.dp
+        for b, unit in enumerate(units):
+            if gathers is not None and z3 is not None and z3.backward_gathers == 2:
+                recompute, proper = rk.split[(g, b)]
+                state.wait(gathers.before(2 * b), "dp_comm")
+                state.run(recompute)
+                state.wait(gathers.before(2 * b + 1), "dp_comm")
+                state.run(proper)
+            else:
+                if gathers is not None:
+                    state.wait(gathers.before(b), "dp_comm")
+                state.run(unit)
+            if z3 is not None:
+                self._enqueue(state, "rs", z3.reduce.get((g, b), ()))
+            elif final:
+                self._enqueue(state, "dp", dp.grad_buckets.get((g, b), ()))
 
-def _gathers(rank: _Rank, z3, work: StepWork, g: int, kind: str) -> _Gathers | None:
-    if z3 is None:
-        return None
-    n = len(work.stages[g].forward)
-    if kind == "F":
-        slots = [z3.gather.get((g, u), ()) for u in range(n)]
-    else:
-        slots = [z3.gather.get((g, n - 1 - b), ()) for b in range(n) for _ in range(z3.backward_gathers)]
-    return _Gathers(rank, slots, z3.prefetch)
+    def _gathers(self, state: RankState, z3: Zero3Plan | None, n: int, g: int, kind: str) -> _Gathers | None:
+        if z3 is None:
+            return None
+        if self.check_links:
+            self.contended = True
+        return _Gathers(state, gather_slots(z3, n, g, kind), z3.prefetch)
 
+    def _enqueue(self, state: RankState, stream: str, items: tuple[Item, ...]) -> None:
+        if items and self.check_links:
+            self.contended = True
+        state.enqueue(stream, items)
 
-def _run_total(rank: _Rank, total: tuple[float, tuple[tuple[str, float], ...]]) -> None:
-    time_s, by_cause = total
-    rank.clock += time_s
-    for cause, sec in by_cause:
-        rank.causes[cause] += sec
+    def _send(self, rk: SimRank, state: RankState, boundary: int, key: Key) -> None:
+        start = state.clock
+        end = start + rk.send_at_s[boundary]
+        if self.check_links:
+            plan = rk.send_at[boundary]
+            assert plan is not None
+            for ph in plan.phases:
+                slot = (rk.index, ph.tier)
+                if self.link_free.get(slot, 0.0) > start:
+                    self.contended = True
+                self.link_free[slot] = end
+            self.sends.append((rk.index, key, start, end))
+        self.arrival[key] = (start, end)
 
 
-def _total(units: list[CompiledUnit]) -> tuple[float, tuple[tuple[str, float], ...]]:
-    """Duration and split by cause of a whole action made of ``units``."""
-    by_cause: dict[str, float] = {}
-    for unit in units:
-        for cause, sec in unit.by_cause:
-            by_cause[cause] = by_cause.get(cause, 0.0) + sec
-    return sum(u.time_s for u in units), tuple(sorted(by_cause.items()))
+def estimate_plan(plan: StepPlan, collapse: bool = True) -> StepResult:
+    """The closed form of a step plan (``collapse``: extrapolate identical steady-state periods)."""
+    rec = Recurrence(plan)
+    rec.issue_param_gathers()
+    if collapse:
+        from clustersim.engine.collapse import run_collapsed
+
+        run_collapsed(rec)
+    rec.run_to_end()
+    return rec.finish()
+
+
+def estimate_step(scenario: Scenario, collapse: bool = True) -> StepResult:
+    """Closed-form step time (see module docstring)."""
+    return estimate_plan(build_plan(scenario), collapse)

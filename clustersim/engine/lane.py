@@ -21,6 +21,7 @@ class ComputeLane:
         self.env = env
         self.slowdown = slowdown
         self.active: dict[str, int] = {}
+        self._n = 0                            # collectives in flight (sum of active)
         self._left = 0.0                       # work seconds left of the running job
         self._done: simpy.Event | None = None  # its completion event
         self._lost: dict[str, float] = {}      # seconds the running job lost, by cause
@@ -29,10 +30,10 @@ class ComputeLane:
 
     @property
     def comm_active(self) -> bool:
-        return any(self.active.values())
+        return self._n > 0
 
     def rate(self) -> float:
-        return compute_rate(self.slowdown, sum(self.active.values()))
+        return compute_rate(self.slowdown, self._n)
 
     def run(self, work_s: float) -> simpy.Event:
         """Event whose value is the job's lost seconds by cause, once ``work_s`` is done."""
@@ -50,11 +51,13 @@ class ComputeLane:
     def comm_started(self, cause: str) -> None:
         self._advance()
         self.active[cause] = self.active.get(cause, 0) + 1
+        self._n += 1
         self._reschedule()
 
     def comm_ended(self, cause: str) -> None:
         self._advance()
         self.active[cause] -= 1
+        self._n -= 1
         if not self.active[cause]:
             del self.active[cause]
         self._reschedule()
@@ -66,7 +69,7 @@ class ComputeLane:
             return
         rate = self.rate()
         self._left -= dt * rate
-        n = sum(self.active.values())
+        n = self._n
         if n:
             for cause, k in self.active.items():
                 self._lost[cause] = self._lost.get(cause, 0.0) + dt * (1.0 - rate) * k / n

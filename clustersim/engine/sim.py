@@ -1,43 +1,68 @@
 """The event-driven step simulation (simpy). A thin loop: all arithmetic is in the cost modules.
 
-One representative GPU per pipeline rank is simulated (its DP replicas and TP peers do the same
-work at the same time, so they are not simulated one by one). Each representative has a compute
-lane that walks its schedule's actions (``ComputeLane``: slowed while collectives run beside it,
-clustersim.engine.overlap), two communication streams that run their collectives in order, as
-NCCL streams do ("dp": gradient buckets and parameter gathers; "rs": ZeRO-3's per-unit gradient
-reduce-scatters, which FSDP and DeepSpeed issue on a stream of their own), and two
-processor-sharing links (its NVLink port and its NIC share) on which every communication phase
-runs, so that DP, ZeRO-3 and PP traffic contend where they meet.
+The engine walks the simulated ranks of a step plan (clustersim.engine.rankplan): one
+representative GPU per pipeline rank on a healthy, homogeneous cluster (its DP replicas and TP
+peers do the same work at the same time), or pipeline rank ``p`` of every rank class in per-rank
+mode. Each simulated rank has a compute lane that walks its schedule's actions (``ComputeLane``:
+slowed while collectives run beside it, clustersim.engine.overlap), two communication streams
+that run their collectives in order, as NCCL streams do ("dp": gradient buckets and parameter
+gathers; "rs": ZeRO-3's per-unit gradient reduce-scatters, which FSDP and DeepSpeed issue on a
+stream of their own), and two processor-sharing links (its NVLink port and its NIC share) on which
+every communication phase runs, so that DP, ZeRO-3 and PP traffic contend where they meet. With
+several classes, a data-parallel collective starts when every class has launched it and ends
+when the last class has finished it (its members wait for the slowest; the waiting kernel holds
+its SMs, as a launched NCCL kernel spins on its peers).
+
+``start`` and ``stops`` let clustersim.engine.hybrid run only part of a step here (the rest in
+closed form where nothing can contend).
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
 
-from clustersim.collectives import CollectivePlan
-from clustersim.engine.actions import plan_actions
-from clustersim.engine.groups import pp_plan
+from clustersim.collectives import CollectivePlan, Phase
+from clustersim.engine.analytical import gather_slots
 from clustersim.engine.lane import ComputeLane
-from clustersim.engine.overlap import overlap_slowdown
 from clustersim.engine.pair import PairCore, chain_of
-from clustersim.engine.stages import StepWork, build_step_work
+from clustersim.engine.rankplan import RankAction, SimRank, StepPlan, build_plan
 from clustersim.engine.timeline import StepResult, Timeline
-from clustersim.engine.units import CompiledUnit, UnitCache
-from clustersim.engine.zero import DpPlan, Item, dp_plan
+from clustersim.engine.units import CompiledUnit
+from clustersim.engine.zero import Item
 from clustersim.network import FairShareLink
 from clustersim.scenario import Scenario
 
 Proc = Generator[simpy.Event, Any, None]
 STREAMS = ("dp", "rs")
+TIERS = ("scale_up", "scale_out", "host")
+Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch)
 
 
 @dataclass(frozen=True, slots=True)
 class SimResult(StepResult):
     timeline: Timeline
+    last_action_s: tuple[float, ...] = ()   # per simulated rank: when its last action ended
+
+
+@dataclass(slots=True)
+class Resume:
+    """Where a partial run leaves off (or a later one starts): per simulated rank the next action
+    and the time its compute stream is free, the causes so far, the inputs in flight."""
+
+    nxt: list[int]
+    clock: list[float]
+    causes: list[dict[str, float]]
+    arrivals: dict[Key, tuple[float, float]] = field(default_factory=dict)   # (send start, arrival)
+    replay: list[tuple[int, Key, float, float, bool]] = field(default_factory=list)  # (rank, key, start, end, consumed)
+    # filled by a partial run: collectives that ran, parameter gathers done, links busy until
+    stream_busy: list[list[tuple[float, float, str]]] = field(default_factory=list)
+    param_ready: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    link_free: dict[tuple[int, str], float] = field(default_factory=dict)
+    ghosts_ok: bool = True
 
 
 class _Gathers:
@@ -56,45 +81,100 @@ class _Gathers:
         return self.events[k] if k < len(self.events) else None
 
 
-class _StepSim:
-    def __init__(self, scenario: Scenario, record: bool) -> None:
-        par = scenario.parallel
-        self.sc = scenario
-        self.pp = par.pp
-        self.work: StepWork = build_step_work(scenario)
-        self.graph = self.work.graph
-        self.dp: DpPlan = dp_plan(scenario, self.work)
-        self.z3 = self.dp.zero3
-        self.plans = plan_actions(scenario, self.work)
-        self.env = simpy.Environment()
-        self.tl = Timeline(record=record)
-        self.links = [{tier: FairShareLink(self.env, f"rank{r}.{tier}") for tier in ("scale_up", "scale_out", "host")}
-                      for r in range(self.pp)]
-        slowdown = overlap_slowdown(scenario.cluster.gpu)
-        self.lanes = [ComputeLane(self.env, slowdown) for _ in range(self.pp)]
-        self.arrivals: dict[tuple[str, int, int], simpy.Event] = {}
-        self.send_start: dict[tuple[str, int, int], float] = {}
-        self.queues = [{s: simpy.Store(self.env) for s in STREAMS} for _ in range(self.pp)]
-        self.pending: list[list[simpy.Event]] = [[] for _ in range(self.pp)]
-        self.outstanding = [0] * self.pp  # stream items queued or running, per rank
-        self.param_ready: dict[tuple[int, int], simpy.Event] = {}
-        self.end_s = [0.0] * self.pp
-        self.units = UnitCache(scenario)
-        self._isolation: dict[int, bool] = {}
-        self.shared_tiers = self._tiers_used_beside_compute()
+class _Send:
+    """A pipeline transfer run by callbacks: each phase's latency, then its bytes on the link."""
 
-    def _tiers_used_beside_compute(self) -> frozenset[str]:
-        """Link tiers that DP collectives or pipeline transfers use while compute runs."""
-        groups = [self.dp.grad_buckets, self.dp.param_gathers]
-        if self.z3 is not None:
-            groups += [self.z3.gather, self.z3.reduce]
-        plans = [plan for group in groups for items in group.values() for _, plan in items]
-        plans += [plan for items in self.dp.after_backward.values() for _, plan in items]
-        if self.pp > 1:
-            plans += [pp_plan(self.sc, self.work.p2p_bytes, r) for r in range(self.pp)]
-        return frozenset(ph.tier for plan in plans for ph in plan.phases)
+    __slots__ = ("i", "key", "kind", "phases", "rank", "sim", "start", "waited")
+
+    def __init__(self, sim: _StepSim, rank: int, kind: str, key: Key, boundary: int | None = None) -> None:
+        self.sim, self.rank, self.kind, self.key = sim, rank, kind, key
+        rk = sim.plan.ranks[rank]
+        plan = rk.send[kind] if boundary is None else rk.send_at[boundary]
+        assert plan is not None
+        self.phases = plan.phases
+        self.i = 0
+        self.waited = False
+        self.start = sim.env.now
+        sim.send_start[key] = self.start
+
+    def next(self, _event: simpy.Event | None = None) -> None:
+        sim, env = self.sim, self.sim.env
+        while self.i < len(self.phases):
+            phase = self.phases[self.i]
+            if not self.waited:
+                self.waited = True
+                if phase.latency_s > 0:
+                    env.timeout(phase.latency_s).callbacks.append(self.next)
+                    return
+            self.i += 1
+            self.waited = False
+            if phase.wire_bytes > 0:
+                sim._transfer(self.rank, phase).callbacks.append(self._moved)
+                return
+        sim._sent(self.rank, self.kind, self.key, self.start)
+
+    def _moved(self, _event: simpy.Event) -> None:
+        self.sim.link_last[(self.rank, self.phases[self.i - 1].tier)] = self.sim.env.now
+        self.next()
+
+
+class _Barrier:
+    """One data-parallel collective across rank classes: all launch, then all finish."""
+
+    __slots__ = ("done", "finished", "launched", "ready")
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.launched = 0
+        self.finished = 0
+        self.ready = env.event()
+        self.done = env.event()
+
+
+class _StepSim:
+    def __init__(self, plan: StepPlan, record: bool, stops: list[int] | None = None,
+                 start: Resume | None = None, stop_quiet: bool = False, env: simpy.Environment | None = None,
+                 name: str = "") -> None:
+        self.plan = plan
+        self.sc = plan.scenario
+        self.pp = plan.pp
+        self.num_global = plan.num_global
+        self.z3 = plan.dp.zero3
+        n = len(plan.ranks)
+        self.stops = stops
+        self.stop_quiet = stop_quiet  # a partial run: each rank stops at its first action with no collective in flight
+        self.partial = stops is not None or stop_quiet
+        self.start = start
+        t0 = 0.0
+        if start is not None:
+            t0 = min([*start.clock, *(r[2] for r in start.replay)])
+        self.env = env if env is not None else simpy.Environment(initial_time=t0)
+        self.tl = Timeline(record=record)
+        self.links = [{tier: self._link(f"{name}rank{k}.{tier}") for tier in TIERS} for k in range(n)]
+        self.lanes = [ComputeLane(self.env, rk.slowdown) for rk in plan.ranks]
+        self.arrivals: dict[Key, simpy.Event] = {}
+        self.send_start: dict[Key, float] = {}
+        self.queues = [{s: simpy.Store(self.env) for s in STREAMS} for _ in range(n)]
+        self.pending: list[list[simpy.Event]] = [[] for _ in range(n)]
+        self.outstanding = [0] * n  # stream items queued or running, per rank
+        self.seq = [dict.fromkeys(STREAMS, 0) for _ in range(n)]
+        self.barriers: dict[tuple[str, int, int], _Barrier] = {}
+        self.param_ready: dict[tuple[int, int, int], simpy.Event] = {}
+        self.end_s = [0.0] * n
+        # bookkeeping for partial runs (clustersim.engine.hybrid)
+        self.nxt = [0] * n
+        self.clock = [0.0] * n
+        self.arrived_at: dict[Key, float] = {}
+        self.consumed: set[Key] = set()
+        self.stream_busy: list[list[tuple[float, float, str]]] = [[] for _ in range(n)]
+        self.param_done: dict[tuple[int, int, int], float] = {}
+        self.link_last: dict[tuple[int, str], float] = {}
+        self.ghosts_ok = True
 
     # -- communication ---------------------------------------------------------------------
+    def _transfer(self, rank: int, phase: Phase) -> simpy.Event:
+        """A phase's bytes on this rank's link of the phase's tier."""
+        return self.links[rank][phase.tier].transfer(phase.wire_bytes / phase.bw_bytes_per_s)
+
     def _run_plan(self, rank: int, plan: CollectivePlan, cause: str | None = None) -> Proc:
         """Run a collective's phases on this rank's links; ``cause`` marks it as running beside
         the compute lane (which then slows down)."""
@@ -105,76 +185,131 @@ class _StepSim:
             if phase.latency_s > 0:
                 yield self.env.timeout(phase.latency_s)
             if phase.wire_bytes > 0:
-                yield self.links[rank][phase.tier].transfer(phase.wire_bytes / phase.bw_bytes_per_s)
+                yield self._transfer(rank, phase)
+                self.link_last[(rank, phase.tier)] = self.env.now
         if cause is not None:
             lane.comm_ended(cause)
 
-    def _arrival(self, key: tuple[str, int, int]) -> simpy.Event:
-        if key not in self.arrivals:
-            self.arrivals[key] = self.env.event()
-        return self.arrivals[key]
+    def _arrival(self, key: Key) -> simpy.Event:
+        event = self.arrivals.get(key)
+        if event is None:
+            event = self.arrivals[key] = self.env.event()
+        return event
 
-    def _send(self, rank: int, key: tuple[str, int, int], boundary: int) -> Proc:
-        """Send an activation (F) or its gradient (B) to the stage that needs it."""
-        start = self.env.now
-        self.send_start[key] = start
-        plan = pp_plan(self.sc, self.work.p2p_bytes, boundary)
-        yield from self._run_plan(rank, plan)
-        self.tl.add(rank, "pp", f"send {key[0]}{key[2]} to stage {key[1]}", "pp_comm", start, self.env.now)
+    def _send(self, rank: int, kind: str, key: Key, boundary: int | None = None) -> None:
+        """Send an activation (F) or its gradient (B) to the stage that needs it over the link of
+        pipeline ``boundary`` (None: the classic neighbour of ``kind``) - callbacks, not a process:
+        one of these runs after every action."""
+        _Send(self, rank, kind, key, boundary).next()
+
+    def _sent(self, rank: int, kind: str, key: Key, start: float) -> None:
+        self.tl.add(rank, "pp", f"send {kind}{key[3]} to stage {key[2]}", "pp_comm", start, self.env.now)
+        self.arrived_at[key] = self.env.now
         self._arrival(key).succeed()
 
-    def _wait_arrival(self, rank: int, key: tuple[str, int, int]) -> Proc:
+    def _ghost(self, rank: int, kind: str, start: float, end: float) -> Proc:
+        """A transfer already accounted for (its input was consumed in closed form): it only
+        occupies the link; if it finishes later than the closed form said, the run is invalid."""
+        yield self.env.timeout(start - self.env.now)
+        plan = self.plan.ranks[rank].send[kind]
+        assert plan is not None
+        yield from self._run_plan(rank, plan)
+        if self.env.now > end * (1 + 1e-12) + 1e-15:
+            self.ghosts_ok = False
+
+    def _replayed_send(self, rank: int, kind: str, key: Key, start: float) -> Proc:
+        yield self.env.timeout(start - self.env.now)
+        self._send(rank, kind, key)
+
+    def _wait_arrival(self, rank: int, key: Key) -> Proc:
+        self.consumed.add(key)
         event = self._arrival(key)
         if event.triggered:
             return
         start = self.env.now
         yield event
         sent = min(max(self.send_start.get(key, start), start), self.env.now)
-        self.tl.add(rank, "compute", f"wait {key[0]}{key[2]}", "bubble", start, sent)
-        self.tl.add(rank, "compute", f"recv {key[0]}{key[2]}", "pp_comm", sent, self.env.now)
+        self.tl.add(rank, "compute", f"wait {key[0]}{key[3]}", "bubble", start, sent)
+        self.tl.add(rank, "compute", f"recv {key[0]}{key[3]}", "pp_comm", sent, self.env.now)
 
     def _stream(self, rank: int, stream: str) -> Proc:
         """Runs this rank's collectives of one stream one after another, as one NCCL stream does."""
+        multi = self.plan.num_classes > 1
         while True:
-            name, plan, done = yield self.queues[rank][stream].get()
+            name, plan, done, seq = yield self.queues[rank][stream].get()
             start = self.env.now
-            yield from self._run_plan(rank, plan, "dp_comm")
+            if multi:
+                yield from self._collective_across_classes(rank, stream, seq, plan)
+            else:
+                yield from self._run_plan(rank, plan, "dp_comm")
             self.tl.add(rank, stream, name, "dp_comm", start, self.env.now)
+            self.stream_busy[rank].append((start, self.env.now, "dp_comm"))
             self.outstanding[rank] -= 1
             done.succeed()
+
+    def _collective_across_classes(self, rank: int, stream: str, seq: int, plan: CollectivePlan) -> Proc:
+        """A data-parallel collective whose members sit in every class: it moves data once all have
+        launched it and completes for all when the last one is through."""
+        key = (stream, self.plan.ranks[rank].pp_rank, seq)
+        barrier = self.barriers.get(key)
+        if barrier is None:
+            barrier = self.barriers[key] = _Barrier(self.env)
+        lane = self.lanes[rank]
+        lane.comm_started("dp_comm")  # the launched kernel holds its SMs while it waits for peers
+        barrier.launched += 1
+        if barrier.launched == self.plan.num_classes:
+            barrier.ready.succeed()
+        yield barrier.ready
+        for phase in plan.phases:
+            if phase.latency_s > 0:
+                yield self.env.timeout(phase.latency_s)
+            if phase.wire_bytes > 0:
+                yield self._transfer(rank, phase)
+                self.link_last[(rank, phase.tier)] = self.env.now
+        barrier.finished += 1
+        if barrier.finished == self.plan.num_classes:
+            barrier.done.succeed()
+        yield barrier.done
+        lane.comm_ended("dp_comm")
 
     def _enqueue(self, rank: int, stream: str, name: str, plan: CollectivePlan) -> simpy.Event:
         done = self.env.event()
         self.outstanding[rank] += 1
-        self.queues[rank][stream].put((name, plan, done))
+        seq = self.seq[rank][stream]
+        self.seq[rank][stream] = seq + 1
+        self.queues[rank][stream].put((name, plan, done, seq))
         self.pending[rank].append(done)
         return done
 
     # -- compute ---------------------------------------------------------------------------
-    def _isolated(self, unit: CompiledUnit) -> bool:
-        """True if no other transfer can share a link with this unit's collectives, so that its
-        contention-free duration is exact (then one timeout stands for the whole unit)."""
-        known = self._isolation.get(id(unit))
-        if known is None:
-            overlapped = any(s.plan is not None and s.overlapped for s in unit.steps)
-            collectives = sum(1 for s in unit.steps if s.plan is not None)
-            known = not (unit.tiers & self.shared_tiers) and (not overlapped or collectives == 1)
-            self._isolation[id(unit)] = known
-        return known
+    def _quiet(self, rk: SimRank, g: int, kind: str) -> tuple | None:
+        """The contention-free duration of the action if its units run alone - no collective of this
+        rank's streams runs or waits beside them (only this rank's own actions enqueue them) and
+        none of their collectives can meet other traffic - else None. Units whose overlapped
+        collectives share links among themselves take their duration run alone once (without a
+        timeline to record)."""
+        if self.outstanding[rk.index]:
+            return None
+        key = (g, kind)
+        if rk.isolated[key]:
+            return rk.totals[key]
+        if self.tl.record or not rk.private[key]:
+            return None
+        return alone_total(self.plan, rk, g, kind)
 
-    def _quiet(self, rank: int, units: list[CompiledUnit]) -> bool:
-        """The units run alone: no collective of this rank's streams runs or waits beside them
-        (only this rank's own actions enqueue them) and none of their collectives can contend."""
-        return self.outstanding[rank] == 0 and all(self._isolated(u) for u in units)
-
-    def _run_fast(self, rank: int, units: list[CompiledUnit], label: str) -> Proc:
+    def _run_fast(self, rank: int, units: tuple[CompiledUnit, ...], total: tuple[float, tuple], label: str) -> Proc:
         """A run of quiet units as one timeout; segments and totals as if run one by one."""
-        t = self.env.now
-        for unit in units:
-            for cause, sec in unit.by_cause:
-                self.tl.add(rank, "compute", label if cause == "compute" else cause, cause, t, t + sec)
-                t += sec
-        yield self.env.timeout(sum(u.time_s for u in units))
+        time_s, by_cause = total
+        tl = self.tl
+        if tl.record:
+            t = self.env.now
+            for unit in units:
+                for cause, sec in unit.by_cause:
+                    tl.add(rank, "compute", label if cause == "compute" else cause, cause, t, t + sec)
+                    t += sec
+        else:
+            tl.add_totals(rank, by_cause)
+        yield self.env.timeout(time_s)
 
     def _compute(self, rank: int, work_s: float, label: str) -> Proc:
         start = self.env.now
@@ -219,32 +354,37 @@ class _StepSim:
         self.tl.add(rank, "compute", f"wait params s{g}", "dp_comm", start, self.env.now)
 
     # -- the schedule ----------------------------------------------------------------------
-    def _forward(self, rank: int, g: int, label: str, works: tuple) -> Proc:
-        units = [self.units(w) for w in works]
-        ready = [self.param_ready.get((g, u)) for u in range(len(units))]
-        if self.z3 is None and all(e is None or e.triggered for e in ready) and self._quiet(rank, units):
-            yield from self._run_fast(rank, units, label)
+    def _forward(self, rk: SimRank, g: int, label: str) -> Proc:
+        rank = rk.index
+        units = rk.units[(g, "F")]
+        ready = [self.param_ready.get((rank, g, u)) for u in range(len(units))] if self.param_ready else None
+        total = self._quiet(rk, g, "F") if self.z3 is None else None
+        if total is not None and (ready is None or all(e is None or e.triggered for e in ready)):
+            yield from self._run_fast(rank, units, total, label)
             return
-        gathers = self._gathers(rank, g, "F")
+        gathers = self._gathers(rank, len(units), g, "F")
         for u, unit in enumerate(units):
-            yield from self._wait_params(rank, g, gathers.before(u) if gathers else ready[u])
+            yield from self._wait_params(rank, g, gathers.before(u) if gathers else (ready[u] if ready else None))
             yield from self._run_unit(rank, unit, label)
 
-    def _backward(self, rank: int, g: int, label: str, final: bool, works: tuple, kind: str = "B") -> Proc:
-        stage = self.work.stages[g]
-        units = [self.units(w) for w in works]
+    def _backward(self, rk: SimRank, g: int, label: str, final: bool, part: str = "B") -> Proc:
+        """A backward action: the whole backward ("B"), its input-gradient part ("Bi") or its
+        weight-gradient part ("W") of zero-bubble and DualPipe schedules."""
+        rank = rk.index
+        units = rk.units[(g, part)]
         z3 = self.z3
-        if z3 is None and not final and self._quiet(rank, units):
-            yield from self._run_fast(rank, units, label)
+        total = self._quiet(rk, g, part) if z3 is None and not final else None
+        if total is not None:
+            yield from self._run_fast(rank, units, total, label)
             return
-        gathers = self._gathers(rank, g, "B") if kind == "B" else None
+        gathers = self._gathers(rank, len(units), g, "B") if part == "B" else None
         for b, unit in enumerate(units):
             if gathers is not None and z3 is not None and z3.backward_gathers == 2:
-                recompute, proper = stage.backward_split[b]
+                recompute, proper = rk.split[(g, b)]
                 yield from self._wait_params(rank, g, gathers.before(2 * b))
-                yield from self._run_unit(rank, self.units(recompute), label)
+                yield from self._run_unit(rank, recompute, label)
                 yield from self._wait_params(rank, g, gathers.before(2 * b + 1))
-                yield from self._run_unit(rank, self.units(proper), label)
+                yield from self._run_unit(rank, proper, label)
             else:
                 if gathers is not None:
                     yield from self._wait_params(rank, g, gathers.before(b))
@@ -253,32 +393,27 @@ class _StepSim:
                 for name, plan in z3.reduce.get((g, b), ()):
                     self._enqueue(rank, "rs", name, plan)
             elif final:
-                for name, plan in self.dp.grad_buckets.get((g, b), ()):
+                for name, plan in self.plan.dp.grad_buckets.get((g, b), ()):
                     self._enqueue(rank, "dp", name, plan)
 
-    def _gathers(self, rank: int, g: int, kind: str) -> _Gathers | None:
+    def _gathers(self, rank: int, n: int, g: int, kind: str) -> _Gathers | None:
         """ZeRO-3 gathers of this action's units in the order of use."""
         z3 = self.z3
         if z3 is None:
             return None
-        n = len(self.work.stages[g].forward)
-        if kind == "F":
-            slots = [z3.gather.get((g, u), ()) for u in range(n)]
-        else:
-            slots = [z3.gather.get((g, n - 1 - b), ()) for b in range(n) for _ in range(z3.backward_gathers)]
-        return _Gathers(self, rank, slots, z3.prefetch)
+        return _Gathers(self, rank, gather_slots(z3, n, g, kind), z3.prefetch)
 
-    def _pair(self, rank: int, a, b) -> Proc:
+    def _pair(self, rk: SimRank, a: RankAction, b: RankAction) -> Proc:
         """An overlapped forward & backward pair (clustersim.engine.pair), driven on the lane and links."""
-        env, tl = self.env, self.tl
+        env, tl, rank = self.env, self.tl, rk.index
         for x in (a, b):
             if x.kind == "F":
-                for u in range(len(x.works)):
-                    yield from self._wait_params(rank, x.stage, self.param_ready.get((x.stage, u)))
-        chains = (chain_of([self.units(w) for w in a.works]), chain_of([self.units(w) for w in b.works]))
+                for u in range(len(rk.units[(x.stage, x.part)])):
+                    yield from self._wait_params(rank, x.stage, self.param_ready.get((rank, x.stage, u)))
+        chains = (chain_of(list(rk.units[(a.stage, a.part)])), chain_of(list(rk.units[(b.stage, b.part)])))
         core = PairCore(chains, env.now)
         running: dict[simpy.Event, tuple[str, int, float, float, str]] = {}
-        label = f"{a.label}&{b.label}"
+        label = f"{a}&{b}"
         while True:
             for res, c, seg in core.startable():
                 if res == "compute":
@@ -307,76 +442,181 @@ class _StepSim:
                 core.finish(res, c, env.now)
         for x in (a, b):
             if x.final:
-                for u in range(len(x.works)):
-                    for name, plan in self.dp.grad_buckets.get((x.stage, u), ()):
+                for u in range(len(rk.units[(x.stage, x.part)])):
+                    for name, plan in self.plan.dp.grad_buckets.get((x.stage, u), ()):
                         self._enqueue(rank, "dp", name, plan)
 
-    def _wait_input(self, rank: int, a) -> Proc:
-        if a.needs is not None:
-            yield from self._wait_arrival(rank, a.needs)
+    def _sends(self, rank: int, a: RankAction) -> None:
+        for key, boundary in a.sends:
+            self._send(rank, key[0], key, boundary)
 
-    def _sends(self, rank: int, a) -> None:
-        for key, _, boundary in a.sends:
-            self.env.process(self._send(rank, key, boundary))
-
-    def _rank(self, rank: int) -> Proc:
-        env, tl = self.env, self.tl
-        seq = self.plans[rank]
-        i = 0
-        while i < len(seq):
-            a = seq[i]
-            if a.paired:
-                b = seq[i + 1]
-                yield from self._wait_input(rank, a)
-                yield from self._wait_input(rank, b)
-                yield from self._pair(rank, a, b)
-                self._sends(rank, a)
-                self._sends(rank, b)
+    def _rank(self, rk: SimRank, first: int) -> Proc:
+        env = self.env
+        rank = rk.index
+        actions = rk.actions
+        stop = len(actions) if self.stops is None else min(self.stops[rank], len(actions))
+        if self.start is not None and self.start.clock[rank] > env.now:
+            yield env.timeout(self.start.clock[rank] - env.now)
+        i = first
+        while i < stop:
+            if self.stop_quiet and not self.outstanding[rank]:
+                return
+            action = actions[i]
+            if action.paired and i + 1 < len(actions):
+                other = actions[i + 1]
+                for x in (action, other):
+                    if x.needs is not None:
+                        yield from self._wait_arrival(rank, x.needs)
+                yield from self._pair(rk, action, other)
+                self._sends(rank, action)
+                self._sends(rank, other)
                 i += 2
-                continue
-            yield from self._wait_input(rank, a)
-            if a.kind == "F":
-                yield from self._forward(rank, a.stage, a.label, a.works)
             else:
-                yield from self._backward(rank, a.stage, a.label, a.final, a.works, a.kind)
-            self._sends(rank, a)
-            i += 1
+                if action.needs is not None:
+                    yield from self._wait_arrival(rank, action.needs)
+                if action.part == "F":
+                    yield from self._forward(rk, action.stage, str(action))
+                else:
+                    yield from self._backward(rk, action.stage, str(action), action.final, action.part)
+                self._sends(rank, action)
+                i += 1
+            self.nxt[rank] = i
+            self.clock[rank] = env.now
+        if self.partial:
+            return
+        tl = self.tl
         # End of step: wait for the gradient reduction, step the optimizer, gather parameters.
-        stages = [self.graph.stage(rank, c) for c in range(self.graph.chunks)]
-        for name, plan in self.dp.after_backward_of(stages):
+        stages = list(rk.stages)
+        for name, plan in self.plan.dp.after_backward_of(stages):
             self._enqueue(rank, "dp", name, plan)
         start = env.now
         yield simpy.AllOf(env, self.pending[rank])
         tl.add(rank, "compute", "wait grad reduce", "dp_comm", start, env.now)
         start = env.now
-        yield env.timeout(self.work.optimizer_time_s[rank])
+        yield env.timeout(rk.optimizer_time_s)
         tl.add(rank, "compute", "optimizer step", "optimizer", start, env.now)
-        for name, plan in self.dp.after_optimizer_of(stages):
+        for name, plan in self.plan.dp.after_optimizer_of(stages):
             start = env.now
             yield from self._run_plan(rank, plan)
             tl.add(rank, "compute", name, "dp_comm", start, env.now)
         self.end_s[rank] = env.now
 
-    def run(self) -> SimResult:
-        env = self.env
-        for rank in range(self.pp):
-            for stream in STREAMS:
-                env.process(self._stream(rank, stream))
-            # Parameter all-gathers overlapped with the forward pass (ZeRO with overlap_param_gather):
-            # issued in forward order at the start of the step, each unit waits for its own.
-            for chunk in range(self.graph.chunks):
-                g = self.graph.stage(rank, chunk)
-                for (gg, unit), items in sorted(self.dp.param_gathers.items()):
+    def _issue_param_gathers(self) -> None:
+        # Parameter all-gathers overlapped with the forward pass (ZeRO with overlap_param_gather):
+        # issued in forward order at the start of the step, each unit waits for its own.
+        for rk in self.plan.ranks:
+            for g in rk.stages:
+                for (gg, unit), items in self.plan.param_gathers:
                     if gg != g:
                         continue
                     for name, plan in items:
-                        self.param_ready[(gg, unit)] = self._enqueue(rank, "dp", name, plan)
-        procs = [env.process(self._rank(r)) for r in range(self.pp)]
-        env.run(until=simpy.AllOf(env, procs))
-        fields = StepResult.fields_from(self.end_s, [self.tl.busy(r) for r in range(self.pp)])
-        return SimResult(*fields, self.tl)
+                        event = self._enqueue(rk.index, "dp", name, plan)
+                        self.param_ready[(rk.index, gg, unit)] = event
+                        event.callbacks.append(
+                            lambda _e, key=(rk.index, gg, unit): self.param_done.__setitem__(key, self.env.now))
+
+    def _resume_from(self, start: Resume) -> None:
+        """Inputs in flight when this run starts: sends to replay, arrivals already known."""
+        env = self.env
+        for k, causes in enumerate(start.causes):
+            self.tl.add_totals(k, tuple(causes.items()))
+        replayed = set()
+        for rank, key, t_start, t_end, consumed in start.replay:
+            kind = key[0]
+            if consumed:
+                env.process(self._ghost(rank, kind, t_start, t_end))
+            else:
+                replayed.add(key)
+                env.process(self._replayed_send(rank, kind, key, t_start))
+        for key, (sent, arrived) in start.arrivals.items():
+            if key in replayed:
+                continue
+            self.send_start[key] = sent
+            event = self._arrival(key)
+            if arrived <= env.now:
+                event.succeed()
+            else:
+                env.timeout(arrived - env.now).callbacks.append(lambda _e, ev=event: ev.succeed())
+
+    def _link(self, name: str) -> FairShareLink:
+        return FairShareLink(self.env, name)
+
+    def run(self) -> SimResult:
+        done = self.start_processes()
+        if self.partial:
+            self.env.run()
+            return SimResult(0.0, 0, {}, (), self.tl)
+        self.env.run(until=done)
+        return self.result()
+
+    def result(self, offset_s: float = 0.0) -> SimResult:
+        """The step, with times measured from ``offset_s`` (when it started on a shared clock)."""
+        n = len(self.plan.ranks)
+        fields = StepResult.fields_from([e - offset_s for e in self.end_s], [self.tl.busy(r) for r in range(n)])
+        return SimResult(*fields, self.tl, tuple(c - offset_s for c in self.clock))
+
+    def start_processes(self) -> simpy.Event:
+        """Start the step's processes; the event fires when every rank has finished it."""
+        env = self.env
+        for rk in self.plan.ranks:
+            for stream in STREAMS:
+                env.process(self._stream(rk.index, stream))
+        if self.start is None:
+            self._issue_param_gathers()
+            firsts = [0] * len(self.plan.ranks)
+        else:
+            self._resume_from(self.start)
+            firsts = list(self.start.nxt)
+            self.nxt = list(self.start.nxt)
+            self.clock = list(self.start.clock)
+        procs = [env.process(self._rank(rk, firsts[rk.index])) for rk in self.plan.ranks]
+        return simpy.AllOf(env, procs)
 
 
-def simulate_step(scenario: Scenario, record: bool = True) -> SimResult:
+def alone_total(plan: StepPlan, rk: SimRank, g: int, kind: str) -> tuple[float, tuple[tuple[str, float], ...]]:
+    """``action_alone``, memoised per compiled units (ranks on the same host share them)."""
+    key = (rk.slowdown, *(id(u) for u in rk.units[(g, kind)]))
+    total = plan.alone.get(key)
+    if total is None:
+        total = plan.alone[key] = action_alone(plan, rk.index, g, kind)
+    return total
+
+
+def action_alone(plan: StepPlan, rank: int, g: int, kind: str) -> tuple[float, tuple[tuple[str, float], ...]]:
+    """Duration and split by cause of one action of ``rank`` run alone in the event engine (its
+    collectives sharing its links only with each other)."""
+    rk = plan.ranks[rank]
+    units = rk.units[(g, kind)]
+    sim = _StepSim.__new__(_StepSim)  # one rank's lane and links only
+    sim.env = simpy.Environment()
+    sim.tl = Timeline(record=False)
+    sim.lanes = {rank: ComputeLane(sim.env, rk.slowdown)}
+    sim.links = {rank: {tier: FairShareLink(sim.env, f"alone.{tier}") for tier in TIERS}}
+    sim.link_last = {}
+    end = [0.0]
+
+    def run() -> Proc:
+        for unit in units:
+            yield from sim._run_unit(rank, unit, "alone")
+        end[0] = sim.env.now
+
+    sim.env.run(until=sim.env.process(run()))
+    return end[0], tuple(sorted((c, v) for c, v in sim.tl.busy(rank).items() if v > 0))
+
+
+def simulate_plan(plan: StepPlan, record: bool = True, hybrid: bool = True) -> SimResult:
+    """Simulate one optimizer step of ``plan`` event by event. Without ``record`` (no timeline
+    wanted) the steady stretches where nothing can contend run in closed form
+    (clustersim.engine.hybrid: same result to rounding, much faster)."""
+    if not record and hybrid:
+        from clustersim.engine.hybrid import simulate_hybrid
+
+        result = simulate_hybrid(plan)
+        if result is not None:
+            return result
+    return _StepSim(plan, record).run()
+
+
+def simulate_step(scenario: Scenario, record: bool = True, hybrid: bool = True) -> SimResult:
     """Simulate one optimizer step of ``scenario`` event by event."""
-    return _StepSim(scenario, record).run()
+    return simulate_plan(build_plan(scenario), record, hybrid)

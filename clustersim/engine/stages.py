@@ -108,6 +108,8 @@ def model_stage_layers(scenario: Scenario) -> tuple[int, ...]:
     split with ``stage_layers`` and the last stage keeps its share minus the MTP modules."""
     par, model = scenario.parallel, scenario.model
     chunks = 1 if par.schedule == "dualpipe" else step_graph(scenario).chunks
+    if par.layers_per_stage and len(par.layers_per_stage) == par.pp * chunks:
+        return tuple(par.layers_per_stage)   # explicit or balanced to speed (mixed GPUs)
     return split_layers(model.layers, model.mtp_layers, par.pp, chunks)
 
 

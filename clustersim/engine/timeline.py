@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-# Causes of the critical path (CONTRACT §2 breakdown keys, plus the optimizer step).
-CAUSES = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "offload")
+# Causes of the critical path (CONTRACT §2 breakdown keys, plus the optimizer step, host offload
+# transfers and, in per-rank mode, the time lost waiting for slower peers: clustersim.perrank.run).
+CAUSES = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "offload",
+          "straggler")
 
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    rank: int          # pipeline rank (the representative of its stage)
+    rank: int          # simulated rank: pipeline rank (+ pp x class in per-rank mode)
     stream: str        # "compute" | "dp" | "pp"
     name: str
     cause: str         # one of CAUSES
@@ -35,6 +37,14 @@ class Timeline:
             self.totals[key] = self.totals.get(key, 0.0) + (end_s - start_s)
         if self.record:
             self.segments.append(Segment(rank, stream, name, cause, start_s, end_s))
+
+    def add_totals(self, rank: int, by_cause: tuple[tuple[str, float], ...]) -> None:
+        """Add seconds by cause to ``rank``'s compute-stream totals without segments."""
+        totals = self.totals
+        for cause, sec in by_cause:
+            if sec > 0:
+                key = (rank, cause)
+                totals[key] = totals.get(key, 0.0) + sec
 
     def busy(self, rank: int) -> dict[str, float]:
         """Seconds of ``rank``'s compute stream by cause (idle time not yet blamed)."""

@@ -14,6 +14,7 @@ from clustersim.collectives import CollectivePlan
 from clustersim.compute import CommOp, Op
 from clustersim.engine.comm_ops import op_plan
 from clustersim.engine.overlap import Interval, advance, overlap_slowdown
+from clustersim.engine.scaling import scale_plan
 from clustersim.engine.stages import Work
 from clustersim.scenario import Scenario
 
@@ -39,7 +40,8 @@ class CompiledUnit:
     slowdown: float = 0.0                        # compute rate lost per concurrent collective
 
 
-def compile_unit(scenario: Scenario, work: Work) -> CompiledUnit:
+def compile_unit(scenario: Scenario, work: Work, link_speed: float = 1.0) -> CompiledUnit:
+    """``link_speed``: scale-out bandwidth factor of this GPU's links (clustersim.engine.scaling)."""
     steps: list[Step] = []
     # whether the framework runs the backward's TP collectives beside the GEMMs (FrameworkSpec)
     mode = scenario.framework.tp_backward_overlap
@@ -65,6 +67,8 @@ def compile_unit(scenario: Scenario, work: Work) -> CompiledUnit:
             steps.append(Step("compute", "compute", compute_s))
             compute_s = 0.0
         plan = op_plan(scenario, op)
+        if link_speed != 1.0:
+            plan = scale_plan(plan, link_speed)
         # Overlappable collectives (the backward's async TP all-gather/reduce-scatter that Megatron-Core
         # overlaps with the dgrad/wgrad GEMMs, where the framework does; CP exchanges) run beside the next
         # kernels; with tp_comm_overlap (Megatron --tp-comm-overlap, userbuffers) every TP collective does.

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from clustersim.collectives import CollectivePlan, Phase
 from clustersim.engine.groups import comm_plan, group_shape
 from clustersim.engine.offload import host_copy_plan
-from clustersim.engine.stages import StepWork, activation_bytes
+from clustersim.engine.stages import StepWork, activation_bytes, build_step_work
 from clustersim.scenario import Scenario
 
 Item = tuple[str, CollectivePlan]
@@ -114,8 +114,20 @@ def _buckets(unit_params: tuple[int, ...], size: int) -> list[tuple[int, int]]:
     return out
 
 
-@functools.lru_cache(maxsize=4096)
 def dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
+    """Data-parallel collectives of one step (module docstring). Memoised per scenario when
+    ``work`` is the scenario's own (hashing a StepWork costs milliseconds; a Scenario microseconds)."""
+    if work is build_step_work(scenario):
+        return _dp_plan_of(scenario)
+    return _dp_plan(scenario, work)
+
+
+@functools.lru_cache(maxsize=4096)
+def _dp_plan_of(scenario: Scenario) -> DpPlan:
+    return _dp_plan(scenario, build_step_work(scenario))
+
+
+def _dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
     par = scenario.parallel
     if par.dp * par.cp == 1:
         return DpPlan()

@@ -246,7 +246,7 @@ def load_evidence(where: str, raw: Any) -> CalibrationEvidence | None:
     errors = raw["loo_rel_errors"]
     if not isinstance(errors, list) or not all(isinstance(e, (int, float)) and not isinstance(e, bool)
                                                and -1 < e < 100 for e in errors):
-        raise InputError(f"{where}.loo_rel_errors", errors, "a list of numbers greater than -1")
+        raise InputError(f"{where}.loo_rel_errors", errors, "a list of numbers between -1 and 100 (exclusive)")
     runs = raw.get("runs", len(errors))
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < len(errors):
         raise InputError(f"{where}.runs", runs, f"an integer >= the number of loo_rel_errors ({len(errors)})")

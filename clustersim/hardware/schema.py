@@ -17,20 +17,23 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.hardware.spec import DTYPES, FABRIC_KINDS, MICROSCALING, SCALE_OUT_TOPOLOGIES, VENDORS
+from clustersim.limits import MAX_GPUS, MAX_PROFILE_NUMBER
 
 Check = Callable[[Any], str | None]  # None when the value is fine, else what is allowed
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number within MAX_PROFILE_NUMBER (1e308 TFLOPS is no GPU; clustersim.limits)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and abs(value) <= MAX_PROFILE_NUMBER
 
 
 def positive(value: Any) -> str | None:
-    return None if _number(value) and value > 0 else "a positive number"
+    return None if _number(value) and value > 0 else f"a positive number (at most {MAX_PROFILE_NUMBER:g})"
 
 
 def non_negative(value: Any) -> str | None:
-    return None if _number(value) and value >= 0 else "a number >= 0"
+    return None if _number(value) and value >= 0 else f"a number >= 0 (at most {MAX_PROFILE_NUMBER:g})"
 
 
 def fraction(value: Any) -> str | None:
@@ -38,11 +41,12 @@ def fraction(value: Any) -> str | None:
 
 
 def at_least_one(value: Any) -> str | None:
-    return None if _number(value) and value >= 1 else "a number >= 1"
+    return None if _number(value) and value >= 1 else f"a number >= 1 (at most {MAX_PROFILE_NUMBER:g})"
 
 
 def positive_int(value: Any) -> str | None:
-    return None if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else "a positive integer"
+    ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_GPUS
+    return None if ok else f"a positive integer (at most {MAX_GPUS:,})"
 
 
 def text(value: Any) -> str | None:

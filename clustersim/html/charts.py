@@ -23,6 +23,7 @@ from clustersim.units import GiB
 CAUSE_COLORS = {
     "compute": "#1f77b4", "tp_comm": "#ff7f0e", "cp_comm": "#17becf", "ep_comm": "#8c564b",
     "pp_comm": "#2ca02c", "dp_comm": "#d62728", "bubble": "#c7c7c7", "optimizer": "#9467bd",
+    "straggler": "#e377c2",
 }
 _OTHER = "#7f7f7f"
 # Memory parts, bottom to top (clustersim.memory.report.MemoryReport fields); colours as above.

@@ -4,12 +4,14 @@ and the result a log import returns (CONTRACT section 4: ``scenario``, ``measure
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from clustersim.errors import InputError
+from clustersim.limits import MAX_COUNT
 
 # Colour codes; launcher prefixes: torchrun "[rank0]:" / "[default0]:", srun -l "0: ", OpenMPI
 # "[1,0]<stdout>:"; a leading timestamp "2024-05-01 12:00:00,123" or "[2024-05-01 12:00:00]".
@@ -26,6 +28,17 @@ MAD_SCALE = 1.4826        # MAD x 1.4826 estimates the standard deviation of nor
 GPU_PRESETS = ((r"\bGB200\b", "gb200-nvl72"), (r"\bB200\b", "dgx-b200"), (r"\bH200\b", "hgx-h200"),
                (r"\bH800\b", "dgx-h800"), (r"\bH100\b", "dgx-h100"), (r"\bA100\b", "dgx-a100"),
                (r"\bMI300X\b", "mi300x"))
+
+
+def config_int(value: Any, key: str, lo: int = 1, hi: int = MAX_COUNT) -> int:
+    """An integer setting of a job config (an int, or a float with an integral value), within
+    ``lo..hi``; anything else is an InputError naming the config key. Config files are typed
+    (TOML, JSON), but a user's file may hold "8", 8.5, [8], true or 1e308 where a count belongs."""
+    ok = isinstance(value, int) and not isinstance(value, bool) or (
+        isinstance(value, float) and math.isfinite(value) and value.is_integer())
+    if not ok or not lo <= int(value) <= hi:
+        raise InputError(key, value, f"an integer from {lo} to {hi:,}")
+    return int(value)
 
 
 def clean_line(line: str) -> str:
@@ -58,6 +71,13 @@ class Iteration:
                 "dropped": self.dropped or None}
 
 
+# A measured training step lasts milliseconds to minutes (Megatron-LM's published runs: 0.1-60 s per
+# iteration, Narayanan et al. 2021, arXiv 2104.04473, Table 1). A time under a microsecond or over a
+# day (a throughput of 1e308 tokens/s, an iteration of 1e308 ms, a NaN) is not a measurement.
+MIN_STEP_TIME_S = 1e-6
+MAX_STEP_TIME_S = 86400.0
+
+
 def steady_state(points: list[tuple[int, float]], what: str) -> tuple[list[Iteration], float]:
     """Drop warm-up and outliers; the measured step time is the median of the rest.
 
@@ -69,6 +89,10 @@ def steady_state(points: list[tuple[int, float]], what: str) -> tuple[list[Itera
     """
     if not points:
         raise InputError(what, None, "a log with at least one training step line")
+    for it, t in points:
+        if not (isinstance(t, (int, float)) and MIN_STEP_TIME_S <= t <= MAX_STEP_TIME_S):
+            raise InputError(what, f"step {it}: {t!r} s", f"a measured step time between {MIN_STEP_TIME_S:g} s "
+                                                         f"and {MAX_STEP_TIME_S:g} s (a day)")
     points = sorted(dict(points).items())          # one line per step; a repeated step keeps the last
     out: list[Iteration] = []
     first = points[0][0]

@@ -27,6 +27,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.common import clean_line
+from clustersim.limits import MAX_COUNT
 
 # megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
 # name (48 - len(name) dots), and "-------------------- end of arguments ---------------------"
@@ -51,9 +52,10 @@ def parse_value(text: str) -> Any:
     """A printed Python value: None, True, 8, 0.0001, [1, 2], 'x'; anything else as text."""
     text = text.strip()
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: {[1]: 2}
         return text
+    return value if not isinstance(value, float) or math.isfinite(value) else text  # 1e999 is not a number
 
 
 def parse_args_block(text: str) -> MegatronArgs | None:
@@ -374,8 +376,9 @@ def _int(a: MegatronArgs, name: str, default: int | None = None) -> int | None:
     v = a.get(name, default)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
-        raise InputError(f"--{name.replace('_', '-')}", v, "an integer")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) \
+            or abs(v) > MAX_COUNT:
+        raise InputError(f"--{name.replace('_', '-')}", v, f"an integer (at most {MAX_COUNT:,} in magnitude)")
     return int(v)
 
 

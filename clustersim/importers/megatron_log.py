@@ -23,7 +23,7 @@ from clustersim.importers.megatron_args import parse_args_block, scenario_from_a
 
 # megatron/training/training.py training_log: ' iteration {:8d}/{:8d} |' ... ' elapsed time per
 # iteration (ms): {:.1f} |' ... ' global batch size: {:5d} |'
-ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*?)elapsed time per iteration \(ms\):\s*([\d.]+)")
+ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*?)elapsed time per iteration \(ms\):\s*([\d.]+(?:[eE][-+]?\d+)?)(?![\w.])")
 GLOBAL_BATCH = re.compile(r"global batch size:\s*(\d+)")
 TFLOPS = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*([\d.]+)|TFLOPs:\s*([\d.]+)")
 

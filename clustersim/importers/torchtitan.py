@@ -30,8 +30,9 @@ import sys
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.importers.common import ImportResult, clean_lines, gpu_preset_in, steady_state
+from clustersim.importers.common import ImportResult, clean_lines, config_int, gpu_preset_in, steady_state
 from clustersim.importers.megatron_args import supports
+from clustersim.inputs import MAX_DEPTH, check_structure
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,7 +51,7 @@ DEBUG_MODEL = {"layers": 6, "hidden": 256, "heads": 16, "vocab": 2048, "ffn_act"
 SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved-1f1b",
              "zbvzerobubble": "zb-v", "interleavedzerobubble": "zb-h1", "dualpipev": "dualpipe-v"}
 
-STEP = re.compile(r"\bstep:\s*(\d+)\s.*?\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?)")
+STEP = re.compile(r"\bstep:\s*(\d+)\s.*?\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?![\w.])")
 MESH_OLD = re.compile(r"Building \d+-D device mesh with \[([^\]]*)\],\s*\[([^\]]*)\]")
 MESH_NEW = re.compile(r"Building device mesh with parallelism:\s*(.*)")
 MODEL_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "multiple_of", "ffn_dim_multiplier",
@@ -65,6 +66,9 @@ def read_toml(text: str, source: str) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError("torchtitan-toml", source, f"a TOML job config ({exc})") from None
+    except RecursionError:  # arrays nested thousands deep
+        raise InputError("torchtitan-toml", source, f"a TOML job config nesting at most {MAX_DEPTH} levels") from None
+    check_structure(data, "torchtitan-toml", source, "a TOML job config")
     if not isinstance(data, dict) or "model" not in data and "training" not in data:
         raise InputError("torchtitan-toml", source, "a torchtitan job config with [model] and [training] sections")
     return data
@@ -132,7 +136,7 @@ def mesh_from_log(lines: list[str]) -> dict[str, int]:
 def _degree(par: dict[str, Any], *keys: str, default: int = 1) -> int:
     for k in keys:
         if k in par:
-            return int(par[k])
+            return config_int(par[k], f"parallelism.{k}", lo=-1)
     return default
 
 
@@ -162,7 +166,7 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
     seq = training.get("seq_len")
     if seq is None:
         raise InputError("training.seq_len", None, "the sequence length: [training] seq_len in the TOML")
-    model["seq_len"] = int(seq)
+    model["seq_len"] = config_int(seq, "training.seq_len")
     # layout
     tp = _degree(par, "tensor_parallel_degree") if "tensor_parallel_degree" in par else mesh.get("tp", 1)
     pp = _degree(par, "pipeline_parallel_degree") if "pipeline_parallel_degree" in par else mesh.get("pp", 1)
@@ -170,6 +174,13 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
     ep = _degree(par, "expert_parallel_degree") if "expert_parallel_degree" in par else mesh.get("ep", 1)
     replicate = _degree(par, "data_parallel_replicate_degree", default=mesh.get("dp_replicate", 1))
     shard = _degree(par, "data_parallel_shard_degree", "data_parallel_degree", default=-1)
+    for key, value in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp),
+                       ("context_parallel_degree", cp), ("expert_parallel_degree", ep),
+                       ("data_parallel_replicate_degree", replicate)):
+        if not isinstance(value, int) or value < 1:
+            raise InputError(f"parallelism.{key}", value, "an integer >= 1")
+    if shard == 0 or shard < -1:
+        raise InputError("parallelism.data_parallel_shard_degree", shard, "an integer >= 1, or -1 (the remaining ranks)")
     if shard == -1 and (mesh.get("dp_shard") or mesh.get("dp")):
         shard = mesh.get("dp_shard") or mesh.get("dp")
     if cluster is None:
@@ -195,10 +206,11 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
         else:
             raise InputError("--nodes", None, f"the node count: {world} ranks are not a multiple of {gpn}")
     cluster_d["nodes"] = nodes
-    local = int(training.get("local_batch_size", training.get("batch_size", 8)))
-    gb = int(training.get("global_batch_size", -1) or -1)
+    local = config_int(training.get("local_batch_size", training.get("batch_size", 8)), "training.local_batch_size")
+    gb = config_int(training.get("global_batch_size", -1) or -1, "training.global_batch_size", lo=-1)
     global_batch = gb if gb > 0 else local * dp
-    micro = int(par.get("pipeline_parallel_microbatch_size", 1)) if pp > 1 else local
+    micro = config_int(par.get("pipeline_parallel_microbatch_size", 1),
+                       "parallelism.pipeline_parallel_microbatch_size") if pp > 1 else local
     parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "ep": ep, "micro_batch": micro,
                                 "global_batch": global_batch, "sequence_parallel": tp > 1}
     if str(par.get("data_parallel_type", "fsdp")).lower() == "ddp" or shard == 1:
@@ -221,7 +233,8 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
         if parallel["schedule"] == "interleaved-1f1b":
             per_stage = par.get("pipeline_parallel_layers_per_stage")
             layers = model.get("layers") or _preset_layers(model.get("preset"))
-            parallel["virtual_stages"] = max(2, layers // (pp * int(per_stage))) if per_stage else 2
+            per_stage = config_int(per_stage, "parallelism.pipeline_parallel_layers_per_stage") if per_stage else 0
+            parallel["virtual_stages"] = max(2, layers // (pp * per_stage)) if per_stage else 2
     # activation checkpointing
     ac = _section(cfg, "activation_checkpoint")
     mode = str(ac.get("mode", "selective")).lower()
@@ -247,7 +260,8 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
     # precision
     param = str(training.get("mixed_precision_param", "bfloat16")).lower()
     dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(param, "bf16")
-    converters = [str(c).lower() for c in model_cfg.get("converters", [])]
+    raw_converters = model_cfg.get("converters", [])
+    converters = [str(c).lower() for c in (raw_converters if isinstance(raw_converters, list) else [raw_converters])]
     if any("float8" in c for c in converters) or _section(cfg, "float8").get("enable_float8_linear"):
         dtype = "fp8"
     train: dict[str, Any] = {"dtype": dtype}

@@ -22,7 +22,7 @@ import functools
 from dataclasses import dataclass
 
 from clustersim.parallel.layout import ParallelLayout
-from clustersim.parallel.pipeline import stage_layers
+from clustersim.parallel.pipeline import layout_stage_layers
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,7 @@ def chunk_policies(layout: ParallelLayout, layers: int, first_count: int = 0) ->
 @functools.lru_cache(maxsize=4096)
 def stage_policies(layout: ParallelLayout, num_layers: int) -> tuple[tuple[str, ...], ...]:
     """Per global stage ``g = chunk * pp + rank``: the policy of each of its layers, in order."""
-    counts = stage_layers(num_layers, layout.pp, layout.virtual_stages)
+    counts = layout_stage_layers(layout, num_layers)
     out: list[tuple[str, ...]] = [()] * len(counts)
     for r in range(layout.pp):
         before = 0

@@ -76,6 +76,10 @@ class ParallelLayout:
     recompute_every: int = 0
     recompute_method: str = "uniform"
     recompute_num_layers: int = 1
+    # Transformer layers of each global stage (chunk * pp + rank); () = the even split of
+    # clustersim.parallel.pipeline.stage_layers. Set by parallel.layers_per_stage or by balancing
+    # a job over mixed GPUs (clustersim.perrank.balance).
+    layers_per_stage: tuple[int, ...] = ()
 
     @property
     def num_gpus(self) -> int:

@@ -166,6 +166,12 @@ def split_layers(layers: int, mtp_layers: int, pp: int, chunks: int = 1) -> tupl
     return tuple(counts)
 
 
+def layout_stage_layers(layout, layers: int) -> tuple[int, ...]:
+    """Layers of each global stage of ``layout`` (a ParallelLayout): its explicit or balanced
+    ``layers_per_stage`` (parallel.layers_per_stage, mixed GPUs), else the even ``stage_layers``."""
+    return layout.layers_per_stage or stage_layers(layers, layout.pp, layout.virtual_stages)
+
+
 # ---------------------------------------------------------------------------------------------
 # validation and dry run
 

@@ -15,7 +15,7 @@ the domain stay on NVLink (TP 16 or EP 64 inside an NVL72 rack).
 
 from __future__ import annotations
 
-from collections import Counter
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -54,6 +54,37 @@ def _check_fits(layout: ParallelLayout, cluster: ClusterSpec) -> None:
             f"a product equal to the GPU count {cluster.num_gpus}")
 
 
+def _members_on_node(node: int, start: int, stride: int, size: int, gpus_per_node: int) -> int:
+    """Members ``start + k * stride`` (``0 <= k < size``) on ``node``."""
+    lo, hi = node * gpus_per_node, (node + 1) * gpus_per_node - 1
+    k_lo = max(0, -(-(lo - start) // stride))
+    k_hi = min(size - 1, (hi - start) // stride)
+    return max(0, k_hi - k_lo + 1)
+
+
+def group_shape_on_nodes(start: int, stride: int, size: int, gpus_per_node: int) -> tuple[int, int] | None:
+    """``(members per node, nodes)`` of the group ``range(start, start + size * stride, stride)``
+    on nodes of ``gpus_per_node`` GPUs, or None when nodes hold different numbers of members.
+
+    O(min(stride, gpus_per_node)), whatever the group size (a 100,000,000-node data-parallel group
+    included): members ``stride >= gpus_per_node`` apart sit one per node; closer members touch
+    every node from the first to the last, and the inner nodes' counts repeat with a period of
+    ``stride / gcd(stride, gpus_per_node)`` nodes (node ``n`` starts at ``n * gpus_per_node``, whose
+    offset from the progression repeats modulo ``stride``), so the first node, one period of inner
+    nodes and the last node hold every count there is.
+    """
+    if stride >= gpus_per_node:
+        return (1, size)
+    first = start // gpus_per_node
+    last = (start + (size - 1) * stride) // gpus_per_node
+    period = stride // math.gcd(stride, gpus_per_node)
+    nodes = {*range(first, min(first + period, last - 1) + 1), last}
+    counts = {_members_on_node(n, start, stride, size, gpus_per_node) for n in nodes}
+    if len(counts) != 1:
+        return None
+    return (counts.pop(), last - first + 1)
+
+
 def axis_shape(layout: ParallelLayout, cluster: ClusterSpec, axis: str) -> AxisShape:
     """The shape shared by all groups of ``axis`` (see :func:`axis_shape_for`)."""
     _check_fits(layout, cluster)
@@ -67,6 +98,14 @@ def _uniform_approximation(size: int, touched: int, gpus_per_node: int) -> tuple
         if size % d == 0 and size // d <= gpus_per_node:
             return size // d, d
     return 1, size
+
+
+def _domains_touched(start: int, stride: int, size: int, gpus_per_node: int) -> int:
+    """Domains holding members of ``range(start, start + size * stride, stride)``: one per member
+    when members are at least a domain apart, else every domain from the first to the last."""
+    if stride >= gpus_per_node:
+        return size
+    return (start + (size - 1) * stride) // gpus_per_node - start // gpus_per_node + 1
 
 
 @lru_cache(maxsize=256)
@@ -85,34 +124,36 @@ def axis_shape_for(layout: ParallelLayout, gpus_per_node: int, axis: str, approx
     block = stride * size
     # every group is the progression range(start, start + block, stride) with start = b * block + i
     # (groups.rank_groups), so two groups whose starts agree modulo gpus_per_node are translations
-    # by whole nodes and have the same shape: at most gpus_per_node distinct shapes to look at
-    shapes = set()
+    # by whole nodes and have the same shape: at most gpus_per_node distinct shapes to look at.
+    # b * block and i only matter modulo gpus_per_node, so b and i need not run further than that.
+    shapes: set[tuple[int, int] | None] = set()
     seen_offsets: set[int] = set()
-    for b in range(layout.num_gpus // block):
-        for i in range(stride):
+    for b in range(min(layout.num_gpus // block, gpus_per_node)):
+        for i in range(min(stride, gpus_per_node)):
             start = b * block + i
             offset = start % gpus_per_node
             if offset in seen_offsets:
                 continue
             seen_offsets.add(offset)
-            per_node = Counter(rank // gpus_per_node for rank in range(start, start + block, stride))
-            counts = set(per_node.values())
-            shapes.add((counts.pop(), len(per_node)) if len(counts) == 1 else ("uneven", start))
+            shapes.add(group_shape_on_nodes(start, stride, size, gpus_per_node))
         if len(seen_offsets) == gpus_per_node:
             break
-    if approximate and (len(shapes) != 1 or "uneven" in next(iter(shapes))):
-        touched = max(len({r // gpus_per_node for r in range(b * block + i, b * block + i + block, stride)})
-                      for b in range(layout.num_gpus // block) for i in range(stride))
+    if approximate and (len(shapes) != 1 or None in shapes):
+        # O(gpus_per_node) like the loop above: groups whose starts agree modulo the domain size
+        # touch the same number of domains
+        touched = max(_domains_touched(b * block + i, stride, size, gpus_per_node)
+                      for b in range(min(layout.num_gpus // block, gpus_per_node))
+                      for i in range(min(stride, gpus_per_node)))
         ranks_per_node, num_nodes = _uniform_approximation(size, touched, gpus_per_node)
         concurrent = max(1, min(gpus_per_node, layout.num_gpus) // ranks_per_node)
         return AxisShape(ranks_per_node=ranks_per_node, num_nodes=num_nodes, concurrent_groups_per_node=concurrent)
-    if len(shapes) != 1 or "uneven" in next(iter(shapes)):
+    if len(shapes) != 1 or None in shapes:
         raise InputError(
             "parallel", f"{axis} groups of {layout.tp}x{layout.cp}x{layout.dp}x{layout.pp} (tp x cp x dp x pp)"
                         f" on nodes of {gpus_per_node} GPUs",
             f"a layout whose {axis} groups all have the same shape on the nodes "
             "(make the GPU count per node a multiple or divisor of each group stride)")
-    ranks_per_node, num_nodes = shapes.pop()
+    ranks_per_node, num_nodes = shapes.pop()  # type: ignore[misc]
     # the groups partition the ranks and each has ranks_per_node members on every node it touches,
     # so a node's GPUs (fewer when the whole job is smaller than a node) split into equal groups
     concurrent = min(gpus_per_node, layout.num_gpus) // ranks_per_node

@@ -30,7 +30,7 @@ from clustersim.serve import requests as rq
 # form and 113 s in the event engine, and model.layers = 10**9 exhausted the memory. The web
 # app therefore runs the event engine up to 16x the largest shipped scenario, the closed form up
 # to 128x, and models of up to 1,024 layers (the deepest preset has 126); the command line has
-# no such limits.
+# the wider limits of clustersim.limits (budgets of about 10 s per step).
 EVENT_WORK_LIMIT = 16_384
 CLOSED_FORM_WORK_LIMIT = 131_072
 MAX_LAYERS = 1_024

@@ -26,6 +26,7 @@ from clustersim.compute.precision import default_recipe, resolve_recipe
 from clustersim.errors import InputError
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.limits import MAX_COMPARE_SWEEPS, MAX_GPUS, check_at_most, check_gpus
 from clustersim.scenario import Scenario
 
 SECONDS_PER_HOUR = 3600.0
@@ -145,12 +146,27 @@ def scenario_on(scenario: Scenario, cluster: ClusterSpec) -> Scenario:
 
 def compare_cluster(preset: str, nodes: int) -> ClusterSpec:
     """A shipped or user cluster preset at ``nodes`` nodes (InputError names the presets)."""
-    return load_cluster(preset, nodes)
+    check_at_most("--nodes", nodes, MAX_GPUS, "nodes")
+    cluster = load_cluster(preset, nodes)
+    if cluster.num_gpus > MAX_GPUS:
+        raise InputError("--nodes", nodes, f"a size of at most {MAX_GPUS:,} GPUs (clustersim's limit; {nodes:,} "
+                                           f"nodes of {preset} hold {cluster.num_gpus:,})")
+    return cluster
+
+
+def check_compare_size(clusters: list[str], sizes: list[int] | None) -> None:
+    """Refuse (exit 2) more than MAX_COMPARE_SWEEPS sweeps (clusters x node counts) up front."""
+    n = len(clusters) * len(sizes or [0])
+    if n > MAX_COMPARE_SWEEPS:
+        raise InputError("--clusters x --nodes", f"{len(clusters)} x {len(sizes or [0])} = {n} sweeps",
+                         f"at most {MAX_COMPARE_SWEEPS} sweeps per comparison (clustersim's limit; each is a full "
+                         "layout sweep)")
 
 
 def nodes_for_gpus(preset: str, gpus: int) -> int:
     """Nodes of ``preset`` that hold at least ``gpus`` GPUs in whole scale-up domains: 512 GPUs are
     64 DGX nodes, but 8 NVL72 racks (576 GPUs, 144 trays) since a job holds whole racks."""
+    check_gpus("--gpus", gpus)
     base = load_cluster(preset, 1)
     gpn = base.gpus_per_node
     unit = base.scale_up_domain if base.scale_up_domain and gpus > base.scale_up_domain else gpn

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from clustersim.errors import BudgetError
 from clustersim.memory.report import VERDICTS
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.scenario import Scenario
@@ -86,16 +87,28 @@ def screen_task(spec: SweepSpec, task: Task) -> np.ndarray:
     return resolve(spec.screener)(spec.scenario, task.shape, task.micro_batches, spec.space)
 
 
+# A layout whose step exceeds an engine's budget (clustersim.limits) gets no numbers from it:
+# the sweep keeps what it has (the screen's bound and memory, or the closed form) instead of failing.
+OVER_BUDGET = (NAN,) * len(METRIC_FIELDS)
+
+
+def _metrics_within_budget(run: Callable[[Scenario], Any], scenario: Scenario) -> tuple[float, ...]:
+    try:
+        return report_metrics(run(scenario))
+    except BudgetError:
+        return OVER_BUDGET
+
+
 def estimate_keys(spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
-    """METRIC_FIELDS of each layout through the closed form."""
+    """METRIC_FIELDS of each layout through the closed form (NaN: over the closed form's budget)."""
     estimate = resolve(spec.estimator)
     base = spec.scenario
-    rows = [report_metrics(estimate(replace(base, parallel=layout_from_key(k, base.parallel)))) for k in keys]
+    rows = [_metrics_within_budget(estimate, replace(base, parallel=layout_from_key(k, base.parallel))) for k in keys]
     return np.array(rows, dtype=np.float64).reshape(len(keys), len(METRIC_FIELDS))
 
 
 def simulate_key(spec: SweepSpec, key: tuple[int, ...]) -> tuple[float, ...]:
-    """METRIC_FIELDS of one layout through the event engine (re-ranking)."""
+    """METRIC_FIELDS of one layout through the event engine (re-ranking; NaN: over its budget)."""
     simulate = resolve(spec.simulator)
     layout = layout_from_key(key, spec.scenario.parallel)
-    return report_metrics(simulate(replace(spec.scenario, parallel=layout)))
+    return _metrics_within_budget(simulate, replace(spec.scenario, parallel=layout))

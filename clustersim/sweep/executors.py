@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Protocol
 
 from clustersim.errors import InputError
+from clustersim.limits import MAX_WORKERS_PER_CORE
 
 EXECUTORS = ("local", "dask", "serial")
 OnDone = Callable[[int], None]
@@ -24,6 +26,16 @@ class Executor(Protocol):
     def run(self, fn: Callable[[Any], Any], items: Sequence[Any], on_done: OnDone | None = None) -> list[Any]: ...
 
     def close(self) -> None: ...
+
+    def terminate(self) -> None:
+        """Stop at once, dropping queued and running tasks (Ctrl-C)."""
+        ...
+
+
+def ignore_sigint() -> None:
+    """Worker start-up: Ctrl-C in a terminal reaches every process of its group; the workers leave
+    it to the parent, which stops them (``terminate``) instead of each printing a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class SerialExecutor:
@@ -42,6 +54,9 @@ class SerialExecutor:
     def close(self) -> None:
         pass
 
+    def terminate(self) -> None:
+        pass
+
 
 class LocalExecutor:
     """A ``concurrent.futures.ProcessPoolExecutor`` of ``workers`` processes (default: all cores).
@@ -52,7 +67,9 @@ class LocalExecutor:
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or os.cpu_count() or 1
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=ignore_sigint)
+        self._terminated = False
 
     def run(self, fn: Callable[[Any], Any], items: Sequence[Any], on_done: OnDone | None = None) -> list[Any]:
         futures = {self._pool.submit(fn, item): i for i, item in enumerate(items)}
@@ -65,7 +82,20 @@ class LocalExecutor:
         return out
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if not self._terminated:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def terminate(self) -> None:
+        # concurrent.futures has no public way to stop running tasks: end the worker processes
+        # (the pool's own table of them) after cancelling what is queued
+        self._terminated = True
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=5)
 
 
 class DaskExecutor:
@@ -112,6 +142,9 @@ class DaskExecutor:
         if self._cluster is not None:
             self._cluster.close()
 
+    def terminate(self) -> None:
+        self.close()
+
 
 def make_executor(kind: str, scheduler: str | None = None, workers: int | None = None) -> Executor:
     """The executor named on the command line (``--executor``, ``--scheduler``, ``--workers``)."""
@@ -119,6 +152,10 @@ def make_executor(kind: str, scheduler: str | None = None, workers: int | None =
         raise InputError("--executor", kind, EXECUTORS)
     if scheduler and kind != "dask":
         raise InputError("--scheduler", scheduler, "only together with --executor dask")
+    cores = os.cpu_count() or 1
+    if workers is not None and workers > MAX_WORKERS_PER_CORE * cores:
+        raise InputError("--workers", workers, f"1..{MAX_WORKERS_PER_CORE * cores} ({MAX_WORKERS_PER_CORE} per CPU core "
+                                               f"of this machine's {cores}; clustersim's limit: more only add start-up)")
     if kind == "dask":
         return DaskExecutor(scheduler, workers)
     if kind == "serial" or workers == 1:

@@ -28,6 +28,7 @@ import pandas as pd
 from clustersim.errors import InputError
 from clustersim.hardware.load import check_domain
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.limits import MAX_SWEEP_LAYOUTS, check_gpus
 from clustersim.memory.report import VERDICTS
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES
 from clustersim.scenario import Scenario, check_layout
@@ -196,7 +197,8 @@ def make_tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int]]:
     """Screening tasks in canonical order and the number of layouts in each."""
     s = spec.scenario
     gb = s.parallel.global_batch
-    units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space, s.parallel.hsdp_replicas))
+    units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space, s.parallel.hsdp_replicas,
+                                                    s.cluster.pcie is not None))
              for shape in shapes(s.model, s.cluster, gb, spec.space) for mb in micro_batch_sizes(shape, gb)]
     units = [u for u in units if u[2] > 0]
     total = sum(u[2] for u in units)
@@ -228,6 +230,18 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> InputError:
                       f"{s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB")
 
 
+def check_sweep_size(spec: SweepSpec, total: int) -> None:
+    """InputError (exit 2) before any work when the space holds more than MAX_SWEEP_LAYOUTS layouts."""
+    if total > MAX_SWEEP_LAYOUTS:
+        s = spec.scenario
+        raise InputError("sweep", f"{total:,} layouts of {s.model.name} on {s.cluster.num_gpus:,} GPUs "
+                                  f"(global_batch {s.parallel.global_batch:,}, {s.model.layers:,} layers)",
+                         f"at most {MAX_SWEEP_LAYOUTS:,} layouts per sweep (clustersim's limit, a few minutes); "
+                         "sweep fewer GPUs (--gpus) or a global batch with fewer divisors (--set "
+                         "parallel.global_batch=...); every layer count a pipeline stage can hold multiplies "
+                         "the interleaved schedule's options")
+
+
 def _keys(rows: np.ndarray) -> list[tuple[int, ...]]:
     return [tuple(int(v) for v in row[:N_KEY]) for row in rows]
 
@@ -250,6 +264,7 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int = 8
     total = sum(sizes)
     if total == 0:
         raise no_layout_error(spec, None)
+    check_sweep_size(spec, total)
     done = [0]
 
     def on_done(i: int) -> None:
@@ -303,12 +318,15 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         jobs = _chunks(_keys(table[pick]), chunk)
         results = executor.run(functools.partial(estimate_keys, spec), jobs)
         metrics = np.concatenate(results, axis=0)
-        # The closed form's own memory verdict is final (the screen computes the same numbers).
-        table[pick, COL["fits"]] = metrics[:, 0]
-        table[pick, COL["peak_bytes_per_gpu"]] = metrics[:, 1]
-        table[pick, COL["verdict"]] = metrics[:, METRIC_FIELDS.index("verdict")]
+        # The closed form's own memory verdict is final (the screen computes the same numbers);
+        # a layout over the closed form's budget (NaN) keeps the screen's verdict and its bound.
+        ran = ~np.isnan(metrics[:, 0])
+        done = pick[ran]
+        table[done, COL["fits"]] = metrics[ran, 0]
+        table[done, COL["peak_bytes_per_gpu"]] = metrics[ran, 1]
+        table[done, COL["verdict"]] = metrics[ran, METRIC_FIELDS.index("verdict")]
         for f in ESTIMATE_FIELDS:
-            table[pick, COL[f]] = metrics[:, METRIC_FIELDS.index(f)]
+            table[done, COL[f]] = metrics[ran, METRIC_FIELDS.index(f)]
         evaluated += len(pick)
         order = rest[~np.isin(rest, pick)]
         if progress:  # the total is what the bound still admits: it shrinks as better layouts turn up
@@ -371,8 +389,8 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
             present = np.zeros(table.shape[0], dtype=bool)
             present[-1] = True
         i = int(np.flatnonzero(present)[0])
-        if math.isnan(table[i, COL["step_time_s"]]):  # give it closed-form numbers too
-            m = estimate_keys(spec, (incumbent,))[0]
+        m = estimate_keys(spec, (incumbent,))[0] if math.isnan(table[i, COL["step_time_s"]]) else None
+        if m is not None and not math.isnan(m[0]):  # give it closed-form numbers too (within budget)
             table[i, COL["fits"]], table[i, COL["peak_bytes_per_gpu"]] = m[0], m[1]
             table[i, COL["verdict"]] = m[METRIC_FIELDS.index("verdict")]
             for f in ESTIMATE_FIELDS:
@@ -398,6 +416,7 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
 
 def resize_cluster(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
     """The same kind of cluster with ``gpus`` GPUs: whole nodes, or part of one node."""
+    check_gpus("--gpus", gpus)
     gpn = cluster.gpus_per_node
     if gpus >= gpn and gpus % gpn == 0:
         resized = replace(cluster, num_nodes=gpus // gpn)
@@ -410,9 +429,23 @@ def resize_cluster(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
     raise InputError("--gpus", gpus, f"a multiple of gpus_per_node ({gpn}) of {cluster.name}, or a divisor of it")
 
 
+def check_uniform(scenario: Scenario) -> None:
+    """Sweep and compare search layouts of one kind of GPU on a healthy cluster: InputError for
+    ``cluster.groups`` and ``faults:`` (clustersim.perrank)."""
+    if scenario.node_groups:
+        raise InputError("cluster.groups", [g.preset for g in scenario.node_groups],
+                         "one cluster preset: sweep and compare search the layouts of one kind of GPU")
+    if scenario.faults is not None:
+        raise InputError("faults", "present", "a scenario without faults: sweep and compare rank layouts on a "
+                         "healthy cluster (clustersim run simulates the faults of one layout)")
+
+
 def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace | None = None,
                **evaluators: str) -> SweepSpec:
     """The spec of a sweep of ``scenario``'s model and batch on its cluster, resized to ``gpus``."""
+    check_uniform(scenario)
+    # an explicit split belongs to the template's pipeline depth; the sweep varies it
+    scenario = replace(scenario, parallel=replace(scenario.parallel, layers_per_stage=()))
     if gpus is not None and gpus != scenario.cluster.num_gpus:
         scenario = replace(scenario, cluster=resize_cluster(scenario.cluster, gpus))
     if space is None:

@@ -47,8 +47,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.limits import MAX_MICRO_BATCHES
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout
-from clustersim.scenario import MAX_MICRO_BATCHES
 from clustersim.workload.model_spec import ModelSpec
 
 # Recompute policies a sweep tries by default: Megatron's (none, selective, full); a torchtitan
@@ -240,14 +240,43 @@ def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, template: Parallel
         yield from shape_layouts(model, shape, template, space, has_host_link=cluster.pcie is not None)
 
 
+def schedule_counts(shape: Shape, num_micro_batches: int, layers: int, space: SearchSpace,
+                    moe: bool = False) -> dict[str, int]:
+    """How many (schedule, virtual_stages) pairs ``schedule_options`` gives per schedule, in O(1):
+    the interleaved schedule's virtual stages are counted, not listed (up to layers / pp of them)."""
+    pp, m = shape.pp, num_micro_batches
+    pipelined = pp > 1 and m > 1
+    out: dict[str, int] = {}
+    for schedule in SCHEDULES:
+        if schedule not in space.schedules:
+            continue
+        if schedule == "gpipe":
+            n = int(pipelined or "1f1b" not in space.schedules)
+        elif schedule == "1f1b":
+            n = 1
+        elif schedule == "interleaved-1f1b":
+            n = max(0, layers // pp - 1) if pp > 1 and m % pp == 0 else 0
+        else:
+            n = int(moe and pp > 1 and _new_schedule_ok(schedule, pp, m, layers))
+        if n:
+            out[schedule] = n
+    return out
+
+
+def count_schedule_options(shape: Shape, num_micro_batches: int, layers: int, space: SearchSpace,
+                           moe: bool = False) -> int:
+    """len(schedule_options(...)) in O(1)."""
+    return sum(schedule_counts(shape, num_micro_batches, layers, space, moe).values())
+
+
 def count_shape_layouts(model: ModelSpec, shape: Shape, global_batch: int, micro_batch: int,
                         space: SearchSpace = SearchSpace(), hsdp_replicas: int = 1,
                         has_host_link: bool = True) -> int:
     """len(shape_layouts(...)) for one micro-batch size, without building the layouts."""
     sps = len(sequence_parallel_options(model, shape, space))
     zeros = zero_options(shape, space, hsdp_replicas)
-    scheds = schedule_options(shape, global_batch // (shape.dp * micro_batch), model.layers, space, model.is_moe)
-    pairs = sum(1 for z in zeros for s, _ in scheds if schedule_zero_ok(s, z))
+    counts = schedule_counts(shape, global_batch // (shape.dp * micro_batch), model.layers, space, model.is_moe)
+    pairs = sum(n for s, n in counts.items() for z in zeros if schedule_zero_ok(s, z))
     return pairs * len(space.recompute) * sps * len(offload_options(model, space, has_host_link))
 
 

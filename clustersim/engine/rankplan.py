@@ -1,0 +1,284 @@
+"""What each simulated rank does in one step: compiled units, sends, optimizer, schedule.
+
+Both engines walk *simulated ranks*. A simulated rank is pipeline rank ``p`` of a *rank class*: a
+set of data-parallel replicas (pipelines) that run alike. A healthy, homogeneous cluster has one
+class standing for all ``dp`` replicas, so the engines walk ``pp`` ranks (the representative-rank
+path). Faults and mixed GPUs (clustersim.perrank) split the replicas into classes whose pipeline
+stages differ in where they run (``Host``: the scenario as seen from that stage's node group, a
+compute speed, a scale-out link speed) and in how many micro-batches they run; data-parallel
+collectives then couple the classes (a collective starts when its slowest member is ready).
+
+Simulated rank ``k`` is pipeline rank ``k % pp`` of class ``k // pp``; its global stages are
+``chunk * pp + k % pp``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from clustersim.collectives import CollectivePlan
+from clustersim.engine.actions import plan_actions
+from clustersim.engine.groups import pp_plan
+from clustersim.engine.overlap import overlap_slowdown
+from clustersim.engine.scaling import scale_dp_plan, scale_plan, scale_work
+from clustersim.engine.stages import StageWork, Work, build_step_work
+from clustersim.engine.units import CompiledUnit, compile_unit
+from clustersim.engine.zero import DpPlan, Item, dp_plan
+from clustersim.scenario import Scenario
+
+Total = tuple[float, tuple[tuple[str, float], ...]]  # duration of an action's units and its split by cause
+Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch) of an input sent between ranks
+
+CLASSIC_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
+
+
+@dataclass(frozen=True, slots=True)
+class RankAction:
+    """One scheduled action of a simulated rank, resolved (clustersim.engine.actions): its global
+    stage, the units it runs (``part``: "F", "B" the whole backward, "Bi" its input-gradient part,
+    "W" the weight-gradient part), the input it waits for, the outputs it sends (key and the
+    pipeline boundary whose link carries it), whether it completes the chunk's gradients and
+    whether it runs overlapped with the next action (a DualPipe / EP-overlap F&B pair)."""
+
+    kind: str
+    chunk: int
+    micro_batch: int
+    stage: int
+    part: str
+    needs: Key | None
+    sends: tuple[tuple[Key, int], ...]
+    final: bool
+    paired: bool
+    label: str
+
+    def __str__(self) -> str:
+        return self.label
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """Where one pipeline stage of a class runs: the scenario as its GPUs see it (their node
+    group's cluster), the compute speed of its slowest GPU (1 = nominal; a GPU at 0.5 takes twice
+    as long for every kernel) and the bandwidth factor of its slowest scale-out link."""
+
+    scenario: Scenario
+    speed: float = 1.0
+    link_speed: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RankClass:
+    """Data-parallel replicas that run alike: one host per pipeline rank, their micro-batches."""
+
+    hosts: tuple[Host, ...]
+    num_micro_batches: int
+    replicas: tuple[int, ...] = ()   # the data-parallel indices it stands for (reports)
+
+
+@dataclass(frozen=True, slots=True)
+class SimRank:
+    index: int
+    klass: int
+    pp_rank: int
+    actions: tuple[RankAction, ...]
+    units: dict[tuple[int, str], tuple[CompiledUnit, ...]]   # (global stage, part) -> units in order
+    totals: dict[tuple[int, str], Total]
+    isolated: dict[tuple[int, str], bool]    # the action's units cannot contend with other traffic
+    private: dict[tuple[int, str], bool]     # ... except among themselves (their tiers carry nothing else)
+    split: dict[tuple[int, int], tuple[CompiledUnit, CompiledUnit]]  # (stage, bwd unit) -> recompute, proper
+    send: dict[str, CollectivePlan | None]   # "F": to the next stage, "B": to the previous one
+    send_s: dict[str, float]                 # their contention-free durations
+    optimizer_time_s: float
+    final_b: frozenset[int]                  # action indices of each chunk's last backward (or W)
+    stages: tuple[int, ...]                  # global stages held (chunk order)
+    slowdown: float                          # compute rate lost per concurrent collective (its GPU)
+    send_at: dict[int, CollectivePlan] = field(default_factory=dict)   # pipeline boundary -> transfer
+    send_at_s: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    scenario: Scenario
+    pp: int
+    virtual_stages: int
+    num_global: int
+    ranks: tuple[SimRank, ...]
+    classes: tuple[RankClass, ...]
+    dp: DpPlan                                   # data-parallel work of every class (stage-indexed)
+    shared_tiers: frozenset[str]                 # link tiers DP or PP traffic uses beside compute
+    isolated: bool                               # no unit's collectives can contend with other traffic
+    period: tuple[int, int] = (0, 0)             # (actions, micro-batches) of the steady state; 0: none
+    param_gathers: tuple[tuple[tuple[int, int], tuple[Item, ...]], ...] = field(default=())
+    # the schedule has actions only the general paths run (W actions, F&B pairs, a V or DualPipe
+    # stage graph, the host link): no steady-state collapse, no hybrid event engine
+    general: bool = False
+    # an action's units (by identity) -> its duration run alone in the event engine (its own overlapped
+    # collectives sharing its links), filled on demand by clustersim.engine.hybrid
+    alone: dict[tuple, Total] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def rank_of(self, klass: int, stage: int) -> int:
+        return klass * self.pp + stage % self.pp
+
+
+# ---------------------------------------------------------------------------------------------
+# building
+
+class _Compiler:
+    """Compiled units per (scenario, speed, link speed), shared by the ranks of one plan."""
+
+    def __init__(self) -> None:
+        self._units: dict[tuple[int, Scenario, float, float], CompiledUnit] = {}
+        self._keep: list[Work] = []
+
+    def __call__(self, host: Host, work: Work) -> CompiledUnit:
+        key = (id(work), host.scenario, host.speed, host.link_speed)
+        unit = self._units.get(key)
+        if unit is None:
+            unit = compile_unit(host.scenario, scale_work(work, host.speed), host.link_speed)
+            self._units[key] = unit
+            self._keep.append(work)  # keep the id valid
+        return unit
+
+
+def _total(units: tuple[CompiledUnit, ...]) -> Total:
+    by_cause: dict[str, float] = {}
+    for unit in units:
+        for cause, sec in unit.by_cause:
+            by_cause[cause] = by_cause.get(cause, 0.0) + sec
+    return sum(u.time_s for u in units), tuple(sorted(by_cause.items()))
+
+
+def _send_plan(scenario: Scenario, hosts: tuple[Host, ...], boundary: int, size_bytes: float) -> CollectivePlan:
+    """The transfer across the boundary between pipeline ranks ``boundary`` and ``boundary + 1``:
+    priced on each side's fabric, the slower one wins, at the slower side's link speed."""
+    a, b = hosts[boundary], hosts[(boundary + 1) % len(hosts)]
+    plan = pp_plan(a.scenario, size_bytes, boundary)
+    if b.scenario is not a.scenario:
+        other = pp_plan(b.scenario, size_bytes, boundary)
+        plan = other if other.time_s > plan.time_s else plan
+    return scale_plan(plan, min(a.link_speed, b.link_speed))
+
+
+def _plan_tiers(plans: list[CollectivePlan]) -> frozenset[str]:
+    return frozenset(ph.tier for plan in plans for ph in plan.phases)
+
+
+def _isolated(unit: CompiledUnit, shared: frozenset[str]) -> bool:
+    """No other transfer can share a link with this unit's collectives, and at most one of them
+    overlaps compute: its contention-free duration is exact."""
+    overlapped = any(s.plan is not None and s.overlapped for s in unit.steps)
+    collectives = sum(1 for s in unit.steps if s.plan is not None)
+    return not (unit.tiers & shared) and (not overlapped or collectives == 1)
+
+
+def steady_period(schedule: str, pp: int, virtual_stages: int) -> tuple[int, int]:
+    """(actions, micro-batches) after which a rank's steady-state actions repeat with the
+    micro-batch index advanced: 1F1B alternates F and B (2, 1); interleaved 1F1B runs ``pp``
+    micro-batches over every chunk, forward and backward (2 pp v, pp); GPipe runs all forwards
+    then all backwards (1, 1)."""
+    if schedule == "gpipe":
+        return 1, 1
+    if schedule == "interleaved-1f1b" and virtual_stages > 1:
+        return 2 * pp * virtual_stages, pp
+    return 2, 1
+
+
+def build_plan(scenario: Scenario, classes: tuple[RankClass, ...] | None = None,
+               dp_link_speed: dict[int, float] | None = None, dp_scenario: Scenario | None = None) -> StepPlan:
+    """The step plan of ``scenario``: one class on the representative path (``classes`` None),
+    else the given classes; ``dp_link_speed`` slows the data-parallel collectives of a stage;
+    ``dp_scenario`` prices them (mixed GPUs: on the slowest group's fabric)."""
+    if classes is None and dp_link_speed is None and dp_scenario is None:
+        return _representative_plan(scenario)
+    return _build(scenario, classes or (_healthy_class(scenario),), dp_link_speed or {}, dp_scenario or scenario)
+
+
+@functools.lru_cache(maxsize=256)
+def _representative_plan(scenario: Scenario) -> StepPlan:
+    return _build(scenario, (_healthy_class(scenario),), {})
+
+
+def _healthy_class(scenario: Scenario) -> RankClass:
+    par = scenario.parallel
+    return RankClass(tuple(Host(scenario) for _ in range(par.pp)), par.num_micro_batches, tuple(range(par.dp)))
+
+
+def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: dict[int, float],
+           dp_scenario: Scenario | None = None) -> StepPlan:
+    par = scenario.parallel
+    pp, v = par.pp, par.virtual_stages
+    dp_scenario = dp_scenario or scenario
+    base_work = build_step_work(dp_scenario)
+    dp = scale_dp_plan(dp_plan(dp_scenario, base_work), dp_link_speed)
+    compiler = _Compiler()
+    ranks: list[SimRank] = []
+    sends: list[CollectivePlan] = []
+    graph = base_work.graph
+    general = par.schedule not in CLASSIC_SCHEDULES
+    for c, cls in enumerate(classes):
+        planned = plan_actions(scenario, base_work, cls.num_micro_batches)
+        for p in range(pp):
+            host = cls.hosts[p]
+            work = build_step_work(host.scenario)
+            stages = tuple(graph.stage(p, chunk) for chunk in range(graph.chunks))
+            units: dict[tuple[int, str], tuple[CompiledUnit, ...]] = {}
+            split: dict[tuple[int, int], tuple[CompiledUnit, CompiledUnit]] = {}
+            for g in stages:
+                st: StageWork = work.stages[g]
+                units[(g, "F")] = tuple(compiler(host, w) for w in st.forward)
+                units[(g, "B")] = tuple(compiler(host, w) for w in st.backward)
+                if dp.zero3 is not None and dp.zero3.backward_gathers == 2:
+                    for b, (rec, proper) in enumerate(st.backward_split):
+                        split[(g, b)] = (compiler(host, rec), compiler(host, proper))
+            send: dict[str, CollectivePlan | None] = {"F": None, "B": None}
+            if pp > 1:
+                send["F"] = _send_plan(scenario, cls.hosts, p, base_work.p2p_bytes)
+                send["B"] = _send_plan(scenario, cls.hosts, (p - 1) % pp, base_work.p2p_bytes)
+                sends += [send["F"], send["B"]]
+            send_at: dict[int, CollectivePlan] = {}
+            actions: list[RankAction] = []
+            for a in planned[p]:
+                g = a.stage
+                if (g, a.part) not in units:
+                    st = work.stages[g]
+                    works = st.backward_input if a.part == "Bi" else st.backward_weight
+                    units[(g, a.part)] = tuple(compiler(host, w) for w in works)
+                out = []
+                for key, _dst, boundary in a.sends:
+                    if boundary not in send_at:
+                        plan = send["F"] if boundary == p else send["B"] if boundary == (p - 1) % pp else None
+                        if plan is None:
+                            plan = _send_plan(scenario, cls.hosts, boundary, base_work.p2p_bytes)
+                            sends.append(plan)
+                        send_at[boundary] = plan
+                    out.append(((key[0], c, key[1], key[2]), boundary))
+                needs = (a.needs[0], c, a.needs[1], a.needs[2]) if a.needs is not None else None
+                general |= a.paired or a.part in ("Bi", "W")
+                actions.append(RankAction(a.kind, a.chunk, a.micro_batch, g, a.part, needs, tuple(out), a.final,
+                                          a.paired, a.label))
+            final_b = frozenset(i for i, a in enumerate(actions) if a.final)
+            ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, {k: _total(u) for k, u in units.items()},
+                                 {}, {}, split, send, {k: (v.time_s if v is not None else 0.0) for k, v in send.items()},
+                                 work.optimizer_time_s[p] / host.speed, final_b, stages,
+                                 overlap_slowdown(host.scenario.cluster.gpu), send_at,
+                                 {b: v.time_s for b, v in send_at.items()}))
+    groups = [dp.grad_buckets, dp.param_gathers]
+    if dp.zero3 is not None:
+        groups += [dp.zero3.gather, dp.zero3.reduce]
+    plans = [plan for group in groups for items in group.values() for _, plan in items]
+    plans += [plan for items in dp.after_backward.values() for _, plan in items]
+    shared = _plan_tiers(plans + sends)
+    general |= any("host" in u.tiers for rk in ranks for us in rk.units.values() for u in us)
+    for rk in ranks:
+        rk.isolated.update({key: all(_isolated(u, shared) for u in us) for key, us in rk.units.items()})
+        rk.private.update({key: not any(u.tiers & shared for u in us) for key, us in rk.units.items()})
+    isolated = all(rk.isolated.values() for rk in ranks)
+    period = (0, 0) if general else steady_period(par.schedule, pp, v)
+    gathers = tuple(sorted(dp.param_gathers.items()))
+    return StepPlan(scenario, pp, v, graph.num_stages, tuple(ranks), classes, dp, shared, isolated, period, gathers,
+                    general)

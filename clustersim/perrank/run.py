@@ -1,0 +1,184 @@
+"""The engines in per-rank mode: the rank classes simulated together, what paced the step, what it cost.
+
+``simulate`` runs the event engine over every class of ranks (clustersim.perrank.classes):
+pipelines run on their own, data-parallel collectives wait for the slowest class. ``estimate`` is
+the closed form over the same classes, each class on its own (the step is the slowest class's; it
+leaves out that a faster class's overlapped reductions wait for the slow one).
+
+Both compare with the same scenario on a healthy cluster (the representative-rank path) to report
+what the faults cost, and split the critical rank's waiting time: the part beyond what the same
+pipeline stage waits on a healthy cluster (its bubble, pipeline receives and data-parallel waits)
+is time lost waiting for slower peers, the breakdown's ``straggler`` line. The causes still add up
+to the step time. The rank that paced the step is the most degraded GPU (or NIC) of the class whose
+pipeline finished last (or, when no class is slower than another, of the stage whose
+data-parallel collectives ran slowest).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from clustersim.engine.analytical import Recurrence
+from clustersim.engine.collapse import run_collapsed
+from clustersim.engine.rankplan import StepPlan, build_plan
+from clustersim.engine.sim import SimResult, simulate_plan
+from clustersim.engine.stages import step_graph
+from clustersim.engine.timeline import StepResult
+from clustersim.perrank import hetero
+from clustersim.perrank.classes import ClassLayout, Culprit, class_layout, coords_of
+from clustersim.perrank.faults import FaultSpec
+from clustersim.scenario import Scenario
+
+WAITS = ("bubble", "pp_comm", "dp_comm")
+
+
+def per_rank_mode(scenario: Scenario) -> bool:
+    """Whether ``run`` simulates rank classes instead of one representative per stage."""
+    return scenario.faults is not None or bool(scenario.node_groups)
+
+
+@dataclass(frozen=True, slots=True)
+class PerRankPlan:
+    plan: StepPlan
+    layout: ClassLayout
+    healthy: Scenario
+
+
+def per_rank_plan(scenario: Scenario) -> PerRankPlan:
+    faults = scenario.faults or FaultSpec()
+    par = scenario.parallel
+    hosts_of = nics_on = None
+    dp_scenario = scenario
+    if scenario.node_groups:
+        groups, vs = scenario.node_groups, hetero.variants(scenario)
+        slow = hetero.slowness(scenario)
+
+        def hosts_of(d: int, p: int) -> Scenario:
+            return vs[hetero.host_group(scenario, d, p, slow)]
+
+        def nics_on(node: int) -> int:
+            return groups[hetero.group_of_node(groups, node)].cluster.nics_per_node
+
+        # data-parallel collectives span every group: priced on the slowest NICs
+        dp_scenario = vs[min(range(len(groups)), key=lambda i: (_nic_bw(groups[i].cluster), i))]
+    layout = class_layout(scenario, faults, hosts_of, nics_on, scenario.micro_batches_per_replica or None)
+    graph = step_graph(scenario)
+    plan = build_plan(scenario, layout.classes, layout.dp_link_by_stage(par.pp, par.virtual_stages, graph), dp_scenario)
+    return PerRankPlan(plan, layout, replace(scenario, faults=None))
+
+
+def _nic_bw(cluster) -> float:
+    return cluster.scale_out.effective_bw_bytes_per_s * min(1.0, cluster.nics_per_node / cluster.gpus_per_node)
+
+
+def _healthy_causes(result: SimResult | StepResult, busy: dict[str, float], rank: int) -> dict[str, float]:
+    out = dict(busy)
+    out["bubble"] = out.get("bubble", 0.0) + max(0.0, result.step_time_s - result.rank_end_s[rank])
+    return out
+
+
+def straggler_split(breakdown: dict[str, float], healthy: dict[str, float]) -> dict[str, float]:
+    """Move the critical rank's waits beyond the healthy stage's into ``straggler`` (sum unchanged)."""
+    out = dict(breakdown)
+    lost = 0.0
+    for cause in WAITS:
+        extra = max(0.0, out.get(cause, 0.0) - healthy.get(cause, 0.0))
+        out[cause] = out.get(cause, 0.0) - extra
+        lost += extra
+    out["straggler"] = out.get("straggler", 0.0) + lost
+    return out
+
+
+def _culprit_json(who: Culprit | None, scenario: Scenario) -> dict[str, Any] | None:
+    if who is None:
+        return None
+    t, c, d, p = coords_of(who.rank, scenario.parallel)
+    out: dict[str, Any] = {"rank": who.rank, "kind": who.kind, "speed": who.speed, "node": who.node,
+                           "gpu": who.local_gpu, "pp": p, "dp": d, "tp": t, "cp": c}
+    if who.nic >= 0:
+        out["nic"] = who.nic
+    return out
+
+
+def paced_by(prp: PerRankPlan, last_action_s: tuple[float, ...]) -> Culprit | None:
+    """The most degraded GPU or NIC of the class whose pipeline finished last; else the slowest
+    NIC in a stage's data-parallel collectives."""
+    pp = prp.plan.pp
+    layout = prp.layout
+    ends = [max(last_action_s[c * pp:(c + 1) * pp]) for c in range(len(layout.classes))]
+    slowest = max(range(len(ends)), key=lambda c: (ends[c], -c))
+    found = [w for w in layout.culprits[slowest] if w is not None]
+    if not found:
+        found = [w for w in layout.dp_culprits if w is not None]
+    return min(found, key=lambda w: (w.speed, w.rank)) if found else None
+
+
+def _info(prp: PerRankPlan, step_s: float, healthy_s: float, who: Culprit | None) -> dict[str, Any]:
+    layout, sc = prp.layout, prp.plan.scenario
+    faults = sc.faults or FaultSpec()
+    return {
+        "mode": "per-rank",
+        "classes": len(layout.classes),
+        "simulated_ranks": len(prp.plan.ranks),
+        "replicas_per_class": [len(c.replicas) for c in layout.classes],
+        **layout.counts,
+        "seed": faults.seed,
+        "healthy_step_time_s": healthy_s,
+        "cost_s": step_s - healthy_s,
+        "cost_fraction": (step_s - healthy_s) / healthy_s,
+        "paced_by": _culprit_json(who, sc),
+    }
+
+
+def simulate(scenario: Scenario, record: bool = False) -> tuple[SimResult, dict[str, Any]]:
+    """The event engine in per-rank mode: the result (breakdown with its straggler line) and what
+    the report says about it (``faults`` in run --json)."""
+    prp = per_rank_plan(scenario)
+    result = simulate_plan(prp.plan, record)
+    if scenario.faults is None:
+        return result, {}
+    healthy = simulate_plan(_healthy_plan(prp), record=False)
+    healthy_rank = _same_rank(prp, result.critical_rank)
+    breakdown = straggler_split(result.breakdown,
+                                _healthy_causes(healthy, healthy.timeline.busy(healthy_rank), healthy_rank))
+    who = paced_by(prp, result.last_action_s)
+    return replace(result, breakdown=breakdown), _info(prp, result.step_time_s, healthy.step_time_s, who)
+
+
+def _healthy_plan(prp: PerRankPlan) -> StepPlan:
+    """The same job without its faults (mixed GPUs stay)."""
+    return per_rank_plan(prp.healthy).plan if per_rank_mode(prp.healthy) else build_plan(prp.healthy)
+
+
+def _same_rank(prp: PerRankPlan, rank: int) -> int:
+    """The healthy run's simulated rank that runs what ``rank`` runs (same stage; with mixed GPUs,
+    the healthy class holding the same first replica)."""
+    pp = prp.plan.pp
+    if not prp.healthy.node_groups:
+        return rank % pp
+    replica = prp.layout.classes[rank // pp].replicas[0]
+    healthy = per_rank_plan(prp.healthy).layout.classes
+    klass = next(c for c, cls in enumerate(healthy) if replica in cls.replicas)
+    return klass * pp + rank % pp
+
+
+def _closed(plan: StepPlan) -> tuple[StepResult, Recurrence]:
+    rec = Recurrence(plan)
+    rec.issue_param_gathers()
+    run_collapsed(rec)
+    rec.run_to_end()
+    return rec.finish(), rec
+
+
+def estimate(scenario: Scenario) -> tuple[StepResult, dict[str, Any]]:
+    """The closed form in per-rank mode (module docstring)."""
+    prp = per_rank_plan(scenario)
+    result, rec = _closed(prp.plan)
+    if scenario.faults is None:
+        return result, {}
+    healthy, hrec = _closed(_healthy_plan(prp))
+    rank = _same_rank(prp, result.critical_rank)
+    breakdown = straggler_split(result.breakdown, _healthy_causes(healthy, dict(hrec.ranks[rank].causes), rank))
+    who = paced_by(prp, rec.last_action_s)
+    return replace(result, breakdown=breakdown), _info(prp, result.step_time_s, healthy.step_time_s, who)
