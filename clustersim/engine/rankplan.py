@@ -25,6 +25,7 @@ from clustersim.engine.scaling import scale_dp_plan, scale_plan, scale_work
 from clustersim.engine.stages import StageWork, Work, build_step_work
 from clustersim.engine.units import CompiledUnit, compile_unit
 from clustersim.engine.zero import DpPlan, Item, dp_plan
+from clustersim.parallel.pipeline import build_schedule
 from clustersim.scenario import Scenario
 
 Total = tuple[float, tuple[tuple[str, float], ...]]  # duration of an action's units and its split by cause
@@ -208,6 +209,33 @@ def _healthy_class(scenario: Scenario) -> RankClass:
     return RankClass(tuple(Host(scenario) for _ in range(par.pp)), par.num_micro_batches, tuple(range(par.dp)))
 
 
+@functools.lru_cache(maxsize=256)
+def _classic_actions(schedule: str, pp: int, num_micro_batches: int, v: int,
+                     klass: int) -> tuple[tuple[RankAction, ...], ...]:
+    """Each rank's actions for GPipe / 1F1B / interleaved 1F1B without pairs, by arithmetic (as
+    plan_actions gives them, as fast as the engines' former walk): stage ``chunk * pp + rank``,
+    inputs from the neighbouring stage, forward sends over the rank's own boundary, backward ones
+    over the one below."""
+    num_global = pp * v
+    out = []
+    for p, acts in enumerate(build_schedule(schedule, pp, num_micro_batches, v)):
+        last = {a.chunk: i for i, a in enumerate(acts) if a.kind == "B"}
+        down = (p - 1) % pp
+        planned = []
+        for i, a in enumerate(acts):
+            g, mb = a.chunk * pp + p, a.micro_batch
+            if a.kind == "F":
+                needs = ("F", klass, g, mb) if g > 0 else None
+                sends = ((("F", klass, g + 1, mb), p),) if g < num_global - 1 else ()
+            else:
+                needs = ("B", klass, g, mb) if g < num_global - 1 else None
+                sends = ((("B", klass, g - 1, mb), down),) if g > 0 else ()
+            planned.append(RankAction(a.kind, a.chunk, mb, g, a.kind, needs, sends, last.get(a.chunk) == i, False,
+                                      str(a)))
+        out.append(tuple(planned))
+    return tuple(out)
+
+
 def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: dict[int, float],
            dp_scenario: Scenario | None = None) -> StepPlan:
     par = scenario.parallel
@@ -220,8 +248,10 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
     sends: list[CollectivePlan] = []
     graph = base_work.graph
     general = par.schedule not in CLASSIC_SCHEDULES
+    classic = general is False and not (par.overlap_moe_expert_parallel_comm and par.schedule != "gpipe")
     for c, cls in enumerate(classes):
-        planned = plan_actions(scenario, base_work, cls.num_micro_batches)
+        classic_acts = _classic_actions(par.schedule, pp, cls.num_micro_batches, v, c) if classic else None
+        planned = plan_actions(scenario, base_work, cls.num_micro_batches) if classic_acts is None else ()
         for p in range(pp):
             host = cls.hosts[p]
             work = build_step_work(host.scenario)
@@ -241,26 +271,32 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
                 send["B"] = _send_plan(scenario, cls.hosts, (p - 1) % pp, base_work.p2p_bytes)
                 sends += [send["F"], send["B"]]
             send_at: dict[int, CollectivePlan] = {}
-            actions: list[RankAction] = []
-            for a in planned[p]:
-                g = a.stage
-                if (g, a.part) not in units:
-                    st = work.stages[g]
-                    works = st.backward_input if a.part == "Bi" else st.backward_weight
-                    units[(g, a.part)] = tuple(compiler(host, w) for w in works)
-                out = []
-                for key, _dst, boundary in a.sends:
-                    if boundary not in send_at:
-                        plan = send["F"] if boundary == p else send["B"] if boundary == (p - 1) % pp else None
-                        if plan is None:
-                            plan = _send_plan(scenario, cls.hosts, boundary, base_work.p2p_bytes)
-                            sends.append(plan)
-                        send_at[boundary] = plan
-                    out.append(((key[0], c, key[1], key[2]), boundary))
-                needs = (a.needs[0], c, a.needs[1], a.needs[2]) if a.needs is not None else None
-                general |= a.paired or a.part in ("Bi", "W")
-                actions.append(RankAction(a.kind, a.chunk, a.micro_batch, g, a.part, needs, tuple(out), a.final,
-                                          a.paired, a.label))
+            if classic_acts is not None:
+                actions = classic_acts[p]
+                if send["F"] is not None and send["B"] is not None:
+                    send_at = {(p - 1) % pp: send["B"], p: send["F"]}
+            else:
+                resolved: list[RankAction] = []
+                for a in planned[p]:
+                    g = a.stage
+                    if (g, a.part) not in units:
+                        st = work.stages[g]
+                        works = st.backward_input if a.part == "Bi" else st.backward_weight
+                        units[(g, a.part)] = tuple(compiler(host, w) for w in works)
+                    out = []
+                    for key, _dst, boundary in a.sends:
+                        if boundary not in send_at:
+                            plan = send["F"] if boundary == p else send["B"] if boundary == (p - 1) % pp else None
+                            if plan is None:
+                                plan = _send_plan(scenario, cls.hosts, boundary, base_work.p2p_bytes)
+                                sends.append(plan)
+                            send_at[boundary] = plan
+                        out.append(((key[0], c, key[1], key[2]), boundary))
+                    needs = (a.needs[0], c, a.needs[1], a.needs[2]) if a.needs is not None else None
+                    general |= a.paired or a.part in ("Bi", "W")
+                    resolved.append(RankAction(a.kind, a.chunk, a.micro_batch, g, a.part, needs, tuple(out), a.final,
+                                               a.paired, a.label))
+                actions = tuple(resolved)
             final_b = frozenset(i for i, a in enumerate(actions) if a.final)
             ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, {k: _total(u) for k, u in units.items()},
                                  {}, {}, split, send, {k: (v.time_s if v is not None else 0.0) for k, v in send.items()},
