@@ -121,6 +121,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
     elementwise = "fused" if scenario.training.compile else scenario.framework.elementwise
     recipe = scenario.training.recipe
     kinds: dict[tuple[bool, str], LayerCost] = {}
+    merged: dict[int, Work] = {}   # id(LayerCost) -> its backward unit (recompute + backward)
 
     def kind(moe: bool, policy: str | None = None) -> LayerCost:
         """A dense or MoE layer running recompute ``policy`` (memory/policies.py; None: the layout's)."""
@@ -180,7 +181,9 @@ def build_step_work(scenario: Scenario) -> StepWork:
                 params += cost.params
         for k, p in reversed(list(zip(layer_kinds, policies[ms], strict=True))):   # the backward runs in reverse
             lc = kind(k, p)
-            bwd.append(_merge(tuple(lc.recompute.ops), tuple(lc.backward.ops)))
+            if id(lc) not in merged:   # layers of one kind share one backward tuple (priced once downstream)
+                merged[id(lc)] = _merge(tuple(lc.recompute.ops), tuple(lc.backward.ops))
+            bwd.append(merged[id(lc)])
             split.append((tuple(lc.recompute.ops), tuple(lc.backward.ops)))
             e = expert_params_per_gpu(model, par.tp, par.ep, par.etp, moe=k)
             unit_params.append(lc.params - e)
@@ -190,7 +193,8 @@ def build_step_work(scenario: Scenario) -> StepWork:
             split.append((tuple(emb.recompute.ops), tuple(emb.backward.ops)))
             unit_params.append(emb.params)
             unit_expert.append(0)
-        parts = [_split(w) for w in bwd]
+        splits: dict[int, tuple[Work, Work]] = {}
+        parts = [splits.get(id(w)) or splits.setdefault(id(w), _split(w)) for w in bwd]
         model_stages.append(dict(num_layers=n, forward=tuple(fwd), backward=tuple(bwd), backward_split=tuple(split),
                                  unit_params=tuple(unit_params), unit_expert_params=tuple(unit_expert),
                                  params=params, backward_input=tuple(p[0] for p in parts),
