@@ -44,3 +44,19 @@ def h100():
     from clustersim.hardware.load import load_gpu
 
     return load_gpu("h100-sxm-80gb")
+
+
+# Property tests draw the same examples on every run (CI reproducible; a failure found once is
+# found again). Tests still set their own max_examples; explore locally with
+# `--hypothesis-seed=N` or HYPOTHESIS_PROFILE=explore.
+def _hypothesis_profiles() -> None:
+    import os
+
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True)
+    settings.register_profile("explore", derandomize=False)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+_hypothesis_profiles()

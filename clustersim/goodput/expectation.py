@@ -80,8 +80,9 @@ def fractions(p: RunParams, interval_s: np.ndarray | float) -> dict[str, np.ndar
         p_u, p_p = lam / big, mu / big
         restart_u = math.expm1(lam * p.restart_failure_s) / lam if lam * p.restart_failure_s < 700 else math.inf
         kept = p_u * kept_failure
-        ckpt = run_s - compute
-        rework = p_u * (compute - kept_failure)
+        # both differences are >= 0 exactly; clip the rounding of nearly equal terms (tau >> MTBF)
+        ckpt = np.maximum(run_s - compute, 0.0)
+        rework = p_u * np.maximum(compute - kept_failure, 0.0)
         restart = p_u * restart_u
         if p_p > 0:
             length = p.final_save_s + p.restart_planned_s

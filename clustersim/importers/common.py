@@ -30,6 +30,18 @@ GPU_PRESETS = ((r"\bGB200\b", "gb200-nvl72"), (r"\bB200\b", "dgx-b200"), (r"\bH2
                (r"\bMI300X\b", "mi300x"))
 
 
+def cluster_gpus_per_node(cluster: str | None, why: str) -> int:
+    """GPUs per node of the ``--cluster`` preset the job ran on (required: ``why`` says what the
+    file does not tell), or exit 2 naming ``--cluster`` and the presets."""
+    from clustersim.hardware.load import describe, list_clusters
+    if cluster is None:
+        raise InputError("--cluster", None, f"the cluster preset the job ran on ({why}): "
+                         f"one of {', '.join(list_clusters())}")
+    if cluster not in list_clusters():
+        raise InputError("--cluster", cluster, list_clusters())
+    return int(describe("clusters", cluster)["gpus_per_node"])
+
+
 def config_int(value: Any, key: str, lo: int = 1, hi: int = MAX_COUNT) -> int:
     """An integer setting of a job config (an int, or a float with an integral value), within
     ``lo..hi``; anything else is an InputError naming the config key. Config files are typed

@@ -27,7 +27,13 @@ import re
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.importers.common import ImportResult, clean_lines, gpu_preset_in, steady_state
+from clustersim.importers.common import (
+    ImportResult,
+    clean_lines,
+    cluster_gpus_per_node,
+    gpu_preset_in,
+    steady_state,
+)
 from clustersim.inputs import load_json
 
 THROUGHPUT = re.compile(r"(?:global_step=(\d+)|\b\d+/(\d+)),\s*(?:RunningAvgSamplesPerSec=[\d.e+-]+,\s*"
@@ -76,14 +82,8 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
                          name: str) -> tuple[dict[str, Any], list[str]]:
     """(scenario dict without model fields, notes). The layout is data parallel (DeepSpeed ZeRO);
     TP/PP from Megatron-DeepSpeed come from ``--set``."""
-    from clustersim.hardware.load import describe, list_clusters
     notes: list[str] = []
-    if cluster is None:
-        raise InputError("--cluster", None, "the cluster preset the job ran on (the config does not name the GPU): "
-                         f"one of {', '.join(list_clusters())}")
-    if cluster not in list_clusters():
-        raise InputError("--cluster", cluster, list_clusters())
-    gpn = int(describe("clusters", cluster)["gpus_per_node"])
+    gpn = cluster_gpus_per_node(cluster, "the config does not name the GPU")
     batch, micro = _auto(cfg.get("train_batch_size")), _auto(cfg.get("train_micro_batch_size_per_gpu"))
     accum = _auto(cfg.get("gradient_accumulation_steps"))
     world = None

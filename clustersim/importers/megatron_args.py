@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.importers.common import clean_line
+from clustersim.importers.common import clean_line, cluster_gpus_per_node
 from clustersim.limits import MAX_COUNT
 
 # megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
@@ -471,7 +471,6 @@ def _check_unsupported(a: MegatronArgs, num_layers: int, ffn: int | None) -> Non
 
 def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, name: str) -> MappedScenario:
     """The scenario dict these arguments describe; InputError names what is missing or unsupported."""
-    from clustersim.hardware.load import describe, list_clusters
     notes: list[str] = []
     layers = _int(a, "num_layers") or _int(a, "decoder_num_layers") or _int(a, "encoder_num_layers")
     for what, value, flag in (("the layer count", layers, "--num-layers"),
@@ -571,12 +570,7 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         if isinstance(nn, str) and ":" in nn:
             nn = int(nn.split(":")[-1])
         world = int(a.launcher["nproc_per_node"]) * int(nn)
-    if cluster is None:
-        raise InputError("--cluster", None, "the cluster preset the job ran on (the arguments never name the GPU "
-                         f"type): one of {', '.join(list_clusters())}")
-    if cluster not in list_clusters():
-        raise InputError("--cluster", cluster, list_clusters())
-    gpn = int(describe("clusters", cluster)["gpus_per_node"])
+    gpn = cluster_gpus_per_node(cluster, "the arguments never name the GPU type")
     cluster_d: dict[str, Any] = {"preset": cluster}
     if nodes is not None:
         cluster_d["nodes"] = nodes

@@ -30,7 +30,14 @@ import sys
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.importers.common import ImportResult, clean_lines, config_int, gpu_preset_in, steady_state
+from clustersim.importers.common import (
+    ImportResult,
+    clean_lines,
+    cluster_gpus_per_node,
+    config_int,
+    gpu_preset_in,
+    steady_state,
+)
 from clustersim.importers.megatron_args import supports
 from clustersim.inputs import MAX_DEPTH, check_structure
 
@@ -144,7 +151,6 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
                        dict[str, Any] | None = None, mesh: dict[str, int] | None = None,
                        name: str = "imported torchtitan job") -> tuple[dict[str, Any], list[str]]:
     """(scenario dict, notes) of a torchtitan job config; InputError names what is missing."""
-    from clustersim.hardware.load import describe, list_clusters
     notes: list[str] = []
     model_cfg = _section(cfg, "model")
     training = _section(cfg, "training")
@@ -183,12 +189,7 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
         raise InputError("parallelism.data_parallel_shard_degree", shard, "an integer >= 1, or -1 (the remaining ranks)")
     if shard == -1 and (mesh.get("dp_shard") or mesh.get("dp")):
         shard = mesh.get("dp_shard") or mesh.get("dp")
-    if cluster is None:
-        raise InputError("--cluster", None, "the cluster preset the job ran on (the config does not name the GPU): "
-                         f"one of {', '.join(list_clusters())}")
-    if cluster not in list_clusters():
-        raise InputError("--cluster", cluster, list_clusters())
-    gpn = int(describe("clusters", cluster)["gpus_per_node"])
+    gpn = cluster_gpus_per_node(cluster, "the config does not name the GPU")
     if shard == -1:
         if nodes is None:
             raise InputError("--nodes", None, "the node count: data_parallel_shard_degree is -1 (all remaining "
