@@ -6,7 +6,7 @@ For each shipped scenario and a scaled copy: the GPU count, pipeline depth x mic
 the wall time of one call of the closed-form twin (`api.estimate`) and of the event engine
 (`api.simulate`, which also runs the twin for its report), each in a fresh process so that no
 memo cache is warm (median of 3 processes; imports excluded); then the whole command's wall time
-with start-up for the two acceptance scenarios.
+with start-up for the acceptance scenarios (DeepSeek-V3 on 2,048 GPUs: issue 9).
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def main() -> None:
         ("gpt3_175b_a100x1024.yaml", []),
         ("gpt3_175b_a100x1024.yaml", ["cluster.nodes=512", "parallel.dp=64", "parallel.global_batch=6144"]),
         ("llama3_405b_h100x16384.yaml", []),
+        # issue 9: MoE with MLA, MTP, DualPipe and EP64 on 2,048 GPUs (acceptance: under 5 s)
+        ("mixtral_8x22b_h100x256.yaml", []),
+        ("deepseek_v3_h800x2048.yaml", []),
     ]
     table = Table(title="simulation wall time vs cluster size (cold caches, median of 3)")
     for col in ("scenario", "GPUs", "pp x micro-batches", "closed form s", "event engine s"):
@@ -63,7 +66,7 @@ def main() -> None:
                       f"{closed['gpus']:,}", f"{closed['pp']} x {closed['m']}",
                       f"{closed['wall_s']:.3f}", f"{event['wall_s']:.3f}")
     Console(width=160).print(table)
-    for name in ("gpt3_175b_a100x1024.yaml", "llama3_405b_h100x16384.yaml"):
+    for name in ("gpt3_175b_a100x1024.yaml", "llama3_405b_h100x16384.yaml", "deepseek_v3_h800x2048.yaml"):
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "clustersim", "run", str(ROOT / "scenarios" / name), "--json"],
                        check=True, capture_output=True, cwd=ROOT)

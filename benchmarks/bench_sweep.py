@@ -2,7 +2,13 @@
 global batch 1536), with layouts per second, time per phase, the top 5 and the hand-picked
 Megatron layout (TP8 PP8 DP16, micro-batch 1; Narayanan et al. 2021, Table 1) for comparison.
 
-    python benchmarks/bench_sweep.py [--executor local|dask|serial] [--workers N] [SCENARIO]
+    python benchmarks/bench_sweep.py [--executor local|dask|serial] [--workers N] [--set KEY=VALUE] [SCENARIO]
+
+The MoE acceptance line (issue 9): Mixtral 8x22B on 1,024 H100, EP x ETP, the zero-bubble and
+DualPipe schedules and optimizer offload in the space:
+
+    PYTHONPATH=. python benchmarks/bench_sweep.py scenarios/mixtral_8x22b_h100x256.yaml \
+        --set cluster.nodes=128 --set parallel.dp=128 --set parallel.global_batch=1024
 
 Prints a table; nothing is asserted (timings depend on the machine).
 """
@@ -30,9 +36,10 @@ def main() -> None:
     ap.add_argument("--executor", default="local", choices=("local", "dask", "serial"))
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--rerank", type=int, default=8)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario field")
     args = ap.parse_args()
 
-    scenario = load_scenario(args.scenario)
+    scenario = load_scenario(args.scenario, args.set)
     spec = sweep_spec(scenario)
     phases: dict[str, list[float]] = {}
 

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
+from clustersim.engine.actions import step_schedule
 from clustersim.engine.analytical import estimate_step
 from clustersim.engine.budget import check_step_budget
 from clustersim.engine.memory_plan import rank_memory, worst_stage
 from clustersim.engine.sim import SimResult, simulate_step
 from clustersim.errors import InputError
-from clustersim.parallel.pipeline import build_schedule, validate_schedule
+from clustersim.parallel.pipeline import build_schedule, stage_graph, validate_schedule
 from clustersim.perrank import run as perrank
 from clustersim.perrank.run import per_rank_mode
 from clustersim.report import StepReport
@@ -31,13 +32,15 @@ __all__ = ["StepReport", "compare_frame", "estimate", "load_scenario", "plan_col
 
 def _schedule(scenario: Scenario):
     par = scenario.parallel
-    return _validated_schedule(par.schedule, par.pp, par.num_micro_batches, par.virtual_stages)
+    schedule = _validated_schedule(par.schedule, par.pp, par.num_micro_batches, par.virtual_stages)
+    return step_schedule(scenario) if par.overlap_moe_expert_parallel_comm else schedule
 
 
 @functools.lru_cache(maxsize=256)
 def _validated_schedule(kind: str, pp: int, num_micro_batches: int, virtual_stages: int):
     schedule = build_schedule(kind, pp, num_micro_batches, virtual_stages)
-    validate_schedule(schedule, pp, num_micro_batches, virtual_stages)
+    validate_schedule(schedule, pp, num_micro_batches, virtual_stages,
+                      graph=stage_graph(kind, pp, virtual_stages, num_micro_batches))
     return schedule
 
 

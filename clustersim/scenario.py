@@ -33,6 +33,7 @@ from clustersim.limits import (
     MAX_PER_NODE,
 )
 from clustersim.parallel.layout import ParallelLayout
+from clustersim.parallel.rules import check_extensions
 from clustersim.perrank.faults import FaultSpec, FaultsSection, fault_spec
 from clustersim.perrank.hetero import ClusterGroupSection, NodeGroup, load_groups
 from clustersim.workload.model_spec import ModelSpec
@@ -50,6 +51,14 @@ class _Strict(BaseModel):
 class MoeSection(_Strict):
     experts: int = Field(0, ge=0, le=MAX_EXPERTS)
     top_k: int = Field(0, ge=0, le=MAX_EXPERTS)
+    shared_experts: int = Field(0, ge=0, le=MAX_EXPERTS)
+    expert_ffn_hidden: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)  # None: model.ffn_hidden
+    first_dense_layers: int = Field(0, ge=0, le=MAX_LAYERS)
+    capacity_factor: float | None = Field(None, gt=0)      # None: dropless
+    imbalance: float = Field(1.0, ge=1.0)
+    router_num_groups: int = Field(0, ge=0, le=MAX_EXPERTS)  # node-limited routing (Megatron names)
+    router_group_topk: int = Field(0, ge=0, le=MAX_EXPERTS)
+    token_dispatcher: Literal["alltoall", "flex"] = "alltoall"
 
 
 class ModelSection(_Strict):
@@ -66,6 +75,13 @@ class ModelSection(_Strict):
     seq_len: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     moe: MoeSection | None = None
     tie_embeddings: bool | None = None
+    attention: Literal["mha", "gqa", "mla"] | None = None
+    q_lora_rank: int | None = Field(None, ge=0)
+    kv_lora_rank: int | None = Field(None, ge=1)
+    qk_rope_head_dim: int | None = Field(None, ge=1)
+    qk_nope_head_dim: int | None = Field(None, ge=1)
+    v_head_dim: int | None = Field(None, ge=1)
+    mtp_layers: int | None = Field(None, ge=0)
 
 
 class ClusterSection(_Strict):
@@ -88,6 +104,12 @@ class ClusterSection(_Strict):
     pue: float | None = Field(None, ge=1.0, le=100.0, allow_inf_nan=False)
 
 
+class OffloadSection(_Strict):
+    optimizer: bool = False
+    activations: bool = False
+    params: bool = False
+
+
 class FsdpSection(_Strict):
     """ZeRO-3 as torch FSDP (CONTRACT section 4): ``version`` 1 (FlatParameter per wrapped unit) or
     2 (per-parameter sharding, ``fully_shard``); left out, the framework's own ZeRO-3 runs."""
@@ -108,9 +130,11 @@ class ParallelSection(_Strict):
     zero_stage: Literal[0, 1, 2, 3] = 0
     micro_batch: int = Field(1, ge=1, le=MAX_COUNT)
     global_batch: int | None = Field(None, ge=1, le=MAX_COUNT)  # None: dp * micro_batch * 4 * pp (documented default)
-    schedule: Literal["gpipe", "1f1b", "interleaved-1f1b"] = "1f1b"
+    schedule: Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v"] = "1f1b"
     virtual_stages: int = Field(1, ge=1, le=MAX_LAYERS)
     recompute: Literal["none", "selective", "selective-op", "full"] = "none"
+    # Megatron --recompute-modules (with recompute: selective): extra fine-grained recompute
+    recompute_modules: tuple[Literal["core_attn", "mla_up_proj", "layernorm", "moe_act"], ...] = ()
     recompute_every: int | None = None        # full recompute of every N-th layer (torchtitan layer AC)
     recompute_method: Literal["uniform", "block"] | None = None   # Megatron, with recompute: full
     recompute_num_layers: int | None = None
@@ -118,6 +142,11 @@ class ParallelSection(_Strict):
     overlap_param_gather: bool | None = None    # None: the framework's default
     tp_comm_overlap: bool = False
     dp_bucket_params: int = Field(0, ge=0, le=MAX_COUNT)
+    expert_tp: int | None = Field(None, ge=1, le=MAX_GPUS)  # None: tp (Megatron's default ETP)
+    cp_comm: Literal["p2p", "a2a", "a2a+p2p"] = "p2p"
+    hierarchical_cp_sizes: tuple[int, int] | None = None    # (a2a, p2p) for cp_comm a2a+p2p
+    offload: OffloadSection = OffloadSection()
+    overlap_moe_expert_parallel_comm: bool = False
     fsdp: FsdpSection | None = None
     layers_per_stage: list[int] | None = None   # per global stage (chunk * pp + rank); None: even or balanced
     balance: Literal["auto", "even"] = "auto"   # mixed GPUs: split layers and micro-batches to speed, or evenly
@@ -127,6 +156,7 @@ class TrainingSection(_Strict):
     dtype: Literal["bf16", "fp16", "fp8", "fp4", "fp32"] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["auto", "flash", "standard"] = "auto"
+    adam_moments: Literal["fp32", "bf16"] = "fp32"   # Megatron --exp-avg-dtype / --exp-avg-sq-dtype
     compile: bool = False   # torch.compile (torchtitan): fuses element-wise ops like Megatron's kernels
     # scaling of the low-precision GEMMs (clustersim.compute.precision); None: the GPU's default
     fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8"] | None = None
@@ -270,6 +300,18 @@ def model_from_fields(name: str, fields: dict[str, Any]) -> ModelSpec:
         seq_len=fields["seq_len"], kv_heads=fields.get("kv_heads") or 0, ffn_hidden=fields.get("ffn_hidden") or 0,
         ffn_act=fields.get("ffn_act") or "gelu", moe_experts=moe.get("experts", 0) or 0,
         moe_top_k=moe.get("top_k", 0) or 0, tie_embeddings=bool(fields.get("tie_embeddings") or False),
+        moe_shared_experts=moe.get("shared_experts") or 0,
+        moe_expert_ffn_hidden=moe.get("expert_ffn_hidden") or 0,
+        moe_first_dense_layers=moe.get("first_dense_layers") or 0,
+        moe_capacity_factor=float(moe.get("capacity_factor") or 0.0),
+        moe_imbalance=float(moe.get("imbalance") or 1.0),
+        moe_router_num_groups=moe.get("router_num_groups") or 0,
+        moe_router_group_topk=moe.get("router_group_topk") or 0,
+        moe_token_dispatcher=moe.get("token_dispatcher") or "alltoall",
+        attention=fields.get("attention") or "",
+        q_lora_rank=fields.get("q_lora_rank") or 0, kv_lora_rank=fields.get("kv_lora_rank") or 0,
+        qk_rope_head_dim=fields.get("qk_rope_head_dim") or 0, qk_nope_head_dim=fields.get("qk_nope_head_dim") or 0,
+        v_head_dim=fields.get("v_head_dim") or 0, mtp_layers=fields.get("mtp_layers") or 0,
     )
 
 
@@ -299,7 +341,28 @@ def read_hf_config(path: str) -> dict[str, Any]:
     fields["ffn_act"] = "swiglu" if act in ("silu", "swiglu") else "gelu"
     experts = first("num_local_experts", "num_experts", "n_routed_experts")
     if experts:
-        fields["moe"] = {"experts": experts, "top_k": first("num_experts_per_tok", "moe_top_k") or 2}
+        # Mixtral (num_local_experts), Qwen-MoE (num_experts, moe_intermediate_size,
+        # shared_expert_intermediate_size) and DeepSeek-V2/V3 (n_routed_experts, n_shared_experts,
+        # moe_intermediate_size, first_k_dense_replace, n_group, topk_group) key names
+        moe: dict[str, Any] = {"experts": experts, "top_k": first("num_experts_per_tok", "moe_top_k") or 2}
+        width = first("moe_intermediate_size")
+        if width:
+            moe["expert_ffn_hidden"] = width
+        shared = first("n_shared_experts")
+        if not shared and width and first("shared_expert_intermediate_size"):
+            shared = first("shared_expert_intermediate_size") // width
+        for key, value in (("shared_experts", shared), ("first_dense_layers", first("first_k_dense_replace")),
+                           ("router_num_groups", first("n_group")), ("router_group_topk", first("topk_group"))):
+            if value:
+                moe[key] = value
+        fields["moe"] = moe
+    if first("kv_lora_rank"):  # DeepSeek-V2/V3 multi-head latent attention
+        fields["attention"] = "mla"
+        for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            fields[key] = first(key)
+        fields["q_lora_rank"] = first("q_lora_rank") or 0
+    if first("num_nextn_predict_layers"):
+        fields["mtp_layers"] = first("num_nextn_predict_layers")
     missing = [k for k in ("layers", "hidden", "heads", "vocab", "seq_len") if fields[k] is None]
     if missing:
         raise InputError("model.hf_config", path, f"a config.json with {', '.join(missing)} "
@@ -323,8 +386,12 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
     if section.hf_config is not None:
         fields.update(read_hf_config(section.hf_config))
         name = section.name or Path(section.hf_config).parent.name or "hf-model"
-    explicit = section.model_dump(exclude_none=True, exclude={"preset", "hf_config", "name"})
+    explicit = section.model_dump(exclude_none=True, exclude={"preset", "hf_config", "name", "moe"})
     fields.update(explicit)
+    if section.moe is not None:  # explicit moe fields override the preset's one by one
+        moe = dict(fields.get("moe") or {})
+        moe.update(section.moe.model_dump(exclude_unset=True))
+        fields["moe"] = moe
     for key in ("layers", "hidden", "heads", "vocab", "seq_len"):
         if key not in fields:
             raise InputError(f"model.{key}", None,
@@ -354,7 +421,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
     if model.kv_heads % par.tp and par.tp % model.kv_heads:
         raise InputError("parallel.tp", par.tp,
                          f"a divisor or multiple of model.kv_heads ({model.kv_heads})")
-    if model.hidden % model.heads:
+    if model.hidden % model.heads and not model.is_mla:
         raise InputError("model.hidden", model.hidden, f"a multiple of model.heads ({model.heads})")
     if model.ffn_hidden % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.ffn_hidden ({model.ffn_hidden})")
@@ -384,17 +451,10 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
         raise InputError("parallel.cp", par.cp, f"a cp with model.seq_len ({model.seq_len}) divisible by 2 * cp")
     if par.sequence_parallel and model.seq_len % par.tp:
         raise InputError("parallel.sequence_parallel", True, f"false, or tp dividing model.seq_len ({model.seq_len})")
-    if par.ep > 1:
-        if not model.is_moe:
-            raise InputError("parallel.ep", par.ep, "1 for a dense model (model.moe.experts = 0)")
-        if model.moe_experts % par.ep or (par.dp * par.cp) % par.ep:
-            raise InputError("parallel.ep", par.ep,
-                             f"a divisor of model.moe.experts ({model.moe_experts}) and of dp * cp ({par.dp * par.cp})")
     if par.zero_stage == 3 and (par.dp * par.cp) % par.hsdp_replicas:
         raise InputError("parallel.fsdp.hsdp_replicas", par.hsdp_replicas,
                          f"a divisor of dp * cp ({par.dp * par.cp})")
-    if model.is_moe and not 1 <= model.moe_top_k <= model.moe_experts:
-        raise InputError("model.moe.top_k", model.moe_top_k, f"1..{model.moe_experts}")
+    check_extensions(model, cluster, par)  # MoE, MLA, CP variants, offload, zero-bubble / DualPipe
 
 
 _check_consistency = check_layout  # the former private name
@@ -470,12 +530,16 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
 
         explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, p.pp * p.virtual_stages)
     recompute = _recompute_fields(p, model)
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "layers_per_stage", "balance", *recompute}), **overlaps,
-                            **recompute, "dp": dp, "global_batch": global_batch,
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", "layers_per_stage", "balance", *recompute}),
+                            **overlaps, **recompute, "dp": dp, "global_batch": global_batch,
                             "layers_per_stage": explicit_layers or (),
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,
-                            "hsdp_replicas": fsdp.hsdp_replicas})
+                            "hsdp_replicas": fsdp.hsdp_replicas, "expert_tp": p.expert_tp or 0,
+                            "hierarchical_cp_sizes": _hierarchical_cp(p, cluster.gpus_per_node),
+                            "offload_optimizer": p.offload.optimizer, "offload_activations": p.offload.activations,
+                            "offload_params": p.offload.params,
+                            "adam_moment_bytes": 2 if raw.training.adam_moments == "bf16" else 4})
     t = raw.training
     # every group's GPUs must run the dtype and recipe (clustersim.compute.precision.resolve_recipe)
     recipes = {resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, spec.gpu) for spec in [g.cluster for g in groups]
@@ -525,6 +589,22 @@ def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, .
                    f"cluster.preset ({preset}): {exc.field}")
         raise InputError(key, exc.value, exc.allowed) from None
     return cluster, ()
+
+
+def _hierarchical_cp(p: ParallelSection, gpus_per_node: int) -> tuple[int, int] | None:
+    """(a2a, p2p) sizes of hierarchical context parallelism. Megatron requires
+    --hierarchical-context-parallel-sizes with a2a+p2p; left out, the all-to-all takes the largest
+    divisor of cp whose group (times tp) stays inside one node and the ring spans the rest."""
+    if p.cp_comm != "a2a+p2p":
+        return None
+    if p.hierarchical_cp_sizes is not None:
+        a2a, p2p = p.hierarchical_cp_sizes
+        if a2a < 1 or p2p < 1 or a2a * p2p != p.cp:
+            raise InputError("parallel.hierarchical_cp_sizes", list(p.hierarchical_cp_sizes),
+                             f"two positive sizes [a2a, p2p] whose product is parallel.cp ({p.cp})")
+        return a2a, p2p
+    a2a = max(d for d in range(1, p.cp + 1) if p.cp % d == 0 and d * p.tp <= max(gpus_per_node, p.tp))
+    return a2a, p.cp // a2a
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

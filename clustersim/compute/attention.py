@@ -45,24 +45,32 @@ def _ramp(s_k: int, causal: bool) -> float:
     return min(1.0, (v / (v + 1)) / (v_ref / (v_ref + 1)))
 
 
-def attention_fwd_flops(batch: int, s_q: int, s_k: int, heads: int, head_dim: int, causal: bool = True) -> float:
+def attention_fwd_flops(batch: int, s_q: int, s_k: int, heads: int, head_dim: int, causal: bool = True,
+                        v_head_dim: int = 0) -> float:
+    """Q K^T (``head_dim`` deep) and P V (``v_head_dim`` wide, default ``head_dim``): 2 s_q s_k
+    (d_qk + d_v) per head, the papers' 4 s_q s_k d when both are d."""
     frac = _causal_fraction(s_k) if causal else 1.0
-    return 4.0 * batch * s_q * s_k * heads * head_dim * frac
+    dv = v_head_dim or head_dim
+    return 2.0 * batch * s_q * s_k * heads * (head_dim + dv) * frac
 
 
 def attention_ops(batch: int, s_q: int, s_k: int, heads: int, kv_heads: int, head_dim: int,
-                  gpu: GpuSpec, dtype: str, act_bytes: int, causal: bool = True) -> tuple[Op, Op]:
-    """(forward, backward) flash-attention ops for ``heads`` query heads on this GPU."""
+                  gpu: GpuSpec, dtype: str, act_bytes: int, causal: bool = True, v_head_dim: int = 0,
+                  name: str = "attention_core") -> tuple[Op, Op]:
+    """(forward, backward) flash-attention ops for ``heads`` query heads on this GPU.
+    ``v_head_dim`` (MLA: 128 next to a 192-deep query/key head) defaults to ``head_dim``."""
     arch = arch_for(gpu)
     peak = gpu.peak(compute_dtype(dtype))  # TE runs attention in bf16 under fp8/fp4 recipes
     ramp = _ramp(s_k, causal)
-    fwd_flops = attention_fwd_flops(batch, s_q, s_k, heads, head_dim, causal)
+    dv = v_head_dim or head_dim
+    fwd_flops = attention_fwd_flops(batch, s_q, s_k, heads, head_dim, causal, dv)
     bwd_flops = BWD_FLOP_RATIO * fwd_flops
     q_bytes = batch * s_q * heads * head_dim * act_bytes
-    kv_bytes = 2 * batch * s_k * kv_heads * head_dim * act_bytes
+    o_bytes = batch * s_q * heads * dv * act_bytes
+    kv_bytes = batch * s_k * kv_heads * (head_dim + dv) * act_bytes
     lse_bytes = batch * s_q * heads * 4                    # fp32 log-sum-exp per query row
-    fwd_bytes = q_bytes + kv_bytes + q_bytes + lse_bytes   # read Q, K, V; write O, lse
-    bwd_bytes = 3 * q_bytes + kv_bytes + lse_bytes + q_bytes + kv_bytes  # read Q, O, dO, K, V, lse; write dQ, dK, dV
+    fwd_bytes = q_bytes + kv_bytes + o_bytes + lse_bytes   # read Q, K, V; write O, lse
+    bwd_bytes = q_bytes + 2 * o_bytes + kv_bytes + lse_bytes + q_bytes + kv_bytes  # read Q, O, dO, K, V, lse; write dQ, dK, dV
     # The papers' ceilings are short benchmarks: scale by the sustained (MSMF / MAMF) clock ratio as for
     # GEMMs; a calibrated profile instead scales them by its GEMM efficiency over the sustained MAMF.
     sustained = arch.mamf_for(compute_dtype(dtype))[0] * arch.sustained_ratio
@@ -71,5 +79,5 @@ def attention_ops(batch: int, s_q: int, s_k: int, heads: int, kv_heads: int, hea
     eff_bwd = arch.attn_bwd_frac * ramp * scale * gpu.attention_scale
     fwd_t = max(fwd_flops / (peak * eff_fwd), memory_time_s(fwd_bytes, gpu), KERNEL_FLOOR_S) / gpu.compute_scale
     bwd_t = max(bwd_flops / (peak * eff_bwd), memory_time_s(bwd_bytes, gpu), KERNEL_FLOOR_S) / gpu.compute_scale
-    return (Op("attention_core", fwd_flops, fwd_bytes, fwd_t),
-            Op("attention_core_bwd", bwd_flops, bwd_bytes, bwd_t))
+    return (Op(name, fwd_flops, fwd_bytes, fwd_t),
+            Op(f"{name}_bwd", bwd_flops, bwd_bytes, bwd_t))

@@ -6,11 +6,21 @@ per layer and forward pass (x3 for forward + backward):
 
 * QKV, out-projection: 2 B s h (h + 2 h_kv) + 2 B s h^2   (h_kv = h for multi-head attention)
 * attention scores and values: 2 x 2 B s^2 h (no causal discount, as in the papers)
-* MLP: 2 B s h f x (3 for SwiGLU, 2 for GELU) x top_k experts for MoE (plus the router, 2 B s h E)
+* MLP: 2 B s h f x (3 for SwiGLU, 2 for GELU)
 * logits: 2 B s h V (once, not per layer)
 
 With h_kv = h, f = 4h, GELU: 24 B s h^2 + 4 B s^2 h per layer forward, times 3 and l layers plus
 6 B s h V gives eq. 7 exactly.
+
+Generalised, each term the same "2 x tokens x weights" count:
+
+* MoE layers: ``top_k`` routed plus ``shared`` experts of width ``f_e`` per token and the router
+  ``2 B s h E``; the first ``first_dense_layers`` layers keep the dense MLP (DeepSeek-V3's three).
+* MLA (DeepSeek-V2 §2.1.2): the projections' weights (clustersim.workload.model_spec
+  ``attention_params``) and an attention core of ``2 B s^2 n (d_qk + d_v)`` (Q K^T at the
+  query/key depth, P V at the value depth).
+* Multi-token prediction (DeepSeek-V3 §2.2): each module adds one transformer layer, the
+  ``2h -> h`` projection and a second pass through the output head.
 """
 
 from __future__ import annotations
@@ -18,14 +28,28 @@ from __future__ import annotations
 from clustersim.workload.model_spec import ModelSpec
 
 
+def _layer_fwd_flops(model: ModelSpec, tokens: int, batch: int, moe: bool) -> float:
+    s, h = model.seq_len, model.hidden
+    if model.is_mla:
+        proj = 2 * tokens * model.attention_params()
+        core = 2 * batch * s * s * model.heads * (model.head_dim + model.v_head_dim)
+    else:
+        proj = 2 * tokens * h * (h + 2 * model.kv_hidden) + 2 * tokens * h * h
+        core = 4 * batch * s * s * h
+    if moe:
+        experts = model.moe_top_k + model.moe_shared_experts
+        mlp = 2 * tokens * h * model.moe_expert_ffn_hidden * model.num_mlp_matrices * experts
+        mlp += 2 * tokens * h * model.moe_experts   # router
+    else:
+        mlp = 2 * tokens * h * model.ffn_hidden * model.num_mlp_matrices
+    return float(proj + core + mlp)
+
+
 def model_flops_per_step(model: ModelSpec, global_batch: int) -> float:
     b, s, h = global_batch, model.seq_len, model.hidden
     tokens = b * s
-    attn_proj = 2 * tokens * h * (h + 2 * model.kv_hidden) + 2 * tokens * h * h
-    attn_core = 4 * b * s * s * h
-    active = model.moe_top_k if model.is_moe else 1
-    mlp = 2 * tokens * h * model.ffn_hidden * model.num_mlp_matrices * active
-    router = 2 * tokens * h * model.moe_experts
-    per_layer_fwd = attn_proj + attn_core + mlp + router
-    logits_fwd = 2 * tokens * h * model.vocab
-    return float(3 * (model.layers * per_layer_fwd + logits_fwd))
+    per_step = model.num_moe_layers * _layer_fwd_flops(model, tokens, b, True)
+    per_step += model.num_dense_layers * _layer_fwd_flops(model, tokens, b, False)
+    logits = 2 * tokens * h * model.vocab
+    mtp = model.mtp_layers * (_layer_fwd_flops(model, tokens, b, model.is_moe) + 2 * tokens * 2 * h * h + logits)
+    return float(3 * (per_step + logits + mtp))

@@ -16,11 +16,16 @@ Korthikanti et al. 2022 §4.2.2 for sequence parallelism):
   weight gradient (overlapped with the data-gradient GEMM) and a reduce_scatter of the input
   gradient (overlapped with the weight-gradient GEMM), as in layers.py above.
 * ``tp_comm_overlap`` (userbuffers, Megatron --tp-comm-overlap) makes every TP collective overlappable.
-* CP (ring attention, Transformer Engine's context-parallel attention): the K, V shards travel
-  around the ring during the attention core, overlapped with the per-chunk attention; modelled as
-  an all_gather of the full K, V; backward sends K, V again and reduce-scatters dK, dV.
-* EP: all_to_all dispatch before and combine after the experts (Megatron-Core MoE AlltoAll token
-  dispatcher); the same two in backward.
+* CP: ring attention (p2p), Ulysses (a2a) or both (a2a+p2p), clustersim.compute.context_parallel.
+* Attention kinds: MHA / GQA here; multi-head latent attention in clustersim.compute.mla.
+* MoE layers (after ``moe_first_dense_layers`` dense ones): clustersim.compute.moe (router,
+  dispatch/combine over EP, expert TP, grouped expert GEMMs, shared experts).
+* FP8 (Transformer Engine / DeepSeek-V3 recipes): the GEMM operands are quantized by separate
+  memory-bound kernels before each FP8 GEMM (DeepSeek-V3 §3.3: activations per 1x128 tile,
+  "per_token_cast"; weight-gradient GEMMs need transposed casts of both operands); the weights'
+  FP8 copies are made once per step (clustersim.compute.dtypes.weight_bytes), so a forward or
+  data-gradient GEMM casts its activation operand (read 16-bit, write 8-bit) and a
+  weight-gradient GEMM both of its operands.
 * sizes follow nccl-tests: full buffer for all_reduce, gathered total for the others.
 
 ``Op.flops`` counts matrix (tensor-core) FLOPs only; element-wise ops carry bytes.
@@ -30,12 +35,16 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 
 from clustersim.compute.attention import attention_ops
 from clustersim.compute.attention_standard import standard_attention_ops
+from clustersim.compute.context_parallel import cp_attention
 from clustersim.compute.conventions import gated_factor, local_kv_heads, resolve_attention, uses_dropout
 from clustersim.compute.dtypes import activation_bytes, check_dtype
 from clustersim.compute.gemm import linear_gemm_op
+from clustersim.compute.mla import mla_params_per_gpu, mla_projections_bwd, mla_projections_fwd
+from clustersim.compute.moe import moe_backward, moe_forward, moe_params_per_gpu
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
 from clustersim.compute.roofline import memory_bound_op
 from clustersim.errors import InputError
@@ -45,42 +54,49 @@ from clustersim.workload.model_spec import ModelSpec
 
 
 def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str,
-                           attention: str = "auto", elementwise: str = "fused", recompute: str | None = None,
-                           recipe: str = "") -> LayerCost:
+                           attention: str = "auto", moe: bool | None = None, gpus_per_node: int = 8,
+                           elementwise: str = "fused", recompute: str | None = None, recipe: str = "") -> LayerCost:
     """Forward, backward and recompute ops of one transformer layer for one micro-batch on one GPU.
 
-    ``attention``: "flash", "standard" or "auto" (clustersim.compute.conventions.resolve_attention);
+    ``attention``: "flash", "standard" or "auto" (clustersim.compute.conventions.resolve_attention).
+    ``moe``: a MoE layer (True) or a dense one (False); None: MoE for a MoE model.
+    ``gpus_per_node``: where the EP group's ranks sit (the flex dispatcher's per-node copies).
     ``elementwise``: "fused" (Megatron / TE kernels) or "eager" (torch ops one by one, torchtitan
     without torch.compile); ``recompute``: this layer's policy (default ``layout.recompute``;
     ``full-inner``, a later layer of a checkpointed group, recomputes like ``full``);
     ``recipe``: the fp8/fp4 scaling recipe ("" = the GPU's default, clustersim.compute.precision).
     """
-    policy = layout.recompute if recompute is None else recompute
-    return _layer_cost_by_key(model, layout.tp, layout.cp, layout.ep, layout.sequence_parallel, layout.micro_batch,
-                              "full" if policy == "full-inner" else policy, layout.tp_comm_overlap, gpu, dtype,
-                              attention, elementwise, recipe)
-
-
-@functools.lru_cache(maxsize=8192)
-def _layer_cost_by_key(model: ModelSpec, tp: int, cp: int, ep: int, sp: bool, micro_batch: int, recompute: str,
-                       tp_comm_overlap: bool, gpu: GpuSpec, dtype: str, attention: str,
-                       elementwise: str = "fused", recipe: str = "") -> LayerCost:
-    layout = ParallelLayout(tp=tp, cp=cp, ep=ep, sequence_parallel=sp, micro_batch=micro_batch, recompute=recompute,
-                            tp_comm_overlap=tp_comm_overlap)
+    moe = model.is_moe if moe is None else (moe and model.is_moe)
     if elementwise not in ("fused", "eager"):
         raise InputError("elementwise", elementwise, ("fused", "eager"))
-    return _layer_cost(model, layout, gpu, dtype, resolve_attention(attention, gpu.name), elementwise, recipe)
+    policy = layout.recompute if recompute is None else recompute
+    policy = "full" if policy == "full-inner" else policy
+    return _layer_cost(model, compute_layout(layout, policy), gpu, dtype, resolve_attention(attention, gpu.name),
+                       moe, gpus_per_node if moe and layout.ep > 1 else 8, elementwise, recipe)
+
+
+def compute_layout(layout: ParallelLayout, recompute: str | None = None) -> ParallelLayout:
+    """The fields of a layout that a layer's ops depend on (the cache key; dp, pp, batch, ZeRO
+    and the schedule do not change one micro-batch's work on one GPU); ``recompute``: the
+    layer's own policy (default ``layout.recompute``)."""
+    recompute = layout.recompute if recompute is None else recompute
+    return ParallelLayout(tp=layout.tp, cp=layout.cp, ep=layout.ep, sequence_parallel=layout.sequence_parallel,
+                          micro_batch=layout.micro_batch, recompute=recompute,
+                          tp_comm_overlap=layout.tp_comm_overlap, expert_tp=layout.etp, cp_comm=layout.cp_comm,
+                          recompute_modules=layout.recompute_modules if recompute == "selective" else (),
+                          hierarchical_cp_sizes=(layout.cp_a2a, layout.cp_p2p) if layout.cp > 1 else None)
 
 
 class _Ctx:
     """Shapes of one layer on one GPU (a plain namespace used while building the op lists)."""
 
     def __init__(self, model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
-                 elementwise: str = "fused", recipe: str = "") -> None:
+                 gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "") -> None:
         check_dtype(dtype)
         tp, cp = layout.tp, layout.cp
         if model.heads % tp:
             raise InputError("parallel.tp", tp, f"a divisor of model.heads ({model.heads})")
+        self.gpus_per_node = gpus_per_node
         self.model, self.layout, self.gpu, self.dtype = model, layout, gpu, dtype
         self.tp, self.cp, self.sp = tp, cp, layout.sequence_parallel and tp > 1
         self.act_b = activation_bytes(dtype)
@@ -97,15 +113,23 @@ class _Ctx:
         self.overlap_all_tp = layout.tp_comm_overlap
         self.attention = attention
         self.eager = elementwise == "eager"
-        self.rope = model.ffn_act == "swiglu"      # Llama-style models rotate Q and K (RoPE); GPT-style learn positions
+        self.rope = model.ffn_act == "swiglu" and not model.is_mla   # Llama-style RoPE on Q and K (MLA: its own)
         self.recipe = recipe
 
     def tp_comm(self, name: str, collective: str, overlappable: bool = False) -> CommOp:
         size = self.tokens * self.h * self.act_b
         return CommOp(name, collective, size, "tp", overlappable or self.overlap_all_tp)
 
-    def gemm(self, name: str, m: int, n: int, k: int, batch: int = 1) -> Op:
-        return linear_gemm_op(name, m, n, k, self.gpu, self.dtype, self.recipe, batch)
+    def gemm(self, name: str, m: int, n: int, k: int, batch: int = 1, dtype: str | None = None,
+             wgrad: bool = False) -> Op:
+        """A GEMM of a linear layer under the dtype's recipe (``linear_gemm_op``: low-precision
+        rate plus its cast kernels); ``dtype`` overrides the training dtype (the router in BF16)."""
+        op = linear_gemm_op(name, m, n, k, self.gpu, dtype or self.dtype, self.recipe, batch)
+        return replace(op, wgrad=True) if wgrad else op
+
+    def wgemm(self, name: str, m: int, n: int, k: int, batch: int = 1, dtype: str | None = None) -> Op:
+        """A weight-gradient GEMM (``Op.wgrad``: a zero-bubble schedule's W action)."""
+        return self.gemm(name, m, n, k, batch, dtype, wgrad=True)
 
     def mem(self, name: str, elements_read: float, elements_written: float, extra_bytes: float = 0.0) -> Op:
         return memory_bound_op(name, (elements_read + elements_written) * self.act_b + extra_bytes, self.gpu)
@@ -131,22 +155,17 @@ def _bda_bwd(c: _Ctx, name: str) -> Op:
     return c.mem(name, n, n, extra_bytes=n if c.dropout else 0)       # grad through the dropout mask
 
 
-def _attention(c: _Ctx) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
-    """(forward, backward) ops of the attention core, with the CP ring exchange around it."""
+def _attention(c: _Ctx, d_qk: int, d_v: int) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
+    """(forward, backward) ops of the attention core, with the CP exchanges around it."""
     m, b = c.model, c.layout.micro_batch
-    if c.attention == "flash":
-        f, g = attention_ops(b, c.s_local, m.seq_len, c.heads, c.kv_heads, c.d, c.gpu, c.dtype, c.act_b)
-        fwd: list[Op | CommOp] = [f]
-        bwd: list[Op | CommOp] = [g]
-    else:
-        fs, gs = standard_attention_ops(b, c.s_local, m.seq_len, c.heads, c.d, c.gpu, c.dtype, c.act_b, c.dropout)
-        fwd, bwd = list(fs), list(gs)
     if c.cp > 1:
-        kv_size = 2 * b * m.seq_len * c.kv_heads * c.d * c.act_b
-        fwd = [CommOp("cp_kv_all_gather", "all_gather", kv_size, "cp", True), *fwd]
-        bwd = [CommOp("cp_kv_all_gather_bwd", "all_gather", kv_size, "cp", True), *bwd,
-               CommOp("cp_dkv_reduce_scatter", "reduce_scatter", kv_size, "cp", True)]
-    return fwd, bwd
+        return cp_attention(c, d_qk, d_v)
+    if c.attention == "flash" or m.is_mla:
+        f, g = attention_ops(b, c.s_local, m.seq_len, c.heads, c.kv_heads, d_qk, c.gpu, c.dtype, c.act_b,
+                             v_head_dim=d_v)
+        return [f], [g]
+    fs, gs = standard_attention_ops(b, c.s_local, m.seq_len, c.heads, c.d, c.gpu, c.dtype, c.act_b, c.dropout)
+    return list(fs), list(gs)
 
 
 def _activation_fwd(c: _Ctx, name: str, tokens: float) -> Op:
@@ -183,52 +202,15 @@ def _rope(c: _Ctx, name: str) -> list[Op]:
 
 
 def _mlp_fwd(c: _Ctx) -> list[Op | CommOp]:
-    m, t = c.model, c.tokens
-    if not m.is_moe:
-        return [c.gemm("fc1", t, c.ffn * c.gate, c.h), _activation_fwd(c, "activation", t),
-                c.gemm("fc2", t, c.h, c.ffn)]
-    ep, e = c.layout.ep, m.moe_experts
-    local_experts = max(1, e // ep)
-    routed = t * m.moe_top_k                                # token-expert assignments this GPU computes
-    per_expert = math.ceil(routed / local_experts)
-    ops: list[Op | CommOp] = [
-        c.gemm("router", t, e, c.h),
-        memory_bound_op("router_topk", t * e * 4 * 2, c.gpu),     # fp32 softmax + top-k over E logits
-        c.mem("permute", t * c.h, routed * c.h),
-    ]
-    if ep > 1:
-        ops.append(CommOp("ep_dispatch", "all_to_all", routed * c.h * c.act_b, "ep"))
-    ops += [c.gemm("expert_fc1", per_expert, c.ffn * c.gate, c.h, batch=local_experts),
-            _activation_fwd(c, "expert_activation", routed),
-            c.gemm("expert_fc2", per_expert, c.h, c.ffn, batch=local_experts)]
-    if ep > 1:
-        ops.append(CommOp("ep_combine", "all_to_all", routed * c.h * c.act_b, "ep"))
-    ops.append(c.mem("unpermute", routed * c.h, t * c.h))
-    return ops
+    t = c.tokens
+    return [c.gemm("fc1", t, c.ffn * c.gate, c.h), _activation_fwd(c, "activation", t),
+            c.gemm("fc2", t, c.h, c.ffn)]
 
 
 def _mlp_bwd(c: _Ctx) -> list[Op | CommOp]:
-    m, t = c.model, c.tokens
-    if not m.is_moe:
-        return [c.gemm("fc2_dgrad", t, c.ffn, c.h), c.gemm("fc2_wgrad", c.h, c.ffn, t),
-                _activation_bwd(c, "activation_bwd", t)]
-    ep, e = c.layout.ep, m.moe_experts
-    local_experts = max(1, e // ep)
-    routed = t * m.moe_top_k
-    per_expert = math.ceil(routed / local_experts)
-    ops: list[Op | CommOp] = [c.mem("unpermute_bwd", t * c.h, routed * c.h)]
-    if ep > 1:
-        ops.append(CommOp("ep_combine_bwd", "all_to_all", routed * c.h * c.act_b, "ep"))
-    ops += [c.gemm("expert_fc2_dgrad", per_expert, c.ffn, c.h, batch=local_experts),
-            c.gemm("expert_fc2_wgrad", c.h, c.ffn, per_expert, batch=local_experts),
-            _activation_bwd(c, "expert_activation_bwd", routed),
-            c.gemm("expert_fc1_dgrad", per_expert, c.h, c.ffn * c.gate, batch=local_experts),
-            c.gemm("expert_fc1_wgrad", c.ffn * c.gate, c.h, per_expert, batch=local_experts)]
-    if ep > 1:
-        ops.append(CommOp("ep_dispatch_bwd", "all_to_all", routed * c.h * c.act_b, "ep"))
-    ops += [c.mem("permute_bwd", routed * c.h, t * c.h),
-            c.gemm("router_dgrad", t, c.h, e), c.gemm("router_wgrad", e, c.h, t)]
-    return ops
+    t = c.tokens
+    return [c.gemm("fc2_dgrad", t, c.ffn, c.h), c.wgemm("fc2_wgrad", c.h, c.ffn, t),
+            _activation_bwd(c, "activation_bwd", t)]
 
 
 def _tp_in_bwd(c: _Ctx, prefix: str, dgrad: Op, wgrad: Op) -> list[Op | CommOp]:
@@ -256,50 +238,74 @@ def _tp_in_fwd(c: _Ctx, name: str) -> list[CommOp]:
     return [c.tp_comm(name, "all_gather")] if c.sp else []
 
 
+def _attention_block(c: _Ctx) -> tuple[list[Op | CommOp], list[Op | CommOp], list[Op | CommOp]]:
+    """(forward, backward, attention core forward) of the attention block from the input norm's
+    output to the out-projection's TP collective."""
+    t, h, m = c.tokens, c.h, c.model
+    if m.is_mla:
+        core_f, core_b = _attention(c, m.head_dim, m.v_head_dim)
+        attn_n = c.heads * m.v_head_dim
+        fwd = [*mla_projections_fwd(c), *core_f]
+        bwd_in = [*core_b, *mla_projections_bwd(c)]
+    else:
+        d = c.d
+        core_f, core_b = _attention(c, d, d)
+        qkv_n = (c.heads + 2 * c.kv_heads) * d
+        attn_n = c.heads * d
+        fwd = [*_tp_in_fwd(c, "attn_input_all_gather"), c.gemm("qkv", t, qkv_n, h), *_rope(c, "rope"), *core_f]
+        bwd_in = [*core_b, *_rope(c, "rope_bwd"),
+                  *_tp_in_bwd(c, "qkv", c.gemm("qkv_dgrad", t, h, qkv_n), c.wgemm("qkv_wgrad", qkv_n, h, t))]
+    fwd += [c.gemm("attn_out_proj", t, h, attn_n), *_tp_out_fwd(c, "attn_out_tp_reduce")]
+    bwd = [*_tp_out_bwd(c, "attn_out_grad_all_gather"), c.gemm("attn_out_proj_dgrad", t, attn_n, h),
+           c.wgemm("attn_out_proj_wgrad", h, attn_n, t), *bwd_in]
+    return fwd, bwd, core_f
+
+
+def _mlp_block(c: _Ctx, moe: bool) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
+    """(forward, backward) from the pre-MLP norm's output to the MLP's output collective."""
+    t, h = c.tokens, c.h
+    if moe:
+        # the MoE layer takes the sequence-parallel shard as it is (no TP all-gather before it)
+        return moe_forward(c), moe_backward(c)
+    fwd = [*_tp_in_fwd(c, "mlp_input_all_gather"), *_mlp_fwd(c), *_tp_out_fwd(c, "mlp_out_tp_reduce")]
+    bwd = [*_tp_out_bwd(c, "mlp_out_grad_all_gather"), *_mlp_bwd(c),
+           *_tp_in_bwd(c, "fc1", c.gemm("fc1_dgrad", t, h, c.ffn * c.gate), c.wgemm("fc1_wgrad", c.ffn * c.gate, h, t))]
+    return fwd, bwd
+
+
 @functools.lru_cache(maxsize=4096)
 def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
-                elementwise: str = "fused", recipe: str = "") -> LayerCost:
-    c = _Ctx(model, layout, gpu, dtype, attention, elementwise, recipe)
-    t, h, d = c.tokens, c.h, c.d
-    qkv_n = (c.heads + 2 * c.kv_heads) * d
-    attn_n = c.heads * d
-    attn_ops, attn_bwd_ops = _attention(c)
-
-    fwd: list[Op | CommOp] = [_norm_fwd(c, "input_norm"), *_tp_in_fwd(c, "attn_input_all_gather"),
-                              c.gemm("qkv", t, qkv_n, h), *_rope(c, "rope"), *attn_ops,
-                              c.gemm("attn_out_proj", t, h, attn_n), *_tp_out_fwd(c, "attn_out_tp_reduce"),
-                              _bda_fwd(c, "attn_bias_dropout_add"),
-                              _norm_fwd(c, "pre_mlp_norm"), *_tp_in_fwd(c, "mlp_input_all_gather"),
-                              *_mlp_fwd(c), *_tp_out_fwd(c, "mlp_out_tp_reduce"),
-                              _bda_fwd(c, "mlp_bias_dropout_add")]
-
-    mlp_bwd = _mlp_bwd(c)
-    if model.is_moe:
-        fc1_part: list[Op | CommOp] = mlp_bwd
-        if c.tp > 1:   # the experts' input gradient still goes through the TP conjugate
-            fc1_part = [*mlp_bwd, c.tp_comm("mlp_dgrad_tp_reduce", "reduce_scatter" if c.sp else "all_reduce",
-                                            overlappable=False)]
-    else:
-        fc1_part = [*mlp_bwd, *_tp_in_bwd(c, "fc1", c.gemm("fc1_dgrad", t, h, c.ffn * c.gate),
-                                          c.gemm("fc1_wgrad", c.ffn * c.gate, h, t))]
-    bwd: list[Op | CommOp] = [_bda_bwd(c, "mlp_bias_dropout_add_bwd"), *_tp_out_bwd(c, "mlp_out_grad_all_gather"),
-                              *fc1_part, _norm_bwd(c, "pre_mlp_norm_bwd"),
-                              _bda_bwd(c, "attn_bias_dropout_add_bwd"), *_tp_out_bwd(c, "attn_out_grad_all_gather"),
-                              c.gemm("attn_out_proj_dgrad", t, attn_n, h), c.gemm("attn_out_proj_wgrad", h, attn_n, t),
-                              *attn_bwd_ops, *_rope(c, "rope_bwd"),
-                              *_tp_in_bwd(c, "qkv", c.gemm("qkv_dgrad", t, h, qkv_n), c.gemm("qkv_wgrad", qkv_n, h, t)),
-                              _norm_bwd(c, "input_norm_bwd")]
-
+                moe: bool = False, gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "") -> LayerCost:
+    c = _Ctx(model, layout, gpu, dtype, attention, gpus_per_node, elementwise, recipe)
+    attn_fwd, attn_bwd, core_fwd = _attention_block(c)
+    mlp_fwd, mlp_bwd = _mlp_block(c, moe)
+    fwd: list[Op | CommOp] = [_norm_fwd(c, "input_norm"), *attn_fwd, _bda_fwd(c, "attn_bias_dropout_add"),
+                              _norm_fwd(c, "pre_mlp_norm"), *mlp_fwd, _bda_fwd(c, "mlp_bias_dropout_add")]
+    bwd: list[Op | CommOp] = [_bda_bwd(c, "mlp_bias_dropout_add_bwd"), *mlp_bwd, _norm_bwd(c, "pre_mlp_norm_bwd"),
+                              _bda_bwd(c, "attn_bias_dropout_add_bwd"), *attn_bwd, _norm_bwd(c, "input_norm_bwd")]
     if layout.recompute == "full":
         recompute = PassCost(tuple(fwd))
     elif layout.recompute == "selective":
-        recompute = PassCost(tuple(attn_ops))    # Korthikanti 2022 §5: recompute the attention core only
+        # Korthikanti 2022 §5: recompute the attention core; plus Megatron's --recompute-modules
+        recompute = PassCost(tuple(core_fwd) + _module_recompute(fwd, layout.recompute_modules))
     elif layout.recompute == "selective-op":
         recompute = PassCost(tuple(_selective_op_recompute(c, fwd)))
     else:
         recompute = EMPTY_PASS
-    return LayerCost(PassCost(tuple(fwd)), PassCost(tuple(bwd)), recompute, layer_params_per_gpu(model, layout.tp,
-                                                                                                 layout.ep))
+    params = layer_params_per_gpu(model, layout.tp, layout.ep, moe, layout.etp)
+    return LayerCost(PassCost(tuple(fwd)), PassCost(tuple(bwd)), recompute, params)
+
+
+_MODULE_OPS = {   # op names each Megatron recompute module re-runs in the backward pass
+    "layernorm": ("input_norm", "pre_mlp_norm"),
+    "mla_up_proj": ("mla_q_up", "mla_q_proj", "mla_kv_up", "mla_rope"),
+    "moe_act": ("expert_activation", "shared_expert_activation"),
+}
+
+
+def _module_recompute(fwd: list[Op | CommOp], modules: tuple[str, ...]) -> tuple[Op, ...]:
+    names = {n for m in modules for n in _MODULE_OPS.get(m, ())}
+    return tuple(op for op in fwd if isinstance(op, Op) and op.name in names)
 
 
 def _part(op: Op, frac: float, name: str) -> Op:
@@ -339,24 +345,30 @@ def _selective_op_recompute(c: _Ctx, fwd: list[Op | CommOp]) -> list[Op | CommOp
     return out
 
 
-def layer_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1) -> int:
-    """Parameters of one layer held by one GPU: attention and MLP split over tp, experts over ep."""
-    h, d = model.hidden, model.head_dim
-    heads, kv = model.heads // tp, local_kv_heads(model, tp)
-    attention = h * heads * d * 2 + 2 * h * kv * d                 # Q and O; K and V
-    if model.is_moe:
-        mlp = expert_params_per_gpu(model, tp, ep)
+def layer_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1, moe: bool | None = None, etp: int = 0) -> int:
+    """Parameters of one layer held by one GPU: attention and dense MLP split over tp, routed
+    experts over ep and etp (etp 0: tp). ``moe`` None: a MoE layer for a MoE model."""
+    moe = model.is_moe if moe is None else (moe and model.is_moe)
+    h = model.hidden
+    if model.is_mla:
+        attention = mla_params_per_gpu(model, tp)
+    else:
+        d = model.head_dim
+        heads, kv = model.heads // tp, local_kv_heads(model, tp)
+        attention = h * heads * d * 2 + 2 * h * kv * d                 # Q and O; K and V
+    if moe:
+        dense, routed = moe_params_per_gpu(model, tp, ep, etp or tp)
+        mlp = dense + routed
     else:
         mlp = model.num_mlp_matrices * h * math.ceil(model.ffn_hidden / tp)
-    router = h * model.moe_experts
-    return attention + mlp + router + 4 * h                       # two norms (weight + bias), replicated
+    return attention + mlp + 4 * h                                   # two norms (weight + bias), replicated
 
 
-def expert_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1) -> int:
-    """Expert MLP parameters of one layer held by one GPU (0 for a dense model): the layer's
-    experts split over ep, each expert's matrices over tp. Their gradients are reduced over the
-    expert-data-parallel group (dp * cp / ep ranks), not over all dp * cp (Megatron-core MoE)."""
-    if not model.is_moe:
+def expert_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1, etp: int = 0, moe: bool | None = None) -> int:
+    """Routed-expert parameters of one layer held by one GPU (0 for a dense layer): the layer's
+    experts split over ep, each expert's matrices over etp. Their gradients are reduced over the
+    expert-data-parallel group (tp * cp * dp / (etp * ep) ranks), not over dp * cp (Megatron-core)."""
+    moe = model.is_moe if moe is None else (moe and model.is_moe)
+    if not moe:
         return 0
-    experts = max(1, model.moe_experts // ep)
-    return model.num_mlp_matrices * model.hidden * math.ceil(model.ffn_hidden / tp) * experts
+    return moe_params_per_gpu(model, tp, ep, etp or tp)[1]

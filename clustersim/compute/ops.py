@@ -9,17 +9,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-COMM_GROUPS = ("tp", "cp", "ep")
+COMM_GROUPS = ("tp", "cp", "cp_a2a", "cp_p2p", "ep", "etp", "host")
+# breakdown cause of each group's collectives (CONTRACT §2 keys)
+GROUP_CAUSE = {"tp": "tp_comm", "cp": "cp_comm", "cp_a2a": "cp_comm", "cp_p2p": "cp_comm", "ep": "ep_comm",
+               "etp": "ep_comm", "host": "offload"}
 
 
 @dataclass(frozen=True, slots=True)
 class Op:
-    """One kernel (or a fused group of kernels) on the compute stream."""
+    """One kernel (or a fused group of kernels) on the compute stream. ``wgrad``: a weight-gradient
+    GEMM, which zero-bubble schedules move out of the backward pass into a W action."""
 
     name: str
     flops: float
     bytes_moved: float
     time_s: float
+    wgrad: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +38,17 @@ class CommOp:
     size_bytes: float
     group: str
     overlappable: bool = False
+    # overlappable only: how many of the following compute ops it runs beside before the stream
+    # waits for it (ring attention: one attention block per ring step); 0 = until the unit's end
+    overlap_ops: int = 0
+    # collective "deepep": bytes through the rank's NVLink and NIC ports (DeepEP normal kernels
+    # forward one copy per destination node over the NIC, then over NVLink), both at once
+    up_bytes: float = 0.0
+    out_bytes: float = 0.0
+
+    @property
+    def cause(self) -> str:
+        return GROUP_CAUSE.get(self.group, f"{self.group}_comm")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,8 @@ event engine are taken per class (see docs/engine.md, per-rank mode).
 from __future__ import annotations
 
 from clustersim.engine.overlap import Interval
-from clustersim.engine.rankplan import SimRank, StepPlan, build_plan
+from clustersim.engine.pair import chain_of, pair_timing
+from clustersim.engine.rankplan import RankAction, SimRank, StepPlan, build_plan
 from clustersim.engine.timeline import CAUSES, StepResult
 from clustersim.engine.units import CompiledUnit, unit_timing
 from clustersim.engine.zero import Item, Zero3Plan
@@ -178,8 +179,11 @@ class Recurrence:
             for rk in ranks:
                 k = rk.index
                 stop = len(rk.actions) if limits is None else min(limits[k], len(rk.actions))
-                while nxt[k] < stop and self._step(rk, nxt[k]):
-                    nxt[k] += 1
+                while nxt[k] < stop:
+                    ran = self._step(rk, nxt[k])
+                    if not ran:
+                        break
+                    nxt[k] += ran
                     progressed = True
             any_progress |= progressed
         return any_progress
@@ -189,27 +193,45 @@ class Recurrence:
         if not self.done():
             raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
 
-    def _step(self, rk: SimRank, i: int) -> bool:
-        """Run action ``i`` of rank ``rk`` if its input has arrived; False if it has not."""
-        plan = self.plan
+    def _take_input(self, state: RankState, a: RankAction) -> None:
+        """Wait for the action's input (it has arrived: ``_ready``) and consume it."""
+        if a.needs is None:
+            return
+        sent, arrived = self.arrival.pop(a.needs)
+        if arrived > state.clock:
+            sent = min(max(sent, state.clock), arrived)
+            state.causes["bubble"] += sent - state.clock
+            state.causes["pp_comm"] += arrived - sent
+            state.clock = arrived
+
+    def _ready(self, a: RankAction) -> bool:
+        return a.needs is None or a.needs in self.arrival
+
+    def _step(self, rk: SimRank, i: int) -> int:
+        """Run action ``i`` of rank ``rk`` (and the next one, if the two run as an overlapped pair)
+        if its inputs have arrived; returns how many actions ran (0: its input has not arrived)."""
         a = rk.actions[i]
-        kind, mb = a.kind, a.micro_batch
-        g = a.chunk * plan.pp + rk.pp_rank
         state = self.ranks[rk.index]
-        if g > 0 if kind == "F" else g < plan.num_global - 1:
-            got = self.arrival.pop((kind, rk.klass, g, mb), None)
-            if got is None:
-                return False
-            sent, arrived = got
-            if arrived > state.clock:
-                sent = min(max(sent, state.clock), arrived)
-                state.causes["bubble"] += sent - state.clock
-                state.causes["pp_comm"] += arrived - sent
-                state.clock = arrived
+        if a.paired:
+            b = rk.actions[i + 1]
+            if not (self._ready(a) and self._ready(b)):
+                return 0
+            if self.check_links:
+                self.contended = True   # the hybrid engine does not take pairs (plan.general)
+            self._take_input(state, a)
+            self._take_input(state, b)
+            self._pair(rk, state, a, b)
+            self._sends(rk, state, a)
+            self._sends(rk, state, b)
+            return 2
+        if not self._ready(a):
+            return 0
+        self._take_input(state, a)
+        g, part = a.stage, a.part
         z3 = self._z3
-        if self.check_links and not rk.isolated[(g, kind)]:
-            self._run_alone(rk, state, g, kind)
-        elif kind == "F":
+        if self.check_links and not rk.isolated[(g, part)]:
+            self._run_alone(rk, state, g, part)
+        elif part == "F":
             if g in self._gathered_stages:
                 units = rk.units[(g, "F")]
                 ready = [self.param_ready.get((rk.index, g, u)) for u in range(len(units))]
@@ -224,16 +246,36 @@ class Recurrence:
                     state.wait(gathers.before(u) if gathers else (ready[u] if ready else None), "dp_comm")
                     state.run(unit)
         else:
-            final = i in rk.final_b
+            final = a.final
             if z3 is None and not final and state.quiet():
-                state.run_total(rk.totals[(g, "B")])
+                state.run_total(rk.totals[(g, part)])
             else:
-                self._backward(rk, state, z3, g, final)
-        if kind == "F" and g < plan.num_global - 1:
-            self._send(rk, state, "F", (kind, rk.klass, g + 1, mb))
-        elif kind == "B" and g > 0:
-            self._send(rk, state, "B", (kind, rk.klass, g - 1, mb))
-        return True
+                self._backward(rk, state, z3, g, final, part)
+        self._sends(rk, state, a)
+        return 1
+
+    def _sends(self, rk: SimRank, state: RankState, a: RankAction) -> None:
+        for key, boundary in a.sends:
+            self._send(rk, state, boundary, key)
+
+    def _pair(self, rk: SimRank, state: RankState, a: RankAction, b: RankAction) -> None:
+        """An overlapped forward & backward pair (clustersim.engine.pair) in closed form."""
+        for x in (a, b):
+            if x.kind == "F":
+                n = len(rk.units[(x.stage, x.part)])
+                state.wait(max([self.param_ready.get((rk.index, x.stage, u)) or 0.0 for u in range(n)], default=0.0),
+                           "dp_comm")
+        chains = (chain_of(list(rk.units[(a.stage, a.part)])), chain_of(list(rk.units[(b.stage, b.part)])))
+        busy = tuple(iv for st in state.streams.values() for iv in st.busy if iv[1] > state.clock)
+        end, by_cause = pair_timing(chains, state.clock, busy, state.slowdown)
+        state.clock = end
+        for cause, sec in by_cause.items():
+            state.causes[cause] += sec
+        dp = self.plan.dp
+        for x in (a, b):
+            if x.final:
+                for u in range(len(rk.units[(x.stage, x.part)])):
+                    self._enqueue(state, "dp", dp.grad_buckets.get((x.stage, u), ()))
 
     def _run_alone(self, rk: SimRank, state: RankState, g: int, kind: str) -> None:
         """An action whose overlapped collectives share its links among themselves: its event-engine
@@ -242,16 +284,17 @@ class Recurrence:
         ready = [self.param_ready.get((rk.index, g, u)) for u in range(len(rk.units[a]))]
         if (not rk.private[a] or self._z3 is not None or not state.quiet()
                 or any(x is not None and x > state.clock for x in ready)
-                or kind == "B" and self.nxt[rk.index] in rk.final_b):
+                or kind != "F" and self.nxt[rk.index] in rk.final_b):
             self.contended = True
             return
         from clustersim.engine.sim import alone_total
 
         state.run_total(alone_total(self.plan, rk, g, kind))
 
-    def _backward(self, rk: SimRank, state: RankState, z3: Zero3Plan | None, g: int, final: bool) -> None:
-        units = rk.units[(g, "B")]
-        gathers = self._gathers(state, z3, len(units), g, "B")
+    def _backward(self, rk: SimRank, state: RankState, z3: Zero3Plan | None, g: int, final: bool,
+                  part: str = "B") -> None:
+        units = rk.units[(g, part)]
+        gathers = self._gathers(state, z3, len(units), g, "B") if part == "B" else None
         dp = self.plan.dp
         for b, unit in enumerate(units):
             if gathers is not None and z3 is not None and z3.backward_gathers == 2:
@@ -281,11 +324,11 @@ class Recurrence:
             self.contended = True
         state.enqueue(stream, items)
 
-    def _send(self, rk: SimRank, state: RankState, kind: str, key: Key) -> None:
+    def _send(self, rk: SimRank, state: RankState, boundary: int, key: Key) -> None:
         start = state.clock
-        end = start + rk.send_s[kind]
+        end = start + rk.send_at_s[boundary]
         if self.check_links:
-            plan = rk.send[kind]
+            plan = rk.send_at[boundary]
             assert plan is not None
             for ph in plan.phases:
                 slot = (rk.index, ph.tier)

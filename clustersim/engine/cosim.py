@@ -57,6 +57,7 @@ def cross_fraction(plan: CollectivePlan, nodes_per_leaf: int) -> float:
 def _plans(rk: SimRank, plan: StepPlan) -> list[CollectivePlan]:
     out = [s.plan for units in rk.units.values() for u in units for s in u.steps if s.plan is not None]
     out += [p for p in rk.send.values() if p is not None]
+    out += [p for p in rk.send_at.values() if all(p is not q for q in rk.send.values())]  # V / DualPipe sends
     dp = plan.dp
     tables = [dp.grad_buckets, dp.after_backward, dp.param_gathers, dp.after_optimizer]
     if dp.zero3 is not None:

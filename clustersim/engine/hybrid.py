@@ -62,9 +62,10 @@ def _load(rec: Recurrence, sim: _StepSim) -> list[tuple[int, Key, float, float]]
 
 def simulate_hybrid(plan: StepPlan) -> SimResult | None:
     """The step as described in the module docstring; None where it cannot apply (ZeRO-3, whose
-    collectives run beside every action) or where a check failed."""
-    if plan.dp.zero3 is not None:
-        return None
+    collectives run beside every action; the schedules with W actions, F&B pairs or a V/DualPipe
+    stage graph and offload's host link, which the general event engine runs) or where a check failed."""
+    if plan.dp.zero3 is not None or plan.general:
+        return None   # general: W actions, F&B pairs, V/DualPipe graphs, the host link run fully in simpy
     n = len(plan.ranks)
     rec = Recurrence(plan, check_links=True)
     sends: list[tuple[int, Key, float, float]] = []

@@ -18,16 +18,43 @@ import functools
 from dataclasses import dataclass, field
 
 from clustersim.collectives import CollectivePlan
+from clustersim.engine.actions import plan_actions
 from clustersim.engine.groups import pp_plan
 from clustersim.engine.overlap import overlap_slowdown
 from clustersim.engine.scaling import scale_dp_plan, scale_plan, scale_work
 from clustersim.engine.stages import StageWork, Work, build_step_work
 from clustersim.engine.units import CompiledUnit, compile_unit
 from clustersim.engine.zero import DpPlan, Item, dp_plan
-from clustersim.parallel.pipeline import Action, build_schedule
+from clustersim.parallel.pipeline import build_schedule
 from clustersim.scenario import Scenario
 
 Total = tuple[float, tuple[tuple[str, float], ...]]  # duration of an action's units and its split by cause
+Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch) of an input sent between ranks
+
+CLASSIC_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
+
+
+@dataclass(frozen=True, slots=True)
+class RankAction:
+    """One scheduled action of a simulated rank, resolved (clustersim.engine.actions): its global
+    stage, the units it runs (``part``: "F", "B" the whole backward, "Bi" its input-gradient part,
+    "W" the weight-gradient part), the input it waits for, the outputs it sends (key and the
+    pipeline boundary whose link carries it), whether it completes the chunk's gradients and
+    whether it runs overlapped with the next action (a DualPipe / EP-overlap F&B pair)."""
+
+    kind: str
+    chunk: int
+    micro_batch: int
+    stage: int
+    part: str
+    needs: Key | None
+    sends: tuple[tuple[Key, int], ...]
+    final: bool
+    paired: bool
+    label: str
+
+    def __str__(self) -> str:
+        return self.label
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +82,8 @@ class SimRank:
     index: int
     klass: int
     pp_rank: int
-    actions: tuple[Action, ...]
-    units: dict[tuple[int, str], tuple[CompiledUnit, ...]]   # (global stage, "F"|"B") -> units in order
+    actions: tuple[RankAction, ...]
+    units: dict[tuple[int, str], tuple[CompiledUnit, ...]]   # (global stage, part) -> units in order
     totals: dict[tuple[int, str], Total]
     isolated: dict[tuple[int, str], bool]    # the action's units cannot contend with other traffic
     private: dict[tuple[int, str], bool]     # ... except among themselves (their tiers carry nothing else)
@@ -64,9 +91,11 @@ class SimRank:
     send: dict[str, CollectivePlan | None]   # "F": to the next stage, "B": to the previous one
     send_s: dict[str, float]                 # their contention-free durations
     optimizer_time_s: float
-    final_b: frozenset[int]                  # action indices of each chunk's last backward
+    final_b: frozenset[int]                  # action indices of each chunk's last backward (or W)
     stages: tuple[int, ...]                  # global stages held (chunk order)
     slowdown: float                          # compute rate lost per concurrent collective (its GPU)
+    send_at: dict[int, CollectivePlan] = field(default_factory=dict)   # pipeline boundary -> transfer
+    send_at_s: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +111,9 @@ class StepPlan:
     isolated: bool                               # no unit's collectives can contend with other traffic
     period: tuple[int, int] = (0, 0)             # (actions, micro-batches) of the steady state; 0: none
     param_gathers: tuple[tuple[tuple[int, int], tuple[Item, ...]], ...] = field(default=())
+    # the schedule has actions only the general paths run (W actions, F&B pairs, a V or DualPipe
+    # stage graph, the host link): no steady-state collapse, no hybrid event engine
+    general: bool = False
     # an action's units (by identity) -> its duration run alone in the event engine (its own overlapped
     # collectives sharing its links), filled on demand by clustersim.engine.hybrid
     alone: dict[tuple, Total] = field(default_factory=dict, compare=False, hash=False)
@@ -177,23 +209,53 @@ def _healthy_class(scenario: Scenario) -> RankClass:
     return RankClass(tuple(Host(scenario) for _ in range(par.pp)), par.num_micro_batches, tuple(range(par.dp)))
 
 
+@functools.lru_cache(maxsize=256)
+def _classic_actions(schedule: str, pp: int, num_micro_batches: int, v: int,
+                     klass: int) -> tuple[tuple[RankAction, ...], ...]:
+    """Each rank's actions for GPipe / 1F1B / interleaved 1F1B without pairs, by arithmetic (as
+    plan_actions gives them, as fast as the engines' former walk): stage ``chunk * pp + rank``,
+    inputs from the neighbouring stage, forward sends over the rank's own boundary, backward ones
+    over the one below."""
+    num_global = pp * v
+    out = []
+    for p, acts in enumerate(build_schedule(schedule, pp, num_micro_batches, v)):
+        last = {a.chunk: i for i, a in enumerate(acts) if a.kind == "B"}
+        down = (p - 1) % pp
+        planned = []
+        for i, a in enumerate(acts):
+            g, mb = a.chunk * pp + p, a.micro_batch
+            if a.kind == "F":
+                needs = ("F", klass, g, mb) if g > 0 else None
+                sends = ((("F", klass, g + 1, mb), p),) if g < num_global - 1 else ()
+            else:
+                needs = ("B", klass, g, mb) if g < num_global - 1 else None
+                sends = ((("B", klass, g - 1, mb), down),) if g > 0 else ()
+            planned.append(RankAction(a.kind, a.chunk, mb, g, a.kind, needs, sends, last.get(a.chunk) == i, False,
+                                      str(a)))
+        out.append(tuple(planned))
+    return tuple(out)
+
+
 def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: dict[int, float],
            dp_scenario: Scenario | None = None) -> StepPlan:
     par = scenario.parallel
     pp, v = par.pp, par.virtual_stages
-    num_global = pp * v
     dp_scenario = dp_scenario or scenario
     base_work = build_step_work(dp_scenario)
     dp = scale_dp_plan(dp_plan(dp_scenario, base_work), dp_link_speed)
     compiler = _Compiler()
     ranks: list[SimRank] = []
     sends: list[CollectivePlan] = []
+    graph = base_work.graph
+    general = par.schedule not in CLASSIC_SCHEDULES
+    classic = general is False and not (par.overlap_moe_expert_parallel_comm and par.schedule != "gpipe")
     for c, cls in enumerate(classes):
-        schedule = build_schedule(par.schedule, pp, cls.num_micro_batches, v)
+        classic_acts = _classic_actions(par.schedule, pp, cls.num_micro_batches, v, c) if classic else None
+        planned = plan_actions(scenario, base_work, cls.num_micro_batches) if classic_acts is None else ()
         for p in range(pp):
             host = cls.hosts[p]
             work = build_step_work(host.scenario)
-            stages = tuple(chunk * pp + p for chunk in range(v))
+            stages = tuple(graph.stage(p, chunk) for chunk in range(graph.chunks))
             units: dict[tuple[int, str], tuple[CompiledUnit, ...]] = {}
             split: dict[tuple[int, int], tuple[CompiledUnit, CompiledUnit]] = {}
             for g in stages:
@@ -204,26 +266,55 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
                     for b, (rec, proper) in enumerate(st.backward_split):
                         split[(g, b)] = (compiler(host, rec), compiler(host, proper))
             send: dict[str, CollectivePlan | None] = {"F": None, "B": None}
-            if num_global > 1:
+            if pp > 1:
                 send["F"] = _send_plan(scenario, cls.hosts, p, base_work.p2p_bytes)
                 send["B"] = _send_plan(scenario, cls.hosts, (p - 1) % pp, base_work.p2p_bytes)
                 sends += [send["F"], send["B"]]
-            actions = schedule[p]
-            last = {a.chunk: i for i, a in enumerate(actions) if a.kind == "B"}
-            ranks.append(SimRank(len(ranks), c, p, actions, units, {k: _total(u) for k, u in units.items()}, {}, {}, split,
-                                 send, {k: (v.time_s if v is not None else 0.0) for k, v in send.items()},
-                                 work.optimizer_time_s[p] / host.speed, frozenset(last.values()), stages,
-                                 overlap_slowdown(host.scenario.cluster.gpu)))
+            send_at: dict[int, CollectivePlan] = {}
+            if classic_acts is not None:
+                actions = classic_acts[p]
+                if send["F"] is not None and send["B"] is not None:
+                    send_at = {(p - 1) % pp: send["B"], p: send["F"]}
+            else:
+                resolved: list[RankAction] = []
+                for a in planned[p]:
+                    g = a.stage
+                    if (g, a.part) not in units:
+                        st = work.stages[g]
+                        works = st.backward_input if a.part == "Bi" else st.backward_weight
+                        units[(g, a.part)] = tuple(compiler(host, w) for w in works)
+                    out = []
+                    for key, _dst, boundary in a.sends:
+                        if boundary not in send_at:
+                            plan = send["F"] if boundary == p else send["B"] if boundary == (p - 1) % pp else None
+                            if plan is None:
+                                plan = _send_plan(scenario, cls.hosts, boundary, base_work.p2p_bytes)
+                                sends.append(plan)
+                            send_at[boundary] = plan
+                        out.append(((key[0], c, key[1], key[2]), boundary))
+                    needs = (a.needs[0], c, a.needs[1], a.needs[2]) if a.needs is not None else None
+                    general |= a.paired or a.part in ("Bi", "W")
+                    resolved.append(RankAction(a.kind, a.chunk, a.micro_batch, g, a.part, needs, tuple(out), a.final,
+                                               a.paired, a.label))
+                actions = tuple(resolved)
+            final_b = frozenset(i for i, a in enumerate(actions) if a.final)
+            ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, {k: _total(u) for k, u in units.items()},
+                                 {}, {}, split, send, {k: (v.time_s if v is not None else 0.0) for k, v in send.items()},
+                                 work.optimizer_time_s[p] / host.speed, final_b, stages,
+                                 overlap_slowdown(host.scenario.cluster.gpu), send_at,
+                                 {b: v.time_s for b, v in send_at.items()}))
     groups = [dp.grad_buckets, dp.param_gathers]
     if dp.zero3 is not None:
         groups += [dp.zero3.gather, dp.zero3.reduce]
     plans = [plan for group in groups for items in group.values() for _, plan in items]
     plans += [plan for items in dp.after_backward.values() for _, plan in items]
     shared = _plan_tiers(plans + sends)
+    general |= any("host" in u.tiers for rk in ranks for us in rk.units.values() for u in us)
     for rk in ranks:
         rk.isolated.update({key: all(_isolated(u, shared) for u in us) for key, us in rk.units.items()})
         rk.private.update({key: not any(u.tiers & shared for u in us) for key, us in rk.units.items()})
     isolated = all(rk.isolated.values() for rk in ranks)
-    period = steady_period(par.schedule, pp, v)
+    period = (0, 0) if general else steady_period(par.schedule, pp, v)
     gathers = tuple(sorted(dp.param_gathers.items()))
-    return StepPlan(scenario, pp, v, num_global, tuple(ranks), classes, dp, shared, isolated, period, gathers)
+    return StepPlan(scenario, pp, v, graph.num_stages, tuple(ranks), classes, dp, shared, isolated, period, gathers,
+                    general)

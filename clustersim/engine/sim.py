@@ -28,7 +28,8 @@ import simpy
 from clustersim.collectives import CollectivePlan, Phase
 from clustersim.engine.analytical import gather_slots
 from clustersim.engine.lane import ComputeLane
-from clustersim.engine.rankplan import SimRank, StepPlan, build_plan
+from clustersim.engine.pair import PairCore, chain_of
+from clustersim.engine.rankplan import RankAction, SimRank, StepPlan, build_plan
 from clustersim.engine.timeline import StepResult, Timeline
 from clustersim.engine.units import CompiledUnit
 from clustersim.engine.zero import Item
@@ -37,7 +38,7 @@ from clustersim.scenario import Scenario
 
 Proc = Generator[simpy.Event, Any, None]
 STREAMS = ("dp", "rs")
-TIERS = ("scale_up", "scale_out")
+TIERS = ("scale_up", "scale_out", "host")
 Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch)
 
 
@@ -85,9 +86,10 @@ class _Send:
 
     __slots__ = ("i", "key", "kind", "phases", "rank", "sim", "start", "waited")
 
-    def __init__(self, sim: _StepSim, rank: int, kind: str, key: Key) -> None:
+    def __init__(self, sim: _StepSim, rank: int, kind: str, key: Key, boundary: int | None = None) -> None:
         self.sim, self.rank, self.kind, self.key = sim, rank, kind, key
-        plan = sim.plan.ranks[rank].send[kind]
+        rk = sim.plan.ranks[rank]
+        plan = rk.send[kind] if boundary is None else rk.send_at[boundary]
         assert plan is not None
         self.phases = plan.phases
         self.i = 0
@@ -194,10 +196,11 @@ class _StepSim:
             event = self.arrivals[key] = self.env.event()
         return event
 
-    def _send(self, rank: int, kind: str, key: Key) -> None:
-        """Send an activation (F) or its gradient (B) to the stage that needs it (callbacks, not a
-        process: one of these runs after every action)."""
-        _Send(self, rank, kind, key).next()
+    def _send(self, rank: int, kind: str, key: Key, boundary: int | None = None) -> None:
+        """Send an activation (F) or its gradient (B) to the stage that needs it over the link of
+        pipeline ``boundary`` (None: the classic neighbour of ``kind``) - callbacks, not a process:
+        one of these runs after every action."""
+        _Send(self, rank, kind, key, boundary).next()
 
     def _sent(self, rank: int, kind: str, key: Key, start: float) -> None:
         self.tl.add(rank, "pp", f"send {kind}{key[3]} to stage {key[2]}", "pp_comm", start, self.env.now)
@@ -320,11 +323,20 @@ class _StepSim:
     def _run_unit(self, rank: int, unit: CompiledUnit, label: str) -> Proc:
         env, tl = self.env, self.tl
         pending: list[tuple[str, simpy.Process]] = []
-        for step in unit.steps:
-            if step.plan is None:
+        index: dict[int, tuple[str, simpy.Process]] = {}
+        for i, step in enumerate(unit.steps):
+            if step.join >= 0:
+                item = index.pop(step.join)
+                pending.remove(item)
+                start = env.now
+                yield item[1]
+                tl.add(rank, "compute", f"wait {item[0]}", item[0], start, env.now)
+            elif step.plan is None:
                 yield from self._compute(rank, step.time_s, label)
             elif step.overlapped:
-                pending.append((step.cause, env.process(self._run_plan(rank, step.plan, step.cause))))
+                item = (step.cause, env.process(self._run_plan(rank, step.plan, step.cause)))
+                pending.append(item)
+                index[i] = item
             else:
                 start = env.now
                 yield from self._run_plan(rank, step.plan)
@@ -355,15 +367,17 @@ class _StepSim:
             yield from self._wait_params(rank, g, gathers.before(u) if gathers else (ready[u] if ready else None))
             yield from self._run_unit(rank, unit, label)
 
-    def _backward(self, rk: SimRank, g: int, label: str, final: bool) -> Proc:
+    def _backward(self, rk: SimRank, g: int, label: str, final: bool, part: str = "B") -> Proc:
+        """A backward action: the whole backward ("B"), its input-gradient part ("Bi") or its
+        weight-gradient part ("W") of zero-bubble and DualPipe schedules."""
         rank = rk.index
-        units = rk.units[(g, "B")]
+        units = rk.units[(g, part)]
         z3 = self.z3
-        total = self._quiet(rk, g, "B") if z3 is None and not final else None
+        total = self._quiet(rk, g, part) if z3 is None and not final else None
         if total is not None:
             yield from self._run_fast(rank, units, total, label)
             return
-        gathers = self._gathers(rank, len(units), g, "B")
+        gathers = self._gathers(rank, len(units), g, "B") if part == "B" else None
         for b, unit in enumerate(units):
             if gathers is not None and z3 is not None and z3.backward_gathers == 2:
                 recompute, proper = rk.split[(g, b)]
@@ -389,35 +403,88 @@ class _StepSim:
             return None
         return _Gathers(self, rank, gather_slots(z3, n, g, kind), z3.prefetch)
 
+    def _pair(self, rk: SimRank, a: RankAction, b: RankAction) -> Proc:
+        """An overlapped forward & backward pair (clustersim.engine.pair), driven on the lane and links."""
+        env, tl, rank = self.env, self.tl, rk.index
+        for x in (a, b):
+            if x.kind == "F":
+                for u in range(len(rk.units[(x.stage, x.part)])):
+                    yield from self._wait_params(rank, x.stage, self.param_ready.get((rank, x.stage, u)))
+        chains = (chain_of(list(rk.units[(a.stage, a.part)])), chain_of(list(rk.units[(b.stage, b.part)])))
+        core = PairCore(chains, env.now)
+        running: dict[simpy.Event, tuple[str, int, float, float, str]] = {}
+        label = f"{a}&{b}"
+        while True:
+            for res, c, seg in core.startable():
+                if res == "compute":
+                    ev = self.lanes[rank].run(seg.time_s)
+                else:
+                    ev = env.process(self._run_plan(rank, seg.plan, seg.cause))
+                running[ev] = (res, c, env.now, seg.time_s, seg.cause)
+            if not running:
+                break
+            computing = core.busy["compute"]
+            waiting = core.waiting_cause()
+            t0 = env.now
+            fired = yield simpy.AnyOf(env, list(running))
+            if not computing:
+                tl.add(rank, "compute", f"{label} wait", waiting, t0, env.now)
+            for ev in [e for e in running if e in fired.events]:
+                res, c, start, work_s, cause = running.pop(ev)
+                if res == "compute":
+                    t = start + work_s
+                    tl.add(rank, "compute", label, "compute", start, t)
+                    for why in sorted(ev.value):
+                        tl.add(rank, "compute", f"{label} (slowed by {why})", why, t, t + ev.value[why])
+                        t += ev.value[why]
+                else:
+                    tl.add(rank, "ep", label, cause, start, env.now)
+                core.finish(res, c, env.now)
+        for x in (a, b):
+            if x.final:
+                for u in range(len(rk.units[(x.stage, x.part)])):
+                    for name, plan in self.plan.dp.grad_buckets.get((x.stage, u), ()):
+                        self._enqueue(rank, "dp", name, plan)
+
+    def _sends(self, rank: int, a: RankAction) -> None:
+        for key, boundary in a.sends:
+            self._send(rank, key[0], key, boundary)
+
     def _rank(self, rk: SimRank, first: int) -> Proc:
-        env, tl, pp, G = self.env, self.tl, self.pp, self.num_global
+        env = self.env
         rank = rk.index
         actions = rk.actions
         stop = len(actions) if self.stops is None else min(self.stops[rank], len(actions))
         if self.start is not None and self.start.clock[rank] > env.now:
             yield env.timeout(self.start.clock[rank] - env.now)
-        for i in range(first, stop):
+        i = first
+        while i < stop:
             if self.stop_quiet and not self.outstanding[rank]:
                 return
             action = actions[i]
-            g = action.chunk * pp + rk.pp_rank
-            mb = action.micro_batch
-            if action.kind == "F":
-                if g > 0:
-                    yield from self._wait_arrival(rank, ("F", rk.klass, g, mb))
-                yield from self._forward(rk, g, str(action))
-                if g < G - 1:
-                    self._send(rank, "F", ("F", rk.klass, g + 1, mb))
+            if action.paired and i + 1 < len(actions):
+                other = actions[i + 1]
+                for x in (action, other):
+                    if x.needs is not None:
+                        yield from self._wait_arrival(rank, x.needs)
+                yield from self._pair(rk, action, other)
+                self._sends(rank, action)
+                self._sends(rank, other)
+                i += 2
             else:
-                if g < G - 1:
-                    yield from self._wait_arrival(rank, ("B", rk.klass, g, mb))
-                yield from self._backward(rk, g, str(action), i in rk.final_b)
-                if g > 0:
-                    self._send(rank, "B", ("B", rk.klass, g - 1, mb))
-            self.nxt[rank] = i + 1
+                if action.needs is not None:
+                    yield from self._wait_arrival(rank, action.needs)
+                if action.part == "F":
+                    yield from self._forward(rk, action.stage, str(action))
+                else:
+                    yield from self._backward(rk, action.stage, str(action), action.final, action.part)
+                self._sends(rank, action)
+                i += 1
+            self.nxt[rank] = i
             self.clock[rank] = env.now
         if self.partial:
             return
+        tl = self.tl
         # End of step: wait for the gradient reduction, step the optimizer, gather parameters.
         stages = list(rk.stages)
         for name, plan in self.plan.dp.after_backward_of(stages):

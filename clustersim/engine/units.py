@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from clustersim.collectives import CollectivePlan
 from clustersim.compute import CommOp, Op
-from clustersim.engine.groups import comm_plan
+from clustersim.engine.comm_ops import op_plan
 from clustersim.engine.overlap import Interval, advance, overlap_slowdown
 from clustersim.engine.scaling import scale_plan
 from clustersim.engine.stages import Work
@@ -28,6 +28,7 @@ class Step:
     time_s: float
     plan: CollectivePlan | None = None
     overlapped: bool = False  # runs beside the following kernels; the unit waits for it at its end
+    join: int = -1            # >= 0: no work, the stream waits here for overlapped step ``join``
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,15 +47,26 @@ def compile_unit(scenario: Scenario, work: Work, link_speed: float = 1.0) -> Com
     mode = scenario.framework.tp_backward_overlap
     async_tp = mode == "always" or (mode == "with-sp" and scenario.parallel.sequence_parallel)
     compute_s = 0.0
+    countdown: list[list[int]] = []   # [step index, compute ops left] of collectives that join early
     for op in work:
         if isinstance(op, Op):
             compute_s += op.time_s
+            joins = []
+            for c in countdown:
+                c[1] -= 1
+                if c[1] == 0:
+                    joins.append(c[0])
+            if joins:
+                steps.append(Step("compute", "compute", compute_s))
+                compute_s = 0.0
+                steps.extend(Step(f"join {steps[j].name}", steps[j].cause, 0.0, join=j) for j in joins)
+                countdown = [c for c in countdown if c[1] > 0]
             continue
         assert isinstance(op, CommOp)
         if compute_s > 0:
             steps.append(Step("compute", "compute", compute_s))
             compute_s = 0.0
-        plan = comm_plan(scenario, op.collective, op.size_bytes, op.group)
+        plan = op_plan(scenario, op)
         if link_speed != 1.0:
             plan = scale_plan(plan, link_speed)
         # Overlappable collectives (the backward's async TP all-gather/reduce-scatter that Megatron-Core
@@ -62,7 +74,9 @@ def compile_unit(scenario: Scenario, work: Work, link_speed: float = 1.0) -> Com
         # kernels; with tp_comm_overlap (Megatron --tp-comm-overlap, userbuffers) every TP collective does.
         overlapped = (op.overlappable and (op.group != "tp" or async_tp)) or (
             op.group == "tp" and scenario.parallel.tp_comm_overlap)
-        steps.append(Step(op.name, f"{op.group}_comm", plan.time_s, plan, overlapped))
+        if overlapped and op.overlap_ops > 0:
+            countdown.append([len(steps), op.overlap_ops])
+        steps.append(Step(op.name, op.cause, plan.time_s, plan, overlapped))
     if compute_s > 0:
         steps.append(Step("compute", "compute", compute_s))
     slowdown = overlap_slowdown(scenario.cluster.gpu)
@@ -83,9 +97,19 @@ def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, .
     t = start_s
     causes: dict[str, float] = {}
     pending: list[Interval] = []
-    for s in steps:
+    index: dict[int, Interval] = {}
+    for i, s in enumerate(steps):
+        if s.join >= 0:
+            iv = index.pop(s.join)
+            pending.remove(iv)
+            if iv[1] > t:
+                causes[iv[2]] = causes.get(iv[2], 0.0) + (iv[1] - t)
+                t = iv[1]
+            continue
         if s.plan is not None and s.overlapped:
-            pending.append((t, t + s.time_s, s.cause))
+            iv = (t, t + s.time_s, s.cause)
+            pending.append(iv)
+            index[i] = iv
             continue
         if s.plan is not None:
             t += s.time_s

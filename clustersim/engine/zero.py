@@ -56,6 +56,7 @@ from dataclasses import dataclass, field, replace
 
 from clustersim.collectives import CollectivePlan, Phase
 from clustersim.engine.groups import comm_plan, group_shape
+from clustersim.engine.offload import host_copy_plan
 from clustersim.engine.stages import StepWork, activation_bytes, build_step_work
 from clustersim.scenario import Scenario
 
@@ -141,7 +142,7 @@ def _dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
     after_backward: dict[int, tuple[Item, ...]] = {}
     param_gathers: dict[tuple[int, int], tuple[Item, ...]] = {}
     after_optimizer: dict[int, tuple[Item, ...]] = {}
-    edp = par.dp * par.cp // par.ep
+    edp = par.edp
     for stage in work.stages:
         g = stage.index
         # dense parameters reduce over dp x cp; expert parameters over the expert-data-parallel
@@ -191,7 +192,7 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
     hsdp = par.hsdp_replicas > 1
     shard_axis = zero3_shard_axis(scenario)
     shard_ranks = par.dp * par.cp // par.hsdp_replicas
-    edp = par.dp * par.cp // par.ep
+    edp = par.edp
 
     def plan(op: str, size_bytes: float, axis: str) -> CollectivePlan:
         return zero3_collective(scenario, op, size_bytes, axis)
@@ -212,6 +213,9 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
             if expert:  # expert weights are sharded over the expert-data-parallel group
                 items.append((f"all_gather expert params s{g}.{u} ({expert / 1e6:.0f}M)",
                               plan("all_gather", expert * param_bytes, "edp")))
+            if items and par.offload_params:  # ZeRO-Infinity: the shards first come up from host memory
+                shard = (dense / max(1, shard_ranks) + expert / max(1, edp)) * param_bytes
+                items.insert(0, (f"h2d param shards s{g}.{u}", host_copy_plan(scenario, shard)))
             if items:
                 gather[(g, u)] = tuple(items)
         groups = [(stage.unit_params, shard_axis, shard_ranks, "")]

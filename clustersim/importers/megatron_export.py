@@ -31,6 +31,8 @@ def megatron_flags(sc: Scenario) -> list[str]:
     flags += [f"--tensor-model-parallel-size {p.tp}", f"--pipeline-model-parallel-size {p.pp}",
               f"--context-parallel-size {p.cp}", f"--expert-model-parallel-size {p.ep}",
               f"--micro-batch-size {p.micro_batch}", f"--global-batch-size {p.global_batch}"]
+    if p.expert_tp:
+        flags.append(f"--expert-tensor-parallel-size {p.expert_tp}")   # MoE parallel folding (ETP)
     if p.sequence_parallel:
         flags.append("--sequence-parallel")
     if p.virtual_stages > 1:

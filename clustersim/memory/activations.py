@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from clustersim.compute.conventions import gated_factor, uses_dropout
 from clustersim.compute.dtypes import activation_bytes
 from clustersim.frameworks import FrameworkSpec
+from clustersim.memory.moe_saved import moe_mla_layer_bytes, uses_moe_mla_bytes
 from clustersim.memory.policies import RankPolicies
 from clustersim.memory.saved import GPU_FUSED, Kernels, recompute_working_bytes, saved_bytes
 from clustersim.parallel.layout import ParallelLayout
@@ -51,11 +52,15 @@ def _tokens(model: ModelSpec, layout: ParallelLayout) -> tuple[int, float]:
 
 
 def layer_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, attention: str = "flash",
-                           kernels: Kernels | None = None, policy: str | None = None) -> float:
+                           kernels: Kernels | None = None, policy: str | None = None,
+                           moe: bool | None = None) -> float:
     """Bytes one layer keeps for the backward pass of one micro-batch on one GPU (policy:
-    ``layout.recompute`` unless given; ``full-inner`` keeps nothing)."""
+    ``layout.recompute`` unless given; ``full-inner`` keeps nothing). MoE and MLA models:
+    clustersim.memory.moe_saved (``moe``: the layer's kind, None: MoE for a MoE model)."""
     if policy == "full-inner":
         return 0.0
+    if uses_moe_mla_bytes(model):
+        return moe_mla_layer_bytes(model, layout, dtype, kernels.attention if kernels else attention, moe, policy)
     k = kernels or gpu_kernels(attention)
     return saved_bytes(model, layout, dtype, k, policy)
 
@@ -65,7 +70,10 @@ def backward_working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str)
     tensors, split by SP) and the MLP's intermediate gradients (fc2 input, fc1 output; split by tp)."""
     a = activation_bytes(dtype)
     t, repl = _tokens(model, layout)
-    f = math.ceil(model.ffn_hidden / layout.tp)
+    if model.is_moe:   # the routed experts' intermediate gradients (width expert_ffn_hidden / etp)
+        f = math.ceil(model.moe_expert_ffn_hidden / layout.etp)
+    else:
+        f = math.ceil(model.ffn_hidden / layout.tp)
     width = f * (gated_factor(model) + 1) * (model.moe_top_k if model.is_moe else 1)
     return a * (2 * repl * model.hidden + t * width)
 
@@ -79,6 +87,11 @@ def working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, kernels:
         if p in ("none", "full-inner"):
             continue
         group = policies.group_layers if p == "full" else 1
+        if uses_moe_mla_bytes(model):   # as saved.recompute_working_bytes, with moe_saved's counts
+            whole = moe_mla_layer_bytes(model, layout, dtype, kernels.attention, None, "none")
+            kept = moe_mla_layer_bytes(model, layout, dtype, kernels.attention, None, p)
+            worst = max(worst, max(0.0, whole * group - kept) if p == "full" else max(0.0, whole - kept))
+            continue
         worst = max(worst, recompute_working_bytes(model, layout, dtype, kernels, p, group))
     return worst + backward_working_bytes(model, layout, dtype)
 
@@ -135,13 +148,25 @@ class LayerUnits:
 
 
 def layer_units(model: ModelSpec, layout: ParallelLayout, dtype: str, framework: FrameworkSpec | None,
-                kernels: Kernels, policies: RankPolicies) -> LayerUnits:
-    per = tuple((p, layer_activation_bytes(model, layout, dtype, kernels=kernels, policy=p))
-                for p, _ in policies.counts)
+                kernels: Kernels, policies: RankPolicies, moe_share: float | None = None) -> LayerUnits:
+    """``moe_share``: the MoE layers' share of the rank's layers (a MoE model's dense first
+    layers keep less; None: all MoE for a MoE model). The last stage's output part includes the
+    multi-token-prediction modules (each: one more layer and one more pass of the output head)."""
+    def per_layer(p: str) -> float:
+        if not model.is_moe or moe_share is None or moe_share >= 1.0:
+            return layer_activation_bytes(model, layout, dtype, kernels=kernels, policy=p)
+        moe_b = layer_activation_bytes(model, layout, dtype, kernels=kernels, policy=p, moe=True) if moe_share else 0.0
+        dense_b = layer_activation_bytes(model, layout, dtype, kernels=kernels, policy=p, moe=False)
+        return moe_share * moe_b + (1.0 - moe_share) * dense_b
+
+    per = tuple((p, per_layer(p)) for p, _ in policies.counts)
+    output = output_activation_bytes(model, layout, dtype, framework, kernels)
+    if model.mtp_layers:
+        output = output * (1 + model.mtp_layers) + model.mtp_layers * layer_activation_bytes(
+            model, layout, dtype, kernels=kernels)
     return LayerUnits(per, working_bytes(model, layout, dtype, kernels, policies),
                       embedding_activation_bytes(model, layout, dtype, kernels),
-                      output_activation_bytes(model, layout, dtype, framework, kernels),
-                      loss_transient_bytes(model, layout, framework))
+                      output, loss_transient_bytes(model, layout, framework))
 
 
 def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_flight: float, first: bool,

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 
 from clustersim.compute.dtypes import check_dtype
-from clustersim.compute.layer import layer_params_per_gpu
+from clustersim.compute.layer import expert_params_per_gpu, layer_params_per_gpu
 from clustersim.errors import InputError
 from clustersim.frameworks import FrameworkSpec, load_framework
 from clustersim.hardware.spec import ClusterSpec
@@ -72,6 +72,7 @@ class MemoryReport:
     capacity_bytes_per_gpu: int
     interval: tuple[int, int] = field(default=(0, 0))   # 80% interval of the reserved peak
     stage: int = 0          # pipeline rank
+    host_bytes_per_gpu: int = 0   # offloaded states and activations in host memory (parallel.offload)
 
     @property
     def allocated_peak_bytes(self) -> int:
@@ -101,18 +102,22 @@ class MemoryReport:
         return {**self.parts(), "allocated_peak_bytes": self.allocated_peak_bytes,
                 "reserved_peak_bytes": self.reserved_peak_bytes, "peak_bytes_per_gpu": self.peak_bytes_per_gpu,
                 "capacity_bytes_per_gpu": self.capacity_bytes_per_gpu, "interval": list(self.interval),
-                "verdict": self.verdict, "fits": self.fits, "stage": self.stage}
+                "verdict": self.verdict, "fits": self.fits, "stage": self.stage,
+                **({"host_bytes_per_gpu": self.host_bytes_per_gpu} if self.host_bytes_per_gpu else {})}
 
 
-def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, first: bool, last: bool
-                 ) -> tuple[float, float]:
-    """(dense parameters, expert parameters) held by one GPU of a stage."""
-    per_layer = layer_params_per_gpu(model, layout.tp, layout.ep)
-    expert = 0.0
-    if model.is_moe:
-        expert = model.num_mlp_matrices * model.hidden * math.ceil(model.ffn_hidden / layout.tp) \
-            * max(1, model.moe_experts // layout.ep)
-    dense = (per_layer - expert) * stage_layers
+def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, first: bool, last: bool,
+                 moe_layers: int | None = None) -> tuple[float, float]:
+    """(dense parameters, expert parameters) held by one GPU of a stage whose ``stage_layers``
+    layers include ``moe_layers`` MoE layers (None: all of them for a MoE model). The last stage
+    also holds the multi-token-prediction modules (one more layer, the 2h -> h projection and a
+    copy of the embedding each uses, DeepSeek-V3 §2.2)."""
+    moe_n = moe_count(model, stage_layers, moe_layers)
+    expert = expert_params_per_gpu(model, layout.tp, layout.ep, layout.etp, moe=True) if moe_n else 0
+    moe_layer = layer_params_per_gpu(model, layout.tp, layout.ep, True, layout.etp) if moe_n else 0
+    dense_layer = layer_params_per_gpu(model, layout.tp, layout.ep, False, layout.etp)
+    dense = (moe_layer - expert) * moe_n + dense_layer * (stage_layers - moe_n)
+    experts = expert * moe_n
     vocab_shard = math.ceil(model.vocab / layout.tp) * model.hidden
     if first:
         dense += vocab_shard
@@ -120,7 +125,27 @@ def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, fi
         dense += 2 * model.hidden   # final norm
         if not (model.tie_embeddings and first):
             dense += vocab_shard
-    return float(dense), float(expert * stage_layers)
+        if model.mtp_layers:
+            layer_e = expert_params_per_gpu(model, layout.tp, layout.ep, layout.etp)
+            layer_all = layer_params_per_gpu(model, layout.tp, layout.ep, None, layout.etp)
+            mtp_dense = layer_all - layer_e + 2 * model.hidden + math.ceil(2 * model.hidden * model.hidden / layout.tp)
+            dense += model.mtp_layers * mtp_dense + (0 if first else vocab_shard)
+            experts += model.mtp_layers * layer_e
+    return float(dense), float(experts)
+
+
+def moe_count(model: ModelSpec, stage_layers: int, moe_layers: int | None) -> int:
+    """MoE layers among a stage's ``stage_layers`` (None: all of them for a MoE model)."""
+    if not model.is_moe:
+        return 0
+    return stage_layers if moe_layers is None else moe_layers
+
+
+def moe_share(model: ModelSpec, stage_layers: int, moe_layers: int | None) -> float | None:
+    """The MoE layers' share of a stage's layers (None: not a MoE model, or all MoE)."""
+    if not model.is_moe or moe_layers is None or not stage_layers or moe_layers >= stage_layers:
+        return None
+    return moe_layers / stage_layers
 
 
 def shard_groups(layout: ParallelLayout) -> tuple[int, int]:
@@ -128,17 +153,19 @@ def shard_groups(layout: ParallelLayout) -> tuple[int, int]:
     optimizer uses the dp x cp group, as the engine reduces), over the HSDP shard group with
     replicas; experts over the expert-data-parallel group."""
     dense = max(1, layout.dp * layout.cp // max(1, layout.hsdp_replicas if layout.zero_stage == 3 else 1))
-    expert = max(1, layout.dp * layout.cp // max(1, layout.ep))
-    return dense, expert
+    # experts: the expert-data-parallel group (MoE parallel folding: tp cp dp / (etp ep) ranks)
+    return dense, max(1, layout.edp)
 
 
 def states(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool, last: bool,
-           framework: FrameworkSpec | None) -> tuple[int, int, int]:
-    """(weights, gradients, optimizer states) of one GPU, rounded to bytes."""
-    dense, expert = stage_params(model, layout, stage_layers, first, last)
+           framework: FrameworkSpec | None, moe_layers: int | None = None) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer states) of one GPU, rounded to bytes, before offload
+    (Adam moments in ``layout.adam_moment_bytes``)."""
+    dense, expert = stage_params(model, layout, stage_layers, first, last, moe_layers)
     d_group, e_group = shard_groups(layout)
-    w1, g1, o1 = state_bytes(dense, d_group, layout.zero_stage, dtype, framework)
-    w2, g2, o2 = state_bytes(expert, e_group, layout.zero_stage, dtype, framework)
+    mb = layout.adam_moment_bytes
+    w1, g1, o1 = state_bytes(dense, d_group, layout.zero_stage, dtype, framework, mb)
+    w2, g2, o2 = state_bytes(expert, e_group, layout.zero_stage, dtype, framework, mb)
     return int(round(w1 + w2)), int(round(g1 + g2)), int(round(o1 + o2))
 
 
@@ -146,7 +173,8 @@ def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec
                   stage_layers: int, in_flight_micro_batches: float, first: bool, last: bool,
                   attention: str = "auto", framework: FrameworkSpec | None = None,
                   kernels: Kernels | None = None, policies: RankPolicies | None = None,
-                  stage: int = 0, ends_in_flight: tuple[float, float] | None = None) -> MemoryReport:
+                  stage: int = 0, ends_in_flight: tuple[float, float] | None = None,
+                  moe_layers: int | None = None) -> MemoryReport:
     """Peak memory of one GPU of a pipeline stage holding ``stage_layers`` layers (all its chunks)
     with ``in_flight_micro_batches`` micro-batches' activations alive at once (from the schedule).
 
@@ -154,7 +182,8 @@ def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec
     tensors (default: the framework's on a GPU); ``policies``: the recompute policy of each layer
     (default: ``layout.recompute`` for all); ``ends_in_flight``: micro-batches of the first and of
     the last model chunk held at once (the embedding's and the loss's tensors), default
-    ``in_flight_micro_batches``."""
+    ``in_flight_micro_batches``; ``moe_layers``: the MoE layers among ``stage_layers`` (None: all
+    of them for a MoE model)."""
     fw = framework or load_framework("megatron-core")
     if kernels is None:
         kernels = gpu_kernels("flash" if attention == "auto" else attention, fw.elementwise)
@@ -163,25 +192,49 @@ def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec
     k = float(in_flight_micro_batches)
     ends = (k, k) if ends_in_flight is None else (float(ends_in_flight[0]), float(ends_in_flight[1]))
     return _memory_report(model, layout, cluster, dtype, int(stage_layers), k, bool(first), bool(last), fw,
-                          kernels, policies, int(stage), ends)
+                          kernels, policies, int(stage), ends, None if moe_layers is None else int(moe_layers))
 
 
 @functools.lru_cache(maxsize=16384)
 def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
                    stage_layers: int, in_flight: float, first: bool, last: bool, framework: FrameworkSpec,
                    kernels: Kernels, policies: RankPolicies, stage: int,
-                   ends: tuple[float, float]) -> MemoryReport:
+                   ends: tuple[float, float], moe_layers: int | None = None) -> MemoryReport:
     check_dtype(dtype)
     if stage_layers < 0:
         raise InputError("stage_layers", stage_layers, "an integer >= 0")
     if in_flight < 0:
         raise InputError("in_flight_micro_batches", in_flight, "a number >= 0")
-    w, g, o = states(model, layout, dtype, stage_layers, first, last, framework)
+    st = states(model, layout, dtype, stage_layers, first, last, framework, moe_layers)
     held, backward = buffer_bytes(model, layout, dtype, stage_layers, first, last, framework)
     act, transient = activation_parts(model, layout, dtype, stage_layers, in_flight, first, last, framework,
-                                      kernels, policies, backward, ends)
-    return assemble((w, g, o), act, transient, held, nccl_buffer_bytes(layout), cluster.gpu.hbm_capacity_bytes,
-                    interval_factors(model, layout, framework), stage)
+                                      kernels, policies, backward, ends, moe_layers)
+    st, act, host = offload(layout, st, act, in_flight, stage_layers, last)
+    return assemble(st, act, transient, held, nccl_buffer_bytes(layout), cluster.gpu.hbm_capacity_bytes,
+                    interval_factors(model, layout, framework), stage, host)
+
+
+def offload(layout: ParallelLayout, states_: tuple[int, int, int], activations: float, in_flight: float,
+            stage_layers: int, last: bool) -> tuple[tuple[int, int, int], float, int]:
+    """(states, activations, host bytes) after ``parallel.offload`` (clustersim.engine.offload):
+    ZeRO-Offload keeps the fp32 master weights, the Adam moments and a copy of the gradients on the
+    host (Ren et al. 2021, arXiv 2101.06840 §4); ZeRO-Infinity the ZeRO-3 parameter shards
+    (arXiv 2104.07857); activation offload leaves on the GPU only the layer being computed and the
+    one being prefetched (double buffering, Megatron fine-grained activation offloading) - two
+    layers' share of a micro-batch's activations."""
+    w, g, o = states_
+    host = 0.0
+    if layout.offload_activations and stage_layers and in_flight:
+        resident = 2 * activations / in_flight / max(1, stage_layers + (1 if last else 0))
+        host += max(0.0, activations - resident)
+        activations = min(activations, resident)
+    if layout.offload_optimizer:
+        host += o + g
+        o = 0
+    if layout.offload_params:
+        host += w
+        w = 0
+    return (w, g, o), activations, int(round(host))
 
 
 def verdict_index(interval: tuple[int, int], capacity: int) -> int:
@@ -208,25 +261,26 @@ def peak_numbers(states_: tuple[int, int, int], activations: float, transient: f
 
 
 def assemble(states_: tuple[int, int, int], activations: float, transient: float, buffers: float, nccl: int,
-             capacity: int, factors: tuple[float, float], stage: int = 0) -> MemoryReport:
+             capacity: int, factors: tuple[float, float], stage: int = 0, host: int = 0) -> MemoryReport:
     """The MemoryReport of these parts (``peak_numbers``). The sweep's screen computes its peaks
     and verdicts through ``peak_numbers`` too, so that both agree to the byte."""
     act, trans, comm, frag, _, interval = peak_numbers(states_, activations, transient, buffers, nccl, factors)
     return MemoryReport(*states_, act, trans, comm, CUBLAS_WORKSPACE_BYTES, frag, CUDA_CONTEXT_BYTES, nccl, capacity,
-                        interval, stage)
+                        interval, stage, host)
 
 
 def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, in_flight: float,
                      first: bool, last: bool, framework: FrameworkSpec, kernels: Kernels,
                      policies: RankPolicies, backward_buffers: float = 0.0,
-                     ends: tuple[float, float] | None = None) -> tuple[float, float]:
+                     ends: tuple[float, float] | None = None, moe_layers: int | None = None
+                     ) -> tuple[float, float]:
     """(activations in flight, transient) of one GPU of a stage (activations.combine)."""
-    units = layer_units(model, layout, dtype, framework, kernels, policies)
+    units = layer_units(model, layout, dtype, framework, kernels, policies, moe_share(model, stage_layers, moe_layers))
     return combine(units, policies, stage_layers, in_flight, first, last,
                    ends if ends is not None else (in_flight, in_flight), backward_buffers)
 
 
 __all__ = ["NCCL_BYTES_PER_COMMUNICATOR", "PARTS", "VERDICTS", "MemoryReport", "activation_parts", "assemble",
            "peak_numbers", "verdict_index",
-           "memory_report",
+           "memory_report", "moe_count", "moe_share", "offload",
            "shard_groups", "stage_params", "states"]

@@ -11,16 +11,17 @@ Megatron-core's ``RankGenerator`` with ``order="tp-cp-ep-dp-pp"`` (megatron/core
 ``generate_masked_orthogonal_rank_groups``): the rank is a mixed-radix number whose digits are the
 coordinates, the first named axis being the least significant digit.
 
-Expert grid: expert parallelism folds into the ``cp * dp`` ranks of one pipeline stage
-(Megatron-core >= 0.9 builds a separate expert ``RankGenerator`` whose ``ep`` and expert-data
-dimensions together cover the ``cp * dp`` positions, parallel_state.py ``initialize_model_parallel``,
-with expert tensor parallelism equal to ``tp``). Writing ``j = cp_i + cp * dp_i`` for the
-position of a rank among the ``cp * dp`` ranks of its stage that share its ``tp_i``::
+Expert grid (MoE parallel folding, Liu et al. 2025, arXiv 2504.14960; Megatron-core
+parallel_state.py builds a separate expert ``RankGenerator`` with tp = expert_tensor_parallel_size,
+ep, dp = expert data parallel and the same pp, order "tp-ep-dp-pp"): the ``tp * cp * dp`` ranks
+of one pipeline stage are re-read as ``etp * ep * edp``. Writing ``l = rank mod (tp * cp * dp)``
+for a rank's position in its stage::
 
-    j = ep_i + ep * edp_i          (0 <= ep_i < ep, 0 <= edp_i < cp * dp / ep)
+    l = etp_i + etp * (ep_i + ep * edp_i)   (0 <= etp_i < etp, 0 <= ep_i < ep, 0 <= edp_i < edp)
 
-so an expert-parallel group is a block of ``ep`` consecutive ``j`` (a sub-block of a "dp_cp"
-group) and the expert-data-parallel group ("edp") strides over those blocks.
+so an expert-parallel group has stride ``etp`` and size ``ep`` and the expert-data-parallel group
+("edp") strides over the ``etp * ep`` blocks. With ``etp = tp`` (Megatron's default) an EP group
+is a block of ``ep`` consecutive ``cp * dp`` positions sharing ``tp_i``.
 
 A group of axis ``a`` is the set of ranks that agree on every coordinate except ``a``. Axes:
 ``tp``, ``cp``, ``dp``, ``pp`` (the dense grid), ``ep`` and ``edp`` (the expert grid), and
@@ -43,8 +44,9 @@ from functools import lru_cache
 
 from clustersim.parallel.layout import ParallelLayout
 
-AXES = ("tp", "cp", "dp", "pp", "ep", "edp", "dp_cp")
+AXES = ("tp", "cp", "dp", "pp", "ep", "edp", "dp_cp", "etp")
 FSDP_AXES = ("fsdp_shard", "fsdp_replicate")  # HSDP's sub-groups of dp_cp (ZeRO-3 only)
+CP_AXES = ("cp_a2a", "cp_p2p")  # hierarchical context parallelism: all-to-all inside, ring across
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +66,9 @@ def _check_layout(layout: ParallelLayout) -> None:
         value = getattr(layout, name)
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if (layout.cp * layout.dp) % layout.ep:
-        raise ValueError(f"ep ({layout.ep}) must divide cp * dp ({layout.cp * layout.dp})")
+    stage = layout.tp * layout.cp * layout.dp
+    if stage % (layout.ep * layout.etp):
+        raise ValueError(f"ep * expert_tp ({layout.ep} * {layout.etp}) must divide tp * cp * dp ({stage})")
 
 
 def coords(rank: int, layout: ParallelLayout) -> Coords:
@@ -79,8 +82,8 @@ def coords(rank: int, layout: ParallelLayout) -> Coords:
     rest //= layout.cp
     dp_i = rest % layout.dp
     pp_i = rest // layout.dp
-    j = cp_i + layout.cp * dp_i
-    return Coords(tp=tp_i, cp=cp_i, dp=dp_i, pp=pp_i, ep=j % layout.ep, edp=j // layout.ep)
+    e = (rank % (layout.tp * layout.cp * layout.dp)) // layout.etp
+    return Coords(tp=tp_i, cp=cp_i, dp=dp_i, pp=pp_i, ep=e % layout.ep, edp=e // layout.ep)
 
 
 def rank_of(c: Coords, layout: ParallelLayout) -> int:
@@ -90,28 +93,33 @@ def rank_of(c: Coords, layout: ParallelLayout) -> int:
         value = getattr(c, name)
         if not 0 <= value < size:
             raise ValueError(f"coordinate {name}={value} outside 0..{size - 1}")
-    j = c.cp + layout.cp * c.dp
-    if (c.ep, c.edp) != (j % layout.ep, j // layout.ep):
-        raise ValueError(f"ep/edp coordinates {c.ep}/{c.edp} disagree with cp/dp {c.cp}/{c.dp}")
-    return c.tp + layout.tp * (c.cp + layout.cp * (c.dp + layout.dp * c.pp))
+    rank = c.tp + layout.tp * (c.cp + layout.cp * (c.dp + layout.dp * c.pp))
+    e = (rank % (layout.tp * layout.cp * layout.dp)) // layout.etp
+    if (c.ep, c.edp) != (e % layout.ep, e // layout.ep):
+        raise ValueError(f"ep/edp coordinates {c.ep}/{c.edp} disagree with tp/cp/dp {c.tp}/{c.cp}/{c.dp}")
+    return rank
 
 
 def stride_and_size(layout: ParallelLayout, axis: str) -> tuple[int, int]:
     """Every group of ``axis`` is an arithmetic progression of ranks: (stride, size).
 
     From the rank equation: cp moves in steps of tp, dp in steps of tp * cp, pp in steps of
-    tp * cp * dp; the ``cp * dp`` positions ``j`` of a stage are tp apart, so an ep group (``ep``
-    consecutive ``j``) has stride tp and an edp group (every ep-th ``j``) stride tp * ep.
+    tp * cp * dp; in the expert grid ep moves in steps of etp and edp in steps of etp * ep.
     """
-    tp, cp, dp, pp, ep = layout.tp, layout.cp, layout.dp, layout.pp, layout.ep
+    tp, cp, dp, pp, ep, etp = layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp
     table = {
         "tp": (1, tp),
         "cp": (tp, cp),
         "dp": (tp * cp, dp),
         "pp": (tp * cp * dp, pp),
-        "ep": (tp, ep),
-        "edp": (tp * ep, cp * dp // ep),
+        "ep": (etp, ep),
+        "edp": (etp * ep, tp * cp * dp // (etp * ep)),
         "dp_cp": (tp, cp * dp),
+        "etp": (1, etp),
+        # a2a+p2p context parallelism (Megatron --hierarchical-context-parallel-sizes [a2a, p2p]):
+        # the first a2a consecutive cp positions run the all-to-all, the ring strides over them
+        "cp_a2a": (tp, layout.cp_a2a),
+        "cp_p2p": (tp * layout.cp_a2a, layout.cp_p2p),
         # HSDP (ZeRO-3 with parallel.fsdp.hsdp_replicas = R): the dp_cp ranks split into R blocks of
         # consecutive positions that each shard the model (torch DeviceMesh (replicate, shard), shard
         # innermost), and the R ranks at one position that replicate it
@@ -119,7 +127,7 @@ def stride_and_size(layout: ParallelLayout, axis: str) -> tuple[int, int]:
         "fsdp_replicate": (tp * cp * dp // layout.hsdp_replicas, layout.hsdp_replicas),
     }
     if axis not in table:
-        raise ValueError(f"unknown axis {axis!r}; allowed: {', '.join((*AXES, *FSDP_AXES))}")
+        raise ValueError(f"unknown axis {axis!r}; allowed: {', '.join((*AXES, *FSDP_AXES, *CP_AXES))}")
     return table[axis]
 
 
@@ -128,7 +136,8 @@ def rank_groups(layout: ParallelLayout, axis: str) -> tuple[tuple[int, ...], ...
     """All groups of ``axis``: each a sorted tuple of ranks; groups sorted by their first rank.
 
     The groups of one axis partition ``range(layout.num_gpus)``; each has the axis's size
-    (``tp``, ``cp``, ``dp``, ``pp``, ``ep``, ``cp * dp / ep`` for edp, ``cp * dp`` for dp_cp).
+    (``tp``, ``cp``, ``dp``, ``pp``, ``ep``, ``tp * cp * dp / (etp * ep)`` for edp, ``cp * dp``
+    for dp_cp, ``etp``).
     A group with stride ``s`` and size ``n`` starts at ``b * s * n + i`` (block ``b``, offset
     ``0 <= i < s``); the blocks of ``s * n`` consecutive ranks tile the ranks. (The tests check
     this against a brute-force grouping by coordinates.)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v")
+CP_COMMS = ("p2p", "a2a", "a2a+p2p")
 # Recompute policies (CONTRACT section 5); "selective-op" is appended last so that the sweep's
 # layout keys (indexes into this tuple) keep their meaning.
 RECOMPUTE = ("none", "selective", "full", "selective-op")
@@ -43,6 +44,24 @@ class ParallelLayout:
     # Gradient bucket size in parameters; 0 = Megatron-core's default, max(40M, 1M * dp)
     # (megatron/core/distributed/distributed_data_parallel.py, bucket_size)
     dp_bucket_params: int = 0
+    # Megatron's MoE parallel folding (arXiv 2504.14960): expert layers use ETP x EP x EDP over the
+    # tp * cp * dp ranks of a stage; 0 = expert_tp equal to tp (Megatron's default)
+    expert_tp: int = 0
+    # context parallelism: "p2p" ring attention, "a2a" Ulysses, "a2a+p2p" (Megatron --cp-comm-type)
+    cp_comm: str = "p2p"
+    hierarchical_cp_sizes: tuple[int, int] | None = None  # (a2a, p2p) sizes for a2a+p2p
+    offload_optimizer: bool = False    # ZeRO-Offload: optimizer states and the Adam step on the host
+    offload_activations: bool = False  # activations to host memory between forward and backward
+    offload_params: bool = False       # ZeRO-Infinity parameter offload (needs zero_stage 3)
+    # Megatron --overlap-moe-expert-parallel-comm: the EP all-to-all of one micro-batch hides
+    # behind the compute of another (forward and backward of adjacent micro-batches merged)
+    overlap_moe_expert_parallel_comm: bool = False
+    # Megatron --recompute-granularity selective --recompute-modules: besides the attention core
+    # ("core_attn", Korthikanti's selective recompute), "mla_up_proj" (MLA up-projections and
+    # RoPE), "layernorm" (the two norms' outputs) and "moe_act" (the experts' SwiGLU)
+    recompute_modules: tuple[str, ...] = ()
+    # bytes of each Adam moment (scenario training.adam_moments: fp32 4, bf16 2)
+    adam_moment_bytes: int = 4
     # ZeRO-3 as torch FSDP (scenario parallel.fsdp): version 1 or 2, 0 = the framework's own ZeRO-3;
     # units whose parameter gather may run ahead of use; free gathered parameters after forward;
     # HSDP replica groups (shard over dp / hsdp_replicas ranks, replicate across them)
@@ -65,6 +84,30 @@ class ParallelLayout:
     @property
     def num_gpus(self) -> int:
         return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def etp(self) -> int:
+        """Tensor parallelism inside the experts (Megatron's ETP)."""
+        return self.expert_tp or self.tp
+
+    @property
+    def edp(self) -> int:
+        """Expert data parallelism: the stage's tp * cp * dp ranks over etp * ep."""
+        return max(1, self.tp * self.cp * self.dp // (self.etp * self.ep))
+
+    @property
+    def cp_a2a(self) -> int:
+        """Ranks of the all-to-all (Ulysses) part of context parallelism."""
+        if self.cp_comm == "a2a":
+            return self.cp
+        if self.cp_comm == "a2a+p2p":
+            return self.hierarchical_cp_sizes[0] if self.hierarchical_cp_sizes else self.cp
+        return 1
+
+    @property
+    def cp_p2p(self) -> int:
+        """Ranks of the ring (point-to-point) part of context parallelism."""
+        return self.cp // self.cp_a2a
 
     @property
     def num_micro_batches(self) -> int:

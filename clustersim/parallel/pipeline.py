@@ -11,49 +11,20 @@ Dependencies (what :func:`validate_schedule` and :func:`dry_run` follow):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 from clustersim.errors import InputError
+from clustersim.parallel.dualpipe import dualpipe_actions
+from clustersim.parallel.pipeline_data import KINDS, Action, Schedule, ScheduleError
+from clustersim.parallel.stage_graph import StageGraph, stage_graph
+from clustersim.parallel.zero_bubble import zb_h1, zb_v
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
-KINDS = ("F", "B", "W")  # "W" (weight-gradient half of B) is reserved for zero-bubble schedules
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v")
 
-_SHORT = re.compile(r"^(\d+)([FBW])(\d+)$")
-
-
-class ScheduleError(ValueError):
-    """A schedule that is incomplete, repeats an action, or deadlocks."""
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    """One pass of one model chunk over one micro-batch on one pipeline rank."""
-
-    kind: str  # "F" | "B" ("W" reserved)
-    chunk: int
-    micro_batch: int
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"Action kind must be one of {KINDS}, got {self.kind!r}")
-        if self.chunk < 0 or self.micro_batch < 0:
-            raise ValueError(f"Action chunk and micro_batch must be >= 0, got {self.chunk}, {self.micro_batch}")
-
-    def __str__(self) -> str:
-        return f"{self.chunk}{self.kind}{self.micro_batch}"
-
-    @classmethod
-    def parse(cls, text: str) -> Action:
-        """Inverse of ``str``: ``"1F3"`` -> Action("F", chunk=1, micro_batch=3)."""
-        m = _SHORT.match(text.strip())
-        if not m:
-            raise ValueError(f"not an action: {text!r} (expected CHUNK KIND MICROBATCH, e.g. 1F3)")
-        return cls(kind=m.group(2), chunk=int(m.group(1)), micro_batch=int(m.group(3)))
-
-
-Schedule = tuple[tuple[Action, ...], ...]
+__all__ = ["KINDS", "SCHEDULES", "Action", "DryRun", "Schedule", "ScheduleError", "StageGraph", "build_schedule",
+           "dry_run", "format_grid", "max_in_flight", "pair_steady_state", "stage_graph", "stage_layers",
+           "validate_schedule"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -61,7 +32,8 @@ Schedule = tuple[tuple[Action, ...], ...]
 
 @lru_cache(maxsize=64)  # pure and immutable; simulate() and estimate() ask for the same one
 def build_schedule(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int = 1) -> Schedule:
-    """Per-rank action lists for ``schedule`` ("gpipe", "1f1b" or "interleaved-1f1b")."""
+    """Per-rank action lists for ``schedule`` (one of SCHEDULES); its placement of stages on
+    ranks is ``stage_graph(schedule, pp, virtual_stages, num_micro_batches)``."""
     if schedule not in SCHEDULES:
         raise InputError("parallel.schedule", schedule, SCHEDULES)
     for field, value in (("parallel.pp", pp), ("num_micro_batches", num_micro_batches),
@@ -70,6 +42,19 @@ def build_schedule(schedule: str, pp: int, num_micro_batches: int, virtual_stage
             raise InputError(field, value, "a positive integer")
     if schedule != "interleaved-1f1b" and virtual_stages != 1:
         raise InputError("parallel.virtual_stages", virtual_stages, "1 unless parallel.schedule is interleaved-1f1b")
+    m = num_micro_batches
+    if schedule == "zb-h1":
+        return tuple(zb_h1(pp, r, m) for r in range(pp))
+    if schedule == "zb-v":
+        return tuple(zb_v(pp, r, m) for r in range(pp))
+    if schedule in ("dualpipe", "dualpipe-v"):
+        dual = schedule == "dualpipe"
+        if dual and (pp % 2 or m % 2 or m < 2 * pp):
+            raise InputError("parallel.pp" if pp % 2 else "num_micro_batches", pp if pp % 2 else m,
+                             "an even pp and an even number of micro-batches >= 2 * pp for dualpipe")
+        if not dual and m < 2 * pp:
+            raise InputError("num_micro_batches", m, f"at least 2 * pp ({2 * pp}) micro-batches for dualpipe-v")
+        return tuple(dualpipe_actions(pp, r, m, dual) for r in range(pp))
     if schedule == "gpipe":
         return tuple(_gpipe(num_micro_batches) for _ in range(pp))
     if schedule == "1f1b" or virtual_stages == 1:
@@ -163,6 +148,24 @@ def stage_layers(layers: int, pp: int, virtual_stages: int = 1) -> tuple[int, ..
     return tuple(base + (1 if i in favoured else 0) for i in range(stages))
 
 
+def split_layers(layers: int, mtp_layers: int, pp: int, chunks: int = 1) -> tuple[int, ...]:
+    """``stage_layers`` with ``mtp_layers`` multi-token-prediction modules counted in the split and
+    placed on the last stage (clustersim.engine.stages.model_stage_layers): the last stage keeps
+    its share minus the MTP modules (at least one layer), the sum stays ``layers``."""
+    if not mtp_layers or layers + mtp_layers < pp * chunks:
+        return stage_layers(layers, pp, chunks)
+    counts = list(stage_layers(layers + mtp_layers, pp, chunks))
+    counts[-1] -= min(mtp_layers, counts[-1] - 1)
+    rest = sum(counts) - layers
+    for i in sorted(range(len(counts)), key=lambda k: (-counts[k], k)):   # keep the sum exact
+        if rest <= 0:
+            break
+        if counts[i] > 1:
+            counts[i] -= 1
+            rest -= 1
+    return tuple(counts)
+
+
 def layout_stage_layers(layout, layers: int) -> tuple[int, ...]:
     """Layers of each global stage of ``layout`` (a ParallelLayout): its explicit or balanced
     ``layers_per_stage`` (parallel.layers_per_stage, mixed GPUs), else the even ``stage_layers``."""
@@ -174,7 +177,7 @@ def layout_stage_layers(layout, layers: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True, slots=True)
 class DryRun:
-    """Unit-time execution of a schedule: start step of every action, per rank."""
+    """Execution of a schedule with fixed op times: start time of every action, per rank."""
 
     start: tuple[tuple[float, ...], ...]  # start time of each action, same shape as the schedule
     makespan: float
@@ -186,34 +189,52 @@ class DryRun:
         ideal = max(self.busy)
         return (self.makespan - ideal) / ideal if ideal else 0.0
 
+    @property
+    def bubble(self) -> float:
+        """Idle time of the busiest rank before the step ends."""
+        return self.makespan - max(self.busy)
 
-def _deps(kind: str, stage: int, mb: int, last_stage: int) -> tuple[tuple[str, int, int], ...]:
-    """(kind, global stage, micro-batch) of the actions that must finish before this one starts."""
+
+def _deps(kind: str, stage: int, mb: int, graph: StageGraph) -> tuple[tuple[str, int, int], ...]:
+    """(kind, global stage, micro-batch) of the actions that must finish before this one starts:
+    F after the previous stage's F; B after its own F and the next stage's B; W after its B."""
     if kind == "F":
-        return (("F", stage - 1, mb),) if stage > 0 else ()
-    if stage < last_stage:
-        return (("F", stage, mb), ("B", stage + 1, mb))
-    return (("F", stage, mb),)
+        prev = graph.prev[stage]
+        return (("F", prev, mb),) if prev >= 0 else ()
+    if kind == "W":
+        return (("B", stage, mb),)
+    nxt = graph.next[stage]
+    return (("F", stage, mb), ("B", nxt, mb)) if nxt >= 0 else (("F", stage, mb),)
 
 
-def _describe(key: tuple[str, int, int], pp: int) -> str:
+def _describe(key: tuple[str, int, int], graph: StageGraph) -> str:
     kind, stage, mb = key
-    return f"{Action(kind, stage // pp, mb)} on rank {stage % pp}"
+    rank, chunk = graph.placement[stage]
+    return f"{Action(kind, chunk, mb)} on rank {rank}"
 
 
-def _check_complete(actions: Schedule, pp: int, m: int, v: int) -> None:
+def _graph_for(pp: int, m: int, v: int, graph: StageGraph | None) -> StageGraph:
+    return graph if graph is not None else stage_graph("interleaved-1f1b" if v > 1 else "1f1b", pp, v, m)
+
+
+def _check_complete(actions: Schedule, graph: StageGraph, m: int) -> None:
+    pp = graph.pp
     if len(actions) != pp:
         raise ScheduleError(f"schedule has {len(actions)} ranks; expected pp = {pp}")
-    expected = {(k, c, i) for k in ("F", "B") for c in range(v) for i in range(m)}
     for rank, acts in enumerate(actions):
+        expected = {(k, c, i) for c in range(graph.chunks) for i in range(m) if graph.runs(rank, c, i)
+                    for k in ("F", "B")}
         seen: set[tuple[str, int, int]] = set()
-        for a in acts:
-            key = (a.kind, a.chunk, a.micro_batch)
+        for step, a in enumerate(acts):
+            key = a.key
             if key in seen:
                 raise ScheduleError(f"rank {rank}: action {a} appears twice\n" + format_grid(actions))
-            if key not in expected:
-                raise ScheduleError(f"rank {rank}: action {a} is not in chunks 0..{v - 1} x micro-batches "
-                                    f"0..{m - 1} (kinds F, B)\n" + format_grid(actions))
+            if key not in expected and not (a.kind == "W" and ("B", a.chunk, a.micro_batch) in expected):
+                raise ScheduleError(f"rank {rank}: action {a} is not in chunks 0..{graph.chunks - 1} x micro-batches "
+                                    f"0..{m - 1} of this rank (kinds F, B, W)\n" + format_grid(actions))
+            if a.paired and (step + 1 >= len(acts) or {a.kind, acts[step + 1].kind} != {"F", "B"}):
+                raise ScheduleError(f"rank {rank}: action {a} is paired but is not followed by a backward/forward"
+                                    " to overlap with\n" + format_grid(actions))
             seen.add(key)
         missing = sorted(expected - seen)
         if missing:
@@ -221,24 +242,40 @@ def _check_complete(actions: Schedule, pp: int, m: int, v: int) -> None:
                                 + format_grid(actions))
 
 
+def split_weight_keys(actions_of_rank: tuple[Action, ...] | list[Action]) -> frozenset[tuple[int, int]]:
+    """(chunk, micro-batch) whose backward is split: a W action follows its B."""
+    return frozenset((a.chunk, a.micro_batch) for a in actions_of_rank if a.kind == "W")
+
+
 def dry_run(actions: Schedule, pp: int, num_micro_batches: int, virtual_stages: int = 1,
-            forward_time: float = 1.0, backward_time: float = 1.0) -> DryRun:
+            forward_time: float = 1.0, backward_time: float = 1.0, weight_time: float | None = None,
+            graph: StageGraph | None = None) -> DryRun:
     """Execute the schedule with fixed op times and no communication time; raise ScheduleError
     on an incomplete schedule or a deadlock (no rank can start its next action).
 
-    An action starts when its rank is free and its dependencies have finished (list scheduling
-    in each rank's order); the result does not depend on the order in which ranks are visited."""
-    v = virtual_stages
-    _check_complete(actions, pp, num_micro_batches, v)
-    last_stage = pp * v - 1
+    ``backward_time`` is a whole backward (input and weight gradients); where the schedule splits
+    it, B takes ``backward_time - weight_time`` and W ``weight_time`` (default half). ``graph``:
+    the schedule's stage placement (default: Megatron's interleaved placement with
+    ``virtual_stages`` chunks). An action starts when its rank is free and its dependencies have
+    finished (list scheduling in each rank's order); the result does not depend on the order in
+    which ranks are visited."""
+    graph = _graph_for(pp, num_micro_batches, virtual_stages, graph)
+    _check_complete(actions, graph, num_micro_batches)
+    w_t = backward_time / 2 if weight_time is None else weight_time
     # per rank: (own key, dependency keys, duration), keys are (kind, global stage, micro-batch)
     plans = []
     for rank, acts in enumerate(actions):
+        split = split_weight_keys(acts)
         plan = []
         for a in acts:
-            stage = a.chunk * pp + rank
-            plan.append(((a.kind, stage, a.micro_batch), _deps(a.kind, stage, a.micro_batch, last_stage),
-                         forward_time if a.kind == "F" else backward_time))
+            stage = graph.stage(rank, a.chunk)
+            if a.kind == "F":
+                duration = forward_time
+            elif a.kind == "W":
+                duration = w_t
+            else:
+                duration = backward_time - w_t if (a.chunk, a.micro_batch) in split else backward_time
+            plan.append(((a.kind, stage, a.micro_batch), _deps(a.kind, stage, a.micro_batch, graph), duration))
         plans.append(plan)
     finish: dict[tuple[str, int, int], float] = {}
     pos = [0] * pp
@@ -265,6 +302,10 @@ def dry_run(actions: Schedule, pp: int, num_micro_batches: int, virtual_stages: 
                     break
                 t = t0 + duration
                 finish[key] = t
+                if i > 0 and actions[rank][i - 1].paired:
+                    # an overlapped pair hands on both results when the pair ends (DualPipe
+                    # sends after _forward_backward_compute_chunk returns)
+                    finish[plan[i - 1][0]] = t
                 starts[rank].append(t0)
                 i += 1
             if i != pos[rank]:
@@ -276,7 +317,7 @@ def dry_run(actions: Schedule, pp: int, num_micro_batches: int, virtual_stages: 
             for rank in range(pp):
                 if pos[rank] < len(plans[rank]):
                     key, deps, _ = plans[rank][pos[rank]]
-                    missing = [_describe(d, pp) for d in deps if d not in finish]
+                    missing = [_describe(d, graph) for d in deps if d not in finish]
                     waits.append(f"rank {rank} at step {pos[rank]} ({actions[rank][pos[rank]]}) "
                                  f"waits for {', '.join(missing)}")
             raise ScheduleError("deadlock: " + "; ".join(waits) + "\n"
@@ -286,25 +327,50 @@ def dry_run(actions: Schedule, pp: int, num_micro_batches: int, virtual_stages: 
     return DryRun(start=tuple(tuple(s) for s in starts), makespan=max(clock) if clock else 0.0, busy=busy)
 
 
-def validate_schedule(actions: Schedule, pp: int, num_micro_batches: int, virtual_stages: int = 1) -> None:
-    """Every (chunk, micro_batch) forward and backward exactly once per rank, and a unit-time dry
-    run that completes. Raises ScheduleError (with a step x rank grid) otherwise."""
-    dry_run(actions, pp, num_micro_batches, virtual_stages)
+def validate_schedule(actions: Schedule, pp: int, num_micro_batches: int, virtual_stages: int = 1,
+                      graph: StageGraph | None = None) -> None:
+    """Every forward and backward of the rank's (chunk, micro-batch) pairs exactly once (and at
+    most one W after its B), and a unit-time dry run that completes. Raises ScheduleError (with a
+    step x rank grid) otherwise."""
+    dry_run(actions, pp, num_micro_batches, virtual_stages, graph=graph)
 
 
 def max_in_flight(actions_of_rank: tuple[Action, ...] | list[Action]) -> int:
-    """Most (chunk, micro-batch) pairs whose forward is done and backward not yet, at any point:
-    the number of micro-batch activations one rank holds at its peak. With interleaving each
-    pair holds the activations of one chunk (``layers / (pp * v)`` layers), not of the whole stage."""
+    """Most (chunk, micro-batch) pairs whose forward is done and whose activations are not yet
+    freed, at any point: the number of micro-batch activations one rank holds at its peak. They
+    are freed by the backward, or by the W when the weight gradient is split off (the W still
+    reads the layer inputs that the weight-gradient GEMMs need). With interleaving each pair holds
+    the activations of one chunk (``layers / (pp * v)`` layers), not of the whole stage."""
+    split = split_weight_keys(actions_of_rank)
     live: set[tuple[int, int]] = set()
     peak = 0
     for a in actions_of_rank:
+        key = (a.chunk, a.micro_batch)
         if a.kind == "F":
-            live.add((a.chunk, a.micro_batch))
+            live.add(key)
             peak = max(peak, len(live))
-        elif a.kind == "B":
-            live.discard((a.chunk, a.micro_batch))
+        elif a.kind == "W" or key not in split:
+            live.discard(key)
     return peak
+
+
+def pair_steady_state(actions: Schedule) -> Schedule:
+    """Megatron's EP all-to-all overlap (``--overlap-moe-expert-parallel-comm``, MCore v0.14,
+    megatron/core/pipeline_parallel/combined_1f1b.py): in the steady state a forward and the
+    backward that follows it (of another micro-batch) run as one overlapped pair."""
+    out = []
+    for acts in actions:
+        new = list(acts)
+        i = 0
+        while i + 1 < len(new):
+            a, b = new[i], new[i + 1]
+            if a.kind == "F" and b.kind == "B" and not a.paired:
+                new[i] = Action(a.kind, a.chunk, a.micro_batch, True)
+                i += 2
+            else:
+                i += 1
+        out.append(tuple(new))
+    return tuple(out)
 
 
 def format_grid(actions: Schedule, error_steps: dict[int, int] | None = None) -> str:

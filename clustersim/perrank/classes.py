@@ -45,7 +45,12 @@ class ClassLayout:
     dp_culprits: tuple[Culprit | None, ...]              # per pipeline rank: the slowest NIC of the stage
     counts: dict[str, int]                               # degraded GPUs and links by kind
 
-    def dp_link_by_stage(self, pp: int, virtual_stages: int) -> dict[int, float]:
+    def dp_link_by_stage(self, pp: int, virtual_stages: int, graph=None) -> dict[int, float]:
+        """Per global stage: the DP link speed of the pipeline rank that holds it (``graph``: the
+        schedule's stage graph, V and DualPipe placements; None: stage ``chunk * pp + rank``)."""
+        if graph is not None:
+            return {graph.stage(p, c): s for p, s in enumerate(self.dp_link_speed) for c in range(graph.chunks)
+                    if s != 1.0}
         return {c * pp + p: s for p, s in enumerate(self.dp_link_speed) for c in range(virtual_stages) if s != 1.0}
 
 

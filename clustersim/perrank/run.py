@@ -23,6 +23,7 @@ from clustersim.engine.analytical import Recurrence
 from clustersim.engine.collapse import run_collapsed
 from clustersim.engine.rankplan import StepPlan, build_plan
 from clustersim.engine.sim import SimResult, simulate_plan
+from clustersim.engine.stages import step_graph
 from clustersim.engine.timeline import StepResult
 from clustersim.perrank import hetero
 from clustersim.perrank.classes import ClassLayout, Culprit, class_layout, coords_of
@@ -62,7 +63,8 @@ def per_rank_plan(scenario: Scenario) -> PerRankPlan:
         # data-parallel collectives span every group: priced on the slowest NICs
         dp_scenario = vs[min(range(len(groups)), key=lambda i: (_nic_bw(groups[i].cluster), i))]
     layout = class_layout(scenario, faults, hosts_of, nics_on, scenario.micro_batches_per_replica or None)
-    plan = build_plan(scenario, layout.classes, layout.dp_link_by_stage(par.pp, par.virtual_stages), dp_scenario)
+    graph = step_graph(scenario)
+    plan = build_plan(scenario, layout.classes, layout.dp_link_by_stage(par.pp, par.virtual_stages, graph), dp_scenario)
     return PerRankPlan(plan, layout, replace(scenario, faults=None))
 
 

@@ -32,8 +32,8 @@ SCREEN = "clustersim.sweep.screen:screen_shape"
 # The sweep's table, one float64 row per layout: the canonical key (space.layout_key, small
 # integers, exact in float64), the screen's columns, then the closed form's (NaN where it did
 # not run: the layout does not fit, or its bound shows it cannot matter).
-KEY_FIELDS = ("tp", "cp", "pp", "dp", "ep", "micro_batch", "zero_stage", "recompute", "sequence_parallel",
-              "schedule", "virtual_stages")
+KEY_FIELDS = ("tp", "cp", "pp", "dp", "ep", "expert_tp", "micro_batch", "zero_stage", "recompute",
+              "sequence_parallel", "schedule", "virtual_stages", "offload_optimizer")
 SCREEN_FIELDS = ("fits", "peak_bytes_per_gpu", "bound_step_time_s", "verdict")  # verdict: index in VERDICTS
 ESTIMATE_FIELDS = ("step_time_s", "tokens_per_s", "mfu")
 COLUMNS = KEY_FIELDS + SCREEN_FIELDS + ESTIMATE_FIELDS
@@ -69,10 +69,10 @@ def resolve(name: str) -> Callable[..., Any]:
 
 def layout_from_key(key: tuple[int, ...], template: ParallelLayout) -> ParallelLayout:
     """Inverse of ``space.layout_key`` (options the sweep does not search come from ``template``)."""
-    tp, cp, pp, dp, ep, mb, zero, rec, sp, sched, v = key
-    return replace(template, tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=mb, zero_stage=zero,
+    tp, cp, pp, dp, ep, etp, mb, zero, rec, sp, sched, v, off = key
+    return replace(template, tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, expert_tp=etp, micro_batch=mb, zero_stage=zero,
                    recompute=RECOMPUTE[rec], sequence_parallel=bool(sp), schedule=SCHEDULES[sched],
-                   virtual_stages=v)
+                   virtual_stages=v, offload_optimizer=bool(off))
 
 
 def report_metrics(report: Any) -> tuple[float, ...]:

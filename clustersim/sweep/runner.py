@@ -161,6 +161,8 @@ class SweepResult:
         df["sequence_parallel"] = t[:, COL["sequence_parallel"]] == 1.0
         df["schedule"] = [SCHEDULES[int(v)] for v in t[:, COL["schedule"]]]
         df["virtual_stages"] = t[:, COL["virtual_stages"]].astype(np.int64)
+        df["expert_tp"] = t[:, COL["expert_tp"]].astype(np.int64)
+        df["offload_optimizer"] = t[:, COL["offload_optimizer"]] == 1.0
         df["fits"] = self.feasible_mask()
         df["peak_bytes_per_gpu"] = t[:, COL["peak_bytes_per_gpu"]].astype(np.int64)
         ran = ~np.isnan(self.sim[:, 0])
@@ -180,17 +182,23 @@ class SweepResult:
 
 def parallel_dict(key: tuple[int, ...], global_batch: int) -> dict[str, object]:
     """A layout key as the scenario file's ``parallel:`` section (searched fields only)."""
-    tp, cp, pp, dp, ep, mb, zero, rec, sp, sched, v = key
-    return {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": mb, "global_batch": global_batch,
-            "zero_stage": zero, "recompute": RECOMPUTE[rec], "sequence_parallel": bool(sp),
-            "schedule": SCHEDULES[sched], "virtual_stages": v}
+    tp, cp, pp, dp, ep, etp, mb, zero, rec, sp, sched, v, off = key
+    out: dict[str, object] = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": mb,
+                              "global_batch": global_batch, "zero_stage": zero, "recompute": RECOMPUTE[rec],
+                              "sequence_parallel": bool(sp), "schedule": SCHEDULES[sched], "virtual_stages": v}
+    if etp:
+        out["expert_tp"] = etp
+    if off:
+        out["offload"] = {"optimizer": True}
+    return out
 
 
 def make_tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int]]:
     """Screening tasks in canonical order and the number of layouts in each."""
     s = spec.scenario
     gb = s.parallel.global_batch
-    units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space, s.parallel.hsdp_replicas))
+    units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space, s.parallel.hsdp_replicas,
+                                                    s.cluster.pcie is not None))
              for shape in shapes(s.model, s.cluster, gb, spec.space) for mb in micro_batch_sizes(shape, gb)]
     units = [u for u in units if u[2] > 0]
     total = sum(u[2] for u in units)

@@ -37,7 +37,8 @@ import numpy as np
 
 from clustersim.compute import optimizer_step_time_s
 from clustersim.engine.groups import comm_plan, pp_plan
-from clustersim.engine.memory_plan import chunk_in_flight, layers_in_flight, scenario_kernels
+from clustersim.engine.memory_plan import layers_in_flight, scenario_kernels
+from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.engine.stages import activation_bytes, build_step_work
 from clustersim.engine.units import compile_unit
 from clustersim.engine.zero import (
@@ -51,14 +52,24 @@ from clustersim.memory.activations import LayerUnits, combine, layer_units
 from clustersim.memory.buffers import buffer_bytes, nccl_buffer_bytes
 from clustersim.memory.evidence import interval_factors
 from clustersim.memory.policies import RankPolicies, rank_policies, uniform_policies
-from clustersim.memory.report import MemoryReport, assemble, peak_numbers, states, verdict_index
+from clustersim.memory.report import (
+    MemoryReport,
+    assemble,
+    moe_share,
+    offload,
+    peak_numbers,
+    states,
+    verdict_index,
+)
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
-from clustersim.parallel.pipeline import build_schedule, stage_layers
+from clustersim.parallel.pipeline import build_schedule, max_in_flight, split_layers, stage_graph
 from clustersim.scenario import Scenario
 from clustersim.sweep.space import (
     SearchSpace,
     Shape,
+    offload_options,
     schedule_options,
+    schedule_zero_ok,
     sequence_parallel_options,
     zero_options,
 )
@@ -82,6 +93,8 @@ class UnitTimes:
     first_params: int
     last_params: int
     p2p_bytes: float  # activation sent between pipeline stages per micro-batch
+    layer_all_params: int = 0  # the first layer's parameters with its experts (the optimizer steps them all)
+    moe_all_params: int = 0    # the last layer's (a MoE layer in a MoE model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +117,6 @@ class ScheduleProfile:
     chain holds (every rank ends with chunk 0's backward of one micro-batch)."""
 
     ranks: tuple[tuple[int, float], ...]
-    ends: tuple[float, float]  # micro-batches in flight of the first chunk (rank 0) and the last (rank pp - 1)
     chunk0_layers: tuple[int, ...]
     first_layers: int  # layers of global stage 0 (with the embedding) and of the last (with the output)
     last_layers: int
@@ -112,12 +124,21 @@ class ScheduleProfile:
                                                           # chunks without embedding or output
     backward_chain: bool
     check_ranks: tuple[int, ...]  # the ranks that can hold the peak memory
+    moe_held: tuple[int, ...] = ()   # MoE layers among each rank's layers
+    firsts: tuple[bool, ...] = ()    # ranks holding the embedding (model stage 0)
+    lasts: tuple[bool, ...] = ()     # ranks holding the output head (last model stage)
+    fill: bool = True                # rank r waits for the first forward through ranks < r (GPipe/1F1B/interleaved)
+    share: float = 1.0               # micro-batches through each chunk / all (DualPipe: each direction's half)
+    ends: tuple[tuple[float, float], ...] = ()  # per rank: in flight on its embedding's / head's chunk (0: none)
 
 
 def class_scenario(base: Scenario, layout: ParallelLayout) -> Scenario:
     """The representative of a layout's unit-time class: one stage, no data parallelism."""
-    rep = replace(layout, pp=1, dp=1, zero_stage=0, schedule="1f1b", virtual_stages=1,
-                  global_batch=layout.micro_batch)
+    # an expert-parallel layout keeps its data-parallel ranks: the EP group (and where its ranks
+    # sit) is part of the layer's cost
+    dp = layout.dp if layout.ep > 1 else 1
+    rep = replace(layout, pp=1, dp=dp, zero_stage=0, schedule="1f1b", virtual_stages=1,
+                  global_batch=layout.micro_batch * dp, offload_optimizer=False)
     return replace(base, parallel=rep)
 
 
@@ -127,16 +148,25 @@ def unit_times(rep: Scenario) -> UnitTimes:
     def unit_time(_: Scenario, work: tuple) -> object:
         return compile_unit(rep, work)
 
-    stage = build_step_work(rep).stages[0]  # pp = 1: [embedding, layers..., output]
-    fwd, bwd, params = stage.forward, stage.backward, stage.unit_params  # bwd: [output, layers..., embedding]
-    # layers may recompute differently (recompute_every, Megatron's block method): the cheapest
-    # layer's backward keeps the bound a bound
-    layer_bwds = {id(w): w for w in bwd[1:-1]}.values()
+    # pp = 1: forward [embedding, layers..., mtp..., output], backward [output, mtp..., layers..., embedding];
+    # layers of different kinds (a MoE model's dense first layers) enter with the cheaper kind: a bound
+    stage = build_step_work(rep).stages[0]
+    fwd, bwd, params = stage.forward, stage.backward, stage.unit_params
+    n, k = stage.num_layers, rep.model.mtp_layers
+    # the layers of one kind share one op tuple (engine.stages): price each distinct tuple once
+    layers_f = {id(w): w for w in fwd[1:1 + n]}.values()
+    layers_b = {id(w): w for w in bwd[1 + k:1 + k + n]}.values()
+    last_f = sum(unit_time(rep, w).time_s for w in (*fwd[1 + n:-1], fwd[-1]))
+    last_b = sum(unit_time(rep, w).time_s for w in bwd[:1 + k])
     return UnitTimes(
-        layer_f_s=unit_time(rep, fwd[1]).time_s, layer_b_s=min(unit_time(rep, w).time_s for w in layer_bwds),
+        layer_f_s=min(unit_time(rep, w).time_s for w in layers_f),
+        layer_b_s=min(unit_time(rep, w).time_s for w in layers_b),
         first_f_s=unit_time(rep, fwd[0]).time_s, first_b_s=unit_time(rep, bwd[-1]).time_s,
-        last_f_s=unit_time(rep, fwd[-1]).time_s, last_b_s=unit_time(rep, bwd[0]).time_s,
-        layer_params=params[1], first_params=params[-1], last_params=params[0],
+        last_f_s=last_f, last_b_s=last_b,
+        layer_params=min(params[1 + k:1 + k + n]), first_params=params[-1], last_params=params[0],
+        # backward units run the layers last to first: the last is layer 0 (dense if any is), the first a MoE layer
+        layer_all_params=params[k + n] + stage.unit_expert_params[k + n],
+        moe_all_params=params[1 + k] + stage.unit_expert_params[1 + k],
         p2p_bytes=build_step_work(rep).p2p_bytes)
 
 
@@ -144,50 +174,73 @@ def _profile_micro_batches(schedule: str, pp: int, num_micro_batches: int) -> in
     """Micro-batches whose schedule has the same memory profile as ``num_micro_batches``: GPipe
     holds all (counted in closed form), 1F1B at most pp - r on rank r, interleaved 1F1B peaks
     during its warm-up of fewer than 2 pp micro-batches (Narayanan et al. 2021 §2.2; checked
-    against the full schedules in tests/sweep/test_screen.py)."""
-    cap = {"gpipe": 2, "1f1b": pp, "interleaved-1f1b": 2 * pp}[schedule]
+    against the full schedules in tests/sweep/test_screen.py). The zero-bubble and DualPipe
+    schedules are built in full."""
+    cap = {"gpipe": 2, "1f1b": pp, "interleaved-1f1b": 2 * pp}.get(schedule, num_micro_batches)
     return min(num_micro_batches, cap)
 
 
 @functools.lru_cache(maxsize=4096)
 def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
-                     layers: int) -> ScheduleProfile:
-    """The memory and bound profile of a schedule (see ScheduleProfile)."""
+                     layers: int, first_dense: int = 0, mtp_layers: int = 0) -> ScheduleProfile:
+    """The memory and bound profile of a schedule (see ScheduleProfile); ``first_dense``: the
+    model's leading dense layers (MoE models)."""
     m = _profile_micro_batches(schedule, pp, num_micro_batches)
     if m != num_micro_batches:
-        short = schedule_profile(schedule, pp, m, virtual_stages, layers)
+        short = schedule_profile(schedule, pp, m, virtual_stages, layers, first_dense, mtp_layers)
         if schedule == "gpipe":  # every forward runs before any backward: all micro-batches in flight
             ranks = tuple((held, float(num_micro_batches)) for held, _ in short.ranks)
-            return replace(short, ranks=ranks, ends=(float(num_micro_batches), float(num_micro_batches)))
+            ends = tuple((float(num_micro_batches) if f else 0.0, float(num_micro_batches) if la else 0.0)
+                         for f, la in zip(short.firsts, short.lasts, strict=True))
+            return replace(short, ranks=ranks, ends=ends)
         return short
     actions = build_schedule(schedule, pp, num_micro_batches, virtual_stages)
-    counts = stage_layers(layers, pp, virtual_stages)
-    ranks = []
+    graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
+    model_counts = split_layers(layers, mtp_layers, pp, 1 if schedule == "dualpipe" else graph.chunks)
+    counts = tuple(model_counts[graph.model_stage[g]] for g in range(graph.num_stages))
+    starts = [sum(model_counts[:k]) for k in range(len(model_counts))]
+    last_model = graph.num_model_stages - 1
+    ranks, moe_held, firsts, lasts, ends = [], [], [], [], []
     for r in range(pp):
-        held = sum(counts[c * pp + r] for c in range(virtual_stages))
-        ranks.append((held, layers_in_flight(actions[r], r, pp, counts) / held))
+        ms = graph.rank_model_stages(r)
+        held = sum(model_counts[k] for k in ms)
+        ranks.append((held, layers_in_flight(actions[r], r, graph, counts) / held))
+        ends.append(_ends(actions[r], ms, last_model))
+        moe_held.append(sum(max(0, model_counts[k] - max(0, first_dense - starts[k])) for k in ms))
+        firsts.append(0 in ms)
+        lasts.append(last_model in ms)
+    old = schedule in ("gpipe", "1f1b", "interleaved-1f1b")
     last = [a[-1] for a in actions]
-    chain = all(a.kind == "B" and a.chunk == 0 and a.micro_batch == last[0].micro_batch for a in last)
+    chain = old and all(a.kind == "B" and a.chunk == 0 and a.micro_batch == last[0].micro_batch for a in last)
     plain = []
     for r in range(pp):
         sizes: dict[int, int] = {}
-        for c in range(virtual_stages):
-            g = c * pp + r
-            if g not in (0, len(counts) - 1):
+        for c in range(graph.chunks):
+            g = graph.stage(r, c)
+            if graph.model_stage[g] not in (0, last_model):
                 sizes[counts[g]] = sizes.get(counts[g], 0) + 1
         plain.append(tuple(sorted(sizes.items())))
-    ends = (float(chunk_in_flight(actions[0], 0)), float(chunk_in_flight(actions[-1], virtual_stages - 1)))
-    return ScheduleProfile(tuple(ranks), ends, tuple(counts[:pp]), counts[0], counts[-1], tuple(plain), chain,
-                           _check_ranks(ranks))
+    return ScheduleProfile(tuple(ranks), tuple(counts[graph.stage(r, 0)] for r in range(pp)), model_counts[0],
+                           model_counts[-1], tuple(plain), chain, _check_ranks(ranks, firsts, lasts),
+                           tuple(moe_held), tuple(firsts), tuple(lasts), old,
+                           0.5 if schedule == "dualpipe" else 1.0, tuple(ends))
 
 
-def _check_ranks(ranks: list[tuple[int, float]]) -> tuple[int, ...]:
-    """Ranks whose memory can be the peak: the first and the last (embedding, output) and the
-    middle ranks that no other middle rank matches in both layers held and micro-batches in
+def _ends(actions, model_stages: tuple[int, ...], last_model: int) -> tuple[float, float]:
+    """As clustersim.engine.memory_plan.chunk_in_flight, for the chunks running model stage 0
+    and the last model stage (0 where the rank holds neither)."""
+    def peak(stage: int) -> float:
+        chunks = [c for c, m in enumerate(model_stages) if m == stage]
+        return float(max_in_flight(tuple(a for a in actions if a.chunk in chunks))) if chunks else 0.0
+    return peak(0), peak(last_model)
+
+
+def _check_ranks(ranks: list[tuple[int, float]], firsts: list[bool], lasts: list[bool]) -> tuple[int, ...]:
+    """Ranks whose memory can be the peak: those with the embedding or the output head and the
+    other ranks that no other such rank matches in both layers held and micro-batches in
     flight (memory grows with both: ``MemoryModel.peak_bytes``)."""
-    pp = len(ranks)
-    keep = {0, pp - 1}
-    middle = [(held, f, r) for r, (held, f) in enumerate(ranks) if 0 < r < pp - 1]
+    keep = {r for r in range(len(ranks)) if firsts[r] or lasts[r]}
+    middle = [(held, f, r) for r, (held, f) in enumerate(ranks) if r not in keep]
     for held, k, r in middle:
         if not any((h2 >= held and k2 >= k) and (h2, k2) != (held, k) or ((h2, k2) == (held, k) and r2 < r)
                    for h2, k2, r2 in middle):
@@ -283,7 +336,6 @@ def _bound_with_backward_gathers(u: UnitTimes, x: Extra, profile: ScheduleProfil
 def _plain_bound_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_micro_batches: int) -> float:
     """``pipeline_bound_s`` without ZeRO-3 gathers: every action lasts its compute, so a rank's
     work is its layers times (F + B) plus the embedding / output units."""
-    pp = len(profile.ranks)
     layer = u.layer_f_s + u.layer_b_s
     first = u.first_f_s + u.first_b_s
     last = u.last_f_s + u.last_b_s
@@ -295,14 +347,15 @@ def _plain_bound_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_mic
     c0 = profile.chunk0_layers
     for r, (held, _) in enumerate(profile.ranks):
         work = held * layer
-        if r == 0:
+        if profile.firsts[r]:
             work += first
-        if r == pp - 1:
+        if profile.lasts[r]:
             work += last
-        total = fill + num_micro_batches * work
+        total = fill + num_micro_batches * profile.share * work
         if total > best:
             best = total
-        fill += c0[r] * step_layer + hop + (step_first if r == 0 else 0.0)
+        if profile.fill:
+            fill += c0[r] * step_layer + hop + (step_first if r == 0 else 0.0)
     return best
 
 
@@ -324,26 +377,29 @@ class MemoryModel:
         self._factors: dict[tuple[object, ...], tuple[float, float]] = {}
 
     def report(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
-               ends: tuple[float, float]) -> MemoryReport:
+               ends: tuple[float, float], moe_held: int | None = None) -> MemoryReport:
         """The rank's MemoryReport (as the engine's ``memory_report``)."""
-        return assemble(*self._parts(p, rank, held, in_flight, first, last, ends), rank)
+        *parts, host = self._parts(p, rank, held, in_flight, first, last, ends, moe_held)
+        return assemble(*parts, rank, host)
 
     def rank_key(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
-                 ends: tuple[float, float]) -> tuple[int, int, int]:
+                 ends: tuple[float, float], moe_held: int | None = None) -> tuple[int, int, int]:
         """(verdict index, reserved peak, -rank) of a rank, without building its MemoryReport."""
-        st, act, trans, buf, nccl, _, factors = self._parts(p, rank, held, in_flight, first, last, ends)
+        st, act, trans, buf, nccl, _, factors, _ = self._parts(p, rank, held, in_flight, first, last, ends, moe_held)
         *_, peak, interval = peak_numbers(st, act, trans, buf, nccl, factors)
         return verdict_index(interval, self.capacity), peak, -rank
 
     def _parts(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
-               ends: tuple[float, float]) -> tuple:
+               ends: tuple[float, float], moe_held: int | None = None) -> tuple:
         k = float(in_flight)
-        skey = (p.tp, p.ep, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, held, first, last)
+        moe_layers = (held if moe_held is None else moe_held) if self.model.is_moe else None
+        skey = (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, p.adam_moment_bytes, held, moe_layers,
+                first, last)
         st = self._states.get(skey)
         if st is None:
-            st = self._states[skey] = states(self.model, p, self.dtype, held, first, last, self.framework)
-        bkey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.micro_batch, p.sequence_parallel, p.zero_stage, p.dp_bucket_params,
-                p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch, p.reshard_after_forward,
+            st = self._states[skey] = states(self.model, p, self.dtype, held, first, last, self.framework, moe_layers)
+        bkey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
+                p.dp_bucket_params, p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch, p.reshard_after_forward,
                 p.num_micro_batches > 1, held, first, last)
         buf = self._buffers.get(bkey)
         if buf is None:
@@ -353,22 +409,25 @@ class MemoryModel:
             pol = RankPolicies(((p.recompute, held),) if held else (), 1)
         else:
             pol = rank_policies(p, self.model.layers, rank)
-        ukey = (p.tp, p.cp, p.ep, p.micro_batch, p.sequence_parallel, tuple(n for n, _ in pol.counts),
-                pol.group_layers)
+        share = moe_share(self.model, held, moe_layers)
+        ukey = (p.tp, p.cp, p.ep, p.etp, p.cp_comm, p.micro_batch, p.sequence_parallel, p.recompute_modules,
+                tuple(n for n, _ in pol.counts), pol.group_layers, share)
         units = self._units.get(ukey)
         if units is None:
-            units = self._units[ukey] = layer_units(self.model, p, self.dtype, self.framework, self.kernels, pol)
-        acts = combine(units, pol, held, k, first, last, ends, buf[1])
+            units = self._units[ukey] = layer_units(self.model, p, self.dtype, self.framework, self.kernels, pol,
+                                                    share)
+        act, trans = combine(units, pol, held, k, first, last, ends, buf[1])
+        st, act, host = offload(p, st, act, k, held, last)
         fkey = (p.cp,)
         factors = self._factors.get(fkey)
         if factors is None:
             factors = self._factors[fkey] = interval_factors(self.model, p, self.framework)
-        return st, acts[0], acts[1], buf[0], buf[2], self.capacity, factors
+        return st, act, trans, buf[0], buf[2], self.capacity, factors, host
 
     def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool,
-                   rank: int = 0, ends: tuple[float, float] | None = None) -> int:
+                   rank: int = 0, ends: tuple[float, float] | None = None, moe_held: int | None = None) -> int:
         k = float(in_flight)
-        return self.rank_key(p, rank, held, k, first, last, (k, k) if ends is None else ends)[1]
+        return self.rank_key(p, rank, held, k, first, last, (k, k) if ends is None else ends, moe_held)[1]
 
 
 class Screen:
@@ -385,7 +444,7 @@ class Screen:
 
     def unit_times(self, layout: ParallelLayout) -> UnitTimes:
         p = layout
-        key = (p.tp, p.cp, p.ep, p.micro_batch, p.sequence_parallel, p.recompute)
+        key = (p.tp, p.cp, p.ep, p.etp, p.dp if p.ep > 1 else 1, p.micro_batch, p.sequence_parallel, p.recompute)
         u = self._units.get(key)
         if u is None:
             u = self._units[key] = unit_times(class_scenario(self.base, layout))
@@ -396,16 +455,15 @@ class Screen:
         """(verdict index, reserved peak) of the pipeline rank that decides the verdict (the
         engine's ``worst_stage``). ``cache`` shares ranks between schedules of one layout
         (uniform recompute policies only)."""
-        last = layout.pp - 1
         uniform = cache is not None or uniform_policies(layout)
         best: tuple[int, int, int] | None = None
         for r in profile.check_ranks if uniform else range(layout.pp):
             held, inflight = profile.ranks[r]
-            ends = (profile.ends[0] if r == 0 else 0.0, profile.ends[1] if r == last else 0.0)
-            key = (r, held, inflight, ends)
+            first, last, ends, moe = profile.firsts[r], profile.lasts[r], profile.ends[r], profile.moe_held[r]
+            key = (r, held, inflight, ends, first, last, moe)
             entry = cache.get(key) if cache is not None else None
             if entry is None:
-                entry = self.memory.rank_key(layout, r, held, inflight, r == 0, r == last, ends)
+                entry = self.memory.rank_key(layout, r, held, inflight, first, last, ends, moe)
                 if cache is not None:
                     cache[key] = entry
             if best is None or entry > best:
@@ -446,8 +504,9 @@ class Screen:
         """A lower bound on ``api.estimate(...).step_time_s`` (module docstring)."""
         u = self.unit_times(layout)
         bound = pipeline_bound_s(u, self.extra(layout, u), profile, layout.num_micro_batches)
+        bound += self.optimizer_s(layout, u, profile)
         if profile.backward_chain:
-            bound += self.optimizer_s(layout, u, profile) + self.tail_s(layout, u, profile)
+            bound += self.tail_s(layout, u, profile)
         return bound * (1.0 - BOUND_SLACK)
 
     def tail_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
@@ -489,20 +548,34 @@ class Screen:
         return t
 
     def optimizer_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
-        """Rank 0's optimizer step (``engine.stages``: its parameters, before ZeRO sharding)."""
-        held0 = profile.ranks[0][0]
-        params0 = held0 * u.layer_params + u.first_params + (u.last_params if layout.pp == 1 else 0)
-        key = (params0, layout.dp, layout.zero_stage)  # what optimizer_step_time_s reads of the layout
+        """Rank 0's optimizer step (``engine.stages``: its parameters, before ZeRO sharding); for
+        the schedules without the backward chain (zero-bubble, DualPipe), where the step ends with
+        some rank's optimizer after all its work, the step of the rank holding the fewest layers
+        (no embedding or head counted): every rank's own step takes at least that long."""
+        if profile.backward_chain:
+            held0 = profile.ranks[0][0]
+            moe0 = profile.moe_held[0] if self.base.model.is_moe else 0
+            params0 = moe0 * u.moe_all_params + (held0 - moe0) * u.layer_all_params + u.first_params \
+                + (u.last_params if layout.pp == 1 else 0)
+        else:
+            params0 = min(m * u.moe_all_params + (held - m) * u.layer_all_params
+                          for (held, _), m in zip(profile.ranks, profile.moe_held, strict=True))
+        key = (params0, layout.dp, layout.cp, layout.zero_stage, layout.offload_optimizer)
         opt = self._opt.get(key)
         if opt is None:
-            opt = self._opt[key] = optimizer_step_time_s(params0, layout, self.base.cluster.gpu)
+            if layout.offload_optimizer:
+                opt = host_optimizer_time_s(replace(self.base, parallel=layout), params0)
+            else:
+                opt = optimizer_step_time_s(params0, layout, self.base.cluster.gpu)
+            self._opt[key] = opt
         return opt
 
     def profile(self, layout: ParallelLayout) -> ScheduleProfile:
         return self.profile_of(layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages)
 
     def profile_of(self, schedule: str, pp: int, num_micro_batches: int, virtual_stages: int) -> ScheduleProfile:
-        return schedule_profile(schedule, pp, num_micro_batches, virtual_stages, self.base.model.layers)
+        return schedule_profile(schedule, pp, num_micro_batches, virtual_stages, self.base.model.layers,
+                                self.base.model.moe_first_dense_layers, self.base.model.mtp_layers)
 
 
 @functools.lru_cache(maxsize=4)
@@ -522,10 +595,11 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
     gb, layers = tmpl.global_batch, model.layers
     sps = sequence_parallel_options(model, shape, space)
     zeros = zero_options(shape, space, tmpl.hsdp_replicas)
+    offloads = offload_options(model, space, base.cluster.pcie is not None)
     rows: list[tuple[float, ...]] = []
     for mb in micro_batches:
         nmb = gb // (shape.dp * mb)
-        scheds = schedule_options(shape, nmb, layers, space)
+        scheds = schedule_options(shape, nmb, layers, space, model.is_moe)
         profiles = [sc.profile_of(s, shape.pp, nmb, v) for s, v in scheds]
         bounds: dict[tuple[str, bool, bool], list[float]] = {}
         for zero in zeros:
@@ -533,23 +607,28 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                 for sp in sps:
                     # the template carries the options the sweep does not search (overlaps, FSDP
                     # settings, partial recompute)
-                    p = replace(tmpl, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
-                                sequence_parallel=sp, zero_stage=zero, micro_batch=mb, global_batch=gb,
-                                recompute=rec, schedule="1f1b", virtual_stages=1)
-                    uniform = uniform_policies(p)
-                    u = sc.unit_times(p)
-                    x = sc.extra(p, u)
+                    p0 = replace(tmpl, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
+                                 expert_tp=shape.etp, sequence_parallel=sp, zero_stage=zero, micro_batch=mb,
+                                 global_batch=gb, recompute=rec, schedule="1f1b", virtual_stages=1,
+                                 offload_optimizer=False)
+                    uniform = uniform_policies(p0)
+                    u = sc.unit_times(p0)
+                    x = sc.extra(p0, u)
                     pipe = bounds.get((rec, sp, zero == 3))
                     if pipe is None:
                         pipe = bounds[(rec, sp, zero == 3)] = [pipeline_bound_s(u, x, prof, nmb) for prof in profiles]
-                    key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, mb, zero,
+                    key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, shape.etp, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
-                    ranks: dict[tuple[object, ...], tuple[int, int, int]] = {}
+                    ranks: dict[bool, dict[tuple[object, ...], tuple[int, int, int]]] = {}
                     for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
-                        pv = p if uniform else replace(p, schedule=sched, virtual_stages=v)
-                        verdict, peak = sc.worst(pv, prof, ranks if uniform else None)
-                        bound = pipe_s + (sc.optimizer_s(p, u, prof) + sc.tail_s(p, u, prof)
-                                          if prof.backward_chain else 0.0)
-                        rows.append((*key_head, SCHEDULES.index(sched), v, float(verdict != 2), float(peak),
-                                     bound * (1.0 - BOUND_SLACK), float(verdict)))
-    return np.array(rows, dtype=np.float64).reshape(len(rows), 15)
+                        if not schedule_zero_ok(sched, zero):
+                            continue
+                        for off in offloads:
+                            p = replace(p0, offload_optimizer=off) if off else p0
+                            pv = p if uniform else replace(p, schedule=sched, virtual_stages=v)
+                            verdict, peak = sc.worst(pv, prof, ranks.setdefault(off, {}) if uniform else None)
+                            bound = pipe_s + sc.optimizer_s(p, u, prof) + (sc.tail_s(p, u, prof)
+                                                                            if prof.backward_chain else 0.0)
+                            rows.append((*key_head, SCHEDULES.index(sched), v, int(off), float(verdict != 2),
+                                         float(peak), bound * (1.0 - BOUND_SLACK), float(verdict)))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 17)

@@ -67,6 +67,9 @@ class SearchSpace:
     sequence_parallel: tuple[bool, ...] = (False, True)
     allow_tp_across_nodes: bool = False
     max_cp: int = 0  # 0: no limit; cp only pays off for long sequences, a user may cap it
+    # MoE models also search expert tensor parallelism, the zero-bubble and DualPipe schedules and
+    # optimizer offload (a dense model keeps gpipe / 1f1b / interleaved without offload)
+    offload: tuple[bool, ...] = (False, True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,7 @@ class Shape:
     pp: int
     dp: int
     ep: int = 1
+    etp: int = 0   # expert tensor parallelism (0: = tp, Megatron's default)
 
 
 def divisors(n: int) -> list[int]:
@@ -116,16 +120,30 @@ def shapes(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                 dp = gpus // (tp * cp * pp)
                 if global_batch % dp:
                     continue
-                eps = [e for e in divisors(model.moe_experts) if dp * cp % e == 0] if model.is_moe else [1]
-                out.extend(Shape(tp, cp, pp, dp, ep) for ep in eps)
+                if not model.is_moe:
+                    out.append(Shape(tp, cp, pp, dp, 1))
+                    continue
+                # MoE parallel folding: ep * etp divides the stage's tp * cp * dp ranks
+                for ep in divisors(model.moe_experts):
+                    for etp in divisors(tp):
+                        if (tp * cp * dp) % (ep * etp) or model.moe_expert_ffn_hidden % etp:
+                            continue
+                        out.append(Shape(tp, cp, pp, dp, ep, 0 if etp == tp else etp))
     return out
 
 
+NEW_SCHEDULES = ("zb-h1", "zb-v", "dualpipe", "dualpipe-v")
+
+
 def schedule_options(shape: Shape, num_micro_batches: int, layers: int,
-               space: SearchSpace) -> list[tuple[str, int]]:
-    """(schedule, virtual_stages) pairs valid for this shape and micro-batch count (S3, S4)."""
+                     space: SearchSpace, moe: bool = False) -> list[tuple[str, int]]:
+    """(schedule, virtual_stages) pairs valid for this shape and micro-batch count (S3, S4, S5).
+    The zero-bubble and DualPipe schedules (searched for MoE models) follow the loader's rules
+    (clustersim.parallel.rules): a pipeline (S5: with pp = 1 they run 1F1B's passes), two chunks
+    per rank for the V schedules, an even pp and an even micro-batch count >= 2 pp for DualPipe."""
     out: list[tuple[str, int]] = []
-    pipelined = shape.pp > 1 and num_micro_batches > 1
+    pp, m = shape.pp, num_micro_batches
+    pipelined = pp > 1 and m > 1
     for schedule in SCHEDULES:
         if schedule not in space.schedules:
             continue
@@ -134,15 +152,38 @@ def schedule_options(shape: Shape, num_micro_batches: int, layers: int,
                 out.append((schedule, 1))
         elif schedule == "1f1b":
             out.append((schedule, 1))
-        elif shape.pp > 1 and num_micro_batches % shape.pp == 0:
-            out.extend((schedule, v) for v in range(2, layers // shape.pp + 1))  # S4: v >= 2
+        elif schedule == "interleaved-1f1b":
+            if pp > 1 and m % pp == 0:
+                out.extend((schedule, v) for v in range(2, layers // pp + 1))  # S4: v >= 2
+        elif moe and pp > 1 and _new_schedule_ok(schedule, pp, m, layers):
+            out.append((schedule, 1))
     return out
 
 
+def _new_schedule_ok(schedule: str, pp: int, m: int, layers: int) -> bool:
+    if schedule == "dualpipe":
+        return pp % 2 == 0 and m % 2 == 0 and m >= 2 * pp
+    if schedule == "dualpipe-v":
+        return layers >= 2 * pp and m >= 2 * pp
+    return schedule == "zb-h1" or layers >= 2 * pp
+
+
+def schedule_zero_ok(schedule: str, zero: int) -> bool:
+    """Zero-bubble and DualPipe schedules run with ZeRO 0-2 (clustersim.parallel.rules)."""
+    return zero != 3 or schedule not in NEW_SCHEDULES
+
+
+def offload_options(model: ModelSpec, space: SearchSpace, has_host_link: bool) -> list[bool]:
+    """Optimizer offload (ZeRO-Offload) for MoE models on clusters with a host link."""
+    return [o for o in space.offload if not o or (model.is_moe and has_host_link)] or [False]
+
+
 def sequence_parallel_options(model: ModelSpec, shape: Shape, space: SearchSpace) -> list[bool]:
-    """Sequence-parallel settings of a shape (S1: none with tp = 1)."""
+    """Sequence-parallel settings of a shape (S1: none with tp = 1; MoE with tp > 1 needs it)."""
     if shape.tp == 1 and False in space.sequence_parallel:
         return [False]
+    if model.is_moe and shape.tp > 1:
+        return [True] if True in space.sequence_parallel and model.seq_len % shape.tp == 0 else []
     return [sp for sp in space.sequence_parallel if not sp or (shape.tp > 1 and model.seq_len % shape.tp == 0)]
 
 
@@ -163,7 +204,7 @@ def micro_batch_sizes(shape: Shape, global_batch: int) -> list[int]:
 
 def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
                   space: SearchSpace = SearchSpace(),
-                  micro_batches: tuple[int, ...] | None = None) -> list[ParallelLayout]:
+                  micro_batches: tuple[int, ...] | None = None, has_host_link: bool = True) -> list[ParallelLayout]:
     """Every layout of one shape, in canonical order (see ``layout_key``).
 
     ``template`` supplies what the sweep does not search: global_batch and the overlap flags.
@@ -172,19 +213,23 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
     per_replica = template.global_batch // shape.dp
     sps = sequence_parallel_options(model, shape, space)
     zeros = zero_options(shape, space, template.hsdp_replicas)
+    offloads = offload_options(model, space, has_host_link)
     out: list[ParallelLayout] = []
     for mb in micro_batches if micro_batches is not None else micro_batch_sizes(shape, template.global_batch):
         nmb = per_replica // mb
-        scheds = schedule_options(shape, nmb, model.layers, space)
+        scheds = schedule_options(shape, nmb, model.layers, space, model.is_moe)
         for zero in zeros:
             for recompute in space.recompute:
                 for sp in sps:
                     for schedule, v in scheds:
-                        out.append(replace(  # the template's unsearched options: overlaps, FSDP settings
-                            template, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
-                            sequence_parallel=sp, zero_stage=zero, micro_batch=mb,
-                            global_batch=template.global_batch, schedule=schedule, virtual_stages=v,
-                            recompute=recompute))
+                        if not schedule_zero_ok(schedule, zero):
+                            continue
+                        for off in offloads:
+                            out.append(replace(  # the template's unsearched options: overlaps, FSDP settings
+                                template, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
+                                expert_tp=shape.etp, sequence_parallel=sp, zero_stage=zero, micro_batch=mb,
+                                global_batch=template.global_batch, schedule=schedule, virtual_stages=v,
+                                recompute=recompute, offload_optimizer=off))
     return out
 
 
@@ -192,40 +237,55 @@ def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, template: Parallel
                       space: SearchSpace = SearchSpace()) -> Iterator[ParallelLayout]:
     """Every valid layout (after symmetry pruning), shape by shape, in canonical order."""
     for shape in shapes(model, cluster, template.global_batch, space):
-        yield from shape_layouts(model, shape, template, space)
+        yield from shape_layouts(model, shape, template, space, has_host_link=cluster.pcie is not None)
 
 
-def count_schedule_options(shape: Shape, num_micro_batches: int, layers: int, space: SearchSpace) -> int:
-    """len(schedule_options(...)) in O(1): the interleaved schedule's virtual stages are counted,
-    not listed (up to layers / pp of them)."""
-    pipelined = shape.pp > 1 and num_micro_batches > 1
-    n = 0
+def schedule_counts(shape: Shape, num_micro_batches: int, layers: int, space: SearchSpace,
+                    moe: bool = False) -> dict[str, int]:
+    """How many (schedule, virtual_stages) pairs ``schedule_options`` gives per schedule, in O(1):
+    the interleaved schedule's virtual stages are counted, not listed (up to layers / pp of them)."""
+    pp, m = shape.pp, num_micro_batches
+    pipelined = pp > 1 and m > 1
+    out: dict[str, int] = {}
     for schedule in SCHEDULES:
         if schedule not in space.schedules:
             continue
         if schedule == "gpipe":
-            n += int(pipelined or "1f1b" not in space.schedules)
+            n = int(pipelined or "1f1b" not in space.schedules)
         elif schedule == "1f1b":
-            n += 1
-        elif shape.pp > 1 and num_micro_batches % shape.pp == 0:
-            n += max(0, layers // shape.pp - 1)
-    return n
+            n = 1
+        elif schedule == "interleaved-1f1b":
+            n = max(0, layers // pp - 1) if pp > 1 and m % pp == 0 else 0
+        else:
+            n = int(moe and pp > 1 and _new_schedule_ok(schedule, pp, m, layers))
+        if n:
+            out[schedule] = n
+    return out
+
+
+def count_schedule_options(shape: Shape, num_micro_batches: int, layers: int, space: SearchSpace,
+                           moe: bool = False) -> int:
+    """len(schedule_options(...)) in O(1)."""
+    return sum(schedule_counts(shape, num_micro_batches, layers, space, moe).values())
 
 
 def count_shape_layouts(model: ModelSpec, shape: Shape, global_batch: int, micro_batch: int,
-                        space: SearchSpace = SearchSpace(), hsdp_replicas: int = 1) -> int:
+                        space: SearchSpace = SearchSpace(), hsdp_replicas: int = 1,
+                        has_host_link: bool = True) -> int:
     """len(shape_layouts(...)) for one micro-batch size, without building the layouts."""
     sps = len(sequence_parallel_options(model, shape, space))
-    zeros = len(zero_options(shape, space, hsdp_replicas))
-    nsched = count_schedule_options(shape, global_batch // (shape.dp * micro_batch), model.layers, space)
-    return zeros * len(space.recompute) * sps * nsched
+    zeros = zero_options(shape, space, hsdp_replicas)
+    counts = schedule_counts(shape, global_batch // (shape.dp * micro_batch), model.layers, space, model.is_moe)
+    pairs = sum(n for s, n in counts.items() for z in zeros if schedule_zero_ok(s, z))
+    return pairs * len(space.recompute) * sps * len(offload_options(model, space, has_host_link))
 
 
 def count_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayout,
                   space: SearchSpace = SearchSpace()) -> int:
     """len(list(enumerate_layouts(...))) without building the layouts."""
     gb = template.global_batch
-    return sum(count_shape_layouts(model, shape, gb, mb, space, template.hsdp_replicas)
+    host = cluster.pcie is not None
+    return sum(count_shape_layouts(model, shape, gb, mb, space, template.hsdp_replicas, host)
                for shape in shapes(model, cluster, gb, space) for mb in micro_batch_sizes(shape, gb))
 
 
@@ -235,5 +295,5 @@ _RECOMPUTE_INDEX = {name: i for i, name in enumerate(RECOMPUTE)}
 
 def layout_key(p: ParallelLayout) -> tuple[int, ...]:
     """The canonical sort key of a layout: degrees first, then options, all as integers."""
-    return (p.tp, p.cp, p.pp, p.dp, p.ep, p.micro_batch, p.zero_stage, _RECOMPUTE_INDEX[p.recompute],
-            int(p.sequence_parallel), _SCHEDULE_INDEX[p.schedule], p.virtual_stages)
+    return (p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, p.micro_batch, p.zero_stage, _RECOMPUTE_INDEX[p.recompute],
+            int(p.sequence_parallel), _SCHEDULE_INDEX[p.schedule], p.virtual_stages, int(p.offload_optimizer))

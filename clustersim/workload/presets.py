@@ -47,6 +47,24 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # Mixtral 8x7B (Jiang et al. 2024, arXiv 2401.04088, Table 1)
     "mixtral-8x7b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, ffn_act="swiglu",
                          vocab=32000, seq_len=4096, moe={"experts": 8, "top_k": 2}),
+    # Mixtral 8x22B: HF config.json of mistralai/Mixtral-8x22B-Instruct-v0.1 (hidden_size 6144,
+    # intermediate_size 16384, num_hidden_layers 56, num_attention_heads 48, num_key_value_heads 8,
+    # num_local_experts 8, num_experts_per_tok 2, vocab_size 32768, max_position_embeddings 65536);
+    # seq_len 4096 as in Megatron-LM's Mixtral training examples (megatron/core/transformer/moe/README.md)
+    "mixtral-8x22b": dict(layers=56, hidden=6144, heads=48, kv_heads=8, ffn_hidden=16384, ffn_act="swiglu",
+                          vocab=32768, seq_len=4096, moe={"experts": 8, "top_k": 2}),
+    # DeepSeek-V3 (arXiv 2412.19437 §4.2; HF config.json of deepseek-ai/DeepSeek-V3 and the
+    # repository's inference/configs/config_671B.json at 9b4e978): 61 layers, hidden 7168, dense
+    # intermediate 18432 for the first 3 layers (first_k_dense_replace), 256 routed experts of
+    # width 2048 (moe_intermediate_size) with top-8 routing, 1 shared expert, 8 groups with at
+    # most 4 per token (n_group, topk_group), MLA with 128 heads, q_lora_rank 1536, kv_lora_rank
+    # 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128, vocab 129280, one MTP module
+    # (num_nextn_predict_layers 1); pre-training sequence length 4K (§4.2)
+    "deepseek-v3": dict(layers=61, hidden=7168, heads=128, ffn_hidden=18432, ffn_act="swiglu", vocab=129280,
+                        seq_len=4096, attention="mla", q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
+                        qk_rope_head_dim=64, v_head_dim=128, mtp_layers=1,
+                        moe={"experts": 256, "top_k": 8, "shared_experts": 1, "expert_ffn_hidden": 2048,
+                             "first_dense_layers": 3, "router_num_groups": 8, "router_group_topk": 4}),
 }
 
 
@@ -57,7 +75,8 @@ def list_model_rows() -> list[dict[str, object]]:
     rows = []
     for name in sorted(MODEL_PRESETS):
         m = model_from_fields(name, MODEL_PRESETS[name])
-        rows.append({"name": name, "params_B": round(m.total_params() / 1e9, 2), "layers": m.layers,
+        rows.append({"name": name, "params_B": round(m.total_params() / 1e9, 2),
+                     "active_params_B": round(m.active_params() / 1e9, 2), "layers": m.layers,
                      "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads, "ffn_hidden": m.ffn_hidden,
                      "ffn_act": m.ffn_act, "vocab": m.vocab, "seq_len": m.seq_len,
                      "experts": m.moe_experts})

@@ -92,3 +92,23 @@ def test_fast_paths_agree_on_random_layouts(data: dict, more: int) -> None:
         return
     _same(estimate_step(sc, collapse=True), estimate_step(sc, collapse=False), rel=1e-10)
     _same(simulate_step(sc, record=False), simulate_step(sc, record=True, hybrid=False), rel=1e-10)
+
+
+@pytest.mark.parametrize("parallel", [
+    dict(global_batch=128, schedule="zb-h1"),
+    dict(global_batch=128, schedule="zb-v"),
+    dict(global_batch=128, schedule="dualpipe"),
+    dict(global_batch=128, schedule="dualpipe-v"),
+], ids=["zb-h1", "zb-v", "dualpipe", "dualpipe-v"])
+def test_new_schedules_take_the_general_paths(parallel: dict) -> None:
+    # W actions, F&B pairs and V / DualPipe stage graphs: no collapse, no hybrid (it declines),
+    # the recorded and unrecorded event engine agree, and the closed form stays close
+    sc = _gpt3(**parallel)
+    plan = build_plan(sc)
+    assert plan.general and plan.period == (0, 0)
+    assert simulate_hybrid(plan) is None
+    fast = simulate_step(sc, record=False)
+    _same(fast, simulate_step(sc, record=True, hybrid=False))
+    _same(estimate_step(sc, collapse=True), estimate_step(sc, collapse=False))
+    closed = estimate_step(sc)
+    assert math.isclose(closed.step_time_s, fast.step_time_s, rel_tol=0.05)

@@ -14,19 +14,20 @@ from clustersim.parallel.layout import ParallelLayout
 from .shapes import SHAPES
 
 
-def _layout(tp: int, cp: int, dp: int, pp: int, ep: int) -> ParallelLayout:
-    return ParallelLayout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)
+def _layout(tp: int, cp: int, dp: int, pp: int, ep: int, etp: int = 0) -> ParallelLayout:
+    return ParallelLayout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, expert_tp=etp)
 
 
 def _oracle(layout: ParallelLayout) -> dict[str, tuple[tuple[int, ...], ...]]:
     """Groups by brute force: walk the dense grid (pp slowest ... tp fastest) counting ranks, and
-    separately walk the expert grid (pp, edp, ep, tp), then group ranks by their other coordinates."""
-    tp, cp, dp, pp, ep = layout.tp, layout.cp, layout.dp, layout.pp, layout.ep
+    separately walk the expert grid (pp, edp, ep, etp), then group ranks by their other coordinates."""
+    tp, cp, dp, pp, ep, etp = layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp
     dense: dict[int, tuple[int, int, int, int]] = {}
     for rank, (p, d, c, t) in enumerate(itertools.product(range(pp), range(dp), range(cp), range(tp))):
         dense[rank] = (t, c, d, p)
     expert: dict[int, tuple[int, int, int, int]] = {}
-    for rank, (p, e2, e, t) in enumerate(itertools.product(range(pp), range(cp * dp // ep), range(ep), range(tp))):
+    edp = tp * cp * dp // (ep * etp)
+    for rank, (p, e2, e, t) in enumerate(itertools.product(range(pp), range(edp), range(ep), range(etp))):
         expert[rank] = (t, e, e2, p)
     keys = {
         "tp": lambda r: ("d", dense[r][1], dense[r][2], dense[r][3]),
@@ -36,6 +37,7 @@ def _oracle(layout: ParallelLayout) -> dict[str, tuple[tuple[int, ...], ...]]:
         "dp_cp": lambda r: ("d", dense[r][0], dense[r][3]),
         "ep": lambda r: ("e", expert[r][0], expert[r][2], expert[r][3]),
         "edp": lambda r: ("e", expert[r][0], expert[r][1], expert[r][3]),
+        "etp": lambda r: ("e", expert[r][1], expert[r][2], expert[r][3]),
     }
     out = {}
     for axis, key in keys.items():
@@ -102,6 +104,27 @@ def test_cp_sits_between_tp_and_dp() -> None:
     assert rank_groups(layout, "dp_cp") == ((0, 2, 4, 6), (1, 3, 5, 7))
     assert rank_groups(layout, "ep") == ((0, 2), (1, 3), (4, 6), (5, 7))
     assert rank_groups(layout, "edp") == ((0, 4), (1, 5), (2, 6), (3, 7))
+
+
+@pytest.mark.parametrize("tp,cp,dp,pp,ep,etp", [(2, 1, 4, 2, 8, 1), (4, 2, 2, 1, 4, 2), (8, 1, 2, 2, 16, 1),
+                                                  (2, 2, 2, 2, 2, 1), (4, 1, 4, 1, 2, 4)])
+def test_moe_parallel_folding_groups_match_oracle(tp: int, cp: int, dp: int, pp: int, ep: int, etp: int) -> None:
+    # Megatron's MoE parallel folding (arXiv 2504.14960): the experts re-read a stage's tp*cp*dp
+    # ranks as etp x ep x edp, so EP may span TP ranks (ep > dp*cp) when etp < tp
+    layout = _layout(tp, cp, dp, pp, ep, etp)
+    oracle = _oracle(layout)
+    for axis in ("ep", "edp", "etp"):
+        assert rank_groups(layout, axis) == oracle[axis], axis
+    for rank in range(layout.num_gpus):
+        assert rank_of(coords(rank, layout), layout) == rank
+
+
+def test_folding_worked_example() -> None:
+    # 8 GPUs, tp=2 dp=4 ep=8 etp=1: one EP group of all 8 ranks of the stage, no expert data parallelism
+    layout = _layout(2, 1, 4, 1, 8, 1)
+    assert rank_groups(layout, "ep") == (tuple(range(8)),)
+    assert rank_groups(layout, "edp") == tuple((r,) for r in range(8))
+    assert rank_groups(layout, "etp") == tuple((r,) for r in range(8))
 
 
 dims = st.sampled_from([1, 2, 3, 4, 8])

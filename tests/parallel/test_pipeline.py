@@ -117,7 +117,7 @@ def test_interleaved_requires_multiple_of_pp() -> None:
 
 def test_bad_arguments() -> None:
     with pytest.raises(InputError, match="parallel.schedule"):
-        build_schedule("zb-h1", 2, 4)
+        build_schedule("zb-h3", 2, 4)
     with pytest.raises(InputError, match="virtual_stages"):
         build_schedule("1f1b", 2, 4, 2)
     with pytest.raises(InputError, match="parallel.pp"):

@@ -196,3 +196,19 @@ def test_bad_faults_exit_2_naming_the_field(setting: str, field: str) -> None:
     p = _run("scenarios/llama2_70b_a100x64.yaml", "--set", setting)
     assert p.returncode == 2, p.stderr
     assert field in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("schedule", ["zb-h1", "zb-v", "dualpipe"])
+def test_new_schedules_run_per_rank(schedule: str) -> None:
+    # the zero-bubble and DualPipe schedules run in per-rank mode: a GPU at full speed costs nothing,
+    # a GPU at half speed slows the step
+    data = copy.deepcopy(GPT3)
+    data["parallel"]["schedule"] = schedule
+    healthy = simulate(scenario_from_dict(data))
+    data["faults"] = {"slow_gpus": [{"rank": 5, "speed": 1.0}]}
+    same = simulate(scenario_from_dict(data))
+    assert math.isclose(same.step_time_s, healthy.step_time_s, rel_tol=1e-12)
+    data["faults"] = {"slow_gpus": [{"rank": 5, "speed": 0.5}]}
+    slow = simulate(scenario_from_dict(data))
+    assert slow.step_time_s > healthy.step_time_s
+    assert slow.breakdown["straggler"] >= 0.0

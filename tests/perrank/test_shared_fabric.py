@@ -17,10 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def _moe(name: str, oversubscription: float) -> dict:
     # Mixtral with expert parallelism 8 over 8 nodes (TP 8 inside a node): the token all-to-all
     # crosses leaves of 4 nodes, so the jobs' dispatches meet on the leaf uplinks
+    # (sequence parallelism on: Megatron-Core requires it for MoE with TP > 1, parallel/rules.py)
     return {"name": name, "model": {"preset": "mixtral-8x7b"},
             "cluster": {"preset": "dgx-h100", "nodes": 8, "nodes_per_leaf": 4, "oversubscription": oversubscription},
-            "parallel": {"tp": 8, "pp": 1, "dp": 8, "ep": 8, "micro_batch": 1, "global_batch": 64,
-                         "zero_stage": 1, "recompute": "selective"},
+            "parallel": {"tp": 8, "sequence_parallel": True, "pp": 1, "dp": 8, "ep": 8, "micro_batch": 1,
+                         "global_batch": 64, "zero_stage": 1, "recompute": "selective"},
             "training": {"dtype": "bf16"}}
 
 

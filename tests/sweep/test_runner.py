@@ -66,9 +66,9 @@ def test_pareto_mode_finds_the_brute_force_front(small, brute_force):
 
 
 def test_pareto_front_by_hand():
-    # rows: key (11 zeros but tp), fits, peak, bound, verdict, step, tokens/s, mfu
+    # rows: key (13 fields), fits, peak, bound, verdict, step, tokens/s, mfu
     def row(tp, peak, tps):
-        return [tp, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1.0, peak, 0.0, 0.0, 1.0, tps, 0.5]
+        return [tp, 1, 1, 1, 1, 0, 1, 0, 0, 0, 1, 1, 0, 1.0, peak, 0.0, 0.0, 1.0, tps, 0.5]
     t = np.array([row(1, 10, 5.0), row(2, 20, 4.0), row(4, 20, 7.0), row(8, 30, 7.0), row(16, 40, 9.0)])
     # (10, 5) is front; (20, 4) dominated; (20, 7) front; (30, 7) not faster; (40, 9) front
     assert list(pareto_front(t)) == [0, 2, 4]

@@ -10,7 +10,7 @@ import pytest
 
 from clustersim.errors import InputError
 from clustersim.hardware.load import load_cluster
-from clustersim.parallel.layout import SCHEDULES, ParallelLayout
+from clustersim.parallel.layout import ParallelLayout
 from clustersim.scenario import check_layout, model_from_fields
 from clustersim.sweep.space import (
     SWEEP_RECOMPUTE,
@@ -51,8 +51,10 @@ def _brute_force(model, cluster, gb: int, allow_tp_across: bool) -> set[tuple[in
         dp = gpus // (tp * cp * pp)
         if not allow_tp_across and cluster.gpus_per_node % tp:
             continue
+        # the zero-bubble and DualPipe schedules are searched for MoE models only (space.schedule_options)
+        dense_schedules = ("gpipe", "1f1b", "interleaved-1f1b")
         for mb, zero, rec, sp, sched in itertools.product(range(1, gb + 1), range(4), SWEEP_RECOMPUTE, (False, True),
-                                                          SCHEDULES):
+                                                          dense_schedules):
             for v in range(1, model.layers + 1):
                 p = ParallelLayout(tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=mb, global_batch=gb, zero_stage=zero,
                                    recompute=rec, sequence_parallel=sp, schedule=sched, virtual_stages=v)

@@ -74,4 +74,4 @@ def screen(base, shape, micro_batches, space):
         fits = peak <= CAPACITY_BYTES
         rows.append((*layout_key(p), float(fits), float(peak), 0.9 * estimate(scenario).step_time_s,
                      0.0 if fits else 2.0))
-    return np.array(rows, dtype=np.float64).reshape(len(rows), 15)
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 17)

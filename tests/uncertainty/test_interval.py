@@ -62,7 +62,8 @@ def test_missing_evidence_widens_the_interval_and_says_why():
         assert width(iv) > width(base), name
         assert iv.why and not iv.validated, name
     moe = scenario_from_dict({"model": {"preset": "mixtral-8x7b"}, "cluster": {"preset": "dgx-h100", "nodes": 8},
-                              "parallel": {"tp": 2, "dp": 32, "ep": 8, "global_batch": 64}})
+                              "parallel": {"tp": 2, "dp": 32, "ep": 8, "global_batch": 64,
+                                           "sequence_parallel": True}})
     assert any("mixture of experts" in w for w in step_interval(moe).why)
 
 

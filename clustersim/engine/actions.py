@@ -1,0 +1,105 @@
+"""What each scheduled action does, resolved once per step for both engines.
+
+For every action of every rank: its global stage, the input it waits for (an activation for F,
+a gradient for B: keys ``(kind, stage, micro-batch)``), the outputs it sends and to which rank
+(none when the next stage sits on the same rank, the turn of a V schedule), the work units it
+runs (F: the forward units; B: the whole backward, or only its input-gradient part when the
+schedule runs a W for the same chunk and micro-batch; W: the weight-gradient part), and whether
+it completes the chunk's gradients (the last B or W of the chunk, which launches the
+data-parallel reduction of each unit as it finishes).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from clustersim.engine.stages import StepWork, Work
+from clustersim.parallel.pipeline import Schedule, pair_steady_state, split_weight_keys
+from clustersim.parallel.pipeline import build_schedule as _build
+from clustersim.parallel.stage_graph import StageGraph
+from clustersim.scenario import Scenario
+
+Key = tuple[str, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedAction:
+    label: str
+    kind: str
+    stage: int
+    micro_batch: int
+    needs: Key | None                        # arrival to wait for
+    sends: tuple[tuple[Key, int, int], ...]  # (key, destination rank, pp boundary of the link)
+    works: tuple[Work, ...]
+    final: bool                              # the chunk's gradients are complete after it
+    paired: bool                             # runs overlapped with the next action
+    part: str = ""                           # which units it runs: "F", "B" (whole backward), "Bi" (input part), "W"
+    chunk: int = 0
+
+
+def step_schedule(scenario: Scenario, num_micro_batches: int | None = None) -> Schedule:
+    """The scenario's schedule, with Megatron's EP-overlap pairs when that option is on
+    (``num_micro_batches``: a rank class's own count, per-rank mode; None: the scenario's)."""
+    par = scenario.parallel
+    m = par.num_micro_batches if num_micro_batches is None else num_micro_batches
+    sched = _build(par.schedule, par.pp, m, par.virtual_stages)
+    if par.overlap_moe_expert_parallel_comm and par.schedule in ("1f1b", "interleaved-1f1b"):
+        sched = pair_steady_state(sched)
+    return sched
+
+
+def _boundary(src: int, dst: int, pp: int, kind: str = "F") -> int:
+    """The pipeline link between neighbouring ranks ``src`` and ``dst``: rank i to rank i + 1 mod pp.
+    With two ranks both links join them: a forward send takes ``src``'s, a backward one the link
+    below ``src`` (as the classic schedules always did)."""
+    if pp == 2:
+        return src if kind == "F" else (src - 1) % pp
+    return src if dst == (src + 1) % pp else dst
+
+
+@functools.lru_cache(maxsize=64)
+def plan_actions(scenario: Scenario, work: StepWork,
+                 num_micro_batches: int | None = None) -> tuple[tuple[PlannedAction, ...], ...]:
+    graph: StageGraph = work.graph
+    pp = scenario.parallel.pp
+    out = []
+    for rank, acts in enumerate(step_schedule(scenario, num_micro_batches)):
+        split = split_weight_keys(acts)
+        last: dict[int, int] = {}
+        for i, a in enumerate(acts):
+            if a.kind in ("B", "W"):
+                last[a.chunk] = i
+        planned = []
+        for i, a in enumerate(acts):
+            g = graph.stage(rank, a.chunk)
+            st = work.stages[g]
+            mb = a.micro_batch
+            sends: list[tuple[Key, int, int]] = []
+            needs = None
+            if a.kind == "F":
+                works, part = st.forward, "F"
+                if graph.prev[g] >= 0 and graph.placement[graph.prev[g]][0] != rank:
+                    needs = ("F", g, mb)
+                nxt = graph.next[g]
+                if nxt >= 0:
+                    dst = graph.placement[nxt][0]
+                    if dst != rank:
+                        sends.append((("F", nxt, mb), dst, _boundary(rank, dst, pp, "F")))
+            elif a.kind == "B":
+                part = "Bi" if (a.chunk, mb) in split else "B"
+                works = st.backward_input if part == "Bi" else st.backward
+                nxt = graph.next[g]
+                if nxt >= 0 and graph.placement[nxt][0] != rank:
+                    needs = ("B", g, mb)
+                prev = graph.prev[g]
+                if prev >= 0:
+                    dst = graph.placement[prev][0]
+                    if dst != rank:
+                        sends.append((("B", prev, mb), dst, _boundary(rank, dst, pp, "B")))
+            else:
+                works, part = st.backward_weight, "W"
+            planned.append(PlannedAction(str(a), a.kind, g, mb, needs, tuple(sends), works,
+                                         last.get(a.chunk) == i, a.paired, part, a.chunk))
+        out.append(tuple(planned))
+    return tuple(out)

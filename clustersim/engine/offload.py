@@ -1,0 +1,57 @@
+"""Offload to host memory over the GPU's PCIe (or chip-to-chip) link: ``parallel.offload``.
+
+* **Optimizer** (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840 §4; Megatron
+  ``--optimizer-cpu-offload``): the fp32 master weights and Adam moments live in host memory; at
+  the end of the step each GPU copies its shard of the fp32 gradients to the host (4 bytes per
+  parameter, Megatron's main_grad), the host runs Adam on it, and the updated 16-bit parameters
+  come back (2 bytes). The host Adam (DeepSpeed CPU-Adam, AVX-512 vectorised) is bound by host
+  memory bandwidth: it moves the same 38 bytes per parameter as the GPU's fused Adam
+  (clustersim.compute.optimizer). A DGX H100 has two Xeon Platinum 8480C with eight DDR5-4800
+  channels each (NVIDIA DGX H100 datasheet; Intel ARK: 8 channels, 4800 MT/s x 8 bytes =
+  38.4 GB/s per channel), 614 GB/s per node shared by its 8 GPUs' optimizers. The three parts run
+  one after another (no "delayed parameter update", which ZeRO-Offload makes optional).
+* **Activations** (ZeRO-Offload's activation checkpoint offload; Megatron fine-grained activation
+  offloading): each layer's saved activations go to the host during the forward pass and come
+  back before its backward, on the copy engines (no SMs), overlapped with the layer's compute; a
+  copy longer than the compute it hides behind is exposed (cause ``offload``).
+* **Parameters** (ZeRO-Infinity, Rajbhandari et al. 2021, arXiv 2104.07857): ZeRO-3 parameter
+  shards live in host memory and cross the host link before every all-gather.
+
+The link is ``ClusterSpec.pcie`` at its effective bandwidth, shared by the node's GPUs as
+GPUDirect traffic is (one x16 link per GPU on DGX/HGX boards).
+"""
+
+from __future__ import annotations
+
+from clustersim.collectives import CollectivePlan, GroupShape, Phase
+from clustersim.compute.optimizer import ADAM_MIXED_BYTES_PER_PARAM
+from clustersim.scenario import Scenario
+
+HOST_DRAM_BW_BYTES_PER_S_PER_NODE = 2 * 8 * 38.4e9   # DGX H100: 2 sockets x 8 DDR5-4800 channels
+HOST_LINK_LATENCY_S = 10e-6                            # cudaMemcpyAsync launch and DMA setup, ~10 us
+
+
+def host_bw(scenario: Scenario) -> float:
+    pcie = scenario.cluster.pcie
+    return pcie.effective_bw_bytes_per_s if pcie is not None else 0.0
+
+
+def host_copy_s(scenario: Scenario, size_bytes: float) -> float:
+    bw = host_bw(scenario)
+    return HOST_LINK_LATENCY_S + size_bytes / bw if bw > 0 and size_bytes > 0 else 0.0
+
+
+def host_copy_plan(scenario: Scenario, size_bytes: float) -> CollectivePlan:
+    """A copy between this GPU and host memory as a one-phase plan on the "host" link tier."""
+    bw = host_bw(scenario)
+    phases = (Phase("host", HOST_LINK_LATENCY_S, size_bytes, bw),) if bw > 0 and size_bytes > 0 else ()
+    return CollectivePlan("host_copy", "dma", size_bytes, GroupShape(1, 1), phases)
+
+
+def host_optimizer_time_s(scenario: Scenario, params_per_gpu: int) -> float:
+    """ZeRO-Offload optimizer step of one GPU's shard: gradients down, host Adam, parameters up."""
+    par = scenario.parallel
+    shard = params_per_gpu / (par.dp * par.cp) if par.zero_stage >= 1 else params_per_gpu
+    per_gpu_bw = HOST_DRAM_BW_BYTES_PER_S_PER_NODE / scenario.cluster.gpus_per_node
+    adam_s = shard * ADAM_MIXED_BYTES_PER_PARAM / per_gpu_bw
+    return host_copy_s(scenario, shard * 4) + adam_s + host_copy_s(scenario, shard * 2)

@@ -1,0 +1,137 @@
+"""Input rules for MoE, MLA, context-parallel variants, offload and the zero-bubble / DualPipe
+schedules: each names the scenario field and what is allowed (exit 2). ``clustersim.scenario
+.check_layout`` calls :func:`check_model` and :func:`check_extensions`; the sweep relies on the
+same functions, so it enumerates exactly what the loader accepts.
+"""
+
+from __future__ import annotations
+
+from clustersim.errors import InputError
+from clustersim.hardware.spec import ClusterSpec
+from clustersim.parallel.layout import ParallelLayout
+from clustersim.workload.model_spec import ModelSpec
+
+MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+V_SCHEDULES = ("zb-v", "dualpipe-v")        # two chunks per rank in a V (stage r and 2 pp - 1 - r)
+W_SCHEDULES = ("zb-h1", "zb-v", "dualpipe", "dualpipe-v")  # split weight gradients (W actions)
+
+
+def check_model(model: ModelSpec) -> None:
+    """Rules that concern the model alone."""
+    if model.attention == "mha" and model.kv_heads != model.heads:
+        raise InputError("model.attention", "mha",
+                         f"gqa (or leave it out) when model.kv_heads ({model.kv_heads}) < model.heads ({model.heads})")
+    if model.is_mla:
+        for key in MLA_FIELDS:
+            if getattr(model, key) <= 0:
+                raise InputError(f"model.{key}", getattr(model, key), "a positive integer when model.attention is mla")
+    elif any(getattr(model, k) for k in MLA_FIELDS) or model.q_lora_rank:
+        raise InputError("model.attention", model.attention, "mla when the MLA fields (kv_lora_rank, ...) are given")
+    if not model.is_moe:
+        return
+    if not 1 <= model.moe_top_k <= model.moe_experts:
+        raise InputError("model.moe.top_k", model.moe_top_k, f"1..{model.moe_experts} (model.moe.experts)")
+    if model.moe_first_dense_layers >= model.layers:
+        raise InputError("model.moe.first_dense_layers", model.moe_first_dense_layers,
+                         f"0..{model.layers - 1} (fewer than model.layers)")
+    groups, topk = model.moe_router_num_groups, model.moe_router_group_topk
+    if groups or topk:
+        if groups < 1 or model.moe_experts % groups:
+            raise InputError("model.moe.router_num_groups", groups,
+                             f"a divisor of model.moe.experts ({model.moe_experts}) when router_group_topk is set")
+        if not 1 <= topk <= groups or topk * (model.moe_experts // groups) < model.moe_top_k:
+            raise InputError("model.moe.router_group_topk", topk,
+                             f"1..{groups} groups holding at least top_k ({model.moe_top_k}) experts")
+
+
+def check_extensions(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) -> None:
+    """Rules for the layout fields of the second round (CONTRACT §4)."""
+    check_model(model)
+    _check_recompute_modules(model, par)
+    _check_experts(model, par)
+    _check_schedule(model, par)
+    _check_cp(model, par)
+    _check_offload(cluster, par)
+
+
+def _check_recompute_modules(model: ModelSpec, par: ParallelLayout) -> None:
+    mods = par.recompute_modules
+    if not mods:
+        return
+    if par.recompute != "selective":
+        raise InputError("parallel.recompute_modules", list(mods), "only with parallel.recompute: selective")
+    if "mla_up_proj" in mods and not model.is_mla:
+        raise InputError("parallel.recompute_modules", list(mods), "mla_up_proj only for an MLA model")
+    if "moe_act" in mods and not model.is_moe:
+        raise InputError("parallel.recompute_modules", list(mods), "moe_act only for a MoE model")
+
+
+def _check_experts(model: ModelSpec, par: ParallelLayout) -> None:
+    stage_ranks = par.tp * par.cp * par.dp
+    if not model.is_moe:
+        if par.ep > 1:
+            raise InputError("parallel.ep", par.ep, "1 for a dense model (model.moe.experts = 0)")
+        if par.expert_tp not in (0, 1, par.tp):
+            raise InputError("parallel.expert_tp", par.expert_tp, "left out for a dense model")
+        if par.overlap_moe_expert_parallel_comm:
+            raise InputError("parallel.overlap_moe_expert_parallel_comm", True, "false for a dense model")
+        return
+    if model.moe_experts % par.ep:
+        raise InputError("parallel.ep", par.ep, f"a divisor of model.moe.experts ({model.moe_experts})")
+    if stage_ranks % (par.ep * par.etp):
+        raise InputError("parallel.ep", par.ep,
+                         f"ep * expert_tp ({par.ep} * {par.etp}) dividing tp * cp * dp ({stage_ranks}): MoE parallel "
+                         "folding puts the experts on the ranks of one pipeline stage")
+    if model.moe_expert_ffn_hidden % par.etp:
+        raise InputError("parallel.expert_tp", par.etp,
+                         f"a divisor of the expert width ({model.moe_expert_ffn_hidden})")
+    if par.tp > 1 and not par.sequence_parallel:
+        # Megatron-Core MoELayer.forward raises in training when TP > 1 runs without SP
+        raise InputError("parallel.sequence_parallel", False, "true when tp > 1 for a MoE model (Megatron-Core)")
+    if par.overlap_moe_expert_parallel_comm and par.ep == 1:
+        raise InputError("parallel.overlap_moe_expert_parallel_comm", True, "false unless parallel.ep > 1")
+
+
+def _check_schedule(model: ModelSpec, par: ParallelLayout) -> None:
+    s, pp, m = par.schedule, par.pp, par.num_micro_batches
+    if s not in W_SCHEDULES:
+        return
+    if par.virtual_stages != 1:
+        raise InputError("parallel.virtual_stages", par.virtual_stages,
+                         f"1 for {s} (its chunks per rank are fixed)")
+    if par.zero_stage == 3:
+        raise InputError("parallel.zero_stage", 3, f"0, 1 or 2 with {s} (DeepSeek-V3 runs DualPipe with ZeRO-1; "
+                         "a ZeRO-3 gather per W action is not modelled)")
+    if s == "dualpipe":
+        if pp < 2 or pp % 2:
+            raise InputError("parallel.pp", pp, "an even number >= 2 for dualpipe (rank r pairs stages r and pp-1-r)")
+        if m % 2 or m < 2 * pp:
+            raise InputError("parallel.global_batch", par.global_batch,
+                             f"a batch with an even micro-batch count >= 2 * pp ({2 * pp}) for dualpipe; "
+                             f"it has {m} (global_batch / (dp * micro_batch))")
+    if s in V_SCHEDULES:
+        if model.layers < 2 * pp:
+            raise InputError("parallel.pp", pp, f"2 * pp <= model.layers ({model.layers}) for {s} (two chunks per rank)")
+        if s == "dualpipe-v" and m < 2 * pp:
+            raise InputError("parallel.global_batch", par.global_batch,
+                             f"a batch with at least 2 * pp ({2 * pp}) micro-batches for dualpipe-v; it has {m}")
+
+
+def _check_cp(model: ModelSpec, par: ParallelLayout) -> None:
+    if par.cp == 1 or par.cp_comm == "p2p":
+        return
+    heads = model.heads // par.tp
+    if heads % par.cp_a2a:
+        raise InputError("parallel.cp_comm", par.cp_comm,
+                         f"p2p, or an all-to-all size ({par.cp_a2a}) dividing the heads per TP rank ({heads}): "
+                         "Ulysses splits attention heads over the all-to-all group")
+
+
+def _check_offload(cluster: ClusterSpec, par: ParallelLayout) -> None:
+    if not (par.offload_optimizer or par.offload_activations or par.offload_params):
+        return
+    if cluster.pcie is None:
+        raise InputError("parallel.offload", "enabled", "a cluster whose profile declares its GPU-host link (pcie)")
+    if par.offload_params and par.zero_stage != 3:
+        raise InputError("parallel.offload.params", True,
+                         "false unless parallel.zero_stage is 3 (ZeRO-Infinity offloads the ZeRO-3 parameter shards)")

@@ -1,0 +1,47 @@
+"""Bad MoE / schedule input through `clustersim run`: exit 2 with the field named, no traceback
+(issue 9 acceptance): top_k > experts, EP not dividing the experts, DualPipe on an odd number of
+stages, a capacity factor <= 0."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim.cli import main
+
+# a 4-layer Mixtral-shaped model on 2 DGX H100 (16 GPUs): small enough to build in milliseconds
+BASE = ["model.preset=mixtral-8x22b", "model.layers=4", "cluster.preset=dgx-h100", "cluster.nodes=2",
+        "parallel.tp=1", "parallel.sequence_parallel=false"]
+
+
+@pytest.mark.parametrize("overrides,field", [
+    (["model.moe={experts: 8, top_k: 9}", "parallel.pp=1", "parallel.dp=16", "parallel.ep=8"], "model.moe.top_k"),
+    (["parallel.pp=1", "parallel.dp=16", "parallel.ep=16"], "parallel.ep"),
+    (["parallel.pp=1", "parallel.dp=16", "parallel.ep=3"], "parallel.ep"),
+    (["model.moe={experts: 8, top_k: 2, capacity_factor: 0}", "parallel.pp=1", "parallel.dp=16"],
+     "model.moe.capacity_factor"),
+    (["model.moe={experts: 8, top_k: 2, capacity_factor: -1.5}", "parallel.pp=1", "parallel.dp=16"],
+     "model.moe.capacity_factor"),
+])
+def test_bad_moe_input_exits_2_naming_the_field(overrides, field, capsys):
+    args = ["run"]
+    for o in BASE + overrides:
+        args += ["--set", o]
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2, err
+    assert field in err and "Traceback" not in err, err
+
+
+def test_dualpipe_on_an_odd_number_of_stages_names_parallel_pp(capsys):
+    # 3 pipeline stages x 8 data-parallel ranks on 3 nodes (24 GPUs): DualPipe pairs stages r and pp-1-r
+    args = ["run"]
+    for o in ["model.preset=mixtral-8x22b", "model.layers=6", "cluster.preset=dgx-h100", "cluster.nodes=3",
+              "parallel.tp=1", "parallel.sequence_parallel=false", "parallel.pp=3", "parallel.dp=8",
+              "parallel.ep=8", "parallel.schedule=dualpipe", "parallel.global_batch=48"]:
+        args += ["--set", o]
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2, err
+    assert "parallel.pp" in err and "even" in err, err
