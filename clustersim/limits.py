@@ -51,10 +51,12 @@ MAX_OVERSUBSCRIPTION = 1024.0
 # --- simulation budgets (deterministic: counted, not timed) ------------------------------------
 
 # Operations of one event-engine step (clustersim.engine.budget: kernels, collective phases and
-# layer runs the simpy engine steps through). It runs 25-40 us per operation on the slow path
-# (links shared, ZeRO-3), so 250,000 operations are at most about 10 s; the README's scenarios
-# need 2,000-66,000. Larger steps: `--engine analytical` (closed form, no contention).
-MAX_EVENT_OPERATIONS = 250_000
+# layer runs the simpy engine steps through). The shipped scenarios need 22,000-205,000; published
+# runs go further: Llama 3.1 405B on 256 GB200 (TP4 PP16 VP4, 384 micro-batches; Megatron-Bridge
+# performance summary, benchmarks/accuracy_hardware_2026.py) counts 1,605,888 and took 21 s here
+# (2026-11-23, identical micro-batches collapse where nothing contends). The slow path runs
+# 13-40 us per operation, so 2,000,000 are under a minute. Larger steps: `--engine analytical`.
+MAX_EVENT_OPERATIONS = 2_000_000
 # Operations of one closed-form step (same counting; about 10 us each on its slow path).
 MAX_CLOSED_FORM_OPERATIONS = 1_000_000
 
@@ -67,7 +69,7 @@ MAX_SWEEP_LAYOUTS = 2_000_000
 # on the slow path), and a table of more than a thousand rows is read by nobody.
 MAX_TOP = 1000
 # Layouts `sweep --rerank` / `compare --rerank` re-runs in the event engine: each takes 0.05-1 s
-# (up to MAX_EVENT_OPERATIONS, about 10 s), so 256 are minutes at most.
+# (most under a second; MAX_EVENT_OPERATIONS bounds each), so 256 are minutes at most.
 MAX_RERANK = 256
 # Sweeps one `clustersim compare` may run (clusters x node counts), each up to MAX_SWEEP_LAYOUTS.
 MAX_COMPARE_SWEEPS = 32

@@ -106,6 +106,6 @@ def check_step_budget(scenario: Scenario, engine: str) -> int:
             f"{ops:,} operations ({par.num_micro_batches:,} micro-batches x {scenario.model.layers:,} layers "
             f"on {par.pp * par.virtual_stages:,} pipeline stages{', ZeRO-3' if par.zero_stage == 3 else ''})",
             f"at most {limit:,} operations in the {'event engine' if engine == 'event' else 'closed form'} "
-            f"(clustersim's limit, about 10 s); {hint}fewer micro-batches per step (a larger "
+            f"(clustersim's limit: {'under a minute' if engine == 'event' else 'about 10 s'}); {hint}fewer micro-batches per step (a larger "
             "parallel.micro_batch or a smaller parallel.global_batch) or fewer layers")
     return ops
