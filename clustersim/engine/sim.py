@@ -260,12 +260,7 @@ class _StepSim:
         if barrier.launched == self.plan.num_classes:
             barrier.ready.succeed()
         yield barrier.ready
-        for phase in plan.phases:
-            if phase.latency_s > 0:
-                yield self.env.timeout(phase.latency_s)
-            if phase.wire_bytes > 0:
-                yield self._transfer(rank, phase)
-                self.link_last[(rank, phase.tier)] = self.env.now
+        yield from self._run_plan(rank, plan)   # the lane already counts it (comm_started above)
         barrier.finished += 1
         if barrier.finished == self.plan.num_classes:
             barrier.done.succeed()
