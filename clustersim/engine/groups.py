@@ -28,9 +28,15 @@ def group_shape(scenario: Scenario, axis: str) -> GroupShape:
 def pp_link_shape(scenario: Scenario, rank: int) -> GroupShape:
     """The pair of GPUs linking pipeline rank ``rank`` to rank ``rank + 1`` (mod pp), with the
     number of such pairs that share a scale-up domain (all GPUs of a stage send to the next at once)."""
-    par, gpn = scenario.parallel, scenario.cluster.gpus_per_domain
-    stride = par.tp * par.cp * par.dp  # GPUs per pipeline stage
-    a, b = rank * stride, ((rank + 1) % par.pp) * stride
+    par = scenario.parallel
+    return link_shape(par.tp * par.cp * par.dp, par.pp, scenario.cluster.gpus_per_domain, rank)
+
+
+@functools.lru_cache(maxsize=65536)
+def link_shape(stride: int, pp: int, gpn: int, rank: int) -> GroupShape:
+    """``pp_link_shape`` from the GPUs per pipeline stage (``stride``), the pipeline depth and the
+    GPUs per scale-up domain."""
+    a, b = rank * stride, ((rank + 1) % pp) * stride
     pairs_per_node = min(stride, gpn)
     if a // gpn == b // gpn:
         return GroupShape(2, 1, max(1, gpn // 2))

@@ -28,6 +28,7 @@ from clustersim.sweep.space import SearchSpace, Shape
 ESTIMATE = "clustersim.api:estimate"
 SIMULATE = "clustersim.api:simulate"
 SCREEN = "clustersim.sweep.screen:screen_shape"
+REFINE = "clustersim.sweep.screen:exact_bounds"
 
 # The sweep's table, one float64 row per layout: the canonical key (space.layout_key, small
 # integers, exact in float64), the screen's columns, then the closed form's (NaN where it did
@@ -52,6 +53,14 @@ class SweepSpec:
     estimator: str = ESTIMATE
     simulator: str = SIMULATE
     screener: str = SCREEN  # "module:function"(scenario, shape, micro_batches, space) -> rows
+    # "module:function"(scenario, keys) -> the second-level bound of each layout, where the
+    # screener's bound is a first level below it; "" (or another screener): the bounds are final
+    refiner: str = REFINE
+
+    @property
+    def lazy_bounds(self) -> bool:
+        """Whether the screen's bounds are a first level that ``refiner`` tightens."""
+        return bool(self.refiner) and self.screener == SCREEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +94,11 @@ def report_metrics(report: Any) -> tuple[float, ...]:
 def screen_task(spec: SweepSpec, task: Task) -> np.ndarray:
     """Rows ``KEY_FIELDS + SCREEN_FIELDS`` of every layout of ``task``, in canonical order."""
     return resolve(spec.screener)(spec.scenario, task.shape, task.micro_batches, spec.space)
+
+
+def refine_keys(spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """The refiner's bound of each layout key (one float per key)."""
+    return resolve(spec.refiner)(spec.scenario, keys)
 
 
 # A layout whose step exceeds an engine's budget (clustersim.limits) gets no numbers from it:

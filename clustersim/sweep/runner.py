@@ -42,6 +42,7 @@ from clustersim.sweep.evaluate import (
     Task,
     estimate_keys,
     layout_from_key,
+    refine_keys,
     screen_task,
     simulate_key,
 )
@@ -246,6 +247,11 @@ def _keys(rows: np.ndarray) -> list[tuple[int, ...]]:
     return [tuple(int(v) for v in row[:N_KEY]) for row in rows]
 
 
+def _row_of(table: np.ndarray, key: tuple[int, ...]) -> int:
+    """The first row of ``table`` whose layout key is ``key`` (keys are unique in a sweep)."""
+    return int(np.flatnonzero((table[:, :N_KEY] == np.array(key, dtype=np.float64)).all(axis=1))[0])
+
+
 def _chunks(items: list, n: int) -> list[tuple]:
     """``items`` cut into consecutive chunks of at most ``n``."""
     return [tuple(items[i:i + n]) for i in range(0, len(items), n)]
@@ -290,15 +296,32 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
 
     Layouts that fit rank before tight ones (rank.rank_order), so the best ``keep`` come from the
     layouts whose memory verdict is ``fits`` when there are that many; tight layouts are
-    evaluated only when fewer fit."""
+    evaluated only when fewer fit.
+
+    With lazy bounds (``SweepSpec.lazy_bounds``) the screen's bound column holds the first level
+    (each unit's kernels alone) and a round first replaces it by the second level (the compiled
+    units, ``evaluate.refine_keys``) for every wanted layout whose first level is at most the
+    bound of the last layout the round would pick; a layout never refined has a second level at
+    least its first, above that edge, so it sorts after every picked one. Each round therefore
+    picks the layouts that the second level alone would pick, and the closed form runs on the
+    same layouts as with the second level everywhere (tests/sweep/test_runner.py)."""
     clear = table[:, COL["verdict"]] == 0.0
     feasible = clear if int(clear.sum()) >= keep else table[:, COL["fits"]] == 1.0
     fits = np.flatnonzero(feasible)
     keys = table[fits][:, :N_KEY]
-    bound = table[fits, COL["bound_step_time_s"]]
-    order = fits[np.lexsort([*(keys[:, c] for c in reversed(range(N_KEY))), bound])]  # by bound, then key
+    by_key = fits[np.lexsort([keys[:, c] for c in reversed(range(N_KEY))])]
+    krank = np.zeros(table.shape[0], dtype=np.int64)
+    krank[by_key] = np.arange(by_key.size)
+    bcol = COL["bound_step_time_s"]
+
+    def by_bound(rows: np.ndarray) -> np.ndarray:  # by bound, then key
+        return rows[np.lexsort((krank[rows], table[rows, bcol]))]
+
+    order = by_bound(fits)
+    exact = np.full(table.shape[0], not spec.lazy_bounds)
     workers = max(1, getattr(executor, "workers", 1))
     batch = max(2 * workers, keep)
+    refine_n = 8 * batch  # layouts refined per round, doubling: few rounds, at most twice the needed work
     evaluated = 0
     while len(order):
         steps = table[:, COL["step_time_s"]]
@@ -307,13 +330,26 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         known = np.sort(steps[ok])
         threshold = known[keep - 1] if known.size >= keep else math.inf
         rest = order
-        wanted = rest[table[rest, COL["bound_step_time_s"]] <= threshold]
-        if pareto and known.size:
-            wanted = np.union1d(wanted, _pareto_candidates(table, rest))
-            wanted = rest[np.isin(rest, wanted)]
+        below = table[rest, bcol] <= threshold
+        if not pareto:  # bounds only rise and the threshold only falls: a layout above it stays out
+            rest = order = rest[below]
+            wanted = rest
+        else:
+            wanted = rest[below]
+            if known.size:
+                wanted = np.union1d(wanted, _pareto_candidates(table, rest))
+                wanted = rest[np.isin(rest, wanted)]
         if wanted.size == 0:
             break
         pick = wanted[:batch]
+        lazy = wanted[~exact[wanted]]
+        if lazy.size and table[lazy[0], bcol] <= table[pick[-1], bcol]:
+            lazy = lazy[:max(refine_n, int((table[lazy, bcol] <= table[pick[-1], bcol]).sum()))]
+            refine_n *= 2
+            table[lazy, bcol] = _refine(spec, table[lazy], executor)
+            exact[lazy] = True
+            order = by_bound(order)
+            continue
         chunk = max(1, math.ceil(len(pick) / (2 * workers)))
         jobs = _chunks(_keys(table[pick]), chunk)
         results = executor.run(functools.partial(estimate_keys, spec), jobs)
@@ -332,6 +368,14 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         if progress:  # the total is what the bound still admits: it shrinks as better layouts turn up
             progress("estimate", evaluated, evaluated + int(wanted.size) - len(pick))
     return table
+
+
+def _refine(spec: SweepSpec, rows: np.ndarray, executor: Executor) -> np.ndarray:
+    """The second-level bounds of ``rows`` (table rows), computed by the executor's workers."""
+    workers = max(1, getattr(executor, "workers", 1))
+    keys = _keys(rows)
+    jobs = _chunks(keys, max(64, math.ceil(len(keys) / (2 * workers))))
+    return np.concatenate(executor.run(functools.partial(refine_keys, spec), jobs))
 
 
 def _pareto_candidates(table: np.ndarray, rest: np.ndarray) -> np.ndarray:
@@ -407,9 +451,8 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
         if progress:
             progress("simulate", 0, len(keys))
         results = executor.run(functools.partial(simulate_key, spec), keys, on_sim)
-        where = {k: i for i, k in enumerate(_keys(table))}
         for key, metrics in zip(keys, results, strict=True):
-            sim[where[key]] = metrics
+            sim[_row_of(table, key)] = metrics
     order = _final_order(table, sim)
     return SweepResult(spec, table[order], sim[order])
 

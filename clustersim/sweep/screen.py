@@ -31,12 +31,15 @@ memory, and ``step_bound_s <= step_time_s``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from clustersim.collectives import plan_collective
 from clustersim.compute import optimizer_step_time_s
-from clustersim.engine.groups import comm_plan, pp_plan
+from clustersim.compute.ops import COMM_GROUPS, Op
+from clustersim.engine.groups import comm_plan, link_shape
 from clustersim.engine.memory_plan import layers_in_flight, scenario_kernels
 from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.engine.stages import activation_bytes, build_step_work
@@ -48,6 +51,7 @@ from clustersim.engine.zero import (
     zero3_impl,
     zero3_shard_axis,
 )
+from clustersim.errors import InputError
 from clustersim.memory.activations import LayerUnits, combine, layer_units
 from clustersim.memory.buffers import buffer_bytes, nccl_buffer_bytes
 from clustersim.memory.evidence import interval_factors
@@ -63,6 +67,7 @@ from clustersim.memory.report import (
 )
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.parallel.pipeline import build_schedule, max_in_flight, split_layers, stage_graph
+from clustersim.parallel.placement import axis_shape_for
 from clustersim.scenario import Scenario
 from clustersim.sweep.space import (
     SearchSpace,
@@ -77,6 +82,10 @@ from clustersim.sweep.space import (
 # The bound is compared with floating-point sums taken in another order: shave a little off so
 # that a layout whose step time equals its bound is never pruned by rounding.
 BOUND_SLACK = 1e-9
+# The first level of the bound sums the same seconds in yet another order than the second: shave
+# a little more off, so that it never exceeds the second by rounding (the lazy branch and bound
+# relies on first <= second).
+FIRST_SLACK = 1.0 - 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +151,53 @@ def class_scenario(base: Scenario, layout: ParallelLayout) -> Scenario:
     return replace(base, parallel=rep)
 
 
+# The groups a layer's collectives name (clustersim.compute.ops.COMM_GROUPS, less the host link,
+# whose plan depends on the cluster alone).
+LAYER_GROUPS = tuple(g for g in COMM_GROUPS if g != "host")
+
+
+def class_dp_key(base: Scenario, layout: ParallelLayout) -> tuple[object, ...]:
+    """The data-parallel size as a unit-time class sees it: the shape of every group a layer's
+    collectives run over in ``class_scenario``. A layer's ops depend on the layout only through
+    ``compute.layer.compute_layout`` (no dp) and its collectives' plans only through the cluster
+    and these group shapes (``engine.comm_ops.op_plan``, ``engine.groups.group_shape``), so two
+    layouts with equal (tp, cp, ep, etp, micro-batch, sp, recompute) and equal keys have equal
+    unit times (tests/sweep/test_screen.py checks it against ``unit_times`` on random layouts).
+    A layout whose groups the placement cannot shape keeps its dp (never shared)."""
+    rep = class_scenario(base, layout).parallel
+    c = base.cluster
+    try:
+        return tuple((g, axis_shape_for(rep, c.gpus_per_domain, g, c.gpus_per_domain > c.gpus_per_node))
+                     for g in LAYER_GROUPS)
+    except (InputError, ValueError):
+        return ("dp", layout.dp)
+
+
 @functools.lru_cache(maxsize=4096)
 def unit_times(rep: Scenario) -> UnitTimes:
-    """Unit times of the class that ``rep`` (from ``class_scenario``) stands for."""
-    def unit_time(_: Scenario, work: tuple) -> object:
-        return compile_unit(rep, work)
+    """Unit times of the class that ``rep`` (from ``class_scenario``) stands for: each unit
+    compiled as the engines run it (``engine.units.compile_unit``)."""
+    return _class_times(rep, lambda w: compile_unit(rep, w).time_s)
 
+
+@functools.lru_cache(maxsize=4096)
+def lower_unit_times(rep: Scenario) -> UnitTimes:
+    """A lower bound on every unit time of ``unit_times(rep)``, with the same parameter counts:
+    each unit's compute kernels alone (``compute_s``), no collective planned. About a sixth of
+    the cost of compiling the units; the sweep's first level of the bound (module docstring)."""
+    return _class_times(rep, compute_s)
+
+
+def compute_s(work: tuple) -> float:
+    """Seconds of a unit's kernels (``Op``) run back to back: a lower bound on the unit's
+    contention-free time (``engine.units.unit_timing``: every kernel advances the compute stream
+    by at least its own time, ``engine.overlap.advance`` only slows it, and blocking
+    collectives and waits for overlapped ones only add; tests/sweep/test_screen.py)."""
+    return sum(op.time_s for op in work if isinstance(op, Op))
+
+
+def _class_times(rep: Scenario, unit_time: Callable[[tuple], float]) -> UnitTimes:
+    """Unit times of a class, each unit priced by ``unit_time``."""
     # pp = 1: forward [embedding, layers..., mtp..., output], backward [output, mtp..., layers..., embedding];
     # layers of different kinds (a MoE model's dense first layers) enter with the cheaper kind: a bound
     stage = build_step_work(rep).stages[0]
@@ -156,12 +206,12 @@ def unit_times(rep: Scenario) -> UnitTimes:
     # the layers of one kind share one op tuple (engine.stages): price each distinct tuple once
     layers_f = {id(w): w for w in fwd[1:1 + n]}.values()
     layers_b = {id(w): w for w in bwd[1 + k:1 + k + n]}.values()
-    last_f = sum(unit_time(rep, w).time_s for w in (*fwd[1 + n:-1], fwd[-1]))
-    last_b = sum(unit_time(rep, w).time_s for w in bwd[:1 + k])
+    last_f = sum(unit_time(w) for w in (*fwd[1 + n:-1], fwd[-1]))
+    last_b = sum(unit_time(w) for w in bwd[:1 + k])
     return UnitTimes(
-        layer_f_s=min(unit_time(rep, w).time_s for w in layers_f),
-        layer_b_s=min(unit_time(rep, w).time_s for w in layers_b),
-        first_f_s=unit_time(rep, fwd[0]).time_s, first_b_s=unit_time(rep, bwd[-1]).time_s,
+        layer_f_s=min(unit_time(w) for w in layers_f),
+        layer_b_s=min(unit_time(w) for w in layers_b),
+        first_f_s=unit_time(fwd[0]), first_b_s=unit_time(bwd[-1]),
         last_f_s=last_f, last_b_s=last_b,
         layer_params=min(params[1 + k:1 + k + n]), first_params=params[-1], last_params=params[0],
         # backward units run the layers last to first: the last is layer 0 (dense if any is), the first a MoE layer
@@ -333,9 +383,11 @@ def _bound_with_backward_gathers(u: UnitTimes, x: Extra, profile: ScheduleProfil
     return best
 
 
-def _plain_bound_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_micro_batches: int) -> float:
+def _plain_bound_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_micro_batches: int,
+                   fill_first: bool = True) -> float:
     """``pipeline_bound_s`` without ZeRO-3 gathers: every action lasts its compute, so a rank's
-    work is its layers times (F + B) plus the embedding / output units."""
+    work is its layers times (F + B) plus the embedding / output units. ``fill_first=False``
+    leaves the embedding out of the fill (``first_level_pipe_s``)."""
     layer = u.layer_f_s + u.layer_b_s
     first = u.first_f_s + u.first_b_s
     last = u.last_f_s + u.last_b_s
@@ -355,8 +407,17 @@ def _plain_bound_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_mic
         if total > best:
             best = total
         if profile.fill:
-            fill += c0[r] * step_layer + hop + (step_first if r == 0 else 0.0)
+            fill += c0[r] * step_layer + hop + (step_first if r == 0 and fill_first else 0.0)
     return best
+
+
+def first_level_pipe_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_micro_batches: int,
+                       zero3: bool) -> float:
+    """The first level of ``pipeline_bound_s``: no ZeRO-3 gathers at all (every action lasts at
+    least its compute, ``_action_s``), and under ZeRO-3 no embedding in the fill (as
+    ``_bound_with_backward_gathers`` counts it), so that with ``u`` at most the class's unit
+    times it is at most ``pipeline_bound_s`` of any ZeRO stage (tests/sweep/test_lazy_bound.py)."""
+    return _plain_bound_s(u, p2p_s, profile, num_micro_batches, fill_first=not zero3)
 
 
 class MemoryModel:
@@ -438,17 +499,42 @@ class Screen:
         self.base = base
         self.memory = MemoryModel(base)
         self._units: dict[tuple[object, ...], UnitTimes] = {}
+        self._lower: dict[tuple[object, ...], UnitTimes] = {}
+        self._dp_keys: dict[tuple[int, ...], object] = {}
+        self._p2p: dict[tuple[object, ...], float] = {}
         self._opt: dict[tuple[int, int, int], float] = {}
         self._extra: dict[tuple[object, ...], Extra] = {}
         self._tail: dict[tuple[object, ...], float] = {}
 
     def unit_times(self, layout: ParallelLayout) -> UnitTimes:
         p = layout
-        key = (p.tp, p.cp, p.ep, p.etp, p.dp if p.ep > 1 else 1, p.micro_batch, p.sequence_parallel, p.recompute)
+        key = (p.tp, p.cp, p.ep, p.etp, self._dp_key(p), p.micro_batch, p.sequence_parallel, p.recompute)
         u = self._units.get(key)
         if u is None:
             u = self._units[key] = unit_times(class_scenario(self.base, layout))
         return u
+
+    def lower_times(self, layout: ParallelLayout) -> UnitTimes:
+        """``lower_unit_times`` of the layout's class: every unit time at most ``unit_times``'."""
+        p = layout
+        key = (p.tp, p.cp, p.ep, p.etp, self._dp_key(p), p.micro_batch, p.sequence_parallel, p.recompute)
+        u = self._lower.get(key)
+        if u is None:
+            u = self._lower[key] = lower_unit_times(class_scenario(self.base, layout))
+        return u
+
+    def _dp_key(self, p: ParallelLayout) -> object:
+        """What the data-parallel size changes in a unit-time class: nothing without expert
+        parallelism (the class has dp = 1); with it, only the shapes of the groups that a layer's
+        collectives run over (``class_dp_key``). Layouts whose EP sizes differ only in dp but
+        whose groups sit alike on the domains share one class (MoE sweeps: dp from 1 to 1,024)."""
+        if p.ep == 1:
+            return 1
+        k = (p.tp, p.cp, p.ep, p.etp, p.dp, p.cp_a2a)
+        d = self._dp_keys.get(k)
+        if d is None:
+            d = self._dp_keys[k] = class_dp_key(self.base, p)
+        return d
 
     def worst(self, layout: ParallelLayout, profile: ScheduleProfile,
               cache: dict[tuple[object, ...], tuple[int, int, int]] | None = None) -> tuple[int, int]:
@@ -483,7 +569,7 @@ class Screen:
         if x is None:
             grid = replace(self.base, parallel=replace(p, schedule="1f1b", virtual_stages=1))
             # the fastest pipeline boundary stands for every hop (a bound)
-            p2p = min(pp_plan(grid, u.p2p_bytes, r).time_s for r in range(p.pp)) if p.pp > 1 else 0.0
+            p2p = self.p2p_s(p, u.p2p_bytes)
             # MoE gathers expert and dense parameters over different groups: no gather term there
             if p.zero_stage == 3 and p.dp * p.cp > 1 and not self.base.model.is_moe:
                 nbytes = activation_bytes(self.base.training.dtype)
@@ -500,10 +586,30 @@ class Screen:
             self._extra[key] = x
         return x
 
-    def step_bound_s(self, layout: ParallelLayout, profile: ScheduleProfile) -> float:
-        """A lower bound on ``api.estimate(...).step_time_s`` (module docstring)."""
-        u = self.unit_times(layout)
-        bound = pipeline_bound_s(u, self.extra(layout, u), profile, layout.num_micro_batches)
+    def p2p_s(self, p: ParallelLayout, size_bytes: float) -> float:
+        """The fastest pipeline boundary's transfer of ``size_bytes`` (``engine.groups.pp_plan``):
+        its time depends on the boundary only through the link's shape, priced once per shape."""
+        if p.pp == 1:
+            return 0.0
+        stride, gpn = p.tp * p.cp * p.dp, self.base.cluster.gpus_per_domain
+        key = (stride, p.pp, size_bytes)
+        t = self._p2p.get(key)
+        if t is None:
+            links = {link_shape(stride, p.pp, gpn, r) for r in range(p.pp)}
+            t = self._p2p[key] = min(plan_collective("send_recv", size_bytes, self.base.cluster, s).time_s
+                                     for s in sorted(links, key=repr))
+        return t
+
+    def step_bound_s(self, layout: ParallelLayout, profile: ScheduleProfile, exact: bool = True) -> float:
+        """A lower bound on ``api.estimate(...).step_time_s`` (module docstring); ``exact``: with
+        the class's unit times (the second level), else with ``lower_times`` (the first)."""
+        if exact:
+            u = self.unit_times(layout)
+            bound = pipeline_bound_s(u, self.extra(layout, u), profile, layout.num_micro_batches)
+        else:
+            u = self.lower_times(layout)
+            bound = first_level_pipe_s(u, self.p2p_s(layout, u.p2p_bytes), profile, layout.num_micro_batches,
+                                       layout.zero_stage == 3) * FIRST_SLACK
         bound += self.optimizer_s(layout, u, profile)
         if profile.backward_chain:
             bound += self.tail_s(layout, u, profile)
@@ -584,12 +690,26 @@ def screen_for(base: Scenario) -> Screen:
     return Screen(base)
 
 
+def exact_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """The second-level bound (``step_bound_s`` with the class's unit times) of each layout key:
+    what ``screen_shape(..., exact=True)`` puts in its bound column for the same layout."""
+    from clustersim.sweep.evaluate import layout_from_key
+
+    sc = screen_for(base)
+    out = np.empty(len(keys), dtype=np.float64)
+    for i, key in enumerate(keys):
+        layout = layout_from_key(key, base.parallel)
+        out[i] = sc.step_bound_s(layout, sc.profile(layout))
+    return out
+
+
 def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
-                 space: SearchSpace) -> np.ndarray:
+                 space: SearchSpace, exact: bool = False) -> np.ndarray:
     """Rows ``layout_key + (fits, peak_bytes_per_gpu, bound_step_time_s, verdict)`` (verdict: the index in
     clustersim.memory.report.VERDICTS; fits = not does-not-fit) of the layouts of ``shape`` with these micro-batch
     sizes, in the order of ``space.shape_layouts`` (the loops below are its loops; work that
-    does not depend on an inner loop's option is done outside it)."""
+    does not depend on an inner loop's option is done outside it). The bound is the first level
+    (``lower_times``) unless ``exact``; the sweep refines it where it matters (``exact_bounds``)."""
     sc = screen_for(base)
     model, tmpl = base.model, base.parallel
     gb, layers = tmpl.global_batch, model.layers
@@ -612,11 +732,19 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                                  global_batch=gb, recompute=rec, schedule="1f1b", virtual_stages=1,
                                  offload_optimizer=False)
                     uniform = uniform_policies(p0)
-                    u = sc.unit_times(p0)
-                    x = sc.extra(p0, u)
-                    pipe = bounds.get((rec, sp, zero == 3))
-                    if pipe is None:
-                        pipe = bounds[(rec, sp, zero == 3)] = [pipeline_bound_s(u, x, prof, nmb) for prof in profiles]
+                    zero3 = zero == 3
+                    pipe = bounds.get((rec, sp, zero3))
+                    if exact:
+                        u = sc.unit_times(p0)
+                        if pipe is None:
+                            x = sc.extra(p0, u)
+                            pipe = bounds[(rec, sp, zero3)] = [pipeline_bound_s(u, x, prof, nmb) for prof in profiles]
+                    else:
+                        u = sc.lower_times(p0)
+                        if pipe is None:
+                            p2p = sc.p2p_s(p0, u.p2p_bytes)
+                            pipe = bounds[(rec, sp, zero3)] = [first_level_pipe_s(u, p2p, prof, nmb, zero3) * FIRST_SLACK
+                                                               for prof in profiles]
                     key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, shape.etp, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
                     ranks: dict[bool, dict[tuple[object, ...], tuple[int, int, int]]] = {}

@@ -48,9 +48,9 @@ SCENARIOS = [
 ]
 
 
-def _table(s):
+def _table(s, exact=True):
     gb = s.parallel.global_batch
-    return np.concatenate([screen_shape(s, x, tuple(micro_batch_sizes(x, gb)), SearchSpace())
+    return np.concatenate([screen_shape(s, x, tuple(micro_batch_sizes(x, gb)), SearchSpace(), exact=exact)
                            for x in shapes(s.model, s.cluster, gb)])
 
 
