@@ -72,6 +72,25 @@ class SweepResult:
     spec: SweepSpec
     table: np.ndarray
     sim: np.ndarray
+    # rows (in table order) whose first-level bound the branch and bound refined (None: the
+    # screener's bounds were final)
+    refined_mask: np.ndarray | None = None
+
+    @property
+    def refined(self) -> int:
+        """Layouts whose bound was refined to the second level (unit times compiled)."""
+        return 0 if self.refined_mask is None else int(self.refined_mask.sum())
+
+    def classes(self, refined_only: bool = False) -> int:
+        """Unit-time classes (clustersim.sweep.screen.Screen.class_key) of every screened layout
+        (priced at the first level), or of the refined ones (priced at the second)."""
+        from clustersim.sweep.screen import screen_for
+
+        rows = self.table if not refined_only else self.table[self.refined_mask] if self.refined_mask is not None \
+            else self.table[:0]
+        cols = [KEY_FIELDS.index(f) for f in ("tp", "cp", "pp", "dp", "ep", "expert_tp", "micro_batch", "recompute",
+                                               "sequence_parallel")]
+        return screen_for(self.spec.scenario).count_classes(np.unique(rows[:, cols], axis=0))
 
     @property
     def evaluated(self) -> int:
@@ -286,12 +305,12 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int = 8
     table[:, : screened.shape[1]] = screened
     if not (table[:, COL["fits"]] == 1.0).any():
         raise no_layout_error(spec, table)
-    table = _branch_and_bound(spec, table, executor, max(keep, rerank, 1), pareto, progress)
-    return _rerank(spec, table, executor, rerank, progress)
+    table, refined = _branch_and_bound(spec, table, executor, max(keep, rerank, 1), pareto, progress)
+    return _rerank(spec, table, executor, rerank, progress, refined)
 
 
 def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, keep: int, pareto: bool,
-                      progress: Progress | None) -> np.ndarray:
+                      progress: Progress | None) -> tuple[np.ndarray, np.ndarray | None]:
     """Fill the closed-form columns of every layout that can reach the best ``keep`` (module doc).
 
     Layouts that fit rank before tight ones (rank.rank_order), so the best ``keep`` come from the
@@ -367,7 +386,7 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         order = rest[~np.isin(rest, pick)]
         if progress:  # the total is what the bound still admits: it shrinks as better layouts turn up
             progress("estimate", evaluated, evaluated + int(wanted.size) - len(pick))
-    return table
+    return table, exact if spec.lazy_bounds else None
 
 
 def _refine(spec: SweepSpec, rows: np.ndarray, executor: Executor) -> np.ndarray:
@@ -418,7 +437,7 @@ def _final_order(table: np.ndarray, sim: np.ndarray) -> np.ndarray:
 
 
 def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
-            progress: Progress | None) -> SweepResult:
+            progress: Progress | None, refined: np.ndarray | None = None) -> SweepResult:
     est_ok = np.flatnonzero((table[:, COL["fits"]] == 1.0) & ~np.isnan(table[:, COL["step_time_s"]]))
     best = est_ok[rank_order(table[est_ok])][:rerank]
     keys = _keys(table[best])
@@ -430,6 +449,8 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
             row = np.full((1, len(COLUMNS)), np.nan)
             row[0, :N_KEY] = incumbent
             table = np.concatenate([table, row], axis=0)
+            if refined is not None:
+                refined = np.concatenate([refined, [False]])
             present = np.zeros(table.shape[0], dtype=bool)
             present[-1] = True
         i = int(np.flatnonzero(present)[0])
@@ -454,7 +475,7 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
         for key, metrics in zip(keys, results, strict=True):
             sim[_row_of(table, key)] = metrics
     order = _final_order(table, sim)
-    return SweepResult(spec, table[order], sim[order])
+    return SweepResult(spec, table[order], sim[order], None if refined is None else refined[order])
 
 
 def resize_cluster(cluster: ClusterSpec, gpus: int) -> ClusterSpec:

@@ -53,7 +53,13 @@ from clustersim.engine.zero import (
 )
 from clustersim.errors import InputError
 from clustersim.memory.activations import LayerUnits, combine, layer_units
-from clustersim.memory.buffers import buffer_bytes, nccl_buffer_bytes
+from clustersim.memory.allocator import FRAGMENTATION
+from clustersim.memory.buffers import (
+    CUBLAS_WORKSPACE_BYTES,
+    CUDA_CONTEXT_BYTES,
+    buffer_bytes,
+    nccl_buffer_bytes,
+)
 from clustersim.memory.evidence import interval_factors
 from clustersim.memory.policies import RankPolicies, rank_policies, uniform_policies
 from clustersim.memory.report import (
@@ -230,7 +236,7 @@ def _profile_micro_batches(schedule: str, pp: int, num_micro_batches: int) -> in
     return min(num_micro_batches, cap)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=65536)
 def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
                      layers: int, first_dense: int = 0, mtp_layers: int = 0) -> ScheduleProfile:
     """The memory and bound profile of a schedule (see ScheduleProfile); ``first_dense``: the
@@ -444,15 +450,33 @@ class MemoryModel:
         return assemble(*parts, rank, host)
 
     def rank_key(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
-                 ends: tuple[float, float], moe_held: int | None = None) -> tuple[int, int, int]:
+                 ends: tuple[float, float], moe_held: int | None = None,
+                 block: dict[tuple[object, ...], tuple] | None = None) -> tuple[int, int, int]:
         """(verdict index, reserved peak, -rank) of a rank, without building its MemoryReport."""
-        st, act, trans, buf, nccl, _, factors, _ = self._parts(p, rank, held, in_flight, first, last, ends, moe_held)
+        st, act, trans, buf, nccl, _, factors, _ = self._parts(p, rank, held, in_flight, first, last, ends, moe_held,
+                                                               block)
         *_, peak, interval = peak_numbers(st, act, trans, buf, nccl, factors)
         return verdict_index(interval, self.capacity), peak, -rank
 
     def _parts(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
-               ends: tuple[float, float], moe_held: int | None = None) -> tuple:
+               ends: tuple[float, float], moe_held: int | None = None,
+               block: dict[tuple[object, ...], tuple] | None = None) -> tuple:
+        """``block``: the parts that depend on the layout and the rank's layers only, shared by the
+        calls for one layout (uniform recompute policies: its schedules differ only in the
+        in-flight counts)."""
         k = float(in_flight)
+        static = block.get((held, moe_held, first, last)) if block is not None else None
+        if static is None:
+            static = self._static(p, rank, held, first, last, moe_held)
+            if block is not None:
+                block[(held, moe_held, first, last)] = static
+        st, buf, pol, units, factors = static
+        act, trans = combine(units, pol, held, k, first, last, ends, buf[1])
+        st, act, host = offload(p, st, act, k, held, last)
+        return st, act, trans, buf[0], buf[2], self.capacity, factors, host
+
+    def _static(self, p: ParallelLayout, rank: int, held: int, first: bool, last: bool,
+                moe_held: int | None) -> tuple:
         moe_layers = (held if moe_held is None else moe_held) if self.model.is_moe else None
         skey = (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, p.adam_moment_bytes, held, moe_layers,
                 first, last)
@@ -477,13 +501,11 @@ class MemoryModel:
         if units is None:
             units = self._units[ukey] = layer_units(self.model, p, self.dtype, self.framework, self.kernels, pol,
                                                     share)
-        act, trans = combine(units, pol, held, k, first, last, ends, buf[1])
-        st, act, host = offload(p, st, act, k, held, last)
         fkey = (p.cp,)
         factors = self._factors.get(fkey)
         if factors is None:
             factors = self._factors[fkey] = interval_factors(self.model, p, self.framework)
-        return st, act, trans, buf[0], buf[2], self.capacity, factors, host
+        return st, buf, pol, units, factors
 
     def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool,
                    rank: int = 0, ends: tuple[float, float] | None = None, moe_held: int | None = None) -> int:
@@ -507,8 +529,7 @@ class Screen:
         self._tail: dict[tuple[object, ...], float] = {}
 
     def unit_times(self, layout: ParallelLayout) -> UnitTimes:
-        p = layout
-        key = (p.tp, p.cp, p.ep, p.etp, self._dp_key(p), p.micro_batch, p.sequence_parallel, p.recompute)
+        key = self.class_key(layout)
         u = self._units.get(key)
         if u is None:
             u = self._units[key] = unit_times(class_scenario(self.base, layout))
@@ -516,12 +537,30 @@ class Screen:
 
     def lower_times(self, layout: ParallelLayout) -> UnitTimes:
         """``lower_unit_times`` of the layout's class: every unit time at most ``unit_times``'."""
-        p = layout
-        key = (p.tp, p.cp, p.ep, p.etp, self._dp_key(p), p.micro_batch, p.sequence_parallel, p.recompute)
+        key = self.class_key(layout)
         u = self._lower.get(key)
         if u is None:
-            u = self._lower[key] = lower_unit_times(class_scenario(self.base, layout))
+            rep = class_scenario(self.base, layout)
+            m = rep.model
+            if uniform_policies(rep.parallel) and m.layers > m.moe_first_dense_layers + 1:
+                # every layer of one kind (dense, MoE) has the same units and parameters: one layer
+                # of each kind the model has gives the class's minima (tests/sweep/test_lazy_bound.py)
+                rep = replace(rep, model=replace(m, layers=m.moe_first_dense_layers + 1))
+            u = self._lower[key] = lower_unit_times(rep)
         return u
+
+    def class_key(self, p: ParallelLayout) -> tuple[object, ...]:
+        """The unit-time class of a layout (the key of ``unit_times`` and ``lower_times``)."""
+        return (p.tp, p.cp, p.ep, p.etp, self._dp_key(p), p.micro_batch, p.sequence_parallel, p.recompute)
+
+    def count_classes(self, keys: np.ndarray) -> int:
+        """Distinct unit-time classes of these rows of (tp, cp, pp, dp, ep, expert_tp, micro_batch,
+        recompute index, sequence_parallel)."""
+        from clustersim.sweep.evaluate import layout_from_key
+
+        tmpl = self.base.parallel
+        return len({self.class_key(layout_from_key((tp, cp, pp, dp, ep, etp, mb, 0, rec, sp, 1, 1, 0), tmpl))
+                    for tp, cp, pp, dp, ep, etp, mb, rec, sp in keys.astype(np.int64).tolist()})
 
     def _dp_key(self, p: ParallelLayout) -> object:
         """What the data-parallel size changes in a unit-time class: nothing without expert
@@ -543,15 +582,22 @@ class Screen:
         (uniform recompute policies only)."""
         uniform = cache is not None or uniform_policies(layout)
         best: tuple[int, int, int] | None = None
+        if cache is not None:
+            # a rank's memory depends on its rank number only through non-uniform policies: the
+            # entries of one layout are shared by ranks and schedules alike (the parts that do not
+            # depend on the in-flight counts under the key None)
+            block = cache.setdefault(None, {})  # type: ignore[call-overload]
         for r in profile.check_ranks if uniform else range(layout.pp):
             held, inflight = profile.ranks[r]
             first, last, ends, moe = profile.firsts[r], profile.lasts[r], profile.ends[r], profile.moe_held[r]
-            key = (r, held, inflight, ends, first, last, moe)
-            entry = cache.get(key) if cache is not None else None
-            if entry is None:
+            if cache is not None:
+                key = (held, inflight, ends, first, last, moe)
+                vp = cache.get(key)
+                if vp is None:
+                    vp = cache[key] = self.memory.rank_key(layout, r, held, inflight, first, last, ends, moe, block)[:2]
+                entry = (vp[0], vp[1], -r)
+            else:
                 entry = self.memory.rank_key(layout, r, held, inflight, first, last, ends, moe)
-                if cache is not None:
-                    cache[key] = entry
             if best is None or entry > best:
                 best = entry
         assert best is not None
@@ -704,19 +750,22 @@ def exact_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarra
 
 
 def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
-                 space: SearchSpace, exact: bool = False) -> np.ndarray:
+                 space: SearchSpace, exact: bool = False, vectorized: bool = True) -> np.ndarray:
     """Rows ``layout_key + (fits, peak_bytes_per_gpu, bound_step_time_s, verdict)`` (verdict: the index in
     clustersim.memory.report.VERDICTS; fits = not does-not-fit) of the layouts of ``shape`` with these micro-batch
     sizes, in the order of ``space.shape_layouts`` (the loops below are its loops; work that
     does not depend on an inner loop's option is done outside it). The bound is the first level
-    (``lower_times``) unless ``exact``; the sweep refines it where it matters (``exact_bounds``)."""
+    (``lower_times``) unless ``exact``; the sweep refines it where it matters (``exact_bounds``).
+    ``vectorized``: a layout's schedules and offload options at once (``_Rows``) where its
+    recompute policies are uniform (False: one by one through ``Screen.worst``, for tests)."""
     sc = screen_for(base)
     model, tmpl = base.model, base.parallel
     gb, layers = tmpl.global_batch, model.layers
     sps = sequence_parallel_options(model, shape, space)
     zeros = zero_options(shape, space, tmpl.hsdp_replicas)
     offloads = offload_options(model, space, base.cluster.pcie is not None)
-    rows: list[tuple[float, ...]] = []
+    rows: list[np.ndarray] = []
+    collect: _Rows | None = None
     for mb in micro_batches:
         nmb = gb // (shape.dp * mb)
         scheds = schedule_options(shape, nmb, layers, space, model.is_moe)
@@ -747,16 +796,127 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                                                                for prof in profiles]
                     key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, shape.etp, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
+                    by_off = [(off, replace(p0, offload_optimizer=off) if off else p0) for off in offloads]
+                    if uniform and not p0.offload_activations and vectorized:
+                        if collect is None:
+                            collect = _Rows(sc)
+                        collect.add(key_head, by_off, scheds, profiles, pipe, u, zero)
+                        continue
+                    if collect is not None:  # keep the loops' order: what was collected goes first
+                        rows.append(collect.array())
+                        collect = None
                     ranks: dict[bool, dict[tuple[object, ...], tuple[int, int, int]]] = {}
+                    block: list[tuple[float, ...]] = []
                     for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
                         if not schedule_zero_ok(sched, zero):
                             continue
-                        for off in offloads:
-                            p = replace(p0, offload_optimizer=off) if off else p0
+                        for off, p in by_off:
                             pv = p if uniform else replace(p, schedule=sched, virtual_stages=v)
                             verdict, peak = sc.worst(pv, prof, ranks.setdefault(off, {}) if uniform else None)
                             bound = pipe_s + sc.optimizer_s(p, u, prof) + (sc.tail_s(p, u, prof)
                                                                             if prof.backward_chain else 0.0)
-                            rows.append((*key_head, SCHEDULES.index(sched), v, int(off), float(verdict != 2),
-                                         float(peak), bound * (1.0 - BOUND_SLACK), float(verdict)))
-    return np.array(rows, dtype=np.float64).reshape(len(rows), 17)
+                            block.append((*key_head, SCHEDULES.index(sched), v, int(off), float(verdict != 2),
+                                          float(peak), bound * (1.0 - BOUND_SLACK), float(verdict)))
+                    rows.append(np.array(block, dtype=np.float64).reshape(len(block), 17))
+    if collect is not None:
+        rows.append(collect.array())
+    return np.concatenate(rows, axis=0) if rows else np.zeros((0, 17))
+
+
+# A peak and its verdict in one int64 that orders like (verdict, peak): peaks stay below 2**50
+# (MAX_SIZE_BYTES, clustersim.limits), verdicts are 0-2.
+_VERDICT_SCALE = 2**53
+
+
+class _Rows:
+    """Rows of a task's layouts with uniform recompute policies and no activation offload,
+    collected layout by layout and given their memory at the end, all at once: the arithmetic of
+    ``MemoryModel.rank_key`` (``memory.activations.combine``, ``memory.report.offload``,
+    ``peak_numbers``, ``verdict_index``) on arrays of the ranks that can hold the peak, to the
+    byte (tests/sweep/test_lazy_bound.py compares it with ``Screen.worst`` row by row)."""
+
+    def __init__(self, sc: Screen) -> None:
+        self.sc = sc
+        self.rows: list[tuple[float, ...]] = []
+        self.pairs: list[tuple[float, ...]] = []
+        self.starts: list[int] = []
+        self._ranks: dict[int, list[tuple[tuple[float, ...], tuple[object, ...], int]]] = {}
+        self._keep: list[ScheduleProfile] = []  # keeps the ids of _ranks' keys valid
+
+    def _profile_ranks(self, prof: ScheduleProfile) -> list[tuple[tuple[float, ...], tuple[object, ...], int]]:
+        """Per rank that can hold the peak: (held, in flight, ends, first, last), the key of its
+        static parts, the rank."""
+        out = self._ranks.get(id(prof))
+        if out is None:
+            out = self._ranks[id(prof)] = [
+                ((float(prof.ranks[r][0]), float(prof.ranks[r][1]), float(prof.ends[r][0]), float(prof.ends[r][1]),
+                  float(prof.firsts[r]), float(prof.lasts[r])),
+                 (prof.ranks[r][0], prof.moe_held[r], prof.firsts[r], prof.lasts[r]), r)
+                for r in prof.check_ranks]
+            self._keep.append(prof)
+        return out
+
+    def add(self, key_head: tuple[int, ...], by_off: list[tuple[bool, ParallelLayout]],
+            scheds: list[tuple[str, int]], profiles: list[ScheduleProfile], pipe: list[float], u: UnitTimes,
+            zero: int) -> None:
+        """The rows of one layout's schedules and offload options, in the order of the loops."""
+        sc = self.sc
+        statics = [(off, p, {}) for off, p in by_off]
+        for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
+            if not schedule_zero_ok(sched, zero):
+                continue
+            ranks = self._profile_ranks(prof)
+            head = (*key_head, SCHEDULES.index(sched), v)
+            for off, p, parts in statics:
+                self.starts.append(len(self.pairs))
+                for dyn, key, r in ranks:
+                    c = parts.get(key)
+                    if c is None:
+                        st, buf, pol, units, factors = sc.memory._static(p, r, key[0], key[2], key[3], key[1])
+                        w, g, o = st
+                        if p.offload_optimizer:  # memory.report.offload
+                            o = 0
+                        if p.offload_params:
+                            w = 0
+                        per = dict(units.per_policy)[p.recompute] if pol.counts else 0.0
+                        c = parts[key] = (w, g, o, buf[0], buf[1], buf[2], per, units.embedding, units.output,
+                                          units.working, units.loss, *factors)
+                    self.pairs.append(dyn + c)
+                bound = pipe_s + sc.optimizer_s(p, u, prof) + (sc.tail_s(p, u, prof) if prof.backward_chain else 0.0)
+                self.rows.append((*head, int(off), bound * (1.0 - BOUND_SLACK)))
+
+    def array(self) -> np.ndarray:
+        """The collected rows (KEY_FIELDS + SCREEN_FIELDS)."""
+        if not self.rows:
+            return np.zeros((0, 17))
+        a = np.array(self.pairs, dtype=np.float64)
+        held, k, e0, e1 = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+        first, last = a[:, 4] == 1.0, a[:, 5] == 1.0
+        w, g, o, buf0, buf1, nccl = (a[:, i].astype(np.int64) if i in (6, 7, 8, 11) else a[:, i] for i in range(6, 12))
+        per, emb, outb, working, loss, lo, hi = (a[:, i] for i in range(12, 19))
+        act = np.where(held > 0, held * per, 0.0) * k                       # combine
+        act = np.where(first, act + emb * e0, act)
+        act = np.where(last, act + outb * e1, act)
+        busy = (held > 0) & (k != 0.0)
+        trans = np.where(busy, working + buf1, 0.0)
+        trans = np.where(busy & last, np.maximum(trans, loss), trans)
+        states_b = w + g + o                                                # peak_numbers
+        allocated = states_b + np.rint(act).astype(np.int64) + np.rint(trans).astype(np.int64) \
+            + np.rint(buf0).astype(np.int64) + CUBLAS_WORKSPACE_BYTES
+        frag = np.rint(np.maximum(0.0, (allocated - states_b).astype(np.float64)) * FRAGMENTATION).astype(np.int64)
+        outside = CUDA_CONTEXT_BYTES + nccl
+        lo_b = np.rint((allocated + outside).astype(np.float64) * lo).astype(np.int64)
+        hi_b = np.rint((allocated + frag + outside).astype(np.float64) * hi).astype(np.int64)
+        peak = allocated + frag + outside
+        cap = self.sc.memory.capacity
+        verdict = np.where(lo_b > cap, 2, np.where(hi_b <= cap, 0, 1))     # verdict_index
+        worst = np.maximum.reduceat(verdict * _VERDICT_SCALE + peak, np.array(self.starts))
+        v_w, peak_w = worst // _VERDICT_SCALE, worst % _VERDICT_SCALE
+        rows = np.array(self.rows, dtype=np.float64)
+        out = np.empty((len(self.rows), 17))
+        out[:, :13] = rows[:, :13]
+        out[:, 13] = v_w != 2
+        out[:, 14] = peak_w
+        out[:, 15] = rows[:, 13]
+        out[:, 16] = v_w
+        return out

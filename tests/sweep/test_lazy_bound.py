@@ -77,7 +77,8 @@ def test_first_level_is_below_the_second(which, i):
     stage = build_step_work(rep).stages[0]
     for w in {id(w): w for w in (*stage.forward, *stage.backward)}.values():
         assert compute_s(w) <= compile_unit(rep, w).time_s * (1 + 1e-12)
-    lo, ex = lower_unit_times(rep), unit_times(rep)
+    lo, ex = Screen(s).lower_times(p), unit_times(rep)
+    assert lower_unit_times(rep) == lo  # the shortened model of lower_times changes nothing
     for f in ("layer_f_s", "layer_b_s", "first_f_s", "first_b_s", "last_f_s", "last_b_s"):
         assert getattr(lo, f) <= getattr(ex, f) * (1 + 1e-12)
     for f in ("layer_params", "first_params", "last_params", "p2p_bytes", "layer_all_params", "moe_all_params"):
@@ -145,3 +146,15 @@ def test_lazy_branch_and_bound_evaluates_what_the_exact_one_does(which, keep):
     by_key = {tuple(row[:n]): row[COL["bound_step_time_s"]] for row in exact.table}
     assert all(row[COL["bound_step_time_s"]] <= by_key[tuple(row[:n])] for row in lazy.table)
     assert replace(lazy.spec, refiner="").lazy_bounds is False
+
+
+@pytest.mark.parametrize("which", ["moe", "dense", "screen4", "screen5"])
+def test_vectorized_memory_equals_the_one_by_one_screen(which):
+    """``_block_rows`` (all schedules and offload options of a layout at once, on arrays) gives
+    the rows of ``Screen.worst`` layout by layout, to the byte."""
+    s = _scenario(which)
+    gb = s.parallel.global_batch
+    for x in shapes(s.model, s.cluster, gb)[::3]:
+        mbs = tuple(micro_batch_sizes(x, gb))
+        np.testing.assert_array_equal(screen_shape(s, x, mbs, SearchSpace()),
+                                      screen_shape(s, x, mbs, SearchSpace(), vectorized=False))
