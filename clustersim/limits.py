@@ -64,7 +64,7 @@ MAX_CLOSED_FORM_OPERATIONS = 1_000_000
 
 # Layouts one sweep may screen: 642,804 layouts of GPT-3 175B on 1,024 GPUs take 24-30 s
 # (README); each holds a 136-byte row, so 2,000,000 are about 90 s and 300 MB.
-MAX_SWEEP_LAYOUTS = 4_000_000
+MAX_SWEEP_LAYOUTS = 2_000_000
 # Layouts `sweep --top` prints: the closed form must rank that many exactly (each costs 1-10 ms
 # on the slow path), and a table of more than a thousand rows is read by nobody.
 MAX_TOP = 1000
