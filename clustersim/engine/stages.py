@@ -204,9 +204,11 @@ def build_step_work(scenario: Scenario) -> StepWork:
     stages = tuple(StageWork(index=g, **model_stages[graph.model_stage[g]]) for g in range(graph.num_stages))
     params_per_rank = tuple(sum(stages[graph.stage(r, c)].params for c in range(graph.chunks)) for r in range(par.pp))
     norm_s = grad_norm_all_reduce_s(scenario)
-    # the framework's passes over the whole gradient buffer (zeroing, NaN check, 1/dp scaling: issue 8);
-    # ZeRO-3 keeps no whole buffer
-    buffer_bytes = scenario.framework.grad_buffer_bytes_per_param if par.zero_stage <= 2 else 0
+    # the framework's passes over the whole gradient buffer before its data-parallel reduction (zeroing,
+    # NaN check, 1/dp scaling: issue 8); ZeRO-3 keeps no whole buffer, and with one data-parallel rank the
+    # ZeRO stages are one layout (the sweep prunes them as such), so none is priced there
+    buffer_bytes = (scenario.framework.grad_buffer_bytes_per_param
+                    if par.zero_stage <= 2 and par.dp * par.cp > 1 else 0)
     opt = tuple((host_optimizer_time_s(scenario, p) if par.offload_optimizer else optimizer_step_time_s(p, par, gpu))
                 + grad_buffer_time_s(p, buffer_bytes, gpu) + norm_s for p in params_per_rank)
     # Pipeline p2p: Megatron splits the [s, b, h] activation across the TP ranks before sending
