@@ -79,35 +79,42 @@ def cp_attention(c: _Ctx, d_qk: int, d_v: int) -> tuple[list[Op | CommOp], list[
         post_fwd = []
     s_q = math.ceil(s / p)                       # queries of this rank inside the ring
     if p == 1:
-        f, g = _kernel(c, s_q, s, heads, kv_heads, d_qk, d_v, True, "attention_core")
+        f, g = _kernel(c, s_q, s, heads, kv_heads, d_qk, d_v, True)
         return [*fwd, *f, *post_fwd], [*bwd_pre, *g, *bwd_post]
     kv_shard = b * s_q * kv_heads * (d_qk + d_v) * c.act_b
-    # step 0: the causal diagonal block; steps 1..p-1: non-causal half blocks (s/p x s/2p)
-    diag_f, diag_g = _kernel(c, s_q, s_q, heads, kv_heads, d_qk, d_v, True, "attention_ring_diag")
-    half_f, half_g = _kernel(c, s_q, max(1, s_q // 2), heads, kv_heads, d_qk, d_v, False, "attention_ring_step")
     out_elems = b * s_q * heads * d_v
     rows = b * s_q * heads
     # merge of a step's partial output into the fp32 accumulator, and of its log-sum-exp (fp64)
     out_fix = memory_bound_op("cp_out_correction", out_elems * (c.act_b + 8) + rows * 24, c.gpu)
     dq_fix = memory_bound_op("cp_dq_accumulate", b * s_q * heads * d_qk * (c.act_b + 8), c.gpu)
     dkv_fix = memory_bound_op("cp_dkv_accumulate", 3 * kv_shard, c.gpu)
+    # step 0: the causal diagonal block; steps 1..p-1: non-causal half blocks (s/p x s/2p). Each
+    # step is one Op (its kernels and its merges, which run back to back on the compute stream)
+    diag_f, diag_g = _kernel(c, s_q, s_q, heads, kv_heads, d_qk, d_v, True)
+    half_f, half_g = _kernel(c, s_q, max(1, s_q // 2), heads, kv_heads, d_qk, d_v, False)
+    diag_f = _fold("attention_ring_diag", [*diag_f, out_fix])
+    half_f = _fold("attention_ring_step", [*half_f, out_fix])
+    diag_g = _fold("attention_ring_diag_bwd", [*diag_g, dq_fix, dkv_fix])
+    half_g = _fold("attention_ring_step_bwd", [*half_g, dq_fix, dkv_fix])
     # the next shard's transfer runs beside this step's kernels and merge; the next step waits for it
     for j in range(p):
-        step = [*(diag_f if j == 0 else half_f), out_fix]
         if j < p - 1:
-            fwd.append(CommOp("cp_ring_kv", "send_recv", kv_shard, "cp_p2p", True, overlap_ops=len(step)))
-        fwd += step
+            fwd.append(CommOp("cp_ring_kv", "send_recv", kv_shard, "cp_p2p", True, overlap_ops=1))
+        fwd.append(diag_f if j == 0 else half_f)
     bwd: list[Op | CommOp] = list(bwd_pre)
     for j in range(p):
         # K, V and the partial dK, dV of the previous shard move on while this block runs
-        step = [*(diag_g if j == 0 else half_g), dq_fix, dkv_fix]
-        bwd.append(CommOp("cp_ring_kv_dkv", "send_recv", 2 * kv_shard, "cp_p2p", True, overlap_ops=len(step)))
-        bwd += step
+        bwd.append(CommOp("cp_ring_kv_dkv", "send_recv", 2 * kv_shard, "cp_p2p", True, overlap_ops=1))
+        bwd.append(diag_g if j == 0 else half_g)
     return [*fwd, *post_fwd], [*bwd, *bwd_post]
 
 
+def _fold(name: str, ops: list[Op]) -> Op:
+    return Op(name, sum(o.flops for o in ops), sum(o.bytes_moved for o in ops), sum(o.time_s for o in ops))
+
+
 def _kernel(c: _Ctx, s_q: int, s_k: int, heads: int, kv_heads: int, d_qk: int, d_v: int, causal: bool,
-            name: str) -> tuple[list[Op], list[Op]]:
+            name: str = "attention_core") -> tuple[list[Op], list[Op]]:
     """The scenario's attention kernel on one block: flash (TE fused attention), or the unfused core
     (which computes every score of the block, the mask applied in the softmax)."""
     b = c.layout.micro_batch
