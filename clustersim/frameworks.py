@@ -40,6 +40,9 @@ class FrameworkSpec:
     tp_backward_overlap: str     # backward TP collectives beside the GEMMs: always | with-sp | never
     zero3: str              # ZeRO-3 implementation: megatron-fsdp | fsdp1 | fsdp2 | deepspeed
     grad_reduce_dtype: str  # dtype of the data-parallel gradient reduction: fp32 | bf16
+    # bytes per parameter of the rank's whole (unsharded) gradient buffer that the framework streams
+    # through once per step outside the optimizer kernel (zeroing, NaN check, 1/dp scaling); 0 = none modelled
+    grad_buffer_bytes_per_param: int
     # --- memory (issue 16): how the implementation holds the job on the GPU (clustersim/memory/) ---
     elementwise: str        # norms, activation, bias/dropout/residual: fused kernels | eager torch ops
     param_bytes: int        # persistent bytes per parameter (16-bit training): 2 = bf16 buffer, 4 = fp32 param
@@ -53,6 +56,7 @@ class FrameworkSpec:
 _CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_dtype": REDUCE_DTYPES,
             "elementwise": ELEMENTWISE}
 _INTS = {"param_bytes": (2, 4), "grad_bytes": (2, 4), "optimizer_bytes": (8, 12, 16),
+         "grad_buffer_bytes_per_param": tuple(range(0, 33)),
          "loss_saved_bytes_per_logit": (0, 2, 4, 6), "loss_peak_bytes_per_logit": tuple(range(0, 17))}
 
 

@@ -21,10 +21,15 @@ Each number is a published microbenchmark, never a fit to a training run:
   can widen (clustersim.uncertainty).
 * Flash attention: FlashAttention-2 (Dao 2023, arXiv 2307.08691, §4.1) reaches up to 73% of the
   A100's peak in the forward pass and up to 63% in the backward pass (head dim 128, long
-  sequences). On Hopper, FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608, §4.1, Fig. 5)
-  reaches up to 740 TFLOPS BF16 forward (75% of 989) and about 1.5-1.75x FlashAttention-2 in the
-  backward pass, which we read as about 540 TFLOPS (55%); Megatron-Core on H100 runs cuDNN /
-  TE fused attention of that class.
+  sequences). On Hopper the ceilings are those of cuDNN's fused attention, the kernel that
+  Megatron-Core runs there: Transformer Engine picks FusedAttention over FlashAttention on
+  Hopper ("Disabling FlashAttention to give FusedAttention preference on Hopper+ for performance
+  reasons", transformer_engine/pytorch/attention.py get_attention_backend, TE 1.x, mid-2024).
+  FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608, §4.1, Figs. 5-6) measured cuDNN beside
+  itself on H100 SXM5, BF16, head dim 128, at 16k tokens: 595 TFLOPS forward and 516 backward
+  (FlashAttention-3 648 and 561; its headline 740 is head dim 256), i.e. 60.2% and 52.2% of 989.
+  FlashAttention-3's own hdim-256 forward (740/989) and backward (about 540, 1.5-1.75x
+  FlashAttention-2) remain the reference for the Blackwell and AMD ratios below.
 * Sustained vs burst (MSMF / MAMF): MAMF is a short boost-clock burst; a training step is one long
   saturated run at the board's power limit, where the clock settles lower. stas00/ml-engineering
   (compute/accelerator/benchmarks/README.md, "What we measured: alone vs all-8 concurrent",
@@ -91,11 +96,15 @@ AMPERE_A100 = ArchData(
     l2_bw_bytes_per_s=5120 * 1.41e9,                             # A100 whitepaper
     sustained_ratio=(698.6 / 823.9 + 1426.4 / 1751.2) / 2,       # no A100 MSMF: mean of H200, B200
 )
+# cuDNN fused attention on H100 SXM5, BF16, head dim 128, 16k tokens: 595 forward, 516 backward TFLOPS
+# (FlashAttention-3, arXiv 2407.08608, Figs. 5-6, cuDNN bars; module docstring)
+_CUDNN_FWD_H100 = 595 / 989
+_CUDNN_BWD_H100 = 516 / 989
 HOPPER_H100 = ArchData(
     name="h100",
     mamf=(("bf16", 794.5 / 989, (2048, 2048, 13312)),            # stas00 MAMF table, H100 SXM
           ("fp8", 1402.6 / 1979, (1024, 9216, 14336))),
-    attn_fwd_frac=740 / 989, attn_bwd_frac=0.55,                 # FlashAttention-3 §4.1
+    attn_fwd_frac=_CUDNN_FWD_H100, attn_bwd_frac=_CUDNN_BWD_H100,  # cuDNN, FlashAttention-3 Figs. 5-6
     l2_bw_bytes_per_s=0.0,
     sustained_ratio=698.6 / 823.9,                               # H200 MSMF/MAMF, same die and TDP
 )
@@ -103,7 +112,7 @@ HOPPER_H200 = ArchData(
     name="h200",
     mamf=(("bf16", 794.5 / 989, (2048, 2048, 13312)),            # "H200 is the same" (stas00 table)
           ("fp8", 1453.4 / 1979, (1280, 4096, 12032))),          # stas00 FP8 table, H200 SXM
-    attn_fwd_frac=740 / 989, attn_bwd_frac=0.55,
+    attn_fwd_frac=_CUDNN_FWD_H100, attn_bwd_frac=_CUDNN_BWD_H100,  # same SMs and clocks as H100
     l2_bw_bytes_per_s=0.0,
     sustained_ratio=698.6 / 823.9,                               # stas00: H200, all 8 GPUs busy
 )
@@ -166,7 +175,7 @@ FALLBACK = ArchData(
     gemm_measured=False,
 )
 # H20: a cut-down Hopper with no public MAMF: the median efficiency above, flagged as unmeasured
-HOPPER_H20 = ArchData(name="h20", mamf=FALLBACK.mamf, attn_fwd_frac=740 / 989, attn_bwd_frac=0.55,
+HOPPER_H20 = ArchData(name="h20", mamf=FALLBACK.mamf, attn_fwd_frac=_CUDNN_FWD_H100, attn_bwd_frac=_CUDNN_BWD_H100,
                       l2_bw_bytes_per_s=0.0, sustained_ratio=698.6 / 823.9, gemm_measured=False)
 
 # first match wins: longer names before the names they contain (gb200 before b200, h200 before h20)

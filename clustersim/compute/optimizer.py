@@ -11,6 +11,12 @@ fp32 training has no separate master copy and no low-precision copy: 4 + 4 + 8 r
 
 With ZeRO stage >= 1 (Megatron's distributed optimizer) each data-parallel rank updates only its
 1/dp shard of the states.
+
+Outside the optimizer kernel a framework may stream the rank's whole gradient buffer (not its
+1/dp shard: Megatron's distributed optimizer keeps the full fp32 buffer that the reduce-scatter
+reads) once more per step: ``FrameworkSpec.grad_buffer_bytes_per_param`` bytes per parameter
+(Megatron-Core: zeroing, the NaN check and the 1/dp scaling before each bucket's reduce-scatter,
+16 B; sources in clustersim/data/frameworks.yaml), memory bound like the step itself.
 """
 
 from __future__ import annotations
@@ -31,3 +37,10 @@ def optimizer_step_time_s(params_per_gpu: int, layout: ParallelLayout, gpu: GpuS
     shard = math.ceil(params_per_gpu / layout.dp) if layout.zero_stage >= 1 else params_per_gpu
     per_param = ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM
     return max(memory_time_s(shard * per_param, gpu), KERNEL_FLOOR_S) / gpu.compute_scale
+
+
+def grad_buffer_time_s(params_per_gpu: int, bytes_per_param: int, gpu: GpuSpec) -> float:
+    """The framework's passes over the rank's whole gradient buffer in one step (module docstring)."""
+    if bytes_per_param <= 0 or params_per_gpu <= 0:
+        return 0.0
+    return max(memory_time_s(params_per_gpu * bytes_per_param, gpu), KERNEL_FLOOR_S) / gpu.compute_scale

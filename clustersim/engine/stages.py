@@ -31,6 +31,7 @@ from clustersim.compute import (
 from clustersim.compute.conventions import resolve_attention
 from clustersim.compute.mtp import mtp_cost
 from clustersim.compute.ops import PassCost
+from clustersim.compute.optimizer import grad_buffer_time_s
 from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.memory.activations import layer_activation_bytes
 from clustersim.memory.policies import chunk_policies
@@ -203,8 +204,13 @@ def build_step_work(scenario: Scenario) -> StepWork:
     stages = tuple(StageWork(index=g, **model_stages[graph.model_stage[g]]) for g in range(graph.num_stages))
     params_per_rank = tuple(sum(stages[graph.stage(r, c)].params for c in range(graph.chunks)) for r in range(par.pp))
     norm_s = grad_norm_all_reduce_s(scenario)
+    # the framework's passes over the whole gradient buffer before its data-parallel reduction (zeroing,
+    # NaN check, 1/dp scaling: issue 8); ZeRO-3 keeps no whole buffer, and with one data-parallel rank the
+    # ZeRO stages are one layout (the sweep prunes them as such), so none is priced there
+    buffer_bytes = (scenario.framework.grad_buffer_bytes_per_param
+                    if par.zero_stage <= 2 and par.dp * par.cp > 1 else 0)
     opt = tuple((host_optimizer_time_s(scenario, p) if par.offload_optimizer else optimizer_step_time_s(p, par, gpu))
-                + norm_s for p in params_per_rank)
+                + grad_buffer_time_s(p, buffer_bytes, gpu) + norm_s for p in params_per_rank)
     # Pipeline p2p: Megatron splits the [s, b, h] activation across the TP ranks before sending
     # (scatter-gather optimisation, Narayanan et al. 2021 §4.1), so each GPU sends 1/tp of it.
     # Activations cross stages in the compute dtype, fp8 training keeping bf16 activations.

@@ -5,9 +5,19 @@ with their sources) are used; runs found elsewhere go to validation tables in do
 
 * Megatron-LM H100 weak scaling (Megatron-Core r0.8.0): GPT models with the README's stated
   settings: sequence parallelism with TP, distributed optimizer (ZeRO-1), DP/TP/PP communication
-  overlap ("DP/TP/PP comm overlap on"), micro-batch 1, bf16, DGX H100 with NDR InfiniBand. The table
+  overlap ("DP/TP/PP comm overlap on"), bf16, DGX H100 with NDR InfiniBand. The table
   gives TFLOP/s per GPU in Megatron's own accounting, which clustersim's model_flops_per_step
   reproduces (Korthikanti et al. 2022 eq. 7): measured step = model FLOPs / (TFLOP/s x GPUs).
+  The micro-batch is not stated. Layouts without pipeline parallelism run each data-parallel
+  rank's 4 sequences as one micro-batch, as the same authors' weak-scaling scripts do for
+  TP-only layouts (Megatron-LM examples/academic_paper_scripts/sc21/run_table_1.sh: 1.7B-7.5B
+  run their 16 sequences per rank as one micro-batch of 16, 18B as micro-batches of 8), and as
+  the 32B row requires: with micro-batch 1 it could not reach its measured 0.89 s at all
+  (its reduce-scatter of 4e9 fp32 gradients, forced for bf16 in Megatron's arguments.py, plus the
+  bf16 parameter all-gather move 23.5 GB through each GPU's one 50 GB/s NDR rail, >= 0.47 s, of
+  which at most the last micro-batch's backward and the first one's forward, a quarter of >= 0.6 s
+  of compute at the sustained GEMM ceiling, can hide: >= 0.92 s). clustersim's memory model puts
+  all four at 52-67 GiB of 80 (tested). Pipelined layouts keep micro-batch 1 and the 1F1B schedule.
 * SC21 Table 2 (GPT-3 175B, A100, batch 1536, seq 2048), run as the paper ran it
   (``framework: megatron-legacy``: its ZeRO-3 rows are DeepSpeed ZeRO-3 of 2021, its PTD-P rows
   TP 8 x PP 12 with the 1F1B schedule), full activation recompute. TFLOP/s are in SC21's
@@ -44,12 +54,13 @@ def h100_weak_scaling(path: Path) -> Iterator[ReferenceRun]:
         for row in csv.DictReader(f):
             tp, pp, dp = int(row["tp"]), int(row["pp"]), int(row["dp"])
             gpus = tp * pp * dp
+            micro_batch = int(row["global_batch"]) // dp if pp == 1 else 1   # module docstring
             sc = {
                 "name": f"megatron-core-{row['model'].lower()} on {gpus} H100",
                 "model": {"preset": f"megatron-core-{row['model'].lower()}"},
                 "cluster": {"preset": "dgx-h100", "nodes": gpus // 8},
                 "parallel": {"tp": tp, "pp": pp, "dp": dp, "sequence_parallel": tp > 1, "zero_stage": 1,
-                             "micro_batch": 1, "global_batch": int(row["global_batch"]), "schedule": "1f1b",
+                             "micro_batch": micro_batch, "global_batch": int(row["global_batch"]), "schedule": "1f1b",
                              "recompute": "none", "tp_comm_overlap": True},
                 "training": {"dtype": "bf16"},
             }

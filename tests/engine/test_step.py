@@ -136,3 +136,29 @@ def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
     # dp x cp / ep = 32 / 8 = 4 expert-data-parallel ranks; the dense gradients span all 32
     assert group_shape(sc, "edp").num_ranks == 4
     assert group_shape(sc, "dp_cp").num_ranks == 32
+
+
+def test_framework_gradient_buffer_passes_are_priced_per_rank():
+    """Megatron-Core streams the whole fp32 gradient buffer 16 B/param per step outside the optimizer
+    (zeroing, NaN check, 1/dp scaling: frameworks.yaml); ZeRO-3 keeps no whole buffer."""
+    from clustersim.compute.optimizer import grad_buffer_time_s
+    from clustersim.compute.roofline import memory_time_s
+    from clustersim.engine.stages import build_step_work
+    from clustersim.scenario import scenario_from_dict
+
+    def work(framework: str, zero: int):
+        return build_step_work(scenario_from_dict({
+            "framework": framework, "model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
+            "parallel": {"tp": 2, "pp": 2, "dp": 4, "zero_stage": zero, "global_batch": 32}}))
+
+    mc, tt = work("megatron-core", 1), work("torchtitan", 1)
+    gpu = scenario_from_dict({"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
+                              "parallel": {"tp": 2, "pp": 2, "dp": 4, "global_batch": 32}}).cluster.gpu
+    for rank, params in enumerate(mc.params_per_rank):
+        extra = mc.optimizer_time_s[rank] - tt.optimizer_time_s[rank]
+        assert abs(extra - memory_time_s(16 * params, gpu)) < 1e-9
+        assert abs(extra - grad_buffer_time_s(params, 16, gpu)) < 1e-9
+    z3 = work("megatron-core", 3)
+    z3_tt = work("torchtitan", 3)
+    assert z3.optimizer_time_s == z3_tt.optimizer_time_s
+    assert grad_buffer_time_s(10**9, 0, gpu) == 0.0
