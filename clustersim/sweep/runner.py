@@ -2,11 +2,15 @@
 
 1. **Screen** (every layout, in parallel tasks of one shape and some micro-batch sizes, about
    ``total / (workers * TASKS_PER_WORKER)`` layouts each): exact peak memory, and a lower bound
-   on the closed-form step time (clustersim.sweep.screen). Layouts that do not fit are done.
+   on the closed-form step time (clustersim.sweep.screen), at its first level (each unit's
+   kernels alone). Layouts that do not fit are done.
 2. **Branch and bound** with the closed form (``api.estimate``): fitting layouts in order of
    their bound, in rounds, until the next bound exceeds the step time of the ``keep``-th best
    layout found so far. A layout left out has a step time at least its bound, so it cannot
    enter the best ``keep`` (ties go to the smaller layout key, so an equal bound is evaluated).
+   Layouts that a round could pick first have their bound refined to the second level (the
+   units compiled as the engines run them); refinement never lowers a bound, so the rounds pick
+   what they would pick with the second level everywhere (``_branch_and_bound``).
    With ``pareto=True`` rounds go on while a layout could still be on the Pareto front (no
    evaluated layout needs no more memory and is faster than its bound).
 3. **Re-rank** the best ``rerank`` with the event engine (``api.simulate``), plus the scenario's
