@@ -528,7 +528,7 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     if p.layers_per_stage is not None:
         from clustersim.perrank.balance import check_layers_per_stage
 
-        explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, p.pp * p.virtual_stages)
+        explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, p.pp * p.virtual_stages, p.pp)
     recompute = _recompute_fields(p, model)
     par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", "layers_per_stage", "balance", *recompute}),
                             **overlaps, **recompute, "dp": dp, "global_batch": global_batch,

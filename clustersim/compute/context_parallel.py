@@ -19,7 +19,28 @@ Megatron-Core passes ``--cp-comm-type`` to Transformer Engine's context-parallel
   inside the first ``a`` ranks of the CP group (usually inside a node), ring over the ``p = cp/a``
   groups.
 
-Context parallelism needs fused/flash attention kernels (TE), so the core is always flash here.
+Per ring step (TE ``AttnFuncWithCPAndKVP2P.forward``/``backward``), beyond the attention kernel:
+
+* the kernel's shape: step 0 is the causal diagonal (``s/p`` queries x ``s/p`` keys, causal);
+  every later step is a *non-causal* half block - either both query chunks against the first key
+  chunk or the second query chunk against both key chunks - so ``s/p x s/(2p)`` with no masking.
+  These short blocks run at the lower efficiency of short key ranges (clustersim.compute.attention
+  ramp), and each is its own kernel launch;
+* the merge of partial results with the log-sum-exp (online softmax, Milakov & Gimelshein 2018;
+  TE ``flash_attn_fwd_out_correction`` and ``flash_attn_fwd_softmax_lse_correction``): per step the
+  partial output (16 bit) is scaled by ``exp(lse_step - lse)`` and added into the fp32 accumulator
+  (read 16-bit partial, read and write fp32 accumulator: ``act + 8`` bytes per output element),
+  and the fp64 log-sum-exp is updated (read two, write one: 24 bytes per query row and head);
+* backward: per step the partial dQ is added into the fp32 dQ (``act + 8`` bytes per element) and
+  the partial dK, dV are added into the dK, dV received from the neighbour before they move on
+  (read two 16-bit shards, write one).
+
+The attention kernel is the scenario's (``training.attention`` or the framework's default): flash
+under Megatron-Core/TE; the unfused core under ``framework: megatron-legacy``, as a blockwise ring
+attention with the unfused kernels would run it (Liu et al. 2023 describe ring attention over any
+blockwise attention). Modelling CP with a different kernel from the one the non-CP layouts of the
+same scenario get made CP look faster than it is (docs/moe.md, "Context parallelism at short
+sequences").
 """
 
 from __future__ import annotations
@@ -28,7 +49,9 @@ import math
 from typing import TYPE_CHECKING
 
 from clustersim.compute.attention import attention_ops
+from clustersim.compute.attention_standard import standard_attention_ops
 from clustersim.compute.ops import CommOp, Op
+from clustersim.compute.roofline import memory_bound_op
 
 if TYPE_CHECKING:
     from clustersim.compute.layer import _Ctx
@@ -56,20 +79,48 @@ def cp_attention(c: _Ctx, d_qk: int, d_v: int) -> tuple[list[Op | CommOp], list[
         post_fwd = []
     s_q = math.ceil(s / p)                       # queries of this rank inside the ring
     if p == 1:
-        f, g = attention_ops(b, s_q, s, heads, kv_heads, d_qk, c.gpu, c.dtype, c.act_b, v_head_dim=d_v)
-        return [*fwd, f, *post_fwd], [*bwd_pre, g, *bwd_post]
+        f, g = _kernel(c, s_q, s, heads, kv_heads, d_qk, d_v, True)
+        return [*fwd, *f, *post_fwd], [*bwd_pre, *g, *bwd_post]
     kv_shard = b * s_q * kv_heads * (d_qk + d_v) * c.act_b
-    # one ring step: this rank's s/p queries against one s/p-token K/V shard, half of it under the
-    # load-balanced causal split (the causal fraction of an s/p x s/p block)
-    f, g = attention_ops(b, s_q, s_q, heads, kv_heads, d_qk, c.gpu, c.dtype, c.act_b, v_head_dim=d_v,
-                         name="attention_ring_step")
+    out_elems = b * s_q * heads * d_v
+    rows = b * s_q * heads
+    # merge of a step's partial output into the fp32 accumulator, and of its log-sum-exp (fp64)
+    out_fix = memory_bound_op("cp_out_correction", out_elems * (c.act_b + 8) + rows * 24, c.gpu)
+    dq_fix = memory_bound_op("cp_dq_accumulate", b * s_q * heads * d_qk * (c.act_b + 8), c.gpu)
+    dkv_fix = memory_bound_op("cp_dkv_accumulate", 3 * kv_shard, c.gpu)
+    # step 0: the causal diagonal block; steps 1..p-1: non-causal half blocks (s/p x s/2p). Each
+    # step is one Op (its kernels and its merges, which run back to back on the compute stream)
+    diag_f, diag_g = _kernel(c, s_q, s_q, heads, kv_heads, d_qk, d_v, True)
+    half_f, half_g = _kernel(c, s_q, max(1, s_q // 2), heads, kv_heads, d_qk, d_v, False)
+    diag_f = _fold("attention_ring_diag", [*diag_f, out_fix])
+    half_f = _fold("attention_ring_step", [*half_f, out_fix])
+    diag_g = _fold("attention_ring_diag_bwd", [*diag_g, dq_fix, dkv_fix])
+    half_g = _fold("attention_ring_step_bwd", [*half_g, dq_fix, dkv_fix])
+    # the next shard's transfer runs beside this step's kernels and merge; the next step waits for it
     for j in range(p):
         if j < p - 1:
             fwd.append(CommOp("cp_ring_kv", "send_recv", kv_shard, "cp_p2p", True, overlap_ops=1))
-        fwd.append(f)
+        fwd.append(diag_f if j == 0 else half_f)
     bwd: list[Op | CommOp] = list(bwd_pre)
-    for _ in range(p):
+    for j in range(p):
         # K, V and the partial dK, dV of the previous shard move on while this block runs
         bwd.append(CommOp("cp_ring_kv_dkv", "send_recv", 2 * kv_shard, "cp_p2p", True, overlap_ops=1))
-        bwd.append(g)
+        bwd.append(diag_g if j == 0 else half_g)
     return [*fwd, *post_fwd], [*bwd, *bwd_post]
+
+
+def _fold(name: str, ops: list[Op]) -> Op:
+    return Op(name, sum(o.flops for o in ops), sum(o.bytes_moved for o in ops), sum(o.time_s for o in ops))
+
+
+def _kernel(c: _Ctx, s_q: int, s_k: int, heads: int, kv_heads: int, d_qk: int, d_v: int, causal: bool,
+            name: str = "attention_core") -> tuple[list[Op], list[Op]]:
+    """The scenario's attention kernel on one block: flash (TE fused attention), or the unfused core
+    (which computes every score of the block, the mask applied in the softmax)."""
+    b = c.layout.micro_batch
+    if c.attention == "flash" or c.model.is_mla or d_qk != d_v:
+        f, g = attention_ops(b, s_q, s_k, heads, kv_heads, d_qk, c.gpu, c.dtype, c.act_b, causal=causal,
+                             v_head_dim=d_v, name=name)
+        return [f], [g]
+    fs, gs = standard_attention_ops(b, s_q, s_k, heads, d_qk, c.gpu, c.dtype, c.act_b, c.dropout)
+    return list(fs), list(gs)

@@ -74,11 +74,23 @@ def balance_micro_batches(total: int, per_micro_batch_s: Sequence[float], pp: in
     return tuple(counts)
 
 
-def check_layers_per_stage(counts: Sequence[int], layers: int, stages: int) -> tuple[int, ...]:
-    """An explicit ``parallel.layers_per_stage``: one entry >= 1 per global stage, summing to the layers."""
+def check_layers_per_stage(counts: Sequence[int], layers: int, stages: int, pp: int = 0) -> tuple[int, ...]:
+    """An explicit ``parallel.layers_per_stage``: one entry per global stage, summing to the layers.
+
+    Every entry is >= 1 except the first and the last, which may be 0 when their pipeline rank
+    (``pp`` ranks, stage order chunk * pp + rank; 0: one stage per rank) keeps a layer on another
+    chunk: a stage holding only the embedding, or only the multi-token-prediction modules and the
+    loss, as Megatron-Core's ``--pipeline-model-parallel-layout`` allows (e.g. ``Et|(tt|)*30mL`` for
+    DeepSeek-V3 on PP8 x VP4: megatron/core/transformer/pipeline_parallel_layer_layout.py,
+    Megatron-Bridge's DeepSeek-V3 H100 performance recipe)."""
     out = tuple(counts)
-    if len(out) != stages or any(not isinstance(n, int) or n < 1 for n in out) or sum(out) != layers:
-        raise InputError("parallel.layers_per_stage", list(counts),
-                         f"{stages} counts (pp * virtual_stages, in stage order chunk * pp + rank), each >= 1, "
-                         f"summing to model.layers ({layers})")
+    ranks = pp or stages
+    inner = out[1:-1] if len(out) > 1 else out
+    allowed = (f"{stages} counts (pp * virtual_stages, in stage order chunk * pp + rank), each >= 1 (the first "
+               f"and the last may be 0 if their rank holds layers in another chunk), summing to model.layers ({layers})")
+    if len(out) != stages or any(not isinstance(n, int) or n < 0 for n in out) \
+            or any(n < 1 for n in inner) or sum(out) != layers:
+        raise InputError("parallel.layers_per_stage", list(counts), allowed)
+    if any(sum(out[r::ranks]) < 1 for r in range(ranks)):
+        raise InputError("parallel.layers_per_stage", list(counts), allowed)
     return out

@@ -117,7 +117,8 @@ def test_cp_and_ep_comm(a100):
     lc = transformer_layer_cost(LLAMA, ParallelLayout(tp=8, cp=2), a100, "bf16")
     cp = [c for c in comm(lc.forward) if c.group.startswith("cp")]
     # ring attention, cp = 2: one ring step passes this rank's K and V shard (8192 / 2 tokens, 1 local
-    # kv head of 128, K and V) to its neighbour beside the first attention block: 4096 * 128 * 2 * 2 bytes
+    # kv head of 128, K and V) to its neighbour beside the first attention block (and its log-sum-exp
+    # merge): 4096 * 128 * 2 * 2 bytes
     assert [(c.collective, c.size_bytes, c.group, c.overlappable, c.overlap_ops) for c in cp] == [
         ("send_recv", 4096 * 128 * 2 * 2, "cp_p2p", True, 1)]
     moe = preset("mixtral-8x7b")

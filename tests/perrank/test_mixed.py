@@ -45,9 +45,15 @@ def test_micro_batches_go_to_the_faster_replicas() -> None:
 
 def test_an_explicit_split_is_checked() -> None:
     assert check_layers_per_stage([3, 5], 8, 2) == (3, 5)
-    for bad in ([3, 4], [8, 0], [8]):
+    # the first and the last stage may hold no layer (only the embedding, or only MTP and the loss:
+    # Megatron's --pipeline-model-parallel-layout "Et|(tt|)*30mL")
+    assert check_layers_per_stage([8, 0], 8, 2, pp=1) == (8, 0)           # one rank, two chunks
+    assert check_layers_per_stage([0, 4, 2, 2], 8, 4, pp=2) == (0, 4, 2, 2)
+    # ... but not when that leaves a pipeline rank without any layer
+    for bad, stages, pp in (([3, 4], 2, 2), ([8], 2, 2), ([4, 0, 4], 3, 3), ([-1, 9], 2, 2), ([8, 0], 2, 2),
+                            ([0, 8], 2, 0), ([0, 4, 0, 4], 4, 2)):
         with pytest.raises(InputError) as err:
-            check_layers_per_stage(bad, 8, 2)
+            check_layers_per_stage(bad, 8, stages, pp)
         assert err.value.field == "parallel.layers_per_stage"
 
 
