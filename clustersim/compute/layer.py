@@ -15,7 +15,9 @@ Korthikanti et al. 2022 §4.2.2 for sequence parallelism):
   backward: all_gather of the output gradient, an all_gather of the saved sharded input for the
   weight gradient (overlapped with the data-gradient GEMM) and a reduce_scatter of the input
   gradient (overlapped with the weight-gradient GEMM), as in layers.py above.
-* ``tp_comm_overlap`` (userbuffers, Megatron --tp-comm-overlap) makes every TP collective overlappable.
+* ``tp_comm_overlap`` (userbuffers, Megatron --tp-comm-overlap) makes every TP collective overlappable;
+  with sequence parallelism the GEMMs that hide them are cut into pieces or run on fewer SMs, as
+  Transformer Engine's defaults do (clustersim.compute.tp_overlap).
 * CP: ring attention (p2p), Ulysses (a2a) or both (a2a+p2p), clustersim.compute.context_parallel.
 * Attention kinds: MHA / GQA here; multi-head latent attention in clustersim.compute.mla.
 * MoE layers (after ``moe_first_dense_layers`` dense ones): clustersim.compute.moe (router,
@@ -47,6 +49,7 @@ from clustersim.compute.mla import mla_params_per_gpu, mla_projections_bwd, mla_
 from clustersim.compute.moe import moe_backward, moe_forward, moe_params_per_gpu
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
 from clustersim.compute.roofline import memory_bound_op
+from clustersim.compute.tp_overlap import overlapped_gemm
 from clustersim.errors import InputError
 from clustersim.hardware.spec import GpuSpec
 from clustersim.parallel.layout import ParallelLayout
@@ -111,6 +114,9 @@ class _Ctx:
         self.gate = gated_factor(model)
         self.dropout = uses_dropout(model)
         self.overlap_all_tp = layout.tp_comm_overlap
+        # Transformer Engine userbuffers (needs sequence parallelism): the GEMMs beside the TP comm
+        # are cut into pieces or share their SMs (clustersim.compute.tp_overlap)
+        self.ub_overlap = layout.tp_comm_overlap and self.sp
         self.attention = attention
         self.eager = elementwise == "eager"
         self.rope = model.ffn_act == "swiglu" and not model.is_mla   # Llama-style RoPE on Q and K (MLA: its own)
@@ -124,7 +130,11 @@ class _Ctx:
              wgrad: bool = False) -> Op:
         """A GEMM of a linear layer under the dtype's recipe (``linear_gemm_op``: low-precision
         rate plus its cast kernels); ``dtype`` overrides the training dtype (the router in BF16)."""
-        op = linear_gemm_op(name, m, n, k, self.gpu, dtype or self.dtype, self.recipe, batch)
+        op = None
+        if self.ub_overlap and batch == 1 and dtype is None:   # userbuffers split / SM share (tp_overlap.py)
+            op = overlapped_gemm(name, m, n, k, self.gpu, self.dtype, self.recipe, self.tp)
+        if op is None:
+            op = linear_gemm_op(name, m, n, k, self.gpu, dtype or self.dtype, self.recipe, batch)
         return replace(op, wgrad=True) if wgrad else op
 
     def wgemm(self, name: str, m: int, n: int, k: int, batch: int = 1, dtype: str | None = None) -> Op:

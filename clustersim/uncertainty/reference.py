@@ -17,7 +17,17 @@ with their sources) are used; runs found elsewhere go to validation tables in do
   bf16 parameter all-gather move 23.5 GB through each GPU's one 50 GB/s NDR rail, >= 0.47 s, of
   which at most the last micro-batch's backward and the first one's forward, a quarter of >= 0.6 s
   of compute at the sustained GEMM ceiling, can hide: >= 0.92 s). clustersim's memory model puts
-  all four at 52-67 GiB of 80 (tested). Pipelined layouts keep micro-batch 1 and the 1F1B schedule.
+  all four at 52-67 GiB of 80 (tested). Pipelined layouts run micro-batch 1 with the interleaved
+  schedule at one layer per virtual stage (``--num-layers-per-virtual-pipeline-stage 1``); the
+  README names no schedule, and the evidence (docs/uncertainty.md, "Which schedule"):
+  (1) the same README's strong scaling of the 177B model loses only 10.6% of its MFU from 96 to
+  4,608 GPUs (47% -> 42%) at batch 1,152, where any layout without interleaving has a 1F1B bubble
+  of at least 20% (PP 2 and 4 micro-batches; PP 6 and 12 micro-batches: 29%);
+  (2) the table's layer counts leave 23 layers per stage at 119B (PP 4) and 7 at 462B (PP 16),
+  primes: Megatron asserts that the layers per stage divide by the layers per virtual stage
+  (megatron/training/arguments.py, ``num_layers_per_pipeline_stage %
+  args.num_layers_per_virtual_pipeline_stage == 0``, commit 937571cf of 2024-07), so interleaving
+  at all means one layer per virtual stage on those rows.
 * SC21 Table 2 (GPT-3 175B, A100, batch 1536, seq 2048), run as the paper ran it
   (``framework: megatron-legacy``: its ZeRO-3 rows are DeepSpeed ZeRO-3 of 2021, its PTD-P rows
   TP 8 x PP 12 with the 1F1B schedule), full activation recompute. TFLOP/s are in SC21's
@@ -35,6 +45,7 @@ from typing import Any
 
 from clustersim.compute.flops import model_flops_per_step
 from clustersim.scenario import scenario_from_dict
+from clustersim.workload.presets import MODEL_PRESETS
 
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "validation" / "reference"
 H100_TABLE = "megatron_h100_weak_scaling_2024.csv"
@@ -55,12 +66,14 @@ def h100_weak_scaling(path: Path) -> Iterator[ReferenceRun]:
             tp, pp, dp = int(row["tp"]), int(row["pp"]), int(row["dp"])
             gpus = tp * pp * dp
             micro_batch = int(row["global_batch"]) // dp if pp == 1 else 1   # module docstring
+            layers = MODEL_PRESETS[f"megatron-core-{row['model'].lower()}"]["layers"]
+            schedule = {"schedule": "interleaved-1f1b", "virtual_stages": layers // pp} if pp > 1 else {"schedule": "1f1b"}
             sc = {
                 "name": f"megatron-core-{row['model'].lower()} on {gpus} H100",
                 "model": {"preset": f"megatron-core-{row['model'].lower()}"},
                 "cluster": {"preset": "dgx-h100", "nodes": gpus // 8},
                 "parallel": {"tp": tp, "pp": pp, "dp": dp, "sequence_parallel": tp > 1, "zero_stage": 1,
-                             "micro_batch": micro_batch, "global_batch": int(row["global_batch"]), "schedule": "1f1b",
+                             "micro_batch": micro_batch, "global_batch": int(row["global_batch"]), **schedule,
                              "recompute": "none", "tp_comm_overlap": True},
                 "training": {"dtype": "bf16"},
             }
