@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from clustersim import api
+from clustersim.errors import InputError
 from clustersim.scenario import load_scenario
 from clustersim.sweep.executors import SerialExecutor, make_executor
 from clustersim.sweep.runner import SweepResult, run_sweep, sweep_spec
@@ -118,10 +119,14 @@ def main() -> None:
             label = "compare llama3-70b x 5 clusters"
         else:
             path, gpus = (GPT3, None) if name == "gpt3" else (MIXTRAL, 1024)
-            result, wall, cpu = timed_sweep(path, gpus, args.workers)
+            label = "sweep gpt3-175b 1024 x a100" if name == "gpt3" else "sweep mixtral-8x22b 1024 x h100"
+            try:
+                result, wall, cpu = timed_sweep(path, gpus, args.workers)
+            except InputError as exc:  # over a limit (clustersim.limits): what the CLI says, exit 2
+                print(f"{label:34s} refused: {exc}", flush=True)
+                continue
             gpt3 = result if name == "gpt3" else gpt3
             c = counts([result])
-            label = "sweep gpt3-175b 1024 x a100" if name == "gpt3" else "sweep mixtral-8x22b 1024 x h100"
         print(f"{label:34s} {c[0]:>10,d} {c[1]:>11,d} {c[2]:>11,d} {c[3]:>8,d} {c[4]:>11,d} {c[5]:>10,d} "
               f"{wall:>7.1f} {cpu:>7.1f}", flush=True)
     print(f"# load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
