@@ -74,7 +74,9 @@ from clustersim.memory.report import (
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.parallel.pipeline import build_schedule, max_in_flight, split_layers, stage_graph
 from clustersim.parallel.placement import axis_shape_for
+from clustersim.perrank.run import per_rank_mode
 from clustersim.scenario import Scenario
+from clustersim.sweep.dpbound import DpStream, dp_stream
 from clustersim.sweep.space import (
     SearchSpace,
     Shape,
@@ -88,6 +90,8 @@ from clustersim.sweep.space import (
 # The bound is compared with floating-point sums taken in another order: shave a little off so
 # that a layout whose step time equals its bound is never pruned by rounding.
 BOUND_SLACK = 1e-9
+# Schedules whose forward and backward can run as overlapped pairs (Screen.exact_pipe_s)
+PAIRING = ("dualpipe", "dualpipe-v", "1f1b", "interleaved-1f1b")
 # The first level of the bound sums the same seconds in yet another order than the second: shave
 # a little more off, so that it never exceeds the second by rounding (the lazy branch and bound
 # relies on first <= second).
@@ -527,6 +531,8 @@ class Screen:
         self._opt: dict[tuple[int, int, int], float] = {}
         self._extra: dict[tuple[object, ...], Extra] = {}
         self._tail: dict[tuple[object, ...], float] = {}
+        self._dp: dict[tuple[object, ...], DpStream] = {}
+        self._per_rank = per_rank_mode(base)
 
     def unit_times(self, layout: ParallelLayout) -> UnitTimes:
         key = self.class_key(layout)
@@ -651,15 +657,57 @@ class Screen:
         the class's unit times (the second level), else with ``lower_times`` (the first)."""
         if exact:
             u = self.unit_times(layout)
-            bound = pipeline_bound_s(u, self.extra(layout, u), profile, layout.num_micro_batches)
+            bound = self.exact_pipe_s(layout, u, profile, layout.num_micro_batches, layout.schedule)
         else:
             u = self.lower_times(layout)
             bound = first_level_pipe_s(u, self.p2p_s(layout, u.p2p_bytes), profile, layout.num_micro_batches,
                                        layout.zero_stage == 3) * FIRST_SLACK
-        bound += self.optimizer_s(layout, u, profile)
-        if profile.backward_chain:
-            bound += self.tail_s(layout, u, profile)
-        return bound * (1.0 - BOUND_SLACK)
+        return self.total_s(layout, u, profile, bound, exact, (layout.schedule, layout.virtual_stages)) \
+            * (1.0 - BOUND_SLACK)
+
+    def exact_pipe_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, num_micro_batches: int,
+                     schedule: str) -> float:
+        """The second level's ``pipeline_bound_s``; where the schedule runs a forward and a backward
+        as one overlapped pair (DualPipe, DualPipe-V, Megatron's EP overlap: ``engine.pair``) a
+        pair can take less than its two compiled actions, whose collectives hide behind each
+        other's compute, so there it is the first level's (each unit's kernels alone; the pair's
+        compute segments run on one compute stream, never faster than at full rate)."""
+        if schedule in ("dualpipe", "dualpipe-v") or layout.overlap_moe_expert_parallel_comm \
+                and schedule in ("1f1b", "interleaved-1f1b"):
+            lo = self.lower_times(layout)
+            return first_level_pipe_s(lo, self.p2p_s(layout, lo.p2p_bytes), profile, num_micro_batches,
+                                      layout.zero_stage == 3) * FIRST_SLACK
+        return pipeline_bound_s(u, self.extra(layout, u), profile, num_micro_batches)
+
+    def total_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, pipe_s: float,
+                exact: bool, schedule: tuple[str, int]) -> float:
+        """The bound from the pipeline bound ``pipe_s``: plus the optimizer step and, with the
+        backward chain, ``tail_s``; at the second level (``exact``) at least the bound from rank
+        0's data-parallel stream (``dp_bound_s``). ``schedule``: the layout's (schedule, virtual
+        stages), which the screen's ``layout`` does not carry."""
+        opt = self.optimizer_s(layout, u, profile)
+        bound = pipe_s + opt + (self.tail_s(layout, u, profile) if profile.backward_chain else 0.0)
+        if exact:
+            bound = max(bound, self.dp_bound_s(layout, schedule, u, profile, pipe_s, opt))
+        return bound
+
+    def dp_bound_s(self, layout: ParallelLayout, schedule: tuple[str, int], u: UnitTimes, profile: ScheduleProfile,
+                   pipe_s: float, optimizer_s: float) -> float:
+        """The step's lower bound from rank 0's data-parallel stream (clustersim.sweep.dpbound)
+        given ``pipe_s`` from the second level (``_plain_bound_s``: ZeRO 0-2); 0 where it does not
+        apply (no backward chain, ZeRO-3, per-rank scenarios)."""
+        p = layout
+        if not profile.backward_chain or p.zero_stage == 3 or p.dp * p.cp == 1 or self._per_rank:
+            return 0.0
+        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, p.zero_stage, schedule)
+        stream = self._dp.get(key)
+        if stream is None:  # the plan reads the layout only through its groups and stages (engine.zero)
+            if (p.schedule, p.virtual_stages) != schedule:
+                p = replace(p, schedule=schedule[0], virtual_stages=schedule[1])
+            stream = self._dp[key] = dp_stream(replace(self.base, parallel=p))
+        # what _plain_bound_s counts for rank 0's last action (chunk 0's backward), or more
+        last_action = profile.chunk0_layers[0] * u.layer_b_s + u.first_b_s + u.last_b_s
+        return stream.bound_s(pipe_s, last_action, optimizer_s)
 
     def tail_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
         """Data-parallel work of rank 0 that can only start once its last backward unit (the
@@ -787,7 +835,10 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                         u = sc.unit_times(p0)
                         if pipe is None:
                             x = sc.extra(p0, u)
-                            pipe = bounds[(rec, sp, zero3)] = [pipeline_bound_s(u, x, prof, nmb) for prof in profiles]
+                            pipe = bounds[(rec, sp, zero3)] = [
+                                sc.exact_pipe_s(p0, u, prof, nmb, sched) if sched in PAIRING
+                                else pipeline_bound_s(u, x, prof, nmb) for (sched, _), prof in zip(scheds, profiles,
+                                                                                                strict=True)]
                     else:
                         u = sc.lower_times(p0)
                         if pipe is None:
@@ -800,7 +851,7 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                     if uniform and not p0.offload_activations and vectorized:
                         if collect is None:
                             collect = _Rows(sc)
-                        collect.add(key_head, by_off, scheds, profiles, pipe, u, zero)
+                        collect.add(key_head, by_off, scheds, profiles, pipe, u, zero, exact)
                         continue
                     if collect is not None:  # keep the loops' order: what was collected goes first
                         rows.append(collect.array())
@@ -813,8 +864,7 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                         for off, p in by_off:
                             pv = p if uniform else replace(p, schedule=sched, virtual_stages=v)
                             verdict, peak = sc.worst(pv, prof, ranks.setdefault(off, {}) if uniform else None)
-                            bound = pipe_s + sc.optimizer_s(p, u, prof) + (sc.tail_s(p, u, prof)
-                                                                            if prof.backward_chain else 0.0)
+                            bound = sc.total_s(p, u, prof, pipe_s, exact, (sched, v))
                             block.append((*key_head, SCHEDULES.index(sched), v, int(off), float(verdict != 2),
                                           float(peak), bound * (1.0 - BOUND_SLACK), float(verdict)))
                     rows.append(np.array(block, dtype=np.float64).reshape(len(block), 17))
@@ -858,7 +908,7 @@ class _Rows:
 
     def add(self, key_head: tuple[int, ...], by_off: list[tuple[bool, ParallelLayout]],
             scheds: list[tuple[str, int]], profiles: list[ScheduleProfile], pipe: list[float], u: UnitTimes,
-            zero: int) -> None:
+            zero: int, exact: bool) -> None:
         """The rows of one layout's schedules and offload options, in the order of the loops."""
         sc = self.sc
         statics = [(off, p, {}) for off, p in by_off]
@@ -882,7 +932,7 @@ class _Rows:
                         c = parts[key] = (w, g, o, buf[0], buf[1], buf[2], per, units.embedding, units.output,
                                           units.working, units.loss, *factors)
                     self.pairs.append(dyn + c)
-                bound = pipe_s + sc.optimizer_s(p, u, prof) + (sc.tail_s(p, u, prof) if prof.backward_chain else 0.0)
+                bound = sc.total_s(p, u, prof, pipe_s, exact, (sched, v))
                 self.rows.append((*head, int(off), bound * (1.0 - BOUND_SLACK)))
 
     def array(self) -> np.ndarray:

@@ -3,17 +3,27 @@ truncated schedule profiles equal to the full ones, and the symmetry rules S1-S4
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from clustersim import api
 from clustersim.memory.report import VERDICTS
 from clustersim.scenario import load_scenario
 from clustersim.sweep.evaluate import layout_from_key
-from clustersim.sweep.screen import _profile_micro_batches, schedule_profile, screen_shape
+from clustersim.sweep.screen import (
+    Screen,
+    _profile_micro_batches,
+    pipeline_bound_s,
+    schedule_profile,
+    screen_for,
+    screen_shape,
+)
 from clustersim.sweep.space import SearchSpace, layout_key, micro_batch_sizes, shape_layouts, shapes
 
 SCENARIOS = [
@@ -124,3 +134,65 @@ def test_symmetry_rules_are_exact():
     single = replace(p, micro_batch=4)  # 16 / (4 * 4) = 1 micro-batch
     same(replace(single, schedule="gpipe"), replace(single, schedule="1f1b"), memory_at_least=True)  # S3
     same(replace(p, schedule="interleaved-1f1b", virtual_stages=1), replace(p, schedule="1f1b"))  # S4
+
+
+# Data-parallel-heavy layouts, where the bound's data-parallel stream term (clustersim.sweep.dpbound)
+# decides: fast GPUs, few micro-batches, large dp; dense (ZeRO 0/1/2, with and without overlapped
+# reductions and gathers) and MoE (expert gradients over the expert-data-parallel group).
+DP_SCENARIOS = {
+    "dense": ["model.preset=llama2-7b", "model.layers=8", "cluster.preset=dgx-b200", "cluster.nodes=4",
+              "parallel.tp=2", "parallel.pp=2", "parallel.dp=8", "parallel.global_batch=32"],
+    "blocking": ["model.preset=llama2-7b", "model.layers=8", "cluster.preset=dgx-b200", "cluster.nodes=4",
+                 "parallel.tp=2", "parallel.pp=2", "parallel.dp=8", "parallel.global_batch=32",
+                 "parallel.overlap_grad_reduce=false", "parallel.overlap_param_gather=false"],
+    "moe": SCENARIOS[0][:-1] + ["parallel.global_batch=8", "cluster.preset=dgx-b200"],
+    "mixtral": ["model.preset=mixtral-8x22b", "model.layers=4", "model.hidden=1024", "model.heads=8",
+                "model.kv_heads=8", "model.vocab=2000", "model.seq_len=1024", "model.ffn_hidden=2048",
+                "model.moe={experts: 8, top_k: 2, expert_ffn_hidden: 4096}", "cluster.preset=dgx-b200",
+                "cluster.nodes=4", "parallel.tp=2", "parallel.pp=2", "parallel.dp=8", "parallel.ep=2",
+                "parallel.sequence_parallel=true", "parallel.global_batch=16"],
+}
+
+
+@functools.cache
+def _dp_case(which: str):
+    s = load_scenario(None, DP_SCENARIOS[which])
+    layouts = tuple(p for x in shapes(s.model, s.cluster, s.parallel.global_batch)
+                    for p in shape_layouts(s.model, x, s.parallel) if p.dp * p.cp > 1 and p.zero_stage < 3)
+    return s, layouts
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.sampled_from(sorted(DP_SCENARIOS)), i=st.integers(min_value=0, max_value=10**9))
+def test_data_parallel_bound_is_below_the_closed_form(which, i):
+    """The second-level bound with the data-parallel stream term stays at most the closed form's
+    step time on random data-parallel layouts (ZeRO 0-2, dense and MoE, few micro-batches)."""
+    s, layouts = _dp_case(which)
+    p = layouts[i % len(layouts)]
+    sc = screen_for(s)
+    assert sc.step_bound_s(p, sc.profile(p)) <= api.estimate(replace(s, parallel=p)).step_time_s
+
+
+@pytest.mark.parametrize("which", ["blocking", "dense", "mixtral"])
+def test_data_parallel_term_decides_somewhere(which):
+    """The term is not vacuous: on these scenarios (not the tiny DeepSeek-like toy, whose gradients
+    are a few MB) it raises the bound of some layouts above what
+    the pipeline, optimizer and tail give, and those layouts still bound the closed form."""
+    s, layouts = _dp_case(which)
+    sc = Screen(s)
+    raised = []
+    for p in layouts:
+        prof = sc.profile(p)
+        if not prof.backward_chain:
+            continue
+        u = sc.unit_times(p)
+        pipe = pipeline_bound_s(u, sc.extra(p, u), prof, p.num_micro_batches)
+        old = sc.total_s(p, u, prof, pipe, False, (p.schedule, p.virtual_stages))
+        new = sc.total_s(p, u, prof, pipe, True, (p.schedule, p.virtual_stages))
+        assert new >= old
+        if new > old * 1.01:
+            raised.append((new / old, p))
+    assert raised
+    raised.sort(key=lambda x: x[0])
+    for _, p in (raised[0], raised[len(raised) // 2], raised[-1]):
+        assert sc.step_bound_s(p, sc.profile(p)) <= api.estimate(replace(s, parallel=p)).step_time_s

@@ -1,0 +1,91 @@
+"""A lower bound on the step's exposed data-parallel stream (ZeRO 0/1/2, dense and MoE).
+
+The screen's pipeline bound ``P`` (``screen.pipeline_bound_s``) bounds when pipeline rank 0's last
+action ends. For the schedules with the backward chain (GPipe, 1F1B, interleaved 1F1B: every rank
+ends with chunk 0's backward of the last micro-batch) the closed form
+(``clustersim.engine.analytical``) then does on rank 0, of global stages ``0, pp, 2 pp, ...``:
+
+* ``issue_param_gathers``: at step start, every ZeRO-1/2 parameter gather of its stages
+  (``DpPlan.param_gathers``, ``overlap_param_gather``) is enqueued on its "dp" stream;
+* ``_backward`` with ``final`` (the last backward of a chunk): every gradient bucket of the
+  stage (``DpPlan.grad_buckets``: dense over dp x cp, a MoE layer's expert gradients over the
+  expert-data-parallel group) is enqueued on the same stream as its unit finishes
+  (``overlap_grad_reduce``);
+* ``finish``: the non-overlapped reductions (``DpPlan.after_backward``) are enqueued when the last
+  action is done, the clock waits for every collective enqueued (``pending``), then runs the
+  optimizer step and then the non-overlapped parameter gathers (``after_optimizer``) one after
+  another.
+
+A ``Stream`` runs its collectives one after another, each from ``max(enqueue, stream free)``, for
+exactly ``plan.time_s``. So with ``S`` the end of the "dp" stream and ``opt`` the optimizer step:
+
+1. ``S >= sum(all collectives enqueued on it)`` (all start at or after 0);
+2. ``S >= start(last action) + sum(stage 0's gradient buckets)``: the last action is chunk 0's
+   final backward, which enqueues them, none before it starts;
+3. ``S >= end(last action) + sum(after_backward)``;
+4. step ``>= S + opt + sum(after_optimizer)``.
+
+``end(last action) >= P`` and ``start(last action) >= P - B0`` where ``B0`` is what ``P`` counts
+for rank 0's chunk-0 backward (its layers' backward units and the embedding's, plus the head's
+where chunk 0 holds it): every term of ``P`` is a chain of lower bounds ending with that action
+(rank 0's own actions one after another, or rank 1's last backward, the hop, then it). Each
+collective is priced by the plan the closed form runs (``engine.zero.dp_plan`` of the layout: the
+same ``comm_plan``), and nothing the closed form adds to it (waits for the stream, compute slowed
+beside it, link contention in the event engine) is counted, which keeps it a bound.
+
+Not covered (the term is 0): ZeRO-3 (``screen.Extra`` and ``Screen.tail_s`` bound its gathers and
+reductions), the zero-bubble and DualPipe schedules (no backward chain), and scenarios run per
+rank class (faults, node groups: ``perrank``), whose data-parallel plans are priced per class.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from clustersim.engine.stages import build_step_work
+from clustersim.engine.zero import DpPlan, dp_plan
+from clustersim.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class DpStream:
+    """Seconds of rank 0's data-parallel collectives in one step, as the closed form issues them."""
+
+    all_s: float = 0.0             # every collective on its "dp" stream (gathers, buckets, after_backward)
+    last_buckets_s: float = 0.0    # the gradient buckets of global stage 0 (enqueued during the last action)
+    after_backward_s: float = 0.0  # enqueued after the last action
+    after_optimizer_s: float = 0.0  # run after the optimizer step
+
+    def bound_s(self, pipe_s: float, last_action_s: float, optimizer_s: float) -> float:
+        """The step's lower bound from this stream (module docstring), given ``pipe_s`` (a lower
+        bound on the end of rank 0's last action) and ``last_action_s`` (at least what ``pipe_s``
+        counts for that action)."""
+        stream = max(self.all_s, pipe_s - last_action_s + self.last_buckets_s, pipe_s + self.after_backward_s)
+        return stream + optimizer_s + self.after_optimizer_s
+
+
+def _sum_s(items) -> float:
+    return sum(plan.time_s for _, plan in items)
+
+
+def stream_of(plan: DpPlan, pp: int) -> DpStream:
+    """Rank 0's stream in a plan: its stages are the global stages ``c * pp`` (chunk c)."""
+    def mine(table: dict) -> list:
+        return [item for key, items in table.items()
+                for item in items if (key[0] if isinstance(key, tuple) else key) % pp == 0]
+
+    buckets, gathers = mine(plan.grad_buckets), mine(plan.param_gathers)
+    after_b, after_o = mine(plan.after_backward), mine(plan.after_optimizer)
+    last = [item for (g, _), items in plan.grad_buckets.items() if g == 0 for item in items]
+    return DpStream(_sum_s(buckets) + _sum_s(gathers) + _sum_s(after_b), _sum_s(last), _sum_s(after_b),
+                    _sum_s(after_o))
+
+
+@functools.lru_cache(maxsize=8192)
+def dp_stream(scenario: Scenario) -> DpStream:
+    """``stream_of`` the scenario's own data-parallel plan (its layout's dp x cp > 1, ZeRO 0-2)."""
+    par = scenario.parallel
+    if par.dp * par.cp == 1 or par.zero_stage == 3:
+        return DpStream()
+    return stream_of(dp_plan(scenario, build_step_work(scenario)), par.pp)
