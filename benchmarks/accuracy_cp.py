@@ -4,7 +4,7 @@ Validation only: nothing is fitted to these runs and they do not feed the predic
 Same table as benchmarks/accuracy_moe.py (run, source, layout, measured, predicted, error,
 interval, inside), for the runs that use context parallelism, at 8K and at 131K tokens.
 
-    PYTHONPATH=. python benchmarks/accuracy_cp.py [--only ID ...] [--json]
+    python benchmarks/accuracy_cp.py [--only ID ...] [--json]
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's clustersim and validation/
 
 from accuracy_moe import main  # noqa: E402
 

@@ -5,7 +5,7 @@ Each row's measured step time is derived from the published figure as the data f
 (tokens/s/GPU, or Megatron-LM's own TFLOP/s with Megatron's FLOPs formula); the prediction is the
 event engine's, with its 80% interval.
 
-    PYTHONPATH=. python benchmarks/accuracy_moe.py [--only ID ...] [--json]
+    python benchmarks/accuracy_moe.py [--only ID ...] [--json]
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from validation.published_steps import MOE_FILE, PublishedRun, not_simulated
-from validation.published_steps import runs as load_runs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's clustersim and validation/
+
+from validation.published_steps import MOE_FILE, PublishedRun, not_simulated  # noqa: E402
+from validation.published_steps import runs as load_runs  # noqa: E402
 
 
 def _layout(run: PublishedRun) -> str:
