@@ -53,15 +53,17 @@ class DpStream:
     """Seconds of rank 0's data-parallel collectives in one step, as the closed form issues them."""
 
     all_s: float = 0.0             # every collective on its "dp" stream (gathers, buckets, after_backward)
+    chunk_buckets_s: tuple[float, ...] = ()  # per chunk c: the gradient buckets of global stage c * pp
     last_buckets_s: float = 0.0    # the gradient buckets of global stage 0 (enqueued during the last action)
     after_backward_s: float = 0.0  # enqueued after the last action
     after_optimizer_s: float = 0.0  # run after the optimizer step
 
-    def bound_s(self, pipe_s: float, last_action_s: float, optimizer_s: float) -> float:
+    def bound_s(self, pipe_s: float, last_action_s: float, optimizer_s: float, chunks_s: float = 0.0) -> float:
         """The step's lower bound from this stream (module docstring), given ``pipe_s`` (a lower
-        bound on the end of rank 0's last action) and ``last_action_s`` (at least what ``pipe_s``
-        counts for that action)."""
-        stream = max(self.all_s, pipe_s - last_action_s + self.last_buckets_s, pipe_s + self.after_backward_s)
+        bound on the end of rank 0's last action), ``last_action_s`` (at least what ``pipe_s``
+        counts for that action) and ``chunks_s`` (``chunk_stream_s``, interleaved 1F1B)."""
+        stream = max(self.all_s, pipe_s - last_action_s + self.last_buckets_s, pipe_s + self.after_backward_s,
+                     chunks_s)
         return stream + optimizer_s + self.after_optimizer_s
 
 
@@ -78,8 +80,46 @@ def stream_of(plan: DpPlan, pp: int) -> DpStream:
     buckets, gathers = mine(plan.grad_buckets), mine(plan.param_gathers)
     after_b, after_o = mine(plan.after_backward), mine(plan.after_optimizer)
     last = [item for (g, _), items in plan.grad_buckets.items() if g == 0 for item in items]
-    return DpStream(_sum_s(buckets) + _sum_s(gathers) + _sum_s(after_b), _sum_s(last), _sum_s(after_b),
-                    _sum_s(after_o))
+    stages = sorted({g for g, _ in plan.grad_buckets if g % pp == 0})
+    chunks = [0.0] * (stages[-1] // pp + 1 if stages else 0)
+    for (g, _), items in plan.grad_buckets.items():
+        if g % pp == 0:
+            chunks[g // pp] += _sum_s(items)
+    return DpStream(_sum_s(buckets) + _sum_s(gathers) + _sum_s(after_b), tuple(chunks), _sum_s(last),
+                    _sum_s(after_b), _sum_s(after_o))
+
+
+@functools.lru_cache(maxsize=1024)
+def final_prefixes(pp: int, num_micro_batches: int, virtual_stages: int) -> tuple[tuple[tuple[int, ...], tuple[int, ...],
+                                                                                      tuple[int, ...]], ...]:
+    """Rank 0 of interleaved 1F1B (``parallel.pipeline.build_schedule``): per chunk c, the forwards
+    and backwards of each chunk that run before chunk c's final backward, and the chunks whose
+    final backward runs at or after it."""
+    from clustersim.parallel.pipeline import build_schedule
+
+    acts = build_schedule("interleaved-1f1b", pp, num_micro_batches, virtual_stages)[0]
+    final = {a.chunk: i for i, a in enumerate(acts) if a.kind == "B"}
+    out = []
+    for c in range(virtual_stages):
+        nf, nb = [0] * virtual_stages, [0] * virtual_stages
+        for a in acts[:final[c]]:
+            (nf if a.kind == "F" else nb)[a.chunk] += 1
+        out.append((tuple(nf), tuple(nb), tuple(k for k in range(virtual_stages) if final[k] >= final[c])))
+    return tuple(out)
+
+
+def chunk_stream_s(stream: DpStream, prefixes, forward_s: list[float], backward_s: list[float]) -> float:
+    """Interleaved 1F1B: rank 0's compute stream runs its actions one after another, so chunk c's
+    final backward starts no earlier than the actions before it (each at least ``forward_s`` /
+    ``backward_s`` of its chunk), and it and every final backward after it enqueue their
+    chunk's gradient buckets on the serial "dp" stream: the stream ends no earlier than that
+    start plus those buckets."""
+    best = 0.0
+    for nf, nb, later in prefixes:
+        start = sum(n * t for n, t in zip(nf, forward_s, strict=True)) + sum(
+            n * t for n, t in zip(nb, backward_s, strict=True))
+        best = max(best, start + sum(stream.chunk_buckets_s[k] for k in later if k < len(stream.chunk_buckets_s)))
+    return best
 
 
 @functools.lru_cache(maxsize=8192)

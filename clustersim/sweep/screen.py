@@ -76,7 +76,7 @@ from clustersim.parallel.pipeline import build_schedule, max_in_flight, split_la
 from clustersim.parallel.placement import axis_shape_for
 from clustersim.perrank.run import per_rank_mode
 from clustersim.scenario import Scenario
-from clustersim.sweep.dpbound import DpStream, dp_stream
+from clustersim.sweep.dpbound import DpStream, chunk_stream_s, dp_stream, final_prefixes
 from clustersim.sweep.space import (
     SearchSpace,
     Shape,
@@ -707,7 +707,15 @@ class Screen:
             stream = self._dp[key] = dp_stream(replace(self.base, parallel=p))
         # what _plain_bound_s counts for rank 0's last action (chunk 0's backward), or more
         last_action = profile.chunk0_layers[0] * u.layer_b_s + u.first_b_s + u.last_b_s
-        return stream.bound_s(pipe_s, last_action, optimizer_s)
+        chunks = 0.0
+        sched, v = schedule
+        if sched == "interleaved-1f1b" and v > 1 and p.pp > 1 and not p.overlap_moe_expert_parallel_comm:
+            # rank 0's chunks hold global stages c * pp (neither the last stage nor, past chunk 0, the embedding)
+            counts = split_layers(self.base.model.layers, self.base.model.mtp_layers, p.pp, v)
+            fwd = [counts[c * p.pp] * u.layer_f_s + (u.first_f_s if c == 0 else 0.0) for c in range(v)]
+            bwd = [counts[c * p.pp] * u.layer_b_s + (u.first_b_s if c == 0 else 0.0) for c in range(v)]
+            chunks = chunk_stream_s(stream, final_prefixes(p.pp, p.num_micro_batches, v), fwd, bwd)
+        return stream.bound_s(pipe_s, last_action, optimizer_s, chunks)
 
     def tail_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
         """Data-parallel work of rank 0 that can only start once its last backward unit (the
