@@ -23,7 +23,11 @@ exactly ``plan.time_s``. So with ``S`` the end of the "dp" stream and ``opt`` th
 2. ``S >= start(last action) + sum(stage 0's gradient buckets)``: the last action is chunk 0's
    final backward, which enqueues them, none before it starts;
 3. ``S >= end(last action) + sum(after_backward)``;
-4. step ``>= S + opt + sum(after_optimizer)``.
+4. under interleaved 1F1B, for each chunk c: ``S >= start(chunk c's final backward) + the
+   buckets of every chunk whose final backward runs at or after it``, and that start is at least
+   the actions rank 0 runs before it (its compute stream runs them one after another, each at
+   least its units' times: ``chunk_stream_s``);
+5. step ``>= S + opt + sum(after_optimizer)``.
 
 ``end(last action) >= P`` and ``start(last action) >= P - B0`` where ``B0`` is what ``P`` counts
 for rank 0's chunk-0 backward (its layers' backward units and the embedding's, plus the head's
