@@ -36,11 +36,16 @@ def optimizer_step_time_s(params_per_gpu: int, layout: ParallelLayout, gpu: GpuS
     """Time of one Adam step for ``params_per_gpu`` (the model-parallel shard before ZeRO sharding)."""
     shard = math.ceil(params_per_gpu / layout.dp) if layout.zero_stage >= 1 else params_per_gpu
     per_param = ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM
-    return max(memory_time_s(shard * per_param, gpu), KERNEL_FLOOR_S) / gpu.compute_scale
+    return _pass_s(shard * per_param, gpu)
+
+
+def _pass_s(size_bytes: int, gpu: GpuSpec) -> float:
+    """One memory-bound pass over ``size_bytes`` (at least one kernel's floor)."""
+    return max(memory_time_s(size_bytes, gpu), KERNEL_FLOOR_S) / gpu.compute_scale
 
 
 def grad_buffer_time_s(params_per_gpu: int, bytes_per_param: int, gpu: GpuSpec) -> float:
     """The framework's passes over the rank's whole gradient buffer in one step (module docstring)."""
     if bytes_per_param <= 0 or params_per_gpu <= 0:
         return 0.0
-    return max(memory_time_s(params_per_gpu * bytes_per_param, gpu), KERNEL_FLOOR_S) / gpu.compute_scale
+    return _pass_s(params_per_gpu * bytes_per_param, gpu)

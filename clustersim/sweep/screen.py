@@ -90,8 +90,6 @@ from clustersim.sweep.space import (
 # The bound is compared with floating-point sums taken in another order: shave a little off so
 # that a layout whose step time equals its bound is never pruned by rounding.
 BOUND_SLACK = 1e-9
-# Schedules whose forward and backward can run as overlapped pairs (Screen.exact_pipe_s)
-PAIRING = ("dualpipe", "dualpipe-v", "1f1b", "interleaved-1f1b")
 # The first level of the bound sums the same seconds in yet another order than the second: shave
 # a little more off, so that it never exceeds the second by rounding (the lazy branch and bound
 # relies on first <= second).
@@ -850,11 +848,8 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                     if exact:
                         u = sc.unit_times(p0)
                         if pipe is None:
-                            x = sc.extra(p0, u)
-                            pipe = bounds[(rec, sp, zero3)] = [
-                                sc.exact_pipe_s(p0, u, prof, nmb, sched) if sched in PAIRING
-                                else pipeline_bound_s(u, x, prof, nmb) for (sched, _), prof in zip(scheds, profiles,
-                                                                                                strict=True)]
+                            pipe = bounds[(rec, sp, zero3)] = [sc.exact_pipe_s(p0, u, prof, nmb, sched)
+                                                               for (sched, _), prof in zip(scheds, profiles, strict=True)]
                     else:
                         u = sc.lower_times(p0)
                         if pipe is None:
