@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from clustersim.engine.stages import StepWork, Work
+from clustersim.engine.stages import StageWork, StepWork, Work
 from clustersim.parallel.pipeline import Schedule, pair_steady_state, split_weight_keys
 from clustersim.parallel.pipeline import build_schedule as _build
 from clustersim.parallel.stage_graph import StageGraph
@@ -43,8 +43,12 @@ def step_schedule(scenario: Scenario, num_micro_batches: int | None = None) -> S
     (``num_micro_batches``: a rank class's own count, per-rank mode; None: the scenario's)."""
     par = scenario.parallel
     m = par.num_micro_batches if num_micro_batches is None else num_micro_batches
-    sched = _build(par.schedule, par.pp, m, par.virtual_stages)
-    if par.overlap_moe_expert_parallel_comm and par.schedule in ("1f1b", "interleaved-1f1b"):
+    return _schedule(par.schedule, par.pp, m, par.virtual_stages, par.overlap_moe_expert_parallel_comm)
+
+
+def _schedule(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool) -> Schedule:
+    sched = _build(schedule, pp, num_micro_batches, virtual_stages)
+    if ep_overlap and schedule in ("1f1b", "interleaved-1f1b"):
         sched = pair_steady_state(sched)
     return sched
 
@@ -61,10 +65,27 @@ def _boundary(src: int, dst: int, pp: int, kind: str = "F") -> int:
 @functools.lru_cache(maxsize=64)
 def plan_actions(scenario: Scenario, work: StepWork,
                  num_micro_batches: int | None = None) -> tuple[tuple[PlannedAction, ...], ...]:
-    graph: StageGraph = work.graph
-    pp = scenario.parallel.pp
+    par = scenario.parallel
+    m = par.num_micro_batches if num_micro_batches is None else num_micro_batches
+    skeleton = action_skeleton(par.schedule, par.pp, m, par.virtual_stages, par.overlap_moe_expert_parallel_comm,
+                               work.graph)
+    return tuple(tuple(PlannedAction(a.label, a.kind, a.stage, a.micro_batch, a.needs, a.sends,
+                                     _works(work.stages[a.stage], a.part), a.final, a.paired, a.part, a.chunk)
+                       for a in acts) for acts in skeleton)
+
+
+def _works(st: StageWork, part: str) -> tuple[Work, ...]:
+    return {"F": st.forward, "B": st.backward, "Bi": st.backward_input, "W": st.backward_weight}[part]
+
+
+@functools.lru_cache(maxsize=256)
+def action_skeleton(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool,
+                    graph: StageGraph) -> tuple[tuple[PlannedAction, ...], ...]:
+    """Every rank's actions resolved on the stage graph, without their work units (``works``
+    empty): what ``plan_actions`` gives, for any scenario with this schedule (the sweep's bound
+    replays it, clustersim.sweep.replay)."""
     out = []
-    for rank, acts in enumerate(step_schedule(scenario, num_micro_batches)):
+    for rank, acts in enumerate(_schedule(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)):
         split = split_weight_keys(acts)
         last: dict[int, int] = {}
         for i, a in enumerate(acts):
@@ -73,12 +94,11 @@ def plan_actions(scenario: Scenario, work: StepWork,
         planned = []
         for i, a in enumerate(acts):
             g = graph.stage(rank, a.chunk)
-            st = work.stages[g]
             mb = a.micro_batch
             sends: list[tuple[Key, int, int]] = []
             needs = None
             if a.kind == "F":
-                works, part = st.forward, "F"
+                part = "F"
                 if graph.prev[g] >= 0 and graph.placement[graph.prev[g]][0] != rank:
                     needs = ("F", g, mb)
                 nxt = graph.next[g]
@@ -88,7 +108,6 @@ def plan_actions(scenario: Scenario, work: StepWork,
                         sends.append((("F", nxt, mb), dst, _boundary(rank, dst, pp, "F")))
             elif a.kind == "B":
                 part = "Bi" if (a.chunk, mb) in split else "B"
-                works = st.backward_input if part == "Bi" else st.backward
                 nxt = graph.next[g]
                 if nxt >= 0 and graph.placement[nxt][0] != rank:
                     needs = ("B", g, mb)
@@ -98,8 +117,8 @@ def plan_actions(scenario: Scenario, work: StepWork,
                     if dst != rank:
                         sends.append((("B", prev, mb), dst, _boundary(rank, dst, pp, "B")))
             else:
-                works, part = st.backward_weight, "W"
-            planned.append(PlannedAction(str(a), a.kind, g, mb, needs, tuple(sends), works,
+                part = "W"
+            planned.append(PlannedAction(str(a), a.kind, g, mb, needs, tuple(sends), (),
                                          last.get(a.chunk) == i, a.paired, part, a.chunk))
         out.append(tuple(planned))
     return tuple(out)

@@ -210,7 +210,7 @@ def _healthy_class(scenario: Scenario) -> RankClass:
 
 
 @functools.lru_cache(maxsize=256)
-def _classic_actions(schedule: str, pp: int, num_micro_batches: int, v: int,
+def classic_actions(schedule: str, pp: int, num_micro_batches: int, v: int,
                      klass: int) -> tuple[tuple[RankAction, ...], ...]:
     """Each rank's actions for GPipe / 1F1B / interleaved 1F1B without pairs, by arithmetic (as
     plan_actions gives them, as fast as the engines' former walk): stage ``chunk * pp + rank``,
@@ -250,7 +250,7 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
     general = par.schedule not in CLASSIC_SCHEDULES
     classic = general is False and not (par.overlap_moe_expert_parallel_comm and par.schedule != "gpipe")
     for c, cls in enumerate(classes):
-        classic_acts = _classic_actions(par.schedule, pp, cls.num_micro_batches, v, c) if classic else None
+        classic_acts = classic_actions(par.schedule, pp, cls.num_micro_batches, v, c) if classic else None
         planned = plan_actions(scenario, base_work, cls.num_micro_batches) if classic_acts is None else ()
         for p in range(pp):
             host = cls.hosts[p]

@@ -29,6 +29,7 @@ ESTIMATE = "clustersim.api:estimate"
 SIMULATE = "clustersim.api:simulate"
 SCREEN = "clustersim.sweep.screen:screen_shape"
 REFINE = "clustersim.sweep.screen:exact_bounds"
+REPLAY = "clustersim.sweep.replay:replay_bounds"
 
 # The sweep's table, one float64 row per layout: the canonical key (space.layout_key, small
 # integers, exact in float64), the screen's columns, then the closed form's (NaN where it did
@@ -56,11 +57,19 @@ class SweepSpec:
     # "module:function"(scenario, keys) -> the second-level bound of each layout, where the
     # screener's bound is a first level below it; "" (or another screener): the bounds are final
     refiner: str = REFINE
+    # "module:function"(scenario, keys) -> a third-level bound of each layout (0: none), at most
+    # the closed form of ``ESTIMATE``; "" (or another estimator or screener): no third level
+    replayer: str = REPLAY
 
     @property
     def lazy_bounds(self) -> bool:
         """Whether the screen's bounds are a first level that ``refiner`` tightens."""
         return bool(self.refiner) and self.screener == SCREEN
+
+    @property
+    def replay_bounds(self) -> bool:
+        """Whether ``replayer`` gives a third level (it bounds the shipped closed form only)."""
+        return bool(self.replayer) and self.screener == SCREEN and self.estimator == ESTIMATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +108,11 @@ def screen_task(spec: SweepSpec, task: Task) -> np.ndarray:
 def refine_keys(spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """The refiner's bound of each layout key (one float per key)."""
     return resolve(spec.refiner)(spec.scenario, keys)
+
+
+def replay_keys(spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """The replayer's third-level bound of each layout key (one float per key; 0: none)."""
+    return resolve(spec.replayer)(spec.scenario, keys)
 
 
 # A layout whose step exceeds an engine's budget (clustersim.limits) gets no numbers from it:

@@ -10,7 +10,9 @@
    enter the best ``keep`` (ties go to the smaller layout key, so an equal bound is evaluated).
    Layouts that a round could pick first have their bound refined to the second level (the
    units compiled as the engines run them); refinement never lowers a bound, so the rounds pick
-   what they would pick with the second level everywhere (``_branch_and_bound``).
+   what they would pick with the second level everywhere (``_branch_and_bound``). The layouts
+   a round is about to evaluate are then replayed to the third level (the schedule on the unit
+   times, clustersim.sweep.replay), which also only raises bounds, and the round starts again.
    With ``pareto=True`` rounds go on while a layout could still be on the Pareto front (no
    evaluated layout needs no more memory and is faster than its bound).
 3. **Re-rank** the best ``rerank`` with the event engine (``api.simulate``), plus the scenario's
@@ -47,6 +49,7 @@ from clustersim.sweep.evaluate import (
     estimate_keys,
     layout_from_key,
     refine_keys,
+    replay_keys,
     screen_task,
     simulate_key,
 )
@@ -327,7 +330,10 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     bound of the last layout the round would pick; a layout never refined has a second level at
     least its first, above that edge, so it sorts after every picked one. Each round therefore
     picks the layouts that the second level alone would pick, and the closed form runs on the
-    same layouts as with the second level everywhere (tests/sweep/test_runner.py)."""
+    same layouts as with the second level everywhere (tests/sweep/test_lazy_bound.py). With the
+    third level (``SweepSpec.replay_bounds``) a round's picks must be at that level: those below
+    the edge are replayed first (``max`` with their bound) and the round starts again, so every
+    layout left out has a final bound above the threshold (tests/sweep/test_replay.py)."""
     clear = table[:, COL["verdict"]] == 0.0
     feasible = clear if int(clear.sum()) >= keep else table[:, COL["fits"]] == 1.0
     fits = np.flatnonzero(feasible)
@@ -341,10 +347,13 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         return rows[np.lexsort((krank[rows], table[rows, bcol]))]
 
     order = by_bound(fits)
-    exact = np.full(table.shape[0], not spec.lazy_bounds)
+    # the level of each row's bound: 1 the screen's first, 2 the refiner's, 3 the replayer's (final)
+    top = 3 if spec.replay_bounds else 2
+    level = np.full(table.shape[0], 1 if spec.lazy_bounds else 2, dtype=np.int8)
     workers = max(1, getattr(executor, "workers", 1))
     batch = max(2 * workers, keep)
     refine_n = 8 * batch  # layouts refined per round, doubling: few rounds, at most twice the needed work
+    replay_n = 4 * batch  # layouts replayed per round at least (a replay costs a tenth of the closed form)
     evaluated = 0
     while len(order):
         steps = table[:, COL["step_time_s"]]
@@ -365,12 +374,20 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         if wanted.size == 0:
             break
         pick = wanted[:batch]
-        lazy = wanted[~exact[wanted]]
-        if lazy.size and table[lazy[0], bcol] <= table[pick[-1], bcol]:
-            lazy = lazy[:max(refine_n, int((table[lazy, bcol] <= table[pick[-1], bcol]).sum()))]
+        edge = table[pick[-1], bcol]
+        lazy = wanted[level[wanted] == 1]
+        if lazy.size and table[lazy[0], bcol] <= edge:
+            lazy = lazy[:max(refine_n, int((table[lazy, bcol] <= edge).sum()))]
             refine_n *= 2
-            table[lazy, bcol] = _refine(spec, table[lazy], executor)
-            exact[lazy] = True
+            table[lazy, bcol] = _refine(spec, table[lazy], executor, refine_keys)
+            level[lazy] = 2
+            order = by_bound(order)
+            continue
+        lazy = wanted[level[wanted] < top]
+        if lazy.size and table[lazy[0], bcol] <= edge:  # the picks' replays (never lower a bound)
+            lazy = lazy[:max(replay_n, int((table[lazy, bcol] <= edge).sum()))]
+            table[lazy, bcol] = np.maximum(table[lazy, bcol], _refine(spec, table[lazy], executor, replay_keys))
+            level[lazy] = 3
             order = by_bound(order)
             continue
         chunk = max(1, math.ceil(len(pick) / (2 * workers)))
@@ -390,15 +407,16 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         order = rest[~np.isin(rest, pick)]
         if progress:  # the total is what the bound still admits: it shrinks as better layouts turn up
             progress("estimate", evaluated, evaluated + int(wanted.size) - len(pick))
-    return table, exact if spec.lazy_bounds else None
+    return table, level >= 2 if spec.lazy_bounds else None
 
 
-def _refine(spec: SweepSpec, rows: np.ndarray, executor: Executor) -> np.ndarray:
-    """The second-level bounds of ``rows`` (table rows), computed by the executor's workers."""
+def _refine(spec: SweepSpec, rows: np.ndarray, executor: Executor,
+            bounds: Callable[[SweepSpec, tuple[tuple[int, ...], ...]], np.ndarray]) -> np.ndarray:
+    """The next level's bounds of ``rows`` (table rows), computed by the executor's workers."""
     workers = max(1, getattr(executor, "workers", 1))
     keys = _keys(rows)
     jobs = _chunks(keys, max(64, math.ceil(len(keys) / (2 * workers))))
-    return np.concatenate(executor.run(functools.partial(refine_keys, spec), jobs))
+    return np.concatenate(executor.run(functools.partial(bounds, spec), jobs))
 
 
 def _pareto_candidates(table: np.ndarray, rest: np.ndarray) -> np.ndarray:

@@ -38,11 +38,12 @@ import numpy as np
 
 from clustersim.collectives import plan_collective
 from clustersim.compute import optimizer_step_time_s
+from clustersim.compute.optimizer import grad_buffer_time_s
 from clustersim.compute.ops import COMM_GROUPS, Op
 from clustersim.engine.groups import comm_plan, link_shape
 from clustersim.engine.memory_plan import layers_in_flight, scenario_kernels
 from clustersim.engine.offload import host_optimizer_time_s
-from clustersim.engine.stages import activation_bytes, build_step_work
+from clustersim.engine.stages import activation_bytes, build_step_work, grad_norm_all_reduce_s
 from clustersim.engine.units import compile_unit
 from clustersim.engine.zero import (
     _reduce_bytes,
@@ -226,6 +227,50 @@ def _class_times(rep: Scenario, unit_time: Callable[[tuple], float]) -> UnitTime
         layer_all_params=params[k + n] + stage.unit_expert_params[k + n],
         moe_all_params=params[1 + k] + stage.unit_expert_params[1 + k],
         p2p_bytes=build_step_work(rep).p2p_bytes)
+
+
+# (compiled contention-free seconds, seconds of its kernels, seconds of its collectives) of a unit
+Tcm = tuple[float, float, float]
+PARTS = ("F", "B", "Bi", "W")
+
+
+@dataclass(frozen=True, slots=True)
+class PartTimes:
+    """Per part of an action (``PARTS``: forward, whole backward, its input- and weight-gradient
+    halves) the ``Tcm`` of one layer (each the least over the layer kinds), of the embedding's
+    unit and of the units after the layers (MTP modules and the head), for the sweep's third
+    level (clustersim.sweep.replay)."""
+
+    layer: dict[str, Tcm]
+    first: dict[str, Tcm]
+    last: dict[str, Tcm]
+
+
+def _tcm(rep: Scenario, work: tuple) -> Tcm:
+    unit = compile_unit(rep, work)
+    c = sum(s.time_s for s in unit.steps if s.plan is None and s.join < 0)
+    m = sum(s.time_s for s in unit.steps if s.plan is not None)
+    return unit.time_s, c, m
+
+
+@functools.lru_cache(maxsize=4096)
+def part_times(rep: Scenario) -> PartTimes:
+    """``PartTimes`` of the class that ``rep`` (from ``class_scenario``) stands for."""
+    stage = build_step_work(rep).stages[0]
+    n, k = stage.num_layers, rep.model.mtp_layers
+    layer, first, last = {}, {}, {}
+    for part, works in (("F", stage.forward), ("B", stage.backward), ("Bi", stage.backward_input),
+                        ("W", stage.backward_weight)):
+        if part == "F":
+            emb, layers, rest = works[0], works[1:1 + n], works[1 + n:]
+        else:  # backward order: head and MTP, layers last to first, embedding
+            emb, layers, rest = works[-1], works[1 + k:1 + k + n], works[:1 + k]
+        kinds = [_tcm(rep, w) for w in {id(w): w for w in layers}.values()]
+        layer[part] = (min(x[0] for x in kinds), min(x[1] for x in kinds), min(x[2] for x in kinds))
+        first[part] = _tcm(rep, emb)
+        parts = [_tcm(rep, w) for w in rest]
+        last[part] = (sum(x[0] for x in parts), sum(x[1] for x in parts), sum(x[2] for x in parts))
+    return PartTimes(layer, first, last)
 
 
 def _profile_micro_batches(schedule: str, pp: int, num_micro_batches: int) -> int:
@@ -524,6 +569,7 @@ class Screen:
         self.memory = MemoryModel(base)
         self._units: dict[tuple[object, ...], UnitTimes] = {}
         self._lower: dict[tuple[object, ...], UnitTimes] = {}
+        self._parts: dict[tuple[object, ...], PartTimes] = {}
         self._dp_keys: dict[tuple[int, ...], object] = {}
         self._p2p: dict[tuple[object, ...], float] = {}
         self._opt: dict[tuple[int, int, int], float] = {}
@@ -540,6 +586,14 @@ class Screen:
         if u is None:
             u = self._units[key] = unit_times(class_scenario(self.base, layout))
         return u
+
+    def part_times(self, layout: ParallelLayout) -> PartTimes:
+        """``part_times`` of the layout's class (the third level, clustersim.sweep.replay)."""
+        key = self.class_key(layout)
+        t = self._parts.get(key)
+        if t is None:
+            t = self._parts[key] = part_times(class_scenario(self.base, layout))
+        return t
 
     def lower_times(self, layout: ParallelLayout) -> UnitTimes:
         """``lower_unit_times`` of the layout's class: every unit time at most ``unit_times``'."""
@@ -774,13 +828,32 @@ class Screen:
         else:
             params0 = min(m * u.moe_all_params + (held - m) * u.layer_all_params
                           for (held, _), m in zip(profile.ranks, profile.moe_held, strict=True))
-        key = (params0, layout.dp, layout.cp, layout.zero_stage, layout.offload_optimizer)
+        return self._step_s(layout, params0)
+
+    def rank_optimizer_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, rank: int) -> float:
+        """Pipeline rank ``rank``'s optimizer step, at most the engine's (its layers, the
+        embedding and the head where it holds them; layers at the cheaper kind's parameters)."""
+        (held, _), m = profile.ranks[rank], profile.moe_held[rank] if self.base.model.is_moe else 0
+        params = m * u.moe_all_params + (held - m) * u.layer_all_params \
+            + (u.first_params if profile.firsts[rank] else 0) + (u.last_params if profile.lasts[rank] else 0)
+        return self._step_s(layout, params)
+
+    def _step_s(self, layout: ParallelLayout, params: int) -> float:
+        """The optimizer step of a rank holding ``params`` parameters, as ``engine.stages`` prices
+        it: Adam (or the host's), the passes over the whole gradient buffer and the gradient
+        norm's all-reduce (all monotone in the parameters)."""
+        key = (params, layout.dp, layout.cp, layout.zero_stage, layout.offload_optimizer, layout.num_gpus)
         opt = self._opt.get(key)
         if opt is None:
+            scenario = replace(self.base, parallel=layout)
+            gpu = self.base.cluster.gpu
             if layout.offload_optimizer:
-                opt = host_optimizer_time_s(replace(self.base, parallel=layout), params0)
+                opt = host_optimizer_time_s(scenario, params)
             else:
-                opt = optimizer_step_time_s(params0, layout, self.base.cluster.gpu)
+                opt = optimizer_step_time_s(params, layout, gpu)
+            buffer = self.base.framework.grad_buffer_bytes_per_param \
+                if layout.zero_stage <= 2 and layout.dp * layout.cp > 1 else 0
+            opt += grad_buffer_time_s(params, buffer, gpu) + grad_norm_all_reduce_s(scenario)
             self._opt[key] = opt
         return opt
 

@@ -1,0 +1,153 @@
+"""The third level of the sweep's bound: the pipeline schedule replayed on the unit times.
+
+The second level (``screen.pipeline_bound_s``) charges a pipeline its fill once: rank r starts
+after chunk 0's forward on ranks before it and ends before their backward. The closed form
+(``clustersim.engine.analytical.Recurrence``) waits more than that wherever an action's input
+has not arrived: interleaved 1F1B with many chunks hands every micro-batch across a rank
+boundary ``2 v`` times, and each hop costs a pipeline transfer, so its bubble and exposed
+pipeline traffic grow with ``v`` (Narayanan et al. 2021, arXiv 2104.04473, §2.2.2: "the amount
+of communication also increases by v") while the second level does not.
+
+``replay_ends`` runs the same recurrence on the schedule's own actions
+(``engine.actions.action_skeleton``, as the closed form resolves them for every schedule: each
+rank's actions in order, each starting when the rank is free and its inputs have arrived), with
+every action lasting only what its units must take: alone, the contention-free compiled time of
+its units (layers of its stage times the layer's, taken at the layer kind that is cheapest, plus
+the embedding / head units where the stage holds them); as a DualPipe or EP-overlap pair of a
+forward and a backward, ``pair_s`` (one compute stream and one communication stream shared by
+two chains of segments, ``engine.pair``). Every transfer takes the fastest boundary's time
+(``Screen.p2p_s``). The recurrence is max-plus, every start a maximum of sums of durations, so it
+is monotone in them, and the closed form's durations are at least these (its units only slow
+down beside collectives and wait for gathers; its transfers take their own boundary's time):
+each rank's end in the replay is at most the closed form's. The step bound is then
+``Screen.total_s`` of that end (the optimizer step; under the backward chain the data-parallel
+tail and, for MoE models, the stream term), as at the second level; without the chain, the
+latest of every rank's end plus its own optimizer step.
+
+The level applies to every schedule with more than one pipeline stage (one stage: 0, and the
+runner keeps the second level, ``max``). Cost: one pass over the schedule's ``2 m pp v`` (or
+``3 m pp``) actions, about a millisecond per thousand, against tens of milliseconds for the closed
+form; the runner replays a layout only when it is about to be evaluated
+(``runner._branch_and_bound``). ``tests/sweep/test_replay.py`` checks it against
+``api.estimate`` on random layouts.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from clustersim.engine.actions import action_skeleton
+from clustersim.parallel.layout import ParallelLayout
+from clustersim.parallel.pipeline import split_layers, stage_graph
+from clustersim.scenario import Scenario
+from clustersim.sweep.screen import BOUND_SLACK, PartTimes, Screen, Tcm, screen_for
+
+
+def _sum(n: int, layer: Tcm, first: Tcm | None, last: Tcm | None) -> Tcm:
+    out = [n * x for x in layer]
+    for extra in (first, last):
+        if extra is not None:
+            out = [a + b for a, b in zip(out, extra, strict=True)]
+    return out[0], out[1], out[2]
+
+
+def pair_s(a: Tcm, b: Tcm) -> float:
+    """Least duration of a forward and a backward run as one overlapped pair
+    (``engine.pair``): both chains' kernels share one compute stream and their collectives one
+    communication stream, and each chain runs its own segments one after another, so the pair
+    lasts at least ``max(c_a + c_b, m_a + m_b, c_a + m_a, c_b + m_b)`` (kernels at full rate,
+    collectives at their contention-free time; ``Tcm`` = (compiled, kernels, collectives))."""
+    return max(a[1] + b[1], a[2] + b[2], a[1] + a[2], b[1] + b[2])
+
+
+def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
+                durations: dict[tuple[int, str], Tcm], p2p_s: float, ep_overlap: bool = False) -> tuple[float, ...]:
+    """Each pipeline rank's end of its last action when the part ``p`` ("F", "B", "Bi", "W") of
+    global stage ``g`` has ``durations[(g, p)]`` (compiled, kernels, collectives) and every
+    transfer takes ``p2p_s`` (module doc): an action alone lasts its compiled time, an
+    overlapped pair ``pair_s``, and starts when its rank is free and its inputs have arrived."""
+    graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
+    actions = action_skeleton(schedule, pp, num_micro_batches, virtual_stages, ep_overlap, graph)
+    clock = [0.0] * pp
+    nxt = [0] * pp
+    arrival: dict[tuple[str, int, int], float] = {}
+    progressed = True
+    while progressed:
+        progressed = False
+        for r in range(pp):
+            acts, i, t = actions[r], nxt[r], clock[r]
+            n = len(acts)
+            while i < n:
+                a = acts[i]
+                group = (a, acts[i + 1]) if a.paired else (a,)
+                if any(x.needs is not None and x.needs not in arrival for x in group):
+                    break
+                for x in group:
+                    if x.needs is not None:
+                        ready = arrival.pop(x.needs)
+                        if ready > t:
+                            t = ready
+                if a.paired:
+                    t += pair_s(durations[(a.stage, a.part)], durations[(group[1].stage, group[1].part)])
+                else:
+                    t += durations[(a.stage, a.part)][0]
+                for x in group:
+                    for key, _, _ in x.sends:
+                        arrival[key] = t + p2p_s
+                i += len(group)
+            if i != nxt[r]:
+                progressed = True
+                nxt[r], clock[r] = i, t
+    if any(i != len(acts) for i, acts in zip(nxt, actions, strict=True)):
+        raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
+    return tuple(clock)
+
+
+@functools.lru_cache(maxsize=1024)
+def _stage_layers(schedule: str, pp: int, virtual_stages: int, num_micro_batches: int, layers: int,
+                  mtp_layers: int) -> tuple[tuple[int, ...], tuple[bool, ...], tuple[bool, ...]]:
+    """Per global stage: its transformer layers, whether it holds the embedding, the head
+    (``engine.stages.model_stage_layers``)."""
+    graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
+    counts = split_layers(layers, mtp_layers, pp, 1 if schedule == "dualpipe" else graph.chunks)
+    last = graph.num_model_stages - 1
+    ms = [graph.model_stage[g] for g in range(graph.num_stages)]
+    return tuple(counts[m] for m in ms), tuple(m == 0 for m in ms), tuple(m == last for m in ms)
+
+
+def stage_durations(sc: Screen, layout: ParallelLayout, t: PartTimes) -> dict[tuple[int, str], Tcm]:
+    """(compiled, kernels, collectives) of every part of every global stage of ``layout``."""
+    m = sc.base.model
+    counts, firsts, lasts = _stage_layers(layout.schedule, layout.pp, layout.virtual_stages,
+                                          layout.num_micro_batches, m.layers, m.mtp_layers)
+    return {(g, part): _sum(n, t.layer[part], t.first[part] if f else None, t.last[part] if la else None)
+            for g, (n, f, la) in enumerate(zip(counts, firsts, lasts, strict=True)) for part in t.layer}
+
+
+def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
+    """The third-level bound of one layout (0 where the level does not apply: one stage). Under
+    the backward chain pipeline rank 0 ends last and ``Screen.total_s`` extends its end (the
+    optimizer, the data-parallel tail and stream terms); otherwise every rank ends with its own
+    optimizer step after its last action: the step is at least the latest of those."""
+    if layout.pp == 1:
+        return 0.0
+    u = sc.unit_times(layout)
+    profile = sc.profile(layout)
+    ends = replay_ends(layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
+                       stage_durations(sc, layout, sc.part_times(layout)), sc.p2p_s(layout, u.p2p_bytes),
+                       layout.overlap_moe_expert_parallel_comm)
+    if profile.backward_chain:
+        bound = sc.total_s(layout, u, profile, ends[0], True, (layout.schedule, layout.virtual_stages))
+    else:
+        bound = max(end + sc.rank_optimizer_s(layout, u, profile, r) for r, end in enumerate(ends))
+    return bound * (1.0 - BOUND_SLACK)
+
+
+def replay_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """``replay_bound_s`` of each layout key (the sweep's third level; 0: not applicable)."""
+    from clustersim.sweep.evaluate import layout_from_key
+
+    sc = screen_for(base)
+    return np.array([replay_bound_s(sc, layout_from_key(k, base.parallel)) for k in keys], dtype=np.float64)
