@@ -70,6 +70,15 @@ def advance(start_s: float, work_s: float, busy: Sequence[Interval], slowdown: f
     live = [iv for iv in busy if iv[1] > start_s and iv[0] < iv[1]]
     if not live or slowdown <= 0:
         return start_s + work_s, lost
+    if len(live) == 1:
+        return _advance_one(start_s, work_s, live[0], slowdown)
+    return _advance_many(start_s, work_s, live, slowdown)
+
+
+def _advance_many(start_s: float, work_s: float, live: list[Interval], slowdown: float
+                  ) -> tuple[float, dict[str, float]]:
+    """``advance`` over the collectives ``live`` (each ending after ``start_s``), segment by segment."""
+    lost: dict[str, float] = {}
     points = sorted({start_s, *(max(s, start_s) for s, _, _ in live), *(e for _, e, _ in live)})
     t, left = start_s, work_s
     for nxt in [*points[1:], float("inf")]:
@@ -85,6 +94,26 @@ def advance(start_s: float, work_s: float, busy: Sequence[Interval], slowdown: f
         _blame(lost, causes, span * (1.0 - rate))
         t = nxt
     raise AssertionError("unreachable: the last segment is unbounded")
+
+
+def _advance_one(start_s: float, work_s: float, iv: Interval, slowdown: float) -> tuple[float, dict[str, float]]:
+    """``advance`` beside one collective (the common case), with the same floating-point
+    operations in the same order as the general loop, so the results are identical to the bit."""
+    begin, end, cause = iv
+    t, left = start_s, work_s
+    if begin > t:  # full rate until the collective starts
+        if left <= begin - t:
+            return t + left, {}
+        left -= begin - t
+        t = begin
+    rate = compute_rate(slowdown, 1)
+    span = end - t
+    if left <= span * rate:
+        seconds = (left / rate) * (1.0 - rate)
+        return t + left / rate, ({cause: seconds} if seconds > 0 else {})
+    left -= span * rate
+    seconds = span * (1.0 - rate)
+    return end + left, ({cause: seconds} if seconds > 0 else {})
 
 
 def _blame(lost: dict[str, float], causes: Iterable[str], seconds: float) -> None:

@@ -9,7 +9,8 @@ pipeline traffic grow with ``v`` (Narayanan et al. 2021, arXiv 2104.04473, §2.2
 of communication also increases by v") while the second level does not.
 
 ``replay_ends`` runs the same recurrence on the schedule's own actions
-(``engine.actions.action_skeleton``, as the closed form resolves them for every schedule: each
+(``engine.rankplan.classic_actions`` or ``engine.actions.action_skeleton``, as the closed form
+resolves them for every schedule: each
 rank's actions in order, each starting when the rank is free and its inputs have arrived), with
 every action lasting only what its units must take: alone, the contention-free compiled time of
 its units (layers of its stage times the layer's, taken at the layer kind that is cheapest, plus
@@ -39,6 +40,7 @@ import functools
 import numpy as np
 
 from clustersim.engine.actions import action_skeleton
+from clustersim.engine.rankplan import CLASSIC_SCHEDULES, classic_actions
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.pipeline import split_layers, stage_graph
 from clustersim.scenario import Scenario
@@ -62,14 +64,37 @@ def pair_s(a: Tcm, b: Tcm) -> float:
     return max(a[1] + b[1], a[2] + b[2], a[1] + a[2], b[1] + b[2])
 
 
+@functools.lru_cache(maxsize=256)
+def _program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
+             ) -> tuple[tuple[tuple[tuple, tuple, tuple], ...], ...]:
+    """Per rank, its actions as (inputs awaited, (stage, part) of the action or of both halves
+    of a pair, outputs sent), from ``engine.actions.action_skeleton``."""
+    if schedule in CLASSIC_SCHEDULES and not (ep_overlap and schedule != "gpipe"):
+        # the closed form's own resolution of these (cached: the layout's estimate reuses it)
+        actions = classic_actions(schedule, pp, num_micro_batches, virtual_stages, 0)
+    else:
+        graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
+        actions = action_skeleton(schedule, pp, num_micro_batches, virtual_stages, ep_overlap, graph)
+    out = []
+    for acts in actions:
+        prog, i = [], 0
+        while i < len(acts):
+            group = (acts[i], acts[i + 1]) if acts[i].paired else (acts[i],)
+            prog.append((tuple(x.needs for x in group if x.needs is not None),
+                         tuple((x.stage, x.part) for x in group),
+                         tuple(send[0] for x in group for send in x.sends)))
+            i += len(group)
+        out.append(tuple(prog))
+    return tuple(out)
+
+
 def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
                 durations: dict[tuple[int, str], Tcm], p2p_s: float, ep_overlap: bool = False) -> tuple[float, ...]:
     """Each pipeline rank's end of its last action when the part ``p`` ("F", "B", "Bi", "W") of
     global stage ``g`` has ``durations[(g, p)]`` (compiled, kernels, collectives) and every
     transfer takes ``p2p_s`` (module doc): an action alone lasts its compiled time, an
     overlapped pair ``pair_s``, and starts when its rank is free and its inputs have arrived."""
-    graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
-    actions = action_skeleton(schedule, pp, num_micro_batches, virtual_stages, ep_overlap, graph)
+    programs = _program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
     clock = [0.0] * pp
     nxt = [0] * pp
     arrival: dict[tuple[str, int, int], float] = {}
@@ -77,30 +102,30 @@ def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: 
     while progressed:
         progressed = False
         for r in range(pp):
-            acts, i, t = actions[r], nxt[r], clock[r]
-            n = len(acts)
+            prog, i, t = programs[r], nxt[r], clock[r]
+            n = len(prog)
             while i < n:
-                a = acts[i]
-                group = (a, acts[i + 1]) if a.paired else (a,)
-                if any(x.needs is not None and x.needs not in arrival for x in group):
-                    break
-                for x in group:
-                    if x.needs is not None:
-                        ready = arrival.pop(x.needs)
+                needs, parts, sends = prog[i]
+                if needs:
+                    if any(k not in arrival for k in needs):
+                        break
+                    for k in needs:
+                        ready = arrival.pop(k)
                         if ready > t:
                             t = ready
-                if a.paired:
-                    t += pair_s(durations[(a.stage, a.part)], durations[(group[1].stage, group[1].part)])
+                if len(parts) == 1:
+                    t += durations[parts[0]][0]
                 else:
-                    t += durations[(a.stage, a.part)][0]
-                for x in group:
-                    for key, _, _ in x.sends:
-                        arrival[key] = t + p2p_s
-                i += len(group)
+                    t += pair_s(durations[parts[0]], durations[parts[1]])
+                if sends:
+                    at = t + p2p_s
+                    for k in sends:
+                        arrival[k] = at
+                i += 1
             if i != nxt[r]:
                 progressed = True
                 nxt[r], clock[r] = i, t
-    if any(i != len(acts) for i, acts in zip(nxt, actions, strict=True)):
+    if any(i != len(prog) for i, prog in zip(nxt, programs, strict=True)):
         raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
     return tuple(clock)
 
@@ -135,9 +160,15 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
         return 0.0
     u = sc.unit_times(layout)
     profile = sc.profile(layout)
-    ends = replay_ends(layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
-                       stage_durations(sc, layout, sc.part_times(layout)), sc.p2p_s(layout, u.p2p_bytes),
-                       layout.overlap_moe_expert_parallel_comm)
+    p2p = sc.p2p_s(layout, u.p2p_bytes)
+    # the ends depend on the layout only through these (ZeRO stages and offload share them)
+    key = (sc.class_key(layout), layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages, p2p,
+           layout.overlap_moe_expert_parallel_comm)
+    ends = sc.replays.get(key)
+    if ends is None:
+        ends = sc.replays[key] = replay_ends(layout.schedule, layout.pp, layout.num_micro_batches,
+                                             layout.virtual_stages, stage_durations(sc, layout, sc.part_times(layout)),
+                                             p2p, layout.overlap_moe_expert_parallel_comm)
     if profile.backward_chain:
         bound = sc.total_s(layout, u, profile, ends[0], True, (layout.schedule, layout.virtual_stages))
     else:

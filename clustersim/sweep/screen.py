@@ -38,8 +38,8 @@ import numpy as np
 
 from clustersim.collectives import plan_collective
 from clustersim.compute import optimizer_step_time_s
-from clustersim.compute.optimizer import grad_buffer_time_s
 from clustersim.compute.ops import COMM_GROUPS, Op
+from clustersim.compute.optimizer import grad_buffer_time_s
 from clustersim.engine.groups import comm_plan, link_shape
 from clustersim.engine.memory_plan import layers_in_flight, scenario_kernels
 from clustersim.engine.offload import host_optimizer_time_s
@@ -570,6 +570,8 @@ class Screen:
         self._units: dict[tuple[object, ...], UnitTimes] = {}
         self._lower: dict[tuple[object, ...], UnitTimes] = {}
         self._parts: dict[tuple[object, ...], PartTimes] = {}
+        # the third level's rank ends per class and schedule (clustersim.sweep.replay)
+        self.replays: dict[tuple[object, ...], tuple[float, ...]] = {}
         self._dp_keys: dict[tuple[int, ...], object] = {}
         self._p2p: dict[tuple[object, ...], float] = {}
         self._opt: dict[tuple[int, int, int], float] = {}

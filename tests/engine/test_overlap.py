@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clustersim.engine.lane import ComputeLane
-from clustersim.engine.overlap import MIN_COMPUTE_RATE, NCCL_CTAS, advance, compute_rate, overlap_slowdown
+from clustersim.engine.overlap import (
+    MIN_COMPUTE_RATE,
+    NCCL_CTAS,
+    _advance_many,
+    _advance_one,
+    advance,
+    compute_rate,
+    overlap_slowdown,
+)
 from clustersim.hardware.load import load_gpu
 
 
@@ -66,3 +74,15 @@ def test_lane_equals_closed_form(start, work, raw, slowdown):
     for cause in set(lost) | set(out["lost"]):
         assert math.isclose(out["lost"].get(cause, 0.0), lost.get(cause, 0.0), rel_tol=1e-7, abs_tol=1e-10)
     assert math.isclose(end - start, work + sum(lost.values()), rel_tol=1e-9)
+
+
+@settings(max_examples=400, deadline=None)
+@given(start=st.floats(0.0, 10.0), work=st.floats(1e-9, 5.0), begin=st.floats(0.0, 12.0), length=st.floats(1e-9, 5.0),
+       slowdown=st.sampled_from([0.05, 24 / 132, 24 / 148, 0.189, 0.5]))
+def test_one_collective_fast_path_is_the_general_loop_to_the_bit(start, work, begin, length, slowdown):
+    """``advance`` beside a single collective takes a fast path (the closed form's commonest
+    call); it must give exactly what the segment-by-segment loop gives, end and blame."""
+    iv = (begin, begin + length, "dp_comm")
+    if not (iv[1] > start and iv[0] < iv[1]):
+        return
+    assert _advance_one(start, work, iv, slowdown) == _advance_many(start, work, [iv], slowdown)
