@@ -68,7 +68,9 @@ def pair_s(a: Tcm, b: Tcm) -> float:
 def _program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
              ) -> tuple[tuple[tuple[tuple, tuple, tuple], ...], ...]:
     """Per rank, its actions as (inputs awaited, (stage, part) of the action or of both halves
-    of a pair, outputs sent), from ``engine.actions.action_skeleton``."""
+    of a pair, outputs sent), from the actions the closed form runs (``engine.rankplan.
+    classic_actions`` for GPipe / 1F1B / interleaved 1F1B without pairs, else
+    ``engine.actions.action_skeleton``)."""
     if schedule in CLASSIC_SCHEDULES and not (ep_overlap and schedule != "gpipe"):
         # the closed form's own resolution of these (cached: the layout's estimate reuses it)
         actions = classic_actions(schedule, pp, num_micro_batches, virtual_stages, 0)
