@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -583,19 +584,19 @@ class Screen:
         self.dp_term = base.model.is_moe
 
     def unit_times(self, layout: ParallelLayout) -> UnitTimes:
-        key = self.class_key(layout)
-        u = self._units.get(key)
-        if u is None:
-            u = self._units[key] = unit_times(class_scenario(self.base, layout))
-        return u
+        return self._of_class(self._units, unit_times, layout)
 
     def part_times(self, layout: ParallelLayout) -> PartTimes:
         """``part_times`` of the layout's class (the third level, clustersim.sweep.replay)."""
+        return self._of_class(self._parts, part_times, layout)
+
+    def _of_class(self, cache: dict, price: Callable[[Scenario], Any], layout: ParallelLayout) -> Any:
+        """``price`` of the layout's class representative, once per class."""
         key = self.class_key(layout)
-        t = self._parts.get(key)
-        if t is None:
-            t = self._parts[key] = part_times(class_scenario(self.base, layout))
-        return t
+        value = cache.get(key)
+        if value is None:
+            value = cache[key] = price(class_scenario(self.base, layout))
+        return value
 
     def lower_times(self, layout: ParallelLayout) -> UnitTimes:
         """``lower_unit_times`` of the layout's class: every unit time at most ``unit_times``'."""
