@@ -74,8 +74,12 @@ def plan_actions(scenario: Scenario, work: StepWork,
                        for a in acts) for acts in skeleton)
 
 
+# the StageWork field that holds each part's units
+_PART_WORKS = {"F": "forward", "B": "backward", "Bi": "backward_input", "W": "backward_weight"}
+
+
 def _works(st: StageWork, part: str) -> tuple[Work, ...]:
-    return {"F": st.forward, "B": st.backward, "Bi": st.backward_input, "W": st.backward_weight}[part]
+    return getattr(st, _PART_WORKS[part])
 
 
 @functools.lru_cache(maxsize=256)

@@ -35,7 +35,7 @@ from clustersim.compute.optimizer import grad_buffer_time_s
 from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.memory.activations import layer_activation_bytes
 from clustersim.memory.policies import chunk_policies
-from clustersim.parallel.pipeline import split_layers
+from clustersim.parallel.pipeline import model_split
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
 from clustersim.scenario import Scenario
 
@@ -108,10 +108,10 @@ def model_stage_layers(scenario: Scenario) -> tuple[int, ...]:
     MTP layer a slot of its own, pipeline_parallel_layout.md): the layers and the MTP modules are
     split with ``stage_layers`` and the last stage keeps its share minus the MTP modules."""
     par, model = scenario.parallel, scenario.model
-    chunks = 1 if par.schedule == "dualpipe" else step_graph(scenario).chunks
-    if par.layers_per_stage and len(par.layers_per_stage) == par.pp * chunks:
+    graph = step_graph(scenario)
+    if par.layers_per_stage and len(par.layers_per_stage) == graph.num_model_stages:
         return tuple(par.layers_per_stage)   # explicit or balanced to speed (mixed GPUs)
-    return split_layers(model.layers, model.mtp_layers, par.pp, chunks)
+    return model_split(graph, model.layers, model.mtp_layers)
 
 
 @functools.lru_cache(maxsize=4096)

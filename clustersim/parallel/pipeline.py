@@ -148,6 +148,13 @@ def stage_layers(layers: int, pp: int, virtual_stages: int = 1) -> tuple[int, ..
     return tuple(base + (1 if i in favoured else 0) for i in range(stages))
 
 
+def model_split(graph: StageGraph, layers: int, mtp_layers: int) -> tuple[int, ...]:
+    """Layers of each model stage of ``graph`` (``split_layers`` over its model stages per rank:
+    DualPipe's two chunks of a rank run the same model stage's layers in either direction, the
+    V and interleaved schedules' chunks each their own)."""
+    return split_layers(layers, mtp_layers, graph.pp, graph.num_model_stages // graph.pp)
+
+
 def split_layers(layers: int, mtp_layers: int, pp: int, chunks: int = 1) -> tuple[int, ...]:
     """``stage_layers`` with ``mtp_layers`` multi-token-prediction modules counted in the split and
     placed on the last stage (clustersim.engine.stages.model_stage_layers): the last stage keeps

@@ -42,7 +42,7 @@ import numpy as np
 from clustersim.engine.actions import action_skeleton
 from clustersim.engine.rankplan import CLASSIC_SCHEDULES, classic_actions
 from clustersim.parallel.layout import ParallelLayout
-from clustersim.parallel.pipeline import split_layers, stage_graph
+from clustersim.parallel.pipeline import model_split, stage_graph
 from clustersim.scenario import Scenario
 from clustersim.sweep.screen import BOUND_SLACK, PartTimes, Screen, Tcm, screen_for
 
@@ -138,7 +138,7 @@ def _stage_layers(schedule: str, pp: int, virtual_stages: int, num_micro_batches
     """Per global stage: its transformer layers, whether it holds the embedding, the head
     (``engine.stages.model_stage_layers``)."""
     graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
-    counts = split_layers(layers, mtp_layers, pp, 1 if schedule == "dualpipe" else graph.chunks)
+    counts = model_split(graph, layers, mtp_layers)
     last = graph.num_model_stages - 1
     ms = [graph.model_stage[g] for g in range(graph.num_stages)]
     return tuple(counts[m] for m in ms), tuple(m == 0 for m in ms), tuple(m == last for m in ms)

@@ -74,7 +74,7 @@ from clustersim.memory.report import (
     verdict_index,
 )
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
-from clustersim.parallel.pipeline import build_schedule, max_in_flight, split_layers, stage_graph
+from clustersim.parallel.pipeline import build_schedule, max_in_flight, model_split, split_layers, stage_graph
 from clustersim.parallel.placement import axis_shape_for
 from clustersim.perrank.run import per_rank_mode
 from clustersim.scenario import Scenario
@@ -198,6 +198,16 @@ def lower_unit_times(rep: Scenario) -> UnitTimes:
     return _class_times(rep, compute_s)
 
 
+def _lower_of_class(rep: Scenario) -> UnitTimes:
+    """``lower_unit_times`` of a class representative, on as few layers as give its minima."""
+    m = rep.model
+    if uniform_policies(rep.parallel) and m.layers > m.moe_first_dense_layers + 1:
+        # every layer of one kind (dense, MoE) has the same units and parameters: one layer
+        # of each kind the model has gives the class's minima (tests/sweep/test_lazy_bound.py)
+        rep = replace(rep, model=replace(m, layers=m.moe_first_dense_layers + 1))
+    return lower_unit_times(rep)
+
+
 def compute_s(work: tuple) -> float:
     """Seconds of a unit's kernels (``Op``) run back to back: a lower bound on the unit's
     contention-free time (``engine.units.unit_timing``: every kernel advances the compute stream
@@ -300,7 +310,7 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
         return short
     actions = build_schedule(schedule, pp, num_micro_batches, virtual_stages)
     graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
-    model_counts = split_layers(layers, mtp_layers, pp, 1 if schedule == "dualpipe" else graph.chunks)
+    model_counts = model_split(graph, layers, mtp_layers)
     counts = tuple(model_counts[graph.model_stage[g]] for g in range(graph.num_stages))
     starts = [sum(model_counts[:k]) for k in range(len(model_counts))]
     last_model = graph.num_model_stages - 1
@@ -600,17 +610,7 @@ class Screen:
 
     def lower_times(self, layout: ParallelLayout) -> UnitTimes:
         """``lower_unit_times`` of the layout's class: every unit time at most ``unit_times``'."""
-        key = self.class_key(layout)
-        u = self._lower.get(key)
-        if u is None:
-            rep = class_scenario(self.base, layout)
-            m = rep.model
-            if uniform_policies(rep.parallel) and m.layers > m.moe_first_dense_layers + 1:
-                # every layer of one kind (dense, MoE) has the same units and parameters: one layer
-                # of each kind the model has gives the class's minima (tests/sweep/test_lazy_bound.py)
-                rep = replace(rep, model=replace(m, layers=m.moe_first_dense_layers + 1))
-            u = self._lower[key] = lower_unit_times(rep)
-        return u
+        return self._of_class(self._lower, _lower_of_class, layout)
 
     def class_key(self, p: ParallelLayout) -> tuple[object, ...]:
         """The unit-time class of a layout (the key of ``unit_times`` and ``lower_times``)."""
@@ -823,14 +823,10 @@ class Screen:
         the schedules without the backward chain (zero-bubble, DualPipe), where the step ends with
         some rank's optimizer after all its work, the step of the rank holding the fewest layers
         (no embedding or head counted): every rank's own step takes at least that long."""
-        if profile.backward_chain:
-            held0 = profile.ranks[0][0]
-            moe0 = profile.moe_held[0] if self.base.model.is_moe else 0
-            params0 = moe0 * u.moe_all_params + (held0 - moe0) * u.layer_all_params + u.first_params \
-                + (u.last_params if layout.pp == 1 else 0)
-        else:
-            params0 = min(m * u.moe_all_params + (held - m) * u.layer_all_params
-                          for (held, _), m in zip(profile.ranks, profile.moe_held, strict=True))
+        if profile.backward_chain:  # rank 0 holds the embedding, and the head only when pp == 1
+            return self.rank_optimizer_s(layout, u, profile, 0)
+        params0 = min(m * u.moe_all_params + (held - m) * u.layer_all_params
+                      for (held, _), m in zip(profile.ranks, profile.moe_held, strict=True))
         return self._step_s(layout, params0)
 
     def rank_optimizer_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, rank: int) -> float:
