@@ -119,9 +119,15 @@ def start_subprocess(argv: Sequence[str], cwd: Path | None = None) -> tuple[subp
     """Start ``python -m clustersim ARGV`` (for running several at once); see ``finish``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("CLUSTERSIM_PROFILES", None)
+    # as from a terminal: Ctrl-C at its default even when this runner was started with SIGINT
+    # ignored (a background job of a non-interactive shell, nohup), which the child would inherit
     p = subprocess.Popen([sys.executable, "-m", "clustersim", *argv], cwd=cwd or ROOT, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     return p, time.perf_counter()
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def finish(p: subprocess.Popen[str], started: float, timeout_s: float = RUNAWAY_S) -> Outcome:
