@@ -114,6 +114,8 @@ class UnitTimes:
     p2p_bytes: float  # activation sent between pipeline stages per micro-batch
     layer_all_params: int = 0  # the first layer's parameters with its experts (the optimizer steps them all)
     moe_all_params: int = 0    # the last layer's (a MoE layer in a MoE model)
+    layer_expert_params: int = 0  # expert parameters of a layer, the least over the layers (0: a dense layer)
+    moe_expert_params: int = 0    # the last layer's expert parameters (a MoE layer in a MoE model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +239,8 @@ def _class_times(rep: Scenario, unit_time: Callable[[tuple], float]) -> UnitTime
         # backward units run the layers last to first: the last is layer 0 (dense if any is), the first a MoE layer
         layer_all_params=params[k + n] + stage.unit_expert_params[k + n],
         moe_all_params=params[1 + k] + stage.unit_expert_params[1 + k],
+        layer_expert_params=min(stage.unit_expert_params[1 + k:1 + k + n]),
+        moe_expert_params=stage.unit_expert_params[1 + k],
         p2p_bytes=build_step_work(rep).p2p_bytes)
 
 
@@ -671,25 +675,34 @@ class Screen:
         return self.worst(layout, profile)[1]
 
     def extra(self, layout: ParallelLayout, u: UnitTimes) -> Extra:
-        """ZeRO-3 gathers and the pipeline transfer of this layout (``engine.zero``, ``engine.groups``)."""
+        """ZeRO-3 gathers and the pipeline transfer of this layout (``engine.zero``, ``engine.groups``).
+
+        A unit's gathers all run on the rank's one data-parallel stream (``engine.analytical``):
+        its dense parameters over the shard group and, in a MoE layer, its experts' over the
+        expert-data-parallel group (``engine.zero.zero3_plan``), one after the other, so a layer's
+        gather takes at least the two collectives' sum at the least parameters of any layer."""
         p = layout
-        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.zero_stage == 3, p.recompute, u.p2p_bytes, u.layer_params)
+        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, p.zero_stage == 3, p.recompute, u.p2p_bytes,
+               u.layer_params, u.layer_expert_params)
         x = self._extra.get(key)
         if x is None:
             grid = replace(self.base, parallel=replace(p, schedule="1f1b", virtual_stages=1))
             # the fastest pipeline boundary stands for every hop (a bound)
             p2p = self.p2p_s(p, u.p2p_bytes)
-            # MoE gathers expert and dense parameters over different groups: no gather term there
-            if p.zero_stage == 3 and p.dp * p.cp > 1 and not self.base.model.is_moe:
+            if p.zero_stage == 3 and p.dp * p.cp > 1:
                 nbytes = activation_bytes(self.base.training.dtype)
                 axis = zero3_shard_axis(grid)
+                shard = p.dp * p.cp // p.hsdp_replicas > 1
 
-                def gather(params: int) -> float:
-                    return zero3_collective(grid, "all_gather", params * nbytes, axis).time_s if params else 0.0
+                def gather(params: int, experts: int = 0) -> float:
+                    t = zero3_collective(grid, "all_gather", params * nbytes, axis).time_s if params and shard else 0.0
+                    if experts:
+                        t += zero3_collective(grid, "all_gather", experts * nbytes, "edp").time_s
+                    return t
 
-                largest = max(u.layer_params, u.first_params, u.last_params)
-                x = Extra(gather(u.layer_params), gather(u.first_params), gather(u.last_params), p2p,
-                          zero3_backward_gathers(grid, largest))
+                largest = max(u.layer_params + u.layer_expert_params, u.first_params, u.last_params)
+                x = Extra(gather(u.layer_params, u.layer_expert_params), gather(u.first_params),
+                          gather(u.last_params), p2p, zero3_backward_gathers(grid, largest))
             else:
                 x = Extra(p2p_s=p2p)
             self._extra[key] = x
