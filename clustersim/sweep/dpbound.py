@@ -133,3 +133,44 @@ def dp_stream(scenario: Scenario) -> DpStream:
     if par.dp * par.cp == 1 or par.zero_stage == 3:
         return DpStream()
     return stream_of(dp_plan(scenario, build_step_work(scenario)), par.pp)
+
+
+@dataclass(frozen=True, slots=True)
+class RankStream:
+    """Seconds of one pipeline rank's data-parallel collectives in a step (its global stages')."""
+
+    all_s: float = 0.0             # everything enqueued on its "dp" stream
+    after_backward_s: float = 0.0  # enqueued after its last action
+    after_optimizer_s: float = 0.0  # run after its optimizer step
+
+    def bound_s(self, end_s: float, optimizer_s: float) -> float:
+        """The rank's step end given ``end_s``, a lower bound on the end of its last action: the
+        stream runs all of its collectives and the non-overlapped reductions after that action,
+        the optimizer waits for the stream, the non-overlapped gathers follow it (points 1, 3 and
+        5 of the module docstring, for any schedule)."""
+        return max(self.all_s, end_s + self.after_backward_s) + optimizer_s + self.after_optimizer_s
+
+
+@functools.lru_cache(maxsize=8192)
+def rank_streams(scenario: Scenario) -> tuple[RankStream, ...]:
+    """Per pipeline rank, ``RankStream`` of the scenario's data-parallel plan (ZeRO 0-2 with
+    dp x cp > 1; empty otherwise), its stages taken from the schedule's stage graph."""
+    from clustersim.parallel.pipeline import stage_graph
+
+    par = scenario.parallel
+    if par.dp * par.cp == 1 or par.zero_stage == 3:
+        return ()
+    plan = dp_plan(scenario, build_step_work(scenario))
+    graph = stage_graph(par.schedule, par.pp, par.virtual_stages, par.num_micro_batches)
+    rank_of = [r for r, _ in graph.placement]
+    all_s, after_b, after_o = [0.0] * par.pp, [0.0] * par.pp, [0.0] * par.pp
+    for table, extra in ((plan.grad_buckets, None), (plan.param_gathers, None), (plan.after_backward, after_b),
+                         (plan.after_optimizer, after_o)):
+        for key, items in table.items():
+            r = rank_of[key[0] if isinstance(key, tuple) else key]
+            t = _sum_s(items)
+            if extra is not after_o:
+                all_s[r] += t
+            if extra is not None:
+                extra[r] += t
+    return tuple(RankStream(a, b, o) for a, b, o in zip(all_s, after_b, after_o, strict=True))

@@ -63,8 +63,10 @@ class SweepSpec:
 
     @property
     def lazy_bounds(self) -> bool:
-        """Whether the screen's bounds are a first level that ``refiner`` tightens."""
-        return bool(self.refiner) and self.screener == SCREEN
+        """Whether the screen's bounds are a first level that ``refiner`` tightens: the shipped
+        screener's, for MoE models (the second level adds the data-parallel stream term,
+        ``Screen.dp_term``; for dense models the two levels are the same sums)."""
+        return bool(self.refiner) and self.screener == SCREEN and self.scenario.model.is_moe
 
     @property
     def replay_bounds(self) -> bool:

@@ -36,10 +36,13 @@ form; the runner replays a layout only when it is about to be evaluated
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 
 from clustersim.engine.actions import action_skeleton
+from clustersim.engine.overlap import overlap_slowdown
+from clustersim.sweep.dpbound import rank_streams
 from clustersim.engine.rankplan import CLASSIC_SCHEDULES, classic_actions
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.pipeline import model_split, stage_graph
@@ -55,13 +58,22 @@ def _sum(n: int, layer: Tcm, first: Tcm | None, last: Tcm | None) -> Tcm:
     return out[0], out[1], out[2]
 
 
-def pair_s(a: Tcm, b: Tcm) -> float:
+def pair_s(a: Tcm, b: Tcm, slowdown: float = 0.0) -> float:
     """Least duration of a forward and a backward run as one overlapped pair
     (``engine.pair``): both chains' kernels share one compute stream and their collectives one
     communication stream, and each chain runs its own segments one after another, so the pair
     lasts at least ``max(c_a + c_b, m_a + m_b, c_a + m_a, c_b + m_b)`` (kernels at full rate,
-    collectives at their contention-free time; ``Tcm`` = (compiled, kernels, collectives))."""
-    return max(a[1] + b[1], a[2] + b[2], a[1] + a[2], b[1] + b[2])
+    collectives at their contention-free time; ``Tcm`` = (compiled, kernels, collectives)).
+
+    Kernels run at most ``1 - slowdown`` of their rate while a collective of the pair is in
+    flight (``engine.overlap.compute_rate``, ``engine.pair.pair_timing``). With ``C`` and ``M``
+    the pair's kernel and collective seconds and ``A`` the time both run: the pair lasts at
+    least (kernels alone) + A + (collectives alone) = ``(C - (1 - s) A) + A + (M - A)``, and
+    ``A <= min(M, C / (1 - s))``: so at least ``C + M - (1 - s) min(M, C / (1 - s))``, which is
+    ``C + s M`` wherever the collectives fit under the slowed kernels."""
+    c, m = a[1] + b[1], a[2] + b[2]
+    both = min(m, c / (1.0 - slowdown)) if slowdown < 1.0 else 0.0
+    return max(c + m - (1.0 - slowdown) * both, c, m, a[1] + a[2], b[1] + b[2])
 
 
 @functools.lru_cache(maxsize=256)
@@ -91,11 +103,12 @@ def _program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int
 
 
 def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
-                durations: dict[tuple[int, str], Tcm], p2p_s: float, ep_overlap: bool = False) -> tuple[float, ...]:
+                durations: dict[tuple[int, str], Tcm], p2p_s: float, ep_overlap: bool = False,
+                slowdown: float = 0.0) -> tuple[float, ...]:
     """Each pipeline rank's end of its last action when the part ``p`` ("F", "B", "Bi", "W") of
     global stage ``g`` has ``durations[(g, p)]`` (compiled, kernels, collectives) and every
     transfer takes ``p2p_s`` (module doc): an action alone lasts its compiled time, an
-    overlapped pair ``pair_s``, and starts when its rank is free and its inputs have arrived."""
+    overlapped pair ``pair_s`` (kernels slowed by ``slowdown`` beside its collectives), and starts when its rank is free and its inputs have arrived."""
     programs = _program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
     clock = [0.0] * pp
     nxt = [0] * pp
@@ -118,7 +131,7 @@ def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: 
                 if len(parts) == 1:
                     t += durations[parts[0]][0]
                 else:
-                    t += pair_s(durations[parts[0]], durations[parts[1]])
+                    t += pair_s(durations[parts[0]], durations[parts[1]], slowdown)
                 if sends:
                     at = t + p2p_s
                     for k in sends:
@@ -170,11 +183,14 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
     if ends is None:
         ends = sc.replays[key] = replay_ends(layout.schedule, layout.pp, layout.num_micro_batches,
                                              layout.virtual_stages, stage_durations(sc, layout, sc.part_times(layout)),
-                                             p2p, layout.overlap_moe_expert_parallel_comm)
+                                             p2p, layout.overlap_moe_expert_parallel_comm,
+                                             overlap_slowdown(sc.base.cluster.gpu))
     if profile.backward_chain:
         bound = sc.total_s(layout, u, profile, ends[0], True, (layout.schedule, layout.virtual_stages))
     else:
-        bound = max(end + sc.rank_optimizer_s(layout, u, profile, r) for r, end in enumerate(ends))
+        streams = rank_streams(replace(sc.base, parallel=layout)) if not sc.per_rank else ()
+        bound = max((streams[r].bound_s(end, opt) if streams else end + opt)
+                    for r, end in enumerate(ends) for opt in (sc.rank_optimizer_s(layout, u, profile, r),))
     return bound * (1.0 - BOUND_SLACK)
 
 

@@ -44,6 +44,7 @@ from clustersim.compute.optimizer import grad_buffer_time_s
 from clustersim.engine.groups import comm_plan, link_shape
 from clustersim.engine.memory_plan import layers_in_flight, scenario_kernels
 from clustersim.engine.offload import host_optimizer_time_s
+from clustersim.engine.overlap import overlap_slowdown
 from clustersim.engine.stages import activation_bytes, build_step_work, grad_norm_all_reduce_s
 from clustersim.engine.units import compile_unit
 from clustersim.engine.zero import (
@@ -200,14 +201,41 @@ def lower_unit_times(rep: Scenario) -> UnitTimes:
     return _class_times(rep, compute_s)
 
 
-def _lower_of_class(rep: Scenario) -> UnitTimes:
-    """``lower_unit_times`` of a class representative, on as few layers as give its minima."""
+def _shortened(rep: Scenario) -> Scenario:
+    """A class representative on as few layers as give its minima: with uniform recompute
+    policies every layer of one kind (dense, MoE) has the same units and parameters, so one
+    layer of each kind the model has gives the same unit times (tests/sweep/test_lazy_bound.py)."""
     m = rep.model
     if uniform_policies(rep.parallel) and m.layers > m.moe_first_dense_layers + 1:
-        # every layer of one kind (dense, MoE) has the same units and parameters: one layer
-        # of each kind the model has gives the class's minima (tests/sweep/test_lazy_bound.py)
         rep = replace(rep, model=replace(m, layers=m.moe_first_dense_layers + 1))
-    return lower_unit_times(rep)
+    return rep
+
+
+def _lower_of_class(rep: Scenario) -> UnitTimes:
+    """``lower_unit_times`` of a class representative, on the shortened model."""
+    return lower_unit_times(_shortened(rep))
+
+
+def _units_of_class(rep: Scenario) -> UnitTimes:
+    """``unit_times`` of a class representative, on the shortened model."""
+    return unit_times(_shortened(rep))
+
+
+def pair_unit_times(lower: UnitTimes, compiled: UnitTimes, slowdown: float) -> UnitTimes:
+    """What a unit takes at least inside an overlapped pair, or alone: ``c + s (u - c)`` with
+    ``c`` its kernels' seconds (``lower``), ``u`` its compiled time (``compiled``) and ``s`` the
+    GPU's overlap slow-down. A pair of actions with kernel seconds ``C`` and collective seconds
+    ``M`` lasts at least ``C + s M`` (``sweep.replay.pair_s``: the kernels run slowed wherever a
+    collective of the pair is in flight, or the collectives alone take longer), an action alone
+    at least its compiled time ``u >= c + s (u - c)``, and a unit's collectives take at least
+    ``u - c`` (its compiled time is its kernels plus its blocking collectives and waits for its
+    overlapped ones). Increasing in ``c`` and ``u``, so the least over the layer kinds of each
+    gives at most any kind's."""
+    def mix(c: float, u: float) -> float:
+        return c + slowdown * max(0.0, u - c)
+
+    return replace(lower, **{f: mix(getattr(lower, f), getattr(compiled, f))
+                             for f in ("layer_f_s", "layer_b_s", "first_f_s", "first_b_s", "last_f_s", "last_b_s")})
 
 
 def compute_s(work: tuple) -> float:
@@ -585,6 +613,7 @@ class Screen:
         self._units: dict[tuple[object, ...], UnitTimes] = {}
         self._lower: dict[tuple[object, ...], UnitTimes] = {}
         self._parts: dict[tuple[object, ...], PartTimes] = {}
+        self._pairs: dict[tuple[object, ...], UnitTimes] = {}
         # the third level's rank ends per class and schedule (clustersim.sweep.replay)
         self.replays: dict[tuple[object, ...], tuple[float, ...]] = {}
         self._dp_keys: dict[tuple[int, ...], object] = {}
@@ -594,11 +623,13 @@ class Screen:
         self._tail: dict[tuple[object, ...], float] = {}
         self._dp: dict[tuple[object, ...], DpStream] = {}
         self._per_rank = per_rank_mode(base)
+        # per-rank scenarios price their data-parallel plans per rank class (no stream terms)
+        self.per_rank = self._per_rank
         # the data-parallel stream term of the second level: on for MoE models (total_s)
         self.dp_term = base.model.is_moe
 
     def unit_times(self, layout: ParallelLayout) -> UnitTimes:
-        return self._of_class(self._units, unit_times, layout)
+        return self._of_class(self._units, _units_of_class, layout)
 
     def part_times(self, layout: ParallelLayout) -> PartTimes:
         """``part_times`` of the layout's class (the third level, clustersim.sweep.replay)."""
@@ -725,13 +756,10 @@ class Screen:
     def step_bound_s(self, layout: ParallelLayout, profile: ScheduleProfile, exact: bool = True) -> float:
         """A lower bound on ``api.estimate(...).step_time_s`` (module docstring); ``exact``: with
         the class's unit times (the second level), else with ``lower_times`` (the first)."""
-        if exact:
-            u = self.unit_times(layout)
-            bound = self.exact_pipe_s(layout, u, profile, layout.num_micro_batches, layout.schedule)
-        else:
-            u = self.lower_times(layout)
-            bound = first_level_pipe_s(u, self.p2p_s(layout, u.p2p_bytes), profile, layout.num_micro_batches,
-                                       layout.zero_stage == 3) * FIRST_SLACK
+        u = self.unit_times(layout)
+        bound = self.exact_pipe_s(layout, u, profile, layout.num_micro_batches, layout.schedule)
+        if not exact:
+            bound *= FIRST_SLACK
         return self.total_s(layout, u, profile, bound, exact, (layout.schedule, layout.virtual_stages)) \
             * (1.0 - BOUND_SLACK)
 
@@ -740,14 +768,20 @@ class Screen:
         """The second level's ``pipeline_bound_s``; where the schedule runs a forward and a backward
         as one overlapped pair (DualPipe, DualPipe-V, Megatron's EP overlap: ``engine.pair``) a
         pair can take less than its two compiled actions, whose collectives hide behind each
-        other's compute, so there it is the first level's (each unit's kernels alone; the pair's
-        compute segments run on one compute stream, never faster than at full rate)."""
+        other's compute, so there every unit counts only ``pair_unit_times``."""
         if schedule in ("dualpipe", "dualpipe-v") or layout.overlap_moe_expert_parallel_comm \
                 and schedule in ("1f1b", "interleaved-1f1b"):
-            lo = self.lower_times(layout)
+            lo = self.pair_times(layout)
             return first_level_pipe_s(lo, self.p2p_s(layout, lo.p2p_bytes), profile, num_micro_batches,
                                       layout.zero_stage == 3) * FIRST_SLACK
         return pipeline_bound_s(u, self.extra(layout, u), profile, num_micro_batches)
+
+    def pair_times(self, layout: ParallelLayout) -> UnitTimes:
+        """``pair_unit_times`` of the layout's class."""
+        return self._of_class(self._pairs, self._pair_of_class, layout)
+
+    def _pair_of_class(self, rep: Scenario) -> UnitTimes:
+        return pair_unit_times(_lower_of_class(rep), _units_of_class(rep), overlap_slowdown(self.base.cluster.gpu))
 
     def total_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, pipe_s: float,
                 exact: bool, schedule: tuple[str, int]) -> float:
@@ -930,17 +964,11 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                     uniform = uniform_policies(p0)
                     zero3 = zero == 3
                     pipe = bounds.get((rec, sp, zero3))
-                    if exact:
-                        u = sc.unit_times(p0)
-                        if pipe is None:
-                            pipe = bounds[(rec, sp, zero3)] = [sc.exact_pipe_s(p0, u, prof, nmb, sched)
-                                                               for (sched, _), prof in zip(scheds, profiles, strict=True)]
-                    else:
-                        u = sc.lower_times(p0)
-                        if pipe is None:
-                            p2p = sc.p2p_s(p0, u.p2p_bytes)
-                            pipe = bounds[(rec, sp, zero3)] = [first_level_pipe_s(u, p2p, prof, nmb, zero3) * FIRST_SLACK
-                                                               for prof in profiles]
+                    u = sc.unit_times(p0)
+                    if pipe is None:
+                        slack = 1.0 if exact else FIRST_SLACK
+                        pipe = bounds[(rec, sp, zero3)] = [sc.exact_pipe_s(p0, u, prof, nmb, sched) * slack
+                                                           for (sched, _), prof in zip(scheds, profiles, strict=True)]
                     key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, shape.etp, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
                     by_off = [(off, replace(p0, offload_optimizer=off) if off else p0) for off in offloads]

@@ -83,3 +83,45 @@ def test_branch_and_bound_with_replay_ranks_as_without(which, keep):
     # rounds pick layouts in batches by bound, so the sets differ; the count falls
     assert with_replay.estimated < without.estimated
     assert replace(spec, estimator="mypackage:my_estimate").replay_bounds is False
+
+
+_segment = st.tuples(st.sampled_from(["compute", "comm"]), st.floats(min_value=1e-4, max_value=1.0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=st.lists(_segment, min_size=1, max_size=12), b=st.lists(_segment, min_size=1, max_size=12),
+       slowdown=st.sampled_from([0.0, 0.1515, 24 / 132, 0.5]),
+       external=st.lists(st.tuples(st.floats(0.0, 3.0), st.floats(0.0, 2.0)), max_size=3))
+def test_pair_bound_is_below_the_pair_timing(a, b, slowdown, external):
+    """``pair_s`` (both streams' loads, each chain alone, and the kernels' slow-down beside the
+    pair's collectives) is at most ``engine.pair.pair_timing`` of the same two chains, also
+    beside other collectives of the rank, and it decides: kernels beside collectives take
+    longer than either stream's load."""
+    from clustersim.engine.pair import Segment, pair_timing
+    from clustersim.sweep.replay import pair_s
+
+    chains = tuple(tuple(Segment(kind, t, "ep_comm" if kind == "comm" else "compute") for kind, t in chain)
+                   for chain in (a, b))
+    busy = tuple((s, s + d, "dp_comm") for s, d in external if d > 0)
+    end, _ = pair_timing(chains, 0.0, busy, slowdown)
+
+    def tcm(chain):
+        c = sum(t for kind, t in chain if kind == "compute")
+        m = sum(t for kind, t in chain if kind == "comm")
+        return c + m, c, m
+
+    assert pair_s(tcm(a), tcm(b), slowdown) <= end * (1 + 1e-12)
+
+
+def test_pair_bound_counts_the_slowdown():
+    """A forward of kernels beside a backward of one long collective: the kernels run slowed for
+    all of it, which ``pair_timing`` and the bound both count (0.3 = the busier stream alone)."""
+    from clustersim.engine.pair import Segment, pair_timing
+    from clustersim.sweep.replay import pair_s
+
+    s = 24 / 132
+    end, _ = pair_timing(((Segment("compute", 0.3, "compute"),), (Segment("comm", 0.2, "ep_comm"),)), 0.0, (), s)
+    bound = pair_s((0.3, 0.3, 0.0), (0.2, 0.0, 0.2), s)
+    assert bound == pytest.approx(0.3 + s * 0.2)
+    assert bound == pytest.approx(end)
+    assert pair_s((0.3, 0.3, 0.0), (0.2, 0.0, 0.2)) == pytest.approx(0.3)
