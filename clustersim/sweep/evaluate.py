@@ -28,6 +28,7 @@ from clustersim.sweep.space import SearchSpace, Shape
 ESTIMATE = "clustersim.api:estimate"
 SIMULATE = "clustersim.api:simulate"
 SCREEN = "clustersim.sweep.screen:screen_shape"
+COMPILE = "clustersim.sweep.screen:compiled_bounds"
 REFINE = "clustersim.sweep.screen:exact_bounds"
 REPLAY = "clustersim.sweep.replay:replay_bounds"
 
@@ -57,16 +58,28 @@ class SweepSpec:
     # "module:function"(scenario, keys) -> the second-level bound of each layout, where the
     # screener's bound is a first level below it; "" (or another screener): the bounds are final
     refiner: str = REFINE
+    # "module:function"(scenario, keys) -> a level between the screener's and the refiner's
+    # (clustersim.sweep.screen.compiled_bounds); "": none
+    compiler: str = COMPILE
     # "module:function"(scenario, keys) -> a third-level bound of each layout (0: none), at most
     # the closed form of ``ESTIMATE``; "" (or another estimator or screener): no third level
     replayer: str = REPLAY
 
     @property
     def lazy_bounds(self) -> bool:
-        """Whether the screen's bounds are a first level that ``refiner`` tightens: the shipped
-        screener's, for MoE models (the second level adds the data-parallel stream term,
-        ``Screen.dp_term``; for dense models the two levels are the same sums)."""
-        return bool(self.refiner) and self.screener == SCREEN and self.scenario.model.is_moe
+        """Whether the screen's bounds are a first level that ``refiner`` tightens."""
+        return bool(self.refiner) and self.screener == SCREEN
+
+    @property
+    def refine_levels(self) -> tuple[str, ...]:
+        """The refiners that raise a lazy bound, level by level: the compiled units
+        (``compiler``), then the second level (``refiner``), which for dense models adds nothing
+        to the compiled units (the data-parallel stream term is MoE's, ``Screen.dp_term``)."""
+        if not self.lazy_bounds:
+            return ()
+        if self.compiler and not self.scenario.model.is_moe:
+            return (self.compiler,)
+        return tuple(r for r in (self.compiler, self.refiner) if r)
 
     @property
     def replay_bounds(self) -> bool:
@@ -107,9 +120,9 @@ def screen_task(spec: SweepSpec, task: Task) -> np.ndarray:
     return resolve(spec.screener)(spec.scenario, task.shape, task.micro_batches, spec.space)
 
 
-def refine_keys(spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
-    """The refiner's bound of each layout key (one float per key)."""
-    return resolve(spec.refiner)(spec.scenario, keys)
+def level_keys(name: str, spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """The bound of each layout key by the refiner ``name`` ("module:function")."""
+    return resolve(name)(spec.scenario, keys)
 
 
 def replay_keys(spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:

@@ -48,7 +48,7 @@ from clustersim.sweep.evaluate import (
     Task,
     estimate_keys,
     layout_from_key,
-    refine_keys,
+    level_keys,
     replay_keys,
     screen_task,
     simulate_key,
@@ -324,13 +324,15 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     layouts whose memory verdict is ``fits`` when there are that many; tight layouts are
     evaluated only when fewer fit.
 
-    With lazy bounds (``SweepSpec.lazy_bounds``) the screen's bound column holds the first level
-    (each unit's kernels alone) and a round first replaces it by the second level (the compiled
-    units, ``evaluate.refine_keys``) for every wanted layout whose first level is at most the
-    bound of the last layout the round would pick; a layout never refined has a second level at
-    least its first, above that edge, so it sorts after every picked one. Each round therefore
-    picks the layouts that the second level alone would pick, and the closed form runs on the
-    same layouts as with the second level everywhere (tests/sweep/test_lazy_bound.py). With the
+    With lazy bounds (``SweepSpec.lazy_bounds``) the screen's bound column holds level 0 (each
+    unit's kernels alone) and a round first raises it, level by level (``SweepSpec.refine_levels``:
+    the compiled units with the ZeRO-3 gathers, ``screen.compiled_bounds``; then, for MoE models,
+    the data-parallel stream term, ``screen.exact_bounds``), for every wanted layout whose bound
+    at the level below is at most the bound of the last layout the round would pick; a layout
+    not raised has a higher level at least its bound, above that edge, so it sorts after every
+    picked one. Each round therefore picks the layouts that the last of these levels alone
+    would pick, and the closed form runs on the same layouts as with it everywhere
+    (tests/sweep/test_lazy_bound.py). With the
     third level (``SweepSpec.replay_bounds``) a round's picks must be at that level: those below
     the edge are replayed first (``max`` with their bound) and the round starts again, so every
     layout left out has a final bound above the threshold (tests/sweep/test_replay.py)."""
@@ -347,12 +349,15 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         return rows[np.lexsort((krank[rows], table[rows, bcol]))]
 
     order = by_bound(fits)
-    # the level of each row's bound: 1 the screen's first, 2 the refiner's, 3 the replayer's (final)
-    top = 3 if spec.replay_bounds else 2
-    level = np.full(table.shape[0], 1 if spec.lazy_bounds else 2, dtype=np.int8)
+    # the level of each row's bound: 0 the screen's, k + 1 that of refiners[k], then the replayer's (final)
+    refiners = spec.refine_levels
+    nref = len(refiners)
+    top = nref + 1 if spec.replay_bounds else nref
+    level = np.zeros(table.shape[0], dtype=np.int8)
     workers = max(1, getattr(executor, "workers", 1))
     batch = max(2 * workers, keep)
-    refine_n = 8 * batch  # layouts refined per round, doubling: few rounds, at most twice the needed work
+    # layouts refined per round and level, doubling: few rounds, at most twice the needed work
+    refine_n = [8 * batch] * nref
     replay_n = 4 * batch  # layouts replayed per round at least (a replay costs a tenth of the closed form)
     evaluated = 0
     while len(order):
@@ -375,19 +380,24 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
             break
         pick = wanted[:batch]
         edge = table[pick[-1], bcol]
-        lazy = wanted[level[wanted] == 1]
-        if lazy.size and table[lazy[0], bcol] <= edge:
-            lazy = lazy[:max(refine_n, int((table[lazy, bcol] <= edge).sum()))]
-            refine_n *= 2
-            table[lazy, bcol] = _refine(spec, table[lazy], executor, refine_keys)
-            level[lazy] = 2
+        raised = False
+        for k, name in enumerate(refiners):  # the lowest level first
+            lazy = wanted[level[wanted] == k]
+            if lazy.size and table[lazy[0], bcol] <= edge:
+                lazy = lazy[:max(refine_n[k], int((table[lazy, bcol] <= edge).sum()))]
+                refine_n[k] *= 2
+                table[lazy, bcol] = _refine(spec, table[lazy], executor, functools.partial(level_keys, name))
+                level[lazy] = k + 1
+                raised = True
+                break
+        if raised:
             order = by_bound(order)
             continue
-        lazy = wanted[level[wanted] < top]
+        lazy = wanted[level[wanted] == nref] if top > nref else wanted[:0]
         if lazy.size and table[lazy[0], bcol] <= edge:  # the picks' replays (never lower a bound)
             lazy = lazy[:max(replay_n, int((table[lazy, bcol] <= edge).sum()))]
             table[lazy, bcol] = np.maximum(table[lazy, bcol], _refine(spec, table[lazy], executor, replay_keys))
-            level[lazy] = 3
+            level[lazy] = top
             order = by_bound(order)
             continue
         chunk = max(1, math.ceil(len(pick) / (2 * workers)))
@@ -407,7 +417,7 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         order = rest[~np.isin(rest, pick)]
         if progress:  # the total is what the bound still admits: it shrinks as better layouts turn up
             progress("estimate", evaluated, evaluated + int(wanted.size) - len(pick))
-    return table, level >= 2 if spec.lazy_bounds else None
+    return table, level >= 1 if spec.lazy_bounds else None
 
 
 def _refine(spec: SweepSpec, rows: np.ndarray, executor: Executor,

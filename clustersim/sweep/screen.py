@@ -97,6 +97,8 @@ BOUND_SLACK = 1e-9
 # a little more off, so that it never exceeds the second by rounding (the lazy branch and bound
 # relies on first <= second).
 FIRST_SLACK = 1.0 - 1e-9
+# and the kernels-only level (0) a little more again, below the first (compiled units) level
+KERNEL_SLACK = 1.0 - 3e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -753,14 +755,24 @@ class Screen:
                                      for s in sorted(links, key=repr))
         return t
 
-    def step_bound_s(self, layout: ParallelLayout, profile: ScheduleProfile, exact: bool = True) -> float:
-        """A lower bound on ``api.estimate(...).step_time_s`` (module docstring); ``exact``: with
-        the class's unit times (the second level), else with ``lower_times`` (the first)."""
-        u = self.unit_times(layout)
-        bound = self.exact_pipe_s(layout, u, profile, layout.num_micro_batches, layout.schedule)
-        if not exact:
-            bound *= FIRST_SLACK
-        return self.total_s(layout, u, profile, bound, exact, (layout.schedule, layout.virtual_stages)) \
+    def step_bound_s(self, layout: ParallelLayout, profile: ScheduleProfile, exact: bool = True,
+                     level: int | None = None) -> float:
+        """A lower bound on ``api.estimate(...).step_time_s`` (module docstring) at ``level``
+        (default: 2 if ``exact`` else 0): 0 each unit's kernels alone (``lower_times``, what the
+        screen computes), 1 the compiled units (``unit_times``) with the ZeRO-3 gathers, 2 also
+        the data-parallel stream term of MoE models (``total_s``). Each level is at most the next."""
+        if level is None:
+            level = 2 if exact else 0
+        if level == 0:
+            u = self.lower_times(layout)
+            bound = first_level_pipe_s(u, self.p2p_s(layout, u.p2p_bytes), profile, layout.num_micro_batches,
+                                       layout.zero_stage == 3) * KERNEL_SLACK
+        else:
+            u = self.unit_times(layout)
+            bound = self.exact_pipe_s(layout, u, profile, layout.num_micro_batches, layout.schedule)
+            if level == 1:
+                bound *= FIRST_SLACK
+        return self.total_s(layout, u, profile, bound, level == 2, (layout.schedule, layout.virtual_stages)) \
             * (1.0 - BOUND_SLACK)
 
     def exact_pipe_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, num_micro_batches: int,
@@ -917,6 +929,19 @@ def screen_for(base: Scenario) -> Screen:
     return Screen(base)
 
 
+def compiled_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """The first level of the bound (``step_bound_s`` at level 1: the compiled units and the ZeRO-3
+    gathers, no data-parallel stream term) of each layout key."""
+    from clustersim.sweep.evaluate import layout_from_key
+
+    sc = screen_for(base)
+    out = np.empty(len(keys), dtype=np.float64)
+    for i, key in enumerate(keys):
+        layout = layout_from_key(key, base.parallel)
+        out[i] = sc.step_bound_s(layout, sc.profile(layout), level=1)
+    return out
+
+
 def exact_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """The second-level bound (``step_bound_s`` with the class's unit times) of each layout key:
     what ``screen_shape(..., exact=True)`` puts in its bound column for the same layout."""
@@ -964,11 +989,17 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                     uniform = uniform_policies(p0)
                     zero3 = zero == 3
                     pipe = bounds.get((rec, sp, zero3))
-                    u = sc.unit_times(p0)
-                    if pipe is None:
-                        slack = 1.0 if exact else FIRST_SLACK
-                        pipe = bounds[(rec, sp, zero3)] = [sc.exact_pipe_s(p0, u, prof, nmb, sched) * slack
-                                                           for (sched, _), prof in zip(scheds, profiles, strict=True)]
+                    if exact:
+                        u = sc.unit_times(p0)
+                        if pipe is None:
+                            pipe = bounds[(rec, sp, zero3)] = [sc.exact_pipe_s(p0, u, prof, nmb, sched)
+                                                               for (sched, _), prof in zip(scheds, profiles, strict=True)]
+                    else:
+                        u = sc.lower_times(p0)
+                        if pipe is None:
+                            p2p = sc.p2p_s(p0, u.p2p_bytes)
+                            pipe = bounds[(rec, sp, zero3)] = [first_level_pipe_s(u, p2p, prof, nmb, zero3) * KERNEL_SLACK
+                                                               for prof in profiles]
                     key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, shape.etp, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
                     by_off = [(off, replace(p0, offload_optimizer=off) if off else p0) for off in offloads]

@@ -1,7 +1,8 @@
 """The sweep's two-level bound and shared unit-time classes are exact.
 
-* the first level (each unit's kernels alone) is at most the second (the compiled units), unit by
-  unit and layout by layout, so it is a bound on the closed form too;
+* level 0 (each unit's kernels alone) is at most level 1 (the compiled units), unit by unit and
+  layout by layout, and that at most level 2 (the MoE data-parallel stream term), so each is a
+  bound on the closed form too;
 * a MoE class keyed by its group shapes instead of dp has the unit times of every layout in it;
 * the branch and bound with lazy refinement evaluates in closed form exactly the layouts that the
   second level everywhere evaluates, so the ranking is the same.
@@ -69,7 +70,7 @@ def screen_exact(base, shape, micro_batches, space):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(which=st.sampled_from(["moe", "moe2", "dense"]), i=st.integers(min_value=0, max_value=10**9))
 def test_first_level_is_below_the_second(which, i):
-    """Per unit: kernels alone <= the compiled unit; per class and per layout: lower <= exact."""
+    """Per unit: kernels alone <= the compiled unit; per class and per layout: level 0 <= 1 <= 2."""
     s = _scenario(which)
     layouts = _layouts(which)
     p = layouts[i % len(layouts)]
@@ -85,7 +86,8 @@ def test_first_level_is_below_the_second(which, i):
         assert getattr(lo, f) == getattr(ex, f)
     sc = Screen(s)
     prof = sc.profile(p)
-    assert sc.step_bound_s(p, prof, exact=False) <= sc.step_bound_s(p, prof)
+    # level 0 (kernels alone, the screen's) <= 1 (compiled units, ZeRO-3 gathers) <= 2 (MoE stream term)
+    assert sc.step_bound_s(p, prof, exact=False) <= sc.step_bound_s(p, prof, level=1) <= sc.step_bound_s(p, prof)
 
 
 def test_moe_classes_that_share_a_key_share_unit_times():
