@@ -67,7 +67,11 @@ def advance(start_s: float, work_s: float, busy: Sequence[Interval], slowdown: f
     lost: dict[str, float] = {}
     if work_s <= 0:
         return start_s, lost
-    live = [iv for iv in busy if iv[1] > start_s and iv[0] < iv[1]]
+    # the work ends by ``horizon`` at the least rate (MIN_COMPUTE_RATE): a collective starting
+    # later changes nothing (the segment where the work ends, and so every number, is the same
+    # without it) -- a rank's reduce-scatter queue under ZeRO-3 reaches far ahead
+    horizon = start_s + work_s / MIN_COMPUTE_RATE * (1.0 + 1e-9)
+    live = [iv for iv in busy if iv[1] > start_s and iv[0] < iv[1] and iv[0] < horizon]
     if not live or slowdown <= 0:
         return start_s + work_s, lost
     if len(live) == 1:

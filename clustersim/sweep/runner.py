@@ -348,6 +348,21 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     def by_bound(rows: np.ndarray) -> np.ndarray:  # by bound, then key
         return rows[np.lexsort((krank[rows], table[rows, bcol]))]
 
+    def resorted(rows: np.ndarray, raised: np.ndarray) -> np.ndarray:
+        """``rows`` (in order) after the bounds of ``raised`` (some of them) rose: the others keep
+        their order, the raised ones go back in by merging, in time linear in ``rows``."""
+        gone = np.zeros(table.shape[0], dtype=bool)
+        gone[raised] = True
+        rest = rows[~gone[rows]]
+        moved = by_bound(raised)
+        b, k = table[rest, bcol], krank[rest]
+        mb, mk = table[moved, bcol], krank[moved]
+        lo = np.searchsorted(b, mb, side="left")
+        hi = np.searchsorted(b, mb, side="right")
+        for i in np.flatnonzero(hi > lo):  # equal bounds: by key (rare)
+            lo[i] += int(np.searchsorted(k[lo[i]:hi[i]], mk[i]))
+        return np.insert(rest, lo, moved)
+
     order = by_bound(fits)
     # the level of each row's bound: 0 the screen's, k + 1 that of refiners[k], then the replayer's (final)
     refiners = spec.refine_levels
@@ -358,7 +373,7 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     batch = max(2 * workers, keep)
     # layouts refined per round and level, doubling: few rounds, at most twice the needed work
     refine_n = [8 * batch] * nref
-    replay_n = 4 * batch  # layouts replayed per round at least (a replay costs a tenth of the closed form)
+    replay_n = 4 * batch  # layouts replayed at least, doubling too (a replay costs a tenth of the closed form)
     evaluated = 0
     while len(order):
         steps = table[:, COL["step_time_s"]]
@@ -391,14 +406,15 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
                 raised = True
                 break
         if raised:
-            order = by_bound(order)
+            order = resorted(order, lazy)
             continue
         lazy = wanted[level[wanted] == nref] if top > nref else wanted[:0]
         if lazy.size and table[lazy[0], bcol] <= edge:  # the picks' replays (never lower a bound)
             lazy = lazy[:max(replay_n, int((table[lazy, bcol] <= edge).sum()))]
+            replay_n *= 2
             table[lazy, bcol] = np.maximum(table[lazy, bcol], _refine(spec, table[lazy], executor, replay_keys))
             level[lazy] = top
-            order = by_bound(order)
+            order = resorted(order, lazy)
             continue
         chunk = max(1, math.ceil(len(pick) / (2 * workers)))
         jobs = _chunks(_keys(table[pick]), chunk)
@@ -414,7 +430,9 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         for f in ESTIMATE_FIELDS:
             table[done, COL[f]] = metrics[ran, METRIC_FIELDS.index(f)]
         evaluated += len(pick)
-        order = rest[~np.isin(rest, pick)]
+        done_rows = np.zeros(table.shape[0], dtype=bool)
+        done_rows[pick] = True
+        order = rest[~done_rows[rest]]
         if progress:  # the total is what the bound still admits: it shrinks as better layouts turn up
             progress("estimate", evaluated, evaluated + int(wanted.size) - len(pick))
     return table, level >= 1 if spec.lazy_bounds else None

@@ -86,3 +86,18 @@ def test_one_collective_fast_path_is_the_general_loop_to_the_bit(start, work, be
     if not (iv[1] > start and iv[0] < iv[1]):
         return
     assert _advance_one(start, work, iv, slowdown) == _advance_many(start, work, [iv], slowdown)
+
+
+@settings(max_examples=400, deadline=None)
+@given(start=st.floats(0.0, 10.0), work=st.floats(1e-9, 5.0),
+       near=st.lists(st.tuples(st.floats(0.0, 12.0), st.floats(1e-9, 5.0)), max_size=4),
+       far=st.lists(st.tuples(st.floats(0.0, 100.0), st.floats(1e-9, 5.0)), min_size=1, max_size=6),
+       slowdown=st.sampled_from([0.05, 24 / 132, 0.189, 0.5]))
+def test_collectives_after_the_horizon_change_nothing(start, work, near, far, slowdown):
+    """``advance`` leaves out the collectives that start after the work must have ended at the
+    least rate: the result is the loop's over every collective, to the bit."""
+    ivs = [(b, b + d, f"c{i}") for i, (b, d) in enumerate(near)]
+    late = [(start + work / MIN_COMPUTE_RATE * (1 + 1e-6) + b, start + work / MIN_COMPUTE_RATE * (1 + 1e-6) + b + d,
+             f"late{i}") for i, (b, d) in enumerate(far)]
+    everything = [iv for iv in ivs + late if iv[1] > start and iv[0] < iv[1]]
+    assert advance(start, work, ivs + late, slowdown) == _advance_many(start, work, everything, slowdown)
