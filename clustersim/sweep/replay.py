@@ -36,13 +36,11 @@ form; the runner replays a layout only when it is about to be evaluated
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
 import numpy as np
 
 from clustersim.engine.actions import action_skeleton
 from clustersim.engine.overlap import overlap_slowdown
-from clustersim.sweep.dpbound import rank_streams
 from clustersim.engine.rankplan import CLASSIC_SCHEDULES, classic_actions
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.pipeline import model_split, stage_graph
@@ -76,7 +74,7 @@ def pair_s(a: Tcm, b: Tcm, slowdown: float = 0.0) -> float:
     return max(c + m - (1.0 - slowdown) * both, c, m, a[1] + a[2], b[1] + b[2])
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)
 def _program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
              ) -> tuple[tuple[tuple[tuple, tuple, tuple], ...], ...]:
     """Per rank, its actions as (inputs awaited, (stage, part) of the action or of both halves
@@ -188,9 +186,7 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
     if profile.backward_chain:
         bound = sc.total_s(layout, u, profile, ends[0], True, (layout.schedule, layout.virtual_stages))
     else:
-        streams = rank_streams(replace(sc.base, parallel=layout)) if not sc.per_rank else ()
-        bound = max((streams[r].bound_s(end, opt) if streams else end + opt)
-                    for r, end in enumerate(ends) for opt in (sc.rank_optimizer_s(layout, u, profile, r),))
+        bound = max(end + sc.rank_optimizer_s(layout, u, profile, r) for r, end in enumerate(ends))
     return bound * (1.0 - BOUND_SLACK)
 
 

@@ -373,7 +373,7 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     batch = max(2 * workers, keep)
     # layouts refined per round and level, doubling: few rounds, at most twice the needed work
     refine_n = [8 * batch] * nref
-    replay_n = 4 * batch  # layouts replayed at least, doubling too (a replay costs a tenth of the closed form)
+    replay_n = 4 * batch  # layouts replayed per round at least (a replay costs a tenth of the closed form)
     evaluated = 0
     while len(order):
         steps = table[:, COL["step_time_s"]]
@@ -411,7 +411,6 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         lazy = wanted[level[wanted] == nref] if top > nref else wanted[:0]
         if lazy.size and table[lazy[0], bcol] <= edge:  # the picks' replays (never lower a bound)
             lazy = lazy[:max(replay_n, int((table[lazy, bcol] <= edge).sum()))]
-            replay_n *= 2
             table[lazy, bcol] = np.maximum(table[lazy, bcol], _refine(spec, table[lazy], executor, replay_keys))
             level[lazy] = top
             order = resorted(order, lazy)

@@ -625,8 +625,6 @@ class Screen:
         self._tail: dict[tuple[object, ...], float] = {}
         self._dp: dict[tuple[object, ...], DpStream] = {}
         self._per_rank = per_rank_mode(base)
-        # per-rank scenarios price their data-parallel plans per rank class (no stream terms)
-        self.per_rank = self._per_rank
         # the data-parallel stream term of the second level: on for MoE models (total_s)
         self.dp_term = base.model.is_moe
 
