@@ -763,8 +763,7 @@ class Screen:
             level = 2 if exact else 0
         if level == 0:
             u = self.lower_times(layout)
-            bound = first_level_pipe_s(u, self.p2p_s(layout, u.p2p_bytes), profile, layout.num_micro_batches,
-                                       layout.zero_stage == 3) * KERNEL_SLACK
+            bound = self.kernel_pipe_s(layout, u, profile, layout.num_micro_batches, layout.schedule)
         else:
             u = self.unit_times(layout)
             bound = self.exact_pipe_s(layout, u, profile, layout.num_micro_batches, layout.schedule)
@@ -785,6 +784,18 @@ class Screen:
             return first_level_pipe_s(lo, self.p2p_s(layout, lo.p2p_bytes), profile, num_micro_batches,
                                       layout.zero_stage == 3) * FIRST_SLACK
         return pipeline_bound_s(u, self.extra(layout, u), profile, num_micro_batches)
+
+    def kernel_pipe_s(self, layout: ParallelLayout, lower: UnitTimes, profile: ScheduleProfile,
+                      num_micro_batches: int, schedule: str) -> float:
+        """Level 0's pipeline bound (the screen's): ``exact_pipe_s`` with each unit's kernels alone
+        (``lower``, at most the compiled units and the pair times: the bound is increasing in
+        them), ZeRO-3 gathers included except in pair schedules, which level 1 prices without."""
+        pairs = schedule in ("dualpipe", "dualpipe-v") or layout.overlap_moe_expert_parallel_comm \
+            and schedule in ("1f1b", "interleaved-1f1b")
+        if layout.zero_stage == 3 and not pairs:
+            return pipeline_bound_s(lower, self.extra(layout, lower), profile, num_micro_batches) * KERNEL_SLACK
+        return first_level_pipe_s(lower, self.p2p_s(layout, lower.p2p_bytes), profile, num_micro_batches,
+                                  layout.zero_stage == 3) * KERNEL_SLACK
 
     def pair_times(self, layout: ParallelLayout) -> UnitTimes:
         """``pair_unit_times`` of the layout's class."""
@@ -995,9 +1006,8 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                     else:
                         u = sc.lower_times(p0)
                         if pipe is None:
-                            p2p = sc.p2p_s(p0, u.p2p_bytes)
-                            pipe = bounds[(rec, sp, zero3)] = [first_level_pipe_s(u, p2p, prof, nmb, zero3) * KERNEL_SLACK
-                                                               for prof in profiles]
+                            pipe = bounds[(rec, sp, zero3)] = [sc.kernel_pipe_s(p0, u, prof, nmb, sched)
+                                                               for (sched, _), prof in zip(scheds, profiles, strict=True)]
                     key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, shape.etp, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
                     by_off = [(off, replace(p0, offload_optimizer=off) if off else p0) for off in offloads]
