@@ -62,13 +62,11 @@ MAX_CLOSED_FORM_OPERATIONS = 1_000_000
 
 # --- commands ----------------------------------------------------------------------------------
 
-# Layouts one sweep may screen: the screen took 65 s for the 2,146,020 layouts of Mixtral 8x22B on
-# 1,024 H100 (2 cores at a load average of 2.6-3, 2026-11-23, limit lifted for the measurement),
-# but that sweep's branch and bound then ran the closed form on more than 1,700 layouts in 149 s
-# without finishing (docs/moe.md "Speed"; with the bound's third level the 256-GPU sweep still
-# had 177,940 layouts below its threshold after 1,800 closed-form runs), so the limit stays; 642,804 GPT-3 175B layouts on
-# 1,024 GPUs take 28 s in all (README). Each layout holds a 136-byte row: 300 MB at the limit.
-MAX_SWEEP_LAYOUTS = 2_000_000
+# Layouts one sweep may screen: Mixtral 8x22B on 1,024 H100 has 2,146,020 and its whole sweep
+# (screen 42 s, branch and bound with 4,874 closed-form runs, re-rank) took 502 s on the 2-core
+# machine (2026-11-23, docs/moe.md "Speed"), slow but an answer; 642,804 GPT-3 175B layouts on
+# 1,024 GPUs take 23 s in all (README). Each layout holds a 136-byte row: 340 MB at the limit.
+MAX_SWEEP_LAYOUTS = 2_500_000
 # Layouts `sweep --top` prints: the closed form must rank that many exactly (each costs 1-10 ms
 # on the slow path), and a table of more than a thousand rows is read by nobody.
 MAX_TOP = 1000
