@@ -133,4 +133,3 @@ def dp_stream(scenario: Scenario) -> DpStream:
     if par.dp * par.cp == 1 or par.zero_stage == 3:
         return DpStream()
     return stream_of(dp_plan(scenario, build_step_work(scenario)), par.pp)
-

@@ -106,7 +106,8 @@ def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: 
     """Each pipeline rank's end of its last action when the part ``p`` ("F", "B", "Bi", "W") of
     global stage ``g`` has ``durations[(g, p)]`` (compiled, kernels, collectives) and every
     transfer takes ``p2p_s`` (module doc): an action alone lasts its compiled time, an
-    overlapped pair ``pair_s`` (kernels slowed by ``slowdown`` beside its collectives), and starts when its rank is free and its inputs have arrived."""
+    overlapped pair ``pair_s`` (kernels slowed by ``slowdown`` beside its collectives), and
+    starts when its rank is free and its inputs have arrived."""
     programs = _program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
     clock = [0.0] * pp
     nxt = [0] * pp

@@ -118,7 +118,6 @@ class UnitTimes:
     layer_all_params: int = 0  # the first layer's parameters with its experts (the optimizer steps them all)
     moe_all_params: int = 0    # the last layer's (a MoE layer in a MoE model)
     layer_expert_params: int = 0  # expert parameters of a layer, the least over the layers (0: a dense layer)
-    moe_expert_params: int = 0    # the last layer's expert parameters (a MoE layer in a MoE model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +269,6 @@ def _class_times(rep: Scenario, unit_time: Callable[[tuple], float]) -> UnitTime
         layer_all_params=params[k + n] + stage.unit_expert_params[k + n],
         moe_all_params=params[1 + k] + stage.unit_expert_params[1 + k],
         layer_expert_params=min(stage.unit_expert_params[1 + k:1 + k + n]),
-        moe_expert_params=stage.unit_expert_params[1 + k],
         p2p_bytes=build_step_work(rep).p2p_bytes)
 
 

@@ -80,6 +80,7 @@ def test_first_level_is_below_the_second(which, i):
         assert compute_s(w) <= compile_unit(rep, w).time_s * (1 + 1e-12)
     lo, ex = Screen(s).lower_times(p), unit_times(rep)
     assert lower_unit_times(rep) == lo  # the shortened model of lower_times changes nothing
+    assert Screen(s).unit_times(p) == ex  # nor that of the compiled units
     for f in ("layer_f_s", "layer_b_s", "first_f_s", "first_b_s", "last_f_s", "last_b_s"):
         assert getattr(lo, f) <= getattr(ex, f) * (1 + 1e-12)
     for f in ("layer_params", "first_params", "last_params", "p2p_bytes", "layer_all_params", "moe_all_params"):
