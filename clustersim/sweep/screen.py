@@ -222,6 +222,13 @@ def _units_of_class(rep: Scenario) -> UnitTimes:
     return unit_times(_shortened(rep))
 
 
+def runs_pairs(layout: ParallelLayout, schedule: str) -> bool:
+    """Whether ``schedule`` runs a forward and a backward as one overlapped pair (DualPipe,
+    DualPipe-V, Megatron's EP all-to-all overlap under 1F1B and interleaved 1F1B: ``engine.pair``)."""
+    return schedule in ("dualpipe", "dualpipe-v") or layout.overlap_moe_expert_parallel_comm \
+        and schedule in ("1f1b", "interleaved-1f1b")
+
+
 def pair_unit_times(lower: UnitTimes, compiled: UnitTimes, slowdown: float) -> UnitTimes:
     """What a unit takes at least inside an overlapped pair, or alone: ``c + s (u - c)`` with
     ``c`` its kernels' seconds (``lower``), ``u`` its compiled time (``compiled``) and ``s`` the
@@ -776,8 +783,7 @@ class Screen:
         as one overlapped pair (DualPipe, DualPipe-V, Megatron's EP overlap: ``engine.pair``) a
         pair can take less than its two compiled actions, whose collectives hide behind each
         other's compute, so there every unit counts only ``pair_unit_times``."""
-        if schedule in ("dualpipe", "dualpipe-v") or layout.overlap_moe_expert_parallel_comm \
-                and schedule in ("1f1b", "interleaved-1f1b"):
+        if runs_pairs(layout, schedule):
             lo = self.pair_times(layout)
             return first_level_pipe_s(lo, self.p2p_s(layout, lo.p2p_bytes), profile, num_micro_batches,
                                       layout.zero_stage == 3) * FIRST_SLACK
@@ -788,19 +794,19 @@ class Screen:
         """Level 0's pipeline bound (the screen's): ``exact_pipe_s`` with each unit's kernels alone
         (``lower``, at most the compiled units and the pair times: the bound is increasing in
         them), ZeRO-3 gathers included except in pair schedules, which level 1 prices without."""
-        pairs = schedule in ("dualpipe", "dualpipe-v") or layout.overlap_moe_expert_parallel_comm \
-            and schedule in ("1f1b", "interleaved-1f1b")
-        if layout.zero_stage == 3 and not pairs:
+        if layout.zero_stage == 3 and not runs_pairs(layout, schedule):
             return pipeline_bound_s(lower, self.extra(layout, lower), profile, num_micro_batches) * KERNEL_SLACK
         return first_level_pipe_s(lower, self.p2p_s(layout, lower.p2p_bytes), profile, num_micro_batches,
                                   layout.zero_stage == 3) * KERNEL_SLACK
 
     def pair_times(self, layout: ParallelLayout) -> UnitTimes:
-        """``pair_unit_times`` of the layout's class."""
-        return self._of_class(self._pairs, self._pair_of_class, layout)
-
-    def _pair_of_class(self, rep: Scenario) -> UnitTimes:
-        return pair_unit_times(_lower_of_class(rep), _units_of_class(rep), overlap_slowdown(self.base.cluster.gpu))
+        """``pair_unit_times`` of the layout's class, from the class's cached kernel and compiled times."""
+        key = self.class_key(layout)
+        t = self._pairs.get(key)
+        if t is None:
+            t = self._pairs[key] = pair_unit_times(self.lower_times(layout), self.unit_times(layout),
+                                                   overlap_slowdown(self.base.cluster.gpu))
+        return t
 
     def total_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, pipe_s: float,
                 exact: bool, schedule: tuple[str, int]) -> float:
