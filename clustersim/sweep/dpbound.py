@@ -37,7 +37,13 @@ collective is priced by the plan the closed form runs (``engine.zero.dp_plan`` o
 same ``comm_plan``), and nothing the closed form adds to it (waits for the stream, compute slowed
 beside it, link contention in the event engine) is counted, which keeps it a bound.
 
-Not covered (the term is 0): ZeRO-3 (``screen.Extra`` and ``Screen.tail_s`` bound its gathers and
+The third level (``clustersim.sweep.replay``) bounds every rank's stream for every schedule
+instead (``RankStream``): with the replay's own start of each final backward and its ends, and
+the gathers' ends as the forwards' gates, as each class's docstring says; the second level
+bounds, for the schedules without the backward chain, each rank's whole stream
+(``RankStream.all_s``).
+
+Not covered by ``DpStream`` (the term is 0): ZeRO-3 (``screen.Extra`` and ``Screen.tail_s`` bound its gathers and
 reductions), the zero-bubble and DualPipe schedules (no backward chain), and scenarios run per
 rank class (faults, node groups: ``perrank``), whose data-parallel plans are priced per class.
 """
@@ -133,3 +139,75 @@ def dp_stream(scenario: Scenario) -> DpStream:
     if par.dp * par.cp == 1 or par.zero_stage == 3:
         return DpStream()
     return stream_of(dp_plan(scenario, build_step_work(scenario)), par.pp)
+
+
+@dataclass(frozen=True, slots=True)
+class RankStream:
+    """One pipeline rank's "dp" stream as the closed form fills it (ZeRO 0-2; module docstring).
+
+    ``issue_param_gathers`` enqueues every overlapped parameter gather of the rank's stages at
+    step start, on its empty stream, over its stages in chunk order and their units in forward
+    order: each ends exactly at the sum of the rank's gathers up to it, and a forward unit
+    starts only once its own has ended (``ready``). Each stage's final backward (or W) enqueues
+    the stage's gradient buckets, none before it starts (an overlapped pair: once it ends);
+    ``finish`` enqueues the rest after the rank's last action, waits for the stream, runs the
+    optimizer step, then the parameter gathers left after it."""
+
+    ready: tuple[tuple[int, float, float], ...] = ()  # per stage g: (g, end of its first gather, of its last)
+    buckets: tuple[tuple[int, float], ...] = ()       # per stage g: (g, seconds of its gradient buckets)
+    gathers_s: float = 0.0
+    after_backward_s: float = 0.0
+    after_optimizer_s: float = 0.0
+
+    def all_s(self, optimizer_s: float) -> float:
+        """A lower bound on the rank's end of step from everything its stream runs, one after
+        another from step start, before the optimizer step (``optimizer_s``, at most the rank's)."""
+        return self.gathers_s + sum(s for _, s in self.buckets) + self.after_backward_s + optimizer_s \
+            + self.after_optimizer_s
+
+    def bound_s(self, finals: tuple[tuple[int, float], ...], end_s: float, optimizer_s: float) -> float:
+        """A lower bound on the rank's end of step given ``finals``, each final backward as
+        (stage, a lower bound on when it enqueues its buckets) in the order the rank runs them
+        (``replay.replay_times``), ``end_s`` (at most its last action's end) and ``optimizer_s``
+        (at most its optimizer step). The stream is first in, first out and its collectives take
+        their plan's time, so it ends no earlier than ``S`` of ``S <- max(S, enqueued) +
+        buckets`` over the finals from ``S = gathers``, which is increasing in every input
+        (max-plus), nor before ``end_s`` plus what ``finish`` enqueues."""
+        buckets = dict(self.buckets)
+        stream = self.gathers_s
+        for g, at in finals:
+            if g in buckets:
+                stream = max(stream, at) + buckets[g]
+        return max(stream, end_s + self.after_backward_s) + optimizer_s + self.after_optimizer_s
+
+
+@functools.lru_cache(maxsize=8192)
+def rank_streams(scenario: Scenario) -> tuple[RankStream, ...]:
+    """Per pipeline rank, its ``RankStream`` in the scenario's own data-parallel plan; () where
+    there is none to bound this way (no data parallelism, ZeRO-3: its gathers and reductions run
+    on other streams, ``screen.Extra``)."""
+    par = scenario.parallel
+    if par.dp * par.cp == 1 or par.zero_stage == 3:
+        return ()
+    work = build_step_work(scenario)
+    plan = dp_plan(scenario, work)
+    graph = work.graph
+    assert graph is not None
+    gathers: dict[int, list[float]] = {}  # per stage, its gathers' seconds in unit order
+    for (g, _), items in sorted(plan.param_gathers.items()):
+        gathers.setdefault(g, []).append(_sum_s(items))
+    buckets: dict[int, float] = {}
+    for (g, _), items in plan.grad_buckets.items():
+        buckets[g] = buckets.get(g, 0.0) + _sum_s(items)
+    out = []
+    for r in range(par.pp):
+        stages = [graph.stage(r, chunk) for chunk in range(graph.chunks)]
+        clock, ready = 0.0, []
+        for g in stages:
+            if g in gathers:
+                first = clock + gathers[g][0]
+                clock += sum(gathers[g])
+                ready.append((g, first, clock))
+        out.append(RankStream(tuple(ready), tuple(sorted((g, buckets[g]) for g in set(stages) if g in buckets)),
+                              clock, _sum_s(plan.after_backward_of(stages)), _sum_s(plan.after_optimizer_of(stages))))
+    return tuple(out)

@@ -23,7 +23,9 @@ down beside collectives and wait for gathers; its transfers take their own bound
 each rank's end in the replay is at most the closed form's. The step bound is then
 ``Screen.total_s`` of that end (the optimizer step; under the backward chain the data-parallel
 tail and, for MoE models, the stream term), as at the second level; without the chain, the
-latest of every rank's end plus its own optimizer step.
+latest of every rank's end plus its own optimizer step. For MoE models with ZeRO 0-2 the replay
+also gates each forward on its parameter gathers and bounds each rank's data-parallel stream
+from the replayed start of each final backward (``replay_times``, ``dpbound.RankStream``).
 
 The level applies to every schedule with more than one pipeline stage (one stage: 0, and the
 runner keeps the second level, ``max``). Cost: one pass over the schedule's ``2 m pp v`` (or
@@ -76,9 +78,9 @@ def pair_s(a: Tcm, b: Tcm, slowdown: float = 0.0) -> float:
 
 @functools.lru_cache(maxsize=1024)
 def _program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
-             ) -> tuple[tuple[tuple[tuple, tuple, tuple], ...], ...]:
+             ) -> tuple[tuple[tuple[tuple, tuple, tuple, tuple], ...], ...]:
     """Per rank, its actions as (inputs awaited, (stage, part) of the action or of both halves
-    of a pair, outputs sent), from the actions the closed form runs (``engine.rankplan.
+    of a pair, outputs sent, the stages whose final backward it is), from the actions the closed form runs (``engine.rankplan.
     classic_actions`` for GPipe / 1F1B / interleaved 1F1B without pairs, else
     ``engine.actions.action_skeleton``)."""
     if schedule in CLASSIC_SCHEDULES and not (ep_overlap and schedule != "gpipe"):
@@ -94,7 +96,8 @@ def _program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int
             group = (acts[i], acts[i + 1]) if acts[i].paired else (acts[i],)
             prog.append((tuple(x.needs for x in group if x.needs is not None),
                          tuple((x.stage, x.part) for x in group),
-                         tuple(send[0] for x in group for send in x.sends)))
+                         tuple(send[0] for x in group for send in x.sends),
+                         tuple(x.stage for x in group if x.final)))
             i += len(group)
         out.append(tuple(prog))
     return tuple(out)
@@ -108,7 +111,25 @@ def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: 
     transfer takes ``p2p_s`` (module doc): an action alone lasts its compiled time, an
     overlapped pair ``pair_s`` (kernels slowed by ``slowdown`` beside its collectives), and
     starts when its rank is free and its inputs have arrived."""
+    return replay_times(schedule, pp, num_micro_batches, virtual_stages, durations, p2p_s, ep_overlap, slowdown)[0]
+
+
+def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
+                 durations: dict[tuple[int, str], Tcm], p2p_s: float, ep_overlap: bool = False,
+                 slowdown: float = 0.0, ready: tuple[tuple[tuple[int, float, float], ...], ...] = ()
+                 ) -> tuple[tuple[float, ...], tuple[tuple[tuple[int, float], ...], ...]]:
+    """``replay_ends`` and, per rank, each of its stages' final backward (or W) as (global stage,
+    when it enqueues the stage's gradient buckets at the earliest: the start of an action alone,
+    which enqueues them unit by unit, or the end of a pair, which enqueues them after both
+    halves) in the order the rank runs them; at most the closed form's, as every time here.
+
+    ``ready`` (``dpbound.RankStream.ready``, per rank; empty: none): per stage g of the rank,
+    (g, the end of its first parameter gather, of its last); a forward of g starts no earlier
+    than the first and ends no earlier than the last (each unit waits for its own gather, and
+    a pair waits for all of its forward's before it starts)."""
     programs = _program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
+    gates = [{g: (first, last) for g, first, last in ready[r]} if ready else {} for r in range(pp)]
+    finals: list[list[tuple[int, float]]] = [[] for _ in range(pp)]
     clock = [0.0] * pp
     nxt = [0] * pp
     arrival: dict[tuple[str, int, int], float] = {}
@@ -117,20 +138,34 @@ def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: 
         progressed = False
         for r in range(pp):
             prog, i, t = programs[r], nxt[r], clock[r]
+            gate, fin = gates[r], finals[r]
             n = len(prog)
             while i < n:
-                needs, parts, sends = prog[i]
+                needs, parts, sends, final = prog[i]
                 if needs:
                     if any(k not in arrival for k in needs):
                         break
                     for k in needs:
-                        ready = arrival.pop(k)
-                        if ready > t:
-                            t = ready
+                        ready_at = arrival.pop(k)
+                        if ready_at > t:
+                            t = ready_at
                 if len(parts) == 1:
-                    t += durations[parts[0]][0]
+                    g, part = parts[0]
+                    if part == "F" and g in gate:
+                        first, last = gate[g]
+                        t = max(t, first) + durations[parts[0]][0]
+                        if last > t:
+                            t = last
+                    else:
+                        if final:
+                            fin.append((g, t))
+                        t += durations[parts[0]][0]
                 else:
+                    for g, part in parts:
+                        if part == "F" and g in gate and gate[g][1] > t:
+                            t = gate[g][1]
                     t += pair_s(durations[parts[0]], durations[parts[1]], slowdown)
+                    fin.extend((g, t) for g in final)
                 if sends:
                     at = t + p2p_s
                     for k in sends:
@@ -141,7 +176,7 @@ def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: 
                 nxt[r], clock[r] = i, t
     if any(i != len(prog) for i, prog in zip(nxt, programs, strict=True)):
         raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
-    return tuple(clock)
+    return tuple(clock), tuple(tuple(f) for f in finals)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -178,16 +213,22 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
     # the ends depend on the layout only through these (ZeRO stages and offload share them)
     key = (sc.class_key(layout), layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages, p2p,
            layout.overlap_moe_expert_parallel_comm)
-    ends = sc.replays.get(key)
-    if ends is None:
-        ends = sc.replays[key] = replay_ends(layout.schedule, layout.pp, layout.num_micro_batches,
-                                             layout.virtual_stages, stage_durations(sc, layout, sc.part_times(layout)),
-                                             p2p, layout.overlap_moe_expert_parallel_comm,
-                                             overlap_slowdown(sc.base.cluster.gpu))
+    streams = sc.rank_streams(layout) if sc.dp_term else ()
+    ready = tuple(x.ready for x in streams) if any(x.ready for x in streams) else ()
+    key += (ready,)
+    times = sc.replays.get(key)
+    if times is None:
+        times = sc.replays[key] = replay_times(layout.schedule, layout.pp, layout.num_micro_batches,
+                                               layout.virtual_stages, stage_durations(sc, layout, sc.part_times(layout)),
+                                               p2p, layout.overlap_moe_expert_parallel_comm,
+                                               overlap_slowdown(sc.base.cluster.gpu), ready)
+    ends, finals = times
     if profile.backward_chain:
         bound = sc.total_s(layout, u, profile, ends[0], True, (layout.schedule, layout.virtual_stages))
     else:
         bound = max(end + sc.rank_optimizer_s(layout, u, profile, r) for r, end in enumerate(ends))
+    for r, stream in enumerate(streams):  # each rank's data-parallel stream (dpbound.RankStream)
+        bound = max(bound, stream.bound_s(finals[r], ends[r], sc.rank_optimizer_s(layout, u, profile, r)))
     return bound * (1.0 - BOUND_SLACK)
 
 

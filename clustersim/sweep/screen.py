@@ -79,7 +79,14 @@ from clustersim.parallel.pipeline import build_schedule, max_in_flight, model_sp
 from clustersim.parallel.placement import axis_shape_for
 from clustersim.perrank.run import per_rank_mode
 from clustersim.scenario import Scenario
-from clustersim.sweep.dpbound import DpStream, chunk_stream_s, dp_stream, final_prefixes
+from clustersim.sweep.dpbound import (
+    DpStream,
+    RankStream,
+    chunk_stream_s,
+    dp_stream,
+    final_prefixes,
+    rank_streams,
+)
 from clustersim.sweep.space import (
     SearchSpace,
     Shape,
@@ -622,13 +629,14 @@ class Screen:
         self._parts: dict[tuple[object, ...], PartTimes] = {}
         self._pairs: dict[tuple[object, ...], UnitTimes] = {}
         # the third level's rank ends per class and schedule (clustersim.sweep.replay)
-        self.replays: dict[tuple[object, ...], tuple[float, ...]] = {}
+        self.replays: dict[tuple[object, ...], tuple[tuple[float, ...], tuple[tuple[tuple[int, float], ...], ...]]] = {}
         self._dp_keys: dict[tuple[int, ...], object] = {}
         self._p2p: dict[tuple[object, ...], float] = {}
         self._opt: dict[tuple[int, int, int], float] = {}
         self._extra: dict[tuple[object, ...], Extra] = {}
         self._tail: dict[tuple[object, ...], float] = {}
         self._dp: dict[tuple[object, ...], DpStream] = {}
+        self._streams: dict[tuple[object, ...], tuple[RankStream, ...]] = {}
         self._per_rank = per_rank_mode(base)
         # the data-parallel stream term of the second level: on for MoE models (total_s)
         self.dp_term = base.model.is_moe
@@ -824,6 +832,12 @@ class Screen:
         bound = pipe_s + opt + (self.tail_s(layout, u, profile) if profile.backward_chain else 0.0)
         if exact and self.dp_term:
             bound = max(bound, self.dp_bound_s(layout, schedule, u, profile, pipe_s, opt))
+            if not profile.backward_chain:  # each rank's whole data-parallel stream (dpbound.RankStream)
+                p = layout
+                if (p.schedule, p.virtual_stages) != schedule:
+                    p = replace(p, schedule=schedule[0], virtual_stages=schedule[1])
+                for r, stream in enumerate(self.rank_streams(p)):
+                    bound = max(bound, stream.all_s(self.rank_optimizer_s(p, u, profile, r)))
         return bound
 
     def dp_bound_s(self, layout: ParallelLayout, schedule: tuple[str, int], u: UnitTimes, profile: ScheduleProfile,
@@ -832,14 +846,11 @@ class Screen:
         given ``pipe_s`` from the second level (``_plain_bound_s``: ZeRO 0-2); 0 where it does not
         apply (no backward chain, ZeRO-3, per-rank scenarios)."""
         p = layout
-        if not profile.backward_chain or p.zero_stage == 3 or p.dp * p.cp == 1 or self._per_rank:
+        stream = self.dp_stream(p, schedule, profile)
+        if stream is None:
             return 0.0
-        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, p.zero_stage, schedule)
-        stream = self._dp.get(key)
-        if stream is None:  # the plan reads the layout only through its groups and stages (engine.zero)
-            if (p.schedule, p.virtual_stages) != schedule:
-                p = replace(p, schedule=schedule[0], virtual_stages=schedule[1])
-            stream = self._dp[key] = dp_stream(replace(self.base, parallel=p))
+        if (p.schedule, p.virtual_stages) != schedule:
+            p = replace(p, schedule=schedule[0], virtual_stages=schedule[1])
         # what _plain_bound_s counts for rank 0's last action (chunk 0's backward), or more
         last_action = profile.chunk0_layers[0] * u.layer_b_s + u.first_b_s + u.last_b_s
         chunks = 0.0
@@ -851,6 +862,38 @@ class Screen:
             bwd = [counts[c * p.pp] * u.layer_b_s + (u.first_b_s if c == 0 else 0.0) for c in range(v)]
             chunks = chunk_stream_s(stream, final_prefixes(p.pp, p.num_micro_batches, v), fwd, bwd)
         return stream.bound_s(pipe_s, last_action, optimizer_s, chunks)
+
+    def dp_stream(self, layout: ParallelLayout, schedule: tuple[str, int], profile: ScheduleProfile
+                  ) -> DpStream | None:
+        """Rank 0's data-parallel stream (``dpbound.dp_stream``) of ``layout`` run with ``schedule``
+        (schedule, virtual stages); None where the stream term does not apply (no backward
+        chain, ZeRO-3, no data parallelism, per-rank scenarios)."""
+        p = layout
+        if not profile.backward_chain or p.zero_stage == 3 or p.dp * p.cp == 1 or self._per_rank:
+            return None
+        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, p.zero_stage, schedule)
+        stream = self._dp.get(key)
+        if stream is None:  # the plan reads the layout only through its groups and stages (engine.zero)
+            if (p.schedule, p.virtual_stages) != schedule:
+                p = replace(p, schedule=schedule[0], virtual_stages=schedule[1])
+            stream = self._dp[key] = dp_stream(replace(self.base, parallel=p))
+        return stream
+
+    def rank_streams(self, layout: ParallelLayout) -> tuple[RankStream, ...]:
+        """``dpbound.rank_streams`` of the layout (the third level, clustersim.sweep.replay); ()
+        for scenarios run per rank class, whose plans are priced per class."""
+        p = layout
+        if p.zero_stage == 3 or p.dp * p.cp == 1 or self._per_rank:
+            return ()
+        # the plan reads the layout only through its groups, its stages and whether ZeRO is on
+        # (engine.zero._dp_plan: stages 1 and 2 reduce and gather alike); schedules that place
+        # the stages alike (GPipe, 1F1B and ZB-H1; ZB-V and DualPipe-V) share it
+        graph = stage_graph(p.schedule, p.pp, p.virtual_stages, p.num_micro_batches)
+        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, min(p.zero_stage, 1), graph.placement, graph.model_stage)
+        streams = self._streams.get(key)
+        if streams is None:
+            streams = self._streams[key] = rank_streams(replace(self.base, parallel=p))
+        return streams
 
     def tail_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
         """Data-parallel work of rank 0 that can only start once its last backward unit (the
