@@ -64,6 +64,8 @@ class SweepSpec:
     # "module:function"(scenario, keys) -> a third-level bound of each layout (0: none), at most
     # the closed form of ``ESTIMATE``; "" (or another estimator or screener): no third level
     replayer: str = REPLAY
+    # evaluate one of each pair of ZeRO-1 / ZeRO-2 twins in closed form (``time_twins``)
+    share_twins: bool = True
 
     @property
     def lazy_bounds(self) -> bool:
@@ -80,6 +82,16 @@ class SweepSpec:
         if self.compiler and not self.scenario.model.is_moe:
             return (self.compiler,)
         return tuple(r for r in (self.compiler, self.refiner) if r)
+
+    @property
+    def time_twins(self) -> bool:
+        """Whether layouts that differ only in ZeRO stage 1 against 2 share their closed-form step
+        time: the shipped engines read the stage only as 0, 1-2 or 3 for time (ZeRO-2 shards the
+        gradients too, which only memory counts: ``engine.zero._dp_plan`` reduce-scatters and
+        gathers alike for both, the optimizer shards alike), so the branch and bound runs one
+        twin and gives the other its time with its own memory from the screen, which is the closed
+        form's (tests/sweep/test_twins.py checks both on random layouts)."""
+        return self.share_twins and self.screener == SCREEN and self.estimator == ESTIMATE
 
     @property
     def replay_bounds(self) -> bool:

@@ -373,8 +373,12 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     batch = max(2 * workers, keep)
     # layouts refined per round and level, doubling: few rounds, at most twice the needed work
     refine_n = [8 * batch] * nref
-    replay_n = 4 * batch  # layouts replayed per round at least (a replay costs a tenth of the closed form)
+    # layouts replayed per round at least (a replay costs a tenth of the closed form), doubling
+    # too: every wanted layout is below the threshold, so it is replayed or evaluated unless the
+    # threshold falls below it first, and each round costs a pass over the order
+    replay_n = 4 * batch
     evaluated = 0
+    timed: dict[tuple[float, ...], int] = {}  # twin key -> the row run in closed form
     while len(order):
         steps = table[:, COL["step_time_s"]]
         feasible = (table[:, COL["verdict"]] == 0.0) if int(clear.sum()) >= keep else table[:, COL["fits"]] == 1.0
@@ -411,23 +415,31 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         lazy = wanted[level[wanted] == nref] if top > nref else wanted[:0]
         if lazy.size and table[lazy[0], bcol] <= edge:  # the picks' replays (never lower a bound)
             lazy = lazy[:max(replay_n, int((table[lazy, bcol] <= edge).sum()))]
+            replay_n *= 2
             table[lazy, bcol] = np.maximum(table[lazy, bcol], _refine(spec, table[lazy], executor, replay_keys))
             level[lazy] = top
             order = resorted(order, lazy)
             continue
-        chunk = max(1, math.ceil(len(pick) / (2 * workers)))
-        jobs = _chunks(_keys(table[pick]), chunk)
-        results = executor.run(functools.partial(estimate_keys, spec), jobs)
-        metrics = np.concatenate(results, axis=0)
-        # The closed form's own memory verdict is final (the screen computes the same numbers);
-        # a layout over the closed form's budget (NaN) keeps the screen's verdict and its bound.
-        ran = ~np.isnan(metrics[:, 0])
-        done = pick[ran]
-        table[done, COL["fits"]] = metrics[ran, 0]
-        table[done, COL["peak_bytes_per_gpu"]] = metrics[ran, 1]
-        table[done, COL["verdict"]] = metrics[ran, METRIC_FIELDS.index("verdict")]
-        for f in ESTIMATE_FIELDS:
-            table[done, COL[f]] = metrics[ran, METRIC_FIELDS.index(f)]
+        run, copies = pick, []
+        if spec.time_twins:  # one closed form per ZeRO-1/2 twin pair (SweepSpec.time_twins)
+            run, copies = _twins(table, pick, timed)
+        if len(run):
+            chunk = max(1, math.ceil(len(run) / (2 * workers)))
+            jobs = _chunks(_keys(table[run]), chunk)
+            results = executor.run(functools.partial(estimate_keys, spec), jobs)
+            metrics = np.concatenate(results, axis=0)
+            # The closed form's own memory verdict is final (the screen computes the same numbers);
+            # a layout over the closed form's budget (NaN) keeps the screen's verdict and its bound.
+            ran = ~np.isnan(metrics[:, 0])
+            done = run[ran]
+            table[done, COL["fits"]] = metrics[ran, 0]
+            table[done, COL["peak_bytes_per_gpu"]] = metrics[ran, 1]
+            table[done, COL["verdict"]] = metrics[ran, METRIC_FIELDS.index("verdict")]
+            for f in ESTIMATE_FIELDS:
+                table[done, COL[f]] = metrics[ran, METRIC_FIELDS.index(f)]
+        for row, source in copies:  # the twin's time; memory stays the screen's (the closed form's)
+            for f in ESTIMATE_FIELDS:
+                table[row, COL[f]] = table[source, COL[f]]
         evaluated += len(pick)
         done_rows = np.zeros(table.shape[0], dtype=bool)
         done_rows[pick] = True
@@ -435,6 +447,27 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         if progress:  # the total is what the bound still admits: it shrinks as better layouts turn up
             progress("estimate", evaluated, evaluated + int(wanted.size) - len(pick))
     return table, level >= 1 if spec.lazy_bounds else None
+
+
+def _twins(table: np.ndarray, pick: np.ndarray, timed: dict[tuple[float, ...], int]
+           ) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Split ``pick`` into the rows to run in closed form and (row, twin) pairs whose ZeRO-1/2
+    twin ran already or runs in this round (``SweepSpec.time_twins``); ``timed`` maps each
+    twin key (the layout key with ZeRO stage 2 read as 1) to the row that ran."""
+    zcol = COL["zero_stage"]
+    run, copies = [], []
+    for row in pick.tolist():
+        key = table[row, :N_KEY].copy()
+        if key[zcol] == 2.0:
+            key[zcol] = 1.0
+        twin = tuple(key.tolist())
+        source = timed.get(twin)
+        if source is None:
+            timed[twin] = row
+            run.append(row)
+        else:
+            copies.append((row, source))
+    return np.array(run, dtype=pick.dtype), copies
 
 
 def _refine(spec: SweepSpec, rows: np.ndarray, executor: Executor,
