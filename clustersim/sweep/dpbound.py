@@ -39,9 +39,9 @@ beside it, link contention in the event engine) is counted, which keeps it a bou
 
 The third level (``clustersim.sweep.replay``) bounds every rank's stream for every schedule
 instead (``RankStream``): with the replay's own start of each final backward and its ends, and
-the gathers' ends as the forwards' gates, as each class's docstring says; the second level
-bounds, for the schedules without the backward chain, each rank's whole stream
-(``RankStream.all_s``).
+the gathers' ends as the forwards' gates. (A second-level term for the schedules without the
+backward chain, each rank's whole stream from step start, raised too few bounds for its cost:
+the 1,024-GPU Mixtral sweep's branch and bound took 160 s with it, 103 s without.)
 
 Not covered by ``DpStream`` (the term is 0): ZeRO-3 (``screen.Extra`` and ``Screen.tail_s`` bound its gathers and
 reductions), the zero-bubble and DualPipe schedules (no backward chain), and scenarios run per
@@ -158,12 +158,6 @@ class RankStream:
     gathers_s: float = 0.0
     after_backward_s: float = 0.0
     after_optimizer_s: float = 0.0
-
-    def all_s(self, optimizer_s: float) -> float:
-        """A lower bound on the rank's end of step from everything its stream runs, one after
-        another from step start, before the optimizer step (``optimizer_s``, at most the rank's)."""
-        return self.gathers_s + sum(s for _, s in self.buckets) + self.after_backward_s + optimizer_s \
-            + self.after_optimizer_s
 
     def bound_s(self, finals: tuple[tuple[int, float], ...], end_s: float, optimizer_s: float) -> float:
         """A lower bound on the rank's end of step given ``finals``, each final backward as

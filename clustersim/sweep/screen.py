@@ -832,12 +832,6 @@ class Screen:
         bound = pipe_s + opt + (self.tail_s(layout, u, profile) if profile.backward_chain else 0.0)
         if exact and self.dp_term:
             bound = max(bound, self.dp_bound_s(layout, schedule, u, profile, pipe_s, opt))
-            if not profile.backward_chain:  # each rank's whole data-parallel stream (dpbound.RankStream)
-                p = layout
-                if (p.schedule, p.virtual_stages) != schedule:
-                    p = replace(p, schedule=schedule[0], virtual_stages=schedule[1])
-                for r, stream in enumerate(self.rank_streams(p)):
-                    bound = max(bound, stream.all_s(self.rank_optimizer_s(p, u, profile, r)))
         return bound
 
     def dp_bound_s(self, layout: ParallelLayout, schedule: tuple[str, int], u: UnitTimes, profile: ScheduleProfile,
