@@ -63,8 +63,8 @@ MAX_CLOSED_FORM_OPERATIONS = 1_000_000
 # --- commands ----------------------------------------------------------------------------------
 
 # Layouts one sweep may screen: Mixtral 8x22B on 1,024 H100 has 2,146,020 and its whole sweep
-# (screen 42 s, branch and bound with 4,874 closed-form runs, re-rank) took 502 s on the 2-core
-# machine (2026-11-23, docs/moe.md "Speed"), slow but an answer; 642,804 GPT-3 175B layouts on
+# (screen 36-53 s, branch and bound with 374 closed-form runs, re-rank) takes 137-155 s on the
+# 2-core machine (2026-11-23, docs/moe.md "Speed"), slow but an answer; 642,804 GPT-3 175B layouts on
 # 1,024 GPUs take 23-33 s in all (README; 22.9 s on 2026-11-23 at load 1.1). Each layout holds a
 # 136-byte row: 340 MB at the limit.
 MAX_SWEEP_LAYOUTS = 2_500_000
