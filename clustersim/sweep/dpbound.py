@@ -54,7 +54,7 @@ import functools
 from dataclasses import dataclass
 
 from clustersim.engine.stages import build_step_work
-from clustersim.engine.zero import DpPlan, dp_plan
+from clustersim.engine.zero import dp_plan
 from clustersim.scenario import Scenario
 
 
@@ -81,22 +81,13 @@ def _sum_s(items) -> float:
     return sum(plan.time_s for _, plan in items)
 
 
-def stream_of(plan: DpPlan, pp: int) -> DpStream:
-    """Rank 0's stream in a plan: its stages are the global stages ``c * pp`` (chunk c)."""
-    def mine(table: dict) -> list:
-        return [item for key, items in table.items()
-                for item in items if (key[0] if isinstance(key, tuple) else key) % pp == 0]
-
-    buckets, gathers = mine(plan.grad_buckets), mine(plan.param_gathers)
-    after_b, after_o = mine(plan.after_backward), mine(plan.after_optimizer)
-    last = [item for (g, _), items in plan.grad_buckets.items() if g == 0 for item in items]
-    stages = sorted({g for g, _ in plan.grad_buckets if g % pp == 0})
-    chunks = [0.0] * (stages[-1] // pp + 1 if stages else 0)
-    for (g, _), items in plan.grad_buckets.items():
-        if g % pp == 0:
-            chunks[g // pp] += _sum_s(items)
-    return DpStream(_sum_s(buckets) + _sum_s(gathers) + _sum_s(after_b), tuple(chunks), _sum_s(last),
-                    _sum_s(after_b), _sum_s(after_o))
+def stream_of(rank0: RankStream, pp: int) -> DpStream:
+    """Rank 0's ``DpStream`` from its ``RankStream``: its stages are the global stages ``c * pp``
+    (chunk c) under the schedules with the backward chain."""
+    buckets = dict(rank0.buckets)
+    chunks = tuple(buckets.get(c * pp, 0.0) for c in range(max(buckets) // pp + 1)) if buckets else ()
+    return DpStream(rank0.gathers_s + sum(buckets.values()) + rank0.after_backward_s, chunks, buckets.get(0, 0.0),
+                    rank0.after_backward_s, rank0.after_optimizer_s)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -134,11 +125,10 @@ def chunk_stream_s(stream: DpStream, prefixes, forward_s: list[float], backward_
 
 @functools.lru_cache(maxsize=8192)
 def dp_stream(scenario: Scenario) -> DpStream:
-    """``stream_of`` the scenario's own data-parallel plan (its layout's dp x cp > 1, ZeRO 0-2)."""
-    par = scenario.parallel
-    if par.dp * par.cp == 1 or par.zero_stage == 3:
-        return DpStream()
-    return stream_of(dp_plan(scenario, build_step_work(scenario)), par.pp)
+    """``stream_of`` rank 0 in the scenario's own data-parallel plan (``rank_streams``; its
+    layout's dp x cp > 1, ZeRO 0-2)."""
+    streams = rank_streams(scenario)
+    return stream_of(streams[0], scenario.parallel.pp) if streams else DpStream()
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,9 +83,9 @@ from clustersim.sweep.dpbound import (
     DpStream,
     RankStream,
     chunk_stream_s,
-    dp_stream,
     final_prefixes,
     rank_streams,
+    stream_of,
 )
 from clustersim.sweep.space import (
     SearchSpace,
@@ -865,13 +865,20 @@ class Screen:
         p = layout
         if not profile.backward_chain or p.zero_stage == 3 or p.dp * p.cp == 1 or self._per_rank:
             return None
-        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, p.zero_stage, schedule)
+        if (p.schedule, p.virtual_stages) != schedule:
+            p = replace(p, schedule=schedule[0], virtual_stages=schedule[1])
+        key = self._stream_key(p)
         stream = self._dp.get(key)
-        if stream is None:  # the plan reads the layout only through its groups and stages (engine.zero)
-            if (p.schedule, p.virtual_stages) != schedule:
-                p = replace(p, schedule=schedule[0], virtual_stages=schedule[1])
-            stream = self._dp[key] = dp_stream(replace(self.base, parallel=p))
+        if stream is None:
+            stream = self._dp[key] = stream_of(self.rank_streams(p)[0], p.pp)
         return stream
+
+    def _stream_key(self, p: ParallelLayout) -> tuple[object, ...]:
+        """What a layout's data-parallel plan depends on: its groups, its stages and whether ZeRO
+        is on (engine.zero._dp_plan: stages 1 and 2 reduce and gather alike); schedules that
+        place the stages alike (GPipe, 1F1B and ZB-H1; ZB-V and DualPipe-V) share it."""
+        graph = stage_graph(p.schedule, p.pp, p.virtual_stages, p.num_micro_batches)
+        return p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, min(p.zero_stage, 1), graph.placement, graph.model_stage
 
     def rank_streams(self, layout: ParallelLayout) -> tuple[RankStream, ...]:
         """``dpbound.rank_streams`` of the layout (the third level, clustersim.sweep.replay); ()
@@ -879,11 +886,7 @@ class Screen:
         p = layout
         if p.zero_stage == 3 or p.dp * p.cp == 1 or self._per_rank:
             return ()
-        # the plan reads the layout only through its groups, its stages and whether ZeRO is on
-        # (engine.zero._dp_plan: stages 1 and 2 reduce and gather alike); schedules that place
-        # the stages alike (GPipe, 1F1B and ZB-H1; ZB-V and DualPipe-V) share it
-        graph = stage_graph(p.schedule, p.pp, p.virtual_stages, p.num_micro_batches)
-        key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, min(p.zero_stage, 1), graph.placement, graph.model_stage)
+        key = self._stream_key(p)
         streams = self._streams.get(key)
         if streams is None:
             streams = self._streams[key] = rank_streams(replace(self.base, parallel=p))
