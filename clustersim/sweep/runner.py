@@ -371,12 +371,14 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     level = np.zeros(table.shape[0], dtype=np.int8)
     workers = max(1, getattr(executor, "workers", 1))
     batch = max(2 * workers, keep)
-    # layouts refined per round and level, doubling: few rounds, at most twice the needed work
-    refine_n = [8 * batch] * nref
-    # layouts replayed per round at least (a replay costs a tenth of the closed form), doubling
-    # too: every wanted layout is below the threshold, so it is replayed or evaluated unless the
-    # threshold falls below it first, and each round costs a pass over the order
-    replay_n = 4 * batch
+    # what raises a bound from each level to the next: the refiners, then the replayer (its
+    # bounds taken with ``max``: a replay never lowers one)
+    raisers = [functools.partial(level_keys, name) for name in refiners] + [replay_keys] * (top - nref)
+    # layouts raised per round and level, doubling: few rounds, at most twice the needed work
+    # (replays at least four batches: a replay costs a tenth of the closed form; doubling too:
+    # every wanted layout is below the threshold, so it is replayed or evaluated unless the
+    # threshold falls below it first, and each round costs a pass over the order)
+    raise_n = [8 * batch] * nref + [4 * batch] * (top - nref)
     evaluated = 0
     timed: dict[tuple[float, ...], int] = {}  # twin key -> the row run in closed form
     while len(order):
@@ -400,24 +402,17 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
         pick = wanted[:batch]
         edge = table[pick[-1], bcol]
         raised = False
-        for k, name in enumerate(refiners):  # the lowest level first
+        for k, bounds in enumerate(raisers):  # the lowest level first
             lazy = wanted[level[wanted] == k]
             if lazy.size and table[lazy[0], bcol] <= edge:
-                lazy = lazy[:max(refine_n[k], int((table[lazy, bcol] <= edge).sum()))]
-                refine_n[k] *= 2
-                table[lazy, bcol] = _refine(spec, table[lazy], executor, functools.partial(level_keys, name))
+                lazy = lazy[:max(raise_n[k], int((table[lazy, bcol] <= edge).sum()))]
+                raise_n[k] *= 2
+                new = _refine(spec, table[lazy], executor, bounds)
+                table[lazy, bcol] = new if k < nref else np.maximum(table[lazy, bcol], new)
                 level[lazy] = k + 1
                 raised = True
                 break
         if raised:
-            order = resorted(order, lazy)
-            continue
-        lazy = wanted[level[wanted] == nref] if top > nref else wanted[:0]
-        if lazy.size and table[lazy[0], bcol] <= edge:  # the picks' replays (never lower a bound)
-            lazy = lazy[:max(replay_n, int((table[lazy, bcol] <= edge).sum()))]
-            replay_n *= 2
-            table[lazy, bcol] = np.maximum(table[lazy, bcol], _refine(spec, table[lazy], executor, replay_keys))
-            level[lazy] = top
             order = resorted(order, lazy)
             continue
         run, copies = pick, []

@@ -843,8 +843,6 @@ class Screen:
         stream = self.dp_stream(p, schedule, profile)
         if stream is None:
             return 0.0
-        if (p.schedule, p.virtual_stages) != schedule:
-            p = replace(p, schedule=schedule[0], virtual_stages=schedule[1])
         # what _plain_bound_s counts for rank 0's last action (chunk 0's backward), or more
         last_action = profile.chunk0_layers[0] * u.layer_b_s + u.first_b_s + u.last_b_s
         chunks = 0.0
