@@ -21,6 +21,7 @@ from clustersim.frameworks import DEFAULT_FRAMEWORK, FrameworkSpec, load_framewo
 from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.hashcache import cache_hash
 from clustersim.inputs import MAX_YAML_BYTES, parse_override_value, read_json_file, read_yaml_file
 from clustersim.limits import (
     MAX_COUNT,
@@ -186,6 +187,7 @@ class TrainingSpec:
     recipe: str = ""  # low-precision scaling recipe when dtype is fp8/fp4 (clustersim.compute.precision)
 
 
+@cache_hash
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """One training job on one cluster: application x execution x system."""

@@ -122,6 +122,12 @@ def dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
     return _dp_plan(scenario, work)
 
 
+def dp_plan_from(scenario: Scenario, work: StepWork) -> DpPlan:
+    """``dp_plan`` of ``scenario`` from ``work`` (another layout's units with the same parameters
+    per unit), not memoised and without building the scenario's own work."""
+    return _dp_plan(scenario, work)
+
+
 @functools.lru_cache(maxsize=4096)
 def _dp_plan_of(scenario: Scenario) -> DpPlan:
     return _dp_plan(scenario, build_step_work(scenario))

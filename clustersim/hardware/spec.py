@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clustersim.hashcache import cache_hash
+
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
 # Block-scaled ("microscaling") tensor-core formats (OCP MX spec v1.0 2023; NVIDIA NVFP4): a GPU
 # lists the ones its tensor cores run natively (Blackwell: all three; MI355X: mxfp8, mxfp4).
@@ -14,6 +16,7 @@ FABRIC_KINDS = ("nvswitch", "nvlink", "xgmi", "pcie", "infiniband", "roce", "eth
 SCALE_OUT_TOPOLOGIES = ("fat-tree", "rail-only")
 
 
+@cache_hash
 @dataclass(frozen=True, slots=True)
 class GpuSpec:
     """One GPU model.
@@ -118,6 +121,7 @@ class CalibrationEvidence:
         return self.loo_rel_errors
 
 
+@cache_hash
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
     """A cluster: identical nodes, each with GPUs on a scale-up fabric and NICs on a scale-out fabric.

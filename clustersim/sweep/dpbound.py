@@ -51,10 +51,10 @@ rank class (faults, node groups: ``perrank``), whose data-parallel plans are pri
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from clustersim.engine.stages import build_step_work
-from clustersim.engine.zero import dp_plan
+from clustersim.engine.stages import StepWork, build_step_work
+from clustersim.engine.zero import dp_plan_from
 from clustersim.scenario import Scenario
 
 
@@ -165,6 +165,19 @@ class RankStream:
         return max(stream, end_s + self.after_backward_s) + optimizer_s + self.after_optimizer_s
 
 
+def param_work(scenario: Scenario) -> StepWork:
+    """``build_step_work`` of the layout with one data-parallel and context-parallel rank, two
+    micro-batches of one sample, no recompute and no sequence parallelism: its stages, their
+    placement and parameters per unit are the layout's own (a unit's parameters depend on tp,
+    ep, etp and the stages, not on dp, cp, the micro-batches or recompute;
+    tests/sweep/test_replay.py), and one build serves every data-parallel size and batch (the
+    data-parallel plan prices the layout's own groups from them)."""
+    par = scenario.parallel
+    canon = replace(par, dp=1, cp=1, micro_batch=1, global_batch=2, recompute="none", sequence_parallel=False,
+                    zero_stage=0, offload_optimizer=False)
+    return build_step_work(replace(scenario, parallel=canon))
+
+
 @functools.lru_cache(maxsize=8192)
 def rank_streams(scenario: Scenario) -> tuple[RankStream, ...]:
     """Per pipeline rank, its ``RankStream`` in the scenario's own data-parallel plan; () where
@@ -173,8 +186,8 @@ def rank_streams(scenario: Scenario) -> tuple[RankStream, ...]:
     par = scenario.parallel
     if par.dp * par.cp == 1 or par.zero_stage == 3:
         return ()
-    work = build_step_work(scenario)
-    plan = dp_plan(scenario, work)
+    work = param_work(scenario)
+    plan = dp_plan_from(scenario, work)
     graph = work.graph
     assert graph is not None
     gathers: dict[int, list[float]] = {}  # per stage, its gathers' seconds in unit order

@@ -28,6 +28,8 @@ from clustersim.sweep.space import SearchSpace, Shape
 ESTIMATE = "clustersim.api:estimate"
 SIMULATE = "clustersim.api:simulate"
 SCREEN = "clustersim.sweep.screen:screen_shape"
+# the screen at level 0 (kernels alone), raised lazily to the compiled units by COMPILE (tests)
+SCREEN_KERNELS = "clustersim.sweep.screen:kernel_screen_shape"
 COMPILE = "clustersim.sweep.screen:compiled_bounds"
 REFINE = "clustersim.sweep.screen:exact_bounds"
 REPLAY = "clustersim.sweep.replay:replay_bounds"
@@ -54,13 +56,12 @@ class SweepSpec:
     space: SearchSpace = SearchSpace()
     estimator: str = ESTIMATE
     simulator: str = SIMULATE
-    screener: str = SCREEN  # "module:function"(scenario, shape, micro_batches, space) -> rows
+    # "module:function"(scenario, shape, micro_batches, space) -> rows; SCREEN's bounds are at
+    # the first level (the compiled units), SCREEN_KERNELS' at level 0 (kernels alone)
+    screener: str = SCREEN
     # "module:function"(scenario, keys) -> the second-level bound of each layout, where the
     # screener's bound is a first level below it; "" (or another screener): the bounds are final
     refiner: str = REFINE
-    # "module:function"(scenario, keys) -> a level between the screener's and the refiner's
-    # (clustersim.sweep.screen.compiled_bounds); "": none
-    compiler: str = COMPILE
     # "module:function"(scenario, keys) -> a third-level bound of each layout (0: none), at most
     # the closed form of ``ESTIMATE``; "" (or another estimator or screener): no third level
     replayer: str = REPLAY
@@ -68,20 +69,25 @@ class SweepSpec:
     share_twins: bool = True
 
     @property
+    def own_screen(self) -> bool:
+        """Whether the screener is clustersim's (``SCREEN`` or ``SCREEN_KERNELS``)."""
+        return self.screener in (SCREEN, SCREEN_KERNELS)
+
+    @property
     def lazy_bounds(self) -> bool:
-        """Whether the screen's bounds are a first level that ``refiner`` tightens."""
-        return bool(self.refiner) and self.screener == SCREEN
+        """Whether the screen's bounds are a level that ``refine_levels`` tighten."""
+        return bool(self.refine_levels)
 
     @property
     def refine_levels(self) -> tuple[str, ...]:
-        """The refiners that raise a lazy bound, level by level: the compiled units
-        (``compiler``), then the second level (``refiner``), which for dense models adds nothing
-        to the compiled units (the data-parallel stream term is MoE's, ``Screen.dp_term``)."""
-        if not self.lazy_bounds:
+        """The refiners that raise a lazy bound, level by level: from level 0 (``SCREEN_KERNELS``)
+        the compiled units (``COMPILE``); then the second level (``refiner``), which for dense
+        models adds nothing to the compiled units (the data-parallel stream term is MoE's,
+        ``Screen.dp_term``)."""
+        if not self.refiner or not self.own_screen:
             return ()
-        if self.compiler and not self.scenario.model.is_moe:
-            return (self.compiler,)
-        return tuple(r for r in (self.compiler, self.refiner) if r)
+        levels = (COMPILE,) if self.screener == SCREEN_KERNELS else ()
+        return levels + (self.refiner,) if self.scenario.model.is_moe else levels
 
     @property
     def time_twins(self) -> bool:
@@ -91,12 +97,12 @@ class SweepSpec:
         gathers alike for both, the optimizer shards alike), so the branch and bound runs one
         twin and gives the other its time with its own memory from the screen, which is the closed
         form's (tests/sweep/test_twins.py checks both on random layouts)."""
-        return self.share_twins and self.screener == SCREEN and self.estimator == ESTIMATE
+        return self.share_twins and self.own_screen and self.estimator == ESTIMATE
 
     @property
     def replay_bounds(self) -> bool:
         """Whether ``replayer`` gives a third level (it bounds the shipped closed form only)."""
-        return bool(self.replayer) and self.screener == SCREEN and self.estimator == ESTIMATE
+        return bool(self.replayer) and self.own_screen and self.estimator == ESTIMATE
 
 
 @dataclass(frozen=True, slots=True)

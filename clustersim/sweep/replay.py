@@ -37,70 +37,13 @@ form; the runner replays a layout only when it is about to be evaluated
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-from clustersim.engine.actions import action_skeleton
 from clustersim.engine.overlap import overlap_slowdown
-from clustersim.engine.rankplan import CLASSIC_SCHEDULES, classic_actions
 from clustersim.parallel.layout import ParallelLayout
-from clustersim.parallel.pipeline import model_split, stage_graph
 from clustersim.scenario import Scenario
-from clustersim.sweep.screen import BOUND_SLACK, PartTimes, Screen, Tcm, screen_for
-
-
-def _sum(n: int, layer: Tcm, first: Tcm | None, last: Tcm | None) -> Tcm:
-    out = [n * x for x in layer]
-    for extra in (first, last):
-        if extra is not None:
-            out = [a + b for a, b in zip(out, extra, strict=True)]
-    return out[0], out[1], out[2]
-
-
-def pair_s(a: Tcm, b: Tcm, slowdown: float = 0.0) -> float:
-    """Least duration of a forward and a backward run as one overlapped pair
-    (``engine.pair``): both chains' kernels share one compute stream and their collectives one
-    communication stream, and each chain runs its own segments one after another, so the pair
-    lasts at least ``max(c_a + c_b, m_a + m_b, c_a + m_a, c_b + m_b)`` (kernels at full rate,
-    collectives at their contention-free time; ``Tcm`` = (compiled, kernels, collectives)).
-
-    Kernels run at most ``1 - slowdown`` of their rate while a collective of the pair is in
-    flight (``engine.overlap.compute_rate``, ``engine.pair.pair_timing``). With ``C`` and ``M``
-    the pair's kernel and collective seconds and ``A`` the time both run: the pair lasts at
-    least (kernels alone) + A + (collectives alone) = ``(C - (1 - s) A) + A + (M - A)``, and
-    ``A <= min(M, C / (1 - s))``: so at least ``C + M - (1 - s) min(M, C / (1 - s))``, which is
-    ``C + s M`` wherever the collectives fit under the slowed kernels."""
-    c, m = a[1] + b[1], a[2] + b[2]
-    both = min(m, c / (1.0 - slowdown)) if slowdown < 1.0 else 0.0
-    return max(c + m - (1.0 - slowdown) * both, c, m, a[1] + a[2], b[1] + b[2])
-
-
-@functools.lru_cache(maxsize=1024)
-def _program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
-             ) -> tuple[tuple[tuple[tuple, tuple, tuple, tuple], ...], ...]:
-    """Per rank, its actions as (inputs awaited, (stage, part) of the action or of both halves
-    of a pair, outputs sent, the stages whose final backward it is), from the actions the closed form runs (``engine.rankplan.
-    classic_actions`` for GPipe / 1F1B / interleaved 1F1B without pairs, else
-    ``engine.actions.action_skeleton``)."""
-    if schedule in CLASSIC_SCHEDULES and not (ep_overlap and schedule != "gpipe"):
-        # the closed form's own resolution of these (cached: the layout's estimate reuses it)
-        actions = classic_actions(schedule, pp, num_micro_batches, virtual_stages, 0)
-    else:
-        graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
-        actions = action_skeleton(schedule, pp, num_micro_batches, virtual_stages, ep_overlap, graph)
-    out = []
-    for acts in actions:
-        prog, i = [], 0
-        while i < len(acts):
-            group = (acts[i], acts[i + 1]) if acts[i].paired else (acts[i],)
-            prog.append((tuple(x.needs for x in group if x.needs is not None),
-                         tuple((x.stage, x.part) for x in group),
-                         tuple(send[0] for x in group for send in x.sends),
-                         tuple(x.stage for x in group if x.final)))
-            i += len(group)
-        out.append(tuple(prog))
-    return tuple(out)
+from clustersim.sweep.programs import Tcm, pair_s, program, stage_durations
+from clustersim.sweep.screen import BOUND_SLACK, Screen, screen_for
 
 
 def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
@@ -127,7 +70,7 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
     (g, the end of its first parameter gather, of its last); a forward of g starts no earlier
     than the first and ends no earlier than the last (each unit waits for its own gather, and
     a pair waits for all of its forward's before it starts)."""
-    programs = _program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
+    programs = program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
     gates = [{g: (first, last) for g, first, last in ready[r]} if ready else {} for r in range(pp)]
     finals: list[list[tuple[int, float]]] = [[] for _ in range(pp)]
     clock = [0.0] * pp
@@ -179,27 +122,6 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
     return tuple(clock), tuple(tuple(f) for f in finals)
 
 
-@functools.lru_cache(maxsize=1024)
-def _stage_layers(schedule: str, pp: int, virtual_stages: int, num_micro_batches: int, layers: int,
-                  mtp_layers: int) -> tuple[tuple[int, ...], tuple[bool, ...], tuple[bool, ...]]:
-    """Per global stage: its transformer layers, whether it holds the embedding, the head
-    (``engine.stages.model_stage_layers``)."""
-    graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
-    counts = model_split(graph, layers, mtp_layers)
-    last = graph.num_model_stages - 1
-    ms = [graph.model_stage[g] for g in range(graph.num_stages)]
-    return tuple(counts[m] for m in ms), tuple(m == 0 for m in ms), tuple(m == last for m in ms)
-
-
-def stage_durations(sc: Screen, layout: ParallelLayout, t: PartTimes) -> dict[tuple[int, str], Tcm]:
-    """(compiled, kernels, collectives) of every part of every global stage of ``layout``."""
-    m = sc.base.model
-    counts, firsts, lasts = _stage_layers(layout.schedule, layout.pp, layout.virtual_stages,
-                                          layout.num_micro_batches, m.layers, m.mtp_layers)
-    return {(g, part): _sum(n, t.layer[part], t.first[part] if f else None, t.last[part] if la else None)
-            for g, (n, f, la) in enumerate(zip(counts, firsts, lasts, strict=True)) for part in t.layer}
-
-
 def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
     """The third-level bound of one layout (0 where the level does not apply: one stage). Under
     the backward chain pipeline rank 0 ends last and ``Screen.total_s`` extends its end (the
@@ -219,7 +141,7 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
     times = sc.replays.get(key)
     if times is None:
         times = sc.replays[key] = replay_times(layout.schedule, layout.pp, layout.num_micro_batches,
-                                               layout.virtual_stages, stage_durations(sc, layout, sc.part_times(layout)),
+                                               layout.virtual_stages, stage_durations(sc.base.model, layout, sc.part_times(layout)),
                                                p2p, layout.overlap_moe_expert_parallel_comm,
                                                overlap_slowdown(sc.base.cluster.gpu), ready)
     ends, finals = times

@@ -87,6 +87,7 @@ from clustersim.sweep.dpbound import (
     rank_streams,
     stream_of,
 )
+from clustersim.sweep.programs import Tcm, final_counts, pair_s, stage_durations
 from clustersim.sweep.space import (
     SearchSpace,
     Shape,
@@ -240,7 +241,7 @@ def pair_unit_times(lower: UnitTimes, compiled: UnitTimes, slowdown: float) -> U
     """What a unit takes at least inside an overlapped pair, or alone: ``c + s (u - c)`` with
     ``c`` its kernels' seconds (``lower``), ``u`` its compiled time (``compiled``) and ``s`` the
     GPU's overlap slow-down. A pair of actions with kernel seconds ``C`` and collective seconds
-    ``M`` lasts at least ``C + s M`` (``sweep.replay.pair_s``: the kernels run slowed wherever a
+    ``M`` lasts at least ``C + s M`` (``sweep.programs.pair_s``: the kernels run slowed wherever a
     collective of the pair is in flight, or the collectives alone take longer), an action alone
     at least its compiled time ``u >= c + s (u - c)``, and a unit's collectives take at least
     ``u - c`` (its compiled time is its kernels plus its blocking collectives and waits for its
@@ -286,8 +287,6 @@ def _class_times(rep: Scenario, unit_time: Callable[[tuple], float]) -> UnitTime
         p2p_bytes=build_step_work(rep).p2p_bytes)
 
 
-# (compiled contention-free seconds, seconds of its kernels, seconds of its collectives) of a unit
-Tcm = tuple[float, float, float]
 PARTS = ("F", "B", "Bi", "W")
 
 
@@ -637,6 +636,7 @@ class Screen:
         self._tail: dict[tuple[object, ...], float] = {}
         self._dp: dict[tuple[object, ...], DpStream] = {}
         self._streams: dict[tuple[object, ...], tuple[RankStream, ...]] = {}
+        self._sums: dict[tuple[object, ...], tuple[tuple[tuple[tuple[int, float], ...], float], ...]] = {}
         self._per_rank = per_rank_mode(base)
         # the data-parallel stream term of the second level: on for MoE models (total_s)
         self.dp_term = base.model.is_moe
@@ -831,8 +831,72 @@ class Screen:
         opt = self.optimizer_s(layout, u, profile)
         bound = pipe_s + opt + (self.tail_s(layout, u, profile) if profile.backward_chain else 0.0)
         if exact and self.dp_term:
-            bound = max(bound, self.dp_bound_s(layout, schedule, u, profile, pipe_s, opt))
+            if profile.backward_chain:
+                bound = max(bound, self.dp_bound_s(layout, schedule, u, profile, pipe_s, opt))
+            else:
+                bound = max(bound, self.stream_floor_s(layout, schedule, u, profile))
         return bound
+
+    def stream_floor_s(self, layout: ParallelLayout, schedule: tuple[str, int], u: UnitTimes,
+                       profile: ScheduleProfile) -> float:
+        """The second level of the schedules without the backward chain (zero-bubble, DualPipe):
+        every pipeline rank runs its actions back to back (``programs.final_counts``: an action
+        alone lasts its compiled units, a pair ``pair_s``) from no earlier than its first
+        action's inputs arrive (their producers' ranks run back to back from their own start up
+        to them, then one transfer), so it ends no earlier than its start plus all of them,
+        then its optimizer step; with a data-parallel stream (ZeRO 0-2, ``dpbound.RankStream``)
+        each final backward enqueues its buckets no earlier than its start plus the actions
+        before it (a pair: plus itself). The third level replays every wait instead
+        (clustersim.sweep.replay); this one reads each rank's sums only."""
+        p = layout
+        if (p.schedule, p.virtual_stages) != schedule:
+            p = replace(p, schedule=schedule[0], virtual_stages=schedule[1])
+        if p.pp == 1:
+            return 0.0
+        streams = self.rank_streams(p) if self.dp_term else ()
+        best = 0.0
+        for r, (at, end) in enumerate(self._rank_sums(p, u)):
+            opt = self.rank_optimizer_s(p, u, profile, r)
+            best = max(best, streams[r].bound_s(at, end, opt) if streams else end + opt)
+        return best
+
+    def _rank_sums(self, p: ParallelLayout, u: UnitTimes
+                   ) -> tuple[tuple[tuple[tuple[int, float], ...], float], ...]:
+        """Per rank of ``stream_floor_s``: each final backward's (stage, earliest enqueue) and
+        the rank's earliest end; they depend on the layout only through its class and program (ZeRO stages
+        and offload share them)."""
+        p2p = self.p2p_s(p, u.p2p_bytes)
+        key = (self.class_key(p), p.schedule, p.pp, p.num_micro_batches, p.virtual_stages,
+               p.overlap_moe_expert_parallel_comm, p2p)
+        sums = self._sums.get(key)
+        if sums is not None:
+            return sums
+        durations = stage_durations(self.base.model, p, self.part_times(p))
+        slowdown = overlap_slowdown(self.base.cluster.gpu)
+        ranks = final_counts(p.schedule, p.pp, p.num_micro_batches, p.virtual_stages,
+                             p.overlap_moe_expert_parallel_comm)
+        seconds = [[durations[k[0]][0] if len(k) == 1 else pair_s(durations[k[0]], durations[k[1]], slowdown)
+                    for k in kinds] for kinds, _, _, _ in ranks]
+
+        def dot(counts: tuple[int, ...], d: list[float]) -> float:
+            return sum(n * x for n, x in zip(counts, d, strict=True))
+
+        starts: dict[int, float] = {}
+
+        def start(r: int) -> float:
+            t = starts.get(r)
+            if t is None:
+                t = starts[r] = max((start(q) + dot(c, seconds[q]) + p2p for q, c in ranks[r][3]), default=0.0)
+            return t
+
+        out = []
+        for r, (_, finals, total, _) in enumerate(ranks):
+            d, t0 = seconds[r], start(r)
+            at = tuple((g, t0 + dot(counts, d) + (d[own] if own >= 0 else 0.0))
+                       for counts, own, stages in finals for g in stages)
+            out.append((at, t0 + dot(total, d)))
+        sums = self._sums[key] = tuple(out)
+        return sums
 
     def dp_bound_s(self, layout: ParallelLayout, schedule: tuple[str, int], u: UnitTimes, profile: ScheduleProfile,
                    pipe_s: float, optimizer_s: float) -> float:
@@ -980,6 +1044,14 @@ def screen_for(base: Scenario) -> Screen:
     return Screen(base)
 
 
+def kernel_screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
+                        space: SearchSpace) -> np.ndarray:
+    """``screen_shape`` at level 0 (each unit's kernels alone), which ``compiled_bounds`` then
+    raises lazily: the sweep's screener before the screen priced the compiled units itself
+    (tests/sweep/test_lazy_bound.py keeps the three-level branch and bound exact)."""
+    return screen_shape(base, shape, micro_batches, space, level=0)
+
+
 def compiled_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """The first level of the bound (``step_bound_s`` at level 1: the compiled units and the ZeRO-3
     gathers, no data-parallel stream term) of each layout key."""
@@ -1007,15 +1079,18 @@ def exact_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarra
 
 
 def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
-                 space: SearchSpace, exact: bool = False, vectorized: bool = True) -> np.ndarray:
+                 space: SearchSpace, exact: bool = False, vectorized: bool = True, level: int = 1) -> np.ndarray:
     """Rows ``layout_key + (fits, peak_bytes_per_gpu, bound_step_time_s, verdict)`` (verdict: the index in
     clustersim.memory.report.VERDICTS; fits = not does-not-fit) of the layouts of ``shape`` with these micro-batch
     sizes, in the order of ``space.shape_layouts`` (the loops below are its loops; work that
-    does not depend on an inner loop's option is done outside it). The bound is the first level
-    (``lower_times``) unless ``exact``; the sweep refines it where it matters (``exact_bounds``).
+    does not depend on an inner loop's option is done outside it). The bound is at ``level``
+    (``Screen.step_bound_s``: 0 the kernels alone, 1 the compiled units) or, with ``exact``, at
+    the second level; the sweep refines it where it matters (``exact_bounds``).
     ``vectorized``: a layout's schedules and offload options at once (``_Rows``) where its
     recompute policies are uniform (False: one by one through ``Screen.worst``, for tests)."""
     sc = screen_for(base)
+    level = 2 if exact else level
+    exact = level == 2
     model, tmpl = base.model, base.parallel
     gb, layers = tmpl.global_batch, model.layers
     sps = sequence_parallel_options(model, shape, space)
@@ -1040,10 +1115,11 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                     uniform = uniform_policies(p0)
                     zero3 = zero == 3
                     pipe = bounds.get((rec, sp, zero3))
-                    if exact:
+                    if level:
                         u = sc.unit_times(p0)
                         if pipe is None:
-                            pipe = bounds[(rec, sp, zero3)] = [sc.exact_pipe_s(p0, u, prof, nmb, sched)
+                            slack = FIRST_SLACK if level == 1 else 1.0
+                            pipe = bounds[(rec, sp, zero3)] = [sc.exact_pipe_s(p0, u, prof, nmb, sched) * slack
                                                                for (sched, _), prof in zip(scheds, profiles, strict=True)]
                     else:
                         u = sc.lower_times(p0)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clustersim.hashcache import cache_hash
+
 FFN_ACTS = ("gelu", "swiglu")
 ATTENTION_KINDS = ("mha", "gqa", "mla")
 TOKEN_DISPATCHERS = ("alltoall", "flex")
 
 
+@cache_hash
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
     """A decoder-only transformer.

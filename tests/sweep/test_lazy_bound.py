@@ -21,13 +21,23 @@ from hypothesis import strategies as st
 from clustersim.engine.stages import build_step_work
 from clustersim.engine.units import compile_unit
 from clustersim.scenario import load_scenario
-from clustersim.sweep.evaluate import COL, KEY_FIELDS, SweepSpec, layout_from_key
+from clustersim.sweep.evaluate import (
+    COL,
+    COMPILE,
+    KEY_FIELDS,
+    REFINE,
+    SCREEN,
+    SCREEN_KERNELS,
+    SweepSpec,
+    layout_from_key,
+)
 from clustersim.sweep.executors import SerialExecutor
 from clustersim.sweep.runner import run_sweep, sweep_spec
 from clustersim.sweep.screen import (
     Screen,
     class_dp_key,
     class_scenario,
+    compiled_bounds,
     compute_s,
     exact_bounds,
     lower_unit_times,
@@ -117,23 +127,31 @@ def test_refined_bounds_equal_the_exact_screen(which):
     for x in shapes(s.model, s.cluster, gb)[:6]:
         mbs = tuple(micro_batch_sizes(x, gb))
         ex = screen_shape(s, x, mbs, SearchSpace(), exact=True)
-        lo = screen_shape(s, x, mbs, SearchSpace())
-        np.testing.assert_array_equal(np.delete(ex, 15, axis=1), np.delete(lo, 15, axis=1))  # memory the same
-        assert (lo[:, 15] <= ex[:, 15]).all()
+        first = screen_shape(s, x, mbs, SearchSpace())  # the sweep's screen: level 1
+        lo = screen_shape(s, x, mbs, SearchSpace(), level=0)
+        for other in (first, lo):  # memory the same
+            np.testing.assert_array_equal(np.delete(ex, 15, axis=1), np.delete(other, 15, axis=1))
+        assert (lo[:, 15] <= first[:, 15]).all() and (first[:, 15] <= ex[:, 15]).all()
         keys = tuple(tuple(int(v) for v in row[:13]) for row in ex)
         np.testing.assert_array_equal(exact_bounds(s, keys), ex[:, 15])
+        np.testing.assert_array_equal(compiled_bounds(s, keys), first[:, 15])
         sc = Screen(s)
         for key, row in zip(keys[::7], lo[::7], strict=False):
             p = layout_from_key(key, s.parallel)
             assert sc.step_bound_s(p, sc.profile(p), exact=False) == row[15]
 
 
+@pytest.mark.parametrize("screener", [SCREEN, SCREEN_KERNELS])
 @pytest.mark.parametrize("which,keep", [("moe", 3), ("dense", 5)])
-def test_lazy_branch_and_bound_evaluates_what_the_exact_one_does(which, keep):
-    """Same closed-form evaluations, same ranking, with the first level refined lazily."""
+def test_lazy_branch_and_bound_evaluates_what_the_exact_one_does(which, keep, screener):
+    """Same closed-form evaluations, same ranking, with the screen's level (1, the compiled
+    units; or 0, kernels alone, raised to 1 first) refined lazily."""
     s = _scenario(which)
     # without the third level (tests/sweep/test_replay.py), which prunes more
-    lazy = run_sweep(replace(sweep_spec(s), replayer=""), SerialExecutor(), rerank=0, keep=keep)
+    lazy = run_sweep(replace(sweep_spec(s), replayer="", screener=screener), SerialExecutor(), rerank=0, keep=keep)
+    assert lazy.spec.refine_levels == {(SCREEN, "moe"): (REFINE,), (SCREEN, "dense"): (),
+                                       (SCREEN_KERNELS, "moe"): (COMPILE, REFINE),
+                                       (SCREEN_KERNELS, "dense"): (COMPILE,)}[(screener, which)]
     exact = run_sweep(SweepSpec(lazy.spec.scenario, lazy.spec.space, screener="tests.sweep.test_lazy_bound:screen_exact"),
                       SerialExecutor(), rerank=0, keep=keep)
     n = len(KEY_FIELDS)

@@ -1,0 +1,148 @@
+"""Each pipeline rank's actions as the closed form runs them, for the sweep's bounds.
+
+``program`` is the schedule as the third level of the bound replays it (clustersim.sweep.replay):
+per rank, its actions in order, each with the inputs it awaits, the (stage, part) it runs (two
+for an overlapped pair), what it sends and the stages whose final backward it is.
+
+``final_counts`` reads the same program without waits: per rank and per final backward, how
+many actions of each kind the rank runs before it. The rank's compute stream runs its actions
+one after another, so each final backward starts no earlier than the sum of their durations
+(``Screen.stream_floor_s``, the second level's data-parallel stream term of the schedules
+without the backward chain: zero-bubble and DualPipe).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from clustersim.engine.actions import action_skeleton
+from clustersim.engine.rankplan import CLASSIC_SCHEDULES, classic_actions
+from clustersim.parallel.pipeline import model_split, stage_graph
+
+if TYPE_CHECKING:
+    from clustersim.parallel.layout import ParallelLayout
+    from clustersim.workload.model_spec import ModelSpec
+
+# (compiled contention-free seconds, seconds of its kernels, seconds of its collectives) of a unit
+Tcm = tuple[float, float, float]
+# an action: one (stage, part), or the two halves of an overlapped pair
+Kind = tuple[tuple[int, str], ...]
+
+
+def pair_s(a: Tcm, b: Tcm, slowdown: float = 0.0) -> float:
+    """Least duration of a forward and a backward run as one overlapped pair
+    (``engine.pair``): both chains' kernels share one compute stream and their collectives one
+    communication stream, and each chain runs its own segments one after another, so the pair
+    lasts at least ``max(c_a + c_b, m_a + m_b, c_a + m_a, c_b + m_b)`` (kernels at full rate,
+    collectives at their contention-free time; ``Tcm`` = (compiled, kernels, collectives)).
+
+    Kernels run at most ``1 - slowdown`` of their rate while a collective of the pair is in
+    flight (``engine.overlap.compute_rate``, ``engine.pair.pair_timing``). With ``C`` and ``M``
+    the pair's kernel and collective seconds and ``A`` the time both run: the pair lasts at
+    least (kernels alone) + A + (collectives alone) = ``(C - (1 - s) A) + A + (M - A)``, and
+    ``A <= min(M, C / (1 - s))``: so at least ``C + M - (1 - s) min(M, C / (1 - s))``, which is
+    ``C + s M`` wherever the collectives fit under the slowed kernels."""
+    c, m = a[1] + b[1], a[2] + b[2]
+    both = min(m, c / (1.0 - slowdown)) if slowdown < 1.0 else 0.0
+    return max(c + m - (1.0 - slowdown) * both, c, m, a[1] + a[2], b[1] + b[2])
+
+
+@functools.lru_cache(maxsize=1024)
+def program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
+            ) -> tuple[tuple[tuple[tuple, Kind, tuple, tuple], ...], ...]:
+    """Per rank, its actions as (inputs awaited, (stage, part) of the action or of both halves
+    of a pair, outputs sent, the stages whose final backward it is), from the actions the closed
+    form runs (``engine.rankplan.classic_actions`` for GPipe / 1F1B / interleaved 1F1B without
+    pairs, else ``engine.actions.action_skeleton``)."""
+    if schedule in CLASSIC_SCHEDULES and not (ep_overlap and schedule != "gpipe"):
+        # the closed form's own resolution of these (cached: the layout's estimate reuses it)
+        actions = classic_actions(schedule, pp, num_micro_batches, virtual_stages, 0)
+    else:
+        graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
+        actions = action_skeleton(schedule, pp, num_micro_batches, virtual_stages, ep_overlap, graph)
+    out = []
+    for acts in actions:
+        prog, i = [], 0
+        while i < len(acts):
+            group = (acts[i], acts[i + 1]) if acts[i].paired else (acts[i],)
+            prog.append((tuple(x.needs for x in group if x.needs is not None),
+                         tuple((x.stage, x.part) for x in group),
+                         tuple(send[0] for x in group for send in x.sends),
+                         tuple(x.stage for x in group if x.final)))
+            i += len(group)
+        out.append(tuple(prog))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def final_counts(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
+                 ) -> tuple[tuple[tuple[Kind, ...], tuple[tuple[tuple[int, ...], int, tuple[int, ...]], ...],
+                              tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]], ...]:
+    """Per rank of ``program``: its kinds of action; per final backward (in order) how many of
+    each kind run before it, the kind of the final itself where it is a pair (-1: alone; a pair
+    enqueues its buckets at its end, an action alone at its start) and its stages; how many of
+    each kind the rank runs in all; and the producers of its first action's inputs, each as
+    (their rank, how many of each of that rank's kinds run up to and including it)."""
+    progs = program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
+    kinds: list[dict[Kind, int]] = []
+    through: list[list[tuple[int, ...]]] = []  # per rank and action: counts up to and including it
+    sent: dict[object, tuple[int, int]] = {}
+    for r, prog in enumerate(progs):
+        ks: dict[Kind, int] = {}
+        counts: list[int] = []
+        cum = []
+        for j, (_, parts, sends, _) in enumerate(prog):
+            k = ks.setdefault(parts, len(ks))
+            if k == len(counts):
+                counts.append(0)
+            counts[k] += 1
+            cum.append(tuple(counts))
+            for key in sends:
+                sent[key] = (r, j)
+        kinds.append(ks)
+        through.append(cum)
+
+    def padded(r: int, c: tuple[int, ...]) -> tuple[int, ...]:
+        return c + (0,) * (len(kinds[r]) - len(c))
+
+    out = []
+    for r, prog in enumerate(progs):
+        finals = []
+        for j, (_, parts, _, final) in enumerate(prog):
+            if final:
+                before = through[r][j - 1] if j else ()
+                finals.append((padded(r, before), kinds[r][parts] if len(parts) == 2 else -1, final))
+        needs = prog[0][0] if prog else ()
+        producers = tuple((q, padded(q, through[q][j])) for q, j in (sent[k] for k in needs))
+        out.append((tuple(kinds[r]), tuple(finals), padded(r, through[r][-1]) if prog else (), producers))
+    return tuple(out)
+
+
+def _sum(n: int, layer: Tcm, first: Tcm | None, last: Tcm | None) -> Tcm:
+    out = [n * x for x in layer]
+    for extra in (first, last):
+        if extra is not None:
+            out = [a + b for a, b in zip(out, extra, strict=True)]
+    return out[0], out[1], out[2]
+
+
+@functools.lru_cache(maxsize=1024)
+def stage_layers(schedule: str, pp: int, virtual_stages: int, num_micro_batches: int, layers: int,
+                 mtp_layers: int) -> tuple[tuple[int, ...], tuple[bool, ...], tuple[bool, ...]]:
+    """Per global stage: its transformer layers, whether it holds the embedding, the head
+    (``engine.stages.model_stage_layers``)."""
+    graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
+    counts = model_split(graph, layers, mtp_layers)
+    last = graph.num_model_stages - 1
+    ms = [graph.model_stage[g] for g in range(graph.num_stages)]
+    return tuple(counts[m] for m in ms), tuple(m == 0 for m in ms), tuple(m == last for m in ms)
+
+
+def stage_durations(model: ModelSpec, layout: ParallelLayout, t) -> dict[tuple[int, str], Tcm]:
+    """(compiled, kernels, collectives) of every part of every global stage of ``layout``, from
+    ``t`` (``screen.PartTimes`` of its class)."""
+    counts, firsts, lasts = stage_layers(layout.schedule, layout.pp, layout.virtual_stages,
+                                         layout.num_micro_batches, model.layers, model.mtp_layers)
+    return {(g, part): _sum(n, t.layer[part], t.first[part] if f else None, t.last[part] if la else None)
+            for g, (n, f, la) in enumerate(zip(counts, firsts, lasts, strict=True)) for part in t.layer}
