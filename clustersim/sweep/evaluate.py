@@ -107,8 +107,10 @@ class SweepSpec:
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    shape: Shape
-    micro_batches: tuple[int, ...]
+    """Blocks of layouts to screen, each a shape and some of its micro-batch sizes; the blocks of
+    one task share their unit-time classes (``runner.make_tasks``)."""
+
+    blocks: tuple[tuple[Shape, tuple[int, ...]], ...]
 
 
 @functools.cache
@@ -134,8 +136,11 @@ def report_metrics(report: Any) -> tuple[float, ...]:
 
 
 def screen_task(spec: SweepSpec, task: Task) -> np.ndarray:
-    """Rows ``KEY_FIELDS + SCREEN_FIELDS`` of every layout of ``task``, in canonical order."""
-    return resolve(spec.screener)(spec.scenario, task.shape, task.micro_batches, spec.space)
+    """Rows ``KEY_FIELDS + SCREEN_FIELDS`` of every layout of ``task``, block after block, each
+    in canonical order."""
+    screen = resolve(spec.screener)
+    parts = [screen(spec.scenario, shape, mbs, spec.space) for shape, mbs in task.blocks]
+    return np.concatenate(parts, axis=0) if parts else np.zeros((0, len(KEY_FIELDS) + len(SCREEN_FIELDS)))
 
 
 def level_keys(name: str, spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:

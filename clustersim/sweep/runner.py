@@ -1,9 +1,9 @@
 """One sweep: screen every layout, evaluate what can matter in closed form, re-rank the best.
 
-1. **Screen** (every layout, in parallel tasks of one shape and some micro-batch sizes, about
-   ``total / (workers * TASKS_PER_WORKER)`` layouts each): exact peak memory, and a lower bound
-   on the closed-form step time (clustersim.sweep.screen), at its first level (each unit's
-   kernels alone). Layouts that do not fit are done.
+1. **Screen** (every layout, in parallel tasks of the shapes that share unit-time classes,
+   ``make_tasks``): exact peak memory, and a lower bound on the closed-form step time
+   (clustersim.sweep.screen), at its first level (the compiled units). Layouts that do not fit
+   are done.
 2. **Branch and bound** with the closed form (``api.estimate``): fitting layouts in order of
    their bound, in rounds, until the next bound exceeds the step time of the ``keep``-th best
    layout found so far. A layout left out has a step time at least its bound, so it cannot
@@ -58,6 +58,7 @@ from clustersim.sweep.rank import pareto_front, rank_order
 from clustersim.sweep.space import (
     TORCHTITAN_RECOMPUTE,
     SearchSpace,
+    Shape,
     count_shape_layouts,
     layout_key,
     micro_batch_sizes,
@@ -67,6 +68,10 @@ from clustersim.uncertainty import step_interval
 
 TASKS_PER_WORKER = 16
 N_KEY = len(KEY_FIELDS)
+# key columns in the order that groups layouts of one unit-time class (Screen.class_key) together
+CLASS_COLUMNS = tuple(KEY_FIELDS.index(f) for f in ("tp", "cp", "ep", "expert_tp", "micro_batch", "recompute",
+                                                     "sequence_parallel", "dp", "pp", "schedule", "virtual_stages",
+                                                     "zero_stage", "offload_optimizer"))
 # Progress callback: (phase, done, total); phases "screen", "estimate", "simulate".
 Progress = Callable[[str, int, int], None]
 
@@ -221,7 +226,18 @@ def parallel_dict(key: tuple[int, ...], global_batch: int) -> dict[str, object]:
 
 
 def make_tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int]]:
-    """Screening tasks in canonical order and the number of layouts in each."""
+    """Screening tasks and the number of layouts in each.
+
+    A block is a shape and some of its micro-batch sizes (about ``total / (workers *
+    TASKS_PER_WORKER)`` layouts at most, in canonical order); a task holds every block whose
+    layouts share unit-time classes (same tp, cp, ep and expert tp: ``Screen.class_key``), so
+    each worker prices a class once instead of every worker pricing most classes. Tasks come in
+    the order of their first block; ``canonical_order`` restores the canonical order of rows."""
+    return _tasks(spec, workers)[:2]
+
+
+def _tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int], list[list[tuple[int, int]]]]:
+    """``make_tasks`` and, per task, each of its blocks' (first canonical row, layouts)."""
     s = spec.scenario
     gb = s.parallel.global_batch
     units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space, s.parallel.hsdp_replicas,
@@ -230,16 +246,38 @@ def make_tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int]]:
     units = [u for u in units if u[2] > 0]
     total = sum(u[2] for u in units)
     target = max(32, math.ceil(total / max(1, workers * TASKS_PER_WORKER)))
-    tasks: list[Task] = []
-    sizes: list[int] = []
+    blocks: list[tuple[Shape, tuple[int, ...], int, int]] = []  # shape, micro-batches, layouts, first row
+    row = 0
     for shape, mb, n in units:
-        if tasks and tasks[-1].shape == shape and sizes[-1] + n <= target:
-            tasks[-1] = Task(shape, (*tasks[-1].micro_batches, mb))
-            sizes[-1] += n
+        if blocks and blocks[-1][0] == shape and blocks[-1][2] + n <= target:
+            last = blocks[-1]
+            blocks[-1] = (shape, (*last[1], mb), last[2] + n, last[3])
         else:
-            tasks.append(Task(shape, (mb,)))
-            sizes.append(n)
-    return tasks, sizes
+            blocks.append((shape, (mb,), n, row))
+        row += n
+    grouped: dict[tuple[int, int, int, int], list[tuple[Shape, tuple[int, ...], int, int]]] = {}
+    for block in blocks:
+        x = block[0]
+        grouped.setdefault((x.tp, x.cp, x.ep, x.etp), []).append(block)
+    tasks = [Task(tuple((b[0], b[1]) for b in group)) for group in grouped.values()]
+    sizes = [sum(b[2] for b in group) for group in grouped.values()]
+    placed = [[(b[3], b[2]) for b in group] for group in grouped.values()]
+    return tasks, sizes, placed
+
+
+def canonical_order(placed: list[list[tuple[int, int]]], parts: list[np.ndarray]) -> np.ndarray:
+    """The screened rows of ``parts`` (one array per task, its blocks one after another) in
+    canonical order; ``placed``: per task, each block's (first canonical row, layouts)."""
+    total = sum(n for blocks in placed for _, n in blocks)
+    out = np.empty((total, parts[0].shape[1]))
+    for part, blocks in zip(parts, placed, strict=True):
+        if part.shape[0] != sum(n for _, n in blocks):
+            raise RuntimeError("the screener returned another number of layouts than the space counts")
+        at = 0
+        for start, n in blocks:
+            out[start:start + n] = part[at:at + n]
+            at += n
+    return out
 
 
 def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> InputError:
@@ -292,7 +330,7 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int = 8
     """
     executor = executor or SerialExecutor()
     workers = max(1, getattr(executor, "workers", 1))
-    tasks, sizes = make_tasks(spec, workers)
+    tasks, sizes, placed = _tasks(spec, workers)
     total = sum(sizes)
     if total == 0:
         raise no_layout_error(spec, None)
@@ -307,7 +345,7 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int = 8
     if progress:
         progress("screen", 0, total)
     parts = executor.run(functools.partial(screen_task, spec), tasks, on_done)
-    screened = np.concatenate(parts, axis=0)
+    screened = canonical_order(placed, parts)
     table = np.full((screened.shape[0], len(COLUMNS)), np.nan)
     table[:, : screened.shape[1]] = screened
     if not (table[:, COL["fits"]] == 1.0).any():
@@ -469,9 +507,13 @@ def _refine(spec: SweepSpec, rows: np.ndarray, executor: Executor,
             bounds: Callable[[SweepSpec, tuple[tuple[int, ...], ...]], np.ndarray]) -> np.ndarray:
     """The next level's bounds of ``rows`` (table rows), computed by the executor's workers."""
     workers = max(1, getattr(executor, "workers", 1))
-    keys = _keys(rows)
+    # by key, so that each worker gets whole unit-time classes (tp, cp, ep, expert tp lead)
+    by_class = np.lexsort([rows[:, c] for c in reversed(CLASS_COLUMNS)])
+    keys = _keys(rows[by_class])
     jobs = _chunks(keys, max(64, math.ceil(len(keys) / (2 * workers))))
-    return np.concatenate(executor.run(functools.partial(bounds, spec), jobs))
+    out = np.empty(len(keys))
+    out[by_class] = np.concatenate(executor.run(functools.partial(bounds, spec), jobs))
+    return out
 
 
 def _pareto_candidates(table: np.ndarray, rest: np.ndarray) -> np.ndarray:
