@@ -101,8 +101,10 @@ def bucket_params(scenario: Scenario) -> int:
     return par.dp_bucket_params or max(40_000_000, 1_000_000 * par.dp * par.cp)
 
 
-def _buckets(unit_params: tuple[int, ...], size: int) -> list[tuple[int, int]]:
-    """Close a bucket at the unit where the running sum reaches ``size``: [(last unit, params)]."""
+@functools.lru_cache(maxsize=65536)
+def _buckets(unit_params: tuple[int, ...], size: int) -> tuple[tuple[int, int], ...]:
+    """Close a bucket at the unit where the running sum reaches ``size``: ((last unit, params), ...)
+    (memoised: the sweep's bounds plan many layouts with the same stages)."""
     out, acc = [], 0
     for u, p in enumerate(unit_params):
         acc += p
@@ -111,7 +113,14 @@ def _buckets(unit_params: tuple[int, ...], size: int) -> list[tuple[int, int]]:
             acc = 0
     if acc:
         out.append((len(unit_params) - 1, acc))
-    return out
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=65536)
+def _gather_buckets(fwd_params: tuple[int, ...], size: int) -> tuple[tuple[int, int], ...]:
+    """The parameter gathers' buckets in forward order: ((first unit, params), ...)."""
+    return tuple((unit - _units_in_bucket(fwd_params, unit, params) + 1, params)
+                 for unit, params in _buckets(fwd_params, size))
 
 
 def dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
@@ -166,8 +175,7 @@ def _dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
                     after_backward[g] = after_backward.get(g, ()) + (item,)
             fwd_params = tuple(reversed(unit_params))
             if zero in (1, 2):
-                for unit, params in _buckets(fwd_params, size):
-                    first = unit - _units_in_bucket(fwd_params, unit, params) + 1
+                for first, params in _gather_buckets(fwd_params, size):
                     item = (f"all_gather params{tag} s{g} ({params / 1e6:.0f}M)",
                             comm_plan(scenario, "all_gather", params * param_bytes, axis))
                     if par.overlap_param_gather:

@@ -53,6 +53,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from clustersim.engine.stages import StepWork, build_step_work
 from clustersim.engine.zero import dp_plan_from
 from clustersim.scenario import Scenario
@@ -90,37 +92,49 @@ def stream_of(rank0: RankStream, pp: int) -> DpStream:
                     rank0.after_backward_s, rank0.after_optimizer_s)
 
 
+@dataclass(frozen=True, eq=False)
+class Prefixes:
+    """Rank 0 of interleaved 1F1B, per chunk c (row c): how many forwards (``forwards``) and
+    backwards (``backwards``) of each chunk (column) run before chunk c's final backward, and
+    (``later``, 0/1) the chunks whose final backward runs at or after it."""
+
+    forwards: np.ndarray
+    backwards: np.ndarray
+    later: np.ndarray
+
+
 @functools.lru_cache(maxsize=1024)
-def final_prefixes(pp: int, num_micro_batches: int, virtual_stages: int) -> tuple[tuple[tuple[int, ...], tuple[int, ...],
-                                                                                      tuple[int, ...]], ...]:
-    """Rank 0 of interleaved 1F1B (``parallel.pipeline.build_schedule``): per chunk c, the forwards
-    and backwards of each chunk that run before chunk c's final backward, and the chunks whose
-    final backward runs at or after it."""
+def final_prefixes(pp: int, num_micro_batches: int, virtual_stages: int) -> Prefixes:
+    """``Prefixes`` of interleaved 1F1B's rank 0 (``parallel.pipeline.build_schedule``)."""
     from clustersim.parallel.pipeline import build_schedule
 
     acts = build_schedule("interleaved-1f1b", pp, num_micro_batches, virtual_stages)[0]
     final = {a.chunk: i for i, a in enumerate(acts) if a.kind == "B"}
-    out = []
-    for c in range(virtual_stages):
-        nf, nb = [0] * virtual_stages, [0] * virtual_stages
+    v = virtual_stages
+    nf, nb, later = np.zeros((v, v)), np.zeros((v, v)), np.zeros((v, v))
+    for c in range(v):
         for a in acts[:final[c]]:
-            (nf if a.kind == "F" else nb)[a.chunk] += 1
-        out.append((tuple(nf), tuple(nb), tuple(k for k in range(virtual_stages) if final[k] >= final[c])))
-    return tuple(out)
+            (nf if a.kind == "F" else nb)[c, a.chunk] += 1
+        for k in range(v):
+            later[c, k] = float(final[k] >= final[c])
+    for m in (nf, nb, later):
+        m.setflags(write=False)
+    return Prefixes(nf, nb, later)
 
 
-def chunk_stream_s(stream: DpStream, prefixes, forward_s: list[float], backward_s: list[float]) -> float:
+def chunk_stream_s(stream: DpStream, prefixes: Prefixes, forward_s: list[float], backward_s: list[float]) -> float:
     """Interleaved 1F1B: rank 0's compute stream runs its actions one after another, so chunk c's
     final backward starts no earlier than the actions before it (each at least ``forward_s`` /
     ``backward_s`` of its chunk), and it and every final backward after it enqueue their
     chunk's gradient buckets on the serial "dp" stream: the stream ends no earlier than that
     start plus those buckets."""
-    best = 0.0
-    for nf, nb, later in prefixes:
-        start = sum(n * t for n, t in zip(nf, forward_s, strict=True)) + sum(
-            n * t for n, t in zip(nb, backward_s, strict=True))
-        best = max(best, start + sum(stream.chunk_buckets_s[k] for k in later if k < len(stream.chunk_buckets_s)))
-    return best
+    v = prefixes.later.shape[0]
+    buckets = np.zeros(v)
+    held = stream.chunk_buckets_s[:v]
+    buckets[:len(held)] = held
+    ends = prefixes.forwards @ np.asarray(forward_s) + prefixes.backwards @ np.asarray(backward_s) \
+        + prefixes.later @ buckets
+    return max(0.0, float(ends.max()))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -175,7 +189,12 @@ def param_work(scenario: Scenario) -> StepWork:
     par = scenario.parallel
     canon = replace(par, dp=1, cp=1, micro_batch=1, global_batch=2, recompute="none", sequence_parallel=False,
                     zero_stage=0, offload_optimizer=False)
-    return build_step_work(replace(scenario, parallel=canon))
+    return _work(replace(scenario, parallel=canon))
+
+
+@functools.lru_cache(maxsize=1024)
+def _work(scenario: Scenario) -> StepWork:
+    return build_step_work(scenario)
 
 
 @functools.lru_cache(maxsize=8192)

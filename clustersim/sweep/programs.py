@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from clustersim.engine.actions import action_skeleton
 from clustersim.engine.rankplan import CLASSIC_SCHEDULES, classic_actions
-from clustersim.parallel.pipeline import model_split, stage_graph
+from clustersim.parallel.pipeline import build_schedule, model_split, stage_graph
 
 if TYPE_CHECKING:
     from clustersim.parallel.layout import ParallelLayout
@@ -146,3 +146,57 @@ def stage_durations(model: ModelSpec, layout: ParallelLayout, t) -> dict[tuple[i
                                          layout.num_micro_batches, model.layers, model.mtp_layers)
     return {(g, part): _sum(n, t.layer[part], t.first[part] if f else None, t.last[part] if la else None)
             for g, (n, f, la) in enumerate(zip(counts, firsts, lasts, strict=True)) for part in t.layer}
+
+
+# a chain of forwards that a rank's first action waits for: (transformer layers, embedding units,
+# head units, pipeline transfers) run one after another
+Path = tuple[int, int, int, int]
+
+
+@functools.lru_cache(maxsize=1024)
+def start_paths(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, layers: int,
+                mtp_layers: int) -> tuple[tuple[Path, ...], ...]:
+    """Per rank, what its first action waits for in the zero-bubble and DualPipe schedules (whose
+    programs EP overlap leaves alone, ``engine.actions``): a first forward awaits the forward of
+    the stage before it on the path (``StageGraph.prev``) for its micro-batch, which its rank runs
+    after all the actions before it there, one after another, from that rank's own start; then
+    one transfer. Each path counts the forwards run alone on the way (a backward or a half of a
+    pair counts nothing: a bound); the rank starts no earlier than the longest. Read from the
+    schedule's action lists (``build_schedule``), up to the producing actions only
+    (tests/sweep/test_screen.py checks them against ``final_counts``' producers). For the
+    classic schedules the screen's fill does this already (``ScheduleProfile.fill``)."""
+    actions = build_schedule(schedule, pp, num_micro_batches, virtual_stages)
+    graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
+    counts, firsts, lasts = stage_layers(schedule, pp, virtual_stages, num_micro_batches, layers, mtp_layers)
+    memo: dict[int, tuple[Path, ...]] = {}
+
+    def producer(r: int) -> tuple[int, tuple[int, int, int]] | None:
+        """The rank that feeds rank r's first action, and the forwards it runs alone up to it."""
+        a = actions[r][0] if actions[r] else None
+        if a is None or a.kind != "F":
+            return None
+        prev = graph.prev[graph.stage(r, a.chunk)]
+        if prev < 0:
+            return None
+        q, chunk = graph.placement[prev]
+        n = e = h = 0
+        acts = actions[q]
+        for j, b in enumerate(acts):
+            if b.kind == "F" and not b.paired and not (j and acts[j - 1].paired):
+                g = graph.stage(q, b.chunk)
+                n, e, h = n + counts[g], e + firsts[g], h + lasts[g]
+            if b.kind == "F" and b.chunk == chunk and b.micro_batch == a.micro_batch:
+                return q, (n, e, h)
+        raise AssertionError(f"{schedule}: rank {q} never runs the forward rank {r} awaits")
+
+    def paths(r: int) -> tuple[Path, ...]:
+        if r not in memo:  # producers run before their consumers: no cycle
+            fed = producer(r)
+            if fed is None:
+                memo[r] = ()
+            else:
+                q, (n, e, h) = fed
+                memo[r] = tuple((a + n, b + e, c + h, k + 1) for a, b, c, k in paths(q) or ((0, 0, 0, 0),))
+        return memo[r]
+
+    return tuple(paths(r) for r in range(pp))

@@ -311,11 +311,6 @@ def _keys(rows: np.ndarray) -> list[tuple[int, ...]]:
     return [tuple(int(v) for v in row[:N_KEY]) for row in rows]
 
 
-def _row_of(table: np.ndarray, key: tuple[int, ...]) -> int:
-    """The first row of ``table`` whose layout key is ``key`` (keys are unique in a sweep)."""
-    return int(np.flatnonzero((table[:, :N_KEY] == np.array(key, dtype=np.float64)).all(axis=1))[0])
-
-
 def _chunks(items: list, n: int) -> list[tuple]:
     """``items`` cut into consecutive chunks of at most ``n``."""
     return [tuple(items[i:i + n]) for i in range(0, len(items), n)]
@@ -419,11 +414,13 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     raise_n = [8 * batch] * nref + [4 * batch] * (top - nref)
     evaluated = 0
     timed: dict[tuple[float, ...], int] = {}  # twin key -> the row run in closed form
+    by_clear = int(clear.sum()) >= keep
+    picked = np.zeros(0, dtype=np.int64)   # the rows picked so far (only they have a closed-form time)
+    mark = np.zeros(table.shape[0], dtype=bool)
     while len(order):
-        steps = table[:, COL["step_time_s"]]
-        feasible = (table[:, COL["verdict"]] == 0.0) if int(clear.sum()) >= keep else table[:, COL["fits"]] == 1.0
-        ok = ~np.isnan(steps) & feasible
-        known = np.sort(steps[ok])
+        steps = table[picked, COL["step_time_s"]]
+        feasible = (table[picked, COL["verdict"]] == 0.0) if by_clear else table[picked, COL["fits"]] == 1.0
+        known = np.sort(steps[~np.isnan(steps) & feasible])
         threshold = known[keep - 1] if known.size >= keep else math.inf
         rest = order
         below = table[rest, bcol] <= threshold
@@ -474,9 +471,10 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
             for f in ESTIMATE_FIELDS:
                 table[row, COL[f]] = table[source, COL[f]]
         evaluated += len(pick)
-        done_rows = np.zeros(table.shape[0], dtype=bool)
-        done_rows[pick] = True
-        order = rest[~done_rows[rest]]
+        picked = np.concatenate([picked, pick])
+        mark[pick] = True
+        order = rest[~mark[rest]]
+        mark[pick] = False
         if progress:  # the total is what the bound still admits: it shrinks as better layouts turn up
             progress("estimate", evaluated, evaluated + int(wanted.size) - len(pick))
     return table, level >= 1 if spec.lazy_bounds else None
@@ -560,6 +558,7 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
     est_ok = np.flatnonzero((table[:, COL["fits"]] == 1.0) & ~np.isnan(table[:, COL["step_time_s"]]))
     best = est_ok[rank_order(table[est_ok])][:rerank]
     keys = _keys(table[best])
+    rows = [int(i) for i in best]
     incumbent = _incumbent_key(spec)
     if incumbent is not None and incumbent not in keys:
         keys.append(incumbent)
@@ -573,6 +572,7 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
             present = np.zeros(table.shape[0], dtype=bool)
             present[-1] = True
         i = int(np.flatnonzero(present)[0])
+        rows.append(i)
         m = estimate_keys(spec, (incumbent,))[0] if math.isnan(table[i, COL["step_time_s"]]) else None
         if m is not None and not math.isnan(m[0]):  # give it closed-form numbers too (within budget)
             table[i, COL["fits"]], table[i, COL["peak_bytes_per_gpu"]] = m[0], m[1]
@@ -591,8 +591,8 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
         if progress:
             progress("simulate", 0, len(keys))
         results = executor.run(functools.partial(simulate_key, spec), keys, on_sim)
-        for key, metrics in zip(keys, results, strict=True):
-            sim[_row_of(table, key)] = metrics
+        for row, metrics in zip(rows, results, strict=True):
+            sim[row] = metrics
     order = _final_order(table, sim)
     return SweepResult(spec, table[order], sim[order], None if refined is None else refined[order])
 

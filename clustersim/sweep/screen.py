@@ -39,14 +39,14 @@ import numpy as np
 
 from clustersim.collectives import plan_collective
 from clustersim.compute import optimizer_step_time_s
-from clustersim.compute.ops import COMM_GROUPS, Op
+from clustersim.compute.ops import COMM_GROUPS, CommOp, Op
 from clustersim.compute.optimizer import grad_buffer_time_s
-from clustersim.engine.groups import comm_plan, link_shape
+from clustersim.engine.groups import comm_plan, group_shape, link_shape
 from clustersim.engine.memory_plan import layers_in_flight, scenario_kernels
 from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.engine.overlap import overlap_slowdown
 from clustersim.engine.stages import activation_bytes, build_step_work, grad_norm_all_reduce_s
-from clustersim.engine.units import compile_unit
+from clustersim.engine.units import CompiledUnit, compile_unit
 from clustersim.engine.zero import (
     _reduce_bytes,
     zero3_backward_gathers,
@@ -87,7 +87,7 @@ from clustersim.sweep.dpbound import (
     rank_streams,
     stream_of,
 )
-from clustersim.sweep.programs import Tcm, final_counts, pair_s, stage_durations
+from clustersim.sweep.programs import Tcm, final_counts, pair_s, stage_durations, start_paths
 from clustersim.sweep.space import (
     SearchSpace,
     Shape,
@@ -161,6 +161,8 @@ class ScheduleProfile:
     fill: bool = True                # rank r waits for the first forward through ranks < r (GPipe/1F1B/interleaved)
     share: float = 1.0               # micro-batches through each chunk / all (DualPipe: each direction's half)
     ends: tuple[tuple[float, float], ...] = ()  # per rank: in flight on its embedding's / head's chunk (0: none)
+    # without ``fill``: per rank, the forward chains its first action waits for (programs.start_paths)
+    starts: tuple[tuple[tuple[int, int, int, int], ...], ...] = ()
 
 
 def class_scenario(base: Scenario, layout: ParallelLayout) -> Scenario:
@@ -228,6 +230,29 @@ def _lower_of_class(rep: Scenario) -> UnitTimes:
 def _units_of_class(rep: Scenario) -> UnitTimes:
     """``unit_times`` of a class representative, on the shortened model."""
     return unit_times(_shortened(rep))
+
+
+class UnitCompiler:
+    """``engine.units.compile_unit`` for the classes of one base scenario, each distinct unit
+    compiled once. A unit compiles from its ops, sequence parallelism and, for each collective,
+    its plan, which depends on the class only through the shape of the group it runs over
+    (``engine.comm_ops.op_plan``: ``comm_plan`` and ``deepep_plan`` read the cluster and
+    ``group_shape``, ``host_copy_plan`` the cluster); the rest (cluster, framework, the
+    template's overlap options) is the base's. So two classes with equal ops and equal shapes
+    of the groups those ops name share the compiled unit: the embedding's and the head's units
+    across expert layouts, a layer's forward across recompute policies
+    (tests/sweep/test_screen.py checks it against ``compile_unit``)."""
+
+    def __init__(self) -> None:
+        self._units: dict[tuple[object, ...], CompiledUnit] = {}
+
+    def __call__(self, rep: Scenario, work: tuple) -> CompiledUnit:
+        groups = sorted({op.group for op in work if isinstance(op, CommOp) and op.collective != "host_copy"})
+        key = (work, rep.parallel.sequence_parallel, tuple(group_shape(rep, g) for g in groups), tuple(groups))
+        unit = self._units.get(key)
+        if unit is None:
+            unit = self._units[key] = compile_unit(rep, work)
+        return unit
 
 
 def runs_pairs(layout: ParallelLayout, schedule: str) -> bool:
@@ -302,8 +327,8 @@ class PartTimes:
     last: dict[str, Tcm]
 
 
-def _tcm(rep: Scenario, work: tuple) -> Tcm:
-    unit = compile_unit(rep, work)
+def _tcm(rep: Scenario, work: tuple, compile: Callable[[Scenario, tuple], CompiledUnit] = compile_unit) -> Tcm:
+    unit = compile(rep, work)
     c = sum(s.time_s for s in unit.steps if s.plan is None and s.join < 0)
     m = sum(s.time_s for s in unit.steps if s.plan is not None)
     return unit.time_s, c, m
@@ -312,6 +337,11 @@ def _tcm(rep: Scenario, work: tuple) -> Tcm:
 @functools.lru_cache(maxsize=4096)
 def part_times(rep: Scenario) -> PartTimes:
     """``PartTimes`` of the class that ``rep`` (from ``class_scenario``) stands for."""
+    return compiled_part_times(rep, compile_unit)
+
+
+def compiled_part_times(rep: Scenario, compile: Callable[[Scenario, tuple], CompiledUnit]) -> PartTimes:
+    """``part_times`` with each unit compiled by ``compile`` (a ``UnitCompiler``, or ``compile_unit``)."""
     stage = build_step_work(rep).stages[0]
     n, k = stage.num_layers, rep.model.mtp_layers
     layer, first, last = {}, {}, {}
@@ -321,10 +351,10 @@ def part_times(rep: Scenario) -> PartTimes:
             emb, layers, rest = works[0], works[1:1 + n], works[1 + n:]
         else:  # backward order: head and MTP, layers last to first, embedding
             emb, layers, rest = works[-1], works[1 + k:1 + k + n], works[:1 + k]
-        kinds = [_tcm(rep, w) for w in {id(w): w for w in layers}.values()]
+        kinds = [_tcm(rep, w, compile) for w in {id(w): w for w in layers}.values()]
         layer[part] = (min(x[0] for x in kinds), min(x[1] for x in kinds), min(x[2] for x in kinds))
-        first[part] = _tcm(rep, emb)
-        parts = [_tcm(rep, w) for w in rest]
+        first[part] = _tcm(rep, emb, compile)
+        parts = [_tcm(rep, w, compile) for w in rest]
         last[part] = (sum(x[0] for x in parts), sum(x[1] for x in parts), sum(x[2] for x in parts))
     return PartTimes(layer, first, last)
 
@@ -382,7 +412,9 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
     return ScheduleProfile(tuple(ranks), tuple(counts[graph.stage(r, 0)] for r in range(pp)), model_counts[0],
                            model_counts[-1], tuple(plain), chain, _check_ranks(ranks, firsts, lasts),
                            tuple(moe_held), tuple(firsts), tuple(lasts), old,
-                           0.5 if schedule == "dualpipe" else 1.0, tuple(ends))
+                           0.5 if schedule == "dualpipe" else 1.0, tuple(ends),
+                           () if old else start_paths(schedule, pp, num_micro_batches, virtual_stages, layers,
+                                                      mtp_layers))
 
 
 def _ends(actions, model_stages: tuple[int, ...], last_model: int) -> tuple[float, float]:
@@ -506,12 +538,16 @@ def _plain_bound_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num_mic
     hop = 2 * p2p_s if chain else p2p_s
     best = fill = 0.0
     c0 = profile.chunk0_layers
+    emb_f = u.first_f_s if fill_first else 0.0
     for r, (held, _) in enumerate(profile.ranks):
         work = held * layer
         if profile.firsts[r]:
             work += first
         if profile.lasts[r]:
             work += last
+        if profile.starts:  # the zero-bubble and DualPipe programs: the chains the rank's first action awaits
+            fill = max((n * u.layer_f_s + e * emb_f + h * u.last_f_s + k * p2p_s for n, e, h, k in profile.starts[r]),
+                       default=0.0)
         total = fill + num_micro_batches * profile.share * work
         if total > best:
             best = total
@@ -623,6 +659,7 @@ class Screen:
     def __init__(self, base: Scenario) -> None:
         self.base = base
         self.memory = MemoryModel(base)
+        self.compile = UnitCompiler()
         self._units: dict[tuple[object, ...], UnitTimes] = {}
         self._lower: dict[tuple[object, ...], UnitTimes] = {}
         self._parts: dict[tuple[object, ...], PartTimes] = {}
@@ -642,11 +679,16 @@ class Screen:
         self.dp_term = base.model.is_moe
 
     def unit_times(self, layout: ParallelLayout) -> UnitTimes:
-        return self._of_class(self._units, _units_of_class, layout)
+        """``unit_times`` of the layout's class (its units compiled by ``self.compile``)."""
+        def price(rep: Scenario) -> UnitTimes:
+            short = _shortened(rep)
+            return _class_times(short, lambda w: self.compile(short, w).time_s)
+
+        return self._of_class(self._units, price, layout)
 
     def part_times(self, layout: ParallelLayout) -> PartTimes:
         """``part_times`` of the layout's class (the third level, clustersim.sweep.replay)."""
-        return self._of_class(self._parts, part_times, layout)
+        return self._of_class(self._parts, lambda rep: compiled_part_times(rep, self.compile), layout)
 
     def _of_class(self, cache: dict, price: Callable[[Scenario], Any], layout: ParallelLayout) -> Any:
         """``price`` of the layout's class representative, once per class."""

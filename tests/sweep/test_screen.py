@@ -291,3 +291,89 @@ def test_zero3_moe_gathers_decide_somewhere():
     raised.sort(key=lambda g: g[0])
     for _, p in (raised[0], raised[len(raised) // 2], raised[-1]):
         assert sc.step_bound_s(p, sc.profile(p)) <= api.estimate(replace(s, parallel=p)).step_time_s
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.sampled_from(["moe", "mixtral", "dense"]), i=st.integers(min_value=0, max_value=10**9))
+def test_shared_unit_compiler_equals_compile_unit(which, i):
+    """``Screen.compile`` (``UnitCompiler``: one compiled unit per ops and group shapes, shared by
+    classes) gives every unit of a class what ``compile_unit`` gives it, after the compiler has
+    seen the units of other classes; and the class's unit times equal ``unit_times``."""
+    from clustersim.engine.stages import build_step_work
+    from clustersim.engine.units import compile_unit
+    from clustersim.sweep.screen import _shortened, class_scenario, unit_times
+
+    s, layouts = _dp_case(which)
+    sc = Screen(s)
+    rng = random.Random(i)
+    picks = rng.sample(layouts, min(6, len(layouts)))
+    for p in picks:
+        sc.unit_times(p)
+    for p in picks:
+        rep = class_scenario(s, p)
+        stage = build_step_work(rep).stages[0]
+        for work in (*stage.forward, *stage.backward, *stage.backward_input, *stage.backward_weight):
+            assert sc.compile(rep, work) == compile_unit(rep, work)
+        assert sc.unit_times(p) == unit_times(_shortened(rep))
+
+
+@pytest.mark.parametrize("schedule", ["zb-h1", "zb-v", "dualpipe-v"])
+@pytest.mark.parametrize("pp,nmb", [(2, 1), (2, 4), (4, 3), (4, 8), (8, 16)])
+def test_start_paths_are_the_chunk0_forward_chain(schedule, pp, nmb):
+    """Where a rank's first action is chunk 0's first forward (ZB-H1, ZB-V, DualPipe-V), the
+    screen's start paths (``programs.start_paths``) are the forwards of chunk 0 on every rank
+    before it, one transfer each: the fill that ``pipeline_bound_s`` counts under ZeRO-3, so the
+    first level stays at most the second."""
+    from clustersim.parallel.pipeline import model_split, stage_graph
+    from clustersim.sweep.programs import start_paths
+
+    if schedule == "dualpipe-v":  # it needs at least 2 pp micro-batches
+        nmb = max(nmb, 2 * pp)
+    layers = 4 * pp
+    graph = stage_graph(schedule, pp, 1, nmb)
+    counts = model_split(graph, layers, 0)
+    c0 = [counts[graph.model_stage[graph.stage(r, 0)]] for r in range(pp)]
+    want = tuple(((sum(c0[:r]), 1, 0, r),) if r else () for r in range(pp))
+    assert start_paths(schedule, pp, nmb, 1, layers, 0) == want
+
+
+def _program_start_paths(schedule, pp, nmb, layers):
+    """``start_paths`` from the closed form's program (``programs.final_counts``: the producers of
+    each rank's first action with what they run up to it), the oracle of the faster reading."""
+    from clustersim.sweep.programs import final_counts, stage_layers
+
+    ranks = final_counts(schedule, pp, nmb, 1, False)
+    counts, firsts, lasts = stage_layers(schedule, pp, 1, nmb, layers, 0)
+    memo = {}
+
+    def paths(r):
+        if r not in memo:
+            out = set()
+            for q, through in ranks[r][3]:
+                n = e = h = 0
+                for kind, k in zip(ranks[q][0], through, strict=True):
+                    if k and len(kind) == 1 and kind[0][1] == "F":
+                        g = kind[0][0]
+                        n, e, h = n + k * counts[g], e + k * firsts[g], h + k * lasts[g]
+                out |= {(a + n, b + e, c + h, k + 1) for a, b, c, k in paths(q) or ((0, 0, 0, 0),)}
+            memo[r] = tuple(sorted(out))
+        return memo[r]
+
+    return tuple(paths(r) for r in range(pp))
+
+
+@pytest.mark.parametrize("schedule", ["zb-h1", "zb-v", "dualpipe", "dualpipe-v"])
+@pytest.mark.parametrize("pp,nmb", [(2, 1), (2, 4), (4, 3), (4, 8), (4, 9), (6, 12), (8, 16), (8, 40)])
+def test_start_paths_follow_the_programs(schedule, pp, nmb):
+    """The screen's start paths, read from the schedule's action lists, are the producers of each
+    rank's first action in the closed form's program, with the forwards they run up to it."""
+    from clustersim.errors import InputError
+    from clustersim.sweep.programs import start_paths
+
+    layers = 3 * pp + 1
+    try:
+        want = _program_start_paths(schedule, pp, nmb, layers)
+    except InputError:
+        pytest.skip(f"{schedule} does not run pp={pp} with {nmb} micro-batches")
+    assert start_paths(schedule, pp, nmb, 1, layers, 0) == want
+    assert any(want) or schedule == "dualpipe" and pp == 2  # there both ranks start a path
