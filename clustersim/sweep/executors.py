@@ -8,6 +8,7 @@ first, and the sweep's final sort (clustersim.sweep.rank) fixes the order of equ
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -36,6 +37,21 @@ def ignore_sigint() -> None:
     """Worker start-up: Ctrl-C in a terminal reaches every process of its group; the workers leave
     it to the parent, which stops them (``terminate``) instead of each printing a traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def call_then_freeze(fn: Callable[[Any], Any], item: Any) -> Any:
+    """``fn(item)`` in a worker, then ``gc.freeze()``: what the task left (the screen's caches:
+    compiled units, schedule profiles, memory parts, millions of objects) moves to the permanent
+    generation, so that the cyclic collector's full passes in later tasks skip it. Measured on
+    the 1,024-GPU Mixtral sweep (2 cores): 133-139 s of CPU with the collector as it is, 113 s
+    with it off; the caches hold no cycles, so nothing collectable is kept by it."""
+    gc.disable()
+    try:
+        return fn(item)
+    finally:
+        gc.collect(0)
+        gc.freeze()
+        gc.enable()
 
 
 class SerialExecutor:
@@ -72,7 +88,7 @@ class LocalExecutor:
         self._terminated = False
 
     def run(self, fn: Callable[[Any], Any], items: Sequence[Any], on_done: OnDone | None = None) -> list[Any]:
-        futures = {self._pool.submit(fn, item): i for i, item in enumerate(items)}
+        futures = {self._pool.submit(call_then_freeze, fn, item): i for i, item in enumerate(items)}
         out: list[Any] = [None] * len(items)
         for fut in as_completed(futures):
             i = futures[fut]

@@ -1206,26 +1206,35 @@ class _Rows:
     collected layout by layout and given their memory at the end, all at once: the arithmetic of
     ``MemoryModel.rank_key`` (``memory.activations.combine``, ``memory.report.offload``,
     ``peak_numbers``, ``verdict_index``) on arrays of the ranks that can hold the peak, to the
-    byte (tests/sweep/test_lazy_bound.py compares it with ``Screen.worst`` row by row)."""
+    byte (tests/sweep/test_lazy_bound.py compares it with ``Screen.worst`` row by row). Each
+    (layout row, rank) pair is kept as two indices: the rank's schedule-dependent numbers
+    (``dyn``) and the layout's static parts of that rank (``static``), both stored once."""
 
     def __init__(self, sc: Screen) -> None:
         self.sc = sc
         self.rows: list[tuple[float, ...]] = []
-        self.pairs: list[tuple[float, ...]] = []
+        self.dyn_of: list[int] = []      # per pair: its row of self.dyn
+        self.static_of: list[int] = []   # per pair: its row of self.static
+        self.dyn: list[tuple[float, ...]] = []
+        self.static: list[tuple[float, ...]] = []
         self.starts: list[int] = []
-        self._ranks: dict[int, list[tuple[tuple[float, ...], tuple[object, ...], int]]] = {}
+        self._ranks: dict[int, list[tuple[int, tuple[object, ...], int]]] = {}
         self._keep: list[ScheduleProfile] = []  # keeps the ids of _ranks' keys valid
+        # the optimizer step and tail of the bound per (profile, layout) of one micro-batch size
+        # and ZeRO stage: they read the class only through its parameter counts (``total_s``),
+        # which recompute and sequence parallelism leave alone
+        self._steps: dict[tuple[object, ...], tuple[float, float]] = {}
 
-    def _profile_ranks(self, prof: ScheduleProfile) -> list[tuple[tuple[float, ...], tuple[object, ...], int]]:
-        """Per rank that can hold the peak: (held, in flight, ends, first, last), the key of its
-        static parts, the rank."""
+    def _profile_ranks(self, prof: ScheduleProfile) -> list[tuple[int, tuple[object, ...], int]]:
+        """Per rank that can hold the peak: its row of ``dyn`` ((held, in flight, ends, first,
+        last)), the key of its static parts, the rank."""
         out = self._ranks.get(id(prof))
         if out is None:
-            out = self._ranks[id(prof)] = [
-                ((float(prof.ranks[r][0]), float(prof.ranks[r][1]), float(prof.ends[r][0]), float(prof.ends[r][1]),
-                  float(prof.firsts[r]), float(prof.lasts[r])),
-                 (prof.ranks[r][0], prof.moe_held[r], prof.firsts[r], prof.lasts[r]), r)
-                for r in prof.check_ranks]
+            out = self._ranks[id(prof)] = []
+            for r in prof.check_ranks:
+                out.append((len(self.dyn), (prof.ranks[r][0], prof.moe_held[r], prof.firsts[r], prof.lasts[r]), r))
+                self.dyn.append((float(prof.ranks[r][0]), float(prof.ranks[r][1]), float(prof.ends[r][0]),
+                                 float(prof.ends[r][1]), float(prof.firsts[r]), float(prof.lasts[r])))
             self._keep.append(prof)
         return out
 
@@ -1235,13 +1244,15 @@ class _Rows:
         """The rows of one layout's schedules and offload options, in the order of the loops."""
         sc = self.sc
         statics = [(off, p, {}) for off, p in by_off]
+        uparams = (u.layer_params, u.first_params, u.last_params, u.layer_all_params, u.moe_all_params,
+                   u.layer_expert_params)
         for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
             if not schedule_zero_ok(sched, zero):
                 continue
             ranks = self._profile_ranks(prof)
             head = (*key_head, SCHEDULES.index(sched), v)
             for off, p, parts in statics:
-                self.starts.append(len(self.pairs))
+                self.starts.append(len(self.dyn_of))
                 for dyn, key, r in ranks:
                     c = parts.get(key)
                     if c is None:
@@ -1252,21 +1263,32 @@ class _Rows:
                         if p.offload_params:
                             w = 0
                         per = dict(units.per_policy)[p.recompute] if pol.counts else 0.0
-                        c = parts[key] = (w, g, o, buf[0], buf[1], buf[2], per, units.embedding, units.output,
-                                          units.working, units.loss, *factors)
-                    self.pairs.append(dyn + c)
-                bound = sc.total_s(p, u, prof, pipe_s, exact, (sched, v))
+                        c = parts[key] = len(self.static)
+                        self.static.append((w, g, o, buf[0], buf[1], buf[2], per, units.embedding, units.output,
+                                            units.working, units.loss, *factors))
+                    self.dyn_of.append(dyn)
+                    self.static_of.append(c)
+                if exact:
+                    bound = sc.total_s(p, u, prof, pipe_s, exact, (sched, v))
+                else:  # total_s below the second level, summed in its order
+                    skey = (id(prof), off, p.dp, p.cp, p.zero_stage, uparams)
+                    steps = self._steps.get(skey)
+                    if steps is None:
+                        steps = self._steps[skey] = (sc.optimizer_s(p, u, prof),
+                                                     sc.tail_s(p, u, prof) if prof.backward_chain else 0.0)
+                    bound = pipe_s + steps[0] + steps[1]
                 self.rows.append((*head, int(off), bound * (1.0 - BOUND_SLACK)))
 
     def array(self) -> np.ndarray:
         """The collected rows (KEY_FIELDS + SCREEN_FIELDS)."""
         if not self.rows:
             return np.zeros((0, 17))
-        a = np.array(self.pairs, dtype=np.float64)
-        held, k, e0, e1 = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
-        first, last = a[:, 4] == 1.0, a[:, 5] == 1.0
-        w, g, o, buf0, buf1, nccl = (a[:, i].astype(np.int64) if i in (6, 7, 8, 11) else a[:, i] for i in range(6, 12))
-        per, emb, outb, working, loss, lo, hi = (a[:, i] for i in range(12, 19))
+        d = np.array(self.dyn, dtype=np.float64)[np.array(self.dyn_of, dtype=np.int64)]
+        held, k, e0, e1 = d[:, 0], d[:, 1], d[:, 2], d[:, 3]
+        first, last = d[:, 4] == 1.0, d[:, 5] == 1.0
+        a = np.array(self.static, dtype=np.float64)[np.array(self.static_of, dtype=np.int64)]
+        w, g, o, buf0, buf1, nccl = (a[:, i].astype(np.int64) if i in (0, 1, 2, 5) else a[:, i] for i in range(6))
+        per, emb, outb, working, loss, lo, hi = (a[:, i] for i in range(6, 13))
         act = np.where(held > 0, held * per, 0.0) * k                       # combine
         act = np.where(first, act + emb * e0, act)
         act = np.where(last, act + outb * e1, act)

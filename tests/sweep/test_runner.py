@@ -132,3 +132,26 @@ def test_dask_local_cluster_gives_the_same_ranking(small, small_result):
     np.testing.assert_array_equal(small_result.table, dask.table)
     np.testing.assert_array_equal(small_result.sim, dask.sim)
     assert small_result.top(5) == dask.top(5)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_key_codes_order_like_the_keys(seed):
+    """``rank.key_codes`` packs a layout key into one int64 that sorts like the key's fields one
+    after another (the sweep's tie-breaks), and gives up (None) where the fields do not fit."""
+    from clustersim.sweep.evaluate import COLUMNS
+    from clustersim.sweep.rank import key_codes
+
+    rng = np.random.default_rng(seed)
+    n = 5000
+    table = np.full((n, len(COLUMNS)), np.nan)
+    highs = [8, 32, 64, 1024, 8, 8, 256, 4, 3, 2, 7, 56, 2]
+    for j, f in enumerate(KEY_FIELDS):
+        table[:, COL[f]] = rng.integers(0, highs[j], n)
+    table[n // 2:, :] = table[: n - n // 2, :]  # equal keys too
+    codes = key_codes(table)
+    assert codes is not None
+    by_codes = np.argsort(codes, kind="stable")
+    by_fields = np.lexsort([table[:, COL[f]] for f in reversed(KEY_FIELDS)])
+    assert np.array_equal(by_codes, by_fields)
+    table[0, COL["dp"]] = 2.0**40  # too wide to pack with the rest
+    assert key_codes(table) is None
