@@ -131,10 +131,11 @@ def dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
     return _dp_plan(scenario, work)
 
 
-def dp_plan_from(scenario: Scenario, work: StepWork) -> DpPlan:
+def dp_plan_from(scenario: Scenario, work: StepWork, named: bool = True) -> DpPlan:
     """``dp_plan`` of ``scenario`` from ``work`` (another layout's units with the same parameters
-    per unit), not memoised and without building the scenario's own work."""
-    return _dp_plan(scenario, work)
+    per unit), not memoised and without building the scenario's own work; ``named=False``
+    leaves the items' names empty (the sweep's bounds read their plans only)."""
+    return _dp_plan(scenario, work, named)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -142,7 +143,7 @@ def _dp_plan_of(scenario: Scenario) -> DpPlan:
     return _dp_plan(scenario, build_step_work(scenario))
 
 
-def _dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
+def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True) -> DpPlan:
     par = scenario.parallel
     if par.dp * par.cp == 1:
         return DpPlan()
@@ -167,7 +168,7 @@ def _dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
             groups.append(("edp", stage.unit_expert_params, " experts"))
         for axis, unit_params, tag in groups:
             for unit, params in _buckets(unit_params, size):
-                item = (f"{grad_op} grads{tag} s{g} ({params / 1e6:.0f}M params)",
+                item = (f"{grad_op} grads{tag} s{g} ({params / 1e6:.0f}M params)" if named else "",
                         comm_plan(scenario, grad_op, params * grad_bytes, axis))
                 if par.overlap_grad_reduce:
                     grad_buckets[(g, unit)] = grad_buckets.get((g, unit), ()) + (item,)
@@ -176,7 +177,7 @@ def _dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
             fwd_params = tuple(reversed(unit_params))
             if zero in (1, 2):
                 for first, params in _gather_buckets(fwd_params, size):
-                    item = (f"all_gather params{tag} s{g} ({params / 1e6:.0f}M)",
+                    item = (f"all_gather params{tag} s{g} ({params / 1e6:.0f}M)" if named else "",
                             comm_plan(scenario, "all_gather", params * param_bytes, axis))
                     if par.overlap_param_gather:
                         param_gathers[(g, first)] = param_gathers.get((g, first), ()) + (item,)

@@ -206,7 +206,7 @@ def rank_streams(scenario: Scenario) -> tuple[RankStream, ...]:
     if par.dp * par.cp == 1 or par.zero_stage == 3:
         return ()
     work = param_work(scenario)
-    plan = dp_plan_from(scenario, work)
+    plan = dp_plan_from(scenario, work, named=False)
     graph = work.graph
     assert graph is not None
     gathers: dict[int, list[float]] = {}  # per stage, its gathers' seconds in unit order
