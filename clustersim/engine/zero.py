@@ -131,11 +131,13 @@ def dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
     return _dp_plan(scenario, work)
 
 
-def dp_plan_from(scenario: Scenario, work: StepWork, named: bool = True) -> DpPlan:
+def dp_plan_from(scenario: Scenario, work: StepWork, named: bool = True,
+                 stages: frozenset[int] | None = None) -> DpPlan:
     """``dp_plan`` of ``scenario`` from ``work`` (another layout's units with the same parameters
     per unit), not memoised and without building the scenario's own work; ``named=False``
-    leaves the items' names empty (the sweep's bounds read their plans only)."""
-    return _dp_plan(scenario, work, named)
+    leaves the items' names empty (the sweep's bounds read their plans only); ``stages``: only
+    these global stages' items (each stage's items depend on that stage alone)."""
+    return _dp_plan(scenario, work, named, stages)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -143,7 +145,8 @@ def _dp_plan_of(scenario: Scenario) -> DpPlan:
     return _dp_plan(scenario, build_step_work(scenario))
 
 
-def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True) -> DpPlan:
+def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
+             stages: frozenset[int] | None = None) -> DpPlan:
     par = scenario.parallel
     if par.dp * par.cp == 1:
         return DpPlan()
@@ -161,6 +164,8 @@ def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True) -> DpPlan:
     edp = par.edp
     for stage in work.stages:
         g = stage.index
+        if stages is not None and g not in stages:
+            continue
         # dense parameters reduce over dp x cp; expert parameters over the expert-data-parallel
         # group (dp x cp / ep ranks), in buckets of their own (Megatron-core MoE)
         groups = [("dp_cp", stage.unit_params, "")]

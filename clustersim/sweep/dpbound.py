@@ -141,7 +141,7 @@ def chunk_stream_s(stream: DpStream, prefixes: Prefixes, forward_s: list[float],
 def dp_stream(scenario: Scenario) -> DpStream:
     """``stream_of`` rank 0 in the scenario's own data-parallel plan (``rank_streams``; its
     layout's dp x cp > 1, ZeRO 0-2)."""
-    streams = rank_streams(scenario)
+    streams = streams_of(scenario, (0,))
     return stream_of(streams[0], scenario.parallel.pp) if streams else DpStream()
 
 
@@ -202,13 +202,20 @@ def rank_streams(scenario: Scenario) -> tuple[RankStream, ...]:
     """Per pipeline rank, its ``RankStream`` in the scenario's own data-parallel plan; () where
     there is none to bound this way (no data parallelism, ZeRO-3: its gathers and reductions run
     on other streams, ``screen.Extra``)."""
+    return streams_of(scenario, tuple(range(scenario.parallel.pp)))
+
+
+def streams_of(scenario: Scenario, ranks: tuple[int, ...]) -> tuple[RankStream, ...]:
+    """``rank_streams`` of these pipeline ranks only, from the plan of their stages alone (rank
+    0's, for the schedules with the backward chain: ``DpStream``)."""
     par = scenario.parallel
     if par.dp * par.cp == 1 or par.zero_stage == 3:
         return ()
     work = param_work(scenario)
-    plan = dp_plan_from(scenario, work, named=False)
     graph = work.graph
     assert graph is not None
+    held = {r: [graph.stage(r, chunk) for chunk in range(graph.chunks)] for r in ranks}
+    plan = dp_plan_from(scenario, work, named=False, stages=frozenset(g for gs in held.values() for g in gs))
     gathers: dict[int, list[float]] = {}  # per stage, its gathers' seconds in unit order
     for (g, _), items in sorted(plan.param_gathers.items()):
         gathers.setdefault(g, []).append(_sum_s(items))
@@ -216,8 +223,8 @@ def rank_streams(scenario: Scenario) -> tuple[RankStream, ...]:
     for (g, _), items in plan.grad_buckets.items():
         buckets[g] = buckets.get(g, 0.0) + _sum_s(items)
     out = []
-    for r in range(par.pp):
-        stages = [graph.stage(r, chunk) for chunk in range(graph.chunks)]
+    for r in ranks:
+        stages = held[r]
         clock, ready = 0.0, []
         for g in stages:
             if g in gathers:

@@ -86,6 +86,7 @@ from clustersim.sweep.dpbound import (
     final_prefixes,
     rank_streams,
     stream_of,
+    streams_of,
 )
 from clustersim.sweep.programs import Tcm, final_counts, pair_s, stage_durations, start_paths
 from clustersim.sweep.space import (
@@ -480,17 +481,32 @@ def pipeline_bound_s(u: UnitTimes, x: Extra, profile: ScheduleProfile, num_micro
     last_b = _action_s(nl, b, g, u.last_b_s, x.gather_last_s, u.last_b_s, x.gather_last_s)
     best = 0.0
     fill = 0.0  # rank r starts after chunk 0's F on ranks < r (and ends before their B: the chain)
+    fwd: dict[int, float] = {}  # _action_s of a forward / backward over n layers (ranks share them)
+    bwd: dict[int, float] = {}
+
+    def af(n: int) -> float:
+        t = fwd.get(n)
+        if t is None:
+            t = fwd[n] = _action_s(n, f, g)
+        return t
+
+    def ab(n: int) -> float:
+        t = bwd.get(n)
+        if t is None:
+            t = bwd[n] = _action_s(n, b, g)
+        return t
+
     for r in range(pp):
-        work = sum(k * (_action_s(n, f, g) + _action_s(n, b, g)) for n, k in profile.plain_chunks[r])
+        work = sum(k * (af(n) + ab(n)) for n, k in profile.plain_chunks[r])
         if r == 0:
             work += first_f + first_b
         if r == pp - 1 and not single:
             work += last_f + last_b
         best = max(best, fill + num_micro_batches * work)
         c0 = profile.chunk0_layers[r]
-        fill += (first_f if r == 0 else _action_s(c0, f, g)) + x.p2p_s
+        fill += (first_f if r == 0 else af(c0)) + x.p2p_s
         if profile.backward_chain:
-            fill += (first_b if r == 0 else _action_s(c0, b, g)) + x.p2p_s
+            fill += (first_b if r == 0 else ab(c0)) + x.p2p_s
     return best
 
 
@@ -973,8 +989,9 @@ class Screen:
             p = replace(p, schedule=schedule[0], virtual_stages=schedule[1])
         key = self._stream_key(p)
         stream = self._dp.get(key)
-        if stream is None:
-            stream = self._dp[key] = stream_of(self.rank_streams(p)[0], p.pp)
+        if stream is None:  # rank 0's stages alone, unless every rank's streams are at hand
+            streams = self._streams.get(key) or streams_of(replace(self.base, parallel=p), (0,))
+            stream = self._dp[key] = stream_of(streams[0], p.pp)
         return stream
 
     def _stream_key(self, p: ParallelLayout) -> tuple[object, ...]:
