@@ -11,9 +11,9 @@
    gb200-nvl72,mi300x`` (one sweep per cluster, re-rank 1).
 
 Each runs as the CLI runs it (a local pool of all cores; compare: one serial sweep per cluster in
-the pool) and prints: layouts screened, unit-time classes priced at the bound's first level
-(kernels alone) and at its second (compiled units, only where the branch and bound needed them),
-layouts refined, closed-form evaluations, event-engine runs, wall seconds, and CPU seconds of this
+the pool) and prints: layouts screened, unit-time classes the screen priced (compiled units,
+the bound's first level) and those of the layouts the branch and bound refined (the second
+level's stream terms, MoE models only), layouts refined, closed-form evaluations, event-engine runs, wall seconds, and CPU seconds of this
 process and its workers together (``resource.getrusage``: RUSAGE_SELF + RUSAGE_CHILDREN), then
 the load average. The compare line's counts come from its sweeps run again in this process after
 the timed run (sums over the clusters). Nothing is asserted: timings depend on the machine and

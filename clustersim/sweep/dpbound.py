@@ -37,11 +37,11 @@ collective is priced by the plan the closed form runs (``engine.zero.dp_plan`` o
 same ``comm_plan``), and nothing the closed form adds to it (waits for the stream, compute slowed
 beside it, link contention in the event engine) is counted, which keeps it a bound.
 
-The third level (``clustersim.sweep.replay``) bounds every rank's stream for every schedule
-instead (``RankStream``): with the replay's own start of each final backward and its ends, and
-the gathers' ends as the forwards' gates. (A second-level term for the schedules without the
-backward chain, each rank's whole stream from step start, raised too few bounds for its cost:
-the 1,024-GPU Mixtral sweep's branch and bound took 160 s with it, 103 s without.)
+The schedules without the backward chain (zero-bubble, DualPipe) get each rank's stream at the
+second level instead (``RankStream``, ``Screen.stream_floor_s``: every rank's actions back to back
+from the earliest its first action's inputs arrive), and the third level
+(``clustersim.sweep.replay``) bounds every rank's stream for every schedule, with the replay's
+own start of each final backward and its ends, and the gathers' ends as the forwards' gates.
 
 Not covered by ``DpStream`` (the term is 0): ZeRO-3 (``screen.Extra`` and ``Screen.tail_s`` bound its gathers and
 reductions), the zero-bubble and DualPipe schedules (no backward chain), and scenarios run per

@@ -95,7 +95,7 @@ class SweepResult:
 
     def classes(self, refined_only: bool = False) -> int:
         """Unit-time classes (clustersim.sweep.screen.Screen.class_key) of every screened layout
-        (priced at the first level), or of the refined ones (priced at the second)."""
+        (priced by the screen), or of the ones the branch and bound refined (the second level)."""
         from clustersim.sweep.screen import screen_for
 
         rows = self.table if not refined_only else self.table[self.refined_mask] if self.refined_mask is not None \
@@ -357,10 +357,11 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     layouts whose memory verdict is ``fits`` when there are that many; tight layouts are
     evaluated only when fewer fit.
 
-    With lazy bounds (``SweepSpec.lazy_bounds``) the screen's bound column holds level 0 (each
-    unit's kernels alone) and a round first raises it, level by level (``SweepSpec.refine_levels``:
-    the compiled units with the ZeRO-3 gathers, ``screen.compiled_bounds``; then, for MoE models,
-    the data-parallel stream term, ``screen.exact_bounds``), for every wanted layout whose bound
+    With lazy bounds (``SweepSpec.lazy_bounds``) the screen's bound column holds a lower level
+    (the shipped screen: level 1, the compiled units with the ZeRO-3 gathers; the tests' level-0
+    screener: each unit's kernels alone) and a round first raises it, level by level
+    (``SweepSpec.refine_levels``: ``screen.compiled_bounds`` after a level-0 screen; then, for MoE
+    models, the data-parallel stream terms, ``screen.exact_bounds``), for every wanted layout whose bound
     at the level below is at most the bound of the last layout the round would pick; a layout
     not raised has a higher level at least its bound, above that edge, so it sorts after every
     picked one. Each round therefore picks the layouts that the last of these levels alone
