@@ -228,11 +228,6 @@ def _lower_of_class(rep: Scenario) -> UnitTimes:
     return lower_unit_times(_shortened(rep))
 
 
-def _units_of_class(rep: Scenario) -> UnitTimes:
-    """``unit_times`` of a class representative, on the shortened model."""
-    return unit_times(_shortened(rep))
-
-
 class UnitCompiler:
     """``engine.units.compile_unit`` for the classes of one base scenario, each distinct unit
     compiled once. A unit compiles from its ops, sequence parallelism and, for each collective,
@@ -328,21 +323,16 @@ class PartTimes:
     last: dict[str, Tcm]
 
 
-def _tcm(rep: Scenario, work: tuple, compile: Callable[[Scenario, tuple], CompiledUnit] = compile_unit) -> Tcm:
+def _tcm(rep: Scenario, work: tuple, compile: Callable[[Scenario, tuple], CompiledUnit]) -> Tcm:
     unit = compile(rep, work)
     c = sum(s.time_s for s in unit.steps if s.plan is None and s.join < 0)
     m = sum(s.time_s for s in unit.steps if s.plan is not None)
     return unit.time_s, c, m
 
 
-@functools.lru_cache(maxsize=4096)
-def part_times(rep: Scenario) -> PartTimes:
-    """``PartTimes`` of the class that ``rep`` (from ``class_scenario``) stands for."""
-    return compiled_part_times(rep, compile_unit)
-
-
-def compiled_part_times(rep: Scenario, compile: Callable[[Scenario, tuple], CompiledUnit]) -> PartTimes:
-    """``part_times`` with each unit compiled by ``compile`` (a ``UnitCompiler``, or ``compile_unit``)."""
+def part_times(rep: Scenario, compile: Callable[[Scenario, tuple], CompiledUnit] = compile_unit) -> PartTimes:
+    """``PartTimes`` of the class that ``rep`` (from ``class_scenario``) stands for, each unit
+    compiled by ``compile`` (``compile_unit``, or a Screen's ``UnitCompiler``)."""
     stage = build_step_work(rep).stages[0]
     n, k = stage.num_layers, rep.model.mtp_layers
     layer, first, last = {}, {}, {}
@@ -704,7 +694,7 @@ class Screen:
 
     def part_times(self, layout: ParallelLayout) -> PartTimes:
         """``part_times`` of the layout's class (the third level, clustersim.sweep.replay)."""
-        return self._of_class(self._parts, lambda rep: compiled_part_times(rep, self.compile), layout)
+        return self._of_class(self._parts, lambda rep: part_times(rep, self.compile), layout)
 
     def _of_class(self, cache: dict, price: Callable[[Scenario], Any], layout: ParallelLayout) -> Any:
         """``price`` of the layout's class representative, once per class."""
@@ -886,14 +876,21 @@ class Screen:
         left its closed-form evaluations at 102 (the five-cluster compare: 2,686 -> 2,634), while
         a MoE bound without it is as low as 0.42 of the closed form (expert gradients over their
         own group; docs/sweep.md)."""
-        opt = self.optimizer_s(layout, u, profile)
-        bound = pipe_s + opt + (self.tail_s(layout, u, profile) if profile.backward_chain else 0.0)
+        opt, tail = self.step_terms(layout, u, profile)
+        bound = pipe_s + opt + tail
         if exact and self.dp_term:
             if profile.backward_chain:
                 bound = max(bound, self.dp_bound_s(layout, schedule, u, profile, pipe_s, opt))
             else:
                 bound = max(bound, self.stream_floor_s(layout, schedule, u, profile))
         return bound
+
+    def step_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> tuple[float, float]:
+        """What ``total_s`` adds to the pipeline bound below the second level: the optimizer step
+        and, with the backward chain, ``tail_s`` (else 0). Both read the class only through its
+        parameter counts."""
+        return (self.optimizer_s(layout, u, profile),
+                self.tail_s(layout, u, profile) if profile.backward_chain else 0.0)
 
     def stream_floor_s(self, layout: ParallelLayout, schedule: tuple[str, int], u: UnitTimes,
                        profile: ScheduleProfile) -> float:
@@ -1287,13 +1284,12 @@ class _Rows:
                     self.static_of.append(c)
                 if exact:
                     bound = sc.total_s(p, u, prof, pipe_s, exact, (sched, v))
-                else:  # total_s below the second level, summed in its order
+                else:  # total_s below the second level
                     skey = (id(prof), off, p.dp, p.cp, p.zero_stage, uparams)
-                    steps = self._steps.get(skey)
-                    if steps is None:
-                        steps = self._steps[skey] = (sc.optimizer_s(p, u, prof),
-                                                     sc.tail_s(p, u, prof) if prof.backward_chain else 0.0)
-                    bound = pipe_s + steps[0] + steps[1]
+                    terms = self._steps.get(skey)
+                    if terms is None:
+                        terms = self._steps[skey] = sc.step_terms(p, u, prof)
+                    bound = pipe_s + terms[0] + terms[1]
                 self.rows.append((*head, int(off), bound * (1.0 - BOUND_SLACK)))
 
     def array(self) -> np.ndarray:
