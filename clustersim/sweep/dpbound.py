@@ -194,6 +194,8 @@ def param_work(scenario: Scenario) -> StepWork:
 
 @functools.lru_cache(maxsize=1024)
 def _work(scenario: Scenario) -> StepWork:
+    """``build_step_work`` in a cache of its own: a worker's thousands of unit-time class builds
+    would evict these canonical ones from ``build_step_work``'s."""
     return build_step_work(scenario)
 
 

@@ -13,22 +13,24 @@ from clustersim.sweep.evaluate import COL, KEY_FIELDS
 _KEY_COLS = [COL[f] for f in KEY_FIELDS]
 
 
-def key_codes(table: np.ndarray) -> np.ndarray | None:
-    """One int64 per row that orders like the row's layout key (its fields, small non-negative
-    integers, packed into bits from the first field to the last), or None where they do not fit
-    in 62 bits: sorting by it is sorting by the key, in one pass instead of one per field."""
+def key_codes(table: np.ndarray) -> np.ndarray:
+    """One int64 per row that orders like the row's layout key: its fields (small non-negative
+    integers) packed into bits from the first field to the last, or, where they do not fit in 62
+    bits, each row's rank among the keys. Sorting by it is sorting by the key, in one pass
+    instead of one per field."""
     keys = table[:, _KEY_COLS]
     if keys.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
-    if np.isnan(keys).any() or (keys < 0).any():
-        return None
-    widths = [max(1, int(m).bit_length()) for m in keys.max(axis=0)]
-    if sum(widths) > 62:
-        return None
-    codes = np.zeros(keys.shape[0], dtype=np.int64)
-    for j, w in enumerate(widths):
-        codes = (codes << w) | keys[:, j].astype(np.int64)
-    return codes
+    if not (np.isnan(keys).any() or (keys < 0).any()):
+        widths = [max(1, int(m).bit_length()) for m in keys.max(axis=0)]
+        if sum(widths) <= 62:
+            codes = np.zeros(keys.shape[0], dtype=np.int64)
+            for j, w in enumerate(widths):
+                codes = (codes << w) | keys[:, j].astype(np.int64)
+            return codes
+    ranks = np.empty(keys.shape[0], dtype=np.int64)
+    ranks[np.lexsort([keys[:, j] for j in reversed(range(keys.shape[1]))])] = np.arange(keys.shape[0])
+    return ranks
 
 
 def rank_order(table: np.ndarray, tokens_per_s: np.ndarray | None = None,
@@ -41,8 +43,7 @@ def rank_order(table: np.ndarray, tokens_per_s: np.ndarray | None = None,
     if codes is None:
         codes = key_codes(table)
     # np.lexsort sorts by its last key first.
-    keys = [codes] if codes is not None else [table[:, c] for c in reversed(_KEY_COLS)]
-    return np.lexsort([*keys, np.where(missing, 0.0, -tps), tight, missing])
+    return np.lexsort([codes, np.where(missing, 0.0, -tps), tight, missing])
 
 
 def feasible_mask(table: np.ndarray) -> np.ndarray:

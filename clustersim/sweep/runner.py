@@ -374,11 +374,6 @@ def _branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, ke
     feasible = clear if int(clear.sum()) >= keep else table[:, COL["fits"]] == 1.0
     fits = np.flatnonzero(feasible)
     krank = key_codes(table)  # orders rows like their keys
-    if krank is None:
-        keys = table[fits][:, :N_KEY]
-        by_key = fits[np.lexsort([keys[:, c] for c in reversed(range(N_KEY))])]
-        krank = np.zeros(table.shape[0], dtype=np.int64)
-        krank[by_key] = np.arange(by_key.size)
     bcol = COL["bound_step_time_s"]
 
     def by_bound(rows: np.ndarray) -> np.ndarray:  # by bound, then key
@@ -555,7 +550,7 @@ def _final_order(table: np.ndarray, sim: np.ndarray) -> np.ndarray:
     for mask, tps in ((sim_ok, sim[:, 3]), (est_ok, table[:, COL["tokens_per_s"]]),
                       (bounded, 1.0 / table[:, COL["bound_step_time_s"]]), (rest, np.full(n, np.nan))):
         idx = np.flatnonzero(mask)
-        parts.append(idx[rank_order(table[idx], tps[idx], None if codes is None else codes[idx])])
+        parts.append(idx[rank_order(table[idx], tps[idx], codes[idx])])
     return np.concatenate(parts)
 
 

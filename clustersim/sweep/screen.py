@@ -471,21 +471,9 @@ def pipeline_bound_s(u: UnitTimes, x: Extra, profile: ScheduleProfile, num_micro
     last_b = _action_s(nl, b, g, u.last_b_s, x.gather_last_s, u.last_b_s, x.gather_last_s)
     best = 0.0
     fill = 0.0  # rank r starts after chunk 0's F on ranks < r (and ends before their B: the chain)
-    fwd: dict[int, float] = {}  # _action_s of a forward / backward over n layers (ranks share them)
-    bwd: dict[int, float] = {}
-
-    def af(n: int) -> float:
-        t = fwd.get(n)
-        if t is None:
-            t = fwd[n] = _action_s(n, f, g)
-        return t
-
-    def ab(n: int) -> float:
-        t = bwd.get(n)
-        if t is None:
-            t = bwd[n] = _action_s(n, b, g)
-        return t
-
+    # _action_s of a forward / backward over n layers, once per n (ranks share them)
+    af = functools.cache(lambda n: _action_s(n, f, g))
+    ab = functools.cache(lambda n: _action_s(n, b, g))
     for r in range(pp):
         work = sum(k * (af(n) + ab(n)) for n, k in profile.plain_chunks[r])
         if r == 0:

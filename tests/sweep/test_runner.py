@@ -137,7 +137,8 @@ def test_dask_local_cluster_gives_the_same_ranking(small, small_result):
 @pytest.mark.parametrize("seed", range(5))
 def test_key_codes_order_like_the_keys(seed):
     """``rank.key_codes`` packs a layout key into one int64 that sorts like the key's fields one
-    after another (the sweep's tie-breaks), and gives up (None) where the fields do not fit."""
+    after another (the sweep's tie-breaks), and gives each row's rank among the keys where the
+    fields do not fit."""
     from clustersim.sweep.evaluate import COLUMNS
     from clustersim.sweep.rank import key_codes
 
@@ -148,10 +149,12 @@ def test_key_codes_order_like_the_keys(seed):
     for j, f in enumerate(KEY_FIELDS):
         table[:, COL[f]] = rng.integers(0, highs[j], n)
     table[n // 2:, :] = table[: n - n // 2, :]  # equal keys too
-    codes = key_codes(table)
-    assert codes is not None
-    by_codes = np.argsort(codes, kind="stable")
     by_fields = np.lexsort([table[:, COL[f]] for f in reversed(KEY_FIELDS)])
-    assert np.array_equal(by_codes, by_fields)
-    table[0, COL["dp"]] = 2.0**40  # too wide to pack with the rest
-    assert key_codes(table) is None
+    codes = key_codes(table)
+    assert np.array_equal(np.argsort(codes, kind="stable"), by_fields)
+    assert codes.max() >= n  # packed bits, not ranks
+    table[0, COL["dp"]] = 2.0**40  # too wide to pack with the rest: ranks among the keys instead
+    by_fields = np.lexsort([table[:, COL[f]] for f in reversed(KEY_FIELDS)])
+    codes = key_codes(table)
+    assert np.array_equal(np.argsort(codes, kind="stable"), by_fields)
+    assert codes.max() < n
