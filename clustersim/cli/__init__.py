@@ -10,6 +10,7 @@ removes temporary files), so that the clean-up itself cannot be cut short.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import signal
 import sys
 import threading
