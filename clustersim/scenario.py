@@ -37,7 +37,7 @@ from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.rules import check_extensions
 from clustersim.perrank.faults import FaultSpec, FaultsSection, fault_spec
 from clustersim.perrank.hetero import ClusterGroupSection, NodeGroup, load_groups
-from clustersim.workload.model_spec import ModelSpec
+from clustersim.workload.model_spec import ModelSpec, model_from_fields
 from clustersim.workload.presets import MODEL_PRESETS
 
 DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
@@ -291,31 +291,6 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
 
 # ---------------------------------------------------------------------------------------------
 # model resolution
-
-def model_from_fields(name: str, fields: dict[str, Any]) -> ModelSpec:
-    moe = fields.get("moe") or {}
-    if hasattr(moe, "model_dump"):
-        moe = moe.model_dump()
-    return ModelSpec(
-        name=name,
-        layers=fields["layers"], hidden=fields["hidden"], heads=fields["heads"], vocab=fields["vocab"],
-        seq_len=fields["seq_len"], kv_heads=fields.get("kv_heads") or 0, ffn_hidden=fields.get("ffn_hidden") or 0,
-        ffn_act=fields.get("ffn_act") or "gelu", moe_experts=moe.get("experts", 0) or 0,
-        moe_top_k=moe.get("top_k", 0) or 0, tie_embeddings=bool(fields.get("tie_embeddings") or False),
-        moe_shared_experts=moe.get("shared_experts") or 0,
-        moe_expert_ffn_hidden=moe.get("expert_ffn_hidden") or 0,
-        moe_first_dense_layers=moe.get("first_dense_layers") or 0,
-        moe_capacity_factor=float(moe.get("capacity_factor") or 0.0),
-        moe_imbalance=float(moe.get("imbalance") or 1.0),
-        moe_router_num_groups=moe.get("router_num_groups") or 0,
-        moe_router_group_topk=moe.get("router_group_topk") or 0,
-        moe_token_dispatcher=moe.get("token_dispatcher") or "alltoall",
-        attention=fields.get("attention") or "",
-        q_lora_rank=fields.get("q_lora_rank") or 0, kv_lora_rank=fields.get("kv_lora_rank") or 0,
-        qk_rope_head_dim=fields.get("qk_rope_head_dim") or 0, qk_nope_head_dim=fields.get("qk_nope_head_dim") or 0,
-        v_head_dim=fields.get("v_head_dim") or 0, mtp_layers=fields.get("mtp_layers") or 0,
-    )
-
 
 def read_hf_config(path: str) -> dict[str, Any]:
     """Fields of a Hugging Face style ``config.json`` (Llama/Mistral/Mixtral/GPT-2 key names)."""
