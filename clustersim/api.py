@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
-from clustersim.engine.actions import step_schedule
 from clustersim.engine.analytical import estimate_step
-from clustersim.engine.budget import check_step_budget
-from clustersim.engine.memory_plan import rank_memory, worst_stage
 from clustersim.engine.sim import SimResult, simulate_step
 from clustersim.errors import InputError
 from clustersim.parallel.pipeline import build_schedule, stage_graph, validate_schedule
 from clustersim.perrank import run as perrank
 from clustersim.perrank.run import per_rank_mode
+from clustersim.plan.actions import step_schedule
+from clustersim.plan.budget import check_step_budget
+from clustersim.plan.memory_plan import rank_memory, worst_stage
 from clustersim.report import StepReport
 from clustersim.scenario import Scenario, load_scenario, scenario_from_dict
 

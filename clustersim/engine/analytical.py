@@ -3,7 +3,7 @@
 Each rank's compute stream, communication streams and pipeline transfers are computed by a
 direct recurrence (start = max(stream free, inputs arrived)) instead of simpy events, and every
 link is assumed to be free whenever a transfer starts. Compute slows beside the rank's
-collectives exactly as in the event engine (clustersim.engine.overlap.advance over the streams'
+collectives exactly as in the event engine (clustersim.plan.overlap.advance over the streams'
 busy intervals, which are all known when a unit starts: only the rank's own earlier actions
 enqueue them). Where nothing contends (no two transfers on one link at once) this gives exactly
 the event engine's times; elsewhere the event engine is slower, and the gap between the two is
@@ -19,12 +19,12 @@ event engine are taken per class (see docs/engine.md, per-rank mode).
 
 from __future__ import annotations
 
-from clustersim.engine.overlap import Interval
 from clustersim.engine.pair import chain_of, pair_timing
-from clustersim.engine.rankplan import RankAction, SimRank, StepPlan, build_plan
 from clustersim.engine.timeline import CAUSES, StepResult
-from clustersim.engine.units import CompiledUnit, unit_timing
-from clustersim.engine.zero import Item, Zero3Plan
+from clustersim.plan.compiled_unit import CompiledUnit, unit_timing
+from clustersim.plan.data_parallel import Item, Zero3Plan
+from clustersim.plan.overlap import Interval
+from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, build_plan
 from clustersim.scenario import Scenario
 
 Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch) of an awaited input

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from clustersim.engine.analytical import Recurrence
 from clustersim.engine.collapse import run_collapsed
-from clustersim.engine.rankplan import StepPlan
 from clustersim.engine.sim import Key, Resume, SimResult, _StepSim
+from clustersim.plan.step_plan import StepPlan
 
 
 def _sender(plan: StepPlan, key: Key) -> int:

@@ -1,10 +1,10 @@
 """The event-driven step simulation (simpy). A thin loop: all arithmetic is in the cost modules.
 
-The engine walks the simulated ranks of a step plan (clustersim.engine.rankplan): one
+The engine walks the simulated ranks of a step plan (clustersim.plan.step_plan): one
 representative GPU per pipeline rank on a healthy, homogeneous cluster (its DP replicas and TP
 peers do the same work at the same time), or pipeline rank ``p`` of every rank class in per-rank
 mode. Each simulated rank has a compute lane that walks its schedule's actions (``ComputeLane``:
-slowed while collectives run beside it, clustersim.engine.overlap), two communication streams
+slowed while collectives run beside it, clustersim.plan.overlap), two communication streams
 that run their collectives in order, as NCCL streams do ("dp": gradient buckets and parameter
 gathers; "rs": ZeRO-3's per-unit gradient reduce-scatters, which FSDP and DeepSpeed issue on a
 stream of their own), and two processor-sharing links (its NVLink port and its NIC share) on which
@@ -29,11 +29,11 @@ from clustersim.collectives import CollectivePlan, Phase
 from clustersim.engine.analytical import gather_slots
 from clustersim.engine.lane import ComputeLane
 from clustersim.engine.pair import PairCore, chain_of
-from clustersim.engine.rankplan import RankAction, SimRank, StepPlan, build_plan
 from clustersim.engine.timeline import StepResult, Timeline
-from clustersim.engine.units import CompiledUnit
-from clustersim.engine.zero import Item
 from clustersim.network import FairShareLink
+from clustersim.plan.compiled_unit import CompiledUnit
+from clustersim.plan.data_parallel import Item
+from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, build_plan
 from clustersim.scenario import Scenario
 
 Proc = Generator[simpy.Event, Any, None]

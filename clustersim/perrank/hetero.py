@@ -111,8 +111,8 @@ _VARIANTS: dict[int, tuple[object, tuple]] = {}
 def _layer_and_fixed(variant: Scenario, stage: int) -> tuple[float, float]:
     """Mean forward + backward seconds of one of ``stage``'s layers and the stage's fixed work
     (embedding, output layer), contention-free, as the engine prices them on the variant's GPUs."""
-    from clustersim.engine.stages import build_step_work
-    from clustersim.engine.units import compile_unit
+    from clustersim.plan.compiled_unit import compile_unit
+    from clustersim.plan.stage_work import build_step_work
 
     work = build_step_work(variant)
     st = work.stages[stage]

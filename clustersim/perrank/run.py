@@ -21,13 +21,13 @@ from typing import Any
 
 from clustersim.engine.analytical import Recurrence
 from clustersim.engine.collapse import run_collapsed
-from clustersim.engine.rankplan import StepPlan, build_plan
 from clustersim.engine.sim import SimResult, simulate_plan
-from clustersim.engine.stages import step_graph
 from clustersim.engine.timeline import StepResult
 from clustersim.perrank import hetero
 from clustersim.perrank.classes import ClassLayout, Culprit, class_layout, coords_of
 from clustersim.perrank.faults import FaultSpec
+from clustersim.plan.stage_work import step_graph
+from clustersim.plan.step_plan import StepPlan, build_plan
 from clustersim.scenario import Scenario
 
 WAITS = ("bubble", "pp_comm", "dp_comm")

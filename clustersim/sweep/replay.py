@@ -9,7 +9,7 @@ pipeline traffic grow with ``v`` (Narayanan et al. 2021, arXiv 2104.04473, §2.2
 of communication also increases by v") while the second level does not.
 
 ``replay_ends`` runs the same recurrence on the schedule's own actions
-(``engine.rankplan.classic_actions`` or ``engine.actions.action_skeleton``, as the closed form
+(``plan.step_plan.classic_actions`` or ``plan.actions.action_skeleton``, as the closed form
 resolves them for every schedule: each
 rank's actions in order, each starting when the rank is free and its inputs have arrived), with
 every action lasting only what its units must take: alone, the contention-free compiled time of
@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustersim.engine.overlap import overlap_slowdown
 from clustersim.parallel.layout import ParallelLayout
+from clustersim.plan.overlap import overlap_slowdown
 from clustersim.scenario import Scenario
 from clustersim.sweep.programs import Tcm, pair_s, program, stage_durations
 from clustersim.sweep.screen import BOUND_SLACK, Screen, screen_for

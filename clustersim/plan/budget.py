@@ -16,12 +16,12 @@ The count is deterministic, so whether a scenario is refused never depends on th
 
 from __future__ import annotations
 
-from clustersim.engine.groups import pp_plan
-from clustersim.engine.stages import StepWork, Work, build_step_work
-from clustersim.engine.units import CompiledUnit, UnitCache
-from clustersim.engine.zero import DpPlan, Item, dp_plan
 from clustersim.errors import BudgetError
 from clustersim.limits import MAX_CLOSED_FORM_OPERATIONS, MAX_EVENT_OPERATIONS
+from clustersim.plan.comm_plans import pp_plan
+from clustersim.plan.compiled_unit import CompiledUnit, UnitCache
+from clustersim.plan.data_parallel import DpPlan, Item, dp_plan
+from clustersim.plan.stage_work import StepWork, Work, build_step_work
 from clustersim.scenario import Scenario
 
 ENGINES = ("event", "analytical")
@@ -29,7 +29,7 @@ ENGINES = ("event", "analytical")
 
 def tiers_used_beside_compute(scenario: Scenario, work: StepWork, dp: DpPlan) -> frozenset[str]:
     """Link tiers that DP collectives or pipeline transfers use while compute runs (the
-    ``shared`` tiers of clustersim.engine.rankplan.build_plan, counted without building a plan)."""
+    ``shared`` tiers of clustersim.plan.step_plan.build_plan, counted without building a plan)."""
     groups = [dp.grad_buckets, dp.param_gathers]
     if dp.zero3 is not None:
         groups += [dp.zero3.gather, dp.zero3.reduce]
@@ -42,7 +42,7 @@ def tiers_used_beside_compute(scenario: Scenario, work: StepWork, dp: DpPlan) ->
 
 
 def unit_isolated(unit: CompiledUnit, shared_tiers: frozenset[str]) -> bool:
-    """The unit's contention-free duration is exact (clustersim.engine.rankplan._isolated)."""
+    """The unit's contention-free duration is exact (clustersim.plan.step_plan._isolated)."""
     overlapped = any(s.plan is not None and s.overlapped for s in unit.steps)
     collectives = sum(1 for s in unit.steps if s.plan is not None)
     return not (unit.tiers & shared_tiers) and (not overlapped or collectives == 1)

@@ -18,14 +18,14 @@ import functools
 from dataclasses import dataclass, field
 
 from clustersim.collectives import CollectivePlan
-from clustersim.engine.actions import plan_actions
-from clustersim.engine.groups import pp_plan
-from clustersim.engine.overlap import overlap_slowdown
-from clustersim.engine.scaling import scale_dp_plan, scale_plan, scale_work
-from clustersim.engine.stages import StageWork, Work, build_step_work
-from clustersim.engine.units import CompiledUnit, compile_unit
-from clustersim.engine.zero import DpPlan, Item, dp_plan
 from clustersim.parallel.pipeline import build_schedule
+from clustersim.plan.actions import plan_actions
+from clustersim.plan.comm_plans import pp_plan
+from clustersim.plan.compiled_unit import CompiledUnit, compile_unit
+from clustersim.plan.data_parallel import DpPlan, Item, dp_plan
+from clustersim.plan.overlap import overlap_slowdown
+from clustersim.plan.speed_scaling import scale_dp_plan, scale_plan, scale_work
+from clustersim.plan.stage_work import StageWork, Work, build_step_work
 from clustersim.scenario import Scenario
 
 Total = tuple[float, tuple[tuple[str, float], ...]]  # duration of an action's units and its split by cause
@@ -36,7 +36,7 @@ CLASSIC_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 
 @dataclass(frozen=True, slots=True)
 class RankAction:
-    """One scheduled action of a simulated rank, resolved (clustersim.engine.actions): its global
+    """One scheduled action of a simulated rank, resolved (clustersim.plan.actions): its global
     stage, the units it runs (``part``: "F", "B" the whole backward, "Bi" its input-gradient part,
     "W" the weight-gradient part), the input it waits for, the outputs it sends (key and the
     pipeline boundary whose link carries it), whether it completes the chunk's gradients and

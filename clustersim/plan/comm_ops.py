@@ -7,8 +7,8 @@
   (``up_bytes``), plus the latency of an all-to-all over the EP group. DeepEP's measured
   bottleneck bandwidths (H800, CX7 400 Gb/s, DeepSeek-V3 settings: 43-58 GB/s RDMA for EP16-64,
   153-158 GB/s NVLink intranode) are what the fabric profiles' achievable rates give.
-* ``host_copy``: a copy to or from host memory (clustersim.engine.offload).
-* everything else: ``clustersim.engine.groups.comm_plan`` (NCCL's algorithms on the group's shape).
+* ``host_copy``: a copy to or from host memory (clustersim.plan.host_offload).
+* everything else: ``clustersim.plan.comm_plans.comm_plan`` (NCCL's algorithms on the group's shape).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import functools
 
 from clustersim.collectives import CollectivePlan, Phase, ports
 from clustersim.compute.ops import CommOp
-from clustersim.engine.groups import comm_plan, group_shape
-from clustersim.engine.offload import host_copy_plan
+from clustersim.plan.comm_plans import comm_plan, group_shape
+from clustersim.plan.host_offload import host_copy_plan
 from clustersim.scenario import Scenario
 
 

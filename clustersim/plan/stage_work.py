@@ -32,11 +32,11 @@ from clustersim.compute.conventions import resolve_attention
 from clustersim.compute.mtp import mtp_cost
 from clustersim.compute.ops import PassCost
 from clustersim.compute.optimizer import grad_buffer_time_s
-from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.memory.activations import layer_activation_bytes
 from clustersim.memory.policies import chunk_policies
 from clustersim.parallel.pipeline import model_split
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
+from clustersim.plan.host_offload import host_optimizer_time_s
 from clustersim.scenario import Scenario
 
 Work = tuple[Op | CommOp, ...]
@@ -71,7 +71,7 @@ class StepWork:
 
 def _with_offload(scenario: Scenario, lc: LayerCost, moe: bool) -> LayerCost:
     """A layer whose saved activations go to host memory during its forward and come back during
-    its backward, beside its own compute (clustersim.engine.offload)."""
+    its backward, beside its own compute (clustersim.plan.host_offload)."""
     par, model = scenario.parallel, scenario.model
     attention = resolve_attention(scenario.training.attention, scenario.cluster.gpu.name)
     size = layer_activation_bytes(model, par, scenario.training.dtype, attention, moe=moe)

@@ -55,9 +55,9 @@ import functools
 from dataclasses import dataclass, field, replace
 
 from clustersim.collectives import CollectivePlan, Phase
-from clustersim.engine.groups import comm_plan, group_shape
-from clustersim.engine.offload import host_copy_plan
-from clustersim.engine.stages import StepWork, activation_bytes, build_step_work
+from clustersim.plan.comm_plans import comm_plan, group_shape
+from clustersim.plan.host_offload import host_copy_plan
+from clustersim.plan.stage_work import StepWork, activation_bytes, build_step_work
 from clustersim.scenario import Scenario
 
 Item = tuple[str, CollectivePlan]

@@ -14,10 +14,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from clustersim.engine.stages import StageWork, StepWork, Work
 from clustersim.parallel.pipeline import Schedule, pair_steady_state, split_weight_keys
 from clustersim.parallel.pipeline import build_schedule as _build
 from clustersim.parallel.stage_graph import StageGraph
+from clustersim.plan.stage_work import StageWork, StepWork, Work
 from clustersim.scenario import Scenario
 
 Key = tuple[str, int, int]
