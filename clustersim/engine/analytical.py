@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from clustersim.engine.pair import chain_of, pair_timing
 from clustersim.engine.timeline import CAUSES, StepResult
+from clustersim.plan.comm_plans import Item
 from clustersim.plan.compiled_unit import CompiledUnit, unit_timing
-from clustersim.plan.data_parallel import Item, Zero3Plan
 from clustersim.plan.overlap import Interval
 from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, build_plan
+from clustersim.plan.zero3 import Zero3Plan, gather_slots
 from clustersim.scenario import Scenario
 
 Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch) of an awaited input
@@ -108,13 +109,6 @@ class _Gathers:
         return self.ends[k] if k < len(self.ends) else None
 
 
-def gather_slots(z3: Zero3Plan, num_units: int, g: int, kind: str) -> list[tuple[Item, ...]]:
-    """ZeRO-3 gathers of an action's units in the order of use."""
-    if kind == "F":
-        return [z3.gather.get((g, u), ()) for u in range(num_units)]
-    return [z3.gather.get((g, num_units - 1 - b), ()) for b in range(num_units) for _ in range(z3.backward_gathers)]
-
-
 class Recurrence:
     """The closed form over a step plan: ``advance`` runs actions up to per-rank limits (as far as
     their inputs allow), ``finish`` runs the end of the step.
@@ -150,16 +144,15 @@ class Recurrence:
                         self.param_ready[(rk.index, gg, unit)] = state.enqueue("dp", items)
 
     def finish(self) -> StepResult:
-        """Gradient reductions left, optimizer step, parameter gathers after it; the result."""
-        dp = self.plan.dp
+        """The data-parallel tail of every rank (clustersim.plan.data_parallel.DpTail); the result."""
         self.last_action_s = tuple(s.clock for s in self.ranks)
         for rk, state in zip(self.plan.ranks, self.ranks, strict=True):
-            stages = list(rk.stages)
-            state.enqueue("dp", dp.after_backward_of(stages))
+            tail = rk.tail
+            state.enqueue("dp", tail.reduce)
             state.wait(max(state.pending, default=0.0), "dp_comm")
-            state.clock += rk.optimizer_time_s
-            state.causes["optimizer"] += rk.optimizer_time_s
-            for _, plan in dp.after_optimizer_of(stages):
+            state.clock += tail.optimizer_time_s
+            state.causes["optimizer"] += tail.optimizer_time_s
+            for _, plan in tail.gather:
                 state.clock += plan.time_s
                 state.causes["dp_comm"] += plan.time_s
         return StepResult(*StepResult.fields_from([s.clock for s in self.ranks], [s.causes for s in self.ranks]))

@@ -26,14 +26,14 @@ from typing import Any
 import simpy
 
 from clustersim.collectives import CollectivePlan, Phase
-from clustersim.engine.analytical import gather_slots
 from clustersim.engine.lane import ComputeLane
 from clustersim.engine.pair import PairCore, chain_of
 from clustersim.engine.timeline import StepResult, Timeline
 from clustersim.network import FairShareLink
+from clustersim.plan.comm_plans import Item
 from clustersim.plan.compiled_unit import CompiledUnit
-from clustersim.plan.data_parallel import Item
 from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, build_plan
+from clustersim.plan.zero3 import gather_slots
 from clustersim.scenario import Scenario
 
 Proc = Generator[simpy.Event, Any, None]
@@ -481,16 +481,16 @@ class _StepSim:
             return
         tl = self.tl
         # End of step: wait for the gradient reduction, step the optimizer, gather parameters.
-        stages = list(rk.stages)
-        for name, plan in self.plan.dp.after_backward_of(stages):
+        tail = rk.tail
+        for name, plan in tail.reduce:
             self._enqueue(rank, "dp", name, plan)
         start = env.now
         yield simpy.AllOf(env, self.pending[rank])
         tl.add(rank, "compute", "wait grad reduce", "dp_comm", start, env.now)
         start = env.now
-        yield env.timeout(rk.optimizer_time_s)
+        yield env.timeout(tail.optimizer_time_s)
         tl.add(rank, "compute", "optimizer step", "optimizer", start, env.now)
-        for name, plan in self.plan.dp.after_optimizer_of(stages):
+        for name, plan in tail.gather:
             start = env.now
             yield from self._run_plan(rank, plan)
             tl.add(rank, "compute", name, "dp_comm", start, env.now)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from clustersim.errors import BudgetError
 from clustersim.limits import MAX_CLOSED_FORM_OPERATIONS, MAX_EVENT_OPERATIONS
-from clustersim.plan.comm_plans import pp_plan
+from clustersim.plan.comm_plans import Item, pp_plan
 from clustersim.plan.compiled_unit import CompiledUnit, UnitCache
-from clustersim.plan.data_parallel import DpPlan, Item, dp_plan
+from clustersim.plan.data_parallel import DpPlan, dp_plan
 from clustersim.plan.stage_work import StepWork, Work, build_step_work
 from clustersim.scenario import Scenario
 

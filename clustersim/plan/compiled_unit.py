@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from clustersim.collectives import CollectivePlan
 from clustersim.compute import CommOp, Op
-from clustersim.plan.comm_ops import op_plan
+from clustersim.plan.comm_plans import op_plan
 from clustersim.plan.overlap import Interval, advance, overlap_slowdown
 from clustersim.plan.speed_scaling import scale_plan
 from clustersim.plan.stage_work import Work

@@ -16,22 +16,29 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from clustersim.collectives import CollectivePlan
 from clustersim.parallel.pipeline import build_schedule
 from clustersim.plan.actions import plan_actions
-from clustersim.plan.comm_plans import pp_plan
+from clustersim.plan.comm_plans import Item, pp_plan
 from clustersim.plan.compiled_unit import CompiledUnit, compile_unit
-from clustersim.plan.data_parallel import DpPlan, Item, dp_plan
+from clustersim.plan.data_parallel import DpPlan, DpTail, dp_plan
 from clustersim.plan.overlap import overlap_slowdown
 from clustersim.plan.speed_scaling import scale_dp_plan, scale_plan, scale_work
 from clustersim.plan.stage_work import StageWork, Work, build_step_work
 from clustersim.scenario import Scenario
 
-Total = tuple[float, tuple[tuple[str, float], ...]]  # duration of an action's units and its split by cause
 Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch) of an input sent between ranks
 
 CLASSIC_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
+
+
+class Total(NamedTuple):
+    """The contention-free duration of an action's units and its split by cause."""
+
+    time_s: float
+    by_cause: tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +97,7 @@ class SimRank:
     split: dict[tuple[int, int], tuple[CompiledUnit, CompiledUnit]]  # (stage, bwd unit) -> recompute, proper
     send: dict[str, CollectivePlan | None]   # "F": to the next stage, "B": to the previous one
     send_s: dict[str, float]                 # their contention-free durations
-    optimizer_time_s: float
+    tail: DpTail                             # after the last backward: reductions, optimizer step, gathers
     final_b: frozenset[int]                  # action indices of each chunk's last backward (or W)
     stages: tuple[int, ...]                  # global stages held (chunk order)
     slowdown: float                          # compute rate lost per concurrent collective (its GPU)
@@ -151,7 +158,7 @@ def _total(units: tuple[CompiledUnit, ...]) -> Total:
     for unit in units:
         for cause, sec in unit.by_cause:
             by_cause[cause] = by_cause.get(cause, 0.0) + sec
-    return sum(u.time_s for u in units), tuple(sorted(by_cause.items()))
+    return Total(sum(u.time_s for u in units), tuple(sorted(by_cause.items())))
 
 
 def _send_plan(scenario: Scenario, hosts: tuple[Host, ...], boundary: int, size_bytes: float) -> CollectivePlan:
@@ -300,7 +307,7 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
             final_b = frozenset(i for i, a in enumerate(actions) if a.final)
             ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, {k: _total(u) for k, u in units.items()},
                                  {}, {}, split, send, {k: (v.time_s if v is not None else 0.0) for k, v in send.items()},
-                                 work.optimizer_time_s[p] / host.speed, final_b, stages,
+                                 dp.tail(list(stages), work.optimizer_time_s[p] / host.speed), final_b, stages,
                                  overlap_slowdown(host.scenario.cluster.gpu), send_at,
                                  {b: v.time_s for b, v in send_at.items()}))
     groups = [dp.grad_buckets, dp.param_gathers]

@@ -38,9 +38,7 @@ from typing import Any
 import numpy as np
 
 from clustersim.collectives import plan_collective
-from clustersim.compute import optimizer_step_time_s
 from clustersim.compute.ops import COMM_GROUPS, CommOp, Op
-from clustersim.compute.optimizer import grad_buffer_time_s
 from clustersim.errors import InputError
 from clustersim.memory.activations import LayerUnits, combine, layer_units
 from clustersim.memory.allocator import FRAGMENTATION
@@ -67,17 +65,13 @@ from clustersim.parallel.placement import axis_shape_for
 from clustersim.perrank.run import per_rank_mode
 from clustersim.plan.comm_plans import comm_plan, group_shape, link_shape
 from clustersim.plan.compiled_unit import CompiledUnit, compile_unit
-from clustersim.plan.data_parallel import (
-    _reduce_bytes,
-    zero3_backward_gathers,
-    zero3_collective,
-    zero3_impl,
-    zero3_shard_axis,
-)
-from clustersim.plan.host_offload import host_optimizer_time_s
+from clustersim.plan.dp_rules import grad_reduce_bytes
+from clustersim.plan.element_bytes import activation_bytes
 from clustersim.plan.memory_plan import layers_in_flight, scenario_kernels
+from clustersim.plan.optimizer_step import optimizer_step_s
 from clustersim.plan.overlap import overlap_slowdown
-from clustersim.plan.stage_work import activation_bytes, build_step_work, grad_norm_all_reduce_s
+from clustersim.plan.stage_work import build_step_work
+from clustersim.plan.zero3 import zero3_backward_gathers, zero3_collective, zero3_shard_axis
 from clustersim.scenario import Scenario
 from clustersim.sweep.dpbound import (
     DpStream,
@@ -139,7 +133,7 @@ class Extra:
     gather_first_s: float = 0.0
     gather_last_s: float = 0.0
     p2p_s: float = 0.0
-    backward_gathers: int = 1  # gathers of a unit in each backward (plan.data_parallel.zero3_backward_gathers)
+    backward_gathers: int = 1  # gathers of a unit in each backward (plan.zero3.zero3_backward_gathers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +179,7 @@ def class_dp_key(base: Scenario, layout: ParallelLayout) -> tuple[object, ...]:
     """The data-parallel size as a unit-time class sees it: the shape of every group a layer's
     collectives run over in ``class_scenario``. A layer's ops depend on the layout only through
     ``compute.layer.compute_layout`` (no dp) and its collectives' plans only through the cluster
-    and these group shapes (``plan.comm_ops.op_plan``, ``plan.comm_plans.group_shape``), so two
+    and these group shapes (``plan.comm_plans.op_plan``, ``plan.comm_plans.group_shape``), so two
     layouts with equal (tp, cp, ep, etp, micro-batch, sp, recompute) and equal keys have equal
     unit times (tests/sweep/test_screen.py checks it against ``unit_times`` on random layouts).
     A layout whose groups the placement cannot shape keeps its dp (never shared)."""
@@ -232,7 +226,7 @@ class UnitCompiler:
     """``plan.compiled_unit.compile_unit`` for the classes of one base scenario, each distinct unit
     compiled once. A unit compiles from its ops, sequence parallelism and, for each collective,
     its plan, which depends on the class only through the shape of the group it runs over
-    (``plan.comm_ops.op_plan``: ``comm_plan`` and ``deepep_plan`` read the cluster and
+    (``plan.comm_plans.op_plan``: ``comm_plan`` and ``deepep_plan`` read the cluster and
     ``group_shape``, ``host_copy_plan`` the cluster); the rest (cluster, framework, the
     template's overlap options) is the base's. So two classes with equal ops and equal shapes
     of the groups those ops name share the compiled unit: the embedding's and the head's units
@@ -755,11 +749,11 @@ class Screen:
         return self.worst(layout, profile)[1]
 
     def extra(self, layout: ParallelLayout, u: UnitTimes) -> Extra:
-        """ZeRO-3 gathers and the pipeline transfer of this layout (``plan.data_parallel``, ``plan.comm_plans``).
+        """ZeRO-3 gathers and the pipeline transfer of this layout (``plan.zero3``, ``plan.comm_plans``).
 
         A unit's gathers all run on the rank's one data-parallel stream (``engine.analytical``):
         its dense parameters over the shard group and, in a MoE layer, its experts' over the
-        expert-data-parallel group (``plan.data_parallel.zero3_plan``), one after the other, so a layer's
+        expert-data-parallel group (``plan.zero3.zero3_plan``), one after the other, so a layer's
         gather takes at least the two collectives' sum at the least parameters of any layer."""
         p = layout
         key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, p.zero_stage == 3, p.recompute, u.p2p_bytes,
@@ -1016,12 +1010,11 @@ class Screen:
         t = self._tail.get(key)
         if t is None:
             grid = replace(self.base, parallel=replace(p, schedule="1f1b", virtual_stages=1))
-            grad_bytes = _reduce_bytes(self.base.framework.grad_reduce_dtype, self.base.training.dtype)
+            grad_bytes = grad_reduce_bytes(grid)
             t = 0.0
             if p.zero_stage == 3:
                 if not self.base.model.is_moe and u.first_params:
-                    rb = _reduce_bytes("bf16" if zero3_impl(grid) == "deepspeed"
-                                       else self.base.framework.grad_reduce_dtype, self.base.training.dtype)
+                    rb = grad_reduce_bytes(grid)
                     ranks = p.dp * p.cp // p.hsdp_replicas
                     if ranks > 1:
                         t = zero3_collective(grid, "reduce_scatter", u.first_params * rb,
@@ -1062,16 +1055,7 @@ class Screen:
         key = (params, layout.dp, layout.cp, layout.zero_stage, layout.offload_optimizer, layout.num_gpus)
         opt = self._opt.get(key)
         if opt is None:
-            scenario = replace(self.base, parallel=layout)
-            gpu = self.base.cluster.gpu
-            if layout.offload_optimizer:
-                opt = host_optimizer_time_s(scenario, params)
-            else:
-                opt = optimizer_step_time_s(params, layout, gpu)
-            buffer = self.base.framework.grad_buffer_bytes_per_param \
-                if layout.zero_stage <= 2 and layout.dp * layout.cp > 1 else 0
-            opt += grad_buffer_time_s(params, buffer, gpu) + grad_norm_all_reduce_s(scenario)
-            self._opt[key] = opt
+            opt = self._opt[key] = optimizer_step_s(replace(self.base, parallel=layout), params)
         return opt
 
     def profile(self, layout: ParallelLayout) -> ScheduleProfile:

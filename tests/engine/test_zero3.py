@@ -7,7 +7,8 @@ import math
 import pytest
 
 from clustersim.api import estimate, simulate
-from clustersim.plan.data_parallel import dp_plan, zero3_impl
+from clustersim.plan.data_parallel import dp_plan
+from clustersim.plan.dp_rules import zero3_impl
 from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import scenario_from_dict
 
