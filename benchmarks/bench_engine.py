@@ -6,8 +6,8 @@ In-process, one Python process: each engine call is timed ``--repeat`` times and
 printed, after a first (cold) call that builds and memoises the step plan (the table shows that
 first call too). Rows:
 
-* the event engine (`clustersim.engine.sim.simulate_step`, no trace recording) and the closed form
-  (`clustersim.engine.analytical.estimate_step`) on GPT-3 175B, 1,024 A100 (TP8 PP8 DP16, global
+* the event engine (`clustersim.engine.selector.simulate_step`, no trace recording) and the closed form
+  (`clustersim.engine.selector.estimate_step`) on GPT-3 175B, 1,024 A100 (TP8 PP8 DP16, global
   batch 1536: scenarios/gpt3_175b_a100x1024.yaml) and on the 1T-parameter SC21 layout (Narayanan
   et al. 2021, arXiv 2104.04473, Table 1: megatron-1t, 3,072 A100, TP8 PP64 DP6, global batch 3072);
 * per-rank mode: Llama-3-405B on 16,384 H100 (scenarios/llama3_405b_h100x16384.yaml) with 1% of
@@ -38,8 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))   # this checkout's clustersim, not an installed one
 
 from clustersim.api import simulate  # noqa: E402
-from clustersim.engine.analytical import estimate_step  # noqa: E402
-from clustersim.engine.sim import simulate_step  # noqa: E402
+from clustersim.engine.selector import estimate_step, simulate_step  # noqa: E402
 from clustersim.scenario import load_scenario, read_scenario_dict, scenario_from_dict  # noqa: E402
 
 GPT3 = ROOT / "scenarios" / "gpt3_175b_a100x1024.yaml"

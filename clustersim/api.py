@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
-from clustersim.engine.analytical import estimate_step
-from clustersim.engine.sim import SimResult, simulate_step
+from clustersim.engine.selector import time_plan
+from clustersim.engine.timeline import SimResult
 from clustersim.errors import InputError
 from clustersim.parallel.pipeline import build_schedule, stage_graph, validate_schedule
 from clustersim.perrank import run as perrank
@@ -18,6 +18,7 @@ from clustersim.perrank.run import per_rank_mode
 from clustersim.plan.actions import step_schedule
 from clustersim.plan.budget import check_step_budget
 from clustersim.plan.memory_plan import rank_memory, worst_stage
+from clustersim.plan.step_plan import build_plan
 from clustersim.report import StepReport
 from clustersim.scenario import Scenario, load_scenario, scenario_from_dict
 
@@ -84,8 +85,9 @@ def simulate_with_timeline(scenario: Scenario, record: bool = True) -> tuple[Ste
         closed, _ = perrank.estimate(scenario)
         return _report(scenario, "event", result.step_time_s, result.breakdown, result.critical_rank,
                        closed.step_time_s, info), result
-    result = simulate_step(scenario, record=record)
-    closed = estimate_step(scenario)
+    plan = build_plan(scenario)
+    result = time_plan(plan, "event", record)
+    closed = time_plan(plan, "analytical")
     report = _report(scenario, "event", result.step_time_s, result.breakdown, result.critical_rank,
                      closed.step_time_s)
     return report, result
@@ -104,7 +106,7 @@ def estimate(scenario: Scenario) -> StepReport:
         closed, info = perrank.estimate(scenario)
         return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank,
                        per_rank=info)
-    closed = estimate_step(scenario)
+    closed = time_plan(build_plan(scenario), "analytical")
     return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clustersim.engine.analytical import Recurrence
+from clustersim.engine.recurrence import Recurrence
 from clustersim.plan.step_plan import SimRank, StepPlan
 
 REL_TOL = 1e-12

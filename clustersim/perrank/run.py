@@ -19,10 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from clustersim.engine.analytical import Recurrence
-from clustersim.engine.collapse import run_collapsed
-from clustersim.engine.sim import SimResult, simulate_plan
-from clustersim.engine.timeline import StepResult
+from clustersim.engine.selector import time_plan
+from clustersim.engine.timeline import SimResult, StepResult
 from clustersim.perrank import hetero
 from clustersim.perrank.classes import ClassLayout, Culprit, class_layout, coords_of
 from clustersim.perrank.faults import FaultSpec
@@ -131,19 +129,28 @@ def _info(prp: PerRankPlan, step_s: float, healthy_s: float, who: Culprit | None
     }
 
 
-def simulate(scenario: Scenario, record: bool = False) -> tuple[SimResult, dict[str, Any]]:
-    """The event engine in per-rank mode: the result (breakdown with its straggler line) and what
-    the report says about it (``faults`` in run --json)."""
+def time_per_rank(scenario: Scenario, engine: str, record: bool = False) -> tuple[StepResult, dict[str, Any]]:
+    """One step in per-rank mode through ``engine``'s model (clustersim.engine.selector): the result
+    (breakdown with its straggler line) and what the report says about it (``faults`` in run --json)."""
     prp = per_rank_plan(scenario)
-    result = simulate_plan(prp.plan, record)
+    result = time_plan(prp.plan, engine, record)
     if scenario.faults is None:
         return result, {}
-    healthy = simulate_plan(_healthy_plan(prp), record=False)
-    healthy_rank = _same_rank(prp, result.critical_rank)
-    breakdown = straggler_split(result.breakdown,
-                                _healthy_causes(healthy, healthy.timeline.busy(healthy_rank), healthy_rank))
+    healthy = time_plan(_healthy_plan(prp), engine)
+    rank = _same_rank(prp, result.critical_rank)
+    breakdown = straggler_split(result.breakdown, _healthy_causes(healthy, healthy.busy(rank), rank))
     who = paced_by(prp, result.last_action_s)
     return replace(result, breakdown=breakdown), _info(prp, result.step_time_s, healthy.step_time_s, who)
+
+
+def simulate(scenario: Scenario, record: bool = False) -> tuple[StepResult, dict[str, Any]]:
+    """The event engine in per-rank mode (module docstring)."""
+    return time_per_rank(scenario, "event", record)
+
+
+def estimate(scenario: Scenario) -> tuple[StepResult, dict[str, Any]]:
+    """The closed form in per-rank mode (module docstring)."""
+    return time_per_rank(scenario, "analytical")
 
 
 def _healthy_plan(prp: PerRankPlan) -> StepPlan:
@@ -161,24 +168,3 @@ def _same_rank(prp: PerRankPlan, rank: int) -> int:
     healthy = per_rank_plan(prp.healthy).layout.classes
     klass = next(c for c, cls in enumerate(healthy) if replica in cls.replicas)
     return klass * pp + rank % pp
-
-
-def _closed(plan: StepPlan) -> tuple[StepResult, Recurrence]:
-    rec = Recurrence(plan)
-    rec.issue_param_gathers()
-    run_collapsed(rec)
-    rec.run_to_end()
-    return rec.finish(), rec
-
-
-def estimate(scenario: Scenario) -> tuple[StepResult, dict[str, Any]]:
-    """The closed form in per-rank mode (module docstring)."""
-    prp = per_rank_plan(scenario)
-    result, rec = _closed(prp.plan)
-    if scenario.faults is None:
-        return result, {}
-    healthy, hrec = _closed(_healthy_plan(prp))
-    rank = _same_rank(prp, result.critical_rank)
-    breakdown = straggler_split(result.breakdown, _healthy_causes(healthy, dict(hrec.ranks[rank].causes), rank))
-    who = paced_by(prp, rec.last_action_s)
-    return replace(result, breakdown=breakdown), _info(prp, result.step_time_s, healthy.step_time_s, who)

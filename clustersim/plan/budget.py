@@ -6,8 +6,8 @@ An action whose units can run undisturbed takes a fast path: one timeout per act
 engine (it still records every unit), one addition in the closed form. Any other action steps
 through every kernel run and every collective phase of its units, and under ZeRO-3 through the
 parameter gathers and gradient reduce-scatters of every unit. The count below mirrors those
-fast-path conditions (engine/sim.py ``_forward``/``_backward``/``_quiet``; engine/analytical.py
-``_Rank.quiet``) without running anything: ZeRO-3 never takes the fast path; the first forward
+fast-path conditions (engine/event.py ``_forward``/``_backward``/``_quiet``; engine/recurrence.py
+``RankState.quiet``) without running anything: ZeRO-3 never takes the fast path; the first forward
 of each chunk (parameter gathers in flight) and its last backward (gradient buckets) are counted
 slow; the event engine needs every unit *isolated* (no link shared with DP or pipeline traffic).
 

@@ -3,7 +3,7 @@
 The screen's pipeline bound ``P`` (``screen.pipeline_bound_s``) bounds when pipeline rank 0's last
 action ends. For the schedules with the backward chain (GPipe, 1F1B, interleaved 1F1B: every rank
 ends with chunk 0's backward of the last micro-batch) the closed form
-(``clustersim.engine.analytical``) then does on rank 0, of global stages ``0, pp, 2 pp, ...``:
+(``clustersim.engine.recurrence``) then does on rank 0, of global stages ``0, pp, 2 pp, ...``:
 
 * ``issue_param_gathers``: at step start, every ZeRO-1/2 parameter gather of its stages
   (``DpPlan.param_gathers``, ``overlap_param_gather``) is enqueued on its "dp" stream;

@@ -2,7 +2,7 @@
 
 The second level (``screen.pipeline_bound_s``) charges a pipeline its fill once: rank r starts
 after chunk 0's forward on ranks before it and ends before their backward. The closed form
-(``clustersim.engine.analytical.Recurrence``) waits more than that wherever an action's input
+(``clustersim.engine.recurrence.Recurrence``) waits more than that wherever an action's input
 has not arrived: interleaved 1F1B with many chunks hands every micro-batch across a rank
 boundary ``2 v`` times, and each hop costs a pipeline transfer, so its bubble and exposed
 pipeline traffic grow with ``v`` (Narayanan et al. 2021, arXiv 2104.04473, §2.2.2: "the amount

@@ -10,7 +10,7 @@ computes, from the same cost functions and with results shared between layouts:
   schedule or virtual_stages (only through the in-flight count), so it is called with those
   normalised and shared between schedules. Layouts that do not fit are pruned here.
 * **A lower bound on the closed-form step time** (``step_bound_s``). The compute stream of a
-  pipeline rank runs every work unit of its actions one after another (``engine.analytical``:
+  pipeline rank runs every work unit of its actions one after another (``engine.recurrence``:
   the rank's clock advances by ``unit_time`` of each unit and only waits otherwise), so with
   ``W_r`` the sum of rank ``r``'s unit times over the step, ``F_s``/``B_s`` those of one forward /
   backward of chunk 0 on rank ``s``, and ``opt_0`` the optimizer step of rank 0:
@@ -429,7 +429,7 @@ def _action_s(n: int, c: float, g: float, extra_c: float = 0.0, extra_g: float =
     """Least duration of one action over ``n`` layers (compute ``c``, ZeRO-3 gather ``g`` each)
     plus an embedding/output unit (``extra_*``).
 
-    ``engine.analytical``: at the action's start the DP stream is given every unit's gather, in
+    ``engine.recurrence``: at the action's start the DP stream is given every unit's gather, in
     order; a unit computes once its gather is done. So the action lasts at least the first
     gather plus all compute, and all gathers plus the last unit's compute. Without ZeRO-3 the
     gathers are 0 and this is the compute.
@@ -751,7 +751,7 @@ class Screen:
     def extra(self, layout: ParallelLayout, u: UnitTimes) -> Extra:
         """ZeRO-3 gathers and the pipeline transfer of this layout (``plan.zero3``, ``plan.comm_plans``).
 
-        A unit's gathers all run on the rank's one data-parallel stream (``engine.analytical``):
+        A unit's gathers all run on the rank's one data-parallel stream (``engine.recurrence``):
         its dense parameters over the shard group and, in a MoE layer, its experts' over the
         expert-data-parallel group (``plan.zero3.zero3_plan``), one after the other, so a layer's
         gather takes at least the two collectives' sum at the least parameters of any layer."""

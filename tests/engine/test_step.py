@@ -113,7 +113,7 @@ def test_trace_has_a_track_per_rank_and_stream() -> None:
 
 
 def test_trace_has_a_thread_for_every_stream_the_engine_uses() -> None:
-    from clustersim.engine.sim import STREAMS
+    from clustersim.engine.event import STREAMS
     from clustersim.trace import trace_events
 
     sc = make(model="megatron-18b", nodes=4, tp=8, pp=2, dp=2, global_batch=8, zero_stage=3)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clustersim.api import estimate, simulate
-from clustersim.engine.sim import simulate_plan
+from clustersim.engine.selector import simulate_plan
 from clustersim.engine.timeline import CAUSES
 from clustersim.errors import InputError
 from clustersim.perrank.classes import class_layout, coords_of, rank_of
