@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
 from clustersim.engine.selector import time_plan
-from clustersim.engine.timeline import SimResult
+from clustersim.engine.timeline import SimResult, StepResult
 from clustersim.errors import InputError
 from clustersim.parallel.pipeline import build_schedule, stage_graph, validate_schedule
+from clustersim.perrank import hetero
 from clustersim.perrank import run as perrank
+from clustersim.perrank.hetero import balanced
 from clustersim.perrank.run import per_rank_mode
 from clustersim.plan.actions import step_schedule
 from clustersim.plan.budget import check_step_budget
@@ -63,8 +65,6 @@ def _report(scenario: Scenario, engine: str, step_time_s: float, breakdown: dict
 def _mixed_memory(scenario: Scenario):
     """Per pipeline stage, the memory of its GPUs with the least memory (mixed GPUs), with the
     schedule of the replica that runs the most micro-batches."""
-    from clustersim.perrank import hetero
-
     par = scenario.parallel
     m = max(scenario.micro_batches_per_replica or (par.num_micro_batches,))
     schedule = _validated_schedule(par.schedule, par.pp, m, par.virtual_stages)
@@ -76,20 +76,24 @@ def _mixed_memory(scenario: Scenario):
     return tuple(out)
 
 
+def _time(scenario: Scenario, engine: str, record: bool = False) -> tuple[StepResult, dict[str, Any] | None]:
+    """One step through ``engine``'s timing model (clustersim.engine.selector): per-rank mode's plan
+    of rank classes (with what the report says about it), else the representative plan."""
+    if per_rank_mode(scenario):
+        return perrank.time_per_rank(scenario, engine, record)
+    return time_plan(build_plan(scenario), engine, record), None
+
+
 def simulate_with_timeline(scenario: Scenario, record: bool = True) -> tuple[StepReport, SimResult]:
     """The event-driven simulation and its raw result (timeline for traces)."""
+    scenario = balanced(scenario)
     check_step_budget(scenario, "event")
     _schedule(scenario)
-    if per_rank_mode(scenario):
-        result, info = perrank.simulate(scenario, record)
-        closed, _ = perrank.estimate(scenario)
-        return _report(scenario, "event", result.step_time_s, result.breakdown, result.critical_rank,
-                       closed.step_time_s, info), result
-    plan = build_plan(scenario)
-    result = time_plan(plan, "event", record)
-    closed = time_plan(plan, "analytical")
+    result, info = _time(scenario, "event", record)
+    closed, _ = _time(scenario, "analytical")
+    assert isinstance(result, SimResult)
     report = _report(scenario, "event", result.step_time_s, result.breakdown, result.critical_rank,
-                     closed.step_time_s)
+                     closed.step_time_s, info)
     return report, result
 
 
@@ -100,14 +104,12 @@ def simulate(scenario: Scenario) -> StepReport:
 
 def estimate(scenario: Scenario) -> StepReport:
     """One step through the closed-form twin (no contention): fast, for sweeps."""
+    scenario = balanced(scenario)
     check_step_budget(scenario, "analytical")
     _schedule(scenario)
-    if per_rank_mode(scenario):
-        closed, info = perrank.estimate(scenario)
-        return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank,
-                       per_rank=info)
-    closed = time_plan(build_plan(scenario), "analytical")
-    return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank)
+    closed, info = _time(scenario, "analytical")
+    return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank,
+                   per_rank=info)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,10 +23,10 @@ from clustersim.engine.selector import time_plan
 from clustersim.engine.timeline import SimResult, StepResult
 from clustersim.perrank import hetero
 from clustersim.perrank.classes import ClassLayout, Culprit, class_layout, coords_of
-from clustersim.perrank.faults import FaultSpec
 from clustersim.plan.stage_work import step_graph
 from clustersim.plan.step_plan import StepPlan, build_plan
 from clustersim.scenario import Scenario
+from clustersim.scenario.faults import FaultSpec
 
 WAITS = ("bubble", "pp_comm", "dp_comm")
 

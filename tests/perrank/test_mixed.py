@@ -10,7 +10,7 @@ import pytest
 
 from clustersim.api import estimate, simulate
 from clustersim.errors import InputError
-from clustersim.perrank.balance import balance_layers, balance_micro_batches, check_layers_per_stage
+from clustersim.parallel.balance import balance_layers, balance_micro_batches, check_layers_per_stage
 from clustersim.scenario import apply_overrides, load_scenario, read_scenario_dict, scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
