@@ -14,13 +14,12 @@ from clustersim.engine.timeline import SimResult, StepResult
 from clustersim.errors import InputError
 from clustersim.parallel.pipeline import build_schedule, stage_graph, validate_schedule
 from clustersim.perrank import hetero
-from clustersim.perrank import run as perrank
 from clustersim.perrank.hetero import balanced
-from clustersim.perrank.run import per_rank_mode
+from clustersim.perrank.run import per_rank_mode, time_per_rank
 from clustersim.plan.actions import step_schedule
 from clustersim.plan.budget import check_step_budget
 from clustersim.plan.memory_plan import rank_memory, worst_stage
-from clustersim.plan.step_plan import build_plan
+from clustersim.plan.plan_cache import PlanCache
 from clustersim.report import StepReport
 from clustersim.scenario import Scenario, load_scenario, scenario_from_dict
 
@@ -76,38 +75,44 @@ def _mixed_memory(scenario: Scenario):
     return tuple(out)
 
 
-def _time(scenario: Scenario, engine: str, record: bool = False) -> tuple[StepResult, dict[str, Any] | None]:
+def _time(scenario: Scenario, engine: str, cache: PlanCache,
+          record: bool = False) -> tuple[StepResult, dict[str, Any] | None]:
     """One step through ``engine``'s timing model (clustersim.engine.selector): per-rank mode's plan
     of rank classes (with what the report says about it), else the representative plan."""
     if per_rank_mode(scenario):
-        return perrank.time_per_rank(scenario, engine, record)
-    return time_plan(build_plan(scenario), engine, record), None
+        return time_per_rank(scenario, engine, record, cache)
+    return time_plan(cache.step_plan(scenario), engine, record), None
 
 
-def simulate_with_timeline(scenario: Scenario, record: bool = True) -> tuple[StepReport, SimResult]:
-    """The event-driven simulation and its raw result (timeline for traces)."""
+def simulate_with_timeline(scenario: Scenario, record: bool = True,
+                           cache: PlanCache | None = None) -> tuple[StepReport, SimResult]:
+    """The event-driven simulation and its raw result (timeline for traces). ``cache``: the run's
+    memo of plans (clustersim.plan.plan_cache), kept by a caller that asks again; None: this call's own."""
+    cache = cache or PlanCache()
     scenario = balanced(scenario)
-    check_step_budget(scenario, "event")
+    check_step_budget(scenario, "event", cache.compiler)
     _schedule(scenario)
-    result, info = _time(scenario, "event", record)
-    closed, _ = _time(scenario, "analytical")
+    result, info = _time(scenario, "event", cache, record)
+    closed, _ = _time(scenario, "analytical", cache)
     assert isinstance(result, SimResult)
     report = _report(scenario, "event", result.step_time_s, result.breakdown, result.critical_rank,
                      closed.step_time_s, info)
     return report, result
 
 
-def simulate(scenario: Scenario) -> StepReport:
+def simulate(scenario: Scenario, cache: PlanCache | None = None) -> StepReport:
     """One step through the event engine (contention on shared links included)."""
-    return simulate_with_timeline(scenario, record=False)[0]
+    return simulate_with_timeline(scenario, record=False, cache=cache)[0]
 
 
-def estimate(scenario: Scenario) -> StepReport:
-    """One step through the closed-form twin (no contention): fast, for sweeps."""
+def estimate(scenario: Scenario, cache: PlanCache | None = None) -> StepReport:
+    """One step through the closed-form twin (no contention): fast, for sweeps. ``cache`` as for
+    ``simulate_with_timeline``."""
+    cache = cache or PlanCache()
     scenario = balanced(scenario)
-    check_step_budget(scenario, "analytical")
+    check_step_budget(scenario, "analytical", cache.compiler)
     _schedule(scenario)
-    closed, info = _time(scenario, "analytical")
+    closed, info = _time(scenario, "analytical", cache)
     return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank,
                    per_rank=info)
 

@@ -24,7 +24,8 @@ from clustersim.engine.closed_form import ClosedForm
 from clustersim.engine.event import EventEngine
 from clustersim.engine.hybrid import Hybrid
 from clustersim.engine.timeline import ClosedResult, SimResult, StepResult
-from clustersim.plan.step_plan import StepPlan, build_plan
+from clustersim.plan.plan_cache import PlanCache
+from clustersim.plan.step_plan import StepPlan
 from clustersim.scenario import Scenario
 
 ENGINES = ("event", "analytical")
@@ -60,13 +61,16 @@ def simulate_plan(plan: StepPlan, record: bool = True, hybrid: bool = True) -> S
     return result
 
 
-def simulate_step(scenario: Scenario, record: bool = True, hybrid: bool = True) -> SimResult:
-    """One step of ``scenario``'s representative plan in the event engine."""
-    return simulate_plan(build_plan(scenario), record, hybrid)
+def simulate_step(scenario: Scenario, record: bool = True, hybrid: bool = True,
+                  cache: PlanCache | None = None) -> SimResult:
+    """One step of ``scenario``'s representative plan in the event engine (``cache``: the run's
+    memo, which keeps the plan for the next call; None: a plan of this call's own)."""
+    return simulate_plan((cache or PlanCache()).step_plan(scenario), record, hybrid)
 
 
-def estimate_step(scenario: Scenario, collapse: bool = True) -> ClosedResult:
-    """One step of ``scenario``'s representative plan in the closed form."""
-    result = timing_model("analytical", exact=not collapse).time(build_plan(scenario))
+def estimate_step(scenario: Scenario, collapse: bool = True, cache: PlanCache | None = None) -> ClosedResult:
+    """One step of ``scenario``'s representative plan in the closed form (``cache`` as for
+    ``simulate_step``)."""
+    result = timing_model("analytical", exact=not collapse).time((cache or PlanCache()).step_plan(scenario))
     assert isinstance(result, ClosedResult)
     return result

@@ -96,11 +96,13 @@ class UnitRunner:
 
 
 def alone_total(plan: StepPlan, rk: SimRank, g: int, kind: str) -> Total:
-    """``action_alone``, memoised per compiled units (ranks on the same host share them)."""
+    """``action_alone``, memoised in the plan's memo per compiled units (ranks on the same host share
+    them; keyed by the identity of units that the plan itself holds)."""
     key = (rk.slowdown, *(id(u) for u in rk.units[(g, kind)]))
-    total = plan.alone.get(key)
+    alone = plan.memo.alone
+    total = alone.get(key)
     if total is None:
-        total = plan.alone[key] = action_alone(plan, rk.index, g, kind)
+        total = alone[key] = action_alone(plan, rk.index, g, kind)
     return total
 
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 from clustersim.errors import BudgetError
 from clustersim.limits import MAX_CLOSED_FORM_OPERATIONS, MAX_EVENT_OPERATIONS
 from clustersim.plan.comm_plans import Item, pp_plan
-from clustersim.plan.compiled_unit import CompiledUnit, UnitCache
+from clustersim.plan.compiled_unit import CompiledUnit
 from clustersim.plan.data_parallel import DpPlan, dp_plan
 from clustersim.plan.stage_work import StepWork, Work, build_step_work
+from clustersim.plan.step_plan import Host, UnitCompiler
 from clustersim.scenario import Scenario
 
 ENGINES = ("event", "analytical")
@@ -57,21 +58,23 @@ def _items(items: tuple[Item, ...]) -> int:
     return sum(1 + len(plan.phases) for _, plan in items)
 
 
-def step_operations(scenario: Scenario, engine: str) -> int:
-    """Operations one step of ``scenario`` takes in ``engine`` ("event" or "analytical")."""
+def step_operations(scenario: Scenario, engine: str, compiler: UnitCompiler | None = None) -> int:
+    """Operations one step of ``scenario`` takes in ``engine`` ("event" or "analytical");
+    ``compiler``: the run's compiled units (clustersim.plan.plan_cache), which the plan then reuses."""
     par = scenario.parallel
     m = par.num_micro_batches
     work = build_step_work(scenario)
     dp = dp_plan(scenario, work)
     z3 = dp.zero3
-    cache = UnitCache(scenario)
+    compile_ = compiler or UnitCompiler()
+    host = Host(scenario)
     shared = tiers_used_beside_compute(scenario, work, dp) if engine == "event" else frozenset()
     per_work: dict[int, tuple[int, bool]] = {}
 
     def unit_cost(w: Work) -> tuple[int, bool]:
         known = per_work.get(id(w))
         if known is None:
-            unit = cache(w)
+            unit = compile_(host, w)
             known = per_work[id(w)] = (unit_operations(unit), engine != "event" or unit_isolated(unit, shared))
         return known
 
@@ -94,9 +97,9 @@ def step_operations(scenario: Scenario, engine: str) -> int:
     return total
 
 
-def check_step_budget(scenario: Scenario, engine: str) -> int:
+def check_step_budget(scenario: Scenario, engine: str, compiler: UnitCompiler | None = None) -> int:
     """BudgetError (exit 2) when one step of ``scenario`` exceeds ``engine``'s budget; else its count."""
-    ops = step_operations(scenario, engine)
+    ops = step_operations(scenario, engine, compiler)
     limit = MAX_EVENT_OPERATIONS if engine == "event" else MAX_CLOSED_FORM_OPERATIONS
     if ops > limit:
         par = scenario.parallel

@@ -105,8 +105,23 @@ class SimRank:
     send_at_s: dict[int, float] = field(default_factory=dict)
 
 
+class StepMemo:
+    """What the timing models learn about one plan and keep with it (the plan's own memo, so
+    it lives and dies with the plan): the event engine's duration of an action run alone, per
+    compiled units (clustersim.engine.unit_runner.alone_total, for the hybrid engine), and the
+    steady-state tables of the periodic collapse (clustersim.engine.collapse)."""
+
+    __slots__ = ("alone", "collapse_tables")
+
+    def __init__(self) -> None:
+        self.alone: dict[tuple, Total] = {}
+        self.collapse_tables: tuple[list[list[int]], list[list[int]]] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class StepPlan:
+    """Every simulated rank of one step, resolved: what all timing models run (module docstring)."""
+
     scenario: Scenario
     pp: int
     virtual_stages: int
@@ -121,9 +136,7 @@ class StepPlan:
     # the schedule has actions only the general paths run (W actions, F&B pairs, a V or DualPipe
     # stage graph, the host link): no steady-state collapse, no hybrid event engine
     general: bool = False
-    # an action's units (by identity) -> its duration run alone in the event engine (its own overlapped
-    # collectives sharing its links), filled on demand by clustersim.engine.hybrid
-    alone: dict[tuple, Total] = field(default_factory=dict, compare=False, hash=False)
+    memo: StepMemo = field(default_factory=StepMemo, compare=False, hash=False, repr=False)
 
     @property
     def num_classes(self) -> int:
@@ -136,8 +149,13 @@ class StepPlan:
 # ---------------------------------------------------------------------------------------------
 # building
 
-class _Compiler:
-    """Compiled units per (scenario, speed, link speed), shared by the ranks of one plan."""
+class UnitCompiler:
+    """Compiled units per (work tuple, host scenario, speed, link speed), shared by the ranks of a
+    plan and by every plan built with the same compiler (clustersim.plan.plan_cache.PlanCache).
+
+    The work tuples of a step are shared and immutable (clustersim.plan.stage_work: layers of one
+    kind share one tuple), so they are keyed by identity: hashing them would cost more than
+    compiling. The compiler holds every tuple it has seen, so an identity stays valid while it lives."""
 
     def __init__(self) -> None:
         self._units: dict[tuple[int, Scenario, float, float], CompiledUnit] = {}
@@ -197,18 +215,15 @@ def steady_period(schedule: str, pp: int, virtual_stages: int) -> tuple[int, int
 
 
 def build_plan(scenario: Scenario, classes: tuple[RankClass, ...] | None = None,
-               dp_link_speed: dict[int, float] | None = None, dp_scenario: Scenario | None = None) -> StepPlan:
+               dp_link_speed: dict[int, float] | None = None, dp_scenario: Scenario | None = None,
+               compiler: UnitCompiler | None = None) -> StepPlan:
     """The step plan of ``scenario``: one class on the representative path (``classes`` None),
     else the given classes; ``dp_link_speed`` slows the data-parallel collectives of a stage;
-    ``dp_scenario`` prices them (mixed GPUs: on the slowest group's fabric)."""
-    if classes is None and dp_link_speed is None and dp_scenario is None:
-        return _representative_plan(scenario)
-    return _build(scenario, classes or (_healthy_class(scenario),), dp_link_speed or {}, dp_scenario or scenario)
-
-
-@functools.lru_cache(maxsize=256)
-def _representative_plan(scenario: Scenario) -> StepPlan:
-    return _build(scenario, (_healthy_class(scenario),), {})
+    ``dp_scenario`` prices them (mixed GPUs: on the slowest group's fabric); ``compiler``: the
+    run's compiled units (clustersim.plan.plan_cache.PlanCache; None: this plan's own). Built
+    anew at every call: a run that times one plan several times keeps it in a PlanCache."""
+    return _build(scenario, classes or (_healthy_class(scenario),), dp_link_speed or {}, dp_scenario or scenario,
+                  compiler or UnitCompiler())
 
 
 def _healthy_class(scenario: Scenario) -> RankClass:
@@ -244,13 +259,11 @@ def classic_actions(schedule: str, pp: int, num_micro_batches: int, v: int,
 
 
 def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: dict[int, float],
-           dp_scenario: Scenario | None = None) -> StepPlan:
+           dp_scenario: Scenario, compiler: UnitCompiler) -> StepPlan:
     par = scenario.parallel
     pp, v = par.pp, par.virtual_stages
-    dp_scenario = dp_scenario or scenario
     base_work = build_step_work(dp_scenario)
     dp = scale_dp_plan(dp_plan(dp_scenario, base_work), dp_link_speed)
-    compiler = _Compiler()
     ranks: list[SimRank] = []
     sends: list[CollectivePlan] = []
     graph = base_work.graph
