@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from clustersim.frameworks import FrameworkSpec
 from clustersim.goodput.config import GoodputSpec
 from clustersim.hardware.spec import ClusterSpec
-from clustersim.hashcache import cache_hash
+from clustersim.hashcache import HashMemo, cache_hash
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.scenario.faults import FaultSpec
 from clustersim.scenario.node_groups import NodeGroup
@@ -28,7 +28,7 @@ class TrainingSpec:
 
 @cache_hash
 @dataclass(frozen=True, slots=True)
-class Scenario:
+class Scenario(HashMemo):
     """One training job on one cluster: application x execution x system."""
 
     name: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from clustersim.hashcache import cache_hash
+from clustersim.hashcache import HashMemo, cache_hash
 
 FFN_ACTS = ("gelu", "swiglu")
 ATTENTION_KINDS = ("mha", "gqa", "mla")
@@ -14,7 +14,7 @@ TOKEN_DISPATCHERS = ("alltoall", "flex")
 
 @cache_hash
 @dataclass(frozen=True, slots=True)
-class ModelSpec:
+class ModelSpec(HashMemo):
     """A decoder-only transformer.
 
     ``kv_heads`` < ``heads`` is grouped-query attention; ``ffn_act`` "swiglu" has three MLP
