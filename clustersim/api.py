@@ -158,8 +158,8 @@ def compare_frame(scenario: str | Path | None = None, clusters: Sequence[str] = 
     layout (``best_layout.tp`` ...), step time, MFU, time to train, GPU-hours and cost (and the
     ``*_lo``/``*_hi`` columns of a row's interval, ``energy_kwh``, where the rows carry them).
     ``scenario`` is a scenario file (or None: the embedded default), ``overrides`` its ``--set``."""
-    from clustersim.cli.compare_cmd import compare_rows
     from clustersim.sweep.compare import parse_tokens
+    from clustersim.sweep.compare_rows import compare_rows
 
     if scenario is not None and not isinstance(scenario, (str, Path)):
         raise InputError("scenario", type(scenario).__name__, "a scenario file path, or None (the default)")

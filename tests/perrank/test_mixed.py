@@ -106,7 +106,7 @@ def test_bad_mixed_clusters_are_input_errors_naming_the_field(settings: list[str
 
 
 def test_compare_refuses_mixed_clusters_and_faults(tmp_path) -> None:
-    from clustersim.cli.compare_cmd import compare_rows
+    from clustersim.sweep.compare_rows import compare_rows
 
     faulty = tmp_path / "faulty.yaml"
     faulty.write_text(json.dumps({**read_scenario_dict(ROOT / "scenarios" / "llama3_8b_h200x8.yaml"),
