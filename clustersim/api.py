@@ -40,6 +40,8 @@ def _schedule(scenario: Scenario):
 
 @functools.lru_cache(maxsize=256)
 def _validated_schedule(kind: str, pp: int, num_micro_batches: int, virtual_stages: int):
+    """The schedule, validated once (memoised: a pure function of integers; simulate and estimate
+    ask for the same one)."""
     schedule = build_schedule(kind, pp, num_micro_batches, virtual_stages)
     validate_schedule(schedule, pp, num_micro_batches, virtual_stages,
                       graph=stage_graph(kind, pp, virtual_stages, num_micro_batches))

@@ -17,6 +17,10 @@ ops name two kinds of transfer (``op_plan``):
   bottleneck bandwidths (H800, CX7 400 Gb/s, DeepSeek-V3 settings: 43-58 GB/s RDMA for EP16-64,
   153-158 GB/s NVLink intranode) are what the fabric profiles' achievable rates give.
 * ``host_copy``: a copy to or from host memory (clustersim.plan.host_offload).
+
+Every function here is a pure function of the frozen scenario (or of integers) and keeps a
+bounded ``functools.lru_cache``: a step asks for the same collective once per unit, and the
+sweep's bounds for the same shapes across thousands of layouts.
 """
 
 from __future__ import annotations

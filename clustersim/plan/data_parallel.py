@@ -80,6 +80,7 @@ def dp_plan_from(scenario: Scenario, work: StepWork, named: bool = True,
 
 @functools.lru_cache(maxsize=4096)
 def _dp_plan_of(scenario: Scenario) -> DpPlan:
+    """``dp_plan`` of the scenario's own work (memoised: a pure function of the frozen scenario)."""
     return _dp_plan(scenario, build_step_work(scenario))
 
 

@@ -93,6 +93,8 @@ def _split(work: Work) -> tuple[Work, Work]:
 
 @functools.lru_cache(maxsize=64)
 def step_graph(scenario: Scenario) -> StageGraph:
+    """The schedule's stage graph (memoised: a pure function of the frozen scenario, asked for by
+    every plan, memory report and bound of it)."""
     par = scenario.parallel
     return stage_graph(par.schedule, par.pp, par.virtual_stages, par.num_micro_batches)
 
@@ -114,6 +116,9 @@ def model_stage_layers(scenario: Scenario) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def build_step_work(scenario: Scenario) -> StepWork:
+    """What every global stage does for one micro-batch (module docstring). Memoised: a pure
+    function of the frozen scenario that the plan, its budget, the memory plan, the mixed-GPU
+    balancing and the sweep's bounds all read; its work tuples are shared by identity downstream."""
     model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
     graph = step_graph(scenario)
     gpn = scenario.cluster.gpus_per_node

@@ -237,7 +237,8 @@ def classic_actions(schedule: str, pp: int, num_micro_batches: int, v: int,
     """Each rank's actions for GPipe / 1F1B / interleaved 1F1B without pairs, by arithmetic (as
     plan_actions gives them, as fast as the engines' former walk): stage ``chunk * pp + rank``,
     inputs from the neighbouring stage, forward sends over the rank's own boundary, backward ones
-    over the one below."""
+    over the one below. Memoised: a pure function of integers, the same for every plan (and
+    every layout of a sweep) with this schedule."""
     num_global = pp * v
     out = []
     for p, acts in enumerate(build_schedule(schedule, pp, num_micro_batches, v)):
