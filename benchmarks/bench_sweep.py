@@ -67,8 +67,8 @@ def counts(results: list[SweepResult]) -> tuple[int, int, int, int, int, int]:
 
 
 def compare_line(workers: int | None) -> tuple[tuple[int, ...], float, float]:
-    from clustersim.cli.compare_cmd import compare_rows
     from clustersim.sweep.compare import compare_cluster, nodes_for_gpus, scenario_on
+    from clustersim.sweep.compare_rows import compare_rows
     from clustersim.sweep.evaluate import SweepSpec
     from clustersim.sweep.space import SearchSpace
 

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.hardware.spec import DTYPES, FABRIC_KINDS, MICROSCALING, SCALE_OUT_TOPOLOGIES, VENDORS
+from clustersim.hardware.spec import (
+    DTYPES,
+    FABRIC_KINDS,
+    MICROSCALING,
+    SCALE_OUT_TOPOLOGIES,
+    VENDORS,
+    CalibrationEvidence,
+)
 from clustersim.limits import MAX_GPUS, MAX_PROFILE_NUMBER
 
 Check = Callable[[Any], str | None]  # None when the value is fine, else what is allowed
@@ -92,7 +99,7 @@ CLUSTER_KEYS: dict[str, Check] = {
     "host_memory_GiB": positive, "nodes": positive_int, "scale_up_domain": positive_int,
     "topology": one_of(SCALE_OUT_TOPOLOGIES), "nodes_per_pod": positive_int, "pod_oversubscription": at_least_one,
     "node_power_kW": positive, "pue": at_least_one,
-    "calibration": lambda v: None,  # checked in full by load.load_evidence (check_entry)
+    "calibration": lambda v: None,  # checked in full by load_evidence (check_entry)
 }
 CLUSTER_REQUIRED = ("gpu", "gpus_per_node", "scale_up", "scale_out")
 SCHEMAS = {"gpus": (GPU_KEYS, GPU_REQUIRED), "fabrics": (FABRIC_KEYS, FABRIC_REQUIRED),
@@ -137,8 +144,6 @@ def check_entry(path: Path, section: str, name: object, entry: Any) -> None:
     if section == "gpus":
         _check_gpu_extras(path, name, entry)
     if section == "clusters" and "calibration" in entry:
-        from clustersim.hardware.load import load_evidence
-
         load_evidence(_where(path, section, name, "calibration"), entry["calibration"])
     if section == "fabrics" and "bw_GBps" not in entry and "bw_Gbps" not in entry:
         raise InputError(_where(path, section, name, "bw_GBps"), None, "bw_GBps or bw_Gbps")
@@ -172,3 +177,22 @@ def check_references(catalog: Mapping[str, Mapping[str, Any]], origin: Mapping[t
         if domain is not None and domain % gpn:
             raise InputError(_where(path, "clusters", name, "scale_up_domain"), domain,
                              f"a multiple of gpus_per_node ({gpn})")
+
+
+def load_evidence(where: str, raw: Any) -> CalibrationEvidence | None:
+    """The ``calibration:`` mapping of a calibrated cluster entry (None when absent)."""
+    if raw is None:
+        return None
+    keys = {"runs", "loo_rel_errors", "source", "date"}
+    if not isinstance(raw, Mapping) or not set(raw) <= keys or "loo_rel_errors" not in raw:
+        raise InputError(where, raw, "a mapping with runs, loo_rel_errors (a list of predicted/measured - 1), "
+                                     "source, date")
+    errors = raw["loo_rel_errors"]
+    if not isinstance(errors, list) or not all(isinstance(e, (int, float)) and not isinstance(e, bool)
+                                               and -1 < e < 100 for e in errors):
+        raise InputError(f"{where}.loo_rel_errors", errors, "a list of numbers between -1 and 100 (exclusive)")
+    runs = raw.get("runs", len(errors))
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < len(errors):
+        raise InputError(f"{where}.runs", runs, f"an integer >= the number of loo_rel_errors ({len(errors)})")
+    return CalibrationEvidence(runs=runs, loo_rel_errors=tuple(float(e) for e in errors),
+                               source=str(raw.get("source", "")), date=str(raw.get("date", "unknown")))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clustersim.hashcache import cache_hash
+from clustersim.hashcache import HashMemo, cache_hash
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
 # Block-scaled ("microscaling") tensor-core formats (OCP MX spec v1.0 2023; NVIDIA NVFP4): a GPU
@@ -18,7 +18,7 @@ SCALE_OUT_TOPOLOGIES = ("fat-tree", "rail-only")
 
 @cache_hash
 @dataclass(frozen=True, slots=True)
-class GpuSpec:
+class GpuSpec(HashMemo):
     """One GPU model.
 
     ``peak_flops_per_s`` holds (dtype, dense tensor-core peak) pairs (no 2:4 sparsity); a dtype
@@ -123,7 +123,7 @@ class CalibrationEvidence:
 
 @cache_hash
 @dataclass(frozen=True, slots=True)
-class ClusterSpec:
+class ClusterSpec(HashMemo):
     """A cluster: identical nodes, each with GPUs on a scale-up fabric and NICs on a scale-out fabric.
 
     The scale-out network is rail-optimised: NIC ``i`` of every node attaches to leaf switch

@@ -157,7 +157,7 @@ def model_split(graph: StageGraph, layers: int, mtp_layers: int) -> tuple[int, .
 
 def split_layers(layers: int, mtp_layers: int, pp: int, chunks: int = 1) -> tuple[int, ...]:
     """``stage_layers`` with ``mtp_layers`` multi-token-prediction modules counted in the split and
-    placed on the last stage (clustersim.engine.stages.model_stage_layers): the last stage keeps
+    placed on the last stage (clustersim.plan.stage_work.model_stage_layers): the last stage keeps
     its share minus the MTP modules (at least one layer), the sum stays ``layers``."""
     if not mtp_layers or layers + mtp_layers < pp * chunks:
         return stage_layers(layers, pp, chunks)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clustersim.compute.arch import arch_for
-from clustersim.engine.zero import zero3_impl
+from clustersim.plan.dp_rules import zero3_impl
 from clustersim.scenario import Scenario
 
 

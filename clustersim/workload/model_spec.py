@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from clustersim.hashcache import cache_hash
+from clustersim.hashcache import HashMemo, cache_hash
 
 FFN_ACTS = ("gelu", "swiglu")
 ATTENTION_KINDS = ("mha", "gqa", "mla")
@@ -13,7 +14,7 @@ TOKEN_DISPATCHERS = ("alltoall", "flex")
 
 @cache_hash
 @dataclass(frozen=True, slots=True)
-class ModelSpec:
+class ModelSpec(HashMemo):
     """A decoder-only transformer.
 
     ``kv_heads`` < ``heads`` is grouped-query attention; ``ffn_act`` "swiglu" has three MLP
@@ -173,3 +174,29 @@ class ModelSpec:
             + self.hidden * self.moe_experts + 4 * self.hidden
         layers = self.num_moe_layers * moe + self.num_dense_layers * self.layer_params(False)
         return layers + self.embedding_params() + out + 2 * self.hidden
+
+
+def model_from_fields(name: str, fields: dict[str, Any]) -> ModelSpec:
+    """A ModelSpec from the fields of a scenario's ``model:`` section (or a preset's), by their file names."""
+    moe = fields.get("moe") or {}
+    if hasattr(moe, "model_dump"):
+        moe = moe.model_dump()
+    return ModelSpec(
+        name=name,
+        layers=fields["layers"], hidden=fields["hidden"], heads=fields["heads"], vocab=fields["vocab"],
+        seq_len=fields["seq_len"], kv_heads=fields.get("kv_heads") or 0, ffn_hidden=fields.get("ffn_hidden") or 0,
+        ffn_act=fields.get("ffn_act") or "gelu", moe_experts=moe.get("experts", 0) or 0,
+        moe_top_k=moe.get("top_k", 0) or 0, tie_embeddings=bool(fields.get("tie_embeddings") or False),
+        moe_shared_experts=moe.get("shared_experts") or 0,
+        moe_expert_ffn_hidden=moe.get("expert_ffn_hidden") or 0,
+        moe_first_dense_layers=moe.get("first_dense_layers") or 0,
+        moe_capacity_factor=float(moe.get("capacity_factor") or 0.0),
+        moe_imbalance=float(moe.get("imbalance") or 1.0),
+        moe_router_num_groups=moe.get("router_num_groups") or 0,
+        moe_router_group_topk=moe.get("router_group_topk") or 0,
+        moe_token_dispatcher=moe.get("token_dispatcher") or "alltoall",
+        attention=fields.get("attention") or "",
+        q_lora_rank=fields.get("q_lora_rank") or 0, kv_lora_rank=fields.get("kv_lora_rank") or 0,
+        qk_rope_head_dim=fields.get("qk_rope_head_dim") or 0, qk_nope_head_dim=fields.get("qk_nope_head_dim") or 0,
+        v_head_dim=fields.get("v_head_dim") or 0, mtp_layers=fields.get("mtp_layers") or 0,
+    )

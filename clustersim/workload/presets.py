@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from clustersim.workload.model_spec import model_from_fields
+
 # name: fields of the scenario's `model:` section
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # GPT-3 (Brown et al. 2020, arXiv 2005.14165, Table 2.1); vocab padded to 51200 as Megatron-LM does
@@ -70,8 +72,6 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
 
 def list_model_rows() -> list[dict[str, object]]:
     """One row per preset for `clustersim list models`."""
-    from clustersim.scenario import model_from_fields
-
     rows = []
     for name in sorted(MODEL_PRESETS):
         m = model_from_fields(name, MODEL_PRESETS[name])

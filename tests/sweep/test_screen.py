@@ -94,8 +94,8 @@ def test_truncated_profiles_equal_full_ones(schedule, pp, v):
             short_n = _profile_micro_batches(schedule, pp, nmb)
             got = schedule_profile(schedule, pp, nmb, v, layers)
             # rebuild without truncation: the profile of nmb built from the full schedule
-            from clustersim.engine.memory_plan import layers_in_flight
             from clustersim.parallel.pipeline import build_schedule, stage_graph, stage_layers
+            from clustersim.plan.memory_plan import layers_in_flight
 
             actions = build_schedule(schedule, pp, nmb, v)
             counts = stage_layers(layers, pp, v)
@@ -299,8 +299,8 @@ def test_shared_unit_compiler_equals_compile_unit(which, i):
     """``Screen.compile`` (``UnitCompiler``: one compiled unit per ops and group shapes, shared by
     classes) gives every unit of a class what ``compile_unit`` gives it, after the compiler has
     seen the units of other classes; and the class's unit times equal ``unit_times``."""
-    from clustersim.engine.stages import build_step_work
-    from clustersim.engine.units import compile_unit
+    from clustersim.plan.compiled_unit import compile_unit
+    from clustersim.plan.stage_work import build_step_work
     from clustersim.sweep.screen import _shortened, class_scenario, unit_times
 
     s, layouts = _dp_case(which)

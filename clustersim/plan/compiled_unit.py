@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from clustersim.collectives import CollectivePlan
 from clustersim.compute import CommOp, Op
-from clustersim.engine.comm_ops import op_plan
-from clustersim.engine.overlap import Interval, advance, overlap_slowdown
-from clustersim.engine.scaling import scale_plan
-from clustersim.engine.stages import Work
+from clustersim.plan.comm_plans import op_plan
+from clustersim.plan.overlap import Interval, advance, overlap_slowdown
+from clustersim.plan.speed_scaling import scale_plan
+from clustersim.plan.stage_work import Work
 from clustersim.scenario import Scenario
 
 
@@ -41,7 +41,7 @@ class CompiledUnit:
 
 
 def compile_unit(scenario: Scenario, work: Work, link_speed: float = 1.0) -> CompiledUnit:
-    """``link_speed``: scale-out bandwidth factor of this GPU's links (clustersim.engine.scaling)."""
+    """``link_speed``: scale-out bandwidth factor of this GPU's links (clustersim.plan.speed_scaling)."""
     steps: list[Step] = []
     # whether the framework runs the backward's TP collectives beside the GEMMs (FrameworkSpec)
     mode = scenario.framework.tp_backward_overlap
@@ -90,7 +90,7 @@ def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, .
     """End time and seconds by cause of a unit started at ``start_s`` with no link shared.
 
     Blocking collectives hold the compute stream; overlapped ones run beside the kernels that follow
-    them (which run slower meanwhile, clustersim.engine.overlap) and the unit waits for them at its
+    them (which run slower meanwhile, clustersim.plan.overlap) and the unit waits for them at its
     end. ``busy`` lists the rank's other collectives in flight (data-parallel streams), which slow
     the kernels too.
     """

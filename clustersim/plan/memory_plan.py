@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from clustersim.compute.conventions import resolve_attention
-from clustersim.engine.stages import build_step_work
 from clustersim.memory import MemoryReport, memory_report
 from clustersim.memory.activations import gpu_kernels
 from clustersim.memory.policies import RankPolicies, rank_policies, uniform_policies
 from clustersim.memory.saved import Kernels
 from clustersim.parallel.pipeline import Action, max_in_flight, split_weight_keys
 from clustersim.parallel.stage_graph import StageGraph
+from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import Scenario
 
 

@@ -16,27 +16,34 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from clustersim.collectives import CollectivePlan
-from clustersim.engine.actions import plan_actions
-from clustersim.engine.groups import pp_plan
-from clustersim.engine.overlap import overlap_slowdown
-from clustersim.engine.scaling import scale_dp_plan, scale_plan, scale_work
-from clustersim.engine.stages import StageWork, Work, build_step_work
-from clustersim.engine.units import CompiledUnit, compile_unit
-from clustersim.engine.zero import DpPlan, Item, dp_plan
 from clustersim.parallel.pipeline import build_schedule
+from clustersim.plan.actions import plan_actions
+from clustersim.plan.comm_plans import Item, pp_plan
+from clustersim.plan.compiled_unit import CompiledUnit, compile_unit
+from clustersim.plan.data_parallel import DpPlan, DpTail, dp_plan
+from clustersim.plan.overlap import overlap_slowdown
+from clustersim.plan.speed_scaling import scale_dp_plan, scale_plan, scale_work
+from clustersim.plan.stage_work import StageWork, Work, build_step_work
 from clustersim.scenario import Scenario
 
-Total = tuple[float, tuple[tuple[str, float], ...]]  # duration of an action's units and its split by cause
 Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch) of an input sent between ranks
 
 CLASSIC_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 
 
+class Total(NamedTuple):
+    """The contention-free duration of an action's units and its split by cause."""
+
+    time_s: float
+    by_cause: tuple[tuple[str, float], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class RankAction:
-    """One scheduled action of a simulated rank, resolved (clustersim.engine.actions): its global
+    """One scheduled action of a simulated rank, resolved (clustersim.plan.actions): its global
     stage, the units it runs (``part``: "F", "B" the whole backward, "Bi" its input-gradient part,
     "W" the weight-gradient part), the input it waits for, the outputs it sends (key and the
     pipeline boundary whose link carries it), whether it completes the chunk's gradients and
@@ -90,7 +97,7 @@ class SimRank:
     split: dict[tuple[int, int], tuple[CompiledUnit, CompiledUnit]]  # (stage, bwd unit) -> recompute, proper
     send: dict[str, CollectivePlan | None]   # "F": to the next stage, "B": to the previous one
     send_s: dict[str, float]                 # their contention-free durations
-    optimizer_time_s: float
+    tail: DpTail                             # after the last backward: reductions, optimizer step, gathers
     final_b: frozenset[int]                  # action indices of each chunk's last backward (or W)
     stages: tuple[int, ...]                  # global stages held (chunk order)
     slowdown: float                          # compute rate lost per concurrent collective (its GPU)
@@ -98,8 +105,23 @@ class SimRank:
     send_at_s: dict[int, float] = field(default_factory=dict)
 
 
+class StepMemo:
+    """What the timing models learn about one plan and keep with it (the plan's own memo, so
+    it lives and dies with the plan): the event engine's duration of an action run alone, per
+    compiled units (clustersim.engine.unit_runner.alone_total, for the hybrid engine), and the
+    steady-state tables of the periodic collapse (clustersim.engine.collapse)."""
+
+    __slots__ = ("alone", "collapse_tables")
+
+    def __init__(self) -> None:
+        self.alone: dict[tuple, Total] = {}
+        self.collapse_tables: tuple[list[list[int]], list[list[int]]] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class StepPlan:
+    """Every simulated rank of one step, resolved: what all timing models run (module docstring)."""
+
     scenario: Scenario
     pp: int
     virtual_stages: int
@@ -114,9 +136,7 @@ class StepPlan:
     # the schedule has actions only the general paths run (W actions, F&B pairs, a V or DualPipe
     # stage graph, the host link): no steady-state collapse, no hybrid event engine
     general: bool = False
-    # an action's units (by identity) -> its duration run alone in the event engine (its own overlapped
-    # collectives sharing its links), filled on demand by clustersim.engine.hybrid
-    alone: dict[tuple, Total] = field(default_factory=dict, compare=False, hash=False)
+    memo: StepMemo = field(default_factory=StepMemo, compare=False, hash=False, repr=False)
 
     @property
     def num_classes(self) -> int:
@@ -129,8 +149,13 @@ class StepPlan:
 # ---------------------------------------------------------------------------------------------
 # building
 
-class _Compiler:
-    """Compiled units per (scenario, speed, link speed), shared by the ranks of one plan."""
+class UnitCompiler:
+    """Compiled units per (work tuple, host scenario, speed, link speed), shared by the ranks of a
+    plan and by every plan built with the same compiler (clustersim.plan.plan_cache.PlanCache).
+
+    The work tuples of a step are shared and immutable (clustersim.plan.stage_work: layers of one
+    kind share one tuple), so they are keyed by identity: hashing them would cost more than
+    compiling. The compiler holds every tuple it has seen, so an identity stays valid while it lives."""
 
     def __init__(self) -> None:
         self._units: dict[tuple[int, Scenario, float, float], CompiledUnit] = {}
@@ -151,7 +176,7 @@ def _total(units: tuple[CompiledUnit, ...]) -> Total:
     for unit in units:
         for cause, sec in unit.by_cause:
             by_cause[cause] = by_cause.get(cause, 0.0) + sec
-    return sum(u.time_s for u in units), tuple(sorted(by_cause.items()))
+    return Total(sum(u.time_s for u in units), tuple(sorted(by_cause.items())))
 
 
 def _send_plan(scenario: Scenario, hosts: tuple[Host, ...], boundary: int, size_bytes: float) -> CollectivePlan:
@@ -190,18 +215,15 @@ def steady_period(schedule: str, pp: int, virtual_stages: int) -> tuple[int, int
 
 
 def build_plan(scenario: Scenario, classes: tuple[RankClass, ...] | None = None,
-               dp_link_speed: dict[int, float] | None = None, dp_scenario: Scenario | None = None) -> StepPlan:
+               dp_link_speed: dict[int, float] | None = None, dp_scenario: Scenario | None = None,
+               compiler: UnitCompiler | None = None) -> StepPlan:
     """The step plan of ``scenario``: one class on the representative path (``classes`` None),
     else the given classes; ``dp_link_speed`` slows the data-parallel collectives of a stage;
-    ``dp_scenario`` prices them (mixed GPUs: on the slowest group's fabric)."""
-    if classes is None and dp_link_speed is None and dp_scenario is None:
-        return _representative_plan(scenario)
-    return _build(scenario, classes or (_healthy_class(scenario),), dp_link_speed or {}, dp_scenario or scenario)
-
-
-@functools.lru_cache(maxsize=256)
-def _representative_plan(scenario: Scenario) -> StepPlan:
-    return _build(scenario, (_healthy_class(scenario),), {})
+    ``dp_scenario`` prices them (mixed GPUs: on the slowest group's fabric); ``compiler``: the
+    run's compiled units (clustersim.plan.plan_cache.PlanCache; None: this plan's own). Built
+    anew at every call: a run that times one plan several times keeps it in a PlanCache."""
+    return _build(scenario, classes or (_healthy_class(scenario),), dp_link_speed or {}, dp_scenario or scenario,
+                  compiler or UnitCompiler())
 
 
 def _healthy_class(scenario: Scenario) -> RankClass:
@@ -215,7 +237,8 @@ def classic_actions(schedule: str, pp: int, num_micro_batches: int, v: int,
     """Each rank's actions for GPipe / 1F1B / interleaved 1F1B without pairs, by arithmetic (as
     plan_actions gives them, as fast as the engines' former walk): stage ``chunk * pp + rank``,
     inputs from the neighbouring stage, forward sends over the rank's own boundary, backward ones
-    over the one below."""
+    over the one below. Memoised: a pure function of integers, the same for every plan (and
+    every layout of a sweep) with this schedule."""
     num_global = pp * v
     out = []
     for p, acts in enumerate(build_schedule(schedule, pp, num_micro_batches, v)):
@@ -237,13 +260,11 @@ def classic_actions(schedule: str, pp: int, num_micro_batches: int, v: int,
 
 
 def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: dict[int, float],
-           dp_scenario: Scenario | None = None) -> StepPlan:
+           dp_scenario: Scenario, compiler: UnitCompiler) -> StepPlan:
     par = scenario.parallel
     pp, v = par.pp, par.virtual_stages
-    dp_scenario = dp_scenario or scenario
     base_work = build_step_work(dp_scenario)
     dp = scale_dp_plan(dp_plan(dp_scenario, base_work), dp_link_speed)
-    compiler = _Compiler()
     ranks: list[SimRank] = []
     sends: list[CollectivePlan] = []
     graph = base_work.graph
@@ -300,7 +321,7 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
             final_b = frozenset(i for i, a in enumerate(actions) if a.final)
             ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, {k: _total(u) for k, u in units.items()},
                                  {}, {}, split, send, {k: (v.time_s if v is not None else 0.0) for k, v in send.items()},
-                                 work.optimizer_time_s[p] / host.speed, final_b, stages,
+                                 dp.tail(list(stages), work.optimizer_time_s[p] / host.speed), final_b, stages,
                                  overlap_slowdown(host.scenario.cluster.gpu), send_at,
                                  {b: v.time_s for b, v in send_at.items()}))
     groups = [dp.grad_buckets, dp.param_gathers]

@@ -6,8 +6,8 @@ An action whose units can run undisturbed takes a fast path: one timeout per act
 engine (it still records every unit), one addition in the closed form. Any other action steps
 through every kernel run and every collective phase of its units, and under ZeRO-3 through the
 parameter gathers and gradient reduce-scatters of every unit. The count below mirrors those
-fast-path conditions (engine/sim.py ``_forward``/``_backward``/``_quiet``; engine/analytical.py
-``_Rank.quiet``) without running anything: ZeRO-3 never takes the fast path; the first forward
+fast-path conditions (engine/event.py ``_forward``/``_backward``/``_quiet``; engine/recurrence.py
+``RankState.quiet``) without running anything: ZeRO-3 never takes the fast path; the first forward
 of each chunk (parameter gathers in flight) and its last backward (gradient buckets) are counted
 slow; the event engine needs every unit *isolated* (no link shared with DP or pipeline traffic).
 
@@ -16,12 +16,13 @@ The count is deterministic, so whether a scenario is refused never depends on th
 
 from __future__ import annotations
 
-from clustersim.engine.groups import pp_plan
-from clustersim.engine.stages import StepWork, Work, build_step_work
-from clustersim.engine.units import CompiledUnit, UnitCache
-from clustersim.engine.zero import DpPlan, Item, dp_plan
 from clustersim.errors import BudgetError
 from clustersim.limits import MAX_CLOSED_FORM_OPERATIONS, MAX_EVENT_OPERATIONS
+from clustersim.plan.comm_plans import Item, pp_plan
+from clustersim.plan.compiled_unit import CompiledUnit
+from clustersim.plan.data_parallel import DpPlan, dp_plan
+from clustersim.plan.stage_work import StepWork, Work, build_step_work
+from clustersim.plan.step_plan import Host, UnitCompiler
 from clustersim.scenario import Scenario
 
 ENGINES = ("event", "analytical")
@@ -29,7 +30,7 @@ ENGINES = ("event", "analytical")
 
 def tiers_used_beside_compute(scenario: Scenario, work: StepWork, dp: DpPlan) -> frozenset[str]:
     """Link tiers that DP collectives or pipeline transfers use while compute runs (the
-    ``shared`` tiers of clustersim.engine.rankplan.build_plan, counted without building a plan)."""
+    ``shared`` tiers of clustersim.plan.step_plan.build_plan, counted without building a plan)."""
     groups = [dp.grad_buckets, dp.param_gathers]
     if dp.zero3 is not None:
         groups += [dp.zero3.gather, dp.zero3.reduce]
@@ -42,7 +43,7 @@ def tiers_used_beside_compute(scenario: Scenario, work: StepWork, dp: DpPlan) ->
 
 
 def unit_isolated(unit: CompiledUnit, shared_tiers: frozenset[str]) -> bool:
-    """The unit's contention-free duration is exact (clustersim.engine.rankplan._isolated)."""
+    """The unit's contention-free duration is exact (clustersim.plan.step_plan._isolated)."""
     overlapped = any(s.plan is not None and s.overlapped for s in unit.steps)
     collectives = sum(1 for s in unit.steps if s.plan is not None)
     return not (unit.tiers & shared_tiers) and (not overlapped or collectives == 1)
@@ -57,21 +58,23 @@ def _items(items: tuple[Item, ...]) -> int:
     return sum(1 + len(plan.phases) for _, plan in items)
 
 
-def step_operations(scenario: Scenario, engine: str) -> int:
-    """Operations one step of ``scenario`` takes in ``engine`` ("event" or "analytical")."""
+def step_operations(scenario: Scenario, engine: str, compiler: UnitCompiler | None = None) -> int:
+    """Operations one step of ``scenario`` takes in ``engine`` ("event" or "analytical");
+    ``compiler``: the run's compiled units (clustersim.plan.plan_cache), which the plan then reuses."""
     par = scenario.parallel
     m = par.num_micro_batches
     work = build_step_work(scenario)
     dp = dp_plan(scenario, work)
     z3 = dp.zero3
-    cache = UnitCache(scenario)
+    compile_ = compiler or UnitCompiler()
+    host = Host(scenario)
     shared = tiers_used_beside_compute(scenario, work, dp) if engine == "event" else frozenset()
     per_work: dict[int, tuple[int, bool]] = {}
 
     def unit_cost(w: Work) -> tuple[int, bool]:
         known = per_work.get(id(w))
         if known is None:
-            unit = cache(w)
+            unit = compile_(host, w)
             known = per_work[id(w)] = (unit_operations(unit), engine != "event" or unit_isolated(unit, shared))
         return known
 
@@ -94,9 +97,9 @@ def step_operations(scenario: Scenario, engine: str) -> int:
     return total
 
 
-def check_step_budget(scenario: Scenario, engine: str) -> int:
+def check_step_budget(scenario: Scenario, engine: str, compiler: UnitCompiler | None = None) -> int:
     """BudgetError (exit 2) when one step of ``scenario`` exceeds ``engine``'s budget; else its count."""
-    ops = step_operations(scenario, engine)
+    ops = step_operations(scenario, engine, compiler)
     limit = MAX_EVENT_OPERATIONS if engine == "event" else MAX_CLOSED_FORM_OPERATIONS
     if ops > limit:
         par = scenario.parallel

@@ -1,14 +1,4 @@
-"""Data-parallel communication of one step: gradient buckets and parameter gathers (ZeRO 0-3).
-
-Follows Megatron-core's DistributedDataParallel and distributed optimizer
-(megatron/core/distributed/): gradients accumulate in fp32 ``main_grad`` buffers and are
-reduced in the framework's gradient dtype (``FrameworkSpec.grad_reduce_dtype``: fp32 for Megatron,
-``accumulate_allreduce_grads_in_fp32`` being on for bf16; the training dtype for DeepSpeed), in buckets of
-``max(40M, 1M * dp)`` parameters launched as soon as a bucket's last gradient is ready during
-the final micro-batch's backward (``overlap_grad_reduce``). ZeRO-0 all-reduces the gradients;
-ZeRO-1/2 (the distributed optimizer) reduce-scatter them and all-gather the updated 16-bit
-parameters, overlapped with the next forward pass when ``overlap_param_gather`` is set (the
-first bucket is still exposed). Reductions span the dp x cp ranks.
+"""ZeRO-3 traffic of one step, as the implementation that the scenario names issues it.
 
 ZeRO-3 runs as the implementation that the scenario names (``Zero3Plan``, built by
 ``zero3_plan``): the framework's own (``FrameworkSpec.zero3``) or torch FSDP when
@@ -51,17 +41,15 @@ before its backward; its gradients are reduce-scattered after its backward in ev
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field, replace
 
 from clustersim.collectives import CollectivePlan, Phase
-from clustersim.engine.groups import comm_plan, group_shape
-from clustersim.engine.offload import host_copy_plan
-from clustersim.engine.stages import StepWork, activation_bytes, build_step_work
+from clustersim.plan.comm_plans import Item, comm_plan, group_shape
+from clustersim.plan.dp_rules import close_buckets, grad_reduce_bytes, zero3_impl
+from clustersim.plan.element_bytes import activation_bytes
+from clustersim.plan.host_offload import host_copy_plan
+from clustersim.plan.stage_work import StepWork
 from clustersim.scenario import Scenario
-
-Item = tuple[str, CollectivePlan]
-
 
 # DeepSpeed ZeRO-3 defaults (DeepSpeed configuration docs, zero_optimization section;
 # deepspeed/runtime/zero/config.py)
@@ -81,134 +69,13 @@ class Zero3Plan:
     reduce: dict[tuple[int, int], tuple[Item, ...]] = field(default_factory=dict)  # (stage, bwd unit), every micro-batch
 
 
-@dataclass(frozen=True, slots=True)
-class DpPlan:
-    grad_buckets: dict[tuple[int, int], tuple[Item, ...]] = field(default_factory=dict)  # (stage, bwd unit)
-    after_backward: dict[int, tuple[Item, ...]] = field(default_factory=dict)   # stage -> after the backward
-    param_gathers: dict[tuple[int, int], tuple[Item, ...]] = field(default_factory=dict)  # (stage, fwd unit)
-    after_optimizer: dict[int, tuple[Item, ...]] = field(default_factory=dict)  # stage -> after the step
-    zero3: Zero3Plan | None = None
-
-    def after_backward_of(self, stages: list[int]) -> tuple[Item, ...]:
-        return tuple(item for g in stages for item in self.after_backward.get(g, ()))
-
-    def after_optimizer_of(self, stages: list[int]) -> tuple[Item, ...]:
-        return tuple(item for g in stages for item in self.after_optimizer.get(g, ()))
-
-
-def bucket_params(scenario: Scenario) -> int:
-    par = scenario.parallel
-    return par.dp_bucket_params or max(40_000_000, 1_000_000 * par.dp * par.cp)
-
-
-@functools.lru_cache(maxsize=65536)
-def _buckets(unit_params: tuple[int, ...], size: int) -> tuple[tuple[int, int], ...]:
-    """Close a bucket at the unit where the running sum reaches ``size``: ((last unit, params), ...)
-    (memoised: the sweep's bounds plan many layouts with the same stages)."""
-    out, acc = [], 0
-    for u, p in enumerate(unit_params):
-        acc += p
-        if acc >= size:
-            out.append((u, acc))
-            acc = 0
-    if acc:
-        out.append((len(unit_params) - 1, acc))
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=65536)
-def _gather_buckets(fwd_params: tuple[int, ...], size: int) -> tuple[tuple[int, int], ...]:
-    """The parameter gathers' buckets in forward order: ((first unit, params), ...)."""
-    return tuple((unit - _units_in_bucket(fwd_params, unit, params) + 1, params)
-                 for unit, params in _buckets(fwd_params, size))
-
-
-def dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
-    """Data-parallel collectives of one step (module docstring). Memoised per scenario when
-    ``work`` is the scenario's own (hashing a StepWork costs milliseconds; a Scenario microseconds)."""
-    if work is build_step_work(scenario):
-        return _dp_plan_of(scenario)
-    return _dp_plan(scenario, work)
-
-
-def dp_plan_from(scenario: Scenario, work: StepWork, named: bool = True,
-                 stages: frozenset[int] | None = None) -> DpPlan:
-    """``dp_plan`` of ``scenario`` from ``work`` (another layout's units with the same parameters
-    per unit), not memoised and without building the scenario's own work; ``named=False``
-    leaves the items' names empty (the sweep's bounds read their plans only); ``stages``: only
-    these global stages' items (each stage's items depend on that stage alone)."""
-    return _dp_plan(scenario, work, named, stages)
-
-
-@functools.lru_cache(maxsize=4096)
-def _dp_plan_of(scenario: Scenario) -> DpPlan:
-    return _dp_plan(scenario, build_step_work(scenario))
-
-
-def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
-             stages: frozenset[int] | None = None) -> DpPlan:
-    par = scenario.parallel
-    if par.dp * par.cp == 1:
-        return DpPlan()
-    zero = par.zero_stage
-    if zero == 3:
-        return DpPlan(zero3=zero3_plan(scenario, work))
-    param_bytes = activation_bytes(scenario.training.dtype)
-    size = bucket_params(scenario)
-    grad_op = "all_reduce" if zero == 0 else "reduce_scatter"
-    grad_bytes = _reduce_bytes(scenario.framework.grad_reduce_dtype, scenario.training.dtype)
-    grad_buckets: dict[tuple[int, int], tuple[Item, ...]] = {}
-    after_backward: dict[int, tuple[Item, ...]] = {}
-    param_gathers: dict[tuple[int, int], tuple[Item, ...]] = {}
-    after_optimizer: dict[int, tuple[Item, ...]] = {}
-    edp = par.edp
-    for stage in work.stages:
-        g = stage.index
-        if stages is not None and g not in stages:
-            continue
-        # dense parameters reduce over dp x cp; expert parameters over the expert-data-parallel
-        # group (dp x cp / ep ranks), in buckets of their own (Megatron-core MoE)
-        groups = [("dp_cp", stage.unit_params, "")]
-        if edp > 1 and any(stage.unit_expert_params):
-            groups.append(("edp", stage.unit_expert_params, " experts"))
-        for axis, unit_params, tag in groups:
-            for unit, params in _buckets(unit_params, size):
-                item = (f"{grad_op} grads{tag} s{g} ({params / 1e6:.0f}M params)" if named else "",
-                        comm_plan(scenario, grad_op, params * grad_bytes, axis))
-                if par.overlap_grad_reduce:
-                    grad_buckets[(g, unit)] = grad_buckets.get((g, unit), ()) + (item,)
-                else:
-                    after_backward[g] = after_backward.get(g, ()) + (item,)
-            fwd_params = tuple(reversed(unit_params))
-            if zero in (1, 2):
-                for first, params in _gather_buckets(fwd_params, size):
-                    item = (f"all_gather params{tag} s{g} ({params / 1e6:.0f}M)" if named else "",
-                            comm_plan(scenario, "all_gather", params * param_bytes, axis))
-                    if par.overlap_param_gather:
-                        param_gathers[(g, first)] = param_gathers.get((g, first), ()) + (item,)
-                    else:
-                        after_optimizer[g] = after_optimizer.get(g, ()) + (item,)
-    return DpPlan(grad_buckets, after_backward, param_gathers, after_optimizer)
-
-
-def zero3_impl(scenario: Scenario) -> str:
-    """The ZeRO-3 implementation that runs: torch FSDP when parallel.fsdp.version is set, else the framework's."""
-    version = scenario.parallel.fsdp_version
-    return f"fsdp{version}" if version else scenario.framework.zero3
-
-
-def _reduce_bytes(reduce_dtype: str, dtype: str) -> int:
-    return 4 if reduce_dtype == "fp32" or dtype == "fp32" else 2
-
-
 def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
     """Gathers and reduce-scatters of every ZeRO-3 unit (a stage's embedding, layers, output head)."""
     par = scenario.parallel
     impl = zero3_impl(scenario)
     deepspeed = impl == "deepspeed"
     param_bytes = activation_bytes(scenario.training.dtype)
-    grad_bytes = _reduce_bytes("bf16" if deepspeed else scenario.framework.grad_reduce_dtype,
-                               scenario.training.dtype)
+    grad_bytes = grad_reduce_bytes(scenario)
     hsdp = par.hsdp_replicas > 1
     shard_axis = zero3_shard_axis(scenario)
     shard_ranks = par.dp * par.cp // par.hsdp_replicas
@@ -228,14 +95,14 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
             largest = max(largest, dense + expert)
             items: list[Item] = []
             if dense and shard_ranks > 1:
-                items.append((f"all_gather params s{g}.{u} ({dense / 1e6:.0f}M)",
+                items.append(Item(f"all_gather params s{g}.{u} ({dense / 1e6:.0f}M)",
                               plan("all_gather", dense * param_bytes, shard_axis)))
             if expert:  # expert weights are sharded over the expert-data-parallel group
-                items.append((f"all_gather expert params s{g}.{u} ({expert / 1e6:.0f}M)",
+                items.append(Item(f"all_gather expert params s{g}.{u} ({expert / 1e6:.0f}M)",
                               plan("all_gather", expert * param_bytes, "edp")))
             if items and par.offload_params:  # ZeRO-Infinity: the shards first come up from host memory
                 shard = (dense / max(1, shard_ranks) + expert / max(1, edp)) * param_bytes
-                items.insert(0, (f"h2d param shards s{g}.{u}", host_copy_plan(scenario, shard)))
+                items.insert(0, Item(f"h2d param shards s{g}.{u}", host_copy_plan(scenario, shard)))
             if items:
                 gather[(g, u)] = tuple(items)
         groups = [(stage.unit_params, shard_axis, shard_ranks, "")]
@@ -243,13 +110,13 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
             groups.append((stage.unit_expert_params, "edp", edp, " experts"))
         bucket = DS_REDUCE_BUCKET_PARAMS if deepspeed else 1
         for unit_params, axis, ranks, tag in groups:
-            for b, params in _buckets(unit_params, bucket):
+            for b, params in close_buckets(unit_params, bucket):
                 if not params or ranks == 1 and not hsdp:
                     continue
-                items = [(f"reduce_scatter grads{tag} s{g}.{b} ({params / 1e6:.0f}M)",
+                items = [Item(f"reduce_scatter grads{tag} s{g}.{b} ({params / 1e6:.0f}M)",
                           plan("reduce_scatter", params * grad_bytes, axis))] if ranks > 1 else []
                 if hsdp and axis == shard_axis:
-                    items.append((f"all_reduce grads{tag} s{g}.{b} over replicas",
+                    items.append(Item(f"all_reduce grads{tag} s{g}.{b} over replicas",
                                   comm_plan(scenario, "all_reduce", params * grad_bytes / shard_ranks,
                                             "fsdp_replicate")))
                 reduce[(g, b)] = reduce.get((g, b), ()) + tuple(items)
@@ -290,11 +157,10 @@ def per_gpu_nic(scenario: Scenario, plan: CollectivePlan, axis: str) -> Collecti
     return replace(plan, phases=phases, algo=f"{plan.algo}/per-gpu-nic")
 
 
-def _units_in_bucket(unit_params: tuple[int, ...], last: int, params: int) -> int:
-    acc, n = 0, 0
-    for u in range(last, -1, -1):
-        acc += unit_params[u]
-        n += 1
-        if acc >= params:
-            break
-    return n
+def gather_slots(z3: Zero3Plan, num_units: int, g: int, kind: str) -> list[tuple[Item, ...]]:
+    """ZeRO-3 gathers of an action's units in the order of use: one slot per forward unit; in a
+    backward, ``backward_gathers`` slots per unit (the recomputed forward's, then the backward's),
+    units in backward order. Both engines issue them ``prefetch`` slots ahead of use."""
+    if kind == "F":
+        return [z3.gather.get((g, u), ()) for u in range(num_units)]
+    return [z3.gather.get((g, num_units - 1 - b), ()) for b in range(num_units) for _ in range(z3.backward_gathers)]

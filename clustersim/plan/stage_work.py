@@ -17,26 +17,24 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from clustersim.collectives import GroupShape, plan_collective
 from clustersim.compute import (
     CommOp,
     LayerCost,
     Op,
     embedding_cost,
     expert_params_per_gpu,
-    optimizer_step_time_s,
     output_cost,
     transformer_layer_cost,
 )
 from clustersim.compute.conventions import resolve_attention
 from clustersim.compute.mtp import mtp_cost
 from clustersim.compute.ops import PassCost
-from clustersim.compute.optimizer import grad_buffer_time_s
-from clustersim.engine.offload import host_optimizer_time_s
 from clustersim.memory.activations import layer_activation_bytes
 from clustersim.memory.policies import chunk_policies
 from clustersim.parallel.pipeline import model_split
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
+from clustersim.plan.element_bytes import activation_bytes
+from clustersim.plan.optimizer_step import optimizer_step_s
 from clustersim.scenario import Scenario
 
 Work = tuple[Op | CommOp, ...]
@@ -71,7 +69,7 @@ class StepWork:
 
 def _with_offload(scenario: Scenario, lc: LayerCost, moe: bool) -> LayerCost:
     """A layer whose saved activations go to host memory during its forward and come back during
-    its backward, beside its own compute (clustersim.engine.offload)."""
+    its backward, beside its own compute (clustersim.plan.host_offload)."""
     par, model = scenario.parallel, scenario.model
     attention = resolve_attention(scenario.training.attention, scenario.cluster.gpu.name)
     size = layer_activation_bytes(model, par, scenario.training.dtype, attention, moe=moe)
@@ -95,6 +93,8 @@ def _split(work: Work) -> tuple[Work, Work]:
 
 @functools.lru_cache(maxsize=64)
 def step_graph(scenario: Scenario) -> StageGraph:
+    """The schedule's stage graph (memoised: a pure function of the frozen scenario, asked for by
+    every plan, memory report and bound of it)."""
     par = scenario.parallel
     return stage_graph(par.schedule, par.pp, par.virtual_stages, par.num_micro_batches)
 
@@ -116,6 +116,9 @@ def model_stage_layers(scenario: Scenario) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def build_step_work(scenario: Scenario) -> StepWork:
+    """What every global stage does for one micro-batch (module docstring). Memoised: a pure
+    function of the frozen scenario that the plan, its budget, the memory plan, the mixed-GPU
+    balancing and the sweep's bounds all read; its work tuples are shared by identity downstream."""
     model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
     graph = step_graph(scenario)
     gpn = scenario.cluster.gpus_per_node
@@ -203,38 +206,10 @@ def build_step_work(scenario: Scenario) -> StepWork:
                                  moe_layers=sum(layer_kinds)))
     stages = tuple(StageWork(index=g, **model_stages[graph.model_stage[g]]) for g in range(graph.num_stages))
     params_per_rank = tuple(sum(stages[graph.stage(r, c)].params for c in range(graph.chunks)) for r in range(par.pp))
-    norm_s = grad_norm_all_reduce_s(scenario)
-    # the framework's passes over the whole gradient buffer before its data-parallel reduction (zeroing,
-    # NaN check, 1/dp scaling: issue 8); ZeRO-3 keeps no whole buffer, and with one data-parallel rank the
-    # ZeRO stages are one layout (the sweep prunes them as such), so none is priced there
-    buffer_bytes = (scenario.framework.grad_buffer_bytes_per_param
-                    if par.zero_stage <= 2 and par.dp * par.cp > 1 else 0)
-    opt = tuple((host_optimizer_time_s(scenario, p) if par.offload_optimizer else optimizer_step_time_s(p, par, gpu))
-                + grad_buffer_time_s(p, buffer_bytes, gpu) + norm_s for p in params_per_rank)
+    opt = tuple(optimizer_step_s(scenario, p) for p in params_per_rank)
     # Pipeline p2p: Megatron splits the [s, b, h] activation across the TP ranks before sending
     # (scatter-gather optimisation, Narayanan et al. 2021 §4.1), so each GPU sends 1/tp of it.
     # Activations cross stages in the compute dtype, fp8 training keeping bf16 activations.
     seq = model.seq_len // par.cp
     p2p = par.micro_batch * seq * model.hidden * activation_bytes(dtype) / par.tp
     return StepWork(stages, p2p, opt, params_per_rank, graph)
-
-
-def grad_norm_all_reduce_s(scenario: Scenario) -> float:
-    """Gradient clipping's global norm: every rank's partial squared norm is all-reduced (one fp32)
-    before the optimizer can step (Megatron-Core megatron/core/optimizer/clip_grads.py
-    get_grad_norm_fp32: all_reduce over the data-parallel then the model-parallel group;
-    torch.nn.utils.clip_grad_norm_ on torchtitan's DTensors; DeepSpeed's get_global_norm). A
-    latency-bound collective over the whole job, priced by the NCCL model (clustersim.collectives)."""
-    cluster = scenario.cluster
-    gpus = scenario.parallel.num_gpus
-    if gpus == 1:
-        return 0.0
-    per_node = min(gpus, cluster.gpus_per_domain)  # group shapes count ranks per scale-up domain
-    shape = GroupShape(per_node, gpus // per_node)
-    return plan_collective("all_reduce", 4, cluster, shape).time_s
-
-
-def activation_bytes(dtype: str) -> int:
-    """Bytes per activation element: fp32 keeps fp32; bf16, fp16 and fp8 training keep 16-bit
-    activations between layers (Transformer Engine casts to fp8 only inside the GEMMs)."""
-    return 4 if dtype in ("fp32", "tf32") else 2

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 from clustersim.collectives import CollectivePlan, Phase
 from clustersim.compute import Op
-from clustersim.engine.stages import Work
-from clustersim.engine.zero import DpPlan
+from clustersim.plan.data_parallel import DpPlan
+from clustersim.plan.stage_work import Work
 
 
 def scale_plan(plan: CollectivePlan, link_speed: float) -> CollectivePlan:

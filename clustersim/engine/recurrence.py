@@ -1,9 +1,9 @@
-"""The closed-form twin of the event engine: the same schedule and cost functions, no contention.
+"""The closed form's machinery: the step plan run as a recurrence, the same schedule and costs, no contention.
 
 Each rank's compute stream, communication streams and pipeline transfers are computed by a
 direct recurrence (start = max(stream free, inputs arrived)) instead of simpy events, and every
 link is assumed to be free whenever a transfer starts. Compute slows beside the rank's
-collectives exactly as in the event engine (clustersim.engine.overlap.advance over the streams'
+collectives exactly as in the event engine (clustersim.plan.overlap.advance over the streams'
 busy intervals, which are all known when a unit starts: only the rank's own earlier actions
 enqueue them). Where nothing contends (no two transfers on one link at once) this gives exactly
 the event engine's times; elsewhere the event engine is slower, and the gap between the two is
@@ -11,23 +11,28 @@ the congestion estimate (ASTRA-sim's congestion-unaware vs congestion-aware back
 also much faster, which the layout sweep uses: identical steady-state micro-batches are computed
 once and the rest extrapolated (clustersim.engine.collapse).
 
-``Recurrence`` is the machinery; the event engine borrows it for the stretches of a step where
-nothing can contend (clustersim.engine.hybrid). With several rank classes (per-rank mode) each
+``Recurrence`` is the machinery of the closed form (clustersim.engine.closed_form); the event
+engine borrows it for the stretches of a step where nothing can contend (clustersim.engine.hybrid),
+handing it the event engine's duration of an action run alone (``alone``): this module runs no
+simpy itself. With several rank classes (per-rank mode) each
 class runs its own pipeline here; the data-parallel collectives that tie classes together in the
 event engine are taken per class (see docs/engine.md, per-rank mode).
 """
 
 from __future__ import annotations
 
-from clustersim.engine.overlap import Interval
+from collections.abc import Callable
+
 from clustersim.engine.pair import chain_of, pair_timing
-from clustersim.engine.rankplan import RankAction, SimRank, StepPlan, build_plan
-from clustersim.engine.timeline import CAUSES, StepResult
-from clustersim.engine.units import CompiledUnit, unit_timing
-from clustersim.engine.zero import Item, Zero3Plan
-from clustersim.scenario import Scenario
+from clustersim.engine.timeline import CAUSES, ClosedResult, StepResult
+from clustersim.plan.comm_plans import Item
+from clustersim.plan.compiled_unit import CompiledUnit, unit_timing
+from clustersim.plan.overlap import Interval
+from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, Total
+from clustersim.plan.zero3 import Zero3Plan, gather_slots
 
 Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch) of an awaited input
+Alone = Callable[[StepPlan, SimRank, int, str], Total]   # an action's duration run alone in the event engine
 
 
 class Stream:
@@ -96,7 +101,7 @@ class RankState:
 
 
 class _Gathers:
-    """ZeRO-3 gathers of one action, issued ``prefetch`` slots ahead (as sim._Gathers)."""
+    """ZeRO-3 gathers of one action, issued ``prefetch`` slots ahead (as the event engine's _Gathers)."""
 
     def __init__(self, rank: RankState, slots: list[tuple[Item, ...]], prefetch: int) -> None:
         self.rank, self.slots, self.prefetch = rank, slots, prefetch
@@ -108,13 +113,6 @@ class _Gathers:
         return self.ends[k] if k < len(self.ends) else None
 
 
-def gather_slots(z3: Zero3Plan, num_units: int, g: int, kind: str) -> list[tuple[Item, ...]]:
-    """ZeRO-3 gathers of an action's units in the order of use."""
-    if kind == "F":
-        return [z3.gather.get((g, u), ()) for u in range(num_units)]
-    return [z3.gather.get((g, num_units - 1 - b), ()) for b in range(num_units) for _ in range(z3.backward_gathers)]
-
-
 class Recurrence:
     """The closed form over a step plan: ``advance`` runs actions up to per-rank limits (as far as
     their inputs allow), ``finish`` runs the end of the step.
@@ -122,15 +120,17 @@ class Recurrence:
     With ``check_links`` the recurrence also keeps, per rank and link tier, until when a transfer
     occupies it, and sets ``contended`` as soon as two transfers would share a link or a
     collective is enqueued (the event engine then knows the stretch cannot be computed in closed
-    form)."""
+    form); ``alone`` then gives the event engine's duration of an action whose overlapped
+    collectives share links among themselves (None: such an action counts as contended)."""
 
-    def __init__(self, plan: StepPlan, check_links: bool = False) -> None:
+    def __init__(self, plan: StepPlan, check_links: bool = False, alone: Alone | None = None) -> None:
         self.plan = plan
         self.ranks = [RankState(rk.slowdown) for rk in plan.ranks]
         self.nxt = [0] * len(plan.ranks)
         self.arrival: dict[Key, tuple[float, float]] = {}  # produced, not yet consumed: (send start, arrival)
         self.param_ready: dict[tuple[int, int, int], float | None] = {}
         self.check_links = check_links
+        self.alone = alone
         self.link_free: dict[tuple[int, str], float] = {}
         self.sends: list[tuple[int, Key, float, float]] = []  # with check_links: (rank, input key, start, end)
         self.contended = False
@@ -149,20 +149,21 @@ class Recurrence:
                     if gg == g:
                         self.param_ready[(rk.index, gg, unit)] = state.enqueue("dp", items)
 
-    def finish(self) -> StepResult:
-        """Gradient reductions left, optimizer step, parameter gathers after it; the result."""
-        dp = self.plan.dp
+    def finish(self) -> ClosedResult:
+        """The data-parallel tail of every rank (clustersim.plan.data_parallel.DpTail); the result."""
         self.last_action_s = tuple(s.clock for s in self.ranks)
         for rk, state in zip(self.plan.ranks, self.ranks, strict=True):
-            stages = list(rk.stages)
-            state.enqueue("dp", dp.after_backward_of(stages))
+            tail = rk.tail
+            state.enqueue("dp", tail.reduce)
             state.wait(max(state.pending, default=0.0), "dp_comm")
-            state.clock += rk.optimizer_time_s
-            state.causes["optimizer"] += rk.optimizer_time_s
-            for _, plan in dp.after_optimizer_of(stages):
+            state.clock += tail.optimizer_time_s
+            state.causes["optimizer"] += tail.optimizer_time_s
+            for _, plan in tail.gather:
                 state.clock += plan.time_s
                 state.causes["dp_comm"] += plan.time_s
-        return StepResult(*StepResult.fields_from([s.clock for s in self.ranks], [s.causes for s in self.ranks]))
+        causes = [s.causes for s in self.ranks]
+        return ClosedResult(*StepResult.fields_from([s.clock for s in self.ranks], causes), self.last_action_s,
+                            tuple(causes))
 
     # -- the schedule ----------------------------------------------------------------------
     def done(self) -> bool:
@@ -282,14 +283,12 @@ class Recurrence:
         duration run alone, valid while nothing else runs beside it (else: contended)."""
         a = (g, kind)
         ready = [self.param_ready.get((rk.index, g, u)) for u in range(len(rk.units[a]))]
-        if (not rk.private[a] or self._z3 is not None or not state.quiet()
+        if (self.alone is None or not rk.private[a] or self._z3 is not None or not state.quiet()
                 or any(x is not None and x > state.clock for x in ready)
                 or kind != "F" and self.nxt[rk.index] in rk.final_b):
             self.contended = True
             return
-        from clustersim.engine.sim import alone_total
-
-        state.run_total(alone_total(self.plan, rk, g, kind))
+        state.run_total(self.alone(self.plan, rk, g, kind))
 
     def _backward(self, rk: SimRank, state: RankState, z3: Zero3Plan | None, g: int, final: bool,
                   part: str = "B") -> None:
@@ -337,20 +336,3 @@ class Recurrence:
                 self.link_free[slot] = end
             self.sends.append((rk.index, key, start, end))
         self.arrival[key] = (start, end)
-
-
-def estimate_plan(plan: StepPlan, collapse: bool = True) -> StepResult:
-    """The closed form of a step plan (``collapse``: extrapolate identical steady-state periods)."""
-    rec = Recurrence(plan)
-    rec.issue_param_gathers()
-    if collapse:
-        from clustersim.engine.collapse import run_collapsed
-
-        run_collapsed(rec)
-    rec.run_to_end()
-    return rec.finish()
-
-
-def estimate_step(scenario: Scenario, collapse: bool = True) -> StepResult:
-    """Closed-form step time (see module docstring)."""
-    return estimate_plan(build_plan(scenario), collapse)

@@ -1,4 +1,5 @@
-"""Residuals of the reference runs under the current model (what clustersim/data/residuals.json holds)."""
+"""Residuals of the reference runs under the current model (what clustersim/data/residuals.json holds,
+read by clustersim.uncertainty): every reference run through the event engine."""
 
 from __future__ import annotations
 

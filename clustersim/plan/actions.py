@@ -14,10 +14,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from clustersim.engine.stages import StageWork, StepWork, Work
 from clustersim.parallel.pipeline import Schedule, pair_steady_state, split_weight_keys
 from clustersim.parallel.pipeline import build_schedule as _build
 from clustersim.parallel.stage_graph import StageGraph
+from clustersim.plan.stage_work import StageWork, StepWork, Work
 from clustersim.scenario import Scenario
 
 Key = tuple[str, int, int]
@@ -65,6 +65,8 @@ def _boundary(src: int, dst: int, pp: int, kind: str = "F") -> int:
 @functools.lru_cache(maxsize=64)
 def plan_actions(scenario: Scenario, work: StepWork,
                  num_micro_batches: int | None = None) -> tuple[tuple[PlannedAction, ...], ...]:
+    """Every rank's actions with their work units (memoised: a pure function of the frozen
+    scenario and its work, asked for by each rank class of a plan)."""
     par = scenario.parallel
     m = par.num_micro_batches if num_micro_batches is None else num_micro_batches
     skeleton = action_skeleton(par.schedule, par.pp, m, par.virtual_stages, par.overlap_moe_expert_parallel_comm,
@@ -87,7 +89,8 @@ def action_skeleton(schedule: str, pp: int, num_micro_batches: int, virtual_stag
                     graph: StageGraph) -> tuple[tuple[PlannedAction, ...], ...]:
     """Every rank's actions resolved on the stage graph, without their work units (``works``
     empty): what ``plan_actions`` gives, for any scenario with this schedule (the sweep's bound
-    replays it, clustersim.sweep.replay)."""
+    replays it, clustersim.sweep.replay). Memoised: a pure function of its integer arguments and
+    the frozen stage graph."""
     out = []
     for rank, acts in enumerate(_schedule(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)):
         split = split_weight_keys(acts)

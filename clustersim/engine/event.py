@@ -1,10 +1,10 @@
 """The event-driven step simulation (simpy). A thin loop: all arithmetic is in the cost modules.
 
-The engine walks the simulated ranks of a step plan (clustersim.engine.rankplan): one
+The engine walks the simulated ranks of a step plan (clustersim.plan.step_plan): one
 representative GPU per pipeline rank on a healthy, homogeneous cluster (its DP replicas and TP
 peers do the same work at the same time), or pipeline rank ``p`` of every rank class in per-rank
 mode. Each simulated rank has a compute lane that walks its schedule's actions (``ComputeLane``:
-slowed while collectives run beside it, clustersim.engine.overlap), two communication streams
+slowed while collectives run beside it, clustersim.plan.overlap), two communication streams
 that run their collectives in order, as NCCL streams do ("dp": gradient buckets and parameter
 gathers; "rs": ZeRO-3's per-unit gradient reduce-scatters, which FSDP and DeepSpeed issue on a
 stream of their own), and two processor-sharing links (its NVLink port and its NIC share) on which
@@ -13,39 +13,31 @@ several classes, a data-parallel collective starts when every class has launched
 when the last class has finished it (its members wait for the slowest; the waiting kernel holds
 its SMs, as a launched NCCL kernel spins on its peers).
 
-``start`` and ``stops`` let clustersim.engine.hybrid run only part of a step here (the rest in
-closed form where nothing can contend).
+A unit runs on the lane and links as clustersim.engine.unit_runner runs it. ``start`` and
+``stops`` let clustersim.engine.hybrid run only part of a step here (the rest in closed form where
+nothing can contend). ``EventEngine`` is this model behind the timing-model interface
+(clustersim.engine.selector).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
 
 import simpy
 
-from clustersim.collectives import CollectivePlan, Phase
-from clustersim.engine.analytical import gather_slots
+from clustersim.collectives import CollectivePlan
 from clustersim.engine.lane import ComputeLane
 from clustersim.engine.pair import PairCore, chain_of
-from clustersim.engine.rankplan import RankAction, SimRank, StepPlan, build_plan
-from clustersim.engine.timeline import StepResult, Timeline
-from clustersim.engine.units import CompiledUnit
-from clustersim.engine.zero import Item
+from clustersim.engine.timeline import SimResult, StepResult, Timeline
+from clustersim.engine.unit_runner import TIERS, Proc, UnitRunner, alone_total
 from clustersim.network import FairShareLink
-from clustersim.scenario import Scenario
+from clustersim.plan.comm_plans import Item
+from clustersim.plan.compiled_unit import CompiledUnit
+from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, Total
+from clustersim.plan.zero3 import gather_slots
 
-Proc = Generator[simpy.Event, Any, None]
 STREAMS = ("dp", "rs")
-TIERS = ("scale_up", "scale_out", "host")
 Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch)
-
-
-@dataclass(frozen=True, slots=True)
-class SimResult(StepResult):
-    timeline: Timeline
-    last_action_s: tuple[float, ...] = ()   # per simulated rank: when its last action ended
 
 
 @dataclass(slots=True)
@@ -130,7 +122,9 @@ class _Barrier:
         self.done = env.event()
 
 
-class _StepSim:
+class _StepSim(UnitRunner):
+    """One step of a plan in simpy (module docstring)."""
+
     def __init__(self, plan: StepPlan, record: bool, stops: list[int] | None = None,
                  start: Resume | None = None, stop_quiet: bool = False, env: simpy.Environment | None = None,
                  name: str = "") -> None:
@@ -147,10 +141,11 @@ class _StepSim:
         t0 = 0.0
         if start is not None:
             t0 = min([*start.clock, *(r[2] for r in start.replay)])
-        self.env = env if env is not None else simpy.Environment(initial_time=t0)
-        self.tl = Timeline(record=record)
-        self.links = [{tier: self._link(f"{name}rank{k}.{tier}") for tier in TIERS} for k in range(n)]
-        self.lanes = [ComputeLane(self.env, rk.slowdown) for rk in plan.ranks]
+        env = env if env is not None else simpy.Environment(initial_time=t0)
+        self.env = env   # for self._link
+        super().__init__(env, Timeline(record=record),
+                         [ComputeLane(env, rk.slowdown) for rk in plan.ranks],
+                         [{tier: self._link(f"{name}rank{k}.{tier}") for tier in TIERS} for k in range(n)])
         self.arrivals: dict[Key, simpy.Event] = {}
         self.send_start: dict[Key, float] = {}
         self.queues = [{s: simpy.Store(self.env) for s in STREAMS} for _ in range(n)]
@@ -167,29 +162,9 @@ class _StepSim:
         self.consumed: set[Key] = set()
         self.stream_busy: list[list[tuple[float, float, str]]] = [[] for _ in range(n)]
         self.param_done: dict[tuple[int, int, int], float] = {}
-        self.link_last: dict[tuple[int, str], float] = {}
         self.ghosts_ok = True
 
     # -- communication ---------------------------------------------------------------------
-    def _transfer(self, rank: int, phase: Phase) -> simpy.Event:
-        """A phase's bytes on this rank's link of the phase's tier."""
-        return self.links[rank][phase.tier].transfer(phase.wire_bytes / phase.bw_bytes_per_s)
-
-    def _run_plan(self, rank: int, plan: CollectivePlan, cause: str | None = None) -> Proc:
-        """Run a collective's phases on this rank's links; ``cause`` marks it as running beside
-        the compute lane (which then slows down)."""
-        lane = self.lanes[rank]
-        if cause is not None:
-            lane.comm_started(cause)
-        for phase in plan.phases:
-            if phase.latency_s > 0:
-                yield self.env.timeout(phase.latency_s)
-            if phase.wire_bytes > 0:
-                yield self._transfer(rank, phase)
-                self.link_last[(rank, phase.tier)] = self.env.now
-        if cause is not None:
-            lane.comm_ended(cause)
-
     def _arrival(self, key: Key) -> simpy.Event:
         event = self.arrivals.get(key)
         if event is None:
@@ -277,7 +252,7 @@ class _StepSim:
         return done
 
     # -- compute ---------------------------------------------------------------------------
-    def _quiet(self, rk: SimRank, g: int, kind: str) -> tuple | None:
+    def _quiet(self, rk: SimRank, g: int, kind: str) -> Total | None:
         """The contention-free duration of the action if its units run alone - no collective of this
         rank's streams runs or waits beside them (only this rank's own actions enqueue them) and
         none of their collectives can meet other traffic - else None. Units whose overlapped
@@ -292,7 +267,7 @@ class _StepSim:
             return None
         return alone_total(self.plan, rk, g, kind)
 
-    def _run_fast(self, rank: int, units: tuple[CompiledUnit, ...], total: tuple[float, tuple], label: str) -> Proc:
+    def _run_fast(self, rank: int, units: tuple[CompiledUnit, ...], total: Total, label: str) -> Proc:
         """A run of quiet units as one timeout; segments and totals as if run one by one."""
         time_s, by_cause = total
         tl = self.tl
@@ -305,41 +280,6 @@ class _StepSim:
         else:
             tl.add_totals(rank, by_cause)
         yield self.env.timeout(time_s)
-
-    def _compute(self, rank: int, work_s: float, label: str) -> Proc:
-        start = self.env.now
-        lost = yield self.lanes[rank].run(work_s)
-        t = start + work_s
-        self.tl.add(rank, "compute", label, "compute", start, t)
-        for cause in sorted(lost):
-            self.tl.add(rank, "compute", f"{label} (slowed by {cause})", cause, t, t + lost[cause])
-            t += lost[cause]
-
-    def _run_unit(self, rank: int, unit: CompiledUnit, label: str) -> Proc:
-        env, tl = self.env, self.tl
-        pending: list[tuple[str, simpy.Process]] = []
-        index: dict[int, tuple[str, simpy.Process]] = {}
-        for i, step in enumerate(unit.steps):
-            if step.join >= 0:
-                item = index.pop(step.join)
-                pending.remove(item)
-                start = env.now
-                yield item[1]
-                tl.add(rank, "compute", f"wait {item[0]}", item[0], start, env.now)
-            elif step.plan is None:
-                yield from self._compute(rank, step.time_s, label)
-            elif step.overlapped:
-                item = (step.cause, env.process(self._run_plan(rank, step.plan, step.cause)))
-                pending.append(item)
-                index[i] = item
-            else:
-                start = env.now
-                yield from self._run_plan(rank, step.plan)
-                tl.add(rank, "compute", step.name, step.cause, start, env.now)
-        for cause, proc in pending:
-            start = env.now
-            yield proc
-            tl.add(rank, "compute", f"wait {cause}", cause, start, env.now)
 
     def _wait_params(self, rank: int, g: int, event: simpy.Event | None) -> Proc:
         if event is None or event.triggered:
@@ -481,16 +421,16 @@ class _StepSim:
             return
         tl = self.tl
         # End of step: wait for the gradient reduction, step the optimizer, gather parameters.
-        stages = list(rk.stages)
-        for name, plan in self.plan.dp.after_backward_of(stages):
+        tail = rk.tail
+        for name, plan in tail.reduce:
             self._enqueue(rank, "dp", name, plan)
         start = env.now
         yield simpy.AllOf(env, self.pending[rank])
         tl.add(rank, "compute", "wait grad reduce", "dp_comm", start, env.now)
         start = env.now
-        yield env.timeout(rk.optimizer_time_s)
+        yield env.timeout(tail.optimizer_time_s)
         tl.add(rank, "compute", "optimizer step", "optimizer", start, env.now)
-        for name, plan in self.plan.dp.after_optimizer_of(stages):
+        for name, plan in tail.gather:
             start = env.now
             yield from self._run_plan(rank, plan)
             tl.add(rank, "compute", name, "dp_comm", start, env.now)
@@ -568,50 +508,12 @@ class _StepSim:
         return simpy.AllOf(env, procs)
 
 
-def alone_total(plan: StepPlan, rk: SimRank, g: int, kind: str) -> tuple[float, tuple[tuple[str, float], ...]]:
-    """``action_alone``, memoised per compiled units (ranks on the same host share them)."""
-    key = (rk.slowdown, *(id(u) for u in rk.units[(g, kind)]))
-    total = plan.alone.get(key)
-    if total is None:
-        total = plan.alone[key] = action_alone(plan, rk.index, g, kind)
-    return total
+class EventEngine:
+    """The event engine as a timing model: every action of the step in simpy (``record``: keep
+    every segment of the timeline, for traces)."""
 
+    def __init__(self, record: bool = False) -> None:
+        self.record = record
 
-def action_alone(plan: StepPlan, rank: int, g: int, kind: str) -> tuple[float, tuple[tuple[str, float], ...]]:
-    """Duration and split by cause of one action of ``rank`` run alone in the event engine (its
-    collectives sharing its links only with each other)."""
-    rk = plan.ranks[rank]
-    units = rk.units[(g, kind)]
-    sim = _StepSim.__new__(_StepSim)  # one rank's lane and links only
-    sim.env = simpy.Environment()
-    sim.tl = Timeline(record=False)
-    sim.lanes = {rank: ComputeLane(sim.env, rk.slowdown)}
-    sim.links = {rank: {tier: FairShareLink(sim.env, f"alone.{tier}") for tier in TIERS}}
-    sim.link_last = {}
-    end = [0.0]
-
-    def run() -> Proc:
-        for unit in units:
-            yield from sim._run_unit(rank, unit, "alone")
-        end[0] = sim.env.now
-
-    sim.env.run(until=sim.env.process(run()))
-    return end[0], tuple(sorted((c, v) for c, v in sim.tl.busy(rank).items() if v > 0))
-
-
-def simulate_plan(plan: StepPlan, record: bool = True, hybrid: bool = True) -> SimResult:
-    """Simulate one optimizer step of ``plan`` event by event. Without ``record`` (no timeline
-    wanted) the steady stretches where nothing can contend run in closed form
-    (clustersim.engine.hybrid: same result to rounding, much faster)."""
-    if not record and hybrid:
-        from clustersim.engine.hybrid import simulate_hybrid
-
-        result = simulate_hybrid(plan)
-        if result is not None:
-            return result
-    return _StepSim(plan, record).run()
-
-
-def simulate_step(scenario: Scenario, record: bool = True, hybrid: bool = True) -> SimResult:
-    """Simulate one optimizer step of ``scenario`` event by event."""
-    return simulate_plan(build_plan(scenario), record, hybrid)
+    def time(self, plan: StepPlan) -> SimResult:
+        return _StepSim(plan, self.record).run()
