@@ -46,18 +46,15 @@ sequences").
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from clustersim.compute.attention import attention_ops
 from clustersim.compute.attention_standard import standard_attention_ops
+from clustersim.compute.layer_context import LayerContext
 from clustersim.compute.ops import CommOp, Op
 from clustersim.compute.roofline import memory_bound_op
 
-if TYPE_CHECKING:
-    from clustersim.compute.layer import _Ctx
 
-
-def cp_attention(c: _Ctx, d_qk: int, d_v: int) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
+def cp_attention(c: LayerContext, d_qk: int, d_v: int) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
     """(forward, backward) ops of the attention core with its CP exchanges (cp > 1)."""
     lay, m = c.layout, c.model
     b, s, a, p = lay.micro_batch, m.seq_len, lay.cp_a2a, lay.cp_p2p
@@ -113,7 +110,7 @@ def _fold(name: str, ops: list[Op]) -> Op:
     return Op(name, sum(o.flops for o in ops), sum(o.bytes_moved for o in ops), sum(o.time_s for o in ops))
 
 
-def _kernel(c: _Ctx, s_q: int, s_k: int, heads: int, kv_heads: int, d_qk: int, d_v: int, causal: bool,
+def _kernel(c: LayerContext, s_q: int, s_k: int, heads: int, kv_heads: int, d_qk: int, d_v: int, causal: bool,
             name: str = "attention_core") -> tuple[list[Op], list[Op]]:
     """The scenario's attention kernel on one block: flash (TE fused attention), or the unfused core
     (which computes every score of the block, the mask applied in the softmax)."""

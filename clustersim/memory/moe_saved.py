@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from clustersim.compute.conventions import gated_factor, uses_dropout
 from clustersim.compute.dtypes import activation_bytes, gemm_operand_bytes
-from clustersim.compute.routing import load_factor
+from clustersim.compute.moe_routing import load_factor
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 
