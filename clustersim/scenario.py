@@ -22,7 +22,7 @@ from clustersim.goodput.config import GoodputSection, GoodputSpec, goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.hashcache import cache_hash
-from clustersim.inputs import MAX_YAML_BYTES, parse_override_value, read_json_file, read_yaml_file
+from clustersim.inputs import parse_override_value, read_yaml_file
 from clustersim.limits import (
     MAX_COUNT,
     MAX_EXPERTS,
@@ -37,6 +37,7 @@ from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.rules import check_extensions
 from clustersim.perrank.faults import FaultSpec, FaultsSection, fault_spec
 from clustersim.perrank.hetero import ClusterGroupSection, NodeGroup, load_groups
+from clustersim.workload.model_fields import model_from_fields
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
@@ -60,6 +61,7 @@ class MoeSection(_Strict):
     router_num_groups: int = Field(0, ge=0, le=MAX_EXPERTS)  # node-limited routing (Megatron names)
     router_group_topk: int = Field(0, ge=0, le=MAX_EXPERTS)
     token_dispatcher: Literal["alltoall", "flex"] = "alltoall"
+    every: int = Field(1, ge=1, le=MAX_LAYERS)      # every N-th layer after the dense ones is MoE (Llama 4)
 
 
 class ModelSection(_Strict):
@@ -71,7 +73,7 @@ class ModelSection(_Strict):
     heads: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     kv_heads: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     ffn_hidden: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
-    ffn_act: Literal["gelu", "swiglu"] | None = None
+    ffn_act: Literal["gelu", "swiglu", "geglu", "squared-relu", "relu"] | None = None
     vocab: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     seq_len: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     moe: MoeSection | None = None
@@ -83,6 +85,15 @@ class ModelSection(_Strict):
     qk_nope_head_dim: int | None = Field(None, ge=1)
     v_head_dim: int | None = Field(None, ge=1)
     mtp_layers: int | None = Field(None, ge=0)
+    # the model language of clustersim.workload.model_fields (docs/compute.md, "Model fields")
+    head_dim: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    query_width: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    qk_norm: bool | None = None
+    attention_pattern: Literal["full", "sliding", "chunked"] | None = None
+    attention_window: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    global_every: int | None = Field(None, ge=0, le=MAX_LAYERS)
+    attention_sinks: bool | None = None
+    sandwich_norm: bool | None = None
 
 
 class ClusterSection(_Strict):
@@ -292,92 +303,6 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
 # ---------------------------------------------------------------------------------------------
 # model resolution
 
-def model_from_fields(name: str, fields: dict[str, Any]) -> ModelSpec:
-    moe = fields.get("moe") or {}
-    if hasattr(moe, "model_dump"):
-        moe = moe.model_dump()
-    return ModelSpec(
-        name=name,
-        layers=fields["layers"], hidden=fields["hidden"], heads=fields["heads"], vocab=fields["vocab"],
-        seq_len=fields["seq_len"], kv_heads=fields.get("kv_heads") or 0, ffn_hidden=fields.get("ffn_hidden") or 0,
-        ffn_act=fields.get("ffn_act") or "gelu", moe_experts=moe.get("experts", 0) or 0,
-        moe_top_k=moe.get("top_k", 0) or 0, tie_embeddings=bool(fields.get("tie_embeddings") or False),
-        moe_shared_experts=moe.get("shared_experts") or 0,
-        moe_expert_ffn_hidden=moe.get("expert_ffn_hidden") or 0,
-        moe_first_dense_layers=moe.get("first_dense_layers") or 0,
-        moe_capacity_factor=float(moe.get("capacity_factor") or 0.0),
-        moe_imbalance=float(moe.get("imbalance") or 1.0),
-        moe_router_num_groups=moe.get("router_num_groups") or 0,
-        moe_router_group_topk=moe.get("router_group_topk") or 0,
-        moe_token_dispatcher=moe.get("token_dispatcher") or "alltoall",
-        attention=fields.get("attention") or "",
-        q_lora_rank=fields.get("q_lora_rank") or 0, kv_lora_rank=fields.get("kv_lora_rank") or 0,
-        qk_rope_head_dim=fields.get("qk_rope_head_dim") or 0, qk_nope_head_dim=fields.get("qk_nope_head_dim") or 0,
-        v_head_dim=fields.get("v_head_dim") or 0, mtp_layers=fields.get("mtp_layers") or 0,
-    )
-
-
-def read_hf_config(path: str) -> dict[str, Any]:
-    """Fields of a Hugging Face style ``config.json`` (Llama/Mistral/Mixtral/GPT-2 key names)."""
-    cfg = read_json_file(path, "model.hf_config", "a Hugging Face config.json", max_bytes=MAX_YAML_BYTES)
-    if not isinstance(cfg, dict):
-        raise InputError("model.hf_config", path, "a config.json holding a JSON object")
-
-    def first(*keys: str) -> Any:
-        for k in keys:
-            if k in cfg:
-                return cfg[k]
-        return None
-
-    fields = {
-        "layers": first("num_hidden_layers", "n_layer"),
-        "hidden": first("hidden_size", "n_embd"),
-        "heads": first("num_attention_heads", "n_head"),
-        "kv_heads": first("num_key_value_heads"),
-        "ffn_hidden": first("intermediate_size", "n_inner"),
-        "vocab": first("vocab_size"),
-        "seq_len": first("max_position_embeddings", "n_positions", "seq_length"),
-        "tie_embeddings": first("tie_word_embeddings"),
-    }
-    act = str(first("hidden_act", "activation_function") or "gelu")
-    fields["ffn_act"] = "swiglu" if act in ("silu", "swiglu") else "gelu"
-    experts = first("num_local_experts", "num_experts", "n_routed_experts")
-    if experts:
-        # Mixtral (num_local_experts), Qwen-MoE (num_experts, moe_intermediate_size,
-        # shared_expert_intermediate_size) and DeepSeek-V2/V3 (n_routed_experts, n_shared_experts,
-        # moe_intermediate_size, first_k_dense_replace, n_group, topk_group) key names
-        moe: dict[str, Any] = {"experts": experts, "top_k": first("num_experts_per_tok", "moe_top_k") or 2}
-        width = first("moe_intermediate_size")
-        if width:
-            moe["expert_ffn_hidden"] = width
-        shared = first("n_shared_experts")
-        if not shared and width and first("shared_expert_intermediate_size"):
-            shared = first("shared_expert_intermediate_size") // width
-        for key, value in (("shared_experts", shared), ("first_dense_layers", first("first_k_dense_replace")),
-                           ("router_num_groups", first("n_group")), ("router_group_topk", first("topk_group"))):
-            if value:
-                moe[key] = value
-        fields["moe"] = moe
-    if first("kv_lora_rank"):  # DeepSeek-V2/V3 multi-head latent attention
-        fields["attention"] = "mla"
-        for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-            fields[key] = first(key)
-        fields["q_lora_rank"] = first("q_lora_rank") or 0
-    if first("num_nextn_predict_layers"):
-        fields["mtp_layers"] = first("num_nextn_predict_layers")
-    missing = [k for k in ("layers", "hidden", "heads", "vocab", "seq_len") if fields[k] is None]
-    if missing:
-        raise InputError("model.hf_config", path, f"a config.json with {', '.join(missing)} "
-                         "(num_hidden_layers, hidden_size, num_attention_heads, vocab_size, max_position_embeddings)")
-    fields = {k: v for k, v in fields.items() if v is not None}
-    try:  # the same types and bounds as the explicit model fields
-        ModelSection.model_validate(fields)
-    except ValidationError as exc:
-        err = _pydantic_to_input_error(exc, fields)
-        raise InputError(f"model.hf_config ({path}): {err.field}", err.value, err.allowed) from None
-    return fields
-
-
 def _resolve_model(section: ModelSection) -> ModelSpec:
     fields: dict[str, Any] = {}
     name = section.name or section.preset or "custom"
@@ -385,9 +310,17 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
         if section.preset not in MODEL_PRESETS:
             raise InputError("model.preset", section.preset, sorted(MODEL_PRESETS))
         fields.update(MODEL_PRESETS[section.preset])
+    notes: tuple[str, ...] = ()
     if section.hf_config is not None:
+        from clustersim.importers.hf_config import DEFAULT_SEQ_LEN, read_hf_config
+
         fields.update(read_hf_config(section.hf_config))
         name = section.name or Path(section.hf_config).parent.name or "hf-model"
+        notes = (f"read from {section.hf_config}",)
+        if section.seq_len is None and "seq_len" not in fields:   # a job setting, not the config's context
+            fields["seq_len"] = DEFAULT_SEQ_LEN
+            notes += (f"seq_len defaulted to {DEFAULT_SEQ_LEN} (the config gives no training sequence length; "
+                      "set model.seq_len)",)
     explicit = section.model_dump(exclude_none=True, exclude={"preset", "hf_config", "name", "moe"})
     fields.update(explicit)
     if section.moe is not None:  # explicit moe fields override the preset's one by one
@@ -398,7 +331,14 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
         if key not in fields:
             raise InputError(f"model.{key}", None,
                              f"required unless model.preset is given (presets: {', '.join(sorted(MODEL_PRESETS))})")
-    return model_from_fields(name, fields)
+    return model_from_fields(name, fields, notes)
+
+
+def read_hf_config(path: str) -> dict[str, Any]:
+    """Former location: clustersim.importers.hf_config.read_hf_config."""
+    from clustersim.importers.hf_config import read_hf_config as read
+
+    return read(path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,8 +363,6 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
     if model.kv_heads % par.tp and par.tp % model.kv_heads:
         raise InputError("parallel.tp", par.tp,
                          f"a divisor or multiple of model.kv_heads ({model.kv_heads})")
-    if model.hidden % model.heads and not model.is_mla:
-        raise InputError("model.hidden", model.hidden, f"a multiple of model.heads ({model.heads})")
     if model.ffn_hidden % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.ffn_hidden ({model.ffn_hidden})")
     stages = par.pp * par.virtual_stages

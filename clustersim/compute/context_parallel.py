@@ -75,8 +75,8 @@ def cp_attention(c: LayerContext, d_qk: int, d_v: int) -> tuple[list[Op | CommOp
     else:
         post_fwd = []
     s_q = math.ceil(s / p)                       # queries of this rank inside the ring
-    if p == 1:
-        f, g = _kernel(c, s_q, s, heads, kv_heads, d_qk, d_v, True)
+    if p == 1:   # Ulysses alone: the whole sequence per head group, so a local layer keeps its span
+        f, g = _kernel(c, s_q, s, heads, kv_heads, d_qk, d_v, True, local=True)
         return [*fwd, *f, *post_fwd], [*bwd_pre, *g, *bwd_post]
     kv_shard = b * s_q * kv_heads * (d_qk + d_v) * c.act_b
     out_elems = b * s_q * heads * d_v
@@ -111,13 +111,16 @@ def _fold(name: str, ops: list[Op]) -> Op:
 
 
 def _kernel(c: LayerContext, s_q: int, s_k: int, heads: int, kv_heads: int, d_qk: int, d_v: int, causal: bool,
-            name: str = "attention_core") -> tuple[list[Op], list[Op]]:
+            name: str = "attention_core", local: bool = False) -> tuple[list[Op], list[Op]]:
     """The scenario's attention kernel on one block: flash (TE fused attention), or the unfused core
-    (which computes every score of the block, the mask applied in the softmax)."""
+    (which computes every score of the block, the mask applied in the softmax). ``local``: the
+    block is the whole sequence, so the layer's sliding window or chunk applies (the ring's
+    blocks never carry one: clustersim.workload.model_checks refuses p2p for local layers)."""
     b = c.layout.micro_batch
     if c.attention == "flash" or c.model.is_mla or d_qk != d_v:
+        pattern, window = (c.pattern, c.window) if local else ("full", 0)
         f, g = attention_ops(b, s_q, s_k, heads, kv_heads, d_qk, c.gpu, c.dtype, c.act_b, causal=causal,
-                             v_head_dim=d_v, name=name)
+                             v_head_dim=d_v, name=name, pattern=pattern, window=window)
         return [f], [g]
     fs, gs = standard_attention_ops(b, s_q, s_k, heads, d_qk, c.gpu, c.dtype, c.act_b, c.dropout)
     return list(fs), list(gs)

@@ -55,7 +55,8 @@ from clustersim.workload.model_spec import ModelSpec
 
 def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str,
                            attention: str = "auto", moe: bool | None = None, gpus_per_node: int = 8,
-                           elementwise: str = "fused", recompute: str | None = None, recipe: str = "") -> LayerCost:
+                           elementwise: str = "fused", recompute: str | None = None, recipe: str = "",
+                           local: bool | None = None) -> LayerCost:
     """Forward, backward and recompute ops of one transformer layer for one micro-batch on one GPU.
 
     ``attention``: "flash", "standard" or "auto" (clustersim.compute.conventions.resolve_attention).
@@ -64,15 +65,18 @@ def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpe
     ``elementwise``: "fused" (Megatron / TE kernels) or "eager" (torch ops one by one, torchtitan
     without torch.compile); ``recompute``: this layer's policy (default ``layout.recompute``;
     ``full-inner``, a later layer of a checkpointed group, recomputes like ``full``);
-    ``recipe``: the fp8/fp4 scaling recipe ("" = the GPU's default, clustersim.compute.precision).
+    ``recipe``: the fp8/fp4 scaling recipe ("" = the GPU's default, clustersim.compute.precision);
+    ``local``: a layer of the model's local attention span (sliding window or chunk) rather than
+    full attention (None: as layer 0, ``ModelSpec.layer_kind``).
     """
     moe = model.is_moe if moe is None else (moe and model.is_moe)
+    local = model.is_local_layer(0) if local is None else (local and model.has_local_attention)
     if elementwise not in ("fused", "eager"):
         raise InputError("elementwise", elementwise, ("fused", "eager"))
     policy = layout.recompute if recompute is None else recompute
     policy = "full" if policy == "full-inner" else policy
     return _layer_cost(model, compute_layout(layout, policy), gpu, dtype, resolve_attention(attention, gpu.name),
-                       moe, gpus_per_node if moe and layout.ep > 1 else 8, elementwise, recipe)
+                       moe, gpus_per_node if moe and layout.ep > 1 else 8, elementwise, recipe, local)
 
 
 def compute_layout(layout: ParallelLayout, recompute: str | None = None) -> ParallelLayout:
@@ -114,15 +118,16 @@ def _attention(c: LayerContext, d_qk: int, d_v: int) -> tuple[list[Op | CommOp],
         return cp_attention(c, d_qk, d_v)
     if c.attention == "flash" or m.is_mla:
         f, g = attention_ops(b, c.s_local, m.seq_len, c.heads, c.kv_heads, d_qk, c.gpu, c.dtype, c.act_b,
-                             v_head_dim=d_v)
+                             v_head_dim=d_v, pattern=c.pattern, window=c.window)
         return [f], [g]
     fs, gs = standard_attention_ops(b, c.s_local, m.seq_len, c.heads, c.d, c.gpu, c.dtype, c.act_b, c.dropout)
     return list(fs), list(gs)
 
 
 def _activation_fwd(c: LayerContext, name: str, tokens: float) -> Op:
-    """GeLU or SwiGLU over ``tokens`` rows of the fc1 output. Fused (Megatron bias-GeLU /
-    bias-SwiGLU): read the fc1 output (gate x f), write f. Eager SwiGLU (torchtitan
+    """The activation over ``tokens`` rows of the fc1 output (GeLU, ReLU, squared ReLU; gated:
+    SwiGLU, GeGLU). Fused (Megatron bias-GeLU / bias-SwiGLU / bias-GeGLU): read the fc1 output
+    (gate x f), write f. Eager gated units (torchtitan
     ``w2(F.silu(w1(x)) * w3(x))``, two kernels): silu reads w1's output and writes its own, mul
     reads both operands and writes the product - 3f read, 2f written."""
     f = tokens * c.ffn
@@ -151,6 +156,29 @@ def _rope(c: LayerContext, name: str) -> list[Op]:
     n = c.tokens * (c.heads + c.kv_heads) * c.d
     per = 2 * c.act_b + 16 if c.eager else 2 * c.act_b
     return [memory_bound_op(name, n * per, c.gpu)]
+
+
+def _qk_norm(c: LayerContext, name: str, backward: bool = False) -> list[Op]:
+    """Per-head RMSNorm of Q and K before RoPE (Qwen3; Megatron --qk-layernorm, TE RMSNorm on the
+    [tokens, heads, head_dim] view): forward reads and writes each element, backward reads the
+    input and the output gradient and writes the input gradient (the rstd per row is fp32,
+    negligible beside them)."""
+    if not c.model.qk_norm or c.model.is_mla:
+        return []
+    n = c.tokens * (c.heads + c.kv_heads) * c.d
+    return [c.mem(name, 2 * n, n) if backward else c.mem(name, n, n)]
+
+
+def _sandwich_fwd(c: LayerContext, name: str) -> list[Op]:
+    """Gemma 2/3's norm on a block's output before the residual add (``sandwich_norm``)."""
+    return [_norm_fwd(c, name)] if c.model.sandwich_norm else []
+
+
+def _sandwich_bwd(c: LayerContext, name: str) -> list[Op]:
+    if not c.model.sandwich_norm:
+        return []
+    n = c.tokens_sp * c.h
+    return [c.mem(name, 2 * n, n)]                   # read x, dy; write dx (the residual is added at the bda)
 
 
 def _mlp_fwd(c: LayerContext) -> list[Op | CommOp]:
@@ -204,8 +232,9 @@ def _attention_block(c: LayerContext) -> tuple[list[Op | CommOp], list[Op | Comm
         core_f, core_b = _attention(c, d, d)
         qkv_n = (c.heads + 2 * c.kv_heads) * d
         attn_n = c.heads * d
-        fwd = [*_tp_in_fwd(c, "attn_input_all_gather"), c.gemm("qkv", t, qkv_n, h), *_rope(c, "rope"), *core_f]
-        bwd_in = [*core_b, *_rope(c, "rope_bwd"),
+        fwd = [*_tp_in_fwd(c, "attn_input_all_gather"), c.gemm("qkv", t, qkv_n, h), *_qk_norm(c, "qk_norm"),
+               *_rope(c, "rope"), *core_f]
+        bwd_in = [*core_b, *_rope(c, "rope_bwd"), *_qk_norm(c, "qk_norm_bwd", backward=True),
                   *_tp_in_bwd(c, "qkv", c.gemm("qkv_dgrad", t, h, qkv_n), c.wgemm("qkv_wgrad", qkv_n, h, t))]
     fwd += [c.gemm("attn_out_proj", t, h, attn_n), *_tp_out_fwd(c, "attn_out_tp_reduce")]
     bwd = [*_tp_out_bwd(c, "attn_out_grad_all_gather"), c.gemm("attn_out_proj_dgrad", t, attn_n, h),
@@ -227,14 +256,17 @@ def _mlp_block(c: LayerContext, moe: bool) -> tuple[list[Op | CommOp], list[Op |
 
 @functools.lru_cache(maxsize=4096)
 def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
-                moe: bool = False, gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "") -> LayerCost:
-    c = LayerContext(model, layout, gpu, dtype, attention, gpus_per_node, elementwise, recipe)
+                moe: bool = False, gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "",
+                local: bool = False) -> LayerCost:
+    c = LayerContext(model, layout, gpu, dtype, attention, gpus_per_node, elementwise, recipe, local)
     attn_fwd, attn_bwd, core_fwd = _attention_block(c)
     mlp_fwd, mlp_bwd = _mlp_block(c, moe)
-    fwd: list[Op | CommOp] = [_norm_fwd(c, "input_norm"), *attn_fwd, _bda_fwd(c, "attn_bias_dropout_add"),
-                              _norm_fwd(c, "pre_mlp_norm"), *mlp_fwd, _bda_fwd(c, "mlp_bias_dropout_add")]
-    bwd: list[Op | CommOp] = [_bda_bwd(c, "mlp_bias_dropout_add_bwd"), *mlp_bwd, _norm_bwd(c, "pre_mlp_norm_bwd"),
-                              _bda_bwd(c, "attn_bias_dropout_add_bwd"), *attn_bwd, _norm_bwd(c, "input_norm_bwd")]
+    fwd: list[Op | CommOp] = [_norm_fwd(c, "input_norm"), *attn_fwd, *_sandwich_fwd(c, "post_attn_norm"),
+                              _bda_fwd(c, "attn_bias_dropout_add"), _norm_fwd(c, "pre_mlp_norm"), *mlp_fwd,
+                              *_sandwich_fwd(c, "post_mlp_norm"), _bda_fwd(c, "mlp_bias_dropout_add")]
+    bwd: list[Op | CommOp] = [_bda_bwd(c, "mlp_bias_dropout_add_bwd"), *_sandwich_bwd(c, "post_mlp_norm_bwd"),
+                              *mlp_bwd, _norm_bwd(c, "pre_mlp_norm_bwd"), _bda_bwd(c, "attn_bias_dropout_add_bwd"),
+                              *_sandwich_bwd(c, "post_attn_norm_bwd"), *attn_bwd, _norm_bwd(c, "input_norm_bwd")]
     if layout.recompute == "full":
         recompute = PassCost(tuple(fwd))
     elif layout.recompute == "selective":
@@ -308,12 +340,13 @@ def layer_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1, moe: bool | Non
         d = model.head_dim
         heads, kv = model.heads // tp, local_kv_heads(model, tp)
         attention = h * heads * d * 2 + 2 * h * kv * d                 # Q and O; K and V
+        attention += (2 * d if model.qk_norm else 0) + (heads if model.attention_sinks else 0)
     if moe:
         dense, routed = moe_params_per_gpu(model, tp, ep, etp or tp)
         mlp = dense + routed
     else:
         mlp = model.num_mlp_matrices * h * math.ceil(model.ffn_hidden / tp)
-    return attention + mlp + 4 * h                                   # two norms (weight + bias), replicated
+    return attention + mlp + model.norm_params()                     # the norms (weight + bias), replicated
 
 
 def expert_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1, etp: int = 0, moe: bool | None = None) -> int:

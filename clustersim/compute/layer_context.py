@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from clustersim.compute.conventions import gated_factor, local_kv_heads, uses_dropout
+from clustersim.compute.attention_span import layer_span
+from clustersim.compute.conventions import gated_factor, local_kv_heads, uses_dropout, uses_rope
 from clustersim.compute.dtypes import activation_bytes, check_dtype
 from clustersim.compute.gemm import linear_gemm_op
 from clustersim.compute.ops import CommOp, Op
@@ -27,7 +28,7 @@ class LayerContext:
     """Shapes of one layer on one GPU (a plain namespace used while building the op lists)."""
 
     def __init__(self, model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
-                 gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "") -> None:
+                 gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "", local: bool = False) -> None:
         check_dtype(dtype)
         tp, cp = layout.tp, layout.cp
         if model.heads % tp:
@@ -52,8 +53,10 @@ class LayerContext:
         self.ub_overlap = layout.tp_comm_overlap and self.sp
         self.attention = attention
         self.eager = elementwise == "eager"
-        self.rope = model.ffn_act == "swiglu" and not model.is_mla   # Llama-style RoPE on Q and K (MLA: its own)
+        self.rope = uses_rope(model)   # Llama-style RoPE on Q and K (MLA: its own; clustersim.compute.conventions)
         self.recipe = recipe
+        # the attention span of this layer: full causal, or the model's sliding window / chunk
+        self.pattern, self.window = layer_span(model, local)
 
     def tp_comm(self, name: str, collective: str, overlappable: bool = False) -> CommOp:
         size = self.tokens * self.h * self.act_b
