@@ -72,6 +72,10 @@ class Kernels:
     norm: str = "fused"
     mask_bytes: int = 1     # bool mask (CUDA native_dropout)
     stat_bytes: int = 4     # fp32 mean / rstd (CUDA layer_norm and _fused_rms_norm kernels)
+    # a sliding window given to torch SDPA as a boolean attn_mask: the CPU flash kernel keeps it as an
+    # additive s x s mask in the activation dtype (measured, validation/saved_tensors.py); flash kernels
+    # with a window_size argument (FlashAttention-2, cuDNN through TE) keep no mask
+    dense_window_mask: bool = False
 
 
 GPU_FUSED = Kernels()
@@ -81,7 +85,8 @@ def cpu_kernels(dtype: str, attention: str = "flash", elementwise: str = "eager"
     """What torch runs on CPU: composite RMSNorm, masks and LayerNorm statistics in the activation
     dtype (aten/src/ATen/native/layer_norm.cpp layer_norm_cpu: mean/rstd in the input's dtype)."""
     a = activation_bytes(dtype)
-    return Kernels(attention=attention, elementwise=elementwise, norm="composite", mask_bytes=a, stat_bytes=a)
+    return Kernels(attention=attention, elementwise=elementwise, norm="composite", mask_bytes=a, stat_bytes=a,
+                   dense_window_mask=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +116,8 @@ class _Shape:
         self.qk_norm = model.qk_norm and not model.is_mla
         self.kv_heads = model.kv_heads
         self.sandwich = model.sandwich_norm
+        self.window_mask = model.attention_pattern == "sliding" and model.is_local_layer(0) \
+            and model.attention_window < model.seq_len
 
 
 def _norm(c: _Shape, k: Kernels, op: str) -> list[Saved]:
@@ -143,6 +150,8 @@ def _attention_core(c: _Shape, k: Kernels, policy: str) -> list[Saved]:
         out.append(Saved("attn_out_proj", "input = attention output O", c.a * t * c.q))
         if policy != "selective":
             out.append(Saved("attention", "log-sum-exp (fp32, per head and token)", 4 * c.heads * c.tokens / c.tp))
+            if c.window_mask and k.dense_window_mask:
+                out.append(Saved("attention", "additive window mask (s x s, CPU SDPA)", c.a * c.seq * c.seq))
         return out
     if policy != "selective":
         scores = c.heads * c.tokens * c.seq / c.tp                  # b a (s / cp) s on one TP rank

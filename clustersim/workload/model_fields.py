@@ -31,7 +31,7 @@ def _attention_fields(fields: dict[str, Any]) -> dict[str, Any]:
                          "qk_nope_head_dim + qk_rope_head_dim wide)")
     if head_dim is None and width is not None and not mla:
         if width % heads:
-            raise InputError("model.query_width", width, f"a multiple of model.heads ({heads}), heads x head_dim")
+            raise InputError("model.query_width", width, f"model.heads x model.head_dim, a multiple of model.heads ({heads})")
         head_dim = width // heads
     if head_dim is None and not mla and hidden % heads:
         raise InputError("model.hidden", hidden, f"a multiple of model.heads ({heads}), or give model.head_dim")
