@@ -202,3 +202,16 @@ def test_qwen3_style_arguments_read_head_dim_and_qk_norm(tmp_path):
     log.write_text(megatron_log(relu2, 1.0))
     res = finish(import_text("megatron-log", log.read_text(), "log", cluster="dgx-h100"), [])
     assert scenario_from_dict(res.scenario).model.ffn_act == "squared-relu"
+
+
+def test_export_and_import_keep_head_dim_and_qk_norm():
+    """Qwen3-32B (64 heads of 128 beside hidden 5120, QK-norm): exporter and importer agree."""
+    from clustersim.importers.megatron_export import megatron_command
+    from clustersim.scenario import load_scenario
+
+    sc = load_scenario(None, ["model.preset=qwen3-32b", "parallel.tp=8", "parallel.pp=1", "parallel.dp=2",
+                              "parallel.global_batch=16"])
+    cmd = megatron_command(sc)
+    assert "--kv-channels 128" in cmd and "--qk-layernorm" in cmd
+    back = scenario_from_dict(finish(import_text("megatron-args", cmd, "cmd", cluster="dgx-h100"), []).scenario).model
+    assert (back.head_dim, back.qk_norm, back.total_params()) == (128, True, sc.model.total_params())
