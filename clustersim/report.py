@@ -10,6 +10,7 @@ from clustersim.engine.timeline import CAUSES
 from clustersim.memory import MemoryReport
 from clustersim.scenario import Scenario
 from clustersim.uncertainty import Interval, step_interval
+from clustersim.workload.model_summary import model_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,7 @@ class StepReport:
                         "gpus_per_node": sc.cluster.gpus_per_node, "scale_up": sc.cluster.scale_up.name,
                         "scale_out": sc.cluster.scale_out.name, "scale_up_domain": sc.cluster.gpus_per_domain},
             "energy": self.energy.to_json(tokens),
-            "model": {"name": sc.model.name, "params": sc.model.total_params()},
+            "model": model_json(sc.model),
             "parallel": {"tp": par.tp, "pp": par.pp, "dp": par.dp, "cp": par.cp, "ep": par.ep,
                          "sequence_parallel": par.sequence_parallel, "zero_stage": par.zero_stage,
                          "micro_batch": par.micro_batch, "global_batch": par.global_batch,

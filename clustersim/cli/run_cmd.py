@@ -18,6 +18,7 @@ from clustersim.memory.report import PARTS
 from clustersim.report import StepReport
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
 from clustersim.trace import check_output_path, trace_events, write_json_atomic
+from clustersim.workload.model_summary import model_lines
 
 
 def _render(report: StepReport, tokens: float | None = None) -> None:
@@ -29,6 +30,9 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
              if sc.node_groups else
              f"{sc.cluster.num_nodes} x {sc.cluster.name} = {report.num_gpus} {sc.cluster.gpu.name}")
     out.print(f"  model {sc.model.name} ({sc.model.total_params() / 1e9:.1f}B params), {nodes}")
+    if sc.model.notes:   # read from an HF config: what was read (clustersim.workload.model_summary)
+        for line in model_lines(sc.model):
+            out.print(line, highlight=False, markup=False)
     out.print(f"  tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  ep {par.ep}  sp {par.sequence_parallel}  "
               f"zero {par.zero_stage}  micro-batch {par.micro_batch} x {par.num_micro_batches}  "
               f"schedule {par.schedule} (v={par.virtual_stages})  recompute {par.recompute}  {sc.training.dtype}")

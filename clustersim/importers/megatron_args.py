@@ -462,11 +462,6 @@ def _check_unsupported(a: MegatronArgs, num_layers: int, ffn: int | None) -> Non
         if not neutral(value):
             raise InputError(f"--{name.replace('_', '-')}", value,
                              f"its neutral value: it sets {what}, which clustersim does not model yet")
-    kv = a.get("kv_channels")
-    hidden, heads = a.get("hidden_size"), a.get("num_attention_heads")
-    if kv and hidden and heads and kv * heads != hidden and not a.get("multi_latent_attention"):
-        raise InputError("--kv-channels", kv, f"hidden_size / num_attention_heads = {hidden // heads} "
-                         "(clustersim derives the head size from them)")
 
 
 def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, name: str) -> MappedScenario:
@@ -496,6 +491,13 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
                              "ffn_hidden": ffn, "ffn_act": "swiglu" if swiglu else "gelu",
                              "seq_len": _int(a, "seq_length") or _int(a, "encoder_seq_length"),
                              "tie_embeddings": not bool(a.get("untie_embeddings_and_output_weights"))}
+    kv = _int(a, "kv_channels")
+    if kv and kv * heads != hidden and not a.get("multi_latent_attention"):
+        model["head_dim"] = kv            # --kv-channels: the head width (queries heads x kv_channels wide)
+    if a.get("qk_layernorm"):
+        model["qk_norm"] = True           # --qk-layernorm: a norm over each query and key head
+    if a.get("squared_relu"):
+        model["ffn_act"] = "squared-relu"  # --squared-relu (Nemotron-4's MLP)
     if a.get("group_query_attention") and a.get("num_query_groups"):
         model["kv_heads"] = _int(a, "num_query_groups")
     elif a.get("num_key_value_heads") and a.get("num_key_value_heads") != heads:   # Megatron-DeepSpeed's GQA

@@ -24,6 +24,12 @@ def megatron_flags(sc: Scenario) -> list[str]:
         flags += ["--group-query-attention", f"--num-query-groups {m.kv_heads}"]
     if m.ffn_act == "swiglu":
         flags.append("--swiglu")
+    elif m.ffn_act == "squared-relu":
+        flags.append("--squared-relu")
+    if not m.is_mla and m.q_width != m.hidden:
+        flags.append(f"--kv-channels {m.head_dim}")
+    if m.qk_norm:
+        flags.append("--qk-layernorm")
     if not m.tie_embeddings:
         flags.append("--untie-embeddings-and-output-weights")
     if m.is_moe:

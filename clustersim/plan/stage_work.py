@@ -5,7 +5,8 @@ A *global stage* is one model chunk on one pipeline rank; the schedule's stage g
 (its *model stage*) it runs. Model stage 0 holds the embedding, the last one the output layer
 and loss (and the multi-token-prediction modules). Work is kept per layer so that the engine can
 fill gradient buckets as layers finish their backward. The first ``moe.first_dense_layers``
-layers of a MoE model are dense, the rest MoE; each unit is priced as its kind.
+layers of a MoE model are dense, the rest MoE (or every N-th, ``moe.every``); layers attend over
+the full sequence or the model's local span (``ModelSpec.layer_kind``); each unit is priced as its kind.
 
 For schedules that split the weight gradient (zero-bubble, DualPipe) every backward unit is also
 kept as its input-gradient part (the B action: every op but the weight-gradient GEMMs) and its
@@ -36,6 +37,7 @@ from clustersim.parallel.stage_graph import StageGraph, stage_graph
 from clustersim.plan.element_bytes import activation_bytes
 from clustersim.plan.optimizer_step import optimizer_step_s
 from clustersim.scenario import Scenario
+from clustersim.workload.model_spec import LayerKind
 
 Work = tuple[Op | CommOp, ...]
 
@@ -124,18 +126,20 @@ def build_step_work(scenario: Scenario) -> StepWork:
     gpn = scenario.cluster.gpus_per_node
     elementwise = "fused" if scenario.training.compile else scenario.framework.elementwise
     recipe = scenario.training.recipe
-    kinds: dict[tuple[bool, str], LayerCost] = {}
+    kinds: dict[tuple[LayerKind, str], LayerCost] = {}
     merged: dict[int, Work] = {}   # id(LayerCost) -> its backward unit (recompute + backward)
 
-    def kind(moe: bool, policy: str | None = None) -> LayerCost:
-        """A dense or MoE layer running recompute ``policy`` (memory/policies.py; None: the layout's)."""
-        key = (moe, par.recompute if policy is None else policy)
+    def kind(k: LayerKind, policy: str | None = None) -> LayerCost:
+        """A layer of kind ``k`` (dense or MoE, full or local attention) running recompute ``policy``
+        (memory/policies.py; None: the layout's)."""
+        key = (k, par.recompute if policy is None else policy)
         lc = kinds.get(key)
         if lc is None:
-            lc = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention, moe=moe,
-                                        gpus_per_node=gpn, elementwise=elementwise, recompute=key[1], recipe=recipe)
+            lc = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention, moe=k.moe,
+                                        gpus_per_node=gpn, elementwise=elementwise, recompute=key[1], recipe=recipe,
+                                        local=k.local)
             if par.offload_activations:
-                lc = _with_offload(scenario, lc, moe)
+                lc = _with_offload(scenario, lc, k.moe)
             kinds[key] = lc
         return lc
 
@@ -158,7 +162,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
         split: list[tuple[Work, Work]] = []
         unit_params: list[int] = []
         unit_expert: list[int] = []
-        layer_kinds = [model.is_moe_layer(i) for i in range(first_layer, first_layer + n)]
+        layer_kinds = [model.layer_kind(i) for i in range(first_layer, first_layer + n)]
         first_layer += n
         params = sum(kind(k).params for k in layer_kinds)
         if ms == 0:
@@ -189,7 +193,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
                 merged[id(lc)] = _merge(tuple(lc.recompute.ops), tuple(lc.backward.ops))
             bwd.append(merged[id(lc)])
             split.append((tuple(lc.recompute.ops), tuple(lc.backward.ops)))
-            e = expert_params_per_gpu(model, par.tp, par.ep, par.etp, moe=k)
+            e = expert_params_per_gpu(model, par.tp, par.ep, par.etp, moe=k.moe)
             unit_params.append(lc.params - e)
             unit_expert.append(e)
         if ms == 0:
@@ -203,7 +207,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
                                  unit_params=tuple(unit_params), unit_expert_params=tuple(unit_expert),
                                  params=params, backward_input=tuple(p[0] for p in parts),
                                  backward_weight=tuple(p[1] for p in parts), model_stage=ms,
-                                 moe_layers=sum(layer_kinds)))
+                                 moe_layers=sum(k.moe for k in layer_kinds)))
     stages = tuple(StageWork(index=g, **model_stages[graph.model_stage[g]]) for g in range(graph.num_stages))
     params_per_rank = tuple(sum(stages[graph.stage(r, c)].params for c in range(graph.chunks)) for r in range(par.pp))
     opt = tuple(optimizer_step_s(scenario, p) for p in params_per_rank)

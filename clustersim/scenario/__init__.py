@@ -11,7 +11,7 @@ from clustersim.scenario.loader import (
 )
 from clustersim.scenario.sections import ParallelSection, ScenarioFile
 from clustersim.scenario.spec import Scenario, TrainingSpec
-from clustersim.workload.model_spec import model_from_fields
+from clustersim.workload.model_fields import model_from_fields
 
 __all__ = [
     "DEFAULT_SCENARIO_YAML", "ParallelSection", "Scenario", "ScenarioFile", "TrainingSpec", "apply_overrides",

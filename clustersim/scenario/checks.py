@@ -35,8 +35,6 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
     if model.kv_heads % par.tp and par.tp % model.kv_heads:
         raise InputError("parallel.tp", par.tp,
                          f"a divisor or multiple of model.kv_heads ({model.kv_heads})")
-    if model.hidden % model.heads and not model.is_mla:
-        raise InputError("model.hidden", model.hidden, f"a multiple of model.heads ({model.heads})")
     if model.ffn_hidden % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.ffn_hidden ({model.ffn_hidden})")
     stages = par.pp * par.virtual_stages

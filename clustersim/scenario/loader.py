@@ -22,7 +22,8 @@ from clustersim.frameworks import load_framework
 from clustersim.goodput.config import goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
-from clustersim.inputs import MAX_YAML_BYTES, parse_override_value, read_json_file, read_yaml_file
+from clustersim.workload import hf_config as hf_reader
+from clustersim.inputs import parse_override_value, read_yaml_file
 from clustersim.limits import MAX_GPUS
 from clustersim.parallel.balance import check_layers_per_stage
 from clustersim.parallel.layout import ParallelLayout
@@ -37,7 +38,8 @@ from clustersim.scenario.sections import (
     ScenarioFile,
 )
 from clustersim.scenario.spec import Scenario, TrainingSpec
-from clustersim.workload.model_spec import ModelSpec, model_from_fields
+from clustersim.workload.model_fields import model_from_fields
+from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
 DEFAULT_SCENARIO_YAML = """\
@@ -128,59 +130,10 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
 # model resolution
 
 def read_hf_config(path: str) -> dict[str, Any]:
-    """Fields of a Hugging Face style ``config.json`` (Llama/Mistral/Mixtral/GPT-2 key names)."""
-    cfg = read_json_file(path, "model.hf_config", "a Hugging Face config.json", max_bytes=MAX_YAML_BYTES)
-    if not isinstance(cfg, dict):
-        raise InputError("model.hf_config", path, "a config.json holding a JSON object")
-
-    def first(*keys: str) -> Any:
-        for k in keys:
-            if k in cfg:
-                return cfg[k]
-        return None
-
-    fields = {
-        "layers": first("num_hidden_layers", "n_layer"),
-        "hidden": first("hidden_size", "n_embd"),
-        "heads": first("num_attention_heads", "n_head"),
-        "kv_heads": first("num_key_value_heads"),
-        "ffn_hidden": first("intermediate_size", "n_inner"),
-        "vocab": first("vocab_size"),
-        "seq_len": first("max_position_embeddings", "n_positions", "seq_length"),
-        "tie_embeddings": first("tie_word_embeddings"),
-    }
-    act = str(first("hidden_act", "activation_function") or "gelu")
-    fields["ffn_act"] = "swiglu" if act in ("silu", "swiglu") else "gelu"
-    experts = first("num_local_experts", "num_experts", "n_routed_experts")
-    if experts:
-        # Mixtral (num_local_experts), Qwen-MoE (num_experts, moe_intermediate_size,
-        # shared_expert_intermediate_size) and DeepSeek-V2/V3 (n_routed_experts, n_shared_experts,
-        # moe_intermediate_size, first_k_dense_replace, n_group, topk_group) key names
-        moe: dict[str, Any] = {"experts": experts, "top_k": first("num_experts_per_tok", "moe_top_k") or 2}
-        width = first("moe_intermediate_size")
-        if width:
-            moe["expert_ffn_hidden"] = width
-        shared = first("n_shared_experts")
-        if not shared and width and first("shared_expert_intermediate_size"):
-            shared = first("shared_expert_intermediate_size") // width
-        for key, value in (("shared_experts", shared), ("first_dense_layers", first("first_k_dense_replace")),
-                           ("router_num_groups", first("n_group")), ("router_group_topk", first("topk_group"))):
-            if value:
-                moe[key] = value
-        fields["moe"] = moe
-    if first("kv_lora_rank"):  # DeepSeek-V2/V3 multi-head latent attention
-        fields["attention"] = "mla"
-        for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-            fields[key] = first(key)
-        fields["q_lora_rank"] = first("q_lora_rank") or 0
-    if first("num_nextn_predict_layers"):
-        fields["mtp_layers"] = first("num_nextn_predict_layers")
-    missing = [k for k in ("layers", "hidden", "heads", "vocab", "seq_len") if fields[k] is None]
-    if missing:
-        raise InputError("model.hf_config", path, f"a config.json with {', '.join(missing)} "
-                         "(num_hidden_layers, hidden_size, num_attention_heads, vocab_size, max_position_embeddings)")
-    fields = {k: v for k, v in fields.items() if v is not None}
-    try:  # the same types and bounds as the explicit model fields
+    """The model fields of a Hugging Face ``config.json`` (clustersim.workload.hf_config), checked
+    with the same types and bounds as explicit model fields."""
+    fields = hf_reader.read_hf_config(path)
+    try:
         ModelSection.model_validate(fields)
     except ValidationError as exc:
         err = _pydantic_to_input_error(exc, fields)
@@ -195,9 +148,15 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
         if section.preset not in MODEL_PRESETS:
             raise InputError("model.preset", section.preset, sorted(MODEL_PRESETS))
         fields.update(MODEL_PRESETS[section.preset])
+    notes: tuple[str, ...] = ()
     if section.hf_config is not None:
         fields.update(read_hf_config(section.hf_config))
         name = section.name or Path(section.hf_config).parent.name or "hf-model"
+        notes = (f"read from {section.hf_config}",)
+        if section.seq_len is None and "seq_len" not in fields:   # a job setting, not the config's context
+            fields["seq_len"] = hf_reader.DEFAULT_SEQ_LEN
+            notes += (f"seq_len defaulted to {hf_reader.DEFAULT_SEQ_LEN} (the config gives no training sequence length; "
+                      "set model.seq_len)",)
     explicit = section.model_dump(exclude_none=True, exclude={"preset", "hf_config", "name", "moe"})
     fields.update(explicit)
     if section.moe is not None:  # explicit moe fields override the preset's one by one
@@ -208,7 +167,7 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
         if key not in fields:
             raise InputError(f"model.{key}", None,
                              f"required unless model.preset is given (presets: {', '.join(sorted(MODEL_PRESETS))})")
-    return model_from_fields(name, fields)
+    return model_from_fields(name, fields, notes)
 
 
 def _recompute_fields(p: ParallelSection, model: ModelSpec) -> dict[str, Any]:

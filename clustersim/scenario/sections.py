@@ -43,6 +43,7 @@ class MoeSection(_Strict):
     router_num_groups: int = Field(0, ge=0, le=MAX_EXPERTS)  # node-limited routing (Megatron names)
     router_group_topk: int = Field(0, ge=0, le=MAX_EXPERTS)
     token_dispatcher: Literal["alltoall", "flex"] = "alltoall"
+    every: int = Field(1, ge=1, le=MAX_LAYERS)      # every N-th layer after the dense ones is MoE (Llama 4)
 
 
 class ModelSection(_Strict):
@@ -54,7 +55,7 @@ class ModelSection(_Strict):
     heads: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     kv_heads: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     ffn_hidden: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
-    ffn_act: Literal["gelu", "swiglu"] | None = None
+    ffn_act: Literal["gelu", "swiglu", "geglu", "squared-relu", "relu"] | None = None
     vocab: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     seq_len: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     moe: MoeSection | None = None
@@ -66,6 +67,15 @@ class ModelSection(_Strict):
     qk_nope_head_dim: int | None = Field(None, ge=1)
     v_head_dim: int | None = Field(None, ge=1)
     mtp_layers: int | None = Field(None, ge=0)
+    # the model language of clustersim.workload.model_fields (docs/compute.md, "Model fields")
+    head_dim: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    query_width: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    qk_norm: bool | None = None
+    attention_pattern: Literal["full", "sliding", "chunked"] | None = None
+    attention_window: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    global_every: int | None = Field(None, ge=0, le=MAX_LAYERS)
+    attention_sinks: bool | None = None
+    sandwich_norm: bool | None = None
 
 
 class ClusterSection(_Strict):

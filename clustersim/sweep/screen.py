@@ -212,8 +212,8 @@ def _shortened(rep: Scenario) -> Scenario:
     policies every layer of one kind (dense, MoE) has the same units and parameters, so one
     layer of each kind the model has gives the same unit times (tests/sweep/test_lazy_bound.py)."""
     m = rep.model
-    if uniform_policies(rep.parallel) and m.layers > m.moe_first_dense_layers + 1:
-        rep = replace(rep, model=replace(m, layers=m.moe_first_dense_layers + 1))
+    if uniform_policies(rep.parallel) and m.layers > m.layers_covering_kinds():   # one layer of each kind
+        rep = replace(rep, model=replace(m, layers=m.layers_covering_kinds()))
     return rep
 
 
@@ -356,12 +356,12 @@ def _profile_micro_batches(schedule: str, pp: int, num_micro_batches: int) -> in
 
 @functools.lru_cache(maxsize=65536)
 def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
-                     layers: int, first_dense: int = 0, mtp_layers: int = 0) -> ScheduleProfile:
+                     layers: int, first_dense: int = 0, mtp_layers: int = 0, moe_every: int = 1) -> ScheduleProfile:
     """The memory and bound profile of a schedule (see ScheduleProfile); ``first_dense``: the
-    model's leading dense layers (MoE models)."""
+    model's leading dense layers (MoE models); ``moe_every``: MoE on every N-th layer after them."""
     m = _profile_micro_batches(schedule, pp, num_micro_batches)
     if m != num_micro_batches:
-        short = schedule_profile(schedule, pp, m, virtual_stages, layers, first_dense, mtp_layers)
+        short = schedule_profile(schedule, pp, m, virtual_stages, layers, first_dense, mtp_layers, moe_every)
         if schedule == "gpipe":  # every forward runs before any backward: all micro-batches in flight
             ranks = tuple((held, float(num_micro_batches)) for held, _ in short.ranks)
             ends = tuple((float(num_micro_batches) if f else 0.0, float(num_micro_batches) if la else 0.0)
@@ -380,7 +380,9 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
         held = sum(model_counts[k] for k in ms)
         ranks.append((held, layers_in_flight(actions[r], r, graph, counts) / held))
         ends.append(_ends(actions[r], ms, last_model))
-        moe_held.append(sum(max(0, model_counts[k] - max(0, first_dense - starts[k])) for k in ms))
+        moe_held.append(sum(max(0, model_counts[k] - max(0, first_dense - starts[k])) for k in ms) if moe_every == 1
+                        else sum(i >= first_dense and (i + 1) % moe_every == 0
+                                 for k in ms for i in range(starts[k], starts[k] + model_counts[k])))
         firsts.append(0 in ms)
         lasts.append(last_model in ms)
     old = schedule in ("gpipe", "1f1b", "interleaved-1f1b")
@@ -1063,7 +1065,8 @@ class Screen:
 
     def profile_of(self, schedule: str, pp: int, num_micro_batches: int, virtual_stages: int) -> ScheduleProfile:
         return schedule_profile(schedule, pp, num_micro_batches, virtual_stages, self.base.model.layers,
-                                self.base.model.moe_first_dense_layers, self.base.model.mtp_layers)
+                                self.base.model.moe_first_dense_layers, self.base.model.mtp_layers,
+                                self.base.model.moe_every)
 
 
 @functools.lru_cache(maxsize=4)

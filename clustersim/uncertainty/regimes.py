@@ -29,18 +29,22 @@ class Features:
     generation: str
 
 
+# measurement sets of one GPU generation share a regime (the PCIe, NVL and Grace parts included)
+_GENERATIONS = {"a100": "a100", "a100-pcie": "a100", "h100": "hopper", "h200": "hopper", "h100-pcie": "hopper",
+                "h100-nvl": "hopper", "gh200": "hopper"}
+
+
 def generation(gpu_name: str) -> str:
     """GPU generation of the compute model's measurement set: a100, hopper, or the profile's own family."""
     from clustersim.hardware.load import load_gpu
 
     arch = arch_for(load_gpu(gpu_name)).name
-    return {"a100": "a100", "h100": "hopper", "h200": "hopper"}.get(arch, arch)
+    return _GENERATIONS.get(arch, arch)
 
 
 def features(scenario: Scenario) -> Features:
     par = scenario.parallel
-    gen = {"a100": "a100", "h100": "hopper", "h200": "hopper"}.get(arch_for(scenario.cluster.gpu).name,
-                                                                   arch_for(scenario.cluster.gpu).name)
+    gen = _GENERATIONS.get(arch_for(scenario.cluster.gpu).name, arch_for(scenario.cluster.gpu).name)
     family = "zero3" if par.zero_stage == 3 and par.dp * par.cp > 1 else "3d"
     return Features(regime=f"{family}/{gen}", framework=scenario.framework.name,
                     zero3_impl=zero3_impl(scenario) if family == "zero3" else "",

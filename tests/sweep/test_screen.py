@@ -54,6 +54,13 @@ SCENARIOS = [
     ["framework=torchtitan", "model.preset=llama2-7b", "model.layers=8", "cluster.preset=dgx-h100",
      "cluster.nodes=2", "parallel.tp=2", "parallel.pp=2", "parallel.dp=4", "parallel.global_batch=16",
      "parallel.zero_stage=3", "parallel.fsdp={version: 2, reshard_after_forward: false}"],
+    # Llama 4 Maverick's pattern, small: MoE on every second layer, chunked attention with every
+    # fourth layer global, QK-norm (layer kinds beyond dense-then-MoE: moe.every, local layers)
+    ["model.preset=llama4-maverick", "model.layers=8", "model.hidden=512", "model.heads=8", "model.kv_heads=4",
+     "model.head_dim=64", "model.vocab=1000", "model.seq_len=1024", "model.attention_window=256",
+     "model.ffn_hidden=1024", "model.qk_norm=true", "model.moe={experts: 8, expert_ffn_hidden: 256}",
+     "cluster.preset=dgx-h100", "cluster.nodes=2", "parallel.tp=2", "parallel.pp=2", "parallel.dp=4",
+     "parallel.ep=4", "parallel.sequence_parallel=true", "parallel.global_batch=16"],
 ]
 
 
