@@ -8,7 +8,7 @@ Every failure is an InputError naming the field, the value and what is allowed.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,6 +35,7 @@ from clustersim.limits import (
 )
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.rules import check_extensions
+from clustersim.parallel.split import framework_split, split_is_set, weight_of
 from clustersim.perrank.faults import FaultSpec, FaultsSection, fault_spec
 from clustersim.perrank.hetero import ClusterGroupSection, NodeGroup, load_groups
 from clustersim.workload.model_spec import ModelSpec
@@ -150,6 +151,12 @@ class ParallelSection(_Strict):
     overlap_moe_expert_parallel_comm: bool = False
     fsdp: FsdpSection | None = None
     layers_per_stage: list[int] | None = None   # per global stage (chunk * pp + rank); None: even or balanced
+    # the frameworks' own splits (clustersim.parallel.split, docs/parallel.md)
+    first_stage_layers: int | None = Field(None, ge=1, le=MAX_LAYERS)   # Megatron --decoder-first-pipeline-num-layers
+    last_stage_layers: int | None = Field(None, ge=1, le=MAX_LAYERS)    # Megatron --decoder-last-pipeline-num-layers
+    account_for_embedding: bool | int = False   # the embedding counted as 1 (true) or N layers in the split
+    account_for_loss: bool | int = False        # the loss counted as 1 (true) or N layers in the split
+    pipeline_layout: str | None = Field(None, min_length=1, max_length=MAX_LAYERS * 4)  # Megatron layout string
     balance: Literal["auto", "even"] = "auto"   # mixed GPUs: split layers and micro-batches to speed, or evenly
 
 
@@ -428,7 +435,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
     if model.ffn_hidden % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.ffn_hidden ({model.ffn_hidden})")
     stages = par.pp * par.virtual_stages
-    if model.layers < stages:
+    if model.layers < stages and not par.layers_per_stage:   # a framework split is checked by its own rule
         raise InputError("parallel.pp", par.pp,
                          f"pp * virtual_stages ({stages}) <= model.layers ({model.layers})")
     if par.virtual_stages > 1 and par.schedule != "interleaved-1f1b":
@@ -532,7 +539,12 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
 
         explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, p.pp * p.virtual_stages, p.pp)
     recompute = _recompute_fields(p, model)
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", "layers_per_stage", "balance", *recompute}),
+    split = {"first_stage_layers": p.first_stage_layers or 0, "last_stage_layers": p.last_stage_layers or 0,
+             "account_for_embedding": weight_of("account_for_embedding", p.account_for_embedding),
+             "account_for_loss": weight_of("account_for_loss", p.account_for_loss),
+             "pipeline_layout": p.pipeline_layout or ""}
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", "layers_per_stage", "balance", *recompute,
+                                                    *split}), **split,
                             **overlaps, **recompute, "dp": dp, "global_batch": global_batch,
                             "layers_per_stage": explicit_layers or (),
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
@@ -542,6 +554,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
                             "offload_optimizer": p.offload.optimizer, "offload_activations": p.offload.activations,
                             "offload_params": p.offload.params,
                             "adam_moment_bytes": 2 if raw.training.adam_moments == "bf16" else 4})
+    if split_is_set(par):   # Megatron-Core's / torchtitan's own split, resolved once (clustersim.parallel.split)
+        explicit_layers = framework_split(par, model.layers, model.mtp_layers)
+        par = replace(par, layers_per_stage=explicit_layers)
     t = raw.training
     # every group's GPUs must run the dtype and recipe (clustersim.compute.precision.resolve_recipe)
     recipes = {resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, spec.gpu) for spec in [g.cluster for g in groups]

@@ -27,6 +27,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.common import clean_line, cluster_gpus_per_node
+from clustersim.importers.megatron_split import PIPELINE_SPLIT_ARGS, check_split, pipeline_split
 from clustersim.limits import MAX_COUNT
 
 # megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
@@ -206,11 +207,6 @@ def _neutral_or_one(value: Any) -> bool:
 # name -> (what it changes, is its value harmless?) for model/layout arguments clustersim cannot
 # express; the importer stops naming them
 UNSUPPORTED: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "pipeline_model_parallel_layout": ("a hand-written stage layout", _neutral),
-    "decoder_first_pipeline_num_layers": ("an uneven first pipeline stage", _neutral),
-    "decoder_last_pipeline_num_layers": ("an uneven last pipeline stage", _neutral),
-    "account_for_embedding_in_pipeline_split": ("the embedding counted as a pipeline layer", _neutral),
-    "account_for_loss_in_pipeline_split": ("the loss counted as a pipeline layer", _neutral),
     "hybrid_override_pattern": ("a hybrid Mamba/attention model", _neutral),
     "is_hybrid_model": ("a hybrid Mamba/attention model", _neutral),
     "mtp_num_layers": ("multi-token prediction layers", _neutral),
@@ -305,7 +301,8 @@ NO_EFFECT = {"bf16", "fp16", "fp8", "fp4", "iteration", "consumed_train_samples"
              "rampup_batch_size", "s3_cache_path", "sample_rate", "scatter_gather_tensors_in_pipeline",
              "vocab_extra_ids", "model_parallel_size", "adlr_autoresume", "adlr_autoresume_interval",
              "app_tag_run_name", "app_tag_run_version", "retriever_report_topk_accuracies", "retriever_score_scaling",
-             "retriever_seq_length", "standalone_embedding_stage", "num_key_value_heads"}
+             "retriever_seq_length", "standalone_embedding_stage", "num_key_value_heads",
+             *PIPELINE_SPLIT_ARGS, "pp_partition_method"}
 KNOWN_HF_VOCABS = ((r"llama-?3", 128256), (r"llama-?2", 32000), (r"mixtral|mistral-7b", 32000), (r"gpt-?2", 50257),
                    (r"qwen2", 151936), (r"deepseek-v3", 129280))
 
@@ -537,14 +534,23 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     if a.get("ddp_bucket_size"):
         parallel["dp_bucket_params"] = _int(a, "ddp_bucket_size")
     parallel.update(_recompute(a, layers, pp, notes))
+    split = pipeline_split(a, notes)
+    parallel.update(split)
     vpp = _int(a, "virtual_pipeline_model_parallel_size") or _int(a, "num_virtual_stages_per_pipeline_rank")
     per_vstage = _int(a, "num_layers_per_virtual_pipeline_stage")
-    if not vpp and per_vstage:
-        vpp = layers // (pp * per_vstage)
+    if not vpp and per_vstage:   # the embedding and loss count in the per-rank share (arguments.py validate_args)
+        counted = layers + int(bool(split.get("account_for_embedding"))) + int(bool(split.get("account_for_loss")))
+        vpp = counted // (pp * per_vstage)
+    if not vpp and split.get("pipeline_layout"):  # the layout's stages are pp x virtual stages
+        from clustersim.parallel.split import parse_layout
+
+        vpp = len(parse_layout(split["pipeline_layout"])) // pp
     if vpp and vpp > 1:
         parallel.update(schedule="interleaved-1f1b", virtual_stages=vpp)
     elif pp > 1:
         parallel["schedule"] = "1f1b"
+    if split:
+        check_split(parallel, layers)
     if a.get("rampup_batch_size") not in (None, "None"):
         notes.append(f"batch-size ramp {a.get('rampup_batch_size')}: the scenario takes the final global batch")
     training: dict[str, Any] = {"dtype": _dtype(a)}
