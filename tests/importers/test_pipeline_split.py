@@ -146,3 +146,39 @@ def test_torchtitan_module_fqns_become_a_layout() -> None:
     with pytest.raises(InputError) as err:
         titan(module_fqns_per_model_part=parts[:3])
     assert err.value.field == "parallelism.module_fqns_per_model_part"
+
+
+def test_megatron_deepspeed_script_with_quoted_flag_strings() -> None:
+    """The shape of BigScience's tr11-176B-ml.slurm: flags gathered in quoted multi-line strings, a
+    commented-out flag whose trailing backslash continues nothing (bash ends a comment at the
+    newline), --pad-vocab-size-to, the partition method inside single quotes."""
+    script = """#!/bin/bash
+NLAYERS=70
+PP_SIZE=12
+GPT_ARGS=" \\
+    --pp-partition-method 'type:transformer|embedding' \\
+    --num-layers $NLAYERS \\
+    --hidden-size 14336 \\
+    --num-attention-heads 112 \\
+    --seq-length 2048 \\
+    --micro-batch-size 2 \\
+    --global-batch-size 2048 \\
+    --bf16 \\
+    --checkpoint-activations \\
+    --pad-vocab-size-to 250880 \\
+    "
+#    --universal-checkpoint \\
+export CMD=" \\
+    `pwd`/pretrain_gpt.py \\
+    --tensor-model-parallel-size 4 \\
+    --pipeline-model-parallel-size $PP_SIZE \\
+    $GPT_ARGS \\
+    --deepspeed --zero-stage 0 \\
+    "
+srun bash -c "python -u -m torch.distributed.run --nproc_per_node 8 --nnodes 48 $CMD"
+"""
+    res = finish(import_text("megatron-args", script, "tr11.slurm", cluster="dgx-a100", nodes=48), [])
+    sc = res.scenario
+    assert (sc["model"]["layers"], sc["model"]["vocab"], sc["framework"]) == (70, 250880, "deepspeed")
+    assert (sc["parallel"]["tp"], sc["parallel"]["pp"], sc["parallel"]["dp"]) == (4, 12, 8)
+    assert scenario_from_dict(sc).parallel.layers_per_stage == (5,) + (6,) * 10 + (5,)
