@@ -47,6 +47,7 @@ import re
 
 from clustersim.errors import InputError
 from clustersim.limits import MAX_LAYERS
+from clustersim.parallel.stage_graph import stage_graph
 
 # schedules whose model stage c * pp + r runs on rank r (Megatron's placement); the V schedules put
 # model stage 2 pp - 1 - r on rank r, where "first rank" and a layout's stage order mean something else
@@ -75,8 +76,6 @@ def weight_of(field: str, value) -> int:
 def framework_split(layout, layers: int, mtp_layers: int = 0) -> tuple[int, ...]:
     """Decoder layers of each model stage of ``layout`` (a ParallelLayout that sets a split, see
     :func:`split_is_set`), checked; InputError names the field and what is allowed."""
-    from clustersim.parallel.stage_graph import stage_graph
-
     pp, schedule = layout.pp, layout.schedule
     graph = stage_graph(schedule, pp, layout.virtual_stages)
     stages = graph.num_model_stages

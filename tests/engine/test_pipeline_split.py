@@ -117,3 +117,12 @@ def test_cli_json_and_report_show_the_split(tmp_path) -> None:
     p = subprocess.run([sys.executable, "-m", "clustersim", "run", str(path)],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert "layers per stage [6, 10, 10, 6]" in p.stdout
+
+
+def test_sweep_drops_the_template_split() -> None:
+    from clustersim.parallel.split import split_is_set
+    from clustersim.sweep.runner import sweep_spec
+
+    sc = scenario_from_dict(scenario(first_stage_layers=6, last_stage_layers=6))
+    base = sweep_spec(sc).scenario.parallel
+    assert not split_is_set(base) and base.layers_per_stage == ()
