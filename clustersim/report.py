@@ -100,6 +100,8 @@ class StepReport:
                                        "reserved_peak_bytes": m.reserved_peak_bytes, "verdict": m.verdict}
                                       for m in self.memory_by_stage],
         }
+        if par.layers_per_stage and not sc.node_groups:   # explicit or a framework's split (docs/parallel.md)
+            out["parallel"]["layers_per_stage"] = list(par.layers_per_stage)
         if self.analytical_step_time_s is not None:
             out["analytical_step_time_s"] = self.analytical_step_time_s
         if self.per_rank:

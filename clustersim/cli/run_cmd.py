@@ -61,6 +61,8 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
         t.add_row("mixed GPUs", f"{groups}; stages on {', '.join(h['stage_gpus'])}")
         t.add_row("split", f"layers per stage {h['layers_per_stage']}; micro-batches per replica {runs} "
                            f"(balance {h['balance']})")
+    elif par.layers_per_stage:   # an explicit or framework split (docs/parallel.md)
+        t.add_row("pipeline split", f"layers per stage {list(par.layers_per_stage)}")
     if report.per_rank:
         f = report.per_rank
         who = f["paced_by"]

@@ -38,7 +38,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
     if model.ffn_hidden % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.ffn_hidden ({model.ffn_hidden})")
     stages = par.pp * par.virtual_stages
-    if model.layers < stages:
+    if model.layers < stages and not par.layers_per_stage:   # a framework split is checked by its own rule
         raise InputError("parallel.pp", par.pp,
                          f"pp * virtual_stages ({stages}) <= model.layers ({model.layers})")
     if par.virtual_stages > 1 and par.schedule != "interleaved-1f1b":

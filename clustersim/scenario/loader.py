@@ -10,6 +10,7 @@ over mixed GPUs is balanced to its groups' speeds after loading (clustersim.perr
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from clustersim.inputs import parse_override_value, read_yaml_file
 from clustersim.limits import MAX_GPUS
 from clustersim.parallel.balance import check_layers_per_stage
 from clustersim.parallel.layout import ParallelLayout
+from clustersim.parallel.split import framework_split, split_is_set, weight_of
 from clustersim.scenario.checks import check_layout, check_recompute
 from clustersim.scenario.faults import fault_spec
 from clustersim.scenario.node_groups import NodeGroup, load_groups
@@ -223,7 +225,12 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     if p.layers_per_stage is not None:
         explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, p.pp * p.virtual_stages, p.pp)
     recompute = _recompute_fields(p, model)
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", "layers_per_stage", "balance", *recompute}),
+    split = {"first_stage_layers": p.first_stage_layers or 0, "last_stage_layers": p.last_stage_layers or 0,
+             "account_for_embedding": weight_of("account_for_embedding", p.account_for_embedding),
+             "account_for_loss": weight_of("account_for_loss", p.account_for_loss),
+             "pipeline_layout": p.pipeline_layout or ""}
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", "layers_per_stage", "balance", *recompute,
+                                                    *split}), **split,
                             **overlaps, **recompute, "dp": dp, "global_batch": global_batch,
                             "layers_per_stage": explicit_layers or (),
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
@@ -233,6 +240,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
                             "offload_optimizer": p.offload.optimizer, "offload_activations": p.offload.activations,
                             "offload_params": p.offload.params,
                             "adam_moment_bytes": 2 if raw.training.adam_moments == "bf16" else 4})
+    if split_is_set(par):   # Megatron-Core's / torchtitan's own split, resolved once (clustersim.parallel.split)
+        explicit_layers = framework_split(par, model.layers, model.mtp_layers)
+        par = replace(par, layers_per_stage=explicit_layers)
     t = raw.training
     # every group's GPUs must run the dtype and recipe (clustersim.compute.precision.resolve_recipe)
     recipes = {resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, spec.gpu) for spec in [g.cluster for g in groups]

@@ -143,6 +143,12 @@ class ParallelSection(_Strict):
     overlap_moe_expert_parallel_comm: bool = False
     fsdp: FsdpSection | None = None
     layers_per_stage: list[int] | None = None   # per global stage (chunk * pp + rank); None: even or balanced
+    # the frameworks' own splits (clustersim.parallel.split, docs/parallel.md)
+    first_stage_layers: int | None = Field(None, ge=1, le=MAX_LAYERS)   # Megatron --decoder-first-pipeline-num-layers
+    last_stage_layers: int | None = Field(None, ge=1, le=MAX_LAYERS)    # Megatron --decoder-last-pipeline-num-layers
+    account_for_embedding: bool | int = False   # the embedding counted as 1 (true) or N layers in the split
+    account_for_loss: bool | int = False        # the loss counted as 1 (true) or N layers in the split
+    pipeline_layout: str | None = Field(None, min_length=1, max_length=MAX_LAYERS * 4)  # Megatron layout string
     balance: Literal["auto", "even"] = "auto"   # mixed GPUs: split layers and micro-batches to speed, or evenly
 
 
