@@ -103,6 +103,9 @@ class SimRank:
     slowdown: float                          # compute rate lost per concurrent collective (its GPU)
     send_at: dict[int, CollectivePlan] = field(default_factory=dict)   # pipeline boundary -> transfer
     send_at_s: dict[int, float] = field(default_factory=dict)
+    # (schedule, pp, micro-batches, virtual stages, pp rank) when ``actions`` are ``classic_actions``'
+    # of those integers (a key for tables over them that depend on the schedule alone); else None
+    schedule_key: tuple[str, int, int, int, int] | None = None
 
 
 class StepMemo:
@@ -259,6 +262,14 @@ def classic_actions(schedule: str, pp: int, num_micro_batches: int, v: int,
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=256)
+def classic_final(schedule: str, pp: int, num_micro_batches: int, v: int) -> tuple[frozenset[int], ...]:
+    """Per rank: the indices of each chunk's last backward among ``classic_actions`` (the same for
+    every class). Memoised with them: a pure function of integers."""
+    return tuple(frozenset(i for i, a in enumerate(acts) if a.final)
+                 for acts in classic_actions(schedule, pp, num_micro_batches, v, 0))
+
+
 def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: dict[int, float],
            dp_scenario: Scenario, compiler: UnitCompiler) -> StepPlan:
     par = scenario.parallel
@@ -318,12 +329,16 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
                     resolved.append(RankAction(a.kind, a.chunk, a.micro_batch, g, a.part, needs, tuple(out), a.final,
                                                a.paired, a.label))
                 actions = tuple(resolved)
-            final_b = frozenset(i for i, a in enumerate(actions) if a.final)
+            if classic_acts is not None:
+                key = (par.schedule, pp, cls.num_micro_batches, v, p)
+                final_b = classic_final(*key[:4])[p]
+            else:
+                key, final_b = None, frozenset(i for i, a in enumerate(actions) if a.final)
             ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, {k: _total(u) for k, u in units.items()},
                                  {}, {}, split, send, {k: (v.time_s if v is not None else 0.0) for k, v in send.items()},
                                  dp.tail(list(stages), work.optimizer_time_s[p] / host.speed), final_b, stages,
                                  overlap_slowdown(host.scenario.cluster.gpu), send_at,
-                                 {b: v.time_s for b, v in send_at.items()}))
+                                 {b: v.time_s for b, v in send_at.items()}, key))
     groups = [dp.grad_buckets, dp.param_gathers]
     if dp.zero3 is not None:
         groups += [dp.zero3.gather, dp.zero3.reduce]
