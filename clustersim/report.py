@@ -99,6 +99,9 @@ class StepReport:
                                        "reserved_peak_bytes": m.reserved_peak_bytes, "verdict": m.verdict}
                                       for m in self.memory_by_stage],
         }
+        if sc.cluster.calibration is not None:   # what calibration changed (docs/calibration.md)
+            from clustersim.calibrate.shown import calibration_json
+            out["calibration"] = calibration_json(sc)
         if self.analytical_step_time_s is not None:
             out["analytical_step_time_s"] = self.analytical_step_time_s
         if self.per_rank:

@@ -92,7 +92,7 @@ CLUSTER_KEYS: dict[str, Check] = {
     "host_memory_GiB": positive, "nodes": positive_int, "scale_up_domain": positive_int,
     "topology": one_of(SCALE_OUT_TOPOLOGIES), "nodes_per_pod": positive_int, "pod_oversubscription": at_least_one,
     "node_power_kW": positive, "pue": at_least_one,
-    "calibration": lambda v: None,  # checked in full by load.load_evidence (check_entry)
+    "calibration": lambda v: None,  # checked in full by evidence.load_evidence (check_entry)
 }
 CLUSTER_REQUIRED = ("gpu", "gpus_per_node", "scale_up", "scale_out")
 SCHEMAS = {"gpus": (GPU_KEYS, GPU_REQUIRED), "fabrics": (FABRIC_KEYS, FABRIC_REQUIRED),
