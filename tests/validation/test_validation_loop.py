@@ -163,3 +163,30 @@ def test_ci_guard_fails_on_a_broken_fit(ci_run, tmp_path, monkeypatch, capsys):
     assert doc["fit_check"]["ok"] is False
     assert doc["fit_check"]["constants"]["fabric"]["median_abs_error_pct"] == pytest.approx(100 / 3, abs=1.0)
     assert "misses its own fit points" in captured.err and "fabric" in captured.err
+
+
+def test_gpu_memory_check_compares_step_peaks(ci_run, tmp_path):
+    """validation/gpu_memory.py on a run's records: a step with CUDA peaks is compared with the
+    predicted allocated / allocator-reserved peaks; CPU steps (no peaks) are skipped."""
+    import shutil
+
+    from clustersim.calibrate.store import append_record
+    from validation.gpu_memory import compare
+    out, result = ci_run
+    shutil.copy(result.profile_path, tmp_path / result.profile_path.name)
+    recs = read_records(out / "records.jsonl")
+    assert compare(out, "calibrated-loopback") == []          # gloo on CPUs: no CUDA allocator
+    step = next(r for r in recs if r["kind"] == "ddp_step")
+    append_record(tmp_path / "records.jsonl", {**step, "max_memory_allocated_bytes": 10 * 2**20,
+                                                "max_memory_reserved_bytes": 12 * 2**20})
+    (row,) = compare(tmp_path, "calibrated-loopback")
+    assert row["case"] == "ddp_step/w2" and row["measured_allocated_GiB"] == pytest.approx(10 / 1024)
+    assert row["allocated_error_pct"] == pytest.approx((row["predicted_allocated_GiB"] * 1024 / 10 - 1) * 100)
+
+
+def test_gpu_check_script_without_gpus_says_so():
+    import subprocess
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[2] / "validation" / "gpu_check.sh"
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "CUDA GPUs" in proc.stderr
