@@ -1,9 +1,15 @@
 """Calibrate on half of one machine's published runs, predict the other half (docs/calibration.md).
 
-The runs: the Megatron-LM README's H100 weak-scaling table (Megatron-Core r0.8.0 on DGX H100,
-2024-07-15; validation/reference/megatron_h100_weak_scaling_2024.csv, the scenarios exactly as
-clustersim.uncertainty.reference builds them, measured step = Megatron's FLOPs / (TFLOP/s x
-GPUs)): one machine, one software. Each split goes through the command line as a user would:
+Two tables, each one machine with one software:
+
+* ``megatron``: the Megatron-LM README's H100 weak-scaling table (Megatron-Core r0.8.0 on DGX H100,
+  2024-07-15; validation/reference/megatron_h100_weak_scaling_2024.csv, the scenarios exactly as
+  clustersim.uncertainty.reference builds them, measured step = Megatron's FLOPs / (TFLOP/s x GPUs));
+* ``torchtitan``: torchtitan's H100 benchmarks (96 GB HBM2e at 500 W, 2024-12; the logs and TOML
+  configs of validation/logs/torchtitan_h100, written by validation/logs/make_logs.py from the
+  published figures), imported as `clustersim import torchtitan-log` does.
+
+Each split goes through the command line as a user would:
 
     clustersim calibrate --run ROW.yaml=SECONDS ... --cluster dgx-h100 --name h100-half --out P.yaml
     clustersim run ROW.yaml --profile P.yaml --set cluster.preset=h100-half --json
@@ -13,7 +19,8 @@ calibrated prediction lies inside its own 80% interval (it must) and whether the
 does (coverage). Splits: alternate rows (even -> odd, odd -> even) and the small half against
 the large half, both ways.
 
-    PYTHONPATH=. python benchmarks/calibrate_on_half.py [--split even|odd|small|large|all] [--json]
+    PYTHONPATH=. python benchmarks/calibrate_on_half.py [--table megatron|torchtitan|all]
+        [--split even|odd|small|large|all] [--json]
 """
 
 from __future__ import annotations
@@ -30,7 +37,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 import yaml  # noqa: E402
 
-from clustersim.uncertainty.reference import H100_TABLE, REFERENCE_DIR, h100_weak_scaling  # noqa: E402
+from clustersim.uncertainty.reference import H100_TABLE, REFERENCE_DIR, ReferenceRun, h100_weak_scaling  # noqa: E402
+
+TORCHTITAN_LOGS = Path(__file__).resolve().parents[1] / "validation" / "logs" / "torchtitan_h100"
+
+
+def torchtitan_rows() -> list[ReferenceRun]:
+    from clustersim.importers import finish, import_text
+    rows = []
+    for log in sorted(TORCHTITAN_LOGS.glob("*.log")):
+        cfg = log.with_suffix(".toml")
+        res = finish(import_text("torchtitan-log", log.read_text(), log.name, config=(cfg.read_text(), cfg.name)), [])
+        rows.append(ReferenceRun("torchtitan-h100", log.stem, res.scenario, res.measured_step_time_s))
+    return rows
+
+
+def table_rows(table: str) -> list[ReferenceRun]:
+    return list(h100_weak_scaling(REFERENCE_DIR / H100_TABLE)) if table == "megatron" else torchtitan_rows()
 
 SPLITS = {"even": lambda i, n: i % 2 == 0, "odd": lambda i, n: i % 2 == 1,
           "small": lambda i, n: i < n // 2, "large": lambda i, n: i >= n // 2}
@@ -58,11 +81,11 @@ def run_split(split: str, rows: list[Any], work: Path) -> dict[str, Any]:
     held = [r for i, r in enumerate(rows) if not SPLITS[split](i, n)]
     paths = {}
     for r in rows:
-        p = work / (r.name.split()[0] + ".yaml")
+        p = work / (r.name.split()[0].replace("/", "_") + ".yaml")
         p.write_text(yaml.safe_dump(r.scenario, sort_keys=False))
         paths[r.name] = p
     profile = work / f"h100-{split}.yaml"
-    argv = ["calibrate", "--cluster", "dgx-h100", "--name", f"h100-{split}", "--out", str(profile), "--json"]
+    argv = ["calibrate", "--name", f"h100-{split}", "--out", str(profile), "--json"]
     for r in chosen:
         argv += ["--run", f"{paths[r.name]}={r.measured_step_time_s!r}"]
     code, out, err = _cli(argv)
@@ -104,20 +127,22 @@ def run_split(split: str, rows: list[Any], work: Path) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--table", choices=["megatron", "torchtitan", "all"], default="all")
     ap.add_argument("--split", choices=[*SPLITS, "all"], default="all")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    rows = list(h100_weak_scaling(REFERENCE_DIR / H100_TABLE))
     results = []
-    with tempfile.TemporaryDirectory(prefix="clustersim-half-") as tmp:
-        for split in (SPLITS if args.split == "all" else [args.split]):
-            results.append(run_split(split, rows, Path(tmp)))
+    for table in (["megatron", "torchtitan"] if args.table == "all" else [args.table]):
+        rows = table_rows(table)
+        with tempfile.TemporaryDirectory(prefix="clustersim-half-") as tmp:
+            for split in (SPLITS if args.split == "all" else [args.split]):
+                results.append({"table": table, **run_split(split, rows, Path(tmp))})
     if args.json:
         print(json.dumps(results, indent=1))
         return
     for res in results:
         s = res["summary"]
-        print(f"\nsplit {res['split']}: calibrated on {', '.join(res['calibrated_on'])}; "
+        print(f"\n{res['table']}, split {res['split']}: calibrated on {', '.join(res['calibrated_on'])}; "
               f"compute_scale {res['compute_scale']:.3f}")
         print("| run | measured | uncalibrated | error | calibrated | error | 80% interval | point inside | measured inside |")
         print("|---|---:|---:|---:|---:|---:|---|---|---|")
