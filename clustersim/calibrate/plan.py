@@ -147,7 +147,8 @@ def build_plan(level: str, nprocs: int) -> list[dict[str, Any]]:
     cases = _collective_sweep(level, nprocs) + [_compute_sweep(level)] + steps
     timeout = {"ci": 60, "quick": 120, "full": 300}[level]
     for c in cases:
-        c["timeout_s"] = timeout
+        # a step case pairs each sample with a local probe (validation/bench_steps.py): twice the work
+        c["timeout_s"] = 2 * timeout if c["kind"].endswith("_step") else timeout
     names = [n for c in cases for n in c.get("emits", [c["name"]])]
     assert len(names) == len(set(names)), "case names must be unique"
     return cases

@@ -119,6 +119,9 @@ def step_scenario(kind: str, params: dict[str, Any], preset: str, mode: str) -> 
         par.update(tp=world, global_batch=gb)
     elif kind == "pp_step":
         par.update(pp=world, global_batch=gb, schedule=params.get("schedule", "1f1b"))
+    elif kind == "local_step":   # the probe: the whole model on one rank, no communication
+        world = 1
+        par.update(global_batch=gb)
     else:
         raise ValueError(kind)
     cluster: dict[str, Any] = {"preset": preset, "nodes": world if mode == "netns" else 1}
@@ -131,10 +134,27 @@ def step_scenario(kind: str, params: dict[str, Any], preset: str, mode: str) -> 
             "training": {"dtype": "fp32", "optimizer": "adam"}}
 
 
-def predict_step_s(kind: str, params: dict[str, Any], preset: str, mode: str) -> float:
+def probe_scale(params: dict[str, Any], preset: str, mode: str, probe_s: float) -> float:
+    """The compute_scale at which the simulator reproduces the local-step probe measured beside a
+    step (validation/bench_steps.py): the machine's compute rate at the time of that step. A
+    one-rank step is all compute, and compute_scale divides every compute kernel's time, so the
+    simulated probe is exactly T(1) / k (tests/validation/test_fit_points.py checks it)."""
     from clustersim.api import simulate
     from clustersim.scenario import scenario_from_dict
-    return simulate(scenario_from_dict(step_scenario(kind, params, preset, mode))).step_time_s
+    return simulate(scenario_from_dict(step_scenario("local_step", params, preset, mode))).step_time_s / probe_s
+
+
+def predict_step_s(kind: str, params: dict[str, Any], preset: str, mode: str, probe_s: float | None = None) -> float:
+    """The step's simulated time on the calibrated preset; with the probe measured beside it, at
+    the compute rate the probe says (``probe_scale``)."""
+    from clustersim.api import simulate
+    from clustersim.scenario import scenario_from_dict
+    data = step_scenario(kind, params, preset, mode)
+    if probe_s is None:
+        return simulate(scenario_from_dict(data)).step_time_s
+    from clustersim.calibrate.machine import simulate_s
+    sc = scenario_from_dict(data)
+    return simulate_s(data, sc.cluster, probe_scale(params, preset, mode, probe_s))
 
 
 def with_fabric(cluster: ClusterSpec, fabric: FabricSpec, tier: str) -> ClusterSpec:

@@ -302,7 +302,7 @@ def _predict_all(records: list[dict[str, Any]], opts: ValidateOptions) -> tuple[
                 t = (predict.gemm_time_s(r["flops"], gpu) if p["bench"] == "gemm"
                      else predict.memcpy_time_s(r["bytes_moved"], gpu))
             else:
-                t = predict.predict_step_s(r["kind"], p, preset, opts.mode)
+                t = predict.predict_step_s(r["kind"], p, preset, opts.mode, r.get("probe_local_step_s"))
         except Exception as exc:  # a case the simulator cannot predict is reported, not fatal
             notes.append(f"{r['name']}: no prediction ({type(exc).__name__}: {exc})")
             continue
@@ -326,6 +326,10 @@ def evaluate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[st
     records = [latest[n] for n in sorted(latest, key=order.__getitem__)]
     profile, fits = calibrate(records, opts, link)
     results, notes = predict_records(records, opts, profile)
+    with profile_in_env(profile):   # the machine's compute rate beside each step (validation/bench_steps.py)
+        fits["step_probe_compute_scale"] = {
+            r["name"]: round(predict.probe_scale(r["params"], _names(opts)[2], opts.mode, r["probe_local_step_s"]), 4)
+            for r in records if r.get("probe_local_step_s")}
     title = (f"clustersim validate: {opts.mode}, {opts.backend}, {opts.nprocs} ranks, {opts.level}"
              + (f", {opts.rate_mbit:g} Mbit/s" if opts.netns else ""))
     plot = save_plot(results, opts.out_dir / f"validation-{opts.mode}.png", title)

@@ -67,3 +67,23 @@ def test_check_is_per_constant():
     assert not chk.ok and chk.failed == ["fabric"]
     assert chk.per_constant["gemm"]["median_abs_error_pct"] == 0.0
     assert fit_points.check(cases, used, limit_pct=25.0).ok
+
+
+def test_step_probe_scale_reproduces_the_probe(netns):
+    """A one-rank step is all compute: at the probe's compute_scale the simulator reproduces the
+    probe exactly, and the distributed step is predicted at that scale."""
+    from clustersim.calibrate import predict
+    from clustersim.calibrate.machine import simulate_s
+    from clustersim.calibrate.profile import profile_in_env
+    from clustersim.scenario import scenario_from_dict
+    records, result = netns
+    step = next(r for r in records if r["kind"] == "ddp_step")
+    with profile_in_env(result.profile_path):
+        local = predict.step_scenario("local_step", step["params"], "calibrated-netns", "netns")
+        t1 = simulate_s(local, scenario_from_dict(local).cluster, 1.0)
+        k = predict.probe_scale(step["params"], "calibrated-netns", "netns", t1 / 0.37)
+        assert k == pytest.approx(0.37, rel=1e-9)
+        assert simulate_s(local, scenario_from_dict(local).cluster, k) == pytest.approx(t1 / 0.37, rel=1e-9)
+        plain = predict.predict_step_s("ddp_step", step["params"], "calibrated-netns", "netns")
+        slow = predict.predict_step_s("ddp_step", step["params"], "calibrated-netns", "netns", t1 / 0.37)
+        assert slow > 2 * plain    # compute 1/0.37 x slower; the all-reduce is not
