@@ -1,10 +1,11 @@
-"""Predictions of measured cases through the normal simulator, and the design rows that let
-the fits target the simulator's own formulas.
+"""Predictions of measured cases through the normal simulator, and the fabric bandwidth fitted
+through it (``fit_bandwidth``: the simulator's own formulas, NCCL's algorithm choice included).
 
 Collectives go through ``clustersim.collectives.plan_collective`` on the calibrated cluster;
 compute through the calibrated GPU entry (``peak_TFLOPS * gemm_efficiency``, memory copies at
 ``hbm_bw``); training steps through ``clustersim.api.simulate`` on a scenario whose cluster is
-the calibrated preset. The cluster shape follows the run mode: in namespace mode every rank is
+the calibrated preset, at the compute rate of the local probe measured beside each step
+(``probe_scale``). The cluster shape follows the run mode: in namespace mode every rank is
 its own host (one GPU and one NIC per node, the fabric is scale-out); on loopback all ranks
 share one node (the fabric is scale-up).
 """
@@ -20,7 +21,6 @@ from typing import Any
 from clustersim.calibrate.fit import AlphaBeta
 from clustersim.hardware.spec import ClusterSpec, FabricSpec, GpuSpec
 
-BW_BOUND_SHARE = 0.5  # a case informs the bandwidth when at least half its time is bandwidth time
 
 
 def mode_cluster(name: str, gpu: GpuSpec, fabric: FabricSpec, mode: str, world: int) -> ClusterSpec:
