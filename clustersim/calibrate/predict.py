@@ -22,7 +22,6 @@ from clustersim.calibrate.fit import AlphaBeta
 from clustersim.hardware.spec import ClusterSpec, FabricSpec, GpuSpec
 
 
-
 def mode_cluster(name: str, gpu: GpuSpec, fabric: FabricSpec, mode: str, world: int) -> ClusterSpec:
     """The calibrated cluster for ``world`` ranks in run ``mode`` ("netns" or "loopback")."""
     if mode == "netns":
