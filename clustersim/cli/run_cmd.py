@@ -51,6 +51,9 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
     evidence = (f"regime {iv.regime}: {iv.evidence_runs} measured runs"
                 + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))
     t.add_row("how sure", evidence)
+    if sc.cluster.calibration is not None:
+        from clustersim.uncertainty.calibration_shown import calibration_line
+        t.add_row("calibrated", calibration_line(sc))
     if sc.node_groups:
         from clustersim.perrank.hetero import report as mixed
 
