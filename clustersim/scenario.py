@@ -8,6 +8,7 @@ Every failure is an InputError naming the field, the value and what is allowed.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -272,12 +273,14 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
     field = ".".join(str(p) for p in loc) or "scenario"
     value = err.get("input")
     if err["type"] == "extra_forbidden":
-        return InputError(field, value, f"unknown key; allowed keys: {_allowed_for(ScenarioFile, loc)}")
+        keys = _allowed_for(ScenarioFile, loc)
+        return InputError(field, value, f"unknown key; allowed keys: {keys}", choices=keys.split(", "),
+                          key=str(loc[-1]) if loc else None)
     if err["type"] == "missing":
         return InputError(field, None, "this field is required")
     ctx = err.get("ctx") or {}
-    if "expected" in ctx:
-        allowed = f"one of {ctx['expected']}"
+    if "expected" in ctx:  # a literal: "'gpipe', '1f1b' or 'zb-v'" names the choices for "did you mean"
+        return InputError(field, value, f"one of {ctx['expected']}", choices=re.findall(r"'([^']*)'", ctx["expected"]))
     elif "ge" in ctx:
         allowed = f"a number >= {ctx['ge']}"
     elif "gt" in ctx:
@@ -374,7 +377,7 @@ def read_hf_config(path: str) -> dict[str, Any]:
         ModelSection.model_validate(fields)
     except ValidationError as exc:
         err = _pydantic_to_input_error(exc, fields)
-        raise InputError(f"model.hf_config ({path}): {err.field}", err.value, err.allowed) from None
+        raise err.with_field(f"model.hf_config ({path}): {err.field}") from None
     return fields
 
 
@@ -589,7 +592,7 @@ def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, .
             raise
         key = next((f"cluster.{k}" for k, v in sorted(overrides.items()) if v == exc.value),
                    f"cluster.preset ({preset}): {exc.field}")
-        raise InputError(key, exc.value, exc.allowed) from None
+        raise exc.with_field(key) from None
     return cluster, ()
 
 
