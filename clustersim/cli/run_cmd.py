@@ -11,9 +11,11 @@ from rich.table import Table
 
 from clustersim import units
 from clustersim.api import estimate, simulate_with_timeline
+from clustersim.cli.does_not_fit import does_not_fit_lines
 from clustersim.errors import InputError
 from clustersim.hardware.load import use_profiles
 from clustersim.html import check_html_path, write_html
+from clustersim.html.fragments import fmt_tokens
 from clustersim.memory.report import PARTS
 from clustersim.report import StepReport
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
@@ -35,18 +37,23 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
     out.print(f"  framework {sc.framework.name} (attention {sc.training.attention}, element-wise "
               f"{'compiled' if sc.training.compile else sc.framework.elementwise})")
     t = Table(show_header=False, box=None)
+    runs = report.memory.fits  # a job that does not fit never runs: no time, rate or energy as if it had
     iv = report.interval
-    lo, hi = iv.of(report.step_time_s)
-    t.add_row("step time", f"{report.step_time_s:.4f} ({lo:.4f}-{hi:.4f}) s  [{iv.level:.0%} interval; "
-                           f"{report.engine} engine]")
-    t_lo, t_hi = iv.of_rate(report.tokens_per_s)
-    t.add_row("throughput", f"{report.tokens_per_s:,.0f} tokens/s ({t_lo:,.0f}-{t_hi:,.0f})")
-    m_lo, m_hi = iv.of_rate(report.mfu)
-    t.add_row("TFLOP/s per GPU", f"{report.tflops_per_gpu:.1f}  (MFU {report.mfu * 100:.1f}%, "
-                                 f"{m_lo * 100:.1f}-{m_hi * 100:.1f}%)")
-    evidence = (f"regime {iv.regime}: {iv.evidence_runs} measured runs"
-                + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))
-    t.add_row("how sure", evidence)
+    if runs:
+        lo, hi = iv.of(report.step_time_s)
+        t.add_row("step time", f"{report.step_time_s:.4f} ({lo:.4f}-{hi:.4f}) s  [{iv.level:.0%} interval; "
+                               f"{report.engine} engine]")
+        t_lo, t_hi = iv.of_rate(report.tokens_per_s)
+        t.add_row("throughput", f"{report.tokens_per_s:,.0f} tokens/s ({t_lo:,.0f}-{t_hi:,.0f})")
+        m_lo, m_hi = iv.of_rate(report.mfu)
+        t.add_row("TFLOP/s per GPU", f"{report.tflops_per_gpu:.1f}  (MFU {report.mfu * 100:.1f}%, "
+                                     f"{m_lo * 100:.1f}-{m_hi * 100:.1f}%)")
+        evidence = (f"regime {iv.regime}: {iv.evidence_runs} measured runs"
+                    + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))
+        t.add_row("how sure", evidence)
+    else:
+        t.add_row("step time", "not reported: this layout does not fit in GPU memory, so it cannot run "
+                               "(the memory per stage is below)")
     if sc.node_groups:
         from clustersim.perrank.hetero import report as mixed
 
@@ -57,7 +64,7 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
         t.add_row("mixed GPUs", f"{groups}; stages on {', '.join(h['stage_gpus'])}")
         t.add_row("split", f"layers per stage {h['layers_per_stage']}; micro-batches per replica {runs} "
                            f"(balance {h['balance']})")
-    if report.per_rank:
+    if report.per_rank and runs:
         f = report.per_rank
         who = f["paced_by"]
         paced = ("nothing slower than nominal" if who is None else
@@ -74,20 +81,22 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
     t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB ({lo:.1f}-{hi:.1f}) of "
               f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU (stage {m.stage}): {_VERDICT_TEXT[m.verdict]}")
     e = report.energy
-    t.add_row("power", f"{e.gpu_power_w:,.0f} W per GPU, {e.it_power_w / 1e3:,.1f} kW IT, "
-              f"{e.facility_power_w / 1e3:,.1f} kW facility (PUE {e.pue:g})")
-    line = f"{e.energy_per_step_kwh:.3f} kWh per step, {e.energy_per_token_j:.3f} J per token"
-    if tokens is not None:
-        line += f", {e.run_energy_kwh(tokens) / 1e3:,.1f} MWh for {tokens:.3g} tokens"
-    t.add_row("energy", line)
+    if runs:
+        t.add_row("power", f"{e.gpu_power_w:,.0f} W per GPU, {e.it_power_w / 1e3:,.1f} kW IT, "
+                  f"{e.facility_power_w / 1e3:,.1f} kW facility (PUE {e.pue:g})")
+        line = f"{e.energy_per_step_kwh:.3f} kWh per step, {e.energy_per_token_j:.3f} J per token"
+        if tokens is not None:
+            line += f", {e.run_energy_kwh(tokens) / 1e3:,.1f} MWh for {fmt_tokens(tokens)} tokens"
+        t.add_row("energy", line)
     out.print(t)
-    b = Table(title="critical path", show_lines=False)
-    b.add_column("cause")
-    b.add_column("seconds", justify="right")
-    b.add_column("share", justify="right")
-    for cause, sec in report.to_json()["breakdown"].items():
-        b.add_row(cause, f"{sec:.4f}", f"{sec / report.step_time_s * 100:.1f}%")
-    out.print(b)
+    if runs:
+        b = Table(title="critical path", show_lines=False)
+        b.add_column("cause")
+        b.add_column("seconds", justify="right")
+        b.add_column("share", justify="right")
+        for cause, sec in report.to_json()["breakdown"].items():
+            b.add_row(cause, f"{sec:.4f}", f"{sec / report.step_time_s * 100:.1f}%")
+        out.print(b)
     out.print(_memory_table(report))
 
 
@@ -181,10 +190,8 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
     else:
         _render(report, n_tokens)
     if not report.memory.fits:
-        m = report.memory
-        click.echo(f"error: does not fit: stage {m.stage} needs at least {m.interval[0] / units.GiB:.1f} GiB "
-                   f"(peak {m.peak_bytes_per_gpu / units.GiB:.1f} GiB) > capacity "
-                   f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU", err=True)
+        for line in does_not_fit_lines(report.memory, report.num_gpus, scenario, overrides, profiles):
+            click.echo(line, err=True)
         sys.exit(3)
 
 
