@@ -281,15 +281,25 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
     ctx = err.get("ctx") or {}
     if "expected" in ctx:  # a literal: "'gpipe', '1f1b' or 'zb-v'" names the choices for "did you mean"
         return InputError(field, value, f"one of {ctx['expected']}", choices=re.findall(r"'([^']*)'", ctx["expected"]))
-    elif "ge" in ctx:
+    if "ge" in ctx:
         allowed = f"a number >= {ctx['ge']}"
     elif "gt" in ctx:
         allowed = f"a number > {ctx['gt']}"
     elif "le" in ctx:
         allowed = f"a number <= {ctx['le']}"
-    else:
-        allowed = err["msg"]
+    elif err["type"] in _SECTION_TYPES:  # a section given as a scalar or a list: name its keys
+        allowed = f"a mapping (KEY: VALUE) with keys {_allowed_for(ScenarioFile, (*loc, ''))}"
+    else:  # pydantic's own words ("Input should be a valid integer, ...") in the command line's
+        allowed = _PYDANTIC_WORDS.get(err["type"]) or str(err["msg"]).removeprefix("Input should be ")
     return InputError(field, value, allowed)
+
+
+_SECTION_TYPES = ("dict_type", "model_type", "model_attributes_type")
+_PYDANTIC_WORDS = {"int_parsing": "a whole number", "int_type": "a whole number",
+                   "int_from_float": "a whole number (this one has a fractional part)",
+                   "float_parsing": "a number", "float_type": "a number", "bool_parsing": "true or false",
+                   "bool_type": "true or false", "string_type": "text", "list_type": "a list",
+                   "finite_number": "a finite number"}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -106,3 +106,16 @@ def test_a_tab_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str
     code, err = _main(["run", str(path)], capsys)
     assert code == 2
     assert err.startswith("error: SCENARIO: ") and "a tab character at line 3, column 1" in err
+
+
+@pytest.mark.parametrize(("override", "allowed"), [
+    ("parallel.tp=abc", "a whole number"), ("parallel.tp=2.5", "a whole number"),
+    ("parallel.sequence_parallel=maybe", "true or false"), ("name=[1]", "text"),
+    ("model=3", "a mapping (KEY: VALUE) with keys preset, "), ("parallel.offload=x", "a mapping (KEY: VALUE) with keys optimizer, "),
+    ("cluster.groups=3", "a list"),
+])
+def test_type_errors_in_the_command_lines_words(override: str, allowed: str) -> None:
+    """No pydantic text ("Input should be a valid dictionary or instance of ModelSection")."""
+    err = _error(override)
+    assert err.allowed.startswith(allowed), err.allowed
+    assert "Input should" not in str(err) and "Section" not in str(err) and "instance" not in str(err)
