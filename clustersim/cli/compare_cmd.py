@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from clustersim.cli.progress import progress_bar
 from clustersim.energy import energy_report
 from clustersim.errors import InputError
 from clustersim.html import check_html_path, write_html
+from clustersim.html.fragments import fmt_tokens
 from clustersim.limits import MAX_RERANK
 from clustersim.scenario import Scenario, apply_overrides, load_scenario, read_scenario_dict
 from clustersim.sweep.compare import (
     RANK_KEYS,
+    ClusterSize,
     check_compare_size,
+    cluster_size,
     compare_cluster,
-    nodes_for_gpus,
     parse_list,
     parse_price_per_kwh,
     parse_prices,
@@ -73,12 +77,14 @@ def _price(preset: str, prices: dict[str, float], cluster_price: float) -> float
 def _compare_one(job: tuple) -> dict[str, object]:
     """One cluster and size: a serial sweep (so that clusters run side by side in the pool) and
     its best layout's time to train, cost and energy with the 80% interval. Module level: picklable."""
-    preset, n, scenario, base_parallel, tokens, price, kwh_price, rerank = job
+    preset, size, scenario, base_parallel, tokens, price, kwh_price, rerank, asked = job
+    n = size.nodes
     cluster = scenario.cluster
     try:
         result = run_sweep(SweepSpec(scenario, SearchSpace()), SerialExecutor(), rerank=rerank, keep=max(1, rerank))
     except InputError as exc:
-        raise InputError("--nodes", n, f"a size at which {preset} can run this job ({exc.allowed})") from None
+        option, value = ("--gpus", asked) if asked else ("--nodes", n)
+        raise InputError(option, value, f"a size at which {preset} can run this job ({exc.allowed})") from None
     best = result.top(1)[0]
     gpus_n = cluster.num_gpus
     tps = float(best["tokens_per_s"])  # type: ignore[arg-type]
@@ -88,8 +94,8 @@ def _compare_one(job: tuple) -> dict[str, object]:
     energy_kwh = power.run_energy_kwh(tokens)
     own = own_layout_tokens_per_s(result)
     row: dict[str, object] = {
-        "cluster": preset, "gpu": cluster.gpu.name, "nodes": n, "gpus": gpus_n,
-        "scale_up_domain": cluster.gpus_per_domain,
+        "cluster": preset, "gpu": cluster.gpu.name, "nodes": n, "gpus": gpus_n, "gpus_requested": asked,
+        "scale_up_domain": cluster.gpus_per_domain, "size_note": size.note,
         "best_layout": best["parallel"], "step_time_s": step, "mfu": best["mfu"],
         "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / gpus_n,
         "peak_bytes_per_gpu": best["peak_bytes_per_gpu"],
@@ -129,17 +135,38 @@ def longest_first(jobs: list[tuple]) -> list[int]:
     return sorted(range(len(jobs)), key=lambda i: (-work[i], i))
 
 
+def _sizes(preset: str, nodes: list[int] | None, gpus: list[int]) -> list[tuple[ClusterSize, int | None]]:
+    """(size, the GPU count asked for or None for --nodes) of each requested size of ``preset``."""
+    if nodes:
+        return [(cluster_size(preset, nodes=n), None) for n in nodes]
+    return [(cluster_size(preset, g), g) for g in gpus]
+
+
+def _note_unequal_nodes(rows: list[dict[str, object]]) -> None:
+    """--nodes counts nodes, so the GPU counts of one node count differ between clusters whose
+    nodes differ: each such row says so (``size_note``)."""
+    by_nodes: dict[object, set[object]] = {}
+    for r in rows:
+        by_nodes.setdefault(r["nodes"], set()).add(r["gpus"])
+    for r in rows:
+        if r["gpus_requested"] is None and len(by_nodes[r["nodes"]]) > 1:
+            own = f"{r['nodes']} nodes of {int(r['gpus']) // int(r['nodes'])} GPUs"  # type: ignore[call-overload]
+            r["size_note"] = "; ".join(t for t in (own + " (--nodes counts nodes; --gpus compares equal GPU counts)",
+                                                   r["size_note"]) if t)
+
+
 def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters: list[str], nodes: list[int] | None,
                  tokens: float, prices: dict[str, float], executor: str, scheduler: str | None,
                  workers: int | None, rerank: int, price_per_kwh: float | None = None,
                  gpus: list[int] | None = None, rank_by: str = "time", pue: float | None = None,
-                 ) -> list[dict[str, object]]:
+                 progress: Callable[[int, int, str], None] | None = None) -> list[dict[str, object]]:
     """One row per cluster and size: the best layout, time to train, cost and energy with intervals.
 
-    Sizes: ``nodes`` (node counts), else ``gpus`` (GPU counts), else the scenario's GPU count;
-    GPU counts become whole scale-up domains of each cluster (``nodes_for_gpus``). Each cluster
-    and size is one task of the executor (a serial sweep inside it): clusters run side by side,
-    which costs less than spreading each small sweep over the pool."""
+    Sizes: ``nodes`` (node counts), else ``gpus`` (GPU counts), else the scenario's GPU count: the
+    same GPU count on every cluster (``cluster_size``; a row whose cluster cannot hold exactly that
+    count says why in ``size_note``). Each cluster and size is one task of the executor (a serial
+    sweep inside it): clusters run side by side, which costs less than spreading each small sweep
+    over the pool. ``progress(done, total, cluster)`` is called as each finishes."""
     from clustersim.sweep.runner import check_uniform
 
     base = load_scenario(scenario_path, overrides)
@@ -147,29 +174,33 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     kwh_price = parse_price_per_kwh(price_per_kwh)
     jobs = []
     for preset in clusters:
-        sizes = nodes or [nodes_for_gpus(preset, g) for g in (gpus or [base.cluster.num_gpus])]
-        for n in sizes:
-            try:
-                cluster = compare_cluster(preset, n)
-            except InputError as exc:
-                if exc.field != "cluster.scale_up_domain":
-                    raise
-                raise InputError("--nodes", n, f"node counts of whole scale-up domains of {preset} "
-                                               f"({exc.allowed})") from None
+        for size, asked in _sizes(preset, nodes, gpus or [base.cluster.num_gpus]):
+            cluster = compare_cluster(preset, size)
             price = _price(preset, prices, cluster.gpu.price_per_gpu_hour_usd)
             if pue is not None:
                 cluster = replace(cluster, pue=pue)
-            jobs.append((preset, n, scenario_on(base, cluster), base.parallel, tokens, price, kwh_price, rerank))
+            jobs.append((preset, size, scenario_on(base, cluster), base.parallel, tokens, price, kwh_price, rerank,
+                         asked))
     pool = make_executor(executor, scheduler, workers)
     order = longest_first(jobs)
+    finished = [0]
+
+    def on_done(i: int) -> None:
+        finished[0] += 1
+        if progress:
+            progress(finished[0], len(jobs), str(jobs[order[i]][0]))
+
     try:
-        done = pool.run(_compare_one, [jobs[i] for i in order])
+        if progress:
+            progress(0, len(jobs), "")
+        done = pool.run(_compare_one, [jobs[i] for i in order], on_done)
         rows = [row for _, row in sorted(zip(order, done, strict=True), key=lambda x: x[0])]
     except KeyboardInterrupt:
         pool.terminate()  # Ctrl-C: stop the workers now (clustersim.cli prints one line, exit 130)
         raise
     finally:
         pool.close()
+    _note_unequal_nodes(rows)
     return rank_rows(rows, rank_by)
 
 
@@ -202,6 +233,7 @@ def _span(values: object, scale: float, fmt: str) -> str:
 @click.option("--html", "html_file", type=click.Path(dir_okay=False),
               help="Write a self-contained HTML page: time to train, cost and energy per cluster.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
               help="Extra hardware profile YAML (e.g. one written by `clustersim calibrate`): its clusters "
@@ -209,13 +241,18 @@ def _span(values: object, scale: float, fmt: str) -> str:
 def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | None, tokens: str, price: str | None,
             price_kwh: str | None, pue: float | None, rank_by: str, executor: str, scheduler: str | None,
             workers: int | None, rerank: int, plot: str | None, html_file: str | None, overrides: tuple[str, ...],
-            as_json: bool, profiles: tuple[str, ...]) -> None:
+            no_progress: bool, as_json: bool, profiles: tuple[str, ...]) -> None:
     """Which cluster trains SCENARIO's model fastest, cheapest and with the least energy: the best
     layout found by a sweep on each cluster and size, its step time, MFU, time to train --tokens,
-    cost and energy, each with an 80% interval."""
-    from clustersim.hardware.load import use_profiles
+    cost and energy, each with an 80% interval. Every cluster gets the same GPU count (--gpus, else
+    the scenario's); a row that cannot hold exactly that count says why under the table."""
+    from clustersim.hardware.load import list_clusters, use_profiles
     use_profiles(profiles)
     presets = parse_list(clusters, "--clusters")
+    known = list_clusters()
+    for name in presets:
+        if name not in known:
+            raise InputError("--clusters", name, known)
     if nodes and gpus:
         raise InputError("--gpus", gpus, "either --nodes or --gpus, not both")
     sizes = parse_list(nodes, "--nodes", int) if nodes else None
@@ -229,8 +266,13 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
         check_plot_path(plot)
     if html_file:
         check_html_path(html_file)
-    rows = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers, rerank,
-                        price_kwh, gpu_sizes, rank_by, pue)
+    with progress_bar(not no_progress, {"sweeps": "compare"}, "sweeps") as update:
+        def progress(done: int, total: int, cluster: str) -> None:
+            if update:
+                update("sweeps", done, total)
+
+        rows = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers,
+                            rerank, price_kwh, gpu_sizes, rank_by, pue, progress)
     if plot:
         plot_compare(plot, rows, f"training {tokens} tokens: time, cost and energy (80% intervals)")
     if html_file:
@@ -241,14 +283,15 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     if as_json:
         click.echo(json.dumps({"tokens": n_tokens, "rank_by": rank_by, "rows": rows}, indent=2))
         return
-    table = Table(title=f"time to train {n_tokens:.3g} tokens, cost and energy, ranked by {rank_by} "
+    table = Table(title=f"time to train {fmt_tokens(n_tokens)} tokens, cost and energy, ranked by {rank_by} "
                         f"(ranges: 80% intervals)")
     for name in ("#", "cluster", "GPUs", "best layout", "step s", "MFU", "days", "cost $M", "energy MWh",
                  "$/GPU-h", "kW"):
         table.add_column(name, justify="left" if name in ("cluster", "best layout") else "right")
     for r in rows:
         iv = r["interval"]
-        table.add_row(str(r["rank"]), str(r["cluster"]), str(r["gpus"]), layout_label(r["best_layout"]),  # type: ignore[arg-type]
+        table.add_row(str(r["rank"]), str(r["cluster"]), f"{r['gpus']}{'*' if r['size_note'] else ''}",
+                      layout_label(r["best_layout"]),  # type: ignore[arg-type]
                       f"{r['step_time_s']:.2f} ({_span(iv['step_time_s'], 1, '.2f')})",  # type: ignore[index]
                       f"{r['mfu']:.1%}",
                       f"{float(r['time_to_train_s']) / SECONDS_PER_DAY:.1f} "  # type: ignore[arg-type]
@@ -256,7 +299,11 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
                       f"{float(r['cost_usd']) / 1e6:.2f} ({_span(iv['cost_usd'], 1e6, '.2f')})",  # type: ignore[arg-type,index]
                       f"{float(r['energy_kwh']) / 1e3:,.0f} ({_span(iv['energy_kwh'], 1e3, ',.0f')})",  # type: ignore[arg-type,index]
                       f"{r['price_per_gpu_hour_usd']:.2f}", f"{r['facility_power_kw']:,.0f}")
-    Console(width=max(Console().width, 170)).print(table)
+    out = Console(width=max(Console().width, 170))
+    out.print(table)
+    for r in rows:
+        if r["size_note"]:
+            out.print(f"* {r['cluster']}: {r['size_note']}", highlight=False)
 
 
 __all__ = ["compare"]
