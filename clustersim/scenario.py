@@ -580,6 +580,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     return scenario
 
 
+DEFAULT_CLUSTER_PRESET = "dgx-h100"  # a scenario's cluster without a preset
+
+
 def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, ...]]:
     """The cluster spec (and, with ``cluster.groups``, the node groups)."""
     fabric = {k: v for k, v in (("nodes_per_leaf", c.nodes_per_leaf), ("oversubscription", c.oversubscription))
@@ -594,7 +597,7 @@ def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, .
                              "absent with cluster.groups (set it per group: cluster.groups.N.KEY)")
         return load_groups(c.groups, fabric)
     overrides = c.model_dump(exclude={"preset", "nodes", "groups"}, exclude_none=True)
-    preset = c.preset or "dgx-h100"
+    preset = c.preset or DEFAULT_CLUSTER_PRESET
     try:
         cluster = load_cluster(preset, c.nodes or 1, **overrides)
     except InputError as exc:  # name the scenario key whose value the profile lookup rejected

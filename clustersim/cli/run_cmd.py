@@ -15,7 +15,7 @@ from clustersim.cli.does_not_fit import does_not_fit_lines
 from clustersim.errors import InputError
 from clustersim.hardware.load import use_profiles
 from clustersim.html import check_html_path, write_html
-from clustersim.html.fragments import fmt_tokens
+from clustersim.html.fragments import MEMORY_ROWS, fmt_tokens, sampled_stages
 from clustersim.memory.report import PARTS
 from clustersim.report import StepReport
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
@@ -97,28 +97,29 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
         for cause, sec in report.to_json()["breakdown"].items():
             b.add_row(cause, f"{sec:.4f}", f"{sec / report.step_time_s * 100:.1f}%")
         out.print(b)
-    out.print(_memory_table(report))
+    out.print(_memory_table(report, out.width))
 
 
 _VERDICT_TEXT = {"fits": "fits", "tight": "TIGHT (the interval straddles the capacity)",
                  "does-not-fit": "DOES NOT FIT"}
 
 
-def _memory_table(report: StepReport) -> Table:
-    """GiB per GPU by part, one column per pipeline stage (columns past 8 stages are sampled:
-    the first, the last and the one the verdict comes from stay)."""
-    stages = list(report.memory_by_stage)
-    if len(stages) > 8:
-        keep = {0, len(stages) - 1, report.memory.stage}
-        step = max(1, len(stages) // 6)
-        keep |= set(range(0, len(stages), step))
-        stages = [m for m in stages if m.stage in sorted(keep)][:9]
-    mt = Table(title="memory per GPU (GiB) by pipeline stage")
-    mt.add_column("part")
+def _memory_table(report: StepReport, width: int) -> Table:
+    """GiB per GPU by part, one column per pipeline stage; past the columns that fit ``width``, the
+    stages are sampled (fragments.sampled_stages: the first, the last, the fullest, a stride)."""
+    by_stage = list(report.memory_by_stage)
+    most = max(3, (width - 22) // 13)  # the part column, then ~13 characters per stage
+    stages = [by_stage[i] for i in sampled_stages(len(by_stage), report.memory.stage, most)]
+    title = "memory per GPU (GiB) by pipeline stage"
+    if len(stages) < len(by_stage):
+        title += f" ({len(stages)} of {len(by_stage)} stages)"
+    mt = Table(title=title)
+    mt.add_column("part", no_wrap=True)
     for m in stages:
-        mt.add_column(f"stage {m.stage}", justify="right")
+        mt.add_column(f"stage {m.stage}", justify="right", no_wrap=True)
+    labels = dict(MEMORY_ROWS)
     for part in PARTS:
-        mt.add_row(part, *(f"{getattr(m, part) / units.GiB:.2f}" for m in stages))
+        mt.add_row(labels.get(part, part), *(f"{getattr(m, part) / units.GiB:.2f}" for m in stages))
     mt.add_row("allocated peak", *(f"{m.allocated_peak_bytes / units.GiB:.2f}" for m in stages))
     mt.add_row("reserved peak", *(f"{m.reserved_peak_bytes / units.GiB:.2f}" for m in stages))
     mt.add_row("80% interval", *(f"{m.interval[0] / units.GiB:.1f}-{m.interval[1] / units.GiB:.1f}" for m in stages))

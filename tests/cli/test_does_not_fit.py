@@ -60,7 +60,7 @@ def test_readable_report_shows_no_rates_and_suggests_a_sweep(argv, gpus, capsys)
     for shown_as_achieved in ("MFU", "tokens/s", "TFLOP/s", "critical path", "kWh"):
         assert shown_as_achieved not in out, out
     assert "does not fit in GPU memory" in out and "DOES NOT FIT" in out
-    assert "reserved peak" in out and "optimizer_states" in out  # the memory is what the user needs now
+    assert "reserved peak" in out and "optimizer states" in out  # the memory is what the user needs now
     assert err.startswith("error: does not fit: ")
     _check_runs_as_printed(_suggested(err), gpus)
 

@@ -119,10 +119,14 @@ def test_compare_page_draws_energy_and_intervals_when_rows_have_them() -> None:
 def test_energy_section_appears_when_the_report_has_one() -> None:
     report = estimate(load_scenario(ROOT / SMALL))
     rj = report.to_json()
-    # run --json carries the energy object (clustersim.energy, issue 10): its keys are shown
-    assert "facility_power_kw" in run_sections(rj, [], None, None)["energy"]
+    # run --json carries the energy object (clustersim.energy): words for its keys, rounded numbers
+    energy = run_sections(rj, [], None, None)["energy"]
+    assert "facility power" in energy and "facility_power_kw" not in energy
+    assert f"<td>{rj['energy']['facility_power_kw']:,.1f}</td>" in energy and "<td>kW</td>" in energy.replace(' class="l"', "")
     del rj["energy"]
     assert "energy" not in run_sections(rj, [], None, None)
-    rj["energy"] = {"step_j": 5.0e6, "interval": [4.0e6, 6.0e6]}
+    # a key added later: its words, the unit from its suffix, four significant digits
+    rj["energy"] = {"step_j": 5123456.0, "interval": [4.0e6, 6.0e6]}
     sections = run_sections(rj, [], None, None)
-    assert "step_j" in sections["energy"] and "4e+06 - 6e+06" in sections["energy"].replace(",", "")
+    assert "<td>step</td>" in sections["energy"].replace(' class="l"', "") and "5,123,000" not in sections["energy"]
+    assert "5.123e+06" in sections["energy"] and "4e+06 - 6e+06" in sections["energy"]
