@@ -97,6 +97,17 @@ def test_interval_is_rendered_when_the_report_carries_one() -> None:
     assert f"{0.9 * s:.4g}-{1.2 * s:.4g} s (80% interval)" in summary_cards(rj)
 
 
+def test_a_job_that_does_not_fit_shows_no_rate_as_achieved() -> None:
+    rj = copy.deepcopy(estimate(load_scenario(ROOT / SMALL)).to_json())
+    fits = summary_cards(rj)
+    assert f"{rj['mfu'] * 100:.1f}%" in fits
+    rj["memory"]["verdict"], rj["memory"]["fits"] = "does-not-fit", False
+    cards = summary_cards(rj)
+    assert f"{rj['mfu'] * 100:.1f}%" not in cards and f"{rj['step_time_s']:.4g} s" not in cards
+    assert f"{float(rj['tokens_per_s']):,.0f}" not in cards
+    assert cards.count("does not fit in GPU memory") == 3 and "does-not-fit" in cards
+
+
 def test_compare_page_draws_energy_and_intervals_when_rows_have_them() -> None:
     row = {"cluster": "dgx-h100", "gpu": "h100", "nodes": 1, "gpus": 8,
            "best_layout": {"tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "micro_batch": 1, "global_batch": 64,
