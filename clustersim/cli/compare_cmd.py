@@ -212,9 +212,9 @@ def _span(values: object, scale: float, fmt: str) -> str:
 @click.command("compare")
 @click.argument("scenario", required=False, type=click.Path(dir_okay=False))
 @click.option("--clusters", required=True, help="Cluster presets, comma-separated (dgx-h100,dgx-b200,gb200-nvl72).")
-@click.option("--nodes", help="Node counts to compare, comma-separated.")
-@click.option("--gpus", help="GPU counts to compare, comma-separated, rounded up to whole scale-up domains "
-              "(default: the scenario's GPU count).")
+@click.option("--nodes", help="Node counts to compare, comma-separated (the GPUs then differ with the GPUs per node).")
+@click.option("--gpus", help="GPU counts to compare, comma-separated: the same count on every cluster, a note on a "
+              "row that cannot hold it exactly (default: the scenario's GPU count).")
 @click.option("--tokens", default="1T", show_default=True, help="Training tokens: a number with K/M/B/T.")
 @click.option("--price-per-gpu-hour", "price", help="USD per GPU-hour: one number, or PRESET=PRICE,... "
               "(default: the GPU profile's price_per_gpu_hour_usd).")
