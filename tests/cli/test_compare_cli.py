@@ -66,3 +66,16 @@ def test_refusals_in_the_commands_own_words(args: list[str], message: str, capsy
     code, out, err = _main(["compare", *SMALL, *args], capsys)
     assert code == 2 and err.startswith(message), err
     assert "Traceback" not in err and out == ""
+
+
+def test_nodes_that_give_different_gpu_counts_are_noted() -> None:
+    from clustersim.cli.compare_cmd import _note_unequal_nodes
+
+    rows = [{"cluster": "gb200-nvl72", "nodes": 18, "gpus": 72, "gpus_requested": None, "size_note": ""},
+            {"cluster": "dgx-h100", "nodes": 18, "gpus": 144, "gpus_requested": None, "size_note": ""},
+            {"cluster": "dgx-a100", "nodes": 4, "gpus": 32, "gpus_requested": None, "size_note": ""},
+            {"cluster": "dgx-h100", "nodes": 4, "gpus": 32, "gpus_requested": None, "size_note": ""}]
+    _note_unequal_nodes(rows)
+    assert rows[0]["size_note"].startswith("18 nodes of 4 GPUs (--nodes counts nodes")
+    assert rows[1]["size_note"].startswith("18 nodes of 8 GPUs")
+    assert rows[2]["size_note"] == rows[3]["size_note"] == ""  # the same GPUs: nothing to say
