@@ -4,6 +4,7 @@ held-out cases (docs/validation.md)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -37,7 +38,7 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from clustersim.calibrate.compare import render_table
-    from clustersim.calibrate.launch import RunError
+    from clustersim.calibrate.launch import RunError, repo_root
     from clustersim.calibrate.store import RECORDS_FILE, read_records
     from clustersim.calibrate.validate import ValidateOptions, check_options, default_out_dir
     from clustersim.calibrate.validate import validate as run_validate
@@ -45,12 +46,17 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
     opts = ValidateOptions(backend=backend, nprocs=nprocs, netns=netns, level=level,
                            out_dir=out_dir or default_out_dir(netns, backend), rate_mbit=rate_mbit,
                            delay_us=delay_us, fresh=fresh)
+    # the ranks need torch and the validation/ benchmarks of a source checkout: say so before the
+    # options are checked, which creates the output folder
+    if importlib.util.find_spec("torch") is None:
+        raise InputError("validate", "without torch", "torch, from the validation extra: pip install "
+                                                      "'clustersim[validation]' (the CPU build: pip install torch==2.13.0)")
+    try:
+        repo_root()
+    except RunError as exc:
+        raise click.ClickException(str(exc)) from None
     if opts.backend != "nccl":  # options first: importing torch takes seconds (nccl's check needs it)
         check_options(opts)
-    try:
-        import torch  # noqa: F401  (the ranks need it; fail early with the install line)
-    except ImportError:
-        raise InputError("--backend", backend, "an installed torch: pip install torch==2.13.0") from None
     err = Console(stderr=True)
     with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=err, transient=as_json) as bar:

@@ -109,7 +109,8 @@ def _entry(section: str, name: str) -> dict[str, Any]:
         field = {"gpus": "gpu", "fabrics": "fabric", "clusters": "cluster.preset"}[section]
         if section == "clusters":
             from clustersim.hardware.find_profile import missing_cluster_hint
-            raise InputError(field, name, ", ".join(sorted(entries)) + missing_cluster_hint(name))
+            raise InputError(field, name, ", ".join(sorted(entries)) + missing_cluster_hint(name),
+                             choices=sorted(entries))
         raise InputError(field, name, sorted(entries))
     return dict(entries[name])
 

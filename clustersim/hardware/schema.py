@@ -134,7 +134,7 @@ def check_entry(path: Path, section: str, name: object, entry: Any) -> None:
     for key, value in entry.items():
         if key not in keys:
             raise InputError(_where(path, section, name, str(key)), value,
-                             f"unknown key; allowed keys: {', '.join(sorted(keys))}")
+                             f"unknown key; allowed keys: {', '.join(sorted(keys))}", choices=keys, key=str(key))
         allowed = keys[key](value)
         if allowed is not None:
             raise InputError(_where(path, section, name, key), value, allowed)
