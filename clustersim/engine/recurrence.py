@@ -218,18 +218,16 @@ class Recurrence:
         moved = False
         waiting: dict[Key, int] = {}   # an awaited input -> the rank that waits for it
         todo = [rk.index for rk in reversed(ranks)]
+        # what the loop reads of each rank, gathered once per call (a rank is woken many times)
+        reads = [(rk, rk.actions, rk.totals, rk.send_at_s, state, state.causes, state.streams["dp"],
+                  state.streams["rs"]) for rk, state in zip(ranks, self.ranks, strict=True)]
         while todo:
             k = todo.pop()
             i = start = nxt[k]
             stop = stops[k]
             if i >= stop:
                 continue
-            rk = ranks[k]
-            acts, totals, send_at_s = rk.actions, rk.totals, rk.send_at_s
-            state = self.ranks[k]
-            causes = state.causes
-            streams = state.streams
-            dp, rs = streams["dp"], streams["rs"]
+            rk, acts, totals, send_at_s, state, causes, dp, rs = reads[k]
             while i < stop:
                 a = acts[i]
                 if not fast or a.paired:
@@ -248,19 +246,21 @@ class Recurrence:
                     i += ran
                     continue
                 needs = a.needs
+                clock = state.clock
                 if needs is not None:
                     got = arrival.pop(needs, None)
                     if got is None:
                         waiting[needs] = k
                         break
                     sent, arrived = got
-                    clock = state.clock
-                    if arrived > clock:
-                        sent = min(max(sent, clock), arrived)
+                    if arrived > clock:   # as _take_input: sent = min(max(sent, clock), arrived)
+                        if sent < clock:
+                            sent = clock
+                        elif arrived < sent:
+                            sent = arrived
                         causes["bubble"] += sent - clock
                         causes["pp_comm"] += arrived - sent
-                        state.clock = arrived
-                clock = state.clock
+                        clock = state.clock = arrived
                 part = a.part
                 if (dp.free_s <= clock and rs.free_s <= clock
                         and (not a.final if part != "F" else a.stage not in gathered)):
@@ -274,9 +274,10 @@ class Recurrence:
                     clock = state.clock
                 for key, boundary in a.sends:
                     arrival[key] = (clock, clock + send_at_s[boundary])
-                    w = waiting.pop(key, None)
-                    if w is not None:
-                        todo.append(w)
+                    if waiting:
+                        w = waiting.pop(key, None)
+                        if w is not None:
+                            todo.append(w)
                 i += 1
             if i > start:
                 nxt[k] = i
