@@ -181,7 +181,7 @@ class Recurrence:
         ranks may run in any order: a rank runs until it waits for an input and runs again when
         that input is sent (with ``check_links``, in the order of the event engine's hand-over:
         every rank in turn until none moves, as the hybrid engine's replay of sends expects)."""
-        ranks, nxt = self.plan.ranks, self.nxt
+        ranks = self.plan.ranks
         stops = [len(rk.actions) if limits is None else min(limits[k], len(rk.actions)) for k, rk in enumerate(ranks)]
         if self.check_links:
             return self._advance_in_turn(stops)
