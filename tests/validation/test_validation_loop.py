@@ -161,7 +161,9 @@ def test_ci_guard_fails_on_a_broken_fit(ci_run, tmp_path, monkeypatch, capsys):
     assert exc.value.code == 1
     doc = json.loads(captured.out)
     assert doc["fit_check"]["ok"] is False
-    assert doc["fit_check"]["constants"]["fabric"]["median_abs_error_pct"] == pytest.approx(100 / 3, abs=1.0)
+    # 1.5x the fitted bandwidth takes up to a third off a bandwidth-bound time (less where latency
+    # counts; loopback timings vary run to run): far past the 10% limit either way.
+    assert 20.0 < doc["fit_check"]["constants"]["fabric"]["median_abs_error_pct"] <= 100 / 3 + 1.0
     assert "misses its own fit points" in captured.err and "fabric" in captured.err
 
 
