@@ -17,6 +17,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.common import clean_line
+from clustersim.limits import MAX_COUNT
 
 # megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
 # name (48 - len(name) dots), and "-------------------- end of arguments ---------------------"
@@ -193,3 +194,23 @@ def parse_command_line(text: str) -> MegatronArgs:
         raise InputError("megatron-args", "file", "a Megatron-LM command line or arguments file "
                          "(flags such as --num-layers 32 --tensor-model-parallel-size 8)")
     return MegatronArgs(values, "command line", launcher, unresolved)
+
+
+# -- reading one value ------------------------------------------------------------------------
+
+def neutral(value: Any) -> bool:
+    return value is None or value is False or value in (0, "", [], "None")
+
+
+def neutral_or_one(value: Any) -> bool:
+    return neutral(value) or value == 1 or (isinstance(value, list) and set(value) == {1})
+
+
+def int_arg(a: MegatronArgs, name: str, default: int | None = None) -> int | None:
+    v = a.get(name, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) \
+            or abs(v) > MAX_COUNT:
+        raise InputError(f"--{name.replace('_', '-')}", v, f"an integer (at most {MAX_COUNT:,} in magnitude)")
+    return int(v)
