@@ -32,7 +32,13 @@ def layers_in_flight(actions: tuple[Action, ...], rank: int, graph: StageGraph, 
 def chunk_in_flight(actions: tuple[Action, ...], rank: int, graph: StageGraph, work, model_stage: int) -> float:
     """Peak micro-batches in flight on the chunk(s) of ``rank`` that run ``model_stage`` (0 if
     none): the embedding's and the loss's tensors live only as long as their own chunk's."""
-    chunks = [c for c in range(graph.chunks) if work.stages[graph.stage(rank, c)].model_stage == model_stage]
+    return chunks_in_flight(actions, [c for c in range(graph.chunks)
+                                      if work.stages[graph.stage(rank, c)].model_stage == model_stage])
+
+
+def chunks_in_flight(actions: tuple[Action, ...], chunks: list[int]) -> float:
+    """Peak micro-batches in flight on these chunks of a rank (0 if none): ``chunk_in_flight``
+    once the chunks are known (the sweep's schedule profiles find them from the stage graph)."""
     if not chunks:
         return 0.0
     return float(max_in_flight(tuple(a for a in actions if a.chunk in chunks)))
