@@ -102,6 +102,9 @@ class StepReport:
         }
         if par.layers_per_stage and not sc.node_groups:   # explicit or a framework's split (docs/parallel.md)
             out["parallel"]["layers_per_stage"] = list(par.layers_per_stage)
+        if sc.cluster.calibration is not None:   # what calibration changed (docs/calibration.md)
+            from clustersim.uncertainty.calibration_shown import calibration_json
+            out["calibration"] = calibration_json(sc)
         if self.analytical_step_time_s is not None:
             out["analytical_step_time_s"] = self.analytical_step_time_s
         if self.per_rank:

@@ -9,8 +9,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from clustersim.cli.progress import progress_bar
 from clustersim.errors import InputError
 from clustersim.html import check_html_path, write_html
+from clustersim.html.fragments import fmt_tokens
 from clustersim.limits import MAX_RERANK
 from clustersim.scenario import apply_overrides, read_scenario_dict
 from clustersim.sweep.compare import RANK_KEYS, check_compare_size, parse_list, parse_prices, parse_tokens
@@ -41,9 +43,9 @@ def _span(values: object, scale: float, fmt: str) -> str:
 @click.command("compare")
 @click.argument("scenario", required=False, type=click.Path(dir_okay=False))
 @click.option("--clusters", required=True, help="Cluster presets, comma-separated (dgx-h100,dgx-b200,gb200-nvl72).")
-@click.option("--nodes", help="Node counts to compare, comma-separated.")
-@click.option("--gpus", help="GPU counts to compare, comma-separated, rounded up to whole scale-up domains "
-              "(default: the scenario's GPU count).")
+@click.option("--nodes", help="Node counts to compare, comma-separated (the GPUs then differ with the GPUs per node).")
+@click.option("--gpus", help="GPU counts to compare, comma-separated: the same count on every cluster, a note on a "
+              "row that cannot hold it exactly (default: the scenario's GPU count).")
 @click.option("--tokens", default="1T", show_default=True, help="Training tokens: a number with K/M/B/T.")
 @click.option("--price-per-gpu-hour", "price", help="USD per GPU-hour: one number, or PRESET=PRICE,... "
               "(default: the GPU profile's price_per_gpu_hour_usd).")
@@ -62,6 +64,7 @@ def _span(values: object, scale: float, fmt: str) -> str:
 @click.option("--html", "html_file", type=click.Path(dir_okay=False),
               help="Write a self-contained HTML page: time to train, cost and energy per cluster.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
               help="Extra hardware profile YAML (e.g. one written by `clustersim calibrate`): its clusters "
@@ -69,13 +72,18 @@ def _span(values: object, scale: float, fmt: str) -> str:
 def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | None, tokens: str, price: str | None,
             price_kwh: str | None, pue: float | None, rank_by: str, executor: str, scheduler: str | None,
             workers: int | None, rerank: int, plot: str | None, html_file: str | None, overrides: tuple[str, ...],
-            as_json: bool, profiles: tuple[str, ...]) -> None:
+            no_progress: bool, as_json: bool, profiles: tuple[str, ...]) -> None:
     """Which cluster trains SCENARIO's model fastest, cheapest and with the least energy: the best
     layout found by a sweep on each cluster and size, its step time, MFU, time to train --tokens,
-    cost and energy, each with an 80% interval."""
-    from clustersim.hardware.load import use_profiles
+    cost and energy, each with an 80% interval. Every cluster gets the same GPU count (--gpus, else
+    the scenario's); a row that cannot hold exactly that count says why under the table."""
+    from clustersim.hardware.load import list_clusters, use_profiles
     use_profiles(profiles)
     presets = parse_list(clusters, "--clusters")
+    known = list_clusters()
+    for name in presets:
+        if name not in known:
+            raise InputError("--clusters", name, known)
     if nodes and gpus:
         raise InputError("--gpus", gpus, "either --nodes or --gpus, not both")
     sizes = parse_list(nodes, "--nodes", int) if nodes else None
@@ -89,8 +97,13 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
         check_plot_path(plot)
     if html_file:
         check_html_path(html_file)
-    rows = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers, rerank,
-                        price_kwh, gpu_sizes, rank_by, pue)
+    with progress_bar(not no_progress, {"sweeps": "compare"}, "sweeps") as update:
+        def progress(done: int, total: int, cluster: str) -> None:
+            if update:
+                update("sweeps", done, total)
+
+        rows = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers,
+                            rerank, price_kwh, gpu_sizes, rank_by, pue, progress)
     if plot:
         plot_compare(plot, rows, f"training {tokens} tokens: time, cost and energy (80% intervals)")
     if html_file:
@@ -101,14 +114,15 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     if as_json:
         click.echo(json.dumps({"tokens": n_tokens, "rank_by": rank_by, "rows": rows}, indent=2))
         return
-    table = Table(title=f"time to train {n_tokens:.3g} tokens, cost and energy, ranked by {rank_by} "
+    table = Table(title=f"time to train {fmt_tokens(n_tokens)} tokens, cost and energy, ranked by {rank_by} "
                         f"(ranges: 80% intervals)")
     for name in ("#", "cluster", "GPUs", "best layout", "step s", "MFU", "days", "cost $M", "energy MWh",
                  "$/GPU-h", "kW"):
         table.add_column(name, justify="left" if name in ("cluster", "best layout") else "right")
     for r in rows:
         iv = r["interval"]
-        table.add_row(str(r["rank"]), str(r["cluster"]), str(r["gpus"]), layout_label(r["best_layout"]),  # type: ignore[arg-type]
+        table.add_row(str(r["rank"]), str(r["cluster"]), f"{r['gpus']}{'*' if r['size_note'] else ''}",
+                      layout_label(r["best_layout"]),  # type: ignore[arg-type]
                       f"{r['step_time_s']:.2f} ({_span(iv['step_time_s'], 1, '.2f')})",  # type: ignore[index]
                       f"{r['mfu']:.1%}",
                       f"{float(r['time_to_train_s']) / SECONDS_PER_DAY:.1f} "  # type: ignore[arg-type]
@@ -116,7 +130,11 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
                       f"{float(r['cost_usd']) / 1e6:.2f} ({_span(iv['cost_usd'], 1e6, '.2f')})",  # type: ignore[arg-type,index]
                       f"{float(r['energy_kwh']) / 1e3:,.0f} ({_span(iv['energy_kwh'], 1e3, ',.0f')})",  # type: ignore[arg-type,index]
                       f"{r['price_per_gpu_hour_usd']:.2f}", f"{r['facility_power_kw']:,.0f}")
-    Console(width=max(Console().width, 170)).print(table)
+    out = Console(width=max(Console().width, 170))
+    out.print(table)
+    for r in rows:
+        if r["size_note"]:
+            out.print(f"* {r['cluster']}: {r['size_note']}", highlight=False)
 
 
 __all__ = ["compare"]

@@ -19,6 +19,7 @@ from typing import Any
 from clustersim import units
 from clustersim.errors import InputError
 from clustersim.hardware import schema
+from clustersim.hardware.evidence import load_evidence
 from clustersim.hardware.spec import ClusterSpec, FabricSpec, GpuSpec
 from clustersim.inputs import read_yaml_file
 
@@ -106,6 +107,10 @@ def _entry(section: str, name: str) -> dict[str, Any]:
     entries = _catalog()[section]
     if name not in entries:
         field = {"gpus": "gpu", "fabrics": "fabric", "clusters": "cluster.preset"}[section]
+        if section == "clusters":
+            from clustersim.hardware.find_profile import missing_cluster_hint
+            raise InputError(field, name, ", ".join(sorted(entries)) + missing_cluster_hint(name),
+                             choices=sorted(entries))
         raise InputError(field, name, sorted(entries))
     return dict(entries[name])
 
@@ -228,7 +233,7 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
         node_power_w=float(d.get("node_power_kW", 0.0)) * 1e3,
         pue=float(d.get("pue", 0.0)),
         description=str(d.get("description", "")),
-        calibration=schema.load_evidence(f"clusters.{preset}.calibration", d.get("calibration")),
+        calibration=load_evidence(f"clusters.{preset}.calibration", d.get("calibration")),
     )
     check_domain(cluster)
     return cluster

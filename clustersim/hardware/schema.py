@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from clustersim.errors import InputError
+from clustersim.hardware.evidence import load_evidence
 from clustersim.hardware.spec import (
     DTYPES,
     FABRIC_KINDS,
     MICROSCALING,
     SCALE_OUT_TOPOLOGIES,
     VENDORS,
-    CalibrationEvidence,
 )
 from clustersim.limits import MAX_GPUS, MAX_PROFILE_NUMBER
 
@@ -99,7 +99,7 @@ CLUSTER_KEYS: dict[str, Check] = {
     "host_memory_GiB": positive, "nodes": positive_int, "scale_up_domain": positive_int,
     "topology": one_of(SCALE_OUT_TOPOLOGIES), "nodes_per_pod": positive_int, "pod_oversubscription": at_least_one,
     "node_power_kW": positive, "pue": at_least_one,
-    "calibration": lambda v: None,  # checked in full by load_evidence (check_entry)
+    "calibration": lambda v: None,  # checked in full by evidence.load_evidence (check_entry)
 }
 CLUSTER_REQUIRED = ("gpu", "gpus_per_node", "scale_up", "scale_out")
 SCHEMAS = {"gpus": (GPU_KEYS, GPU_REQUIRED), "fabrics": (FABRIC_KEYS, FABRIC_REQUIRED),
@@ -134,7 +134,7 @@ def check_entry(path: Path, section: str, name: object, entry: Any) -> None:
     for key, value in entry.items():
         if key not in keys:
             raise InputError(_where(path, section, name, str(key)), value,
-                             f"unknown key; allowed keys: {', '.join(sorted(keys))}")
+                             f"unknown key; allowed keys: {', '.join(sorted(keys))}", choices=keys, key=str(key))
         allowed = keys[key](value)
         if allowed is not None:
             raise InputError(_where(path, section, name, key), value, allowed)
@@ -178,21 +178,3 @@ def check_references(catalog: Mapping[str, Mapping[str, Any]], origin: Mapping[t
             raise InputError(_where(path, "clusters", name, "scale_up_domain"), domain,
                              f"a multiple of gpus_per_node ({gpn})")
 
-
-def load_evidence(where: str, raw: Any) -> CalibrationEvidence | None:
-    """The ``calibration:`` mapping of a calibrated cluster entry (None when absent)."""
-    if raw is None:
-        return None
-    keys = {"runs", "loo_rel_errors", "source", "date"}
-    if not isinstance(raw, Mapping) or not set(raw) <= keys or "loo_rel_errors" not in raw:
-        raise InputError(where, raw, "a mapping with runs, loo_rel_errors (a list of predicted/measured - 1), "
-                                     "source, date")
-    errors = raw["loo_rel_errors"]
-    if not isinstance(errors, list) or not all(isinstance(e, (int, float)) and not isinstance(e, bool)
-                                               and -1 < e < 100 for e in errors):
-        raise InputError(f"{where}.loo_rel_errors", errors, "a list of numbers between -1 and 100 (exclusive)")
-    runs = raw.get("runs", len(errors))
-    if not isinstance(runs, int) or isinstance(runs, bool) or runs < len(errors):
-        raise InputError(f"{where}.runs", runs, f"an integer >= the number of loo_rel_errors ({len(errors)})")
-    return CalibrationEvidence(runs=runs, loo_rel_errors=tuple(float(e) for e in errors),
-                               source=str(raw.get("source", "")), date=str(raw.get("date", "unknown")))

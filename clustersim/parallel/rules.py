@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
-from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.attention_rules import check_attention_layout
+from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 
 MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")

@@ -10,6 +10,7 @@ over mixed GPUs is balanced to its groups' speeds after loading (clustersim.perr
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ from clustersim.frameworks import load_framework
 from clustersim.goodput.config import goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
-from clustersim.workload import hf_config as hf_reader
 from clustersim.inputs import parse_override_value, read_yaml_file
 from clustersim.limits import MAX_GPUS
 from clustersim.parallel.balance import check_layers_per_stage
@@ -40,6 +40,7 @@ from clustersim.scenario.sections import (
     ScenarioFile,
 )
 from clustersim.scenario.spec import Scenario, TrainingSpec
+from clustersim.workload import hf_config as hf_reader
 from clustersim.workload.model_fields import model_from_fields
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
@@ -111,21 +112,33 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
     field = ".".join(str(p) for p in loc) or "scenario"
     value = err.get("input")
     if err["type"] == "extra_forbidden":
-        return InputError(field, value, f"unknown key; allowed keys: {_allowed_for(ScenarioFile, loc)}")
+        keys = _allowed_for(ScenarioFile, loc)
+        return InputError(field, value, f"unknown key; allowed keys: {keys}", choices=keys.split(", "),
+                          key=str(loc[-1]) if loc else None)
     if err["type"] == "missing":
         return InputError(field, None, "this field is required")
     ctx = err.get("ctx") or {}
-    if "expected" in ctx:
-        allowed = f"one of {ctx['expected']}"
-    elif "ge" in ctx:
+    if "expected" in ctx:  # a literal: "'gpipe', '1f1b' or 'zb-v'" names the choices for "did you mean"
+        return InputError(field, value, f"one of {ctx['expected']}", choices=re.findall(r"'([^']*)'", ctx["expected"]))
+    if "ge" in ctx:
         allowed = f"a number >= {ctx['ge']}"
     elif "gt" in ctx:
         allowed = f"a number > {ctx['gt']}"
     elif "le" in ctx:
         allowed = f"a number <= {ctx['le']}"
-    else:
-        allowed = err["msg"]
+    elif err["type"] in _SECTION_TYPES:  # a section given as a scalar or a list: name its keys
+        allowed = f"a mapping (KEY: VALUE) with keys {_allowed_for(ScenarioFile, (*loc, ''))}"
+    else:  # pydantic's own words ("Input should be a valid integer, ...") in the command line's
+        allowed = _PYDANTIC_WORDS.get(err["type"]) or str(err["msg"]).removeprefix("Input should be ")
     return InputError(field, value, allowed)
+
+
+_SECTION_TYPES = ("dict_type", "model_type", "model_attributes_type")
+_PYDANTIC_WORDS = {"int_parsing": "a whole number", "int_type": "a whole number",
+                   "int_from_float": "a whole number (this one has a fractional part)",
+                   "float_parsing": "a number", "float_type": "a number", "bool_parsing": "true or false",
+                   "bool_type": "true or false", "string_type": "text", "list_type": "a list",
+                   "finite_number": "a finite number"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,7 +152,7 @@ def read_hf_config(path: str) -> dict[str, Any]:
         ModelSection.model_validate(fields)
     except ValidationError as exc:
         err = _pydantic_to_input_error(exc, fields)
-        raise InputError(f"model.hf_config ({path}): {err.field}", err.value, err.allowed) from None
+        raise err.with_field(f"model.hf_config ({path}): {err.field}") from None
     return fields
 
 
@@ -263,6 +276,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
                     framework=framework, goodput=gp, faults=faults, node_groups=groups, balance=p.balance)
 
 
+DEFAULT_CLUSTER_PRESET = "dgx-h100"  # a scenario's cluster without a preset
+
+
 def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, ...]]:
     """The cluster spec (and, with ``cluster.groups``, the node groups)."""
     fabric = {k: v for k, v in (("nodes_per_leaf", c.nodes_per_leaf), ("oversubscription", c.oversubscription))
@@ -277,7 +293,7 @@ def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, .
                              "absent with cluster.groups (set it per group: cluster.groups.N.KEY)")
         return load_groups(c.groups, fabric)
     overrides = c.model_dump(exclude={"preset", "nodes", "groups"}, exclude_none=True)
-    preset = c.preset or "dgx-h100"
+    preset = c.preset or DEFAULT_CLUSTER_PRESET
     try:
         cluster = load_cluster(preset, c.nodes or 1, **overrides)
     except InputError as exc:  # name the scenario key whose value the profile lookup rejected
@@ -285,7 +301,7 @@ def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, .
             raise
         key = next((f"cluster.{k}" for k, v in sorted(overrides.items()) if v == exc.value),
                    f"cluster.preset ({preset}): {exc.field}")
-        raise InputError(key, exc.value, exc.allowed) from None
+        raise exc.with_field(key) from None
     return cluster, ()
 
 

@@ -7,14 +7,16 @@ API (``api.compare_frame``) print or frame the rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from clustersim.energy import energy_report
 from clustersim.errors import InputError
 from clustersim.scenario import Scenario, load_scenario
 from clustersim.sweep.compare import (
+    ClusterSize,
+    cluster_size,
     compare_cluster,
-    nodes_for_gpus,
     parse_price_per_kwh,
     rank_rows,
     run_interval,
@@ -50,12 +52,14 @@ def _price(preset: str, prices: dict[str, float], cluster_price: float) -> float
 def _compare_one(job: tuple) -> dict[str, object]:
     """One cluster and size: a serial sweep (so that clusters run side by side in the pool) and
     its best layout's time to train, cost and energy with the 80% interval. Module level: picklable."""
-    preset, n, scenario, base_parallel, tokens, price, kwh_price, rerank = job
+    preset, size, scenario, base_parallel, tokens, price, kwh_price, rerank, asked = job
+    n = size.nodes
     cluster = scenario.cluster
     try:
         result = run_sweep(SweepSpec(scenario, SearchSpace()), SerialExecutor(), rerank=rerank, keep=max(1, rerank))
     except InputError as exc:
-        raise InputError("--nodes", n, f"a size at which {preset} can run this job ({exc.allowed})") from None
+        option, value = ("--gpus", asked) if asked else ("--nodes", n)
+        raise InputError(option, value, f"a size at which {preset} can run this job ({exc.allowed})") from None
     best = result.top(1)[0]
     gpus_n = cluster.num_gpus
     tps = float(best["tokens_per_s"])  # type: ignore[arg-type]
@@ -65,8 +69,8 @@ def _compare_one(job: tuple) -> dict[str, object]:
     energy_kwh = power.run_energy_kwh(tokens)
     own = own_layout_tokens_per_s(result)
     row: dict[str, object] = {
-        "cluster": preset, "gpu": cluster.gpu.name, "nodes": n, "gpus": gpus_n,
-        "scale_up_domain": cluster.gpus_per_domain,
+        "cluster": preset, "gpu": cluster.gpu.name, "nodes": n, "gpus": gpus_n, "gpus_requested": asked,
+        "scale_up_domain": cluster.gpus_per_domain, "size_note": size.note,
         "best_layout": best["parallel"], "step_time_s": step, "mfu": best["mfu"],
         "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / gpus_n,
         "peak_bytes_per_gpu": best["peak_bytes_per_gpu"],
@@ -106,17 +110,38 @@ def longest_first(jobs: list[tuple]) -> list[int]:
     return sorted(range(len(jobs)), key=lambda i: (-work[i], i))
 
 
+def _sizes(preset: str, nodes: list[int] | None, gpus: list[int]) -> list[tuple[ClusterSize, int | None]]:
+    """(size, the GPU count asked for or None for --nodes) of each requested size of ``preset``."""
+    if nodes:
+        return [(cluster_size(preset, nodes=n), None) for n in nodes]
+    return [(cluster_size(preset, g), g) for g in gpus]
+
+
+def note_unequal_nodes(rows: list[dict[str, object]]) -> None:
+    """--nodes counts nodes, so the GPU counts of one node count differ between clusters whose
+    nodes differ: each such row says so (``size_note``)."""
+    by_nodes: dict[object, set[object]] = {}
+    for r in rows:
+        by_nodes.setdefault(r["nodes"], set()).add(r["gpus"])
+    for r in rows:
+        if r["gpus_requested"] is None and len(by_nodes[r["nodes"]]) > 1:
+            own = f"{r['nodes']} nodes of {int(r['gpus']) // int(r['nodes'])} GPUs"  # type: ignore[call-overload]
+            r["size_note"] = "; ".join(t for t in (own + " (--nodes counts nodes; --gpus compares equal GPU counts)",
+                                                   r["size_note"]) if t)
+
+
 def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters: list[str], nodes: list[int] | None,
                  tokens: float, prices: dict[str, float], executor: str, scheduler: str | None,
                  workers: int | None, rerank: int, price_per_kwh: float | None = None,
                  gpus: list[int] | None = None, rank_by: str = "time", pue: float | None = None,
-                 ) -> list[dict[str, object]]:
+                 progress: Callable[[int, int, str], None] | None = None) -> list[dict[str, object]]:
     """One row per cluster and size: the best layout, time to train, cost and energy with intervals.
 
-    Sizes: ``nodes`` (node counts), else ``gpus`` (GPU counts), else the scenario's GPU count;
-    GPU counts become whole scale-up domains of each cluster (``nodes_for_gpus``). Each cluster
-    and size is one task of the executor (a serial sweep inside it): clusters run side by side,
-    which costs less than spreading each small sweep over the pool."""
+    Sizes: ``nodes`` (node counts), else ``gpus`` (GPU counts), else the scenario's GPU count: the
+    same GPU count on every cluster (``cluster_size``; a row whose cluster cannot hold exactly that
+    count says why in ``size_note``). Each cluster and size is one task of the executor (a serial
+    sweep inside it): clusters run side by side, which costs less than spreading each small sweep
+    over the pool. ``progress(done, total, cluster)`` is called as each finishes."""
     from clustersim.sweep.runner import check_uniform
 
     base = load_scenario(scenario_path, overrides)
@@ -124,27 +149,31 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     kwh_price = parse_price_per_kwh(price_per_kwh)
     jobs = []
     for preset in clusters:
-        sizes = nodes or [nodes_for_gpus(preset, g) for g in (gpus or [base.cluster.num_gpus])]
-        for n in sizes:
-            try:
-                cluster = compare_cluster(preset, n)
-            except InputError as exc:
-                if exc.field != "cluster.scale_up_domain":
-                    raise
-                raise InputError("--nodes", n, f"node counts of whole scale-up domains of {preset} "
-                                               f"({exc.allowed})") from None
+        for size, asked in _sizes(preset, nodes, gpus or [base.cluster.num_gpus]):
+            cluster = compare_cluster(preset, size)
             price = _price(preset, prices, cluster.gpu.price_per_gpu_hour_usd)
             if pue is not None:
                 cluster = replace(cluster, pue=pue)
-            jobs.append((preset, n, scenario_on(base, cluster), base.parallel, tokens, price, kwh_price, rerank))
+            jobs.append((preset, size, scenario_on(base, cluster), base.parallel, tokens, price, kwh_price, rerank,
+                         asked))
     pool = make_executor(executor, scheduler, workers)
     order = longest_first(jobs)
+    finished = [0]
+
+    def on_done(i: int) -> None:
+        finished[0] += 1
+        if progress:
+            progress(finished[0], len(jobs), str(jobs[order[i]][0]))
+
     try:
-        done = pool.run(_compare_one, [jobs[i] for i in order])
+        if progress:
+            progress(0, len(jobs), "")
+        done = pool.run(_compare_one, [jobs[i] for i in order], on_done)
         rows = [row for _, row in sorted(zip(order, done, strict=True), key=lambda x: x[0])]
     except KeyboardInterrupt:
         pool.terminate()  # Ctrl-C: stop the workers now (clustersim.cli prints one line, exit 130)
         raise
     finally:
         pool.close()
+    note_unequal_nodes(rows)
     return rank_rows(rows, rank_by)

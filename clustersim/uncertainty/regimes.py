@@ -50,3 +50,16 @@ def features(scenario: Scenario) -> Features:
                     zero3_impl=zero3_impl(scenario) if family == "zero3" else "",
                     gpus=scenario.cluster.num_gpus, moe=scenario.model.is_moe, dtype=scenario.training.dtype,
                     cp=par.cp, generation=gen)
+
+
+def cover_key(f: Features) -> str:
+    """The kind of run a calibration covers (docs/uncertainty.md): dense or MoE; 3D (ZeRO 0-2) or
+    ZeRO-3/FSDP; with context parallelism; in FP8/FP4. A profile fitted on "dense 3D" runs does not
+    claim MoE, ZeRO-3 or CP: each moves other costs than the ones its runs exercised."""
+    family = "ZeRO-3/FSDP" if f.regime.startswith("zero3/") else "3D"
+    key = f"{'MoE' if f.moe else 'dense'} {family}"
+    if f.cp > 1:
+        key += " + CP"
+    if f.dtype in ("fp8", "fp4"):
+        key += f" {f.dtype.upper()}"
+    return key
