@@ -45,6 +45,7 @@ import functools
 from dataclasses import dataclass, field, replace
 
 from clustersim.collectives import CollectivePlan, Phase
+from clustersim.parallel.layout import ParallelLayout
 from clustersim.plan.comm_plans import Item, comm_plan, group_shape
 from clustersim.plan.dp_rules import close_buckets, grad_reduce_bytes, zero3_impl
 from clustersim.plan.element_bytes import activation_bytes
@@ -79,7 +80,7 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
     grad_bytes = grad_reduce_bytes(scenario)
     hsdp = par.hsdp_replicas > 1
     shard_axis = zero3_shard_axis(scenario)
-    shard_ranks = par.dp * par.cp // par.hsdp_replicas
+    shard_ranks = zero3_shard_ranks(par)
     edp = par.edp
     gather: dict[tuple[int, int], tuple[Item, ...]] = {}
     reduce: dict[tuple[int, int], tuple[Item, ...]] = {}
@@ -132,7 +133,7 @@ def zero3_unit_gathers(scenario: Scenario, dense: int, expert: int = 0
     par = scenario.parallel
     nbytes = activation_bytes(scenario.training.dtype)
     dense_plan = expert_plan = None
-    if dense and par.dp * par.cp // par.hsdp_replicas > 1:
+    if dense and zero3_shard_ranks(par) > 1:
         dense_plan = zero3_collective(scenario, "all_gather", dense * nbytes, zero3_shard_axis(scenario))
     if expert:  # expert weights are sharded over the expert-data-parallel group
         expert_plan = zero3_collective(scenario, "all_gather", expert * nbytes, "edp")
@@ -155,6 +156,13 @@ def zero3_backward_gathers(scenario: Scenario, largest_unit_params: int) -> int:
     if zero3_impl(scenario) == "deepspeed":
         return 2 if par.recompute == "full" and largest_unit_params > DS_MAX_REUSE_DISTANCE_PARAMS else 1
     return 1 if par.reshard_after_forward else 0
+
+
+def zero3_shard_ranks(parallel: ParallelLayout) -> int:
+    """The ranks a dense parameter is sharded over: the data- and context-parallel ranks of one
+    HSDP replica (module docstring); at 1 a rank holds its parameters whole and nothing is
+    gathered or reduce-scattered over the shard group."""
+    return parallel.dp * parallel.cp // parallel.hsdp_replicas
 
 
 def zero3_shard_axis(scenario: Scenario) -> str:

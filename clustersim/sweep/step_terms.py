@@ -29,6 +29,7 @@ from clustersim.plan.zero3 import (
     zero3_backward_gathers,
     zero3_grad_reduce,
     zero3_shard_axis,
+    zero3_shard_ranks,
     zero3_unit_gathers,
 )
 from clustersim.scenario import Scenario
@@ -110,7 +111,7 @@ class StepTerms:
             grid = self.grid(p)
             t = 0.0
             if p.zero_stage == 3:
-                if not self.base.model.is_moe and u.first_params and p.dp * p.cp // p.hsdp_replicas > 1:
+                if not self.base.model.is_moe and u.first_params and zero3_shard_ranks(p) > 1:
                     t = zero3_grad_reduce(grid, u.first_params, zero3_shard_axis(grid)).time_s
             elif not self.base.model.is_moe:
                 reduced = params0 if grads_after_backward(p) else min(u.first_params, params0)
