@@ -46,7 +46,7 @@ def check_model(model: ModelSpec) -> None:
 
 
 def check_extensions(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) -> None:
-    """Rules for the layout fields of the second round (CONTRACT §4)."""
+    """Rules for the layout fields beyond tp/pp/dp (docs/scenario.md)."""
     check_model(model)
     _check_recompute_modules(model, par)
     _check_experts(model, par)

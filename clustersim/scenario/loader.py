@@ -1,4 +1,4 @@
-"""Scenario files (CONTRACT.md §1): YAML -> validated, frozen Scenario.
+"""Scenario files (docs/scenario.md): YAML -> validated, frozen Scenario.
 
 Validation happens in two layers: pydantic checks each section's keys and types (unknown keys
 are errors: clustersim.scenario.sections), then ``check_layout`` and ``check_recompute`` check what
