@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from clustersim.errors import InputError
 from clustersim.parallel.dualpipe import dualpipe_actions
+from clustersim.parallel.list_schedule import list_schedule
 from clustersim.parallel.pipeline_data import KINDS, Action, Schedule, ScheduleError
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
 from clustersim.parallel.zero_bubble import zb_h1, zb_v
@@ -272,74 +273,75 @@ def dry_run(actions: Schedule, pp: int, num_micro_batches: int, virtual_stages: 
     it, B takes ``backward_time - weight_time`` and W ``weight_time`` (default half). ``graph``:
     the schedule's stage placement (default: Megatron's interleaved placement with
     ``virtual_stages`` chunks). An action starts when its rank is free and its dependencies have
-    finished (list scheduling in each rank's order); the result does not depend on the order in
-    which ranks are visited."""
+    finished (``parallel.list_schedule``: list scheduling in each rank's order, no transfer
+    time); the halves of an overlapped pair run one after the other and hand on both results
+    when the second ends. The result does not depend on the order in which ranks are visited."""
     graph = _graph_for(pp, num_micro_batches, virtual_stages, graph)
     _check_complete(actions, graph, num_micro_batches)
     w_t = backward_time / 2 if weight_time is None else weight_time
-    # per rank: (own key, dependency keys, duration), keys are (kind, global stage, micro-batch)
-    plans = []
+    # events: (kind, global stage, micro-batch) of every action, numbered by arithmetic
+    m, stages = num_micro_batches, graph.num_stages
+    prev, nxt = graph.prev, graph.next
+    f_base, b_base, w_base = 0, stages * m, 2 * stages * m
+    needs: list[list[tuple[int, ...]]] = []
+    sends: list[list[tuple[int, ...]]] = []
+    durations: list[list[float]] = []
     for rank, acts in enumerate(actions):
         split = split_weight_keys(acts)
-        plan = []
+        nd: list[tuple[int, ...]] = []
+        sd: list[tuple[int, ...]] = []
+        du: list[float] = []
+        first = -1  # the event of the first half of a pair that runs just before
         for a in acts:
             stage = graph.stage(rank, a.chunk)
+            mb = a.micro_batch
+            at = stage * m + mb
             if a.kind == "F":
-                duration = forward_time
+                own = f_base + at
+                deps: tuple[int, ...] = (f_base + prev[stage] * m + mb,) if prev[stage] >= 0 else ()
+                du.append(forward_time)
             elif a.kind == "W":
-                duration = w_t
+                own = w_base + at
+                deps = (b_base + at,)
+                du.append(w_t)
             else:
-                duration = backward_time - w_t if (a.chunk, a.micro_batch) in split else backward_time
-            plan.append(((a.kind, stage, a.micro_batch), _deps(a.kind, stage, a.micro_batch, graph), duration))
-        plans.append(plan)
-    finish: dict[tuple[str, int, int], float] = {}
-    pos = [0] * pp
-    clock = [0.0] * pp
-    starts: list[list[float]] = [[] for _ in range(pp)]
-    total = sum(len(p) for p in plans)
-    done = 0
-    while done < total:
-        progressed = False
+                own = b_base + at
+                deps = (f_base + at, b_base + nxt[stage] * m + mb) if nxt[stage] >= 0 else (f_base + at,)
+                du.append(backward_time - w_t if (a.chunk, mb) in split else backward_time)
+            if a.paired:
+                # an overlapped pair hands on both results when the pair ends (DualPipe sends
+                # after _forward_backward_compute_chunk returns): the second half sends both
+                sd.append(())
+                first = own
+            elif first >= 0:
+                deps = tuple(d for d in deps if d != first)   # ran just before, on this rank
+                sd.append((own, first))
+                first = -1
+            else:
+                sd.append((own,))
+            nd.append(deps)
+        needs.append(nd)
+        sends.append(sd)
+        durations.append(du)
+
+    def key(e: int) -> tuple[str, int, int]:
+        kind, rest = divmod(e, stages * m)
+        return ("F", "B", "W")[kind], rest // m, rest % m
+
+    run = list_schedule(needs, sends, durations, 3 * stages * m)
+    if not run.complete:
+        waits = []
         for rank in range(pp):
-            plan, i, t = plans[rank], pos[rank], clock[rank]
-            while i < len(plan):
-                key, deps, duration = plan[i]
-                t0 = t
-                ready = True
-                for d in deps:
-                    f = finish.get(d)
-                    if f is None:
-                        ready = False
-                        break
-                    if f > t0:
-                        t0 = f
-                if not ready:
-                    break
-                t = t0 + duration
-                finish[key] = t
-                if i > 0 and actions[rank][i - 1].paired:
-                    # an overlapped pair hands on both results when the pair ends (DualPipe
-                    # sends after _forward_backward_compute_chunk returns)
-                    finish[plan[i - 1][0]] = t
-                starts[rank].append(t0)
-                i += 1
-            if i != pos[rank]:
-                done += i - pos[rank]
-                pos[rank], clock[rank] = i, t
-                progressed = True
-        if not progressed:
-            waits = []
-            for rank in range(pp):
-                if pos[rank] < len(plans[rank]):
-                    key, deps, _ = plans[rank][pos[rank]]
-                    missing = [_describe(d, graph) for d in deps if d not in finish]
-                    waits.append(f"rank {rank} at step {pos[rank]} ({actions[rank][pos[rank]]}) "
-                                 f"waits for {', '.join(missing)}")
-            raise ScheduleError("deadlock: " + "; ".join(waits) + "\n"
-                                + format_grid(actions, error_steps={r: pos[r] for r in range(pp)
-                                                                    if pos[r] < len(actions[r])}))
-    busy = tuple(sum(p[2] for p in plan) for plan in plans)
-    return DryRun(start=tuple(tuple(s) for s in starts), makespan=max(clock) if clock else 0.0, busy=busy)
+            i = run.ran[rank]
+            if i < len(actions[rank]):
+                missing = [_describe(key(e), graph) for e in needs[rank][i] if run.arrivals[e] is None]
+                waits.append(f"rank {rank} at step {i} ({actions[rank][i]}) waits for {', '.join(missing)}")
+        raise ScheduleError("deadlock: " + "; ".join(waits) + "\n"
+                            + format_grid(actions, error_steps={r: run.ran[r] for r in range(pp)
+                                                                if run.ran[r] < len(actions[r])}))
+    busy = tuple(sum(du) for du in durations)
+    return DryRun(start=tuple(tuple(s) for s in run.starts), makespan=max(run.clock) if run.clock else 0.0,
+                  busy=busy)
 
 
 def validate_schedule(actions: Schedule, pp: int, num_micro_batches: int, virtual_stages: int = 1,

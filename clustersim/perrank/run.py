@@ -26,7 +26,7 @@ from clustersim.perrank import hetero
 from clustersim.perrank.classes import ClassLayout, Culprit, class_layout, coords_of
 from clustersim.plan.plan_cache import PlanCache
 from clustersim.plan.stage_work import step_graph
-from clustersim.plan.step_plan import StepPlan, build_plan
+from clustersim.plan.step_plan import StepPlan, build_plan, runs_rank_classes
 from clustersim.scenario import Scenario
 from clustersim.scenario.faults import FaultSpec
 
@@ -34,8 +34,9 @@ WAITS = ("bubble", "pp_comm", "dp_comm")
 
 
 def per_rank_mode(scenario: Scenario) -> bool:
-    """Whether ``run`` simulates rank classes instead of one representative per stage."""
-    return scenario.faults is not None or bool(scenario.node_groups)
+    """Whether ``run`` simulates rank classes instead of one representative per stage
+    (``plan.step_plan.runs_rank_classes``)."""
+    return runs_rank_classes(scenario)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from clustersim.collectives import CollectivePlan, GroupShape, Phase, plan_collective, ports
 from clustersim.compute.ops import CommOp
+from clustersim.hardware.spec import ClusterSpec
 from clustersim.parallel.placement import axis_shape_for
 from clustersim.plan.host_offload import host_copy_plan
 from clustersim.scenario import Scenario
@@ -79,7 +80,15 @@ def comm_plan(scenario: Scenario, op: str, size_bytes: float, axis: str) -> Coll
 @functools.lru_cache(maxsize=4096)
 def pp_plan(scenario: Scenario, size_bytes: float, rank: int) -> CollectivePlan:
     """A pipeline transfer of ``size_bytes`` between pipeline ranks ``rank`` and ``rank + 1``."""
-    return plan_collective("send_recv", size_bytes, scenario.cluster, pp_link_shape(scenario, rank))
+    par = scenario.parallel
+    return pp_link_plan(scenario.cluster, size_bytes, par.tp * par.cp * par.dp, par.pp, rank)
+
+
+def pp_link_plan(cluster: ClusterSpec, size_bytes: float, stride: int, pp: int, rank: int) -> CollectivePlan:
+    """``pp_plan`` from the GPUs per pipeline stage (``stride``) and the pipeline depth: a
+    send/recv between the pair of GPUs of ``link_shape`` (the sweep's bounds price every boundary
+    of many layouts from these integers without building their scenarios)."""
+    return plan_collective("send_recv", size_bytes, cluster, link_shape(stride, pp, cluster.gpus_per_domain, rank))
 
 
 def op_plan(scenario: Scenario, op: CommOp) -> CollectivePlan:

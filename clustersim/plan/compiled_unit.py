@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from clustersim.collectives import CollectivePlan
 from clustersim.compute import CommOp, Op
-from clustersim.plan.comm_plans import op_plan
+from clustersim.plan.comm_plans import group_shape, op_plan
 from clustersim.plan.overlap import Interval, advance, overlap_slowdown
 from clustersim.plan.speed_scaling import scale_plan
 from clustersim.plan.stage_work import Work
@@ -83,6 +83,18 @@ def compile_unit(scenario: Scenario, work: Work, link_speed: float = 1.0) -> Com
     end, causes = unit_timing(tuple(steps), 0.0, (), slowdown)
     tiers = frozenset(ph.tier for s in steps if s.plan is not None for ph in s.plan.phases)
     return CompiledUnit(tuple(steps), end, tuple(sorted(causes.items())), tiers, slowdown)
+
+
+def unit_key(scenario: Scenario, work: Work) -> tuple[object, ...]:
+    """What ``compile_unit(scenario, work)`` reads of the layout, for scenarios that share their
+    cluster, framework and overlap options: the ops, sequence parallelism and, for each
+    collective the ops name (host copies aside: their plan reads the cluster alone), the shape of
+    its group (``comm_plans.op_plan``: ``comm_plan`` and ``deepep_plan`` read the cluster and
+    ``group_shape``). Two layouts of one base scenario with equal keys compile a unit alike: the
+    sweep's bounds compile each distinct unit once across thousands of layouts
+    (tests/sweep/test_screen.py checks it against ``compile_unit``)."""
+    groups = sorted({op.group for op in work if isinstance(op, CommOp) and op.collective != "host_copy"})
+    return work, scenario.parallel.sequence_parallel, tuple(group_shape(scenario, g) for g in groups), tuple(groups)
 
 
 def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, ...] | list[Interval],

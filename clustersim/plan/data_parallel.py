@@ -20,8 +20,16 @@ import functools
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from clustersim.collectives import CollectivePlan
+from clustersim.parallel.layout import ParallelLayout
 from clustersim.plan.comm_plans import Item, comm_plan
-from clustersim.plan.dp_rules import bucket_params, close_buckets, gather_buckets, grad_reduce_bytes
+from clustersim.plan.dp_rules import (
+    bucket_params,
+    close_buckets,
+    gather_buckets,
+    grad_reduce_bytes,
+    grad_reduce_op,
+)
 from clustersim.plan.element_bytes import activation_bytes
 from clustersim.plan.stage_work import StepWork, build_step_work
 from clustersim.plan.zero3 import Zero3Plan, zero3_plan
@@ -84,6 +92,34 @@ def _dp_plan_of(scenario: Scenario) -> DpPlan:
     return _dp_plan(scenario, build_step_work(scenario))
 
 
+def grads_after_backward(par: ParallelLayout) -> bool:
+    """Whether the gradient buckets wait for the end of the backward (the rank's tail) rather
+    than launch as each fills during the final micro-batch's backward (``overlap_grad_reduce``)."""
+    return not par.overlap_grad_reduce
+
+
+def params_after_step(par: ParallelLayout) -> bool:
+    """Whether ZeRO-1/2's parameter gathers run after the optimizer step (the rank's tail) rather
+    than beside the next forward (``overlap_param_gather``)."""
+    return par.zero_stage in (1, 2) and not par.overlap_param_gather
+
+
+@functools.lru_cache(maxsize=65536)
+def grad_bucket(scenario: Scenario, params: int, axis: str = "dp_cp") -> CollectivePlan:
+    """The reduction of one gradient bucket of ``params`` parameters over a group of ``axis``
+    (ZeRO 0-2: the stage's collective, ``dp_rules.grad_reduce_op``, in the framework's gradient
+    bytes): what ``dp_plan`` issues for every bucket, and the sweep's bounds for coarser ones.
+    Memoised (a pure function of the frozen scenario): a step's buckets repeat one size."""
+    return comm_plan(scenario, grad_reduce_op(scenario.parallel.zero_stage), params * grad_reduce_bytes(scenario), axis)
+
+
+@functools.lru_cache(maxsize=65536)
+def param_bucket(scenario: Scenario, params: int, axis: str = "dp_cp") -> CollectivePlan:
+    """The all-gather of one bucket of ``params`` updated 16-bit parameters (ZeRO-1/2) over a
+    group of ``axis``: what ``dp_plan`` issues for every bucket, and the sweep's bounds for coarser ones."""
+    return comm_plan(scenario, "all_gather", params * activation_bytes(scenario.training.dtype), axis)
+
+
 def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
              stages: frozenset[int] | None = None) -> DpPlan:
     par = scenario.parallel
@@ -92,10 +128,9 @@ def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
     zero = par.zero_stage
     if zero == 3:
         return DpPlan(zero3=zero3_plan(scenario, work))
-    param_bytes = activation_bytes(scenario.training.dtype)
     size = bucket_params(scenario)
-    grad_op = "all_reduce" if zero == 0 else "reduce_scatter"
-    grad_bytes = grad_reduce_bytes(scenario)
+    grad_op = grad_reduce_op(zero)
+    after, after_step = grads_after_backward(par), params_after_step(par)
     grad_buckets: dict[tuple[int, int], tuple[Item, ...]] = {}
     after_backward: dict[int, tuple[Item, ...]] = {}
     param_gathers: dict[tuple[int, int], tuple[Item, ...]] = {}
@@ -113,18 +148,18 @@ def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
         for axis, unit_params, tag in groups:
             for unit, params in close_buckets(unit_params, size):
                 item = Item(f"{grad_op} grads{tag} s{g} ({params / 1e6:.0f}M params)" if named else "",
-                            comm_plan(scenario, grad_op, params * grad_bytes, axis))
-                if par.overlap_grad_reduce:
-                    grad_buckets[(g, unit)] = grad_buckets.get((g, unit), ()) + (item,)
-                else:
+                            grad_bucket(scenario, params, axis))
+                if after:
                     after_backward[g] = after_backward.get(g, ()) + (item,)
+                else:
+                    grad_buckets[(g, unit)] = grad_buckets.get((g, unit), ()) + (item,)
             fwd_params = tuple(reversed(unit_params))
             if zero in (1, 2):
                 for first, params in gather_buckets(fwd_params, size):
                     item = Item(f"all_gather params{tag} s{g} ({params / 1e6:.0f}M)" if named else "",
-                                comm_plan(scenario, "all_gather", params * param_bytes, axis))
-                    if par.overlap_param_gather:
-                        param_gathers[(g, first)] = param_gathers.get((g, first), ()) + (item,)
-                    else:
+                                param_bucket(scenario, params, axis))
+                    if after_step:
                         after_optimizer[g] = after_optimizer.get(g, ()) + (item,)
+                    else:
+                        param_gathers[(g, first)] = param_gathers.get((g, first), ()) + (item,)
     return DpPlan(grad_buckets, after_backward, param_gathers, after_optimizer)

@@ -53,6 +53,12 @@ def units_in_bucket(unit_params: tuple[int, ...], last: int, params: int) -> int
     return n
 
 
+def grad_reduce_op(zero_stage: int) -> str:
+    """The collective that reduces the gradients of ZeRO 0-2: ZeRO-0 (DDP) all-reduces them, the
+    distributed optimizer (ZeRO-1/2) reduce-scatters them (each rank steps its shard)."""
+    return "all_reduce" if zero_stage == 0 else "reduce_scatter"
+
+
 def zero3_impl(scenario: Scenario) -> str:
     """The ZeRO-3 implementation that runs: torch FSDP when parallel.fsdp.version is set, else the framework's."""
     version = scenario.parallel.fsdp_version

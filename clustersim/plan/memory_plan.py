@@ -66,10 +66,19 @@ def chunk_in_flight(actions: tuple[Action, ...], rank: int, graph: StageGraph, w
                     held: InFlight | None = None) -> float:
     """Peak micro-batches in flight on the chunk(s) of ``rank`` that run ``model_stage`` (0 if
     none): the embedding's and the loss's tensors live only as long as their own chunk's."""
-    mask = [int(work.stages[graph.stage(rank, c)].model_stage == model_stage) for c in range(graph.chunks)]
-    if not any(mask):
+    chunks = [c for c in range(graph.chunks) if work.stages[graph.stage(rank, c)].model_stage == model_stage]
+    return chunks_in_flight(actions, chunks, graph.chunks, held)
+
+
+def chunks_in_flight(actions: tuple[Action, ...], chunks: list[int], n_chunks: int,
+                     held: InFlight | None = None) -> float:
+    """Peak micro-batches in flight on these chunks of a rank with ``n_chunks`` chunks (0 if
+    none): ``chunk_in_flight`` once the chunks are known (the sweep's schedule profiles find them
+    from the stage graph)."""
+    if not chunks:
         return 0.0
-    return float(_peak(held or in_flight(actions, graph.chunks), mask))
+    mask = [int(c in chunks) for c in range(n_chunks)]
+    return float(_peak(held or in_flight(actions, n_chunks), mask))
 
 
 def scenario_kernels(scenario: Scenario) -> Kernels:

@@ -16,7 +16,7 @@ weight-gradient part (the W action: the ``Op.wgrad`` GEMMs).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clustersim.compute import (
     CommOp,
@@ -32,6 +32,7 @@ from clustersim.compute.mtp import mtp_cost
 from clustersim.compute.ops import PassCost
 from clustersim.memory.activations import layer_activation_bytes
 from clustersim.memory.policies import chunk_policies
+from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.pipeline import model_split
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
 from clustersim.plan.element_bytes import activation_bytes
@@ -217,3 +218,14 @@ def build_step_work(scenario: Scenario) -> StepWork:
     seq = model.seq_len // par.cp
     p2p = par.micro_batch * seq * model.hidden * activation_bytes(dtype) / par.tp
     return StepWork(stages, p2p, opt, params_per_rank, graph)
+
+
+def parameter_layout(par: ParallelLayout) -> ParallelLayout:
+    """The cheapest layout to build whose stage work has ``par``'s stages, placement and
+    parameters per unit: one data-parallel and context-parallel rank, two micro-batches of one
+    sample, no recompute, no sequence parallelism, ZeRO 0 (a unit's parameters depend on tp, ep,
+    etp and the stages, not on those; tests/sweep/test_replay.py). The sweep's bounds build one
+    for every data-parallel size and batch, and price each layout's own groups from it
+    (``plan.data_parallel.dp_plan_from``)."""
+    return replace(par, dp=1, cp=1, micro_batch=1, global_batch=2, recompute="none", sequence_parallel=False,
+                   zero_stage=0, offload_optimizer=False)

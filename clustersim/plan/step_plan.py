@@ -229,6 +229,12 @@ def build_plan(scenario: Scenario, classes: tuple[RankClass, ...] | None = None,
                   compiler or UnitCompiler())
 
 
+def runs_rank_classes(scenario: Scenario) -> bool:
+    """Whether the scenario's step is planned per rank class (faults, mixed GPU groups:
+    clustersim.perrank) rather than as one class of healthy replicas (``_healthy_class``)."""
+    return scenario.faults is not None or bool(scenario.node_groups)
+
+
 def _healthy_class(scenario: Scenario) -> RankClass:
     par = scenario.parallel
     return RankClass(tuple(Host(scenario) for _ in range(par.pp)), par.num_micro_batches, tuple(range(par.dp)))

@@ -41,9 +41,11 @@ before its backward; its gradients are reduce-scattered after its backward in ev
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 from clustersim.collectives import CollectivePlan, Phase
+from clustersim.parallel.layout import ParallelLayout
 from clustersim.plan.comm_plans import Item, comm_plan, group_shape
 from clustersim.plan.dp_rules import close_buckets, grad_reduce_bytes, zero3_impl
 from clustersim.plan.element_bytes import activation_bytes
@@ -78,12 +80,8 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
     grad_bytes = grad_reduce_bytes(scenario)
     hsdp = par.hsdp_replicas > 1
     shard_axis = zero3_shard_axis(scenario)
-    shard_ranks = par.dp * par.cp // par.hsdp_replicas
+    shard_ranks = zero3_shard_ranks(par)
     edp = par.edp
-
-    def plan(op: str, size_bytes: float, axis: str) -> CollectivePlan:
-        return zero3_collective(scenario, op, size_bytes, axis)
-
     gather: dict[tuple[int, int], tuple[Item, ...]] = {}
     reduce: dict[tuple[int, int], tuple[Item, ...]] = {}
     largest = 0
@@ -94,12 +92,11 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
             u = n - 1 - b  # the forward index of backward unit b
             largest = max(largest, dense + expert)
             items: list[Item] = []
-            if dense and shard_ranks > 1:
-                items.append(Item(f"all_gather params s{g}.{u} ({dense / 1e6:.0f}M)",
-                              plan("all_gather", dense * param_bytes, shard_axis)))
-            if expert:  # expert weights are sharded over the expert-data-parallel group
-                items.append(Item(f"all_gather expert params s{g}.{u} ({expert / 1e6:.0f}M)",
-                              plan("all_gather", expert * param_bytes, "edp")))
+            dense_plan, expert_plan = zero3_unit_gathers(scenario, dense, expert)
+            if dense_plan is not None:
+                items.append(Item(f"all_gather params s{g}.{u} ({dense / 1e6:.0f}M)", dense_plan))
+            if expert_plan is not None:
+                items.append(Item(f"all_gather expert params s{g}.{u} ({expert / 1e6:.0f}M)", expert_plan))
             if items and par.offload_params:  # ZeRO-Infinity: the shards first come up from host memory
                 shard = (dense / max(1, shard_ranks) + expert / max(1, edp)) * param_bytes
                 items.insert(0, Item(f"h2d param shards s{g}.{u}", host_copy_plan(scenario, shard)))
@@ -114,7 +111,7 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
                 if not params or ranks == 1 and not hsdp:
                     continue
                 items = [Item(f"reduce_scatter grads{tag} s{g}.{b} ({params / 1e6:.0f}M)",
-                          plan("reduce_scatter", params * grad_bytes, axis))] if ranks > 1 else []
+                          zero3_grad_reduce(scenario, params, axis))] if ranks > 1 else []
                 if hsdp and axis == shard_axis:
                     items.append(Item(f"all_reduce grads{tag} s{g}.{b} over replicas",
                                   comm_plan(scenario, "all_reduce", params * grad_bytes / shard_ranks,
@@ -122,6 +119,33 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
                 reduce[(g, b)] = reduce.get((g, b), ()) + tuple(items)
     prefetch = 1 if deepspeed else par.fsdp_prefetch
     return Zero3Plan(impl, prefetch, zero3_backward_gathers(scenario, largest), gather, reduce)
+
+
+@functools.lru_cache(maxsize=65536)
+def zero3_unit_gathers(scenario: Scenario, dense: int, expert: int = 0
+                       ) -> tuple[CollectivePlan | None, CollectivePlan | None]:
+    """The all-gathers of one unit's 16-bit parameters, run one after the other on the rank's
+    stream: its ``dense`` parameters over the shard group (None where one rank holds them all, or
+    there are none), its ``expert`` parameters over the expert-data-parallel group (None: none).
+    What ``zero3_plan`` issues per unit (after ZeRO-Infinity's host copy), and the sweep's bounds
+    at a layer's fewest parameters. Memoised (a pure function of the frozen scenario): a step's
+    layers repeat a few sizes."""
+    par = scenario.parallel
+    nbytes = activation_bytes(scenario.training.dtype)
+    dense_plan = expert_plan = None
+    if dense and zero3_shard_ranks(par) > 1:
+        dense_plan = zero3_collective(scenario, "all_gather", dense * nbytes, zero3_shard_axis(scenario))
+    if expert:  # expert weights are sharded over the expert-data-parallel group
+        expert_plan = zero3_collective(scenario, "all_gather", expert * nbytes, "edp")
+    return dense_plan, expert_plan
+
+
+@functools.lru_cache(maxsize=65536)
+def zero3_grad_reduce(scenario: Scenario, params: int, axis: str) -> CollectivePlan:
+    """The reduce-scatter of ``params`` gradients over a group of ``axis`` (the shard group or the
+    expert-data-parallel group), in the implementation's gradient bytes: one bucket of
+    ``zero3_plan``, and the sweep's bound of the embedding's."""
+    return zero3_collective(scenario, "reduce_scatter", params * grad_reduce_bytes(scenario), axis)
 
 
 def zero3_backward_gathers(scenario: Scenario, largest_unit_params: int) -> int:
@@ -132,6 +156,13 @@ def zero3_backward_gathers(scenario: Scenario, largest_unit_params: int) -> int:
     if zero3_impl(scenario) == "deepspeed":
         return 2 if par.recompute == "full" and largest_unit_params > DS_MAX_REUSE_DISTANCE_PARAMS else 1
     return 1 if par.reshard_after_forward else 0
+
+
+def zero3_shard_ranks(parallel: ParallelLayout) -> int:
+    """The ranks a dense parameter is sharded over: the data- and context-parallel ranks of one
+    HSDP replica (module docstring); at 1 a rank holds its parameters whole and nothing is
+    gathered or reduce-scattered over the shard group."""
+    return parallel.dp * parallel.cp // parallel.hsdp_replicas
 
 
 def zero3_shard_axis(scenario: Scenario) -> str:

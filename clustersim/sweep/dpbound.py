@@ -1,6 +1,6 @@
 """A lower bound on the step's exposed data-parallel stream (ZeRO 0/1/2, dense and MoE).
 
-The screen's pipeline bound ``P`` (``screen.pipeline_bound_s``) bounds when pipeline rank 0's last
+The screen's pipeline bound ``P`` (``pipe_bound.pipeline_bound_s``) bounds when pipeline rank 0's last
 action ends. For the schedules with the backward chain (GPipe, 1F1B, interleaved 1F1B: every rank
 ends with chunk 0's backward of the last micro-batch) the closed form
 (``clustersim.engine.recurrence``) then does on rank 0, of global stages ``0, pp, 2 pp, ...``:
@@ -38,12 +38,12 @@ same ``comm_plan``), and nothing the closed form adds to it (waits for the strea
 beside it, link contention in the event engine) is counted, which keeps it a bound.
 
 The schedules without the backward chain (zero-bubble, DualPipe) get each rank's stream at the
-second level instead (``RankStream``, ``Screen.stream_floor_s``: every rank's actions back to back
+second level instead (``RankStream``, ``StreamTerms.stream_floor_s``: every rank's actions back to back
 from the earliest its first action's inputs arrive), and the third level
 (``clustersim.sweep.replay``) bounds every rank's stream for every schedule, with the replay's
 own start of each final backward and its ends, and the gathers' ends as the forwards' gates.
 
-Not covered by ``DpStream`` (the term is 0): ZeRO-3 (``screen.Extra`` and ``Screen.tail_s`` bound its gathers and
+Not covered by ``DpStream`` (the term is 0): ZeRO-3 (``pipe_bound.Extra`` and ``StepTerms.tail_s`` bound its gathers and
 reductions), the zero-bubble and DualPipe schedules (no backward chain), and scenarios run per
 rank class (faults, node groups: ``perrank``), whose data-parallel plans are priced per class.
 """
@@ -52,11 +52,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
 from clustersim.plan.data_parallel import dp_plan_from
-from clustersim.plan.stage_work import StepWork, build_step_work
+from clustersim.plan.stage_work import StepWork, build_step_work, parameter_layout
 from clustersim.scenario import Scenario
 
 
@@ -137,12 +138,19 @@ def chunk_stream_s(stream: DpStream, prefixes: Prefixes, forward_s: list[float],
     return max(0.0, float(ends.max()))
 
 
-@functools.lru_cache(maxsize=8192)
 def dp_stream(scenario: Scenario) -> DpStream:
     """``stream_of`` rank 0 in the scenario's own data-parallel plan (``rank_streams``; its
     layout's dp x cp > 1, ZeRO 0-2)."""
     streams = streams_of(scenario, (0,))
     return stream_of(streams[0], scenario.parallel.pp) if streams else DpStream()
+
+
+class GatherGate(NamedTuple):
+    """When a stage's ZeRO-1/2 parameter gathers end on its rank's stream: its first and its last."""
+
+    stage: int
+    first_end_s: float
+    last_end_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +165,7 @@ class RankStream:
     ``finish`` enqueues the rest after the rank's last action, waits for the stream, runs the
     optimizer step, then the parameter gathers left after it."""
 
-    ready: tuple[tuple[int, float, float], ...] = ()  # per stage g: (g, end of its first gather, of its last)
+    ready: tuple[GatherGate, ...] = ()                # per stage holding gathers: when they end
     buckets: tuple[tuple[int, float], ...] = ()       # per stage g: (g, seconds of its gradient buckets)
     gathers_s: float = 0.0
     after_backward_s: float = 0.0
@@ -180,40 +188,29 @@ class RankStream:
 
 
 def param_work(scenario: Scenario) -> StepWork:
-    """``build_step_work`` of the layout with one data-parallel and context-parallel rank, two
-    micro-batches of one sample, no recompute and no sequence parallelism: its stages, their
-    placement and parameters per unit are the layout's own (a unit's parameters depend on tp,
-    ep, etp and the stages, not on dp, cp, the micro-batches or recompute;
-    tests/sweep/test_replay.py), and one build serves every data-parallel size and batch (the
-    data-parallel plan prices the layout's own groups from them)."""
-    par = scenario.parallel
-    canon = replace(par, dp=1, cp=1, micro_batch=1, global_batch=2, recompute="none", sequence_parallel=False,
-                    zero_stage=0, offload_optimizer=False)
-    return _work(replace(scenario, parallel=canon))
+    """``build_step_work`` of the layout's ``plan.stage_work.parameter_layout``: its stages, their
+    placement and parameters per unit are the layout's own, and one build serves every
+    data-parallel size and batch (the data-parallel plan prices the layout's own groups from
+    them)."""
+    return build_step_work(replace(scenario, parallel=parameter_layout(scenario.parallel)))
 
 
-@functools.lru_cache(maxsize=1024)
-def _work(scenario: Scenario) -> StepWork:
-    """``build_step_work`` in a cache of its own: a worker's thousands of unit-time class builds
-    would evict these canonical ones from ``build_step_work``'s."""
-    return build_step_work(scenario)
-
-
-@functools.lru_cache(maxsize=8192)
 def rank_streams(scenario: Scenario) -> tuple[RankStream, ...]:
     """Per pipeline rank, its ``RankStream`` in the scenario's own data-parallel plan; () where
     there is none to bound this way (no data parallelism, ZeRO-3: its gathers and reductions run
-    on other streams, ``screen.Extra``)."""
+    on other streams, ``pipe_bound.Extra``)."""
     return streams_of(scenario, tuple(range(scenario.parallel.pp)))
 
 
-def streams_of(scenario: Scenario, ranks: tuple[int, ...]) -> tuple[RankStream, ...]:
+def streams_of(scenario: Scenario, ranks: tuple[int, ...], work: StepWork | None = None) -> tuple[RankStream, ...]:
     """``rank_streams`` of these pipeline ranks only, from the plan of their stages alone (rank
-    0's, for the schedules with the backward chain: ``DpStream``)."""
+    0's, for the schedules with the backward chain: ``DpStream``); ``work``: the layout's
+    ``param_work`` where the caller keeps it (None: built here)."""
     par = scenario.parallel
     if par.dp * par.cp == 1 or par.zero_stage == 3:
         return ()
-    work = param_work(scenario)
+    if work is None:
+        work = param_work(scenario)
     graph = work.graph
     assert graph is not None
     held = {r: [graph.stage(r, chunk) for chunk in range(graph.chunks)] for r in ranks}
@@ -232,7 +229,7 @@ def streams_of(scenario: Scenario, ranks: tuple[int, ...]) -> tuple[RankStream, 
             if g in gathers:
                 first = clock + gathers[g][0]
                 clock += sum(gathers[g])
-                ready.append((g, first, clock))
+                ready.append(GatherGate(g, first, clock))
         out.append(RankStream(tuple(ready), tuple(sorted((g, buckets[g]) for g in set(stages) if g in buckets)),
                               clock, _sum_s(plan.after_backward_of(stages)), _sum_s(plan.after_optimizer_of(stages))))
     return tuple(out)

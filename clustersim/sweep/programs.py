@@ -7,35 +7,63 @@ for an overlapped pair), what it sends and the stages whose final backward it is
 ``final_counts`` reads the same program without waits: per rank and per final backward, how
 many actions of each kind the rank runs before it. The rank's compute stream runs its actions
 one after another, so each final backward starts no earlier than the sum of their durations
-(``Screen.stream_floor_s``, the second level's data-parallel stream term of the schedules
+(``StreamTerms.stream_floor_s``, the second level's data-parallel stream term of the schedules
 without the backward chain: zero-bubble and DualPipe).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from clustersim.parallel.pipeline import build_schedule, model_split, stage_graph
 from clustersim.plan.actions import action_skeleton
 from clustersim.plan.step_plan import CLASSIC_SCHEDULES, classic_actions
+from clustersim.sweep.unit_times import PartTimes, UnitSeconds
 
 if TYPE_CHECKING:
     from clustersim.parallel.layout import ParallelLayout
     from clustersim.workload.model_spec import ModelSpec
 
-# (compiled contention-free seconds, seconds of its kernels, seconds of its collectives) of a unit
-Tcm = tuple[float, float, float]
 # an action: one (stage, part), or the two halves of an overlapped pair
 Kind = tuple[tuple[int, str], ...]
 
 
-def pair_s(a: Tcm, b: Tcm, slowdown: float = 0.0) -> float:
+class ProgramStep(NamedTuple):
+    """One step of a rank's program: an action alone or an overlapped pair of two."""
+
+    needs: tuple[tuple, ...]       # the inputs it awaits (keys of the closed form's sends)
+    parts: Kind                    # (global stage, part) of the action, or of both halves of a pair
+    sends: tuple[tuple, ...]       # the outputs it sends
+    finals: tuple[int, ...]        # the stages whose final backward (or W) it is
+
+
+class FinalCount(NamedTuple):
+    """A final backward of a rank (``final_counts``): how many of each kind of the rank's actions
+    run before it, the kind of the final itself where it is a pair (-1: alone) and its stages."""
+
+    before: tuple[int, ...]
+    pair_kind: int
+    stages: tuple[int, ...]
+
+
+class RankCounts(NamedTuple):
+    """``final_counts`` of one rank: its kinds of action, its final backwards, how many of each
+    kind it runs in all, and the producers of its first action's inputs, each as (their rank, how
+    many of each of that rank's kinds run up to and including it)."""
+
+    kinds: tuple[Kind, ...]
+    finals: tuple[FinalCount, ...]
+    total: tuple[int, ...]
+    producers: tuple[tuple[int, tuple[int, ...]], ...]
+
+
+def pair_s(a: UnitSeconds, b: UnitSeconds, slowdown: float = 0.0) -> float:
     """Least duration of a forward and a backward run as one overlapped pair
     (``engine.pair``): both chains' kernels share one compute stream and their collectives one
     communication stream, and each chain runs its own segments one after another, so the pair
     lasts at least ``max(c_a + c_b, m_a + m_b, c_a + m_a, c_b + m_b)`` (kernels at full rate,
-    collectives at their contention-free time; ``Tcm`` = (compiled, kernels, collectives)).
+    collectives at their contention-free time; ``UnitSeconds`` = (compiled, kernels, collectives)).
 
     Kernels run at most ``1 - slowdown`` of their rate while a collective of the pair is in
     flight (``plan.overlap.compute_rate``, ``engine.pair.pair_timing``). With ``C`` and ``M``
@@ -50,7 +78,7 @@ def pair_s(a: Tcm, b: Tcm, slowdown: float = 0.0) -> float:
 
 @functools.lru_cache(maxsize=1024)
 def program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
-            ) -> tuple[tuple[tuple[tuple, Kind, tuple, tuple], ...], ...]:
+            ) -> tuple[tuple[ProgramStep, ...], ...]:
     """Per rank, its actions as (inputs awaited, (stage, part) of the action or of both halves
     of a pair, outputs sent, the stages whose final backward it is), from the actions the closed
     form runs (``plan.step_plan.classic_actions`` for GPipe / 1F1B / interleaved 1F1B without
@@ -66,24 +94,68 @@ def program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
         prog, i = [], 0
         while i < len(acts):
             group = (acts[i], acts[i + 1]) if acts[i].paired else (acts[i],)
-            prog.append((tuple(x.needs for x in group if x.needs is not None),
-                         tuple((x.stage, x.part) for x in group),
-                         tuple(send[0] for x in group for send in x.sends),
-                         tuple(x.stage for x in group if x.final)))
+            prog.append(ProgramStep(tuple(x.needs for x in group if x.needs is not None),
+                                    tuple((x.stage, x.part) for x in group),
+                                    tuple(send[0] for x in group for send in x.sends),
+                                    tuple(x.stage for x in group if x.final)))
             i += len(group)
         out.append(tuple(prog))
     return tuple(out)
 
 
+class IndexedProgram(NamedTuple):
+    """``program`` in the list-scheduling kernel's form (clustersim.parallel.list_schedule): per
+    rank and step, the events it awaits and sends (integers), the index of its kind in
+    ``kinds`` (one (stage, part), or the two halves of a pair), the stage of the forward it
+    runs alone (-1: none) or, for a pair, of its forward half (``pair_forward``); and per rank
+    its final backwards as (step, stage, whether it enqueues at the step's end: a pair)."""
+
+    needs: tuple[tuple[tuple[int, ...], ...], ...]
+    sends: tuple[tuple[tuple[int, ...], ...], ...]
+    kind: tuple[tuple[int, ...], ...]
+    kinds: tuple[Kind, ...]
+    forward: tuple[tuple[int, ...], ...]
+    pair_forward: tuple[tuple[tuple[int, ...], ...], ...]
+    finals: tuple[tuple[tuple[int, int, bool], ...], ...]
+    num_events: int
+
+
+@functools.lru_cache(maxsize=1024)
+def indexed_program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
+                    ) -> IndexedProgram:
+    """``IndexedProgram`` of ``program`` (memoised: a pure function of its integer arguments)."""
+    progs = program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
+    events: dict[object, int] = {}
+    kinds: dict[Kind, int] = {}
+    needs, sends, kind, forward, pair_forward, finals = [], [], [], [], [], []
+    for prog in progs:
+        nd, sd, kd, fw, pf, fin = [], [], [], [], [], []
+        for i, (waits, parts, sent, final) in enumerate(prog):
+            nd.append(tuple(events.setdefault(k, len(events)) for k in waits))
+            sd.append(tuple(events.setdefault(k, len(events)) for k in sent))
+            kd.append(kinds.setdefault(parts, len(kinds)))
+            alone = len(parts) == 1
+            fw.append(parts[0][0] if alone and parts[0][1] == "F" else -1)
+            pf.append(() if alone else tuple(g for g, part in parts if part == "F"))
+            fin.extend((i, g, not alone) for g in final)
+        needs.append(tuple(nd))
+        sends.append(tuple(sd))
+        kind.append(tuple(kd))
+        forward.append(tuple(fw))
+        pair_forward.append(tuple(pf))
+        finals.append(tuple(fin))
+    return IndexedProgram(tuple(needs), tuple(sends), tuple(kind), tuple(kinds), tuple(forward),
+                          tuple(pair_forward), tuple(finals), len(events))
+
+
 @functools.lru_cache(maxsize=1024)
 def final_counts(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
-                 ) -> tuple[tuple[tuple[Kind, ...], tuple[tuple[tuple[int, ...], int, tuple[int, ...]], ...],
-                              tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]], ...]:
-    """Per rank of ``program``: its kinds of action; per final backward (in order) how many of
-    each kind run before it, the kind of the final itself where it is a pair (-1: alone; a pair
-    enqueues its buckets at its end, an action alone at its start) and its stages; how many of
-    each kind the rank runs in all; and the producers of its first action's inputs, each as
-    (their rank, how many of each of that rank's kinds run up to and including it)."""
+                 ) -> tuple[RankCounts, ...]:
+    """Per rank of ``program``, its ``RankCounts``: its kinds of action; per final backward (in
+    order) how many of each kind run before it, the kind of the final itself where it is a pair
+    (-1: alone; a pair enqueues its buckets at its end, an action alone at its start) and its
+    stages; how many of each kind the rank runs in all; and the producers of its first action's
+    inputs, each as (their rank, how many of each of that rank's kinds run up to and including it)."""
     progs = program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
     kinds: list[dict[Kind, int]] = []
     through: list[list[tuple[int, ...]]] = []  # per rank and action: counts up to and including it
@@ -112,19 +184,19 @@ def final_counts(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
         for j, (_, parts, _, final) in enumerate(prog):
             if final:
                 before = through[r][j - 1] if j else ()
-                finals.append((padded(r, before), kinds[r][parts] if len(parts) == 2 else -1, final))
+                finals.append(FinalCount(padded(r, before), kinds[r][parts] if len(parts) == 2 else -1, final))
         needs = prog[0][0] if prog else ()
         producers = tuple((q, padded(q, through[q][j])) for q, j in (sent[k] for k in needs))
-        out.append((tuple(kinds[r]), tuple(finals), padded(r, through[r][-1]) if prog else (), producers))
+        out.append(RankCounts(tuple(kinds[r]), tuple(finals), padded(r, through[r][-1]) if prog else (), producers))
     return tuple(out)
 
 
-def _sum(n: int, layer: Tcm, first: Tcm | None, last: Tcm | None) -> Tcm:
+def _sum(n: int, layer: UnitSeconds, first: UnitSeconds | None, last: UnitSeconds | None) -> UnitSeconds:
     out = [n * x for x in layer]
     for extra in (first, last):
         if extra is not None:
             out = [a + b for a, b in zip(out, extra, strict=True)]
-    return out[0], out[1], out[2]
+    return UnitSeconds(out[0], out[1], out[2])
 
 
 @functools.lru_cache(maxsize=1024)
@@ -139,23 +211,28 @@ def stage_layers(schedule: str, pp: int, virtual_stages: int, num_micro_batches:
     return tuple(counts[m] for m in ms), tuple(m == 0 for m in ms), tuple(m == last for m in ms)
 
 
-def stage_durations(model: ModelSpec, layout: ParallelLayout, t) -> dict[tuple[int, str], Tcm]:
-    """(compiled, kernels, collectives) of every part of every global stage of ``layout``, from
-    ``t`` (``screen.PartTimes`` of its class)."""
+def stage_durations(model: ModelSpec, layout: ParallelLayout, t: PartTimes) -> dict[tuple[int, str], UnitSeconds]:
+    """``UnitSeconds`` of every part of every global stage of ``layout``, from ``t`` (the
+    ``unit_times.PartTimes`` of its class)."""
     counts, firsts, lasts = stage_layers(layout.schedule, layout.pp, layout.virtual_stages,
                                          layout.num_micro_batches, model.layers, model.mtp_layers)
     return {(g, part): _sum(n, t.layer[part], t.first[part] if f else None, t.last[part] if la else None)
             for g, (n, f, la) in enumerate(zip(counts, firsts, lasts, strict=True)) for part in t.layer}
 
 
-# a chain of forwards that a rank's first action waits for: (transformer layers, embedding units,
-# head units, pipeline transfers) run one after another
-Path = tuple[int, int, int, int]
+class StartPath(NamedTuple):
+    """A chain of forwards that a rank's first action waits for, run one after another: its
+    transformer layers, embedding units, head units and pipeline transfers."""
+
+    layers: int
+    embeddings: int
+    heads: int
+    transfers: int
 
 
 @functools.lru_cache(maxsize=1024)
 def start_paths(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, layers: int,
-                mtp_layers: int) -> tuple[tuple[Path, ...], ...]:
+                mtp_layers: int) -> tuple[tuple[StartPath, ...], ...]:
     """Per rank, what its first action waits for in the zero-bubble and DualPipe schedules (whose
     programs EP overlap leaves alone, ``plan.actions``): a first forward awaits the forward of
     the stage before it on the path (``StageGraph.prev``) for its micro-batch, which its rank runs
@@ -168,7 +245,7 @@ def start_paths(schedule: str, pp: int, num_micro_batches: int, virtual_stages: 
     actions = build_schedule(schedule, pp, num_micro_batches, virtual_stages)
     graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
     counts, firsts, lasts = stage_layers(schedule, pp, virtual_stages, num_micro_batches, layers, mtp_layers)
-    memo: dict[int, tuple[Path, ...]] = {}
+    memo: dict[int, tuple[StartPath, ...]] = {}
 
     def producer(r: int) -> tuple[int, tuple[int, int, int]] | None:
         """The rank that feeds rank r's first action, and the forwards it runs alone up to it."""
@@ -189,14 +266,14 @@ def start_paths(schedule: str, pp: int, num_micro_batches: int, virtual_stages: 
                 return q, (n, e, h)
         raise AssertionError(f"{schedule}: rank {q} never runs the forward rank {r} awaits")
 
-    def paths(r: int) -> tuple[Path, ...]:
+    def paths(r: int) -> tuple[StartPath, ...]:
         if r not in memo:  # producers run before their consumers: no cycle
             fed = producer(r)
             if fed is None:
                 memo[r] = ()
             else:
                 q, (n, e, h) = fed
-                memo[r] = tuple((a + n, b + e, c + h, k + 1) for a, b, c, k in paths(q) or ((0, 0, 0, 0),))
+                memo[r] = tuple(StartPath(a + n, b + e, c + h, k + 1) for a, b, c, k in paths(q) or ((0, 0, 0, 0),))
         return memo[r]
 
     return tuple(paths(r) for r in range(pp))

@@ -1,6 +1,6 @@
 """The third level of the sweep's bound: the pipeline schedule replayed on the unit times.
 
-The second level (``screen.pipeline_bound_s``) charges a pipeline its fill once: rank r starts
+The second level (``pipe_bound.pipeline_bound_s``) charges a pipeline its fill once: rank r starts
 after chunk 0's forward on ranks before it and ends before their backward. The closed form
 (``clustersim.engine.recurrence.Recurrence``) waits more than that wherever an action's input
 has not arrived: interleaved 1F1B with many chunks hands every micro-batch across a rank
@@ -8,7 +8,8 @@ boundary ``2 v`` times, and each hop costs a pipeline transfer, so its bubble an
 pipeline traffic grow with ``v`` (Narayanan et al. 2021, arXiv 2104.04473, §2.2.2: "the amount
 of communication also increases by v") while the second level does not.
 
-``replay_ends`` runs the same recurrence on the schedule's own actions
+``replay_ends`` runs the same recurrence (``parallel.list_schedule``, the kernel that the pipeline's
+dry run shares) on the schedule's own actions
 (``plan.step_plan.classic_actions`` or ``plan.actions.action_skeleton``, as the closed form
 resolves them for every schedule: each
 rank's actions in order, each starting when the rank is free and its inputs have arrived), with
@@ -17,7 +18,7 @@ its units (layers of its stage times the layer's, taken at the layer kind that i
 the embedding / head units where the stage holds them); as a DualPipe or EP-overlap pair of a
 forward and a backward, ``pair_s`` (one compute stream and one communication stream shared by
 two chains of segments, ``engine.pair``). Every transfer takes the fastest boundary's time
-(``Screen.p2p_s``). The recurrence is max-plus, every start a maximum of sums of durations, so it
+(``StepTerms.p2p_s``). The recurrence is max-plus, every start a maximum of sums of durations, so it
 is monotone in them, and the closed form's durations are at least these (its units only slow
 down beside collectives and wait for gathers; its transfers take their own boundary's time):
 each rank's end in the replay is at most the closed form's. The step bound is then
@@ -37,17 +38,23 @@ form; the runner replays a layout only when it is about to be evaluated
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from clustersim.parallel.layout import ParallelLayout
+from clustersim.parallel.list_schedule import list_schedule
 from clustersim.plan.overlap import overlap_slowdown
 from clustersim.scenario import Scenario
-from clustersim.sweep.programs import Tcm, pair_s, program, stage_durations
-from clustersim.sweep.screen import BOUND_SLACK, Screen, screen_for
+from clustersim.sweep.dpbound import GatherGate
+from clustersim.sweep.pipe_bound import BOUND_SLACK
+from clustersim.sweep.programs import indexed_program, pair_s, stage_durations
+from clustersim.sweep.screen import Screen, screen_for
+from clustersim.sweep.unit_times import UnitSeconds
 
 
 def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
-                durations: dict[tuple[int, str], Tcm], p2p_s: float, ep_overlap: bool = False,
+                durations: dict[tuple[int, str], UnitSeconds], p2p_s: float, ep_overlap: bool = False,
                 slowdown: float = 0.0) -> tuple[float, ...]:
     """Each pipeline rank's end of its last action when the part ``p`` ("F", "B", "Bi", "W") of
     global stage ``g`` has ``durations[(g, p)]`` (compiled, kernels, collectives) and every
@@ -57,69 +64,54 @@ def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: 
     return replay_times(schedule, pp, num_micro_batches, virtual_stages, durations, p2p_s, ep_overlap, slowdown)[0]
 
 
+class ReplayTimes(NamedTuple):
+    """What a replay gives: each rank's end of its last action, and per rank each final backward
+    as (global stage, earliest enqueue of its buckets), in the order the rank runs them."""
+
+    ends: tuple[float, ...]
+    finals: tuple[tuple[tuple[int, float], ...], ...]
+
+
 def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
-                 durations: dict[tuple[int, str], Tcm], p2p_s: float, ep_overlap: bool = False,
-                 slowdown: float = 0.0, ready: tuple[tuple[tuple[int, float, float], ...], ...] = ()
-                 ) -> tuple[tuple[float, ...], tuple[tuple[tuple[int, float], ...], ...]]:
+                 durations: dict[tuple[int, str], UnitSeconds], p2p_s: float, ep_overlap: bool = False,
+                 slowdown: float = 0.0, ready: tuple[tuple[GatherGate, ...], ...] = ()) -> ReplayTimes:
     """``replay_ends`` and, per rank, each of its stages' final backward (or W) as (global stage,
     when it enqueues the stage's gradient buckets at the earliest: the start of an action alone,
     which enqueues them unit by unit, or the end of a pair, which enqueues them after both
     halves) in the order the rank runs them; at most the closed form's, as every time here.
 
     ``ready`` (``dpbound.RankStream.ready``, per rank; empty: none): per stage g of the rank,
-    (g, the end of its first parameter gather, of its last); a forward of g starts no earlier
+    when its first and its last parameter gather end (``dpbound.GatherGate``); a forward of g starts no earlier
     than the first and ends no earlier than the last (each unit waits for its own gather, and
     a pair waits for all of its forward's before it starts)."""
-    programs = program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
-    gates = [{g: (first, last) for g, first, last in ready[r]} if ready else {} for r in range(pp)]
-    finals: list[list[tuple[int, float]]] = [[] for _ in range(pp)]
-    clock = [0.0] * pp
-    nxt = [0] * pp
-    arrival: dict[tuple[str, int, int], float] = {}
-    progressed = True
-    while progressed:
-        progressed = False
+    prog = indexed_program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
+    # each kind of action's duration: alone its compiled time, a pair ``pair_s``
+    seconds = [durations[k[0]][0] if len(k) == 1 else pair_s(durations[k[0]], durations[k[1]], slowdown)
+               for k in prog.kinds]
+    times = [[seconds[k] for k in kinds] for kinds in prog.kind]
+    release = floor = None
+    if ready:
+        # a forward alone starts after its first gather and ends no earlier than its last; a
+        # pair starts after every gather of its forward half
+        release, floor = [], []
         for r in range(pp):
-            prog, i, t = programs[r], nxt[r], clock[r]
-            gate, fin = gates[r], finals[r]
-            n = len(prog)
-            while i < n:
-                needs, parts, sends, final = prog[i]
-                if needs:
-                    if any(k not in arrival for k in needs):
-                        break
-                    for k in needs:
-                        ready_at = arrival.pop(k)
-                        if ready_at > t:
-                            t = ready_at
-                if len(parts) == 1:
-                    g, part = parts[0]
-                    if part == "F" and g in gate:
-                        first, last = gate[g]
-                        t = max(t, first) + durations[parts[0]][0]
-                        if last > t:
-                            t = last
-                    else:
-                        if final:
-                            fin.append((g, t))
-                        t += durations[parts[0]][0]
-                else:
-                    for g, part in parts:
-                        if part == "F" and g in gate and gate[g][1] > t:
-                            t = gate[g][1]
-                    t += pair_s(durations[parts[0]], durations[parts[1]], slowdown)
-                    fin.extend((g, t) for g in final)
-                if sends:
-                    at = t + p2p_s
-                    for k in sends:
-                        arrival[k] = at
-                i += 1
-            if i != nxt[r]:
-                progressed = True
-                nxt[r], clock[r] = i, t
-    if any(i != len(prog) for i, prog in zip(nxt, programs, strict=True)):
+            gate = {g: (first, last) for g, first, last in ready[r]}
+            rel, fl = [], []
+            for g, halves in zip(prog.forward[r], prog.pair_forward[r], strict=True):
+                first, last = gate.get(g, (0.0, 0.0))
+                for h in halves:
+                    if h in gate and gate[h][1] > first:
+                        first = gate[h][1]
+                rel.append(first)
+                fl.append(last)
+            release.append(rel)
+            floor.append(fl)
+    run = list_schedule(prog.needs, prog.sends, times, prog.num_events, p2p_s, release, floor)
+    if not run.complete:
         raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
-    return tuple(clock), tuple(tuple(f) for f in finals)
+    finals = tuple(tuple((g, run.ends[r][i] if at_end else run.starts[r][i]) for i, g, at_end in prog.finals[r])
+                   for r in range(pp))
+    return ReplayTimes(run.clock, finals)
 
 
 def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
@@ -129,28 +121,29 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
     optimizer step after its last action: the step is at least the latest of those."""
     if layout.pp == 1:
         return 0.0
-    u = sc.unit_times(layout)
+    classes, terms = sc.classes, sc.terms
+    u = classes.unit_times(layout)
     profile = sc.profile(layout)
-    p2p = sc.p2p_s(layout, u.p2p_bytes)
+    p2p = terms.p2p_s(layout, u.p2p_bytes)
     # the ends depend on the layout only through these (ZeRO stages and offload share them)
-    key = (sc.class_key(layout), layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages, p2p,
-           layout.overlap_moe_expert_parallel_comm)
-    streams = sc.rank_streams(layout) if sc.dp_term else ()
+    key = (classes.class_key(layout), layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
+           p2p, layout.overlap_moe_expert_parallel_comm)
+    streams = sc.streams.rank_streams(layout) if sc.dp_term else ()
     ready = tuple(x.ready for x in streams) if any(x.ready for x in streams) else ()
     key += (ready,)
-    times = sc.replays.get(key)
+    times = sc.memo.replays.get(key)
     if times is None:
-        times = sc.replays[key] = replay_times(layout.schedule, layout.pp, layout.num_micro_batches,
-                                               layout.virtual_stages, stage_durations(sc.base.model, layout, sc.part_times(layout)),
-                                               p2p, layout.overlap_moe_expert_parallel_comm,
-                                               overlap_slowdown(sc.base.cluster.gpu), ready)
+        times = sc.memo.replays[key] = replay_times(
+            layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
+            stage_durations(sc.base.model, layout, classes.part_times(layout)), p2p,
+            layout.overlap_moe_expert_parallel_comm, overlap_slowdown(sc.base.cluster.gpu), ready)
     ends, finals = times
     if profile.backward_chain:
         bound = sc.total_s(layout, u, profile, ends[0], True, (layout.schedule, layout.virtual_stages))
     else:
-        bound = max(end + sc.rank_optimizer_s(layout, u, profile, r) for r, end in enumerate(ends))
+        bound = max(end + terms.rank_optimizer_s(layout, u, profile, r) for r, end in enumerate(ends))
     for r, stream in enumerate(streams):  # each rank's data-parallel stream (dpbound.RankStream)
-        bound = max(bound, stream.bound_s(finals[r], ends[r], sc.rank_optimizer_s(layout, u, profile, r)))
+        bound = max(bound, stream.bound_s(finals[r], ends[r], terms.rank_optimizer_s(layout, u, profile, r)))
     return bound * (1.0 - BOUND_SLACK)
 
 

@@ -36,13 +36,13 @@ TOP_DIRS = ("clustersim", "tests", "benchmarks", "validation", "scenarios", "har
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^(```|~~~)")
 _DOCS_MENTION = re.compile(r"(?<![\w/.-])docs/[\w./*-]*[\w*/]")
-_REPO_PATH = re.compile(r"(?<![\w/.-])((?:%s)/[\w./*-]*\.[A-Za-z]+)(?![\w/])" % "|".join(TOP_DIRS))
-_SUB_PATH = re.compile(r"(?<![\w/.-])((?:%s)/[\w/]*\w\.py)\b" % "|".join(SUBPACKAGES))
+_REPO_PATH = re.compile(r"(?<![\w/.-])((?:{})/[\w./*-]*\.[A-Za-z]+)(?![\w/])".format("|".join(TOP_DIRS)))
+_SUB_PATH = re.compile(r"(?<![\w/.-])((?:{})/[\w/]*\w\.py)\b".format("|".join(SUBPACKAGES)))
 _DOTTED = re.compile(r"(?<![\w.])clustersim(?:\.\w+)+")
 # subpackages whose names are no scenario section or JSON key (`parallel.tp`, `memory.fits` are)
 _SHORT = ("engine", "plan", "sweep", "perrank", "uncertainty", "collectives", "network", "compute",
           "hardware", "workload", "html", "serve", "cli", "calibrate", "importers")
-_DOTTED_SHORT = re.compile(r"`((?:%s)(?:\.\w+)+)" % "|".join(_SHORT))
+_DOTTED_SHORT = re.compile(r"`((?:{})(?:\.\w+)+)".format("|".join(_SHORT)))
 
 # Paths named in the docs that are not in this repository, each with the reason.
 NOT_HERE = {

@@ -33,18 +33,9 @@ from clustersim.sweep.evaluate import (
 )
 from clustersim.sweep.executors import SerialExecutor
 from clustersim.sweep.runner import run_sweep, sweep_spec
-from clustersim.sweep.screen import (
-    Screen,
-    class_dp_key,
-    class_scenario,
-    compiled_bounds,
-    compute_s,
-    exact_bounds,
-    lower_unit_times,
-    screen_shape,
-    unit_times,
-)
+from clustersim.sweep.screen import Screen, compiled_bounds, exact_bounds, screen_shape
 from clustersim.sweep.space import SearchSpace, micro_batch_sizes, shape_layouts, shapes
+from clustersim.sweep.unit_times import class_dp_key, class_scenario, compute_s, lower_unit_times, unit_times
 from tests.sweep.test_screen import SCENARIOS
 
 MOE = ["model.preset=mixtral-8x22b", "model.layers=4", "model.hidden=1024", "model.heads=8", "model.kv_heads=8",
@@ -88,9 +79,9 @@ def test_first_level_is_below_the_second(which, i):
     stage = build_step_work(rep).stages[0]
     for w in {id(w): w for w in (*stage.forward, *stage.backward)}.values():
         assert compute_s(w) <= compile_unit(rep, w).time_s * (1 + 1e-12)
-    lo, ex = Screen(s).lower_times(p), unit_times(rep)
+    lo, ex = Screen(s).classes.lower_times(p), unit_times(rep)
     assert lower_unit_times(rep) == lo  # the shortened model of lower_times changes nothing
-    assert Screen(s).unit_times(p) == ex  # nor that of the compiled units
+    assert Screen(s).classes.unit_times(p) == ex  # nor that of the compiled units
     for f in ("layer_f_s", "layer_b_s", "first_f_s", "first_b_s", "last_f_s", "last_b_s"):
         assert getattr(lo, f) <= getattr(ex, f) * (1 + 1e-12)
     for f in ("layer_params", "first_params", "last_params", "p2p_bytes", "layer_all_params", "moe_all_params"):
@@ -172,7 +163,7 @@ def test_lazy_branch_and_bound_evaluates_what_the_exact_one_does(which, keep, sc
 
 @pytest.mark.parametrize("which", ["moe", "dense", "screen4", "screen5"])
 def test_vectorized_memory_equals_the_one_by_one_screen(which):
-    """``_block_rows`` (all schedules and offload options of a layout at once, on arrays) gives
+    """``rows.VectorRows`` (all schedules and offload options of a layout at once, on arrays) gives
     the rows of ``Screen.worst`` layout by layout, to the byte."""
     s = _scenario(which)
     gb = s.parallel.global_batch

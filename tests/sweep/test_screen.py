@@ -16,13 +16,9 @@ from clustersim import api
 from clustersim.memory.report import VERDICTS
 from clustersim.scenario import load_scenario
 from clustersim.sweep.evaluate import layout_from_key
-from clustersim.sweep.screen import (
-    Screen,
-    _profile_micro_batches,
-    pipeline_bound_s,
-    schedule_profile,
-    screen_shape,
-)
+from clustersim.sweep.pipe_bound import pipeline_bound_s
+from clustersim.sweep.profiles import profile_micro_batches, schedule_profile
+from clustersim.sweep.screen import Screen, screen_shape
 from clustersim.sweep.space import SearchSpace, layout_key, micro_batch_sizes, shape_layouts, shapes
 
 SCENARIOS = [
@@ -98,7 +94,7 @@ def test_truncated_profiles_equal_full_ones(schedule, pp, v):
     for layers in (pp * v, pp * v + 1, 37):
         for k in range(1, 7):
             nmb = k * pp if schedule == "interleaved-1f1b" else k * pp + 1
-            short_n = _profile_micro_batches(schedule, pp, nmb)
+            short_n = profile_micro_batches(schedule, pp, nmb)
             got = schedule_profile(schedule, pp, nmb, v, layers)
             # rebuild without truncation: the profile of nmb built from the full schedule
             from clustersim.parallel.pipeline import build_schedule, stage_graph, stage_layers
@@ -201,8 +197,8 @@ def test_data_parallel_term_decides_somewhere(which):
         prof = sc.profile(p)
         if not prof.backward_chain:
             continue
-        u = sc.unit_times(p)
-        pipe = pipeline_bound_s(u, sc.extra(p, u), prof, p.num_micro_batches)
+        u = sc.classes.unit_times(p)
+        pipe = pipeline_bound_s(u, sc.terms.extra(p, u), prof, p.num_micro_batches)
         old = sc.total_s(p, u, prof, pipe, False, (p.schedule, p.virtual_stages))
         new = sc.total_s(p, u, prof, pipe, True, (p.schedule, p.virtual_stages))
         assert new >= old
@@ -228,17 +224,17 @@ def test_interleaved_chunk_term_bounds_the_closed_form(which):
     for p in layouts:
         if p.schedule != "interleaved-1f1b" or p.virtual_stages < 2:
             continue
-        u = sc.unit_times(p)
+        u = sc.classes.unit_times(p)
         stream = dp_stream(replace(s, parallel=p))
         counts = split_layers(s.model.layers, s.model.mtp_layers, p.pp, p.virtual_stages)
         fwd = [counts[c * p.pp] * u.layer_f_s + (u.first_f_s if c == 0 else 0.0) for c in range(p.virtual_stages)]
         bwd = [counts[c * p.pp] * u.layer_b_s + (u.first_b_s if c == 0 else 0.0) for c in range(p.virtual_stages)]
         chunks = chunk_stream_s(stream, final_prefixes(p.pp, p.num_micro_batches, p.virtual_stages), fwd, bwd)
         prof = sc.profile(p)
-        pipe = pipeline_bound_s(u, sc.extra(p, u), prof, p.num_micro_batches)
-        opt = sc.optimizer_s(p, u, prof)
+        pipe = pipeline_bound_s(u, sc.terms.extra(p, u), prof, p.num_micro_batches)
+        opt = sc.terms.optimizer_s(p, u, prof)
         rest = stream.bound_s(pipe, prof.chunk0_layers[0] * u.layer_b_s + u.first_b_s + u.last_b_s, opt)
-        if stream.bound_s(pipe, 0.0, opt, chunks) > rest and chunks + opt > pipe + opt + sc.tail_s(p, u, prof):
+        if stream.bound_s(pipe, 0.0, opt, chunks) > rest and chunks + opt > pipe + opt + sc.terms.tail_s(p, u, prof):
             decided.append((chunks, p))
     assert decided
     decided.sort(key=lambda x: x[0])
@@ -281,17 +277,17 @@ def test_zero3_moe_gathers_decide_somewhere():
     experts over the expert-data-parallel group) raise some layouts' bound above the compute
     alone (MoE layouts had no ZeRO-3 term: 0.42 of the closed form on Mixtral 8x22B at 1,024
     GPUs, 0.71-0.88 with it), and those bounds hold."""
-    from clustersim.sweep.screen import _plain_bound_s
+    from clustersim.sweep.pipe_bound import plain_bound_s
 
     s, layouts, sc = _z3_case("mixtral")
     raised = []
     for p in layouts:
         prof = sc.profile(p)
-        u = sc.unit_times(p)
-        x = sc.extra(p, u)
+        u = sc.classes.unit_times(p)
+        x = sc.terms.extra(p, u)
         assert x.gather_layer_s > 0.0
         gain = sc.exact_pipe_s(p, u, prof, p.num_micro_batches, p.schedule) \
-            / _plain_bound_s(u, x.p2p_s, prof, p.num_micro_batches)
+            / plain_bound_s(u, x.p2p_s, prof, p.num_micro_batches)
         if gain > 1.05:
             raised.append((gain, p))
     assert raised
@@ -303,25 +299,25 @@ def test_zero3_moe_gathers_decide_somewhere():
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(which=st.sampled_from(["moe", "mixtral", "dense"]), i=st.integers(min_value=0, max_value=10**9))
 def test_shared_unit_compiler_equals_compile_unit(which, i):
-    """``Screen.compile`` (``UnitCompiler``: one compiled unit per ops and group shapes, shared by
+    """``ClassTimes.compile`` (one compiled unit per ``plan.compiled_unit.unit_key``, shared by
     classes) gives every unit of a class what ``compile_unit`` gives it, after the compiler has
     seen the units of other classes; and the class's unit times equal ``unit_times``."""
     from clustersim.plan.compiled_unit import compile_unit
     from clustersim.plan.stage_work import build_step_work
-    from clustersim.sweep.screen import _shortened, class_scenario, unit_times
+    from clustersim.sweep.unit_times import class_scenario, shortened, unit_times
 
     s, layouts = _dp_case(which)
     sc = Screen(s)
     rng = random.Random(i)
     picks = rng.sample(layouts, min(6, len(layouts)))
     for p in picks:
-        sc.unit_times(p)
+        sc.classes.unit_times(p)
     for p in picks:
         rep = class_scenario(s, p)
         stage = build_step_work(rep).stages[0]
         for work in (*stage.forward, *stage.backward, *stage.backward_input, *stage.backward_weight):
-            assert sc.compile(rep, work) == compile_unit(rep, work)
-        assert sc.unit_times(p) == unit_times(_shortened(rep))
+            assert sc.classes.compile(rep, work) == compile_unit(rep, work)
+        assert sc.classes.unit_times(p) == unit_times(shortened(rep))
 
 
 @pytest.mark.parametrize("schedule", ["zb-h1", "zb-v", "dualpipe-v"])
