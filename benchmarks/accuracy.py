@@ -20,10 +20,10 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from clustersim.calibrate.residuals import RESIDUALS_FILE, compute_residuals, residuals_document
 from clustersim.scenario import scenario_from_dict
 from clustersim.uncertainty import step_interval
 from clustersim.uncertainty.interval import _stored
-from clustersim.uncertainty.residuals import RESIDUALS_FILE, compute_residuals, residuals_document
 
 
 def main() -> None:

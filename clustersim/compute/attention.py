@@ -15,6 +15,10 @@ Time: FLOPs / (peak x ceiling x ramp). The ceiling is the best FLOP/s fraction t
 rescale, write O and the log-sum-exp), about one key block's work: a query block that visits
 n_visit key blocks runs at n_visit / (n_visit + 1) of the ceiling, normalised to the long
 sequence (16k) where the papers measured the ceiling.
+
+Local layers (sliding window, chunked attention; clustersim.compute.attention_span): the kernel
+computes the tiles inside the layer's span only, each in full, and a query block visits that
+many key blocks, so both the FLOPs and the ramp follow ``attention_span.block_fraction``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import math
 
 from clustersim.compute.arch import arch_for
+from clustersim.compute.attention_span import block_fraction
 from clustersim.compute.ops import Op
 from clustersim.compute.precision import compute_dtype
 from clustersim.compute.roofline import KERNEL_FLOOR_S, memory_time_s
@@ -37,33 +42,47 @@ def _causal_fraction(s_k: int) -> float:
     return (n + 1) / (2 * n)
 
 
-def _ramp(s_k: int, causal: bool) -> float:
-    def visits(s: int) -> float:
-        n = max(1, math.ceil(s / BLOCK))
-        return (n + 1) / 2 if causal else n
-    v, v_ref = visits(s_k), visits(REF_SEQ)
+def _visits(s: int, causal: bool) -> float:
+    n = max(1, math.ceil(s / BLOCK))
+    return (n + 1) / 2 if causal else n
+
+
+def _ramp(s_k: int, causal: bool, visits: float | None = None) -> float:
+    """``visits``: mean key blocks per query block when not those of full attention (local layers)."""
+    v, v_ref = (_visits(s_k, causal) if visits is None else visits), _visits(REF_SEQ, causal)
     return min(1.0, (v / (v + 1)) / (v_ref / (v_ref + 1)))
 
 
+def _local(s_k: int, causal: bool, pattern: str, window: int) -> tuple[float, float] | None:
+    """(computed fraction, visits) of a causal local layer whose span is shorter than the keys."""
+    if pattern == "full" or not causal or window <= 0 or window >= s_k:
+        return None
+    return block_fraction(s_k, pattern, window, BLOCK)
+
+
 def attention_fwd_flops(batch: int, s_q: int, s_k: int, heads: int, head_dim: int, causal: bool = True,
-                        v_head_dim: int = 0) -> float:
+                        v_head_dim: int = 0, pattern: str = "full", window: int = 0) -> float:
     """Q K^T (``head_dim`` deep) and P V (``v_head_dim`` wide, default ``head_dim``): 2 s_q s_k
-    (d_qk + d_v) per head, the papers' 4 s_q s_k d when both are d."""
-    frac = _causal_fraction(s_k) if causal else 1.0
+    (d_qk + d_v) per head, the papers' 4 s_q s_k d when both are d, times the share of the score
+    tiles the kernel computes (causal; a local ``pattern`` of span ``window``)."""
+    local = _local(s_k, causal, pattern, window)
+    frac = local[0] if local else (_causal_fraction(s_k) if causal else 1.0)
     dv = v_head_dim or head_dim
     return 2.0 * batch * s_q * s_k * heads * (head_dim + dv) * frac
 
 
 def attention_ops(batch: int, s_q: int, s_k: int, heads: int, kv_heads: int, head_dim: int,
                   gpu: GpuSpec, dtype: str, act_bytes: int, causal: bool = True, v_head_dim: int = 0,
-                  name: str = "attention_core") -> tuple[Op, Op]:
+                  name: str = "attention_core", pattern: str = "full", window: int = 0) -> tuple[Op, Op]:
     """(forward, backward) flash-attention ops for ``heads`` query heads on this GPU.
-    ``v_head_dim`` (MLA: 128 next to a 192-deep query/key head) defaults to ``head_dim``."""
+    ``v_head_dim`` (MLA: 128 next to a 192-deep query/key head) defaults to ``head_dim``;
+    ``pattern`` / ``window``: a local layer's span (clustersim.compute.attention_span)."""
     arch = arch_for(gpu)
     peak = gpu.peak(compute_dtype(dtype))  # TE runs attention in bf16 under fp8/fp4 recipes
-    ramp = _ramp(s_k, causal)
+    local = _local(s_k, causal, pattern, window)
+    ramp = _ramp(s_k, causal, local[1] if local else None)
     dv = v_head_dim or head_dim
-    fwd_flops = attention_fwd_flops(batch, s_q, s_k, heads, head_dim, causal, dv)
+    fwd_flops = attention_fwd_flops(batch, s_q, s_k, heads, head_dim, causal, dv, pattern, window)
     bwd_flops = BWD_FLOP_RATIO * fwd_flops
     q_bytes = batch * s_q * heads * head_dim * act_bytes
     o_bytes = batch * s_q * heads * dv * act_bytes

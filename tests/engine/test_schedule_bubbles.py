@@ -9,11 +9,11 @@ import math
 import pytest
 
 from clustersim.api import estimate, simulate
-from clustersim.engine.actions import plan_actions
-from clustersim.engine.stages import build_step_work
-from clustersim.engine.units import UnitCache
 from clustersim.hardware.load import add_profile_file
 from clustersim.parallel.bubble import analytic_bubble
+from clustersim.plan.actions import plan_actions
+from clustersim.plan.compiled_unit import UnitCache
+from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import scenario_from_dict
 
 # a link with no cost, so that the pipeline transfers take no time: the schedule alone sets the bubble
