@@ -18,7 +18,7 @@ from clustersim.perrank.hetero import balanced
 from clustersim.perrank.run import per_rank_mode, time_per_rank
 from clustersim.plan.actions import step_schedule
 from clustersim.plan.budget import check_step_budget
-from clustersim.plan.memory_plan import rank_memory, worst_stage
+from clustersim.plan.memory_plan import InFlight, rank_memory, schedule_in_flight, worst_stage
 from clustersim.plan.plan_cache import PlanCache
 from clustersim.report import StepReport
 from clustersim.scenario import Scenario, load_scenario, scenario_from_dict
@@ -48,13 +48,24 @@ def _validated_schedule(kind: str, pp: int, num_micro_batches: int, virtual_stag
     return schedule
 
 
+@functools.lru_cache(maxsize=256)
+def _validated_in_flight(kind: str, pp: int, num_micro_batches: int, virtual_stages: int) -> tuple[InFlight, ...]:
+    """Each rank's peaks of activations held under the validated schedule (memoised with it: a
+    pure function of the same integers)."""
+    chunks = stage_graph(kind, pp, virtual_stages, num_micro_batches).chunks
+    return schedule_in_flight(_validated_schedule(kind, pp, num_micro_batches, virtual_stages), chunks)
+
+
 def _report(scenario: Scenario, engine: str, step_time_s: float, breakdown: dict[str, float],
             critical_rank: int, analytical_s: float | None = None, per_rank: dict | None = None) -> StepReport:
     if scenario.node_groups:
         memories = _mixed_memory(scenario)
         worst = worst_stage(memories)
     else:
-        memories = rank_memory(scenario, _schedule(scenario))
+        par = scenario.parallel
+        held = None if par.overlap_moe_expert_parallel_comm else _validated_in_flight(
+            par.schedule, par.pp, par.num_micro_batches, par.virtual_stages)
+        memories = rank_memory(scenario, _schedule(scenario), held)
         worst = worst_stage(memories)
     flops = model_flops_per_step(scenario.model, scenario.parallel.global_batch)
     if per_rank:
@@ -69,7 +80,8 @@ def _mixed_memory(scenario: Scenario):
     par = scenario.parallel
     m = max(scenario.micro_batches_per_replica or (par.num_micro_batches,))
     schedule = _validated_schedule(par.schedule, par.pp, m, par.virtual_stages)
-    by_variant = [rank_memory(v, schedule) for v in hetero.variants(scenario)]
+    held = _validated_in_flight(par.schedule, par.pp, m, par.virtual_stages)
+    by_variant = [rank_memory(v, schedule, held) for v in hetero.variants(scenario)]
     out = []
     for p in range(par.pp):
         groups = {g for d in range(par.dp) for g in hetero.stage_groups(scenario, d, p)}

@@ -22,10 +22,11 @@ history does not prevent the jump. The result equals running every micro-batch t
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from clustersim.engine.recurrence import Recurrence
-from clustersim.plan.step_plan import SimRank, StepPlan
+from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, classic_actions, classic_final
 
 REL_TOL = 1e-12
 
@@ -33,12 +34,16 @@ REL_TOL = 1e-12
 def rooms(rk: SimRank, period: int, shift: int) -> list[int]:
     """For each action index i: how many consecutive actions from i are followed, ``period``
     actions later, by the same action ``shift`` micro-batches on (and not a chunk's last backward)."""
-    acts, n = rk.actions, len(rk.actions)
+    return _rooms(rk.actions, rk.final_b, period, shift)
+
+
+def _rooms(acts: tuple[RankAction, ...], final_b: frozenset[int], period: int, shift: int) -> list[int]:
+    n = len(acts)
     out = [0] * (n + 1)
     for i in range(n - 1, -1, -1):
         j = i + period
         same = (j < n and acts[j].kind == acts[i].kind and acts[j].chunk == acts[i].chunk
-                and acts[j].micro_batch == acts[i].micro_batch + shift and j not in rk.final_b)
+                and acts[j].micro_batch == acts[i].micro_batch + shift and j not in final_b)
         out[i] = out[i + 1] + 1 if same else 0
     return out
 
@@ -145,13 +150,30 @@ def starts(room: list[int], period: int) -> list[int]:
 
 
 def _tables(plan: StepPlan) -> tuple[list[list[int]], list[list[int]]]:
-    """Per rank: ``rooms`` and ``starts`` of its actions, once per plan (kept in the plan's memo)."""
+    """Per rank: ``rooms`` and ``starts`` of its actions, once per plan (kept in the plan's memo);
+    a rank whose actions are a classic schedule's takes them from ``_classic_tables``."""
     tables = plan.memo.collapse_tables
     if tables is None:
         p, m = plan.period
-        room = [rooms(rk, p, m) for rk in plan.ranks]
-        tables = plan.memo.collapse_tables = (room, [starts(r, p) for r in room])
+        both = [_classic_tables(rk.schedule_key, p, m) if rk.schedule_key is not None else _rank_tables(rk, p, m)
+                for rk in plan.ranks]
+        tables = plan.memo.collapse_tables = ([r for r, _ in both], [f for _, f in both])
     return tables
+
+
+def _rank_tables(rk: SimRank, period: int, shift: int) -> tuple[list[int], list[int]]:
+    room = rooms(rk, period, shift)
+    return room, starts(room, period)
+
+
+@functools.lru_cache(maxsize=1024)
+def _classic_tables(key: tuple[str, int, int, int, int], period: int, shift: int) -> tuple[list[int], list[int]]:
+    """``rooms`` and ``starts`` of rank ``key[4]`` of the classic schedule ``key[:4]``
+    (clustersim.plan.step_plan.classic_actions): a pure function of integers, memoised for every
+    plan with that schedule (the lists are read, never written)."""
+    schedule, pp, m, v, rank = key
+    room = _rooms(classic_actions(schedule, pp, m, v, 0)[rank], classic_final(schedule, pp, m, v)[rank], period, shift)
+    return room, starts(room, period)
 
 
 def run_collapsed(rec: Recurrence, ends: list[int] | None = None) -> int:

@@ -85,13 +85,17 @@ class RankState:
             for cause, sec in unit.by_cause:
                 self.causes[cause] += sec
             return
+        clock = self.clock
+        busy: list[Interval] = []
         for s in self.streams.values():  # the clock only moves forward: ended intervals never matter again
-            s.busy = [iv for iv in s.busy if iv[1] > self.clock]  # (keeps this linear in the step's units)
-        busy = tuple(iv for s in self.streams.values() for iv in s.busy)
-        end, by_cause = unit_timing(unit.steps, self.clock, busy, self.slowdown)
+            if s.busy:                   # (keeps this linear in the step's units)
+                s.busy = [iv for iv in s.busy if iv[1] > clock]
+                busy += s.busy
+        end, by_cause = unit_timing(unit.steps, clock, busy, self.slowdown)
         self.clock = end
+        causes = self.causes
         for cause, sec in by_cause.items():
-            self.causes[cause] += sec
+            causes[cause] += sec
 
     def run_total(self, total: tuple[float, tuple[tuple[str, float], ...]]) -> None:
         time_s, by_cause = total
@@ -171,7 +175,19 @@ class Recurrence:
 
     def advance(self, limits: list[int] | None = None) -> bool:
         """Run every rank's actions up to ``limits[k]`` (exclusive; None: all), each as far as its
-        inputs have arrived. Returns whether anything ran."""
+        inputs have arrived. Returns whether anything ran.
+
+        Every action's times follow from its own rank's earlier actions and its input, so the
+        ranks may run in any order: a rank runs until it waits for an input and runs again when
+        that input is sent (with ``check_links``, in the order of the event engine's hand-over:
+        every rank in turn until none moves, as the hybrid engine's replay of sends expects)."""
+        ranks = self.plan.ranks
+        stops = [len(rk.actions) if limits is None else min(limits[k], len(rk.actions)) for k, rk in enumerate(ranks)]
+        if self.check_links:
+            return self._advance_in_turn(stops)
+        return self._advance_waking(stops)
+
+    def _advance_in_turn(self, stops: list[int]) -> bool:
         ranks, nxt = self.plan.ranks, self.nxt
         any_progress = False
         progressed = True
@@ -179,7 +195,7 @@ class Recurrence:
             progressed = False
             for rk in ranks:
                 k = rk.index
-                stop = len(rk.actions) if limits is None else min(limits[k], len(rk.actions))
+                stop = stops[k]
                 while nxt[k] < stop:
                     ran = self._step(rk, nxt[k])
                     if not ran:
@@ -188,6 +204,85 @@ class Recurrence:
                     progressed = True
             any_progress |= progressed
         return any_progress
+
+    def _advance_waking(self, stops: list[int]) -> bool:
+        """``advance`` rank by rank: a rank runs until it waits for an input (noted in ``waiting``)
+        and runs again when that input is sent.
+
+        The quiet forward and backward (no collective of the rank in flight, no parameter gather
+        to wait for, no gradient to reduce, no ZeRO-3) run here as ``_step`` runs them - the same
+        operations in the same order - without its calls; every other action through ``_step``."""
+        ranks, nxt, arrival = self.plan.ranks, self.nxt, self.arrival
+        gathered = self._gathered_stages
+        fast = self._z3 is None
+        moved = False
+        waiting: dict[Key, int] = {}   # an awaited input -> the rank that waits for it
+        todo = [rk.index for rk in reversed(ranks)]
+        # what the loop reads of each rank, gathered once per call (a rank is woken many times)
+        reads = [(rk, rk.actions, rk.totals, rk.send_at_s, state, state.causes, state.streams["dp"],
+                  state.streams["rs"]) for rk, state in zip(ranks, self.ranks, strict=True)]
+        while todo:
+            k = todo.pop()
+            i = start = nxt[k]
+            stop = stops[k]
+            if i >= stop:
+                continue
+            rk, acts, totals, send_at_s, state, causes, dp, rs = reads[k]
+            while i < stop:
+                a = acts[i]
+                if not fast or a.paired:
+                    nxt[k] = i   # (the general path reads it)
+                    ran = self._step(rk, i)
+                    if not ran:
+                        for x in (a, acts[i + 1]) if a.paired else (a,):
+                            if x.needs is not None and x.needs not in arrival:
+                                waiting[x.needs] = k
+                        break
+                    for x in acts[i:i + ran]:
+                        for key, _ in x.sends:
+                            w = waiting.pop(key, None)
+                            if w is not None:
+                                todo.append(w)
+                    i += ran
+                    continue
+                needs = a.needs
+                clock = state.clock
+                if needs is not None:
+                    got = arrival.pop(needs, None)
+                    if got is None:
+                        waiting[needs] = k
+                        break
+                    sent, arrived = got
+                    if arrived > clock:   # as _take_input: sent = min(max(sent, clock), arrived)
+                        if sent < clock:
+                            sent = clock
+                        elif arrived < sent:
+                            sent = arrived
+                        causes["bubble"] += sent - clock
+                        causes["pp_comm"] += arrived - sent
+                        clock = state.clock = arrived
+                part = a.part
+                if (dp.free_s <= clock and rs.free_s <= clock
+                        and (not a.final if part != "F" else a.stage not in gathered)):
+                    time_s, by_cause = totals[(a.stage, part)]
+                    clock += time_s
+                    state.clock = clock
+                    for cause, sec in by_cause:
+                        causes[cause] += sec
+                else:
+                    self._run_action(rk, state, a)
+                    clock = state.clock
+                for key, boundary in a.sends:
+                    arrival[key] = (clock, clock + send_at_s[boundary])
+                    if waiting:
+                        w = waiting.pop(key, None)
+                        if w is not None:
+                            todo.append(w)
+                i += 1
+            if i > start:
+                nxt[k] = i
+                moved = True
+        return moved
 
     def run_to_end(self) -> None:
         self.advance()
@@ -228,6 +323,12 @@ class Recurrence:
         if not self._ready(a):
             return 0
         self._take_input(state, a)
+        self._run_action(rk, state, a)
+        self._sends(rk, state, a)
+        return 1
+
+    def _run_action(self, rk: SimRank, state: RankState, a: RankAction) -> None:
+        """The units of action ``a`` (not paired; its input taken)."""
         g, part = a.stage, a.part
         z3 = self._z3
         if self.check_links and not rk.isolated[(g, part)]:
@@ -252,8 +353,6 @@ class Recurrence:
                 state.run_total(rk.totals[(g, part)])
             else:
                 self._backward(rk, state, z3, g, final, part)
-        self._sends(rk, state, a)
-        return 1
 
     def _sends(self, rk: SimRank, state: RankState, a: RankAction) -> None:
         for key, boundary in a.sends:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-# Causes of the critical path (CONTRACT §2 breakdown keys, plus the optimizer step, host offload
+# Causes of the critical path (the `breakdown` keys of docs/output.md, plus the optimizer step, host offload
 # transfers and, in per-rank mode, the time lost waiting for slower peers: clustersim.perrank.run).
 CAUSES = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "offload",
           "straggler")

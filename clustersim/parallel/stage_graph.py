@@ -24,8 +24,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 
+class _IndexMemo:
+    """A slot for the graph's (rank, chunk) -> stage index, built once per graph (not a field:
+    equality, hashing and ``replace`` do not see it)."""
+
+    __slots__ = ("_index_memo",)
+
+
 @dataclass(frozen=True, slots=True)
-class StageGraph:
+class StageGraph(_IndexMemo):
     pp: int
     chunks: int                              # chunks per rank
     placement: tuple[tuple[int, int], ...]   # global stage -> (rank, chunk)
@@ -44,7 +51,12 @@ class StageGraph:
 
     @property
     def _index(self) -> dict[tuple[int, int], int]:
-        return _index_of(self.placement)
+        try:
+            return self._index_memo
+        except AttributeError:
+            index = {rc: g for g, rc in enumerate(self.placement)}
+            object.__setattr__(self, "_index_memo", index)  # frozen dataclass; the slot is ours
+            return index
 
     def runs(self, rank: int, chunk: int, micro_batch: int) -> bool:
         """Whether micro-batch ``micro_batch`` passes through chunk ``chunk`` of ``rank``."""
@@ -59,11 +71,6 @@ class StageGraph:
     def rank_model_stages(self, rank: int) -> tuple[int, ...]:
         """The model stages rank ``rank`` holds parameters of, chunk by chunk."""
         return tuple(self.model_stage[self.stage(rank, c)] for c in range(self.chunks))
-
-
-@lru_cache(maxsize=256)
-def _index_of(placement: tuple[tuple[int, int], ...]) -> dict[tuple[int, int], int]:
-    return {rc: g for g, rc in enumerate(placement)}
 
 
 def _linear(placement: list[tuple[int, int]], pp: int, chunks: int) -> StageGraph:

@@ -78,11 +78,21 @@ def step_operations(scenario: Scenario, engine: str, compiler: UnitCompiler | No
             known = per_work[id(w)] = (unit_operations(unit), engine != "event" or unit_isolated(unit, shared))
         return known
 
+    per_units: dict[tuple[int, ...], tuple[int, bool]] = {}   # the works' ids -> (slow count, all fast)
+
+    def units_cost(works: tuple[Work, ...]) -> tuple[int, bool]:
+        """(operations, every unit isolated) of one action's units; stages alike counted once."""
+        key = tuple(map(id, works))
+        known = per_units.get(key)
+        if known is None:
+            costs = [unit_cost(w) for w in works]
+            known = per_units[key] = (sum(c for c, _ in costs), all(ok for _, ok in costs))
+        return known
+
     total = 2 * m * par.pp * par.virtual_stages  # every action of the schedule (built, validated, walked)
     for st in work.stages:
         for kind, works in (("F", st.forward), ("B", st.backward)):
-            costs = [unit_cost(w) for w in works]
-            slow = sum(c for c, _ in costs)
+            slow, fast_ok = units_cost(works)
             if z3 is not None:
                 n = len(st.forward)
                 if kind == "F":
@@ -92,7 +102,7 @@ def step_operations(scenario: Scenario, engine: str, compiler: UnitCompiler | No
                     slow += sum(_items(z3.reduce.get((st.index, b), ())) for b in range(len(works)))
                 total += m * slow
                 continue
-            fast = (len(costs) if engine == "event" else 1) if all(ok for _, ok in costs) else slow
+            fast = (len(works) if engine == "event" else 1) if fast_ok else slow
             total += (m - 1) * fast + slow
     return total
 

@@ -85,8 +85,8 @@ def compile_unit(scenario: Scenario, work: Work, link_speed: float = 1.0) -> Com
     return CompiledUnit(tuple(steps), end, tuple(sorted(causes.items())), tiers, slowdown)
 
 
-def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, ...], slowdown: float
-                ) -> tuple[float, dict[str, float]]:
+def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, ...] | list[Interval],
+                slowdown: float) -> tuple[float, dict[str, float]]:
     """End time and seconds by cause of a unit started at ``start_s`` with no link shared.
 
     Blocking collectives hold the compute stream; overlapped ones run beside the kernels that follow
@@ -115,7 +115,7 @@ def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, .
             t += s.time_s
             causes[s.cause] = causes.get(s.cause, 0.0) + s.time_s
             continue
-        end, lost = advance(t, s.time_s, (*busy, *pending), slowdown)
+        end, lost = advance(t, s.time_s, (*busy, *pending) if pending else busy, slowdown)
         causes["compute"] = causes.get("compute", 0.0) + s.time_s
         for cause, sec in lost.items():
             causes[cause] = causes.get(cause, 0.0) + sec

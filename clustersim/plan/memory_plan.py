@@ -2,40 +2,74 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from clustersim.compute.conventions import resolve_attention
 from clustersim.memory import MemoryReport, memory_report
 from clustersim.memory.activations import gpu_kernels
 from clustersim.memory.policies import RankPolicies, rank_policies, uniform_policies
 from clustersim.memory.saved import Kernels
-from clustersim.parallel.pipeline import Action, max_in_flight, split_weight_keys
+from clustersim.parallel.pipeline import Action, split_weight_keys
 from clustersim.parallel.stage_graph import StageGraph
 from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import Scenario
 
 
-def layers_in_flight(actions: tuple[Action, ...], rank: int, graph: StageGraph, counts: tuple[int, ...]) -> int:
-    """Peak number of (layer, micro-batch) activations held at once: a forward adds its chunk's
-    layers; the backward frees them, or the W when the weight gradient is split off (the W still
-    reads the inputs of the layers' GEMMs). ``counts``: layers of each global stage."""
+class InFlight(NamedTuple):
+    """The activations one rank holds at its peaks, read off its actions once: per chunk, the
+    micro-batches held right after each forward (when a count can have grown), keeping only the
+    points where no other point holds at least as many of every chunk. Any peak that weights the
+    chunks by non-negative sizes (layers, the embedding's or the loss's chunk) is one of them."""
+
+    peaks: tuple[tuple[int, ...], ...]
+
+
+def in_flight(actions: tuple[Action, ...], chunks: int) -> InFlight:
+    """``actions``' peaks of activations held (``InFlight``): a forward adds one micro-batch to its
+    chunk; the backward frees it, or the W when the weight gradient is split off (the W still
+    reads the inputs of the layers' GEMMs)."""
     split = split_weight_keys(actions)
-    held = peak = 0
+    held = [0] * chunks
+    points = {tuple(held)}
     for a in actions:
-        layers = counts[graph.stage(rank, a.chunk)]
         if a.kind == "F":
-            held += layers
+            held[a.chunk] += 1
+            points.add(tuple(held))
         elif a.kind == "W" or (a.chunk, a.micro_batch) not in split:
-            held -= layers
-        peak = max(peak, held)
-    return peak
+            held[a.chunk] -= 1
+    peaks: list[tuple[int, ...]] = []
+    for p in sorted(points, key=lambda p: (-sum(p), p)):  # a point's dominators come before it
+        if not any(all(x >= y for x, y in zip(q, p, strict=True)) for q in peaks):
+            peaks.append(p)
+    return InFlight(tuple(peaks))
 
 
-def chunk_in_flight(actions: tuple[Action, ...], rank: int, graph: StageGraph, work, model_stage: int) -> float:
+def schedule_in_flight(schedule: tuple[tuple[Action, ...], ...], chunks: int) -> tuple[InFlight, ...]:
+    """``in_flight`` of every rank of ``schedule`` (``chunks`` per rank: the stage graph's)."""
+    return tuple(in_flight(acts, chunks) for acts in schedule)
+
+
+def _peak(held: InFlight, weights: list[int] | tuple[int, ...]) -> int:
+    """Most of ``weights[c]`` per micro-batch of chunk ``c`` held at once."""
+    return max(sum(w * n for w, n in zip(weights, p, strict=True)) for p in held.peaks)
+
+
+def layers_in_flight(actions: tuple[Action, ...], rank: int, graph: StageGraph, counts: tuple[int, ...],
+                     held: InFlight | None = None) -> int:
+    """Peak number of (layer, micro-batch) activations held at once (``in_flight``). ``counts``:
+    layers of each global stage; ``held``: ``in_flight(actions, graph.chunks)`` when known."""
+    held = held or in_flight(actions, graph.chunks)
+    return _peak(held, [counts[graph.stage(rank, c)] for c in range(graph.chunks)])
+
+
+def chunk_in_flight(actions: tuple[Action, ...], rank: int, graph: StageGraph, work, model_stage: int,
+                    held: InFlight | None = None) -> float:
     """Peak micro-batches in flight on the chunk(s) of ``rank`` that run ``model_stage`` (0 if
     none): the embedding's and the loss's tensors live only as long as their own chunk's."""
-    chunks = [c for c in range(graph.chunks) if work.stages[graph.stage(rank, c)].model_stage == model_stage]
-    if not chunks:
+    mask = [int(work.stages[graph.stage(rank, c)].model_stage == model_stage) for c in range(graph.chunks)]
+    if not any(mask):
         return 0.0
-    return float(max_in_flight(tuple(a for a in actions if a.chunk in chunks)))
+    return float(_peak(held or in_flight(actions, graph.chunks), mask))
 
 
 def scenario_kernels(scenario: Scenario) -> Kernels:
@@ -45,12 +79,16 @@ def scenario_kernels(scenario: Scenario) -> Kernels:
     return gpu_kernels(resolve_attention(scenario.training.attention, scenario.cluster.gpu.name), elementwise)
 
 
-def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...]) -> tuple[MemoryReport, ...]:
+def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...],
+                held: tuple[InFlight, ...] | None = None) -> tuple[MemoryReport, ...]:
     """One MemoryReport per pipeline rank (DualPipe: its two chunks hold two model stages, the
-    first and last ranks both the embedding and the output head)."""
+    first and last ranks both the embedding and the output head). ``held``:
+    ``schedule_in_flight(schedule, chunks)`` when the caller keeps it (it depends on the schedule
+    alone)."""
     par = scenario.parallel
     work = build_step_work(scenario)
     graph = work.graph
+    held = held or schedule_in_flight(schedule, graph.chunks)
     counts = tuple(st.num_layers for st in work.stages)
     last_model = graph.num_model_stages - 1
     kernels = scenario_kernels(scenario)
@@ -59,11 +97,11 @@ def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...]) ->
         stages = [work.stages[graph.stage(r, c)] for c in range(graph.chunks)]
         layers = sum(st.num_layers for st in stages)
         moe = sum(st.moe_layers for st in stages)
-        in_flight = layers_in_flight(schedule[r], r, graph, counts) / layers
+        in_flight = layers_in_flight(schedule[r], r, graph, counts, held[r]) / layers
         first = any(st.model_stage == 0 for st in stages)
         last = any(st.model_stage == last_model for st in stages)
-        ends = (chunk_in_flight(schedule[r], r, graph, work, 0) if first else 0.0,
-                chunk_in_flight(schedule[r], r, graph, work, last_model) if last else 0.0)
+        ends = (chunk_in_flight(schedule[r], r, graph, work, 0, held[r]) if first else 0.0,
+                chunk_in_flight(schedule[r], r, graph, work, last_model, held[r]) if last else 0.0)
         policies = RankPolicies(((par.recompute, layers),), 1) if uniform_policies(par) \
             else rank_policies(par, scenario.model.layers, r)
         out.append(memory_report(scenario.model, par, scenario.cluster, scenario.training.dtype,

@@ -83,9 +83,14 @@ def _advance_many(start_s: float, work_s: float, live: list[Interval], slowdown:
                   ) -> tuple[float, dict[str, float]]:
     """``advance`` over the collectives ``live`` (each ending after ``start_s``), segment by segment."""
     lost: dict[str, float] = {}
-    points = sorted({start_s, *(max(s, start_s) for s, _, _ in live), *(e for _, e, _ in live)})
+    points = {start_s}
+    for s, e, _ in live:
+        points.add(max(s, start_s))
+        points.add(e)
+    ordered = sorted(points)
+    ordered.append(float("inf"))
     t, left = start_s, work_s
-    for nxt in [*points[1:], float("inf")]:
+    for nxt in ordered[1:]:
         if nxt <= t:
             continue
         causes = [c for s, e, c in live if s <= t < e]
@@ -121,7 +126,7 @@ def _advance_one(start_s: float, work_s: float, iv: Interval, slowdown: float) -
 
 
 def _blame(lost: dict[str, float], causes: Iterable[str], seconds: float) -> None:
-    causes = list(causes)
+    causes = causes if isinstance(causes, list) else list(causes)
     if not causes or seconds <= 0:
         return
     share = seconds / len(causes)

@@ -103,6 +103,9 @@ class SimRank:
     slowdown: float                          # compute rate lost per concurrent collective (its GPU)
     send_at: dict[int, CollectivePlan] = field(default_factory=dict)   # pipeline boundary -> transfer
     send_at_s: dict[int, float] = field(default_factory=dict)
+    # (schedule, pp, micro-batches, virtual stages, pp rank) when ``actions`` are ``classic_actions``'
+    # of those integers (a key for tables over them that depend on the schedule alone); else None
+    schedule_key: tuple[str, int, int, int, int] | None = None
 
 
 class StepMemo:
@@ -259,6 +262,14 @@ def classic_actions(schedule: str, pp: int, num_micro_batches: int, v: int,
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=256)
+def classic_final(schedule: str, pp: int, num_micro_batches: int, v: int) -> tuple[frozenset[int], ...]:
+    """Per rank: the indices of each chunk's last backward among ``classic_actions`` (the same for
+    every class). Memoised with them: a pure function of integers."""
+    return tuple(frozenset(i for i, a in enumerate(acts) if a.final)
+                 for acts in classic_actions(schedule, pp, num_micro_batches, v, 0))
+
+
 def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: dict[int, float],
            dp_scenario: Scenario, compiler: UnitCompiler) -> StepPlan:
     par = scenario.parallel
@@ -270,6 +281,35 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
     graph = base_work.graph
     general = par.schedule not in CLASSIC_SCHEDULES
     classic = general is False and not (par.overlap_moe_expert_parallel_comm and par.schedule != "gpipe")
+    # Ranks that run the same work on the same host share their units, totals and transfers: each
+    # distinct stage is compiled and summed once (the memos below live for this build only, keyed
+    # by the identity of the work tuples that the step's work keeps alive meanwhile).
+    unit_memo: dict[tuple, tuple[tuple[Work, ...], tuple[CompiledUnit, ...]]] = {}   # keeps its works alive
+    total_memo: dict[int, Total] = {}
+    send_memo: dict[tuple[int, int], CollectivePlan] = {}
+    send_s: dict[int, float] = {}   # id(transfer) -> its duration (a property that sums the phases)
+
+    def units_of(host: Host, works: tuple[Work, ...]) -> tuple[CompiledUnit, ...]:
+        key = (id(host.scenario), host.speed, host.link_speed, *map(id, works))
+        got = unit_memo.get(key)
+        if got is None:
+            got = unit_memo[key] = (works, tuple(compiler(host, w) for w in works))
+        return got[1]
+
+    def total_of(us: tuple[CompiledUnit, ...]) -> Total:
+        got = total_memo.get(id(us))
+        if got is None:
+            got = total_memo[id(us)] = _total(us)
+        return got
+
+    def send_of(c: int, hosts: tuple[Host, ...], boundary: int) -> CollectivePlan:
+        got = send_memo.get((c, boundary))
+        if got is None:
+            got = send_memo[(c, boundary)] = _send_plan(scenario, hosts, boundary, base_work.p2p_bytes)
+            sends.append(got)
+            send_s[id(got)] = got.time_s
+        return got
+
     for c, cls in enumerate(classes):
         classic_acts = classic_actions(par.schedule, pp, cls.num_micro_batches, v, c) if classic else None
         planned = plan_actions(scenario, base_work, cls.num_micro_batches) if classic_acts is None else ()
@@ -281,16 +321,15 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
             split: dict[tuple[int, int], tuple[CompiledUnit, CompiledUnit]] = {}
             for g in stages:
                 st: StageWork = work.stages[g]
-                units[(g, "F")] = tuple(compiler(host, w) for w in st.forward)
-                units[(g, "B")] = tuple(compiler(host, w) for w in st.backward)
+                units[(g, "F")] = units_of(host, st.forward)
+                units[(g, "B")] = units_of(host, st.backward)
                 if dp.zero3 is not None and dp.zero3.backward_gathers == 2:
                     for b, (rec, proper) in enumerate(st.backward_split):
                         split[(g, b)] = (compiler(host, rec), compiler(host, proper))
             send: dict[str, CollectivePlan | None] = {"F": None, "B": None}
             if pp > 1:
-                send["F"] = _send_plan(scenario, cls.hosts, p, base_work.p2p_bytes)
-                send["B"] = _send_plan(scenario, cls.hosts, (p - 1) % pp, base_work.p2p_bytes)
-                sends += [send["F"], send["B"]]
+                send["F"] = send_of(c, cls.hosts, p)
+                send["B"] = send_of(c, cls.hosts, (p - 1) % pp)
             send_at: dict[int, CollectivePlan] = {}
             if classic_acts is not None:
                 actions = classic_acts[p]
@@ -303,37 +342,41 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
                     if (g, a.part) not in units:
                         st = work.stages[g]
                         works = st.backward_input if a.part == "Bi" else st.backward_weight
-                        units[(g, a.part)] = tuple(compiler(host, w) for w in works)
+                        units[(g, a.part)] = units_of(host, works)
                     out = []
                     for key, _dst, boundary in a.sends:
                         if boundary not in send_at:
                             plan = send["F"] if boundary == p else send["B"] if boundary == (p - 1) % pp else None
-                            if plan is None:
-                                plan = _send_plan(scenario, cls.hosts, boundary, base_work.p2p_bytes)
-                                sends.append(plan)
-                            send_at[boundary] = plan
+                            send_at[boundary] = plan if plan is not None else send_of(c, cls.hosts, boundary)
                         out.append(((key[0], c, key[1], key[2]), boundary))
                     needs = (a.needs[0], c, a.needs[1], a.needs[2]) if a.needs is not None else None
                     general |= a.paired or a.part in ("Bi", "W")
                     resolved.append(RankAction(a.kind, a.chunk, a.micro_batch, g, a.part, needs, tuple(out), a.final,
                                                a.paired, a.label))
                 actions = tuple(resolved)
-            final_b = frozenset(i for i, a in enumerate(actions) if a.final)
-            ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, {k: _total(u) for k, u in units.items()},
-                                 {}, {}, split, send, {k: (v.time_s if v is not None else 0.0) for k, v in send.items()},
+            if classic_acts is not None:
+                key = (par.schedule, pp, cls.num_micro_batches, v, p)
+                final_b = classic_final(*key[:4])[p]
+            else:
+                key, final_b = None, frozenset(i for i, a in enumerate(actions) if a.final)
+            ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, {k: total_of(u) for k, u in units.items()},
+                                 {}, {}, split, send, {k: (send_s[id(v)] if v is not None else 0.0) for k, v in send.items()},
                                  dp.tail(list(stages), work.optimizer_time_s[p] / host.speed), final_b, stages,
                                  overlap_slowdown(host.scenario.cluster.gpu), send_at,
-                                 {b: v.time_s for b, v in send_at.items()}))
+                                 {b: send_s[id(v)] for b, v in send_at.items()}, key))
     groups = [dp.grad_buckets, dp.param_gathers]
     if dp.zero3 is not None:
         groups += [dp.zero3.gather, dp.zero3.reduce]
     plans = [plan for group in groups for items in group.values() for _, plan in items]
     plans += [plan for items in dp.after_backward.values() for _, plan in items]
     shared = _plan_tiers(plans + sends)
-    general |= any("host" in u.tiers for rk in ranks for us in rk.units.values() for u in us)
+    distinct = {id(us): us for rk in ranks for us in rk.units.values()}
+    general |= any("host" in u.tiers for us in distinct.values() for u in us)
+    isolated_of = {i: all(_isolated(u, shared) for u in us) for i, us in distinct.items()}
+    private_of = {i: not any(u.tiers & shared for u in us) for i, us in distinct.items()}
     for rk in ranks:
-        rk.isolated.update({key: all(_isolated(u, shared) for u in us) for key, us in rk.units.items()})
-        rk.private.update({key: not any(u.tiers & shared for u in us) for key, us in rk.units.items()})
+        rk.isolated.update({key: isolated_of[id(us)] for key, us in rk.units.items()})
+        rk.private.update({key: private_of[id(us)] for key, us in rk.units.items()})
     isolated = all(rk.isolated.values() for rk in ranks)
     period = (0, 0) if general else steady_period(par.schedule, pp, v)
     gathers = tuple(sorted(dp.param_gathers.items()))
