@@ -26,7 +26,7 @@ from clustersim.scenario import Scenario, load_scenario, scenario_from_dict
 if TYPE_CHECKING:
     import pandas as pd
 
-    from clustersim.sweep.runner import SweepResult
+    from clustersim.sweep.result import SweepResult
 
 __all__ = ["StepReport", "compare_frame", "estimate", "load_scenario", "plan_collective", "report_html",
            "scenario_from_dict", "simulate", "simulate_with_timeline", "sweep", "sweep_frame"]
@@ -142,18 +142,26 @@ def _as_scenario(scenario: Scenario | str | Path | None) -> Scenario:
     raise InputError("scenario", type(scenario).__name__, "a Scenario, a scenario file path, or None (the default)")
 
 
-def sweep(scenario: Scenario | str | Path | None = None, *, gpus: int | None = None, top: int = 10, rerank: int = 8,
-          pareto: bool = False, executor: str = "local", workers: int | None = None) -> SweepResult:
+def sweep(scenario: Scenario | str | Path | None = None, *, gpus: int | None = None, top: int = 10,
+          rerank: int | None = None, pareto: bool = False, executor: str = "local", workers: int | None = None,
+          rank_by: str = "time", fix: Sequence[str] = (), at_most: Sequence[str] = (),
+          only_validated: bool = False) -> SweepResult:
     """`clustersim sweep` as a function: every layout of the scenario's model on its cluster
-    (resized to ``gpus``), ranked. The result shows its top layouts in Jupyter; ``.to_frame()``
-    gives every layout as a DataFrame."""
+    (resized to ``gpus``), ranked by ``rank_by`` (time, p90, cost, memory-headroom) within the
+    constraints (``fix``/``at_most``: ``"parallel.cp=1"`` items as for ``--fix``/``--max``). The result
+    shows its top rows in Jupyter; ``.top(k)`` gives them as ``--json`` does, ``.to_frame()``
+    every layout as a DataFrame; ``rerank`` defaults to ``top``."""
+    import clustersim.html.notebook  # noqa: F401  (attaches SweepResult._repr_html_)
+    from clustersim.sweep.constraints import parse_constraints
     from clustersim.sweep.executors import make_executor
     from clustersim.sweep.runner import run_sweep, sweep_spec
 
-    spec = sweep_spec(_as_scenario(scenario), gpus)
+    base = _as_scenario(scenario)
+    constraints = parse_constraints(base.model, fix, at_most, (), only_validated)
+    spec = sweep_spec(base, gpus, None, constraints)
     pool = make_executor(executor, None, workers)
     try:
-        return run_sweep(spec, pool, rerank=rerank, keep=top, pareto=pareto)
+        return run_sweep(spec, pool, rerank=rerank, keep=top, pareto=pareto, rank_by=rank_by, find_plain=True)
     finally:
         pool.close()
 

@@ -10,64 +10,94 @@ from rich.console import Console
 from rich.table import Table
 
 from clustersim.cli.progress import progress_bar
-from clustersim.errors import Interrupted
+from clustersim.errors import InputError, Interrupted
 from clustersim.html import check_html_path, write_html
 from clustersim.limits import MAX_RERANK, MAX_TOP
-from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
+from clustersim.scenario import Scenario, apply_overrides, read_scenario_dict, scenario_from_dict
+from clustersim.sweep.constraints import parse_constraints, searched_overrides
 from clustersim.sweep.executors import EXECUTORS, make_executor
+from clustersim.sweep.objective import RANK_BY, RANK_BY_HELP
 from clustersim.sweep.output import check_table_path, write_table
 from clustersim.sweep.plot import check_plot_path, plot_result
-from clustersim.sweep.runner import SweepResult, run_sweep, sweep_spec
+from clustersim.sweep.runner import run_sweep, sweep_spec
 from clustersim.sweep.space import SearchSpace
+from clustersim.sweep.verdict import verdict
 
 GiB = 2**30
 
 
-def top_table(rows: list[dict], title: str) -> Table:
+_METRIC_HEADERS = {"p90_step_time_s": "p90 s", "cost_usd_per_million_tokens": "USD/Mtok",
+                   "gpu_hours_per_million_tokens": "GPU-h/Mtok", "free_bytes_per_gpu": "free GiB"}
+
+
+def _ranked_cell(field: str, row: dict) -> str:
+    value = float(row[field])
+    if field == "free_bytes_per_gpu":
+        return f"{value / GiB:.1f}"
+    return f"{value:.3f}" if field == "p90_step_time_s" else f"{value:.4g}"
+
+
+def top_table(rows: list[dict], title: str, ranked_field: str = "step_time_s", moe: bool = False) -> Table:
+    """The best rows, one per group: ranges where the group's layouts differ (``v3-40``, ``1|2``)."""
     table = Table(title=title)
-    for name in ("#", "tp", "pp", "dp", "cp", "mb", "zero", "recompute", "sp", "schedule", "step s (80%)", "MFU",
-                 "tokens/s", "peak GiB", "regime", "engine"):
+    extra = [_METRIC_HEADERS[ranked_field]] if ranked_field != "step_time_s" else []
+    names = ["#", "tp", "pp", "dp", "cp", *(["ep", "etp", "offload"] if moe else []), "mb", "zero", "recompute", "sp",
+             "schedule",
+             "step s (80%)", *extra, "MFU", "tokens/s", "peak GiB", "layouts", "regime", "engine"]
+    for name in names:
         table.add_column(name, justify="left" if name in ("recompute", "schedule", "engine", "regime") else "right")
-    for i, row in enumerate(rows, start=1):
+    for row in rows:
         p = row["parallel"]
         iv = row["interval"]
+        varies = row.get("group", {}).get("varies", {})
         sched = p["schedule"] + (f" v{p['virtual_stages']}" if p["virtual_stages"] > 1 else "")
+        if "virtual_stages" in varies:
+            lo_v, hi_v = varies["virtual_stages"]
+            sched += f" (v{lo_v}-{hi_v})"
+        zero = str(p["zero_stage"]) + (" (1|2)" if "zero_stage" in varies else "")
         lo, hi = iv["step_time_s"]
         regime = iv["regime"] + ("" if iv["validated"] else " (not validated)")
-        table.add_row(str(i), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]), str(p["micro_batch"]),
-                      str(p["zero_stage"]), p["recompute"], "y" if p["sequence_parallel"] else "n", sched,
-                      f"{row['step_time_s']:.3f} ({lo:.3f}-{hi:.3f})", f"{row['mfu']:.1%}",
-                      f"{row['tokens_per_s']:,.0f}",
+        table.add_row(str(row["rank"]), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]),
+                      *([str(p["ep"]), str(p.get("expert_tp") or p["tp"]), "y" if p.get("offload") else "n"]
+                        if moe else []), str(p["micro_batch"]), zero, p["recompute"],
+                      "y" if p["sequence_parallel"] else "n", sched,
+                      f"{row['step_time_s']:.3f} ({lo:.3f}-{hi:.3f})", *[_ranked_cell(ranked_field, row)] * len(extra),
+                      f"{row['mfu']:.1%}", f"{row['tokens_per_s']:,.0f}",
                       f"{row['peak_bytes_per_gpu'] / GiB:.1f}" + (" tight" if row["memory_verdict"] == "tight" else ""),
-                      regime, row["engine"])
+                      str(row.get("group", {}).get("layouts", 1)), regime, row["engine"])
     return table
 
 
-def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
-    """What the intervals say about the ranking: which top layouts the winner cannot be told
-    apart from, and whether the winner's regime is validated by measured runs."""
-    if not rows:
-        return []
-    lines = []
-    tied = result.indistinguishable(rows)
-    if tied:
-        lines.append(f"layouts {', '.join(f'#{i + 1}' for i in tied)} are indistinguishable from #1 within their "
-                     f"{rows[0]['interval']['level']:.0%} intervals (the step-time intervals overlap)")
-    else:
-        lines.append("#1 is faster than every other listed layout beyond their 80% intervals")
-    iv = rows[0]["interval"]
-    if iv["validated"]:
-        lines.append(f"#1's regime ({iv['regime']}) is validated by {iv['evidence_runs']} measured runs")
-    else:
-        lines.append(f"#1's regime ({iv['regime']}) is NOT validated: " + "; ".join(iv["widened_for"]
-                     or [f"{iv['evidence_runs']} measured runs"]))
-    return lines
+def _template(scenario: str | None, overrides: tuple[str, ...]) -> tuple[dict, Scenario, list[str]]:
+    """(the scenario as data, the scenario, the ``--set`` items on searched dimensions). Those
+    constrain the sweep as ``--fix`` does; they also set the scenario's own layout (the template,
+    re-ranked beside the best) where it stays valid, and leave it as it is where not (``--set
+    parallel.cp=2`` on a template that fills the cluster without CP)."""
+    sets, rest = searched_overrides(overrides)
+    data = read_scenario_dict(scenario)
+    if sets:
+        try:
+            raw = apply_overrides(data, [*rest, *sets])
+            return raw, scenario_from_dict(raw), sets
+        except InputError:
+            pass
+    raw = apply_overrides(data, rest)
+    return raw, scenario_from_dict(raw), sets
 
 
 @click.command("sweep")
 @click.argument("scenario", required=False, type=click.Path(dir_okay=False))
 @click.option("--gpus", type=click.IntRange(min=1), help="Sweep on N GPUs of the scenario's cluster type.")
-@click.option("--top", "top_k", type=click.IntRange(min=1, max=MAX_TOP), default=10, show_default=True, help="Layouts to print.")
+@click.option("--top", "top_k", type=click.IntRange(min=1, max=MAX_TOP), default=10, show_default=True,
+              help="Rows to print: structurally distinct layouts, each with the range of its variants.")
+@click.option("--rank-by", type=click.Choice(RANK_BY), default="time", show_default=True, help=RANK_BY_HELP + ".")
+@click.option("--fix", "fixes", multiple=True, metavar="KEY=VALUE",
+              help="Hold a searched dimension at a value, e.g. parallel.cp=1, parallel.schedule=1f1b "
+                   "(repeatable; --set on a searched dimension does the same).")
+@click.option("--max", "maxima", multiple=True, metavar="KEY=VALUE",
+              help="An upper bound on an integer dimension, e.g. parallel.tp=8 (repeatable).")
+@click.option("--only-validated", is_flag=True,
+              help="Only layouts in regimes whose interval measured runs validate (clustersim.uncertainty).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write every evaluated layout (.csv or .parquet).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Plot tokens/s against peak memory (.png/.svg/.pdf).")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False),
@@ -76,26 +106,32 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
               help="local: a process pool on this machine; dask: a Dask cluster; serial: this process.")
 @click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler (tcp://host:8786); default: a LocalCluster.")
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
-@click.option("--rerank", type=click.IntRange(min=0, max=MAX_RERANK), default=8, show_default=True,
-              help="Best layouts re-ranked with the event engine (plus the scenario's own layout).")
+@click.option("--rerank", type=click.IntRange(min=0, max=MAX_RERANK),
+              help="Best rows re-ranked with the event engine (plus the scenario's own layout) [default: --top, at most 8].")
 @click.option("--pareto/--no-pareto", default=False, show_default=True,
               help="Also evaluate every layout that could be on the memory/throughput Pareto front.")
 @click.option("--allow-tp-across-nodes", is_flag=True, help="Let tensor parallelism span nodes.")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a scenario field; on a searched dimension (parallel.cp ...) it is a --fix.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
               help="Extra hardware profile YAML (e.g. one written by `clustersim calibrate`).")
-def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, plot: str | None,
+def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixes: tuple[str, ...],
+          maxima: tuple[str, ...], only_validated: bool, out: str | None, plot: str | None,
           html_file: str | None, executor: str,
-          scheduler: str | None, workers: int | None, rerank: int, pareto: bool, allow_tp_across_nodes: bool,
+          scheduler: str | None, workers: int | None, rerank: int | None, pareto: bool, allow_tp_across_nodes: bool,
           overrides: tuple[str, ...], no_progress: bool, as_json: bool, profiles: tuple[str, ...]) -> None:
-    """Rank every valid layout of SCENARIO's model on its cluster by tokens/s.
+    """Rank the valid layouts of SCENARIO's model on its cluster (fastest first by default).
 
     Layouts that do not fit in GPU memory are pruned first; the rest are evaluated in closed form
     and the best are re-ranked with the event engine. Parallel degrees, micro-batch, ZeRO stage,
     recompute, sequence parallelism, schedule and virtual stages are searched; the global batch,
-    dtype and overlap options come from the scenario.
+    dtype and overlap options come from the scenario. Each row is one structurally distinct
+    layout: variants that differ only in virtual stages, or ZeRO-1/2 twins, share it (their range
+    in brackets, their count under "layouts"). When #1 is not a plain 3D layout (cp 1, ZeRO 0-2,
+    no offload, a GPipe, 1F1B or interleaved 1F1B schedule), a line compares it with the best
+    plain 3D one. See docs/sweep.md.
     """
     from clustersim.hardware.load import use_profiles
     use_profiles(profiles)
@@ -105,15 +141,17 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, p
         check_plot_path(plot)
     if html_file:
         check_html_path(html_file)
-    raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
-    spec = sweep_spec(scenario_from_dict(raw), gpus, SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes))
+    raw, base, sets = _template(scenario, overrides)
+    constraints = parse_constraints(base.model, fixes, maxima, sets, only_validated)
+    spec = sweep_spec(base, gpus, SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes), constraints)
     started = time.perf_counter()
     pool = make_executor(executor, scheduler, workers)
     written: list[str] = []
     try:
         try:
             with progress_bar(not no_progress) as update:
-                result = run_sweep(spec, pool, rerank=rerank, keep=top_k, pareto=pareto, progress=update)
+                result = run_sweep(spec, pool, rerank=rerank, keep=top_k, pareto=pareto, progress=update,
+                                   rank_by=rank_by, find_plain=True)
         except KeyboardInterrupt:
             pool.terminate()
             raise
@@ -141,13 +179,21 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, out: str | None, p
                f"form, {result.simulated} in the event engine) in {elapsed_s:.1f} s "
                f"({result.evaluated / elapsed_s:,.0f} layouts/s) on {executor}", err=True)
     rows = result.top(top_k)
+    lines = verdict(result, rows)
     if as_json:
+        plain = result.best_plain()
         click.echo(json.dumps({"evaluated": result.evaluated, "feasible": result.fitting,
                                "estimated": result.estimated, "simulated": result.simulated,
                                "gpus": s.cluster.num_gpus, "cluster": s.cluster.name, "model": s.model.name,
-                               "top": rows, "indistinguishable_from_best": [i + 1 for i in result.indistinguishable(rows)],
-                               "verdict": verdict(result, rows)}, indent=2))
+                               "rank_by": rank_by, "ranked_field": result.ranked_field,
+                               "constraints": constraints.to_json(),
+                               "groups": result.groups, "top": rows,
+                               "best_plain_3d": None if plain is None else plain[1],
+                               "indistinguishable_from_best": [i + 1 for i in result.indistinguishable(rows)],
+                               "verdict": lines}, indent=2))
         return
-    Console(width=max(Console().width, 170)).print(top_table(rows, title))
-    for line in verdict(result, rows):
+    within = f"; {constraints.describe()}" if constraints else ""
+    Console(width=max(Console().width, 170)).print(
+        top_table(rows, f"{title}, ranked by {rank_by}{within}", result.ranked_field, s.model.is_moe))
+    for line in lines:
         click.echo(line)

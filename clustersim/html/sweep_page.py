@@ -17,24 +17,13 @@ import numpy as np
 from clustersim.html import charts, fragments
 from clustersim.html.page import esc, render_page, scenario_yaml
 from clustersim.sweep.evaluate import COL, KEY_FIELDS
-from clustersim.sweep.runner import SweepResult, parallel_dict
+from clustersim.sweep.result import SweepResult, parallel_dict
+from clustersim.sweep.verdict import layout_label, verdict
 from clustersim.units import GiB
 
+__all__ = ["layout_label", "sweep_page", "top_table"]
+
 MAX_POINTS = 20_000
-
-
-def layout_label(p: Mapping[str, Any]) -> str:
-    """``tp8 pp8 dp16 mb1 z1 selective sp 1f1b``: a layout in a few words."""
-    parts = [f"tp{p['tp']}", f"pp{p['pp']}", f"dp{p['dp']}"]
-    if int(p.get("cp", 1)) > 1:
-        parts.append(f"cp{p['cp']}")
-    if int(p.get("ep", 1)) > 1:
-        parts.append(f"ep{p['ep']}")
-    parts += [f"mb{p['micro_batch']}", f"z{p['zero_stage']}", str(p["recompute"])]
-    if p.get("sequence_parallel"):
-        parts.append("sp")
-    sched = str(p["schedule"]) + (f" v{p['virtual_stages']}" if int(p.get("virtual_stages", 1)) > 1 else "")
-    return " ".join([*parts, sched])
 
 
 def _columns(result: SweepResult, rows: np.ndarray, engine: str) -> dict[str, list[Any]]:
@@ -76,7 +65,33 @@ def chart_rows(result: SweepResult) -> tuple[np.ndarray, np.ndarray, int]:
     return keep, front, int(timed.size)
 
 
-def top_table(top: list[dict[str, Any]]) -> str:
+def _group_note(r: dict[str, Any]) -> str:
+    """``v3-40, zero 1|2, 38 layouts``: what a row's group spans (empty for a single layout)."""
+    group = r.get("group") if isinstance(r.get("group"), dict) else {}
+    varies = group.get("varies", {})
+    parts = []
+    if "virtual_stages" in varies:
+        parts.append("v{}-{}".format(*varies["virtual_stages"]))
+    if "zero_stage" in varies:
+        parts.append("zero {}|{}".format(*varies["zero_stage"]))
+    if int(group.get("layouts", 1)) > 1:
+        parts.append(f"{group['layouts']} layouts")
+    return ", ".join(parts)
+
+
+_RANKED = {"p90_step_time_s": "p90 step time (s)", "cost_usd_per_million_tokens": "USD per million tokens",
+           "gpu_hours_per_million_tokens": "GPU-hours per million tokens", "free_bytes_per_gpu": "free GiB/GPU"}
+
+
+def _ranked_value(field: str, r: dict[str, Any]) -> str:
+    value = r.get(field)
+    if value is None:
+        return ""
+    return f"{float(value) / GiB:.1f}" if field == "free_bytes_per_gpu" else f"{float(value):.4g}"
+
+
+def top_table(top: list[dict[str, Any]], ranked_field: str = "step_time_s") -> str:
+    """The top rows; a column for the ranked value where it is not the step time."""
     rows = []
     for i, r in enumerate(top, start=1):
         step = f"{float(r['step_time_s']):.4g}"
@@ -85,23 +100,35 @@ def top_table(top: list[dict[str, Any]]) -> str:
             step += f" ({st[0]:.4g}-{st[1]:.4g})"
         iv = r.get("interval") if isinstance(r.get("interval"), dict) else {}
         regime = str(iv.get("regime", "")) + (" (not validated)" if iv.get("validated") is False else "")
-        rows.append({"rank": i, "layout": layout_label(r["parallel"]), "step": step,
+        rows.append({"rank": r.get("rank", i) or i, "layout": layout_label(r["parallel"]), "group": _group_note(r),
+                     "step": step,
                      "tps": f"{float(r['tokens_per_s']):,.0f}", "mfu": f"{float(r['mfu']) * 100:.1f}%",
-                     "peak": f"{float(r['peak_bytes_per_gpu']) / GiB:.1f}", "regime": regime, "engine": r["engine"]})
-    cols = [("rank", "#"), ("layout", "layout"), ("step", "step time (s, 80% interval)"), ("tps", "tokens/s"),
-            ("mfu", "MFU"), ("peak", "peak GiB/GPU")]
+                     "peak": f"{float(r['peak_bytes_per_gpu']) / GiB:.1f}", "regime": regime, "engine": r["engine"],
+                     "ranked": _ranked_value(ranked_field, r)})
+    cols = [("rank", "#"), ("layout", "layout")]
+    if any(row["group"] for row in rows):
+        cols.append(("group", "variants"))
+    cols.append(("step", "step time (s, 80% interval)"))
+    if ranked_field in _RANKED:
+        cols.append(("ranked", _RANKED[ranked_field]))
+    cols += [("tps", "tokens/s"), ("mfu", "MFU"), ("peak", "peak GiB/GPU")]
     if any(row["regime"] for row in rows):
         cols.append(("regime", "regime"))
     cols.append(("engine", "engine"))
-    return fragments.rows_table(cols, rows, test_id="top-layouts", left=("layout", "regime", "engine"))
+    return fragments.rows_table(cols, rows, test_id="top-layouts", left=("layout", "group", "regime", "engine"))
+
+
+def _ranking_note(result: SweepResult) -> str:
+    c = result.spec.constraints
+    within = f" Constraints: {esc(c.describe())}." if c else ""
+    return (f'<p class="note">One row per structurally distinct layout: variants that differ only in virtual '
+            f"stages, and ZeRO-1/2 twins, share a row (their range under variants).{within}</p>")
 
 
 def verdict_html(result: SweepResult, top: list[dict[str, Any]]) -> str:
     """What the intervals say about the ranking, in the words `clustersim sweep` prints."""
     if not top or not all(isinstance(r.get("interval"), dict) for r in top):
         return ""
-    from clustersim.cli.sweep_cmd import verdict
-
     items = "".join(f"<li>{esc(line)}</li>" for line in verdict(result, top))
     return f'<ul class="note" data-testid="verdict">{items}</ul>'
 
@@ -127,7 +154,8 @@ def sweep_page(result: SweepResult, top_k: int = 10, scenario: Mapping[str, Any]
         "line is the Pareto front (no other layout is faster with no more memory); stars are the top layouts "
         "of the table below (event-engine numbers where re-ranked). Colour: GPUs per model replica (tp x pp x cp); the dashed line is "
         f"the GPU's memory. Hover for the layout.{esc(sample)}</p></section>"
-        f'<section id="sec-top"><h2>Top {len(top)} layouts</h2>{top_table(top)}{verdict_html(result, top)}</section>'
+        f'<section id="sec-top"><h2>Top {len(top)} layouts, ranked by {esc(result.rank_by)}</h2>'
+        f"{_ranking_note(result)}{top_table(top, result.ranked_field)}{verdict_html(result, top)}</section>"
     )
     if scenario is not None:
         body += (f'<section id="sec-scenario"><h2>Scenario</h2><pre class="yaml" data-testid="scenario-yaml">'

@@ -23,6 +23,7 @@ from clustersim.errors import BudgetError
 from clustersim.memory.report import VERDICTS
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.scenario import Scenario
+from clustersim.sweep.constraints import Constraints
 from clustersim.sweep.space import SearchSpace, Shape
 
 ESTIMATE = "clustersim.api:estimate"
@@ -67,6 +68,8 @@ class SweepSpec:
     replayer: str = REPLAY
     # evaluate one of each pair of ZeRO-1 / ZeRO-2 twins in closed form (``time_twins``)
     share_twins: bool = True
+    # what narrowed ``space`` (``--fix``, ``--max``, ``--only-validated``; runner.sweep_spec applies them)
+    constraints: Constraints = Constraints()
 
     @property
     def own_screen(self) -> bool:

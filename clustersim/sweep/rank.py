@@ -1,7 +1,7 @@
-"""Ranking and the Pareto front of a sweep table (columns: clustersim.sweep.evaluate.COLUMNS).
+"""Key codes and the Pareto front of a sweep table (columns: clustersim.sweep.evaluate.COLUMNS).
 
-The order is total and deterministic: higher tokens/s first; ties, and layouts without a time
-(which sort last), broken by the canonical layout key (clustersim.sweep.space.layout_key).
+``key_codes`` orders rows like the canonical layout key (clustersim.sweep.space.layout_key), the
+tie-break of every order the sweep makes (the ranking itself: clustersim.sweep.groups).
 """
 
 from __future__ import annotations
@@ -31,19 +31,6 @@ def key_codes(table: np.ndarray) -> np.ndarray:
     ranks = np.empty(keys.shape[0], dtype=np.int64)
     ranks[np.lexsort([keys[:, j] for j in reversed(range(keys.shape[1]))])] = np.arange(keys.shape[0])
     return ranks
-
-
-def rank_order(table: np.ndarray, tokens_per_s: np.ndarray | None = None,
-               codes: np.ndarray | None = None) -> np.ndarray:
-    """Row indices best first: layouts that fit before tight ones (memory verdict), then by
-    (-tokens_per_s, key), NaN tokens/s last. ``codes``: the rows' ``key_codes``, if known."""
-    tps = table[:, COL["tokens_per_s"]] if tokens_per_s is None else tokens_per_s
-    missing = np.isnan(tps)
-    tight = table[:, COL["verdict"]] == 1.0
-    if codes is None:
-        codes = key_codes(table)
-    # np.lexsort sorts by its last key first.
-    return np.lexsort([codes, np.where(missing, 0.0, -tps), tight, missing])
 
 
 def feasible_mask(table: np.ndarray) -> np.ndarray:

@@ -32,7 +32,7 @@ The level applies to every schedule with more than one pipeline stage (one stage
 runner keeps the second level, ``max``). Cost: one pass over the schedule's ``2 m pp v`` (or
 ``3 m pp``) actions, about a millisecond per thousand, against tens of milliseconds for the closed
 form; the runner replays a layout only when it is about to be evaluated
-(``runner._branch_and_bound``). ``tests/sweep/test_replay.py`` checks it against
+(``bnb.branch_and_bound``). ``tests/sweep/test_replay.py`` checks it against
 ``api.estimate`` on random layouts.
 """
 

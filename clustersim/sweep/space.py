@@ -21,6 +21,11 @@ Rules, each one the loader's own (``clustersim.scenario.check_layout``) unless m
 - ZeRO-3 with HSDP (``parallel.fsdp.hsdp_replicas`` in the template) needs the replica count to
   divide ``dp * cp``.
 
+Constraints (``SearchSpace.limits``, the option tuples; clustersim.sweep.constraints): the loops
+below skip every value outside them, so a constrained space is enumerated, counted and screened
+without the layouts it excludes. Where a rule keeps one twin (S2: ZeRO 0 without data-parallel
+replicas) and the constraints exclude it, the shape gives no layout.
+
 Symmetry pruning: options that name the *same* computation as another enumerated layout are
 left out, so every distinct job is evaluated once. In each rule the two layouts run the same
 kernels and collectives, so they take the same time, and the pruned one needs no less memory:
@@ -70,6 +75,19 @@ class SearchSpace:
     # MoE models also search expert tensor parallelism, the zero-bubble and DualPipe schedules and
     # optimizer offload (a dense model keeps gpipe / 1f1b / interleaved without offload)
     offload: tuple[bool, ...] = (False, True)
+    # ``--fix`` / ``--max`` on the degrees and integer options (clustersim.sweep.constraints):
+    # (field, lowest, highest) with the field one of LIMITED; the enumeration below skips what
+    # falls outside, so a constrained sweep screens only the layouts it may pick
+    limits: tuple[tuple[str, int, int], ...] = ()
+
+    def allows(self, name: str, value: int) -> bool:
+        """Whether ``value`` of ``name`` (one of LIMITED) lies within every limit on it."""
+        return all(lo <= value <= hi for field, lo, hi in self.limits if field == name)
+
+
+# the integer dimensions a SearchSpace limits (``expert_tp``: the expert TP degree that runs, tp where
+# the layout key stores 0)
+LIMITED = ("tp", "cp", "pp", "dp", "ep", "expert_tp", "micro_batch", "virtual_stages")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,28 +125,32 @@ def shapes(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
     gpus = cluster.num_gpus
     out: list[Shape] = []
     for tp in divisors(gpus):
-        if not _tp_allowed(model, cluster, tp, space):
+        if not _tp_allowed(model, cluster, tp, space) or not space.allows("tp", tp):
             continue
         for cp in divisors(gpus // tp):
             if cp > 1 and model.seq_len % (2 * cp):
                 continue
-            if space.max_cp and cp > space.max_cp:
+            if (space.max_cp and cp > space.max_cp) or not space.allows("cp", cp):
                 continue
             for pp in divisors(gpus // (tp * cp)):
-                if pp > model.layers:
+                if pp > model.layers or not space.allows("pp", pp):
                     continue
                 dp = gpus // (tp * cp * pp)
-                if global_batch % dp:
+                if global_batch % dp or not space.allows("dp", dp):
                     continue
                 if not model.is_moe:
-                    out.append(Shape(tp, cp, pp, dp, 1))
+                    if space.allows("ep", 1) and space.allows("expert_tp", tp):
+                        out.append(Shape(tp, cp, pp, dp, 1))
                     continue
                 # MoE parallel folding: ep * etp divides the stage's tp * cp * dp ranks
                 for ep in divisors(model.moe_experts):
+                    if not space.allows("ep", ep):
+                        continue
                     for etp in divisors(tp):
                         if (tp * cp * dp) % (ep * etp) or model.moe_expert_ffn_hidden % etp:
                             continue
-                        out.append(Shape(tp, cp, pp, dp, ep, 0 if etp == tp else etp))
+                        if space.allows("expert_tp", etp):
+                            out.append(Shape(tp, cp, pp, dp, ep, 0 if etp == tp else etp))
     return out
 
 
@@ -144,20 +166,31 @@ def schedule_options(shape: Shape, num_micro_batches: int, layers: int,
     out: list[tuple[str, int]] = []
     pp, m = shape.pp, num_micro_batches
     pipelined = pp > 1 and m > 1
+    one = space.allows("virtual_stages", 1)
     for schedule in SCHEDULES:
         if schedule not in space.schedules:
             continue
         if schedule == "gpipe":
-            if pipelined or "1f1b" not in space.schedules:  # S3
+            if one and (pipelined or "1f1b" not in space.schedules):  # S3
                 out.append((schedule, 1))
         elif schedule == "1f1b":
-            out.append((schedule, 1))
+            if one:
+                out.append((schedule, 1))
         elif schedule == "interleaved-1f1b":
             if pp > 1 and m % pp == 0:
-                out.extend((schedule, v) for v in range(2, layers // pp + 1))  # S4: v >= 2
-        elif moe and pp > 1 and _new_schedule_ok(schedule, pp, m, layers):
+                out.extend((schedule, v) for v in _virtual_stages(pp, layers, space))  # S4: v >= 2
+        elif one and moe and pp > 1 and _new_schedule_ok(schedule, pp, m, layers):
             out.append((schedule, 1))
     return out
+
+
+def _virtual_stages(pp: int, layers: int, space: SearchSpace) -> range:
+    """The interleaved schedule's chunk counts: 2 (S4) to layers / pp, within the space's limits."""
+    lo, hi = 2, layers // pp
+    for field, a, b in space.limits:
+        if field == "virtual_stages":
+            lo, hi = max(lo, a), min(hi, b)
+    return range(lo, hi + 1)
 
 
 def _new_schedule_ok(schedule: str, pp: int, m: int, layers: int) -> bool:
@@ -174,8 +207,9 @@ def schedule_zero_ok(schedule: str, zero: int) -> bool:
 
 
 def offload_options(model: ModelSpec, space: SearchSpace, has_host_link: bool) -> list[bool]:
-    """Optimizer offload (ZeRO-Offload) for MoE models on clusters with a host link."""
-    return [o for o in space.offload if not o or (model.is_moe and has_host_link)] or [False]
+    """Optimizer offload (ZeRO-Offload) for MoE models on clusters with a host link (none where
+    the space allows only offload and the model or cluster cannot have it)."""
+    return [o for o in space.offload if not o or (model.is_moe and has_host_link)]
 
 
 def sequence_parallel_options(model: ModelSpec, shape: Shape, space: SearchSpace) -> list[bool]:
@@ -191,15 +225,16 @@ def zero_options(shape: Shape, space: SearchSpace, hsdp_replicas: int = 1) -> li
     """ZeRO stages of a shape (S2: stage 0 only without data-parallel replicas); ZeRO-3 only
     where the template's HSDP replica count divides dp * cp (the loader's rule)."""
     if shape.dp * shape.cp == 1:
-        return [0]
+        return [0] if 0 in space.zero_stages else []
     return [z for z in space.zero_stages if z != 3 or (shape.dp * shape.cp) % hsdp_replicas == 0]
 
 
-def micro_batch_sizes(shape: Shape, global_batch: int) -> list[int]:
+def micro_batch_sizes(shape: Shape, global_batch: int, space: SearchSpace = SearchSpace()) -> list[int]:
     """Micro-batch sizes of a shape: the divisors of the per-replica batch that leave at most
-    MAX_MICRO_BATCHES micro-batches per pipeline (the loader's cap)."""
+    MAX_MICRO_BATCHES micro-batches per pipeline (the loader's cap), within the space's limits."""
     per_replica = global_batch // shape.dp
-    return [mb for mb in divisors(per_replica) if per_replica // mb <= MAX_MICRO_BATCHES]
+    return [mb for mb in divisors(per_replica)
+            if per_replica // mb <= MAX_MICRO_BATCHES and space.allows("micro_batch", mb)]
 
 
 def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
@@ -215,7 +250,8 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
     zeros = zero_options(shape, space, template.hsdp_replicas)
     offloads = offload_options(model, space, has_host_link)
     out: list[ParallelLayout] = []
-    for mb in micro_batches if micro_batches is not None else micro_batch_sizes(shape, template.global_batch):
+    for mb in micro_batches if micro_batches is not None else micro_batch_sizes(shape, template.global_batch,
+                                                                                   space):
         nmb = per_replica // mb
         scheds = schedule_options(shape, nmb, model.layers, space, model.is_moe)
         for zero in zeros:
@@ -250,14 +286,15 @@ def schedule_counts(shape: Shape, num_micro_batches: int, layers: int, space: Se
     for schedule in SCHEDULES:
         if schedule not in space.schedules:
             continue
+        one = space.allows("virtual_stages", 1)
         if schedule == "gpipe":
-            n = int(pipelined or "1f1b" not in space.schedules)
+            n = int(one and (pipelined or "1f1b" not in space.schedules))
         elif schedule == "1f1b":
-            n = 1
+            n = int(one)
         elif schedule == "interleaved-1f1b":
-            n = max(0, layers // pp - 1) if pp > 1 and m % pp == 0 else 0
+            n = len(_virtual_stages(pp, layers, space)) if pp > 1 and m % pp == 0 else 0
         else:
-            n = int(moe and pp > 1 and _new_schedule_ok(schedule, pp, m, layers))
+            n = int(one and moe and pp > 1 and _new_schedule_ok(schedule, pp, m, layers))
         if n:
             out[schedule] = n
     return out
@@ -286,7 +323,7 @@ def count_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayo
     gb = template.global_batch
     host = cluster.pcie is not None
     return sum(count_shape_layouts(model, shape, gb, mb, space, template.hsdp_replicas, host)
-               for shape in shapes(model, cluster, gb, space) for mb in micro_batch_sizes(shape, gb))
+               for shape in shapes(model, cluster, gb, space) for mb in micro_batch_sizes(shape, gb, space))
 
 
 _SCHEDULE_INDEX = {name: i for i, name in enumerate(SCHEDULES)}

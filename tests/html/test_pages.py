@@ -58,6 +58,7 @@ def test_cli_pages_have_their_sections_and_the_scenario(reports) -> None:
     sweep = reports.sweep.read_text()
     assert set(charts_of(sweep)) == {"chart-pareto"} and 'data-testid="top-layouts"' in sweep
     assert 'data-testid="verdict"' in sweep and "regime" in sweep
+    assert "ranked by time" in sweep and "One row per structurally distinct layout" in sweep  # grouped rows
     compare = reports.compare.read_text()
     assert {"chart-time", "chart-cost"} <= set(charts_of(compare)) and "hgx-h200" in compare
     for page in (run, sweep, compare):

@@ -105,3 +105,27 @@ def test_gpt3_space_respects_the_rules():
     assert {x.tp for x in shp} == {1, 2, 4, 8}
     assert all(1536 % x.dp == 0 and x.tp * x.cp * x.pp * x.dp == 1024 and x.pp <= 96 for x in shp)
     assert count_layouts(s.model, s.cluster, s.parallel) > 100_000
+
+
+@pytest.mark.parametrize("fix,most", [
+    (("parallel.cp=1",), ()), (("parallel.zero_stage=1", "parallel.recompute=full"), ()),
+    (("parallel.schedule=interleaved-1f1b",), ("parallel.virtual_stages=3",)),
+    ((), ("parallel.tp=2", "parallel.micro_batch=2", "parallel.pp=2")),
+    (("parallel.sequence_parallel=true", "parallel.dp=2"), ()),
+])
+@pytest.mark.parametrize("fields,nodes,gpn,gb", CASES)
+def test_constraints_enumerate_the_space_they_filter(fields, nodes, gpn, gb, fix, most):
+    """A constrained space is the unconstrained one filtered by the constraints, in the same
+    order, and counted as it is enumerated (clustersim.sweep.constraints)."""
+    from clustersim.sweep.constraints import parse_constraints
+    from clustersim.sweep.runner import parallel_dict
+
+    model = model_from_fields("m", fields)
+    cluster = load_cluster("dgx-a100", nodes, gpus_per_node=gpn, nics_per_node=gpn)
+    template = ParallelLayout(global_batch=gb)
+    c = parse_constraints(model, fix, most)
+    space = c.apply(SearchSpace(), model)
+    want = [layout_key(p) for p in enumerate_layouts(model, cluster, template)
+            if c.allows(parallel_dict(layout_key(p), gb))]
+    got = [layout_key(p) for p in enumerate_layouts(model, cluster, template, space)]
+    assert got == want and count_layouts(model, cluster, template, space) == len(got)

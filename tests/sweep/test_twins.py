@@ -49,6 +49,7 @@ def test_zero1_and_zero2_twins_take_the_same_time(which, i):
 
 def test_branch_and_bound_with_twins_ranks_as_without(monkeypatch):
     """Sharing the twins' time gives the same table, row for row, with fewer closed-form runs."""
+    import clustersim.sweep.bnb as bnb
     import clustersim.sweep.runner as runner
 
     runs = []
@@ -57,7 +58,8 @@ def test_branch_and_bound_with_twins_ranks_as_without(monkeypatch):
         runs.append(len(keys))
         return estimate_keys(spec, keys)
 
-    monkeypatch.setattr(runner, "estimate_keys", counted)
+    monkeypatch.setattr(bnb, "estimate_keys", counted)
+    monkeypatch.setattr(runner, "estimate_keys", counted)  # the scenario's own layout
     s = load_scenario(None, DP_SCENARIOS["mixtral"])
     spec = sweep_spec(s)
     assert spec.time_twins

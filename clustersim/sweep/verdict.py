@@ -1,0 +1,95 @@
+"""What a sweep's ranking says, in words: `clustersim sweep` prints these lines under its table,
+``--json`` carries them as ``verdict`` and ``--html`` shows them under the top layouts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from clustersim.sweep.evaluate import COL
+from clustersim.sweep.objective import not_plain_reasons, plain_mask
+from clustersim.sweep.result import SweepResult
+from clustersim.units import GiB
+
+
+def layout_label(p: Mapping[str, Any]) -> str:
+    """``tp8 pp8 dp16 mb1 z1 selective sp 1f1b``: a layout in a few words."""
+    parts = [f"tp{p['tp']}", f"pp{p['pp']}", f"dp{p['dp']}"]
+    if int(p.get("cp", 1)) > 1:
+        parts.append(f"cp{p['cp']}")
+    if int(p.get("ep", 1)) > 1:
+        parts.append(f"ep{p['ep']}")
+    parts += [f"mb{p['micro_batch']}", f"z{p['zero_stage']}", str(p["recompute"])]
+    if p.get("sequence_parallel"):
+        parts.append("sp")
+    sched = str(p["schedule"]) + (f" v{p['virtual_stages']}" if int(p.get("virtual_stages", 1)) > 1 else "")
+    return " ".join([*parts, sched])
+
+
+def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
+    """What the intervals say about the ranking: which top rows the winner cannot be told apart
+    from, whether the winner's regime is validated by measured runs, and, when the winner is not
+    a plain 3D layout, how it compares with the best plain 3D one."""
+    if not rows:
+        return []
+    lines = []
+    tied = result.indistinguishable(rows)
+    if tied:
+        lines.append(f"layouts {', '.join(f'#{i + 1}' for i in tied)} are indistinguishable from #1 within their "
+                     f"{rows[0]['interval']['level']:.0%} intervals (the step-time intervals overlap)")
+    else:
+        lines.append("#1 is faster than every other listed layout beyond their 80% intervals")
+    iv = rows[0]["interval"]
+    if iv["validated"]:
+        lines.append(f"#1's regime ({iv['regime']}) is validated by {iv['evidence_runs']} measured runs")
+    else:
+        lines.append(f"#1's regime ({iv['regime']}) is NOT validated: " + "; ".join(iv["widened_for"]
+                     or [f"{iv['evidence_runs']} measured runs"]))
+    plain = plain_line(result, rows[0])
+    if plain:
+        lines.append(plain)
+    return lines
+
+
+def _overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    lo_a, hi_a = a["interval"]["step_time_s"]
+    lo_b, hi_b = b["interval"]["step_time_s"]
+    return lo_a <= hi_b and lo_b <= hi_a
+
+
+def _versus(field: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    """``a`` against ``b`` in one ranked metric, in words."""
+    x, y = float(a[field]), float(b[field])
+    if field == "free_bytes_per_gpu":
+        return f"{x / GiB:.1f} GiB free per GPU against {y / GiB:.1f}"
+    what, unit = {"step_time_s": ("step time", " s"), "p90_step_time_s": ("p90 step time", " s"),
+                  "cost_usd_per_million_tokens": ("USD per million tokens", ""),
+                  "gpu_hours_per_million_tokens": ("GPU-hours per million tokens", "")}[field]
+    word = "lower" if x <= y else "higher"
+    return f"{what} {x:.4g}{unit} against {y:.4g}{unit} ({abs(1 - x / y):.1%} {word})"
+
+
+def plain_line(result: SweepResult, best: Mapping[str, Any]) -> str | None:
+    """One line comparing #1 with the best plain 3D layout (objective.plain_mask), when #1 is not one."""
+    if best["plain_3d"]:
+        return None
+    head = f"#1 is not a plain 3D layout ({', '.join(not_plain_reasons(best['parallel']))})"
+    found = result.best_plain()
+    if found is None:
+        t = result.table
+        plain = plain_mask(t)
+        if not plain.any():
+            within = f" the constraints ({result.spec.constraints.describe()}) leave" if result.spec.constraints \
+                else " the search space has"
+            return f"{head};{within} no plain 3D layout"
+        if not (plain & (t[:, COL["fits"]] == 1.0)).any():
+            return f"{head}; no plain 3D layout fits in memory"
+        return f"{head}; the best plain 3D layout was not searched for"
+    k, other = found
+    parts = [_versus("step_time_s", best, other)]
+    if result.ranked_field != "step_time_s":
+        parts.append(_versus(result.ranked_field, best, other))
+    inside = ("their 80% step-time intervals overlap: within the uncertainty" if _overlap(best, other)
+              else "their 80% step-time intervals do not overlap: beyond the uncertainty")
+    return (f"{head}; against the best plain 3D layout, #{k} ({layout_label(other['parallel'])}): "
+            f"{'; '.join(parts)}; {inside}")
