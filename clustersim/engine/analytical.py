@@ -157,6 +157,9 @@ class Recurrence:
             stages = list(rk.stages)
             state.enqueue("dp", dp.after_backward_of(stages))
             state.wait(max(state.pending, default=0.0), "dp_comm")
+            for cause, sec in (("jitter", rk.jitter_s), ("host", rk.host_s)):   # clustersim.engine.step_terms
+                state.clock += sec
+                state.causes[cause] += sec
             state.clock += rk.optimizer_time_s
             state.causes["optimizer"] += rk.optimizer_time_s
             for _, plan in dp.after_optimizer_of(stages):

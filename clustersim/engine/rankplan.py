@@ -18,11 +18,13 @@ import functools
 from dataclasses import dataclass, field
 
 from clustersim.collectives import CollectivePlan
+from clustersim.compute import Op
+from clustersim.engine import step_terms
 from clustersim.engine.actions import plan_actions
 from clustersim.engine.groups import pp_plan
 from clustersim.engine.overlap import overlap_slowdown
 from clustersim.engine.scaling import scale_dp_plan, scale_plan, scale_work
-from clustersim.engine.stages import StageWork, Work, build_step_work
+from clustersim.engine.stages import StageWork, Work, build_step_work, grad_norm_all_reduce_s
 from clustersim.engine.units import CompiledUnit, compile_unit
 from clustersim.engine.zero import DpPlan, Item, dp_plan
 from clustersim.parallel.pipeline import build_schedule
@@ -96,6 +98,10 @@ class SimRank:
     slowdown: float                          # compute rate lost per concurrent collective (its GPU)
     send_at: dict[int, CollectivePlan] = field(default_factory=dict)   # pipeline boundary -> transfer
     send_at_s: dict[int, float] = field(default_factory=dict)
+    # waits both engines add before the optimizer step (clustersim.engine.step_terms): the slowest
+    # GPU's pace (breakdown cause "jitter") and the host's share (cause "host")
+    jitter_s: float = 0.0
+    host_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +169,12 @@ def _send_plan(scenario: Scenario, hosts: tuple[Host, ...], boundary: int, size_
         other = pp_plan(b.scenario, size_bytes, boundary)
         plan = other if other.time_s > plan.time_s else plan
     return scale_plan(plan, min(a.link_speed, b.link_speed))
+
+
+def _kernels(st: StageWork, part: str) -> int:
+    """Kernels of one action's units (each Op one kernel), for the host's issue time."""
+    works = {"F": st.forward, "B": st.backward, "Bi": st.backward_input, "W": st.backward_weight}[part]
+    return sum(op.kernels for w in works for op in w if isinstance(op, Op))
 
 
 def _plan_tiers(plans: list[CollectivePlan]) -> frozenset[str]:
@@ -249,6 +261,11 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
     graph = base_work.graph
     general = par.schedule not in CLASSIC_SCHEDULES
     classic = general is False and not (par.overlap_moe_expert_parallel_comm and par.schedule != "gpipe")
+    # step_terms: the slowest GPU the classes already simulate, the barrier's latency
+    slowest = min(h.speed for cls in classes for h in cls.hosts)
+    modelled_slowdown = 1.0 / slowest - 1.0 if slowest > 0 else 0.0
+    barrier_s = grad_norm_all_reduce_s(scenario)
+    last_model = max(graph.model_stage)
     for c, cls in enumerate(classes):
         classic_acts = classic_actions(par.schedule, pp, cls.num_micro_batches, v, c) if classic else None
         planned = plan_actions(scenario, base_work, cls.num_micro_batches) if classic_acts is None else ()
@@ -298,11 +315,19 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
                                                a.paired, a.label))
                 actions = tuple(resolved)
             final_b = frozenset(i for i, a in enumerate(actions) if a.final)
-            ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, {k: _total(u) for k, u in units.items()},
+            totals = {k: _total(u) for k, u in units.items()}
+            opt_s = work.optimizer_time_s[p] / host.speed
+            keys = [(a.stage, a.part) for a in actions]
+            kernels = {k: _kernels(work.stages[k[0]], k[1]) for k in units}
+            holds_data = any(graph.model_stage[g] in (0, last_model) for g in stages)
+            ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, totals,
                                  {}, {}, split, send, {k: (v.time_s if v is not None else 0.0) for k, v in send.items()},
-                                 work.optimizer_time_s[p] / host.speed, final_b, stages,
+                                 opt_s, final_b, stages,
                                  overlap_slowdown(host.scenario.cluster.gpu), send_at,
-                                 {b: v.time_s for b, v in send_at.items()}))
+                                 {b: v.time_s for b, v in send_at.items()},
+                                 step_terms.jitter_s(scenario, keys, totals, opt_s, modelled_slowdown),
+                                 step_terms.host_s(host.scenario, keys, totals, kernels, cls.num_micro_batches,
+                                                   holds_data, barrier_s)))
     groups = [dp.grad_buckets, dp.param_gathers]
     if dp.zero3 is not None:
         groups += [dp.zero3.gather, dp.zero3.reduce]

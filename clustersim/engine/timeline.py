@@ -6,9 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 # Causes of the critical path (CONTRACT §2 breakdown keys, plus the optimizer step, host offload
-# transfers and, in per-rank mode, the time lost waiting for slower peers: clustersim.perrank.run).
+# transfers, in per-rank mode the time lost waiting for slower peers (clustersim.perrank.run), the
+# healthy cluster's wait for its slowest GPU (``jitter``, clustersim.compute.variation) and the
+# host's share of the step (``host``, clustersim.compute.host)).
 CAUSES = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "offload",
-          "straggler")
+          "straggler", "jitter", "host")
 
 
 @dataclass(frozen=True, slots=True)
