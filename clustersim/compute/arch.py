@@ -142,8 +142,8 @@ _CUDNN_FWD_H100 = 595 / 989
 _CUDNN_BWD_H100 = 516 / 989
 # One H100 80GB SXM, 2026-11-26 (validation/micro/, module docstring; benchmarks/micro_fit.py --fit)
 _HOPPER_GEMM = GemmFit(tile_eff=0.78, bench_overhead_s=25e-6)    # h100_gemm_bf16_2026-11-26.csv
-_HOPPER_ATTN = AttnFit(fwd=(0.995, 0.22e-12, 7.0),               # h100_micro_2026-11-26.json "attention"
-                       bwd=(0.995, 0.42e-12, 15.0))
+_HOPPER_ATTN = AttnFit(fwd=(1.0, 0.22e-12, 7.0),                 # h100_micro_2026-11-26.json "attention"
+                       bwd=(1.0, 0.42e-12, 15.0))
 _HOPPER_SUSTAINED = 689.1 / 719.8   # sustained 25-s GEMM / the same shape's burst kernel (h100_micro, h100_gemm)
 HOPPER_H100 = ArchData(
     name="h100",
