@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from validation.micro_fit import adamw_row, attention_rows, eager_rows, gemm_rows, rms_log_error, sustained_row
+from validation.micro_fit import (
+    adamw_row,
+    attention_rows,
+    eager_rows,
+    gemm_rows,
+    rms_log_error,
+    sustained_row,
+)
 
 
 @pytest.mark.parametrize("row", gemm_rows(), ids=lambda r: r.what)

@@ -18,7 +18,7 @@ def test_expected_maximum_of_normals_matches_the_tables(n: int, exact: float) ->
 
 def test_grows_like_sqrt_two_log_n_and_never_shrinks() -> None:
     values = [expected_max_normal(2 ** k) for k in range(15)]
-    assert all(b > a for a, b in zip(values, values[1:]))
+    assert all(b > a for a, b in zip(values, values[1:], strict=False))
     assert expected_max_normal(16384) < math.sqrt(2 * math.log(16384))
 
 
