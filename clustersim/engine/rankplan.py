@@ -15,6 +15,7 @@ Simulated rank ``k`` is pipeline rank ``k % pp`` of class ``k // pp``; its globa
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass, field
 
 from clustersim.collectives import CollectivePlan
@@ -317,7 +318,7 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
             final_b = frozenset(i for i, a in enumerate(actions) if a.final)
             totals = {k: _total(u) for k, u in units.items()}
             opt_s = work.optimizer_time_s[p] / host.speed
-            keys = [(a.stage, a.part) for a in actions]
+            keys = Counter((a.stage, a.part) for a in actions)
             kernels = {k: _kernels(work.stages[k[0]], k[1]) for k in units}
             holds_data = any(graph.model_stage[g] in (0, last_model) for g in stages)
             ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, totals,

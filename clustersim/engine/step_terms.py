@@ -11,7 +11,7 @@ bounds leave them out (a lower bound stays one when the true time grows).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from clustersim.compute import host
 from clustersim.compute.variation import sync_wait_fraction
@@ -25,22 +25,23 @@ def compute_seconds(total: Total) -> float:
     return sum(sec for cause, sec in total[1] if cause == "compute")
 
 
-def jitter_s(scenario: Scenario, action_keys: Iterable[tuple[int, str]], totals: Mapping[tuple[int, str], Total],
+def jitter_s(scenario: Scenario, actions: Mapping[tuple[int, str], int], totals: Mapping[tuple[int, str], Total],
              optimizer_s: float, modelled_slowdown: float = 0.0) -> float:
-    """The rank's kernel seconds in the step (its actions' and its optimizer's) times the
-    expected wait for the slowest of the job's GPUs (clustersim.compute.variation)."""
+    """The rank's kernel seconds in the step (its actions', ``actions``: how many of each
+    (global stage, part), and its optimizer's) times the expected wait for the slowest of the
+    job's GPUs (clustersim.compute.variation)."""
     frac = sync_wait_fraction(scenario.parallel.num_gpus, modelled_slowdown)
     if frac <= 0.0:
         return 0.0
-    return frac * (sum(compute_seconds(totals[key]) for key in action_keys) + optimizer_s)
+    return frac * (sum(n * compute_seconds(totals[key]) for key, n in actions.items()) + optimizer_s)
 
 
-def host_s(scenario: Scenario, action_keys: Iterable[tuple[int, str]], totals: Mapping[tuple[int, str], Total],
+def host_s(scenario: Scenario, actions: Mapping[tuple[int, str], int], totals: Mapping[tuple[int, str], Total],
            kernels: Mapping[tuple[int, str], int], micro_batches: int, holds_data: bool, barrier_s: float) -> float:
-    """Issue deficits of the rank's actions, the step's synchronising calls and, for Megatron on
-    the stages that read the data, the per-micro-batch broadcast of the batch over TP
-    (clustersim.compute.host)."""
-    deficit = sum(host.issue_deficit_s(kernels[key], compute_seconds(totals[key])) for key in action_keys)
+    """Issue deficits of the rank's actions (``actions``: how many of each (global stage, part)),
+    the step's synchronising calls and, for Megatron on the stages that read the data, the
+    per-micro-batch broadcast of the batch over TP (clustersim.compute.host)."""
+    deficit = sum(n * host.issue_deficit_s(kernels[key], compute_seconds(totals[key])) for key, n in actions.items())
     framework, dtype = scenario.framework.name, scenario.training.dtype
     syncs = host.sync_points(framework, dtype)
     fixed = syncs * host.KERNEL_ISSUE_S
