@@ -41,6 +41,7 @@ from clustersim.collectives import plan_collective
 from clustersim.compute import optimizer_step_time_s
 from clustersim.compute.ops import COMM_GROUPS, CommOp, Op
 from clustersim.compute.optimizer import grad_buffer_time_s
+from clustersim.compute.variation import sync_wait_fraction
 from clustersim.engine.groups import comm_plan, group_shape, link_shape
 from clustersim.engine.memory_plan import layers_in_flight, scenario_kernels
 from clustersim.engine.offload import host_optimizer_time_s
@@ -856,7 +857,8 @@ class Screen:
                 exact: bool, schedule: tuple[str, int]) -> float:
         """The bound from the pipeline bound ``pipe_s``: plus the optimizer step and, with the
         backward chain, ``tail_s``; at the second level (``exact``) of a MoE model at least the
-        bound from rank 0's data-parallel stream (``dp_bound_s``). ``schedule``: the layout's
+        bound from rank 0's data-parallel stream (``dp_bound_s``); then the least wait for the
+        slowest GPU (``jitter_floor_s``). ``schedule``: the layout's
         (schedule, virtual stages), which the screen's ``layout`` does not carry.
 
         Dense models leave the data-parallel term out (still a bound, only looser): measured on
@@ -871,7 +873,21 @@ class Screen:
                 bound = max(bound, self.dp_bound_s(layout, schedule, u, profile, pipe_s, opt))
             else:
                 bound = max(bound, self.stream_floor_s(layout, schedule, u, profile))
-        return bound
+        return bound + self.jitter_floor_s(layout, profile)
+
+    def jitter_floor_s(self, layout: ParallelLayout, profile: ScheduleProfile) -> float:
+        """The least wait for the slowest GPU that the plan adds to any rank before its optimizer
+        step (clustersim.engine.step_terms: ``sync_wait_fraction`` of the rank's kernel seconds),
+        from the kernels alone of the layers each rank holds: every bound above ends with some
+        rank's optimizer step, which comes after that wait, so adding it keeps them bounds."""
+        if self._per_rank:
+            return 0.0
+        frac = sync_wait_fraction(layout.num_gpus)
+        if frac <= 0.0:
+            return 0.0
+        lo = self.lower_times(layout)
+        held = min(h for h, _ in profile.ranks)
+        return frac * held * profile.share * layout.num_micro_batches * (lo.layer_f_s + lo.layer_b_s)
 
     def step_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> tuple[float, float]:
         """What ``total_s`` adds to the pipeline bound below the second level: the optimizer step
@@ -1277,7 +1293,7 @@ class _Rows:
                     terms = self._steps.get(skey)
                     if terms is None:
                         terms = self._steps[skey] = sc.step_terms(p, u, prof)
-                    bound = pipe_s + terms[0] + terms[1]
+                    bound = pipe_s + terms[0] + terms[1] + sc.jitter_floor_s(p, prof)
                 self.rows.append((*head, int(off), bound * (1.0 - BOUND_SLACK)))
 
     def array(self) -> np.ndarray:

@@ -53,7 +53,8 @@ def test_replay_equals_the_closed_form_where_only_the_pipeline_costs(schedule, v
                              f"parallel.schedule={schedule}", f"parallel.virtual_stages={v}"])
     sc = Screen(s)
     assert replay_bound_s(sc, s.parallel) <= api.estimate(s).step_time_s
-    est = closed_form_without_waits(s)   # the bounds leave out the plan's additive waits
+    # the bounds count the plan's additive waits only as their floor (Screen.jitter_floor_s)
+    est = closed_form_without_waits(s) + sc.jitter_floor_s(s.parallel, sc.profile(s.parallel))
     replay = replay_bound_s(sc, s.parallel)
     assert replay == pytest.approx(est, rel=2e-9)  # BOUND_SLACK shaves 1e-9
     second = sc.step_bound_s(s.parallel, sc.profile(s.parallel))
@@ -122,7 +123,7 @@ def test_replay_counts_the_data_parallel_stream(schedule):
     plain.dp_term = False
     without = replay_bound_s(plain, s.parallel)
     assert without < 0.85 * est
-    assert 0.88 * est <= with_stream <= est <= api.estimate(s).step_time_s
+    assert 0.88 * est <= with_stream <= api.estimate(s).step_time_s
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -161,7 +162,7 @@ def test_second_level_counts_the_stream_without_the_backward_chain(schedule):
     first = sc.step_bound_s(s.parallel, sc.profile(s.parallel), level=1)
     second = sc.step_bound_s(s.parallel, sc.profile(s.parallel))
     assert first < 0.75 * est
-    assert 0.7 * est <= second <= replay_bound_s(sc, s.parallel) <= est <= api.estimate(s).step_time_s
+    assert 0.7 * est <= second <= replay_bound_s(sc, s.parallel) <= api.estimate(s).step_time_s
 
 
 @pytest.mark.parametrize("which,keep", [("dp-dense", 3), ("dp-mixtral", 2)])
