@@ -145,7 +145,7 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
                                                p2p, layout.overlap_moe_expert_parallel_comm,
                                                overlap_slowdown(sc.base.cluster.gpu), ready)
     ends, finals = times
-    floor = sc.jitter_floor_s(layout, profile)   # each rank's wait for the slowest GPU (total_s adds it too)
+    floor = sc.jitter_floor_s(layout, profile, u)   # each rank's wait for the slowest GPU (total_s adds it too)
     if profile.backward_chain:
         bound = sc.total_s(layout, u, profile, ends[0], True, (layout.schedule, layout.virtual_stages))
     else:

@@ -670,6 +670,10 @@ class Screen:
         self._streams: dict[tuple[object, ...], tuple[RankStream, ...]] = {}
         self._sums: dict[tuple[object, ...], tuple[tuple[tuple[tuple[int, float], ...], float], ...]] = {}
         self._per_rank = per_rank_mode(base)
+        # jitter_floor_s: the class's kernel seconds per layer and the profile's least layers, by identity
+        self._floor_layer: dict[int, tuple[UnitTimes, float]] = {}
+        self._floor_held: dict[int, tuple[ScheduleProfile, float]] = {}
+        self._floor_frac: dict[int, float] = {}
         # the data-parallel stream term of the second level: on for MoE models (total_s)
         self.dp_term = base.model.is_moe
 
@@ -873,21 +877,30 @@ class Screen:
                 bound = max(bound, self.dp_bound_s(layout, schedule, u, profile, pipe_s, opt))
             else:
                 bound = max(bound, self.stream_floor_s(layout, schedule, u, profile))
-        return bound + self.jitter_floor_s(layout, profile)
+        return bound + self.jitter_floor_s(layout, profile, u)
 
-    def jitter_floor_s(self, layout: ParallelLayout, profile: ScheduleProfile) -> float:
+    def jitter_floor_s(self, layout: ParallelLayout, profile: ScheduleProfile, u: UnitTimes) -> float:
         """The least wait for the slowest GPU that the plan adds to any rank before its optimizer
         step (clustersim.engine.step_terms: ``sync_wait_fraction`` of the rank's kernel seconds),
         from the kernels alone of the layers each rank holds: every bound above ends with some
-        rank's optimizer step, which comes after that wait, so adding it keeps them bounds."""
+        rank's optimizer step, which comes after that wait, so adding it keeps them bounds.
+        ``u``: the layout's unit times (of its class), which key the class's kernel seconds."""
         if self._per_rank:
             return 0.0
-        frac = sync_wait_fraction(layout.num_gpus)
+        gpus = layout.num_gpus
+        frac = self._floor_frac.get(gpus)
+        if frac is None:
+            frac = self._floor_frac[gpus] = sync_wait_fraction(gpus)
         if frac <= 0.0:
             return 0.0
-        lo = self.lower_times(layout)
-        held = min(h for h, _ in profile.ranks)
-        return frac * held * profile.share * layout.num_micro_batches * (lo.layer_f_s + lo.layer_b_s)
+        layer = self._floor_layer.get(id(u))
+        if layer is None:
+            lo = self.lower_times(layout)
+            self._floor_layer[id(u)] = layer = (u, lo.layer_f_s + lo.layer_b_s)   # keeps u alive: its id stays valid
+        held = self._floor_held.get(id(profile))
+        if held is None:
+            self._floor_held[id(profile)] = held = (profile, min(h for h, _ in profile.ranks) * profile.share)
+        return frac * held[1] * layout.num_micro_batches * layer[1]
 
     def step_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> tuple[float, float]:
         """What ``total_s`` adds to the pipeline bound below the second level: the optimizer step
@@ -1293,7 +1306,7 @@ class _Rows:
                     terms = self._steps.get(skey)
                     if terms is None:
                         terms = self._steps[skey] = sc.step_terms(p, u, prof)
-                    bound = pipe_s + terms[0] + terms[1] + sc.jitter_floor_s(p, prof)
+                    bound = pipe_s + terms[0] + terms[1] + sc.jitter_floor_s(p, prof, u)
                 self.rows.append((*head, int(off), bound * (1.0 - BOUND_SLACK)))
 
     def array(self) -> np.ndarray:

@@ -54,7 +54,8 @@ def test_replay_equals_the_closed_form_where_only_the_pipeline_costs(schedule, v
     sc = Screen(s)
     assert replay_bound_s(sc, s.parallel) <= api.estimate(s).step_time_s
     # the bounds count the plan's additive waits only as their floor (Screen.jitter_floor_s)
-    est = closed_form_without_waits(s) + sc.jitter_floor_s(s.parallel, sc.profile(s.parallel))
+    est = closed_form_without_waits(s) + sc.jitter_floor_s(s.parallel, sc.profile(s.parallel),
+                                                           sc.unit_times(s.parallel))
     replay = replay_bound_s(sc, s.parallel)
     assert replay == pytest.approx(est, rel=2e-9)  # BOUND_SLACK shaves 1e-9
     second = sc.step_bound_s(s.parallel, sc.profile(s.parallel))
