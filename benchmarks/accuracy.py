@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from clustersim.calibrate.residuals import RESIDUALS_FILE, compute_residuals, residuals_document  # noqa: E402
 from clustersim.scenario import scenario_from_dict  # noqa: E402
 from clustersim.uncertainty import step_interval  # noqa: E402
 from clustersim.uncertainty.interval import _stored  # noqa: E402
-from clustersim.uncertainty.residuals import RESIDUALS_FILE, compute_residuals, residuals_document  # noqa: E402
 from validation.summary import summary  # noqa: E402
 
 

@@ -3,11 +3,11 @@
     python benchmarks/bench_engine.py [--repeat 5]
 
 In-process, one Python process: each engine call is timed ``--repeat`` times and the median is
-printed, after a first (cold) call that builds and memoises the step plan (the table shows that
-first call too). Rows:
+printed, after a first (cold) call that builds the step plan and keeps it in the run's memo
+(clustersim.plan.plan_cache.PlanCache, handed to every call; the table shows that first call too). Rows:
 
-* the event engine (`clustersim.engine.sim.simulate_step`, no trace recording) and the closed form
-  (`clustersim.engine.analytical.estimate_step`) on GPT-3 175B, 1,024 A100 (TP8 PP8 DP16, global
+* the event engine (`clustersim.engine.selector.simulate_step`, no trace recording) and the closed form
+  (`clustersim.engine.selector.estimate_step`) on GPT-3 175B, 1,024 A100 (TP8 PP8 DP16, global
   batch 1536: scenarios/gpt3_175b_a100x1024.yaml) and on the 1T-parameter SC21 layout (Narayanan
   et al. 2021, arXiv 2104.04473, Table 1: megatron-1t, 3,072 A100, TP8 PP64 DP6, global batch 3072);
 * per-rank mode: Llama-3-405B on 16,384 H100 (scenarios/llama3_405b_h100x16384.yaml) with 1% of
@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))   # this checkout's clustersim, not an installed one
 
 from clustersim.api import simulate  # noqa: E402
-from clustersim.engine.analytical import estimate_step  # noqa: E402
-from clustersim.engine.sim import simulate_step  # noqa: E402
+from clustersim.engine.selector import estimate_step, simulate_step  # noqa: E402
+from clustersim.plan.plan_cache import PlanCache  # noqa: E402
 from clustersim.scenario import load_scenario, read_scenario_dict, scenario_from_dict  # noqa: E402
 
 GPT3 = ROOT / "scenarios" / "gpt3_175b_a100x1024.yaml"
@@ -76,11 +76,12 @@ def main() -> None:
     gpt3 = load_scenario(GPT3)
     one_t = load_scenario(GPT3, SC21_1T)
     for label, sc, target_event in (("GPT-3 175B, 1,024 A100", gpt3, 0.1), ("1T SC21, 3,072 A100", one_t, 1.0)):
-        step = simulate_step(sc, record=False).step_time_s
-        first, med = _timed(lambda sc=sc: simulate_step(sc, record=False), args.repeat)
+        cache = PlanCache()
+        step = simulate_step(sc, record=False, cache=cache).step_time_s
+        first, med = _timed(lambda sc=sc, cache=cache: simulate_step(sc, record=False, cache=cache), args.repeat)
         table.add_row(label, "event", f"{first:.4f}", f"{med:.4f}", f"< {target_event:g}", f"{step:.3f}")
-        step = estimate_step(sc).step_time_s
-        first, med = _timed(lambda sc=sc: estimate_step(sc), args.repeat)
+        step = estimate_step(sc, cache=cache).step_time_s
+        first, med = _timed(lambda sc=sc, cache=cache: estimate_step(sc, cache=cache), args.repeat)
         table.add_row(label, "closed form", f"{first:.4f}", f"{med:.4f}", "< 0.002", f"{step:.3f}")
     raw = read_scenario_dict(LLAMA405)
     faulty = scenario_from_dict({**raw, "faults": STRAGGLERS})

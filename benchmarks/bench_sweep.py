@@ -67,8 +67,8 @@ def counts(results: list[SweepResult]) -> tuple[int, int, int, int, int, int]:
 
 
 def compare_line(workers: int | None) -> tuple[tuple[int, ...], float, float]:
-    from clustersim.cli.compare_cmd import compare_rows
-    from clustersim.sweep.compare import compare_cluster, nodes_for_gpus, scenario_on
+    from clustersim.sweep.compare import cluster_size, compare_cluster, scenario_on
+    from clustersim.sweep.compare_rows import compare_rows
     from clustersim.sweep.evaluate import SweepSpec
     from clustersim.sweep.space import SearchSpace
 
@@ -78,7 +78,7 @@ def compare_line(workers: int | None) -> tuple[tuple[int, ...], float, float]:
     base = load_scenario(str(LLAMA), ())
     results = []
     for preset in CLUSTERS:  # the same sweeps, again, for their counts
-        scenario = scenario_on(base, compare_cluster(preset, nodes_for_gpus(preset, base.cluster.num_gpus)))
+        scenario = scenario_on(base, compare_cluster(preset, cluster_size(preset, base.cluster.num_gpus)))
         results.append(run_sweep(SweepSpec(scenario, SearchSpace()), SerialExecutor(), rerank=1, keep=1))
     return counts(results), wall, cpu
 

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 from clustersim.api import simulate  # noqa: E402
 from clustersim.compute.ops import Op  # noqa: E402
-from clustersim.engine.stages import build_step_work  # noqa: E402
-from clustersim.engine.zero import dp_plan  # noqa: E402
+from clustersim.plan.data_parallel import dp_plan  # noqa: E402
+from clustersim.plan.stage_work import build_step_work  # noqa: E402
 from clustersim.scenario import Scenario, load_scenario, scenario_from_dict  # noqa: E402
 from clustersim.uncertainty.reference import reference_runs  # noqa: E402
 

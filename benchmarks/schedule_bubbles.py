@@ -17,11 +17,11 @@ from rich.console import Console
 from rich.table import Table
 
 from clustersim.api import simulate
-from clustersim.engine.actions import plan_actions
-from clustersim.engine.stages import build_step_work
-from clustersim.engine.units import UnitCache
 from clustersim.hardware.load import add_profile_file
 from clustersim.parallel.bubble import analytic_bubble
+from clustersim.plan.actions import plan_actions
+from clustersim.plan.compiled_unit import UnitCache
+from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import scenario_from_dict
 
 FAST = """fabrics:

@@ -9,15 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
-from clustersim.engine.actions import step_schedule
-from clustersim.engine.analytical import estimate_step
-from clustersim.engine.budget import check_step_budget
-from clustersim.engine.memory_plan import rank_memory, worst_stage
-from clustersim.engine.sim import SimResult, simulate_step
+from clustersim.engine.selector import time_plan
+from clustersim.engine.timeline import SimResult, StepResult
 from clustersim.errors import InputError
 from clustersim.parallel.pipeline import build_schedule, stage_graph, validate_schedule
-from clustersim.perrank import run as perrank
-from clustersim.perrank.run import per_rank_mode
+from clustersim.perrank import hetero
+from clustersim.perrank.hetero import balanced
+from clustersim.perrank.run import per_rank_mode, time_per_rank
+from clustersim.plan.actions import step_schedule
+from clustersim.plan.budget import check_step_budget
+from clustersim.plan.memory_plan import rank_memory, worst_stage
+from clustersim.plan.plan_cache import PlanCache
 from clustersim.report import StepReport
 from clustersim.scenario import Scenario, load_scenario, scenario_from_dict
 
@@ -38,6 +40,8 @@ def _schedule(scenario: Scenario):
 
 @functools.lru_cache(maxsize=256)
 def _validated_schedule(kind: str, pp: int, num_micro_batches: int, virtual_stages: int):
+    """The schedule, validated once (memoised: a pure function of integers; simulate and estimate
+    ask for the same one)."""
     schedule = build_schedule(kind, pp, num_micro_batches, virtual_stages)
     validate_schedule(schedule, pp, num_micro_batches, virtual_stages,
                       graph=stage_graph(kind, pp, virtual_stages, num_micro_batches))
@@ -62,8 +66,6 @@ def _report(scenario: Scenario, engine: str, step_time_s: float, breakdown: dict
 def _mixed_memory(scenario: Scenario):
     """Per pipeline stage, the memory of its GPUs with the least memory (mixed GPUs), with the
     schedule of the replica that runs the most micro-batches."""
-    from clustersim.perrank import hetero
-
     par = scenario.parallel
     m = max(scenario.micro_batches_per_replica or (par.num_micro_batches,))
     schedule = _validated_schedule(par.schedule, par.pp, m, par.virtual_stages)
@@ -75,37 +77,46 @@ def _mixed_memory(scenario: Scenario):
     return tuple(out)
 
 
-def simulate_with_timeline(scenario: Scenario, record: bool = True) -> tuple[StepReport, SimResult]:
-    """The event-driven simulation and its raw result (timeline for traces)."""
-    check_step_budget(scenario, "event")
-    _schedule(scenario)
+def _time(scenario: Scenario, engine: str, cache: PlanCache,
+          record: bool = False) -> tuple[StepResult, dict[str, Any] | None]:
+    """One step through ``engine``'s timing model (clustersim.engine.selector): per-rank mode's plan
+    of rank classes (with what the report says about it), else the representative plan."""
     if per_rank_mode(scenario):
-        result, info = perrank.simulate(scenario, record)
-        closed, _ = perrank.estimate(scenario)
-        return _report(scenario, "event", result.step_time_s, result.breakdown, result.critical_rank,
-                       closed.step_time_s, info), result
-    result = simulate_step(scenario, record=record)
-    closed = estimate_step(scenario)
+        return time_per_rank(scenario, engine, record, cache)
+    return time_plan(cache.step_plan(scenario), engine, record), None
+
+
+def simulate_with_timeline(scenario: Scenario, record: bool = True,
+                           cache: PlanCache | None = None) -> tuple[StepReport, SimResult]:
+    """The event-driven simulation and its raw result (timeline for traces). ``cache``: the run's
+    memo of plans (clustersim.plan.plan_cache), kept by a caller that asks again; None: this call's own."""
+    cache = cache or PlanCache()
+    scenario = balanced(scenario)
+    check_step_budget(scenario, "event", cache.compiler)
+    _schedule(scenario)
+    result, info = _time(scenario, "event", cache, record)
+    closed, _ = _time(scenario, "analytical", cache)
+    assert isinstance(result, SimResult)
     report = _report(scenario, "event", result.step_time_s, result.breakdown, result.critical_rank,
-                     closed.step_time_s)
+                     closed.step_time_s, info)
     return report, result
 
 
-def simulate(scenario: Scenario) -> StepReport:
+def simulate(scenario: Scenario, cache: PlanCache | None = None) -> StepReport:
     """One step through the event engine (contention on shared links included)."""
-    return simulate_with_timeline(scenario, record=False)[0]
+    return simulate_with_timeline(scenario, record=False, cache=cache)[0]
 
 
-def estimate(scenario: Scenario) -> StepReport:
-    """One step through the closed-form twin (no contention): fast, for sweeps."""
-    check_step_budget(scenario, "analytical")
+def estimate(scenario: Scenario, cache: PlanCache | None = None) -> StepReport:
+    """One step through the closed-form twin (no contention): fast, for sweeps. ``cache`` as for
+    ``simulate_with_timeline``."""
+    cache = cache or PlanCache()
+    scenario = balanced(scenario)
+    check_step_budget(scenario, "analytical", cache.compiler)
     _schedule(scenario)
-    if per_rank_mode(scenario):
-        closed, info = perrank.estimate(scenario)
-        return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank,
-                       per_rank=info)
-    closed = estimate_step(scenario)
-    return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank)
+    closed, info = _time(scenario, "analytical", cache)
+    return _report(scenario, "analytical", closed.step_time_s, closed.breakdown, closed.critical_rank,
+                   per_rank=info)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,8 +160,8 @@ def compare_frame(scenario: str | Path | None = None, clusters: Sequence[str] = 
     layout (``best_layout.tp`` ...), step time, MFU, time to train, GPU-hours and cost (and the
     ``*_lo``/``*_hi`` columns of a row's interval, ``energy_kwh``, where the rows carry them).
     ``scenario`` is a scenario file (or None: the embedded default), ``overrides`` its ``--set``."""
-    from clustersim.cli.compare_cmd import compare_rows
     from clustersim.sweep.compare import parse_tokens
+    from clustersim.sweep.compare_rows import compare_rows
 
     if scenario is not None and not isinstance(scenario, (str, Path)):
         raise InputError("scenario", type(scenario).__name__, "a scenario file path, or None (the default)")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,11 +182,23 @@ def load_yaml(text: str, field: str, name: str, what: str = "YAML") -> Any:
         first = str(exc).strip().splitlines()
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        if mark is not None and _char_at(text, mark.line, mark.column) == "\t":
+            raise InputError(field, name, f"well-formed YAML: a tab character{where}; YAML indents and separates "
+                                          "with spaces only (replace the tab with spaces)") from None
         raise InputError(field, name, f"well-formed YAML ({first[0] if first else 'parse error'}{where})") from None
     except RecursionError:
         raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep") from None
     reject_non_finite(data, field, name)
     return data
+
+
+_YAML_BREAKS = re.compile("\r\n|[\r\n\x85\u2028\u2029]")  # PyYAML's line breaks (reader.py)
+
+
+def _char_at(text: str, line: int, column: int) -> str:
+    """The character at a parser's mark (0-based line and column), or "" past the text."""
+    lines = _YAML_BREAKS.split(text)
+    return lines[line][column] if 0 <= line < len(lines) and 0 <= column < len(lines[line]) else ""
 
 
 def load_json(text: str, field: str, name: str, what: str = "JSON") -> Any:

@@ -50,7 +50,7 @@ MAX_OVERSUBSCRIPTION = 1024.0
 
 # --- simulation budgets (deterministic: counted, not timed) ------------------------------------
 
-# Operations of one event-engine step (clustersim.engine.budget: kernels, collective phases and
+# Operations of one event-engine step (clustersim.plan.budget: kernels, collective phases and
 # layer runs the simpy engine steps through). The shipped scenarios need 22,000-205,000; published
 # runs go further: Llama 3.1 405B on 256 GB200 (TP4 PP16 VP4, 384 micro-batches; Megatron-Bridge
 # performance summary, benchmarks/accuracy_hardware_2026.py) counts 1,605,888 and took 21 s here

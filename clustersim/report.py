@@ -10,6 +10,7 @@ from clustersim.engine.timeline import CAUSES
 from clustersim.memory import MemoryReport
 from clustersim.scenario import Scenario
 from clustersim.uncertainty import Interval, step_interval
+from clustersim.workload.model_summary import model_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,7 @@ class StepReport:
                         "gpus_per_node": sc.cluster.gpus_per_node, "scale_up": sc.cluster.scale_up.name,
                         "scale_out": sc.cluster.scale_out.name, "scale_up_domain": sc.cluster.gpus_per_domain},
             "energy": self.energy.to_json(tokens),
-            "model": {"name": sc.model.name, "params": sc.model.total_params()},
+            "model": model_json(sc.model),
             "parallel": {"tp": par.tp, "pp": par.pp, "dp": par.dp, "cp": par.cp, "ep": par.ep,
                          "sequence_parallel": par.sequence_parallel, "zero_stage": par.zero_stage,
                          "micro_batch": par.micro_batch, "global_batch": par.global_batch,
@@ -99,6 +100,11 @@ class StepReport:
                                        "reserved_peak_bytes": m.reserved_peak_bytes, "verdict": m.verdict}
                                       for m in self.memory_by_stage],
         }
+        if par.layers_per_stage and not sc.node_groups:   # explicit or a framework's split (docs/parallel.md)
+            out["parallel"]["layers_per_stage"] = list(par.layers_per_stage)
+        if sc.cluster.calibration is not None:   # what calibration changed (docs/calibration.md)
+            from clustersim.uncertainty.calibration_shown import calibration_json
+            out["calibration"] = calibration_json(sc)
         if self.analytical_step_time_s is not None:
             out["analytical_step_time_s"] = self.analytical_step_time_s
         if self.per_rank:

@@ -16,7 +16,7 @@ from typing import Any
 from clustersim.engine.timeline import Timeline
 from clustersim.scenario import Scenario
 
-_STREAMS = ("compute", "dp", "pp", "rs")  # clustersim/engine/sim.py STREAMS, plus compute and pp
+_STREAMS = ("compute", "dp", "pp", "rs")  # clustersim/engine/event.py STREAMS, plus compute and pp
 
 
 def trace_events(timeline: Timeline, scenario: Scenario, per_rank: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from validation.gpt import GPT, batch
-from validation.timing import memory_peaks, reset_memory_peaks, timed_samples
+from validation.timing import memory_peaks, reset_memory_peaks, timed_interleaved
 
 
 def _data(cfg: dict[str, Any], rank: int, device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -145,9 +145,30 @@ def _pp_step_fn(cfg: dict[str, Any], group: Any, rank: int, device: torch.device
     return step
 
 
+def _local_step_fn(cfg: dict[str, Any], rank: int, device: torch.device):
+    """The probe: the whole model's step on this rank alone (the same micro-batches, Adam), no
+    communication. Its time is the compute the simulator's ``compute_scale`` describes."""
+    torch.manual_seed(0)
+    model = GPT(cfg).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    data = _data(cfg, rank, device)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        for x, y in data:
+            model(x, y).backward()
+        opt.step()
+    return step
+
+
 def run_step(kind: str, params: dict[str, Any], group: Any, rank: int, sampling: Any,
              device: torch.device | None = None) -> dict[str, Any]:
-    """Time one training step of ``kind``; ``device`` is the rank's GPU with NCCL, else the CPU."""
+    """Time one training step of ``kind``; ``device`` is the rank's GPU with NCCL, else the CPU.
+
+    Each sample of the distributed step is paired with a sample of the local probe
+    (``_local_step_fn``), taken right before it (timing.timed_interleaved): the machine's compute
+    rate at the time of the step, whatever else the machine runs (docs/validation.md). The memory
+    peaks are those of the distributed step alone, measured before the probe's model exists."""
     cfg = params["model"]
     device = device or torch.device("cpu")
     if kind in ("ddp_step", "zero1_step"):
@@ -160,7 +181,12 @@ def run_step(kind: str, params: dict[str, Any], group: Any, rank: int, sampling:
         fn = _pp_step_fn(cfg, group, rank, device)
     else:
         raise ValueError(f"unknown step kind {kind}")
-    # a step is long: one call per sample, no back-to-back repetition
+    for _ in range(max(1, sampling.warmup - 1)):   # warm-up: allocator, buffers, communicators
+        fn()
     reset_memory_peaks()
-    result = timed_samples(fn, group, sampling.warmup, sampling.samples, min_sample_s=0.0, max_reps=1)
-    return {**result, **memory_peaks(group)}
+    fn()
+    peaks = memory_peaks(group)
+    probe = _local_step_fn(cfg, rank, device)
+    # a step is long: one call per sample, no back-to-back repetition
+    local, result = timed_interleaved([probe, fn], group, 1, sampling.samples, min_sample_s=0.0, max_reps=1)
+    return {**result, "probe_local_step_s": local["measured_s"], "probe_samples_s": local["samples_s"], **peaks}

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from clustersim import units
-from clustersim.engine.memory_plan import rank_memory
 from clustersim.inputs import read_yaml_file
 from clustersim.memory import MemoryReport
 from clustersim.parallel.pipeline import build_schedule
+from clustersim.plan.memory_plan import rank_memory
 from clustersim.scenario import Scenario, scenario_from_dict
 
 RUNS_FILE = Path(__file__).resolve().parent / "published" / "memory_runs.yaml"

@@ -15,6 +15,21 @@ Two reference blocks, written op for op after the implementations they stand for
   ``bmm`` with V), output projection, dropout, residual; MLP ``fc2(gelu(fc1(x)))``, dropout,
   residual.
 
+The blocks of today's families are variants of these two (``Shape`` fields):
+
+* ``head_dim`` other than hidden / heads (Qwen3, Gemma 3, gpt-oss): wq / wk / wv / wo of
+  ``heads x head_dim`` and ``kv_heads x head_dim``;
+* ``qk_norm``: ``nn.RMSNorm(head_dim)`` on Q and K before RoPE (HF Qwen3Attention ``q_norm`` /
+  ``k_norm``; torchtitan's Qwen3 model);
+* ``act`` "geglu": ``w2(gelu(w1 x, approximate="tanh") * w3 x)`` (HF GemmaMLP,
+  gelu_pytorch_tanh); on the GPT block "relu" ``fc2(relu(fc1 x))`` and "squared-relu"
+  ``fc2(relu(fc1 x) ** 2)`` (Megatron-LM's squared_relu, Nemotron-4), the latter without dropout
+  as Nemotron-4 trains;
+* ``sandwich``: Gemma 2/3's RMSNorm on the attention and MLP outputs before the residual adds;
+* ``window``: a sliding window through SDPA's boolean ``attn_mask`` (a module buffer), which CPU
+  runs with the same flash kernel (``_scaled_dot_product_flash_attention_for_cpu``) and so keeps
+  the same tensors as full causal attention.
+
 Counting (``measure``): every storage created during the block's forward is tracked through a
 TorchDispatchMode with ``StorageWeakRef``; after the forward, the storages still alive (other
 than the block's output) are what the backward will need: tensors autograd saved, the outputs a
@@ -74,9 +89,19 @@ def _apply_rope(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
 
 
 class LlamaBlock(nn.Module):
-    def __init__(self, hidden: int, heads: int, kv_heads: int, ffn: int, seq_len: int) -> None:
+    def __init__(self, hidden: int, heads: int, kv_heads: int, ffn: int, seq_len: int, head_dim: int = 0,
+                 qk_norm: bool = False, act: str = "swiglu", sandwich: bool = False, window: int = 0) -> None:
         super().__init__()
-        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim or hidden // heads
+        self.act, self.window = act, window
+        self.q_norm = nn.RMSNorm(self.head_dim, eps=1e-6) if qk_norm else None
+        self.k_norm = nn.RMSNorm(self.head_dim, eps=1e-6) if qk_norm else None
+        self.post_attention_norm = nn.RMSNorm(hidden, eps=1e-6) if sandwich else None
+        self.post_ffn_norm = nn.RMSNorm(hidden, eps=1e-6) if sandwich else None
+        if window:   # query i sees keys i - window + 1 .. i
+            i = torch.arange(seq_len)
+            self.register_buffer("band", (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - window),
+                                 persistent=False)
         self.attention_norm = nn.RMSNorm(hidden, eps=1e-5)
         self.wq = nn.Linear(hidden, heads * self.head_dim, bias=False)
         self.wk = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
@@ -91,6 +116,10 @@ class LlamaBlock(nn.Module):
     checkpoint_core = False   # Megatron's selective recompute: checkpoint the attention core
 
     def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if self.window:
+            s = q.shape[1]
+            return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                  attn_mask=self.band[:s, :s], enable_gqa=self.kv_heads != self.heads)
         return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                               is_causal=True, enable_gqa=self.kv_heads != self.heads)
 
@@ -99,22 +128,27 @@ class LlamaBlock(nn.Module):
         q = self.wq(x).view(b, s, -1, self.head_dim)
         k = self.wk(x).view(b, s, -1, self.head_dim)
         v = self.wv(x).view(b, s, -1, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = _apply_rope(q, self.rope), _apply_rope(k, self.rope)
         out = _run_core(self, q, k, v)
         return self.wo(out.transpose(1, 2).contiguous().view(b, s, -1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x + self.attention(self.attention_norm(x))
+        a = self.attention(self.attention_norm(x))
+        h = x + (self.post_attention_norm(a) if self.post_attention_norm is not None else a)
         y = self.ffn_norm(h)
-        return h + self.w2(F.silu(self.w1(y)) * self.w3(y))
+        gate = F.silu(self.w1(y)) if self.act == "swiglu" else F.gelu(self.w1(y), approximate="tanh")
+        m = self.w2(gate * self.w3(y))
+        return h + (self.post_ffn_norm(m) if self.post_ffn_norm is not None else m)
 
 
 class GptBlock(nn.Module):
     """Input and output ``[s, b, h]`` (Megatron's layout)."""
 
-    def __init__(self, hidden: int, heads: int, seq_len: int, dropout: float = 0.1) -> None:
+    def __init__(self, hidden: int, heads: int, seq_len: int, dropout: float = 0.1, act: str = "gelu") -> None:
         super().__init__()
-        self.heads, self.head_dim, self.p = heads, hidden // heads, dropout
+        self.heads, self.head_dim, self.p, self.act = heads, hidden // heads, dropout, act
         self.ln1 = nn.LayerNorm(hidden)
         self.qkv = nn.Linear(hidden, 3 * hidden)
         self.proj = nn.Linear(hidden, hidden)
@@ -131,7 +165,10 @@ class GptBlock(nn.Module):
         n, d = self.heads, self.head_dim
         q, k, v = self.qkv(x).view(s, b, n, 3 * d).split(d, dim=-1)        # views of one buffer
         q, k, v = (t.reshape(s, b * n, d).transpose(0, 1) for t in (q, k, v))   # [b n, s, d] views
-        return F.dropout(self.proj(_run_core(self, q, k, v)), self.p, training=True)
+        return self.drop(self.proj(_run_core(self, q, k, v)))
+
+    def drop(self, x: torch.Tensor) -> torch.Tensor:
+        return F.dropout(x, self.p, training=True) if self.p else x
 
     def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Megatron's CoreAttention: scores, scale, mask, softmax, dropout, context, back to [s, b, h]."""
@@ -141,14 +178,15 @@ class GptBlock(nn.Module):
         scores = torch.baddbmm(torch.empty(b * n, s, s, dtype=q.dtype), q, k.transpose(1, 2),
                                beta=0.0, alpha=1.0 / math.sqrt(d))
         probs = torch.softmax(scores.view(b, n, s, s).masked_fill(self.mask[:s, :s], float("-inf")), dim=-1)
-        probs = F.dropout(probs, self.p, training=True).view(b * n, s, s)
+        probs = self.drop(probs).view(b * n, s, s)
         ctx = torch.bmm(probs, v)                                              # [b n, s, d]
         return ctx.view(b, n, s, d).permute(2, 0, 1, 3).contiguous().view(s, b, n * d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x + self.attention(self.ln1(x))
-        y = F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(h)))), self.p, training=True)
-        return h + y
+        f = self.fc1(self.ln2(h))
+        f = F.gelu(f) if self.act == "gelu" else F.relu(f) if self.act == "relu" else torch.pow(F.relu(f), 2)
+        return h + self.drop(self.fc2(f))
 
 
 def _run_core(block: nn.Module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -260,15 +298,26 @@ class Shape:
     heads: int
     kv_heads: int = 0
     ffn: int = 0
+    head_dim: int = 0       # 0: hidden / heads
+    qk_norm: bool = False
+    act: str = ""           # "": swiglu (llama) | gelu (gpt); geglu (llama); relu, squared-relu (gpt)
+    sandwich: bool = False
+    window: int = 0
+
+    @property
+    def ffn_act(self) -> str:
+        return self.act or ("swiglu" if self.kind == "llama" else "gelu")
 
     def build(self, dtype: torch.dtype) -> tuple[nn.Module, torch.Tensor]:
         torch.manual_seed(0)
         if self.kind == "llama":
             block: nn.Module = LlamaBlock(self.hidden, self.heads, self.kv_heads or self.heads,
-                                          self.ffn or 4 * self.hidden, self.seq)
+                                          self.ffn or 4 * self.hidden, self.seq, self.head_dim, self.qk_norm,
+                                          self.ffn_act, self.sandwich, self.window)
             x = torch.randn(self.batch, self.seq, self.hidden)
         else:
-            block = GptBlock(self.hidden, self.heads, self.seq)
+            dropout = 0.0 if self.ffn_act == "squared-relu" else 0.1   # clustersim.compute.conventions
+            block = GptBlock(self.hidden, self.heads, self.seq, dropout, self.ffn_act)
             x = torch.randn(self.seq, self.batch, self.hidden)
         block = block.to(dtype)
         return block, x.to(dtype).requires_grad_(True)
@@ -281,6 +330,14 @@ SHAPES = (
     Shape("llama", batch=1, seq=96, hidden=192, heads=6, kv_heads=6, ffn=512),
     Shape("gpt", batch=2, seq=64, hidden=128, heads=4),
     Shape("gpt", batch=3, seq=96, hidden=64, heads=2),
+    # today's families: Qwen3 (head_dim 128-style wider heads, QK-norm), Gemma 3 (GeGLU, sandwich
+    # norms, a sliding window), a sliding window alone, Nemotron-4 (squared ReLU) and ReLU
+    Shape("llama", batch=2, seq=64, hidden=128, heads=4, kv_heads=2, ffn=352, head_dim=48, qk_norm=True),
+    Shape("llama", batch=1, seq=96, hidden=96, heads=4, kv_heads=2, ffn=256, head_dim=32, qk_norm=True,
+          act="geglu", sandwich=True, window=32),
+    Shape("llama", batch=2, seq=64, hidden=128, heads=4, kv_heads=4, ffn=352, window=16),
+    Shape("gpt", batch=2, seq=64, hidden=128, heads=4, act="squared-relu"),
+    Shape("gpt", batch=2, seq=64, hidden=128, heads=4, act="relu"),
 )
 # the policies each block runs: torchtitan's per-op policy is written for its bias-free Llama block
 POLICIES_OF = {"llama": ("none", "selective", "selective-op", "full"), "gpt": ("none", "selective", "full")}
@@ -299,7 +356,9 @@ def model_bytes(shape: Shape, dtype: str, policy: str) -> float:
 
     model = ModelSpec(name=f"{shape.kind}-block", layers=1, hidden=shape.hidden, heads=shape.heads, vocab=2,
                       seq_len=shape.seq, kv_heads=shape.kv_heads or shape.heads, ffn_hidden=shape.ffn or 4 * shape.hidden,
-                      ffn_act="swiglu" if shape.kind == "llama" else "gelu")
+                      ffn_act=shape.ffn_act, head_dim=shape.head_dim, qk_norm=shape.qk_norm,
+                      sandwich_norm=shape.sandwich, attention_pattern="sliding" if shape.window else "full",
+                      attention_window=shape.window)
     kernels = cpu_kernels(dtype, attention="flash" if shape.kind == "llama" else "standard")
     return saved_bytes(model, ParallelLayout(micro_batch=shape.batch), dtype, kernels, policy)
 
@@ -316,7 +375,10 @@ def main() -> None:
     for shape, dtype, policy, c, model in table():
         dims = f"{shape.batch} x {shape.seq} x {shape.hidden} ({shape.heads}/{shape.kv_heads or shape.heads}, " \
                f"{shape.ffn or 4 * shape.hidden})"
-        print(f"| {shape.kind} | {dims} | {dtype} | {policy} | {c.alive_bytes:,} | {model:,.0f} | "
+        extra = [f"head_dim {shape.head_dim}" if shape.head_dim else "", "QK-norm" if shape.qk_norm else "",
+                 shape.act, "sandwich" if shape.sandwich else "", f"window {shape.window}" if shape.window else ""]
+        kind = shape.kind + "".join(f", {e}" for e in extra if e)
+        print(f"| {kind} | {dims} | {dtype} | {policy} | {c.alive_bytes:,} | {model:,.0f} | "
               f"{model / c.alive_bytes - 1:+.2%} |")
 
 

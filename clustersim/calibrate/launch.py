@@ -120,7 +120,8 @@ def _launch_and_watch(todo: list[dict[str, Any]], launch: RankLaunch, out_dir: P
     status_path.unlink(missing_ok=True)
     plan = {"cases": todo, "level": level, "backend": launch.backend, "config_id": cfg_id,
             "records_path": str(records_path), "status_path": str(status_path),
-            "pg_timeout_s": PG_TIMEOUT_S, **extra}
+            # ranks outside a case's world wait at the barrier that closes it: gloo must not give up first
+            "pg_timeout_s": max([PG_TIMEOUT_S] + [c.get("timeout_s", 0) + 30 for c in todo]), **extra}
     plan_path = out_dir / "plan.json"
     plan_path.write_text(json.dumps(plan, indent=1, sort_keys=True))
     logs = out_dir / "logs"

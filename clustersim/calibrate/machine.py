@@ -1,6 +1,6 @@
-"""`clustersim calibrate --log ... [--trace ...] [--nccl-tests ...]`: one machine profile from
-any mix of training logs, profiler traces and nccl-tests logs of the same cluster, with the
-leave-one-out error of every run.
+"""`clustersim calibrate --log ... --run ... --runs ... [--trace ...] [--nccl-tests ...]`: one
+machine profile from any mix of training runs (clustersim.calibrate.runs), profiler traces and
+nccl-tests logs of the same cluster, with the leave-one-out error of every run.
 
 Order of the fit (each stage keeps what the previous one fitted):
 
@@ -9,14 +9,16 @@ Order of the fit (each stage keeps what the previous one fitted):
 2. kernels: the traces' GEMM, attention and memory-bound kernels give ``gemm_scale``,
    ``attention_scale`` and ``hbm_efficiency`` of the GPU (clustersim.calibrate.trace_fit);
 3. steps: one factor ``compute_scale`` (every compute kernel's time divided by it) so that the
-   simulated step times of the logs' scenarios match the measured ones (least squares of the
-   log error). A log's step says one number, so one constant is fitted from them: the machine's
+   simulated step times of the runs' scenarios match the measured ones (Huber's robust loss on
+   the log error, ``HUBER_DELTA``). A log's step says one number, so one constant is fitted from them: the machine's
    sustained compute rate relative to the model (power limits, clocks, framework overheads).
 
-Leave-one-out: every run is predicted by the fit of stage 3 without that run (with no other
-run, by stages 1-2 alone: the prediction before calibration from logs). The errors
-(predicted / measured - 1) go into the profile as the cluster's ``calibration:`` evidence,
-which the prediction interval uses. The simulator (event engine, as `clustersim run`) is
+Leave-one-out (two runs or more): every run is predicted by the fit of stage 3 without that run.
+The errors (predicted / measured - 1) go into the profile as the cluster's ``calibration:``
+evidence (clustersim.hardware.evidence) with what calibration changed (each fitted factor with
+what it was fitted to, every run before and after) and the regimes the runs cover; the
+prediction interval reads it (clustersim.uncertainty.calibrated). From one run there is no
+leave-one-out error (a fit without it is no fit): none is stored, and the report says so. The simulator (event engine, as `clustersim run`) is
 evaluated at ``SCALE_GRID`` once per run; the fit interpolates between those points (step
 time is smooth and monotone in the scale), and every reported prediction is simulated again
 at its fitted scale.
@@ -25,7 +27,6 @@ at its fitted scale.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,43 +34,34 @@ from typing import Any
 
 from clustersim import units
 from clustersim.calibrate.profile import entry_from_raw, profile_in_env, render_entries, write_profile
+from clustersim.calibrate.runs import SCALE_GRID, Run
 from clustersim.errors import InputError
-from clustersim.hardware.spec import ClusterSpec
+from clustersim.hardware.spec import CalibratedFactor, CalibratedRun, CalibrationEvidence, ClusterSpec
 
-SCALE_GRID = (0.4, 0.5, 0.625, 0.8, 1.0, 1.25, 1.6, 2.0, 2.5)
-_DATE = re.compile(r"\b(20\d\d-\d\d-\d\d)[T ]\d\d:\d\d")
+__all__ = ["SCALE_GRID", "MachineCalibration", "Run", "calibrate_machine", "fit_scale", "simulate_s"]
+
+# Huber's loss (Huber 1964, Ann. Math. Statist. 35(1)) on r = ln(predicted / measured): quadratic
+# within +-HUBER_DELTA, linear beyond. 0.05 is about the scatter of the model's errors over the
+# published runs of one regime (docs/uncertainty.md: s_pool 5-7%): a run off by more than that is
+# one the model misdescribes for reasons of its own (its layout, not the machine), and must not
+# drag the machine's constant after it (on the Megatron H100 table, calibrating on the even rows,
+# the 1.7B row's -20% moved compute_scale to 0.913 with squares; benchmarks/calibrate_on_half.py).
+HUBER_DELTA = 0.05
 
 
-@dataclass
-class Run:
-    """One training log: its scenario, measured step and the simulated step over SCALE_GRID."""
-
-    source: str
-    kind: str
-    scenario: dict[str, Any]
-    measured_s: float
-    grid_s: tuple[float, ...] = ()
-    dates: list[str] = field(default_factory=list)
-
-    def predicted_s(self, scale: float) -> float:
-        """Step time at compute_scale ``scale``, interpolated linearly in 1/scale."""
-        xs = [1 / k for k in SCALE_GRID]   # decreasing
-        x = 1 / min(max(scale, SCALE_GRID[0]), SCALE_GRID[-1])
-        for i in range(len(xs) - 1):
-            if xs[i] >= x >= xs[i + 1]:
-                f = (xs[i] - x) / (xs[i] - xs[i + 1])
-                return self.grid_s[i] + f * (self.grid_s[i + 1] - self.grid_s[i])
-        return self.grid_s[-1]
+def _huber(r: float) -> float:
+    a = abs(r)
+    return 0.5 * r * r if a <= HUBER_DELTA else HUBER_DELTA * (a - 0.5 * HUBER_DELTA)
 
 
 def fit_scale(runs: list[Run]) -> float:
-    """compute_scale minimising sum log(predicted / measured)^2 (1.0 with no runs)."""
+    """compute_scale minimising sum huber(ln(predicted / measured)) over the runs (1.0 with none)."""
     if not runs:
         return 1.0
 
     def err(log_k: float) -> float:
         k = math.exp(log_k)
-        return sum(math.log(r.predicted_s(k) / r.measured_s) ** 2 for r in runs)
+        return sum(_huber(math.log(r.predicted_s(k) / r.measured_s)) for r in runs)
     lo, hi = math.log(SCALE_GRID[0]), math.log(SCALE_GRID[-1])
     grid = [lo + (hi - lo) * i / 40 for i in range(41)]
     best = min(grid, key=err)
@@ -105,108 +97,92 @@ class MachineCalibration:
     profile_path: Path
     runs: list[Run]
     scale: float
-    loo: list[tuple[float, float]]            # (fold scale, predicted step) per run
+    loo: list[tuple[float, float]]            # (fold scale, predicted step) per run; empty with one run
     before_s: list[float]                     # predicted with stages 1-2 only (scale 1)
     written_s: list[float]                    # predicted by the profile as written
+    evidence: CalibrationEvidence | None = None
     gpu_fit: dict[str, Any] = field(default_factory=dict)
     nccl: Any = None
     trace_notes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def loo_errors(self) -> list[float]:
-        return [p / r.measured_s - 1 for (_, p), r in zip(self.loo, self.runs, strict=True)]
+        return [p / r.measured_s - 1 for (_, p), r in zip(self.loo, self.runs, strict=False)]
 
     def to_json(self) -> dict[str, Any]:
+        from clustersim.hardware.evidence import evidence_to_json
         loo = self.loo_errors()
         rows = []
         for i, r in enumerate(self.runs):
-            rows.append({"source": r.source, "kind": r.kind, "measured_step_time_s": r.measured_s,
-                         "predicted_before_s": self.before_s[i], "error_before_pct": _pct(self.before_s[i], r),
-                         "loo_scale": self.loo[i][0], "predicted_loo_s": self.loo[i][1],
-                         "loo_error_pct": round(loo[i] * 100, 3),
-                         "predicted_calibrated_s": self.written_s[i], "error_calibrated_pct": _pct(self.written_s[i], r),
-                         "scenario": r.scenario})
+            row = {"source": r.source, "kind": r.kind, "measured_step_time_s": r.measured_s,
+                   "predicted_before_s": self.before_s[i], "error_before_pct": _pct(self.before_s[i], r),
+                   "predicted_calibrated_s": self.written_s[i], "error_calibrated_pct": _pct(self.written_s[i], r),
+                   "scenario": r.scenario}
+            if loo:
+                row.update(loo_scale=self.loo[i][0], predicted_loo_s=self.loo[i][1],
+                           loo_error_pct=round(loo[i] * 100, 3))
+            rows.append(row)
         out: dict[str, Any] = {"base_cluster": self.base_cluster, "cluster": self.name, "profile": str(self.profile_path),
                                "compute_scale": round(self.scale, 6), "gpu": self.gpu_fit, "runs": rows,
                                "notes": self.notes + self.trace_notes}
+        if self.evidence is not None:
+            ev = evidence_to_json(self.evidence)
+            out.update(factors=ev["factors"], cover=ev["cover"], calibration=ev)
         if loo:
             out["leave_one_out"] = {"runs": len(loo), "median_abs_error_pct": round(statistics.median(
                 abs(e) for e in loo) * 100, 3), "max_abs_error_pct": round(max(abs(e) for e in loo) * 100, 3)}
+        elif self.runs:
+            out["leave_one_out"] = {"runs": 0, "note": ONE_RUN_NOTE}
         if self.nccl is not None:
             out["nccl_tests"] = {"knobs": self.nccl.to_json()["knobs"], "summary": self.nccl.summary()}
         return out
 
     def print_report(self) -> None:
-        from rich.console import Console
-        from rich.table import Table
-        out = Console(width=max(Console().width, 150))
-        d = self.to_json()
-        if d["runs"]:
-            t = Table(title=f"training steps: measured vs predicted ({self.base_cluster} -> {self.name})")
-            for col in ("run", "measured", "before", "err", "leave-one-out", "err", "calibrated", "err"):
-                t.add_column(col, justify="left" if col == "run" else "right")
-            for r in d["runs"]:
-                t.add_row(r["source"], f"{r['measured_step_time_s']:.3f} s", f"{r['predicted_before_s']:.3f} s",
-                          f"{r['error_before_pct']:+.1f}%", f"{r['predicted_loo_s']:.3f} s",
-                          f"{r['loo_error_pct']:+.1f}%", f"{r['predicted_calibrated_s']:.3f} s",
-                          f"{r['error_calibrated_pct']:+.1f}%")
-            out.print(t)
-            loo = d.get("leave_one_out")
-            if loo:
-                out.print(f"leave-one-out: {loo['runs']} runs, median |error| {loo['median_abs_error_pct']:.1f}%, "
-                          f"max {loo['max_abs_error_pct']:.1f}%")
-            out.print(f"compute_scale {self.scale:.3f} (every compute kernel's time divided by it)")
-        for k, v in self.gpu_fit.items():
-            out.print(f"{k}: {v}")
-        if d.get("nccl_tests"):
-            s = d["nccl_tests"]["summary"]
-            out.print(f"nccl-tests: {s['rows_fitted']} rows fitted, median |error| {s['fit_median_abs_err_pct']}%")
-        for n in d["notes"]:
-            out.print(f"[yellow]note:[/yellow] {n}")
-        out.print(f"profile: {self.profile_path} (cluster preset {self.name}; use with --profile)")
+        from clustersim.calibrate.machine_report import print_report
+        print_report(self)
+
+
+ONE_RUN_NOTE = ("one run: there is no leave-one-out error (a fit without the run is no fit); later predictions on "
+                "this cluster take the spread of their regime's published runs, centred on the calibrated "
+                "prediction and widened x sqrt(2) (docs/uncertainty.md). Calibrate on two runs or more for "
+                "intervals from this machine's own errors")
 
 
 def _pct(pred: float, r: Run) -> float:
     return round((pred / r.measured_s - 1) * 100, 3)
 
 
-def import_runs(logs: list[Path], configs: list[Path], base: str | None, nodes: int | None,
-                overrides: list[str]) -> list[Run]:
-    from clustersim.importers import LOG_KINDS, detect_log_kind, finish, import_text
-    from clustersim.inputs import read_text
-    if configs and len(configs) != len(logs):
-        raise InputError("--config", [str(c) for c in configs], f"one per --log ({len(logs)}), '-' for a log "
-                         "that needs none")
-    runs = []
-    for i, path in enumerate(logs):
-        text = read_text(path, "--log", "a training log")
-        kind = detect_log_kind(text)
-        if kind is None:
-            raise InputError("--log", str(path), "a training log of " + ", ".join(LOG_KINDS) + " (Megatron-LM "
-                             "`iteration ... elapsed time per iteration (ms)`, torchtitan `step: ... tps: ...`, "
-                             "DeepSpeed `...SamplesPerSec=...` lines)")
-        cfg = None
-        if configs and str(configs[i]) != "-":
-            cfg = (read_text(configs[i], "--config", "a job config"), configs[i].name)
-        res = import_text(kind, text, path.name, config=cfg, cluster=base, nodes=nodes)
-        res = finish(res, overrides)
-        if res.measured_step_time_s is None:
-            raise InputError("--log", str(path), "a log with training step lines")
-        runs.append(Run(path.name, kind, res.scenario, res.measured_step_time_s, dates=_DATE.findall(text)))
-    return runs
+def _cover(runs: list[Run]) -> tuple[tuple[str, ...], int, int, tuple[str, ...]]:
+    """(cover keys, min GPUs, max GPUs, frameworks) of the runs (clustersim.uncertainty.regimes)."""
+    from clustersim.scenario import scenario_from_dict
+    from clustersim.uncertainty.regimes import cover_key, features
+    feats = [features(scenario_from_dict(r.scenario)) for r in runs]
+    if not feats:
+        return (), 0, 0, ()
+    return (tuple(sorted({cover_key(f) for f in feats})), min(f.gpus for f in feats), max(f.gpus for f in feats),
+            tuple(sorted({f.framework for f in feats})))
 
 
 def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[Path], traces: list[Path],
                       base: str | None, nodes: int | None, overrides: list[str], name: str, out: Path,
-                      op: str | None, min_size_bytes: int) -> MachineCalibration:
+                      op: str | None, min_size_bytes: int, run_specs: list[str] | None = None,
+                      runs_csv: list[Path] | None = None) -> MachineCalibration:
     from clustersim.calibrate import fabric_fit
     from clustersim.calibrate.import_nccl import infer_base_cluster, observations, read_runs
+    from clustersim.calibrate.runs import runs_from_csv, runs_from_logs, runs_from_specs
     from clustersim.hardware.load import describe, list_clusters, load_cluster
     from clustersim.inputs import read_text
-    runs = import_runs(logs, configs, base, nodes, overrides)
+    runs = runs_from_logs(logs, configs, base, nodes, overrides)
+    runs += runs_from_specs(list(run_specs or []), overrides)
+    for path in runs_csv or []:
+        runs += runs_from_csv(path, overrides)
     presets = sorted({r.scenario["cluster"]["preset"] for r in runs})
+    if base is not None and runs:
+        for r in runs:  # --cluster names the machine every run ran on
+            r.scenario = {**r.scenario, "cluster": {**r.scenario["cluster"], "preset": base}}
+        presets = [base]
     if len(presets) > 1:
-        raise InputError("--cluster", presets, "one cluster preset for all --log runs (one machine is fitted)")
+        raise InputError("--cluster", presets, "one cluster preset for all runs (one machine is fitted)")
     nccl_texts = [(p.name, read_text(p, "--nccl-tests", "an nccl-tests output file")) for p in nccl_logs]
     nccl_runs, nccl_sources = read_runs(nccl_texts, op) if nccl_texts else ([], [])
     base = base or (presets[0] if presets else None)
@@ -221,7 +197,9 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     if base not in list_clusters():
         raise InputError("--cluster", base, list_clusters())
     cluster = load_cluster(base, max([1] + [r.nodes for r in nccl_runs]))
+    base_cluster = cluster
     notes: list[str] = []
+    factors: list[CalibratedFactor] = []
     # 1. fabrics
     obs = [o for _, o in observations(nccl_runs, min_size_bytes) if o.weight > 0] if nccl_runs else []
     gpu_fit: dict[str, Any] = {}
@@ -235,34 +213,51 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     fabric = fabric_fit.fit_fabrics(cluster, obs) if obs else None
     if fabric is not None:
         cluster = replace(fabric.cluster, num_nodes=cluster.num_nodes)
+        sources = tuple(nccl_sources) + (tuple(p.name for p in traces) if kernel_fit and kernel_fit.comm_observations
+                                         else ())
+        factors += [CalibratedFactor(k, v, fabric.start.get(k, v), sources) for k, v in fabric.knobs.items()]
     # 2. kernels
     if kernel_fit is not None:
         cluster = replace(cluster, gpu=replace(cluster.gpu, **kernel_fit.gpu_constants))
         gpu_fit.update({k: round(v, 6) for k, v in kernel_fit.gpu_constants.items()})
+        factors += [CalibratedFactor(k, v, float(getattr(base_cluster.gpu, k)), tuple(p.name for p in traces))
+                    for k, v in kernel_fit.gpu_constants.items()]
     # 3. steps
     for r in runs:
         r.grid_s = tuple(simulate_s(r.scenario, cluster, k) for k in SCALE_GRID)
     scale = fit_scale(runs)
+    if runs:
+        factors.append(CalibratedFactor("compute_scale", scale, cluster.gpu.compute_scale,
+                                        tuple(r.source for r in runs)))
     if runs and not SCALE_GRID[0] * 1.01 < scale < SCALE_GRID[-1] / 1.01:
         notes.append(f"compute_scale {scale:.3f} sits at the edge of {SCALE_GRID[0]}..{SCALE_GRID[-1]}: the runs are "
                      "far from the model; check the imported scenarios (clustersim import ... --json)")
     loo = []
-    for i, r in enumerate(runs):
-        k = fit_scale(runs[:i] + runs[i + 1:])
-        loo.append((round(k, 6), simulate_s(r.scenario, cluster, k)))
+    if len(runs) >= 2:
+        for i, r in enumerate(runs):
+            k = fit_scale(runs[:i] + runs[i + 1:])
+            loo.append((round(k, 6), simulate_s(r.scenario, cluster, k)))
+    elif runs:
+        notes.append(ONE_RUN_NOTE)
     before = [r.grid_s[SCALE_GRID.index(1.0)] for r in runs]
-    dates = sorted({d for r in runs for d in r.dates})
+    after = [simulate_s(r.scenario, cluster, scale) for r in runs]
+    loo_errors = tuple(round(p / r.measured_s - 1, 6) for (_, p), r in zip(loo, runs, strict=False))
+    after_errors = [a / r.measured_s - 1 for a, r in zip(after, runs, strict=True)]
+    if not all(-1 < e < 100 for e in loo_errors) or not all(-0.9 < e < 9 for e in after_errors):
+        raise InputError("--log", " ".join(r.source for r in runs),
+                         "training runs the model can explain: calibrated predictions are off by more than 10x "
+                         f"(relative errors {[round(e, 3) for e in after_errors]}, leave-one-out {list(loo_errors)}); "
+                         "check the step times and the imported scenarios (clustersim import ... --json)")
     evidence = None
     if runs:
-        evidence = {"runs": len(runs), "loo_rel_errors": [round(p / r.measured_s - 1, 6) for (_, p), r in zip(loo, runs,
-                                                                                                          strict=True)],
-                    "source": "clustersim calibrate --log " + " ".join(r.source for r in runs),
-                    "date": dates[-1] if dates else "unknown"}
-    if evidence and not all(-1 < e < 100 for e in evidence["loo_rel_errors"]):  # what load_evidence accepts
-        raise InputError("--log", " ".join(r.source for r in runs),
-                         "training logs the model can explain: leave-one-out predictions are off by more than 100x "
-                         f"(relative errors {evidence['loo_rel_errors']}); check the step times and the imported "
-                         "scenarios (clustersim import ... --json)")
+        dates = sorted({d for r in runs for d in r.dates})
+        cover, lo_gpus, hi_gpus, frameworks = _cover(runs)
+        evidence = CalibrationEvidence(
+            runs=len(runs), loo_rel_errors=loo_errors, source=_source(runs, nccl_sources, traces),
+            date=dates[-1] if dates else "unknown", cover=cover, min_gpus=lo_gpus, max_gpus=hi_gpus,
+            frameworks=frameworks, factors=tuple(factors),
+            per_run=tuple(CalibratedRun(r.source, r.measured_s, b, a) for r, b, a in zip(runs, before, after,
+                                                                                            strict=True)))
     text = _render(base, name, cluster, scale, fabric, kernel_fit, evidence, runs, nccl_sources, traces, describe)
     path = write_profile(out, text)
     written = []
@@ -278,7 +273,23 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
         rows = _predict_written(path, name, nccl_runs, observations(nccl_runs, min_size_bytes))
         names = {t: f"{name}-{t.replace('_', '-')}" for t in ("scale_up", "scale_out")}
         nccl = NcclCalibration(tuple(nccl_runs), tuple(nccl_sources), base, fabric, tuple(rows), path, name, names)
-    return MachineCalibration(base, name, path, runs, scale, loo, before, written, gpu_fit, nccl, trace_notes, notes)
+    return MachineCalibration(base, name, path, runs, scale, loo, before, written, evidence, gpu_fit, nccl,
+                              trace_notes, notes)
+
+
+def _source(runs: list[Run], nccl_sources: list[str], traces: list[Path]) -> str:
+    parts = []
+    logs = [r.source for r in runs if r.kind != "scenario"]
+    given = [r.source for r in runs if r.kind == "scenario"]
+    if logs:
+        parts.append("--log " + " ".join(logs))
+    if given:
+        parts.append("runs " + " ".join(given))
+    if nccl_sources:
+        parts.append("--nccl-tests " + " ".join(nccl_sources))
+    if traces:
+        parts.append("--trace " + " ".join(p.name for p in traces))
+    return "clustersim calibrate " + "; ".join(parts)
 
 
 def _read_traces(traces: list[Path]) -> list[Any]:
@@ -289,7 +300,7 @@ def _read_traces(traces: list[Path]) -> list[Any]:
 
 
 def _render(base: str, name: str, cluster: ClusterSpec, scale: float, fabric: Any, kernel_fit: Any,
-            evidence: dict[str, Any] | None, runs: list[Run], nccl_sources: list[str], traces: list[Path],
+            evidence: CalibrationEvidence | None, runs: list[Run], nccl_sources: list[str], traces: list[Path],
             describe: Any) -> str:
     srcs = [r.source for r in runs] + nccl_sources + [p.name for p in traces]
     src = ", ".join(dict.fromkeys(srcs))
@@ -299,7 +310,7 @@ def _render(base: str, name: str, cluster: ClusterSpec, scale: float, fabric: An
         for key, value in kernel_fit.gpu_constants.items():
             over.append((key, value, f"fitted to the kernels of {', '.join(p.name for p in traces)}"))
     if runs:
-        over.append(("compute_scale", scale, f"fitted to the step times of {len(runs)} training run(s): "
+        over.append(("compute_scale", scale, f"fitted to the step times of {len(runs)} run(s): "
                                              f"{', '.join(r.source for r in runs)}"))
     # the compute model recognises the GPU generation by its profile name (compute/arch.py
     # arch_for, nccl_tuning.gpu_arch): keep the base name in front
@@ -334,8 +345,9 @@ def _render(base: str, name: str, cluster: ClusterSpec, scale: float, fabric: An
     if fabrics:
         sections["fabrics"] = fabrics
     if evidence is not None:
-        cl_over.append(("calibration", evidence, "leave-one-out step-time errors (predicted / measured - 1) of the "
-                                                 "runs; the prediction interval uses them"))
+        from clustersim.hardware.evidence import evidence_to_yaml
+        cl_over.append(("calibration", evidence_to_yaml(evidence), "what calibration changed and how well it predicts "
+                        "runs it did not see (docs/calibration.md); the prediction interval uses it"))
     sections["clusters"] = {name: (f"{base} calibrated against {src}",
                                    entry_from_raw(describe("clusters", base), cl_over, f"as {base}"))}
     header = (f"Calibrated by `clustersim calibrate` from {src}.\nBase cluster preset: {base}. "

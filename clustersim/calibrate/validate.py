@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from clustersim import units
-from clustersim.calibrate import predict
+from clustersim.calibrate import fit_points, predict
 from clustersim.calibrate.compare import CaseResult, save_plot, summary
 from clustersim.calibrate.fit import AlphaBeta, DesignRow, fit_alpha_beta, fit_rate, textbook_terms
 from clustersim.calibrate.launch import RankLaunch, config_id, loopback_launch, run_cases
@@ -34,7 +34,7 @@ from clustersim.calibrate.profile import (
 from clustersim.calibrate.store import RECORDS_FILE, read_records
 from clustersim.errors import InputError
 
-PLAN_VERSION = 1  # bump when the benchmarks change what a case measures
+PLAN_VERSION = 2  # bump when the benchmarks change what a case measures
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +65,22 @@ class ValidationResult:
     env: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)   # what was measured (for --loo)
     link: dict[str, Any] = field(default_factory=dict)
+    fit_check: fit_points.FitCheck | None = None                   # the profile against its own fit points
+
+    @property
+    def fit_points(self) -> dict[str, Any]:
+        """Median |error| over the cases the constants were fitted to (fit_points.select)."""
+        used = self.fits.get("fit_points", {})
+        return summary([c for c in self.cases if c.name in used], "fit")
 
     def to_json(self) -> dict[str, Any]:
-        return {"cases": [c.to_json() for c in self.cases], "profile": str(self.profile_path),
-                "plot": str(self.plot_path), "summary": {"holdout": self.holdout, "fit": self.fit},
-                "fits": self.fits, "notes": self.notes}
+        out = {"cases": [c.to_json() for c in self.cases], "profile": str(self.profile_path),
+               "plot": str(self.plot_path),
+               "summary": {"holdout": self.holdout, "fit": self.fit, "fit_points": self.fit_points},
+               "fits": self.fits, "notes": self.notes}
+        if self.fit_check is not None:
+            out["fit_check"] = self.fit_check.to_json()
+        return out
 
 
 def check_options(opts: ValidateOptions) -> None:
@@ -178,23 +189,13 @@ def _names(opts: ValidateOptions) -> tuple[str, str, str]:
 
 
 def _fit_cases(records: list[dict[str, Any]], opts: ValidateOptions, gpu_spec: Any,
-               gloo_fits: dict[str, AlphaBeta]) -> list[predict.FitCase]:
-    """The collective fit cases that inform the fabric's bandwidth: those whose measured time is
-    mostly bandwidth time by the alpha-beta fit of their own collective (at least
-    predict.BW_BOUND_SHARE). The simulator's collective model takes its latencies from NCCL's
-    tables, so latency-bound cases (gloo pays ~0.5 ms per ring step over TCP) cannot be fitted
-    and would only drag the bandwidth down."""
+               used: dict[str, str]) -> list[predict.FitCase]:
+    """The collective cases that set the fabric's bandwidth (clustersim.calibrate.fit_points)."""
     cases = []
     for r in records:
-        if r["kind"] != "collective" or r["role"] != "fit":
+        if used.get(r["name"]) != "fabric":
             continue
         p = r["params"]
-        ab = gloo_fits.get(p["op"])
-        if ab is not None:
-            a, b = textbook_terms(p["op"], p["world"], p["size_bytes"])
-            bw_s = b * ab.beta_s_per_byte
-            if bw_s < predict.BW_BOUND_SHARE * (a * ab.alpha_s + bw_s):
-                continue
 
         def cluster_with(fabric: Any, world: int = p["world"]) -> Any:
             return predict.mode_cluster("probe", gpu_spec, fabric, opts.mode, world)
@@ -242,19 +243,18 @@ def calibrate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[s
     start = FabricSpec(name=fabric_name, kind="ethernet" if opts.backend == "gloo" else "nvlink",
                        bw_bytes_per_s=nominal or 1e9, latency_s=ping_s)
     gloo_fits = _textbook_fits(records)
-    fit_cases = _fit_cases(records, opts, gpu_spec, gloo_fits)
-    if len(fit_cases) < 2:  # too few bandwidth-bound sizes (tiny CI sweeps): use every fit case
-        fit_cases = _fit_cases(records, opts, gpu_spec, {})
-    fitted, joint, uses_latency = predict.fit_fabric(fit_cases, start)
-    # Where the simulator takes collective latencies from NCCL's tuning tables rather than from
-    # the fabric, the fit cannot see the latency: the profile keeps the measured TCP ping.
-    latency_s = fitted.latency_s if uses_latency else ping_s
-    fabric = fabric_from_fit(fabric_name, start.kind, nominal, fitted.bw_bytes_per_s, latency_s,
+    selection = fit_points.select(records, opts.mode, link)
+    fit_cases = _fit_cases(records, opts, gpu_spec, selection.used)
+    if not fit_cases:
+        raise RuntimeError("the fit set lacks collective measurements")
+    # the link cannot average more than its shaped rate (netns); the latency is the measured ping
+    fitted, joint = predict.fit_bandwidth(fit_cases, start, nominal)
+    fabric = fabric_from_fit(fabric_name, start.kind, nominal, fitted.bw_bytes_per_s, ping_s,
                              f"{src}; link {link.get('kind')}"
                              + (f" tbf {opts.rate_mbit:g} Mbit/s" if opts.netns else "")
                              + f", TCP ping one-way {link.get('ping_one_way_us')} us",
-                             None if uses_latency else "measured TCP ping, one way: the simulator's NCCL model "
-                             "takes collective latencies from NCCL's tuning tables, so the fit cannot set it")
+                             "measured TCP ping, one way (gloo's per-step software cost is not the link's; "
+                             "docs/validation.md)")
     cpu = env.get("ranks", [{}])[0].get("device", "")
     g = CalibratedGpu(gpu_name, peak, mem_bw, capacity, f"{cpu}, one core and one thread per rank; {src}")
     netns = opts.netns
@@ -267,8 +267,9 @@ def calibrate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[s
               "Every number was measured in the run named beside it; see docs/validation.md.")
     path = write_profile(opts.out_dir / f"{cluster_name}.yaml", render_profile([g], [fabric], [cluster], header))
     fits = {"gemm_TFLOPS": round(peak / units.TFLOPS, 6), "mem_bw_GBps": round(mem_bw / units.GB, 3),
-            "collectives": {"simulator": {**_ab_json(joint), "uses_fabric_latency": uses_latency},
+            "collectives": {"simulator": _ab_json(joint),
                             "gloo_alpha_beta": {op: _ab_json(ab) for op, ab in gloo_fits.items()}},
+            "fit_points": selection.used, "not_fitted": selection.skipped,
             "fabric": {"bw_GBps": fabric.bw_bytes_per_s / units.GB, "efficiency": round(fabric.efficiency, 6),
                        "latency_us": round(fabric.latency_s * 1e6, 3)},
             "link": link}
@@ -301,7 +302,7 @@ def _predict_all(records: list[dict[str, Any]], opts: ValidateOptions) -> tuple[
                 t = (predict.gemm_time_s(r["flops"], gpu) if p["bench"] == "gemm"
                      else predict.memcpy_time_s(r["bytes_moved"], gpu))
             else:
-                t = predict.predict_step_s(r["kind"], p, preset, opts.mode)
+                t = predict.predict_step_s(r["kind"], p, preset, opts.mode, r.get("probe_local_step_s"))
         except Exception as exc:  # a case the simulator cannot predict is reported, not fatal
             notes.append(f"{r['name']}: no prediction ({type(exc).__name__}: {exc})")
             continue
@@ -312,6 +313,12 @@ def _predict_all(records: list[dict[str, Any]], opts: ValidateOptions) -> tuple[
 
 def validate(opts: ValidateOptions, progress: Callable[[int, int, str], None] | None = None) -> ValidationResult:
     records, link = measure(opts, progress)
+    return evaluate(records, opts, link)
+
+
+def evaluate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[str, Any]) -> ValidationResult:
+    """Fit, write the profile, predict every measured case with it, check it against its own fit
+    points (fit_points.check) and compare; ``records`` as `measure` returns them."""
     order = {c["name"]: i for i, c in enumerate(record_items(build_plan(opts.level, opts.nprocs)))}
     records = sorted((r for r in records if r["name"] in order), key=lambda r: order[r["name"]])
     # the last record of each case wins (a case measured twice after a resume)
@@ -319,12 +326,16 @@ def validate(opts: ValidateOptions, progress: Callable[[int, int, str], None] | 
     records = [latest[n] for n in sorted(latest, key=order.__getitem__)]
     profile, fits = calibrate(records, opts, link)
     results, notes = predict_records(records, opts, profile)
+    with profile_in_env(profile):   # the machine's compute rate beside each step (validation/bench_steps.py)
+        fits["step_probe_compute_scale"] = {
+            r["name"]: round(predict.probe_scale(r["params"], _names(opts)[2], opts.mode, r["probe_local_step_s"]), 4)
+            for r in records if r.get("probe_local_step_s")}
     title = (f"clustersim validate: {opts.mode}, {opts.backend}, {opts.nprocs} ranks, {opts.level}"
              + (f", {opts.rate_mbit:g} Mbit/s" if opts.netns else ""))
     plot = save_plot(results, opts.out_dir / f"validation-{opts.mode}.png", title)
     env = records[0]["env"] if records else {}
     return ValidationResult(results, profile, plot, fits, summary(results, "holdout"), summary(results, "fit"),
-                            notes, env, records, link)
+                            notes, env, records, link, fit_points.check(results, fits["fit_points"]))
 
 
 def default_out_dir(netns: bool, backend: str) -> Path:

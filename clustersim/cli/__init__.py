@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from clustersim.errors import InputError, Interrupted
+from clustersim.errors import InputError, Interrupted, did_you_mean
 
 _COMMANDS = {
     "run": ("clustersim.cli.run_cmd", "run"),
@@ -51,6 +51,15 @@ class _LazyGroup(click.Group):
                 return None
             raise
         return getattr(module, attr)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:  # `clustersim lst`: name the command that was meant
+            hint = did_you_mean(args[0], _COMMANDS) if args else ""
+            if hint:
+                exc.message = f"{exc.message} {hint[0].upper()}{hint[1:]}"
+            raise
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

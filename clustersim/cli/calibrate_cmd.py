@@ -1,4 +1,5 @@
-"""`clustersim calibrate`: fit one machine profile from nccl-tests logs, training logs and
+"""`clustersim calibrate`: fit one machine profile from nccl-tests logs, training logs (text,
+TensorBoard, CSV of step times), runs given as scenarios with their measured step times and
 profiler traces of a real cluster (docs/calibration.md)."""
 
 from __future__ import annotations
@@ -16,18 +17,24 @@ from clustersim.limits import MAX_GPUS
 @click.command("calibrate")
 @click.option("--nccl-tests", "nccl_logs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="output of all_reduce_perf, all_gather_perf, ... (repeat for several logs)")
-@click.option("--log", "train_logs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="a training log (Megatron-LM, torchtitan, DeepSpeed); repeat for several runs")
+@click.option("--log", "train_logs", multiple=True, type=click.Path(path_type=Path),
+              help="a training log (Megatron-LM, torchtitan, DeepSpeed), a TensorBoard event file or a CSV of "
+                   "step times; repeat for several runs")
 @click.option("--config", "configs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="the job config of a --log that does not print its own (torchtitan TOML, DeepSpeed JSON), "
-                   "in the order of the --log options; '-' for none")
+              help="the job of a --log that does not describe it (Megatron-LM command line or arguments, "
+                   "torchtitan TOML, DeepSpeed JSON, or a clustersim scenario), in the order of the --log options; "
+                   "'-' for none")
+@click.option("--run", "run_specs", multiple=True, metavar="SCENARIO.yaml=SECONDS",
+              help="a job as a scenario and its measured step time in seconds; repeat for several runs")
+@click.option("--runs", "runs_csv", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="a CSV of runs: scenario, and step_time_s or tokens_per_s or mfu")
 @click.option("--trace", "traces", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="a PyTorch profiler (Kineto) Chrome trace of a few training steps")
 @click.option("--cluster", "base", default=None,
               help="cluster preset the machine resembles [the preset of the GPU the logs name]")
 @click.option("--nodes", type=click.IntRange(min=1, max=MAX_GPUS), default=None, help="nodes of the --log runs (when a log does not say)")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="scenario field for every --log run (model.preset=llama3-8b, ...)")
+              help="scenario field for every run (model.preset=llama3-8b, ...)")
 @click.option("--name", default="calibrated", show_default=True, help="name of the calibrated cluster preset")
 @click.option("--op", default=None, help="collective of an nccl-tests log that does not say (all_reduce, ...)")
 @click.option("--min-size", "min_size", default="1MiB", show_default=True,
@@ -36,18 +43,22 @@ from clustersim.limits import MAX_GPUS
               help="profile file to write [NAME.yaml]")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
 def calibrate(nccl_logs: tuple[Path, ...], train_logs: tuple[Path, ...], configs: tuple[Path, ...],
-              traces: tuple[Path, ...], base: str | None, nodes: int | None, overrides: tuple[str, ...], name: str,
-              op: str | None, min_size: str, out: Path | None, as_json: bool) -> None:
-    """Fit a machine profile to a real cluster's measurements; report leave-one-out errors."""
-    if not (nccl_logs or train_logs or traces):
-        raise InputError("calibrate", None, "at least one of --nccl-tests FILE, --log FILE, --trace FILE")
+              run_specs: tuple[str, ...], runs_csv: tuple[Path, ...], traces: tuple[Path, ...], base: str | None,
+              nodes: int | None, overrides: tuple[str, ...], name: str, op: str | None, min_size: str,
+              out: Path | None, as_json: bool) -> None:
+    """Fit a machine profile to a real cluster's measurements; report what changed and the
+    leave-one-out errors."""
+    if not (nccl_logs or train_logs or traces or run_specs or runs_csv):
+        raise InputError("calibrate", None, "at least one of --nccl-tests FILE, --log FILE, --run SCENARIO=SECONDS, "
+                         "--runs FILE.csv, --trace FILE")
     out = out or Path(f"{name}.yaml")
     _check_name(name)
-    if train_logs or traces:
+    if train_logs or traces or run_specs or runs_csv:
         from clustersim.calibrate.machine import calibrate_machine
         result = calibrate_machine(nccl_logs=list(nccl_logs), logs=list(train_logs), configs=list(configs),
                                    traces=list(traces), base=base, nodes=nodes, overrides=list(overrides),
-                                   name=name, out=out, op=op, min_size_bytes=_parse_size(min_size))
+                                   name=name, out=out, op=op, min_size_bytes=_parse_size(min_size),
+                                   run_specs=list(run_specs), runs_csv=list(runs_csv))
         if as_json:
             sys.stdout.write(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
         else:

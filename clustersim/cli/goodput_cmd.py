@@ -13,6 +13,7 @@ from rich.table import Table
 
 from clustersim import units
 from clustersim.api import estimate, simulate
+from clustersim.cli.does_not_fit import does_not_fit_lines
 from clustersim.errors import InputError
 from clustersim.goodput.rates import CLASSES
 from clustersim.goodput.report import GoodputReport, check_days, goodput_report
@@ -178,11 +179,13 @@ def goodput(scenario: str | None, days: float, as_json: bool, out_file: str | No
         write_json_atomic(out_file, result)
     if as_json:
         click.echo(json.dumps(result, indent=2))
-    else:
+    elif step.memory.fits:
         _render(report)
+    else:  # a job that cannot start has no goodput to show
+        click.echo(f"{sc.name}: no run to simulate: this layout does not fit in GPU memory")
     if not step.memory.fits:
-        click.echo(f"error: does not fit: peak {step.memory.peak_bytes_per_gpu / units.GiB:.1f} GiB > capacity "
-                   f"{step.memory.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU", err=True)
+        for line in does_not_fit_lines(step.memory, step.num_gpus, scenario, overrides, profiles):
+            click.echo(line, err=True)
         sys.exit(3)
 
 

@@ -23,7 +23,8 @@ from clustersim.limits import MAX_GPUS
 @click.argument("kind", type=click.Choice(KINDS))
 @click.argument("file", type=str)
 @click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
-              help="the job config beside a torchtitan or DeepSpeed log (TOML / JSON)")
+              help="the job config beside a torchtitan or DeepSpeed log (TOML / JSON), or beside a Megatron-LM "
+                   "log without its arguments block (command line, arguments, or a clustersim scenario)")
 @click.option("--cluster", default=None, help="cluster preset the job ran on (logs rarely name the GPU)")
 @click.option("--nodes", type=click.IntRange(min=1, max=MAX_GPUS), default=None, help="nodes the job ran on, where the file does not say")
 @click.option("--model", default=None, help="model preset (clustersim list models), where the file does not say")

@@ -11,13 +11,16 @@ from rich.table import Table
 
 from clustersim import units
 from clustersim.api import estimate, simulate_with_timeline
+from clustersim.cli.does_not_fit import does_not_fit_lines
 from clustersim.errors import InputError
 from clustersim.hardware.load import use_profiles
 from clustersim.html import check_html_path, write_html
+from clustersim.html.fragments import MEMORY_ROWS, fmt_tokens, sampled_stages
 from clustersim.memory.report import PARTS
 from clustersim.report import StepReport
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
 from clustersim.trace import check_output_path, trace_events, write_json_atomic
+from clustersim.workload.model_summary import model_lines
 
 
 def _render(report: StepReport, tokens: float | None = None) -> None:
@@ -29,24 +32,35 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
              if sc.node_groups else
              f"{sc.cluster.num_nodes} x {sc.cluster.name} = {report.num_gpus} {sc.cluster.gpu.name}")
     out.print(f"  model {sc.model.name} ({sc.model.total_params() / 1e9:.1f}B params), {nodes}")
+    if sc.model.notes:   # read from an HF config: what was read (clustersim.workload.model_summary)
+        for line in model_lines(sc.model):
+            out.print(line, highlight=False, markup=False)
     out.print(f"  tp {par.tp}  pp {par.pp}  dp {par.dp}  cp {par.cp}  ep {par.ep}  sp {par.sequence_parallel}  "
               f"zero {par.zero_stage}  micro-batch {par.micro_batch} x {par.num_micro_batches}  "
               f"schedule {par.schedule} (v={par.virtual_stages})  recompute {par.recompute}  {sc.training.dtype}")
     out.print(f"  framework {sc.framework.name} (attention {sc.training.attention}, element-wise "
               f"{'compiled' if sc.training.compile else sc.framework.elementwise})")
     t = Table(show_header=False, box=None)
+    ran = report.memory.fits  # a job that does not fit never runs: no time, rate or energy as if it had
     iv = report.interval
-    lo, hi = iv.of(report.step_time_s)
-    t.add_row("step time", f"{report.step_time_s:.4f} ({lo:.4f}-{hi:.4f}) s  [{iv.level:.0%} interval; "
-                           f"{report.engine} engine]")
-    t_lo, t_hi = iv.of_rate(report.tokens_per_s)
-    t.add_row("throughput", f"{report.tokens_per_s:,.0f} tokens/s ({t_lo:,.0f}-{t_hi:,.0f})")
-    m_lo, m_hi = iv.of_rate(report.mfu)
-    t.add_row("TFLOP/s per GPU", f"{report.tflops_per_gpu:.1f}  (MFU {report.mfu * 100:.1f}%, "
-                                 f"{m_lo * 100:.1f}-{m_hi * 100:.1f}%)")
-    evidence = (f"regime {iv.regime}: {iv.evidence_runs} measured runs"
-                + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))
-    t.add_row("how sure", evidence)
+    if ran:
+        lo, hi = iv.of(report.step_time_s)
+        t.add_row("step time", f"{report.step_time_s:.4f} ({lo:.4f}-{hi:.4f}) s  [{iv.level:.0%} interval; "
+                               f"{report.engine} engine]")
+        t_lo, t_hi = iv.of_rate(report.tokens_per_s)
+        t.add_row("throughput", f"{report.tokens_per_s:,.0f} tokens/s ({t_lo:,.0f}-{t_hi:,.0f})")
+        m_lo, m_hi = iv.of_rate(report.mfu)
+        t.add_row("TFLOP/s per GPU", f"{report.tflops_per_gpu:.1f}  (MFU {report.mfu * 100:.1f}%, "
+                                     f"{m_lo * 100:.1f}-{m_hi * 100:.1f}%)")
+        evidence = (f"regime {iv.regime}: {iv.evidence_runs} measured runs"
+                    + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))
+        t.add_row("how sure", evidence)
+    else:
+        t.add_row("step time", "not reported: this layout does not fit in GPU memory, so it cannot run "
+                               "(the memory per stage is below)")
+    if sc.cluster.calibration is not None:
+        from clustersim.uncertainty.calibration_shown import calibration_line
+        t.add_row("calibrated", calibration_line(sc))
     if sc.node_groups:
         from clustersim.perrank.hetero import report as mixed
 
@@ -57,7 +71,9 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
         t.add_row("mixed GPUs", f"{groups}; stages on {', '.join(h['stage_gpus'])}")
         t.add_row("split", f"layers per stage {h['layers_per_stage']}; micro-batches per replica {runs} "
                            f"(balance {h['balance']})")
-    if report.per_rank:
+    elif par.layers_per_stage:   # an explicit or framework split (docs/parallel.md)
+        t.add_row("pipeline split", f"layers per stage {list(par.layers_per_stage)}")
+    if report.per_rank and ran:
         f = report.per_rank
         who = f["paced_by"]
         paced = ("nothing slower than nominal" if who is None else
@@ -74,42 +90,45 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
     t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB ({lo:.1f}-{hi:.1f}) of "
               f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU (stage {m.stage}): {_VERDICT_TEXT[m.verdict]}")
     e = report.energy
-    t.add_row("power", f"{e.gpu_power_w:,.0f} W per GPU, {e.it_power_w / 1e3:,.1f} kW IT, "
-              f"{e.facility_power_w / 1e3:,.1f} kW facility (PUE {e.pue:g})")
-    line = f"{e.energy_per_step_kwh:.3f} kWh per step, {e.energy_per_token_j:.3f} J per token"
-    if tokens is not None:
-        line += f", {e.run_energy_kwh(tokens) / 1e3:,.1f} MWh for {tokens:.3g} tokens"
-    t.add_row("energy", line)
+    if ran:
+        t.add_row("power", f"{e.gpu_power_w:,.0f} W per GPU, {e.it_power_w / 1e3:,.1f} kW IT, "
+                  f"{e.facility_power_w / 1e3:,.1f} kW facility (PUE {e.pue:g})")
+        line = f"{e.energy_per_step_kwh:.3f} kWh per step, {e.energy_per_token_j:.3f} J per token"
+        if tokens is not None:
+            line += f", {e.run_energy_kwh(tokens) / 1e3:,.1f} MWh for {fmt_tokens(tokens)} tokens"
+        t.add_row("energy", line)
     out.print(t)
-    b = Table(title="critical path", show_lines=False)
-    b.add_column("cause")
-    b.add_column("seconds", justify="right")
-    b.add_column("share", justify="right")
-    for cause, sec in report.to_json()["breakdown"].items():
-        b.add_row(cause, f"{sec:.4f}", f"{sec / report.step_time_s * 100:.1f}%")
-    out.print(b)
-    out.print(_memory_table(report))
+    if ran:
+        b = Table(title="critical path", show_lines=False)
+        b.add_column("cause")
+        b.add_column("seconds", justify="right")
+        b.add_column("share", justify="right")
+        for cause, sec in report.to_json()["breakdown"].items():
+            b.add_row(cause, f"{sec:.4f}", f"{sec / report.step_time_s * 100:.1f}%")
+        out.print(b)
+    out.print(_memory_table(report, out.width))
 
 
 _VERDICT_TEXT = {"fits": "fits", "tight": "TIGHT (the interval straddles the capacity)",
                  "does-not-fit": "DOES NOT FIT"}
 
 
-def _memory_table(report: StepReport) -> Table:
-    """GiB per GPU by part, one column per pipeline stage (columns past 8 stages are sampled:
-    the first, the last and the one the verdict comes from stay)."""
-    stages = list(report.memory_by_stage)
-    if len(stages) > 8:
-        keep = {0, len(stages) - 1, report.memory.stage}
-        step = max(1, len(stages) // 6)
-        keep |= set(range(0, len(stages), step))
-        stages = [m for m in stages if m.stage in sorted(keep)][:9]
-    mt = Table(title="memory per GPU (GiB) by pipeline stage")
-    mt.add_column("part")
+def _memory_table(report: StepReport, width: int) -> Table:
+    """GiB per GPU by part, one column per pipeline stage; past the columns that fit ``width``, the
+    stages are sampled (fragments.sampled_stages: the first, the last, the fullest, a stride)."""
+    by_stage = list(report.memory_by_stage)
+    most = max(3, (width - 22) // 13)  # the part column, then ~13 characters per stage
+    stages = [by_stage[i] for i in sampled_stages(len(by_stage), report.memory.stage, most)]
+    title = "memory per GPU (GiB) by pipeline stage"
+    if len(stages) < len(by_stage):
+        title += f" ({len(stages)} of {len(by_stage)} stages)"
+    mt = Table(title=title)
+    mt.add_column("part", no_wrap=True)
     for m in stages:
-        mt.add_column(f"stage {m.stage}", justify="right")
+        mt.add_column(f"stage {m.stage}", justify="right", no_wrap=True)
+    labels = dict(MEMORY_ROWS)
     for part in PARTS:
-        mt.add_row(part, *(f"{getattr(m, part) / units.GiB:.2f}" for m in stages))
+        mt.add_row(labels.get(part, part), *(f"{getattr(m, part) / units.GiB:.2f}" for m in stages))
     mt.add_row("allocated peak", *(f"{m.allocated_peak_bytes / units.GiB:.2f}" for m in stages))
     mt.add_row("reserved peak", *(f"{m.reserved_peak_bytes / units.GiB:.2f}" for m in stages))
     mt.add_row("80% interval", *(f"{m.interval[0] / units.GiB:.1f}-{m.interval[1] / units.GiB:.1f}" for m in stages))
@@ -181,10 +200,8 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
     else:
         _render(report, n_tokens)
     if not report.memory.fits:
-        m = report.memory
-        click.echo(f"error: does not fit: stage {m.stage} needs at least {m.interval[0] / units.GiB:.1f} GiB "
-                   f"(peak {m.peak_bytes_per_gpu / units.GiB:.1f} GiB) > capacity "
-                   f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU", err=True)
+        for line in does_not_fit_lines(report.memory, report.num_gpus, scenario, overrides, profiles):
+            click.echo(line, err=True)
         sys.exit(3)
 
 

@@ -73,8 +73,9 @@ def serve(host: str, port: int, out: str, profiles: tuple[str, ...]) -> None:
         import uvicorn
 
         from clustersim.serve.app import LOOPBACK_HOSTS, create_app
-    except ImportError as exc:
-        raise InputError("serve", str(exc), "the web app's packages: pip install 'clustersim[serve]'") from None
+    except ImportError as exc:  # the serve extra is not installed
+        raise InputError("serve", f"without {exc.name or 'starlette and uvicorn'}",
+                         "the web app's packages (starlette, uvicorn): pip install 'clustersim[serve]'") from None
     for p in profiles:
         add_profile_file(p)
     out_dir = _check_out(out)

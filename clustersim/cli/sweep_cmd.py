@@ -4,21 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
+from clustersim.cli.progress import progress_bar
 from clustersim.errors import Interrupted
 from clustersim.html import check_html_path, write_html
 from clustersim.limits import MAX_RERANK, MAX_TOP
@@ -30,27 +21,6 @@ from clustersim.sweep.runner import SweepResult, run_sweep, sweep_spec
 from clustersim.sweep.space import SearchSpace
 
 GiB = 2**30
-
-
-@contextmanager
-def progress_bar(enabled: bool) -> Iterator[object]:
-    """A rich progress bar on stderr; a no-op callback when disabled or not on a terminal."""
-    console = Console(stderr=True)
-    if not enabled or not console.is_terminal:
-        yield None
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("layouts"),
-               TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as bar:
-        tasks: dict[str, int] = {}
-
-        def update(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                label = {"screen": "screen", "estimate": "closed form", "simulate": "event engine"}[phase]
-                tasks[phase] = bar.add_task(label, total=total)
-            bar.update(tasks[phase], completed=done, total=total)
-
-        yield update
 
 
 def top_table(rows: list[dict], title: str) -> Table:

@@ -4,6 +4,7 @@ held-out cases (docs/validation.md)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -37,7 +38,7 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from clustersim.calibrate.compare import render_table
-    from clustersim.calibrate.launch import RunError
+    from clustersim.calibrate.launch import RunError, repo_root
     from clustersim.calibrate.store import RECORDS_FILE, read_records
     from clustersim.calibrate.validate import ValidateOptions, check_options, default_out_dir
     from clustersim.calibrate.validate import validate as run_validate
@@ -45,12 +46,17 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
     opts = ValidateOptions(backend=backend, nprocs=nprocs, netns=netns, level=level,
                            out_dir=out_dir or default_out_dir(netns, backend), rate_mbit=rate_mbit,
                            delay_us=delay_us, fresh=fresh)
+    # the ranks need torch and the validation/ benchmarks of a source checkout: say so before the
+    # options are checked, which creates the output folder
+    if importlib.util.find_spec("torch") is None:
+        raise InputError("validate", "without torch", "torch, from the validation extra: pip install "
+                                                      "'clustersim[validation]' (the CPU build: pip install torch==2.13.0)")
+    try:
+        repo_root()
+    except RunError as exc:
+        raise click.ClickException(str(exc)) from None
     if opts.backend != "nccl":  # options first: importing torch takes seconds (nccl's check needs it)
         check_options(opts)
-    try:
-        import torch  # noqa: F401  (the ranks need it; fail early with the install line)
-    except ImportError:
-        raise InputError("--backend", backend, "an installed torch: pip install torch==2.13.0") from None
     err = Console(stderr=True)
     with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=err, transient=as_json) as bar:
@@ -76,13 +82,20 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
         if loo_cases is not None:
             doc["loo"] = {"cases": [c.to_json() for c in loo_cases], "summary": loo_summary(loo_cases)}
         sys.stdout.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        _gate(result, level)
         return
     out = Console(width=max(Console().width, 150))
     out.print(render_table(result.cases, f"predicted vs measured ({opts.mode}, {backend}, {nprocs} ranks)"))
-    for role, s in (("held-out", result.holdout), ("fit", result.fit)):
+    for role, s in (("held-out", result.holdout), ("fit", result.fit),
+                    ("fit points (the cases the constants were fitted to)", result.fit_points)):
         if s["cases"]:
             out.print(f"{role}: {s['cases']} cases, median |error| {s['median_abs_error_pct']:.1f}%, "
                       f"p90 {s['p90_abs_error_pct']:.1f}%")
+    if result.fit_check is not None:
+        chk = result.fit_check
+        parts = ", ".join(f"{k} {v['median_abs_error_pct']:.1f}% ({v['cases']})" for k, v in chk.per_constant.items())
+        out.print(f"profile vs its own fit points (median |error| per constant, limit {chk.limit_pct:g}%): {parts}: "
+                  + ("ok" if chk.ok else "[red]FAILED[/red]"))
     fab = result.fits["fabric"]
     out.print(f"fitted: GEMM {result.fits['gemm_TFLOPS'] * 1e3:.1f} GFLOP/s per rank, memory copy "
               f"{result.fits['mem_bw_GBps']:.2f} GB/s, fabric {fab['bw_GBps'] * 1e3:.1f} MB/s x efficiency "
@@ -108,3 +121,14 @@ def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path |
                 out.print(f"leave-one-out {kind}: {s['cases']} cases, median |error| {s['median_abs_error_pct']:.1f}%, "
                           f"p90 {s['p90_abs_error_pct']:.1f}%")
     out.print(f"profile: {result.profile_path}\nplot: {result.plot_path}")
+    _gate(result, level)
+
+
+def _gate(result: object, level: str) -> None:
+    """--ci: exit 1 when the written profile misses its own fit points (clustersim.calibrate.fit_points)."""
+    chk = getattr(result, "fit_check", None)
+    if level == "ci" and chk is not None and not chk.ok:
+        bad = "; ".join(f"{k}: median |error| {chk.per_constant[k]['median_abs_error_pct']:.1f}% over "
+                        f"{chk.per_constant[k]['cases']} fit point(s)" for k in chk.failed)
+        raise click.ClickException(f"the fitted profile misses its own fit points by more than {chk.limit_pct:g}% "
+                                   f"({bad}); the fit or the profile it wrote is broken")

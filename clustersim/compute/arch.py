@@ -16,6 +16,10 @@ Each number is a published microbenchmark, never a fit to a training run:
   B300 3353.3 at 3072x6144x7168; GB200 3615.6 at 19456x5120x1536. The fractions below divide by the
   dense peak of our GPU profile (the table's own "Theory" column uses 2300 for MI355X and 1300 for
   MI300X/MI325X where AMD's spec gives 2516.6 and 1307.4).
+  The same table's A100 PCIe row: 252.9 of 312 at 2048x5120x6144 (torch 2.5.1+cu124); GH200 (the
+  "900W 141GiB HBM3e version"): BF16 828.6 of 989 at 1024x15360x4096, FP8 1535.0 of 1979 at
+  1024x14336x14336 (torch 2.6.0+cu126). No MAMF is published for H100 PCIe or H100 NVL: they
+  take the H100 SXM fractions, flagged as unmeasured.
   No MAMF is published for H20, GB300 or any FP4 GEMM: those fall back (the FP4 GEMMs to the BF16
   fraction of their GPU) and ``ArchData.gemm_measured`` says so, so that the prediction interval
   can widen (clustersim.uncertainty).
@@ -74,7 +78,7 @@ Each number is a published microbenchmark, never a fit to a training run:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clustersim.hardware.spec import GpuSpec
 
@@ -154,6 +158,17 @@ HOPPER_H100 = ArchData(
     sustained_ratio=_HOPPER_SUSTAINED,
     gemm_fit=_HOPPER_GEMM, attn_fit=_HOPPER_ATTN,
 )
+HOPPER_GH200 = ArchData(
+    name="gh200",
+    mamf=(("bf16", 828.6 / 989, (1024, 15360, 4096)),            # stas00 MAMF table, GH200 (900 W, HBM3e)
+          ("fp8", 1535.0 / 1979, (1024, 14336, 14336))),         # stas00 FP8 table, GH200
+    attn_fwd_frac=_CUDNN_FWD_H100, attn_bwd_frac=_CUDNN_BWD_H100,  # the same Hopper SMs as H100 SXM
+    l2_bw_bytes_per_s=0.0,
+    sustained_ratio=698.6 / 823.9,                               # not measured: H200's (same die, HBM3e)
+)
+# H100 PCIe / NVL: no public MAMF; the SXM part's fractions of their own (lower) peaks, flagged
+HOPPER_H100_PCIE = replace(HOPPER_H100, name="h100-pcie", gemm_measured=False)
+HOPPER_H100_NVL = replace(HOPPER_H100, name="h100-nvl", gemm_measured=False)
 HOPPER_H200 = ArchData(
     name="h200",
     mamf=(("bf16", 794.5 / 989, (2048, 2048, 13312)),            # "H200 is the same" (stas00 table)
@@ -163,6 +178,8 @@ HOPPER_H200 = ArchData(
     sustained_ratio=_HOPPER_SUSTAINED,                           # same die, clocks and 700 W limit as H100
     gemm_fit=_HOPPER_GEMM, attn_fit=_HOPPER_ATTN,
 )
+AMPERE_A100_PCIE = replace(AMPERE_A100, name="a100-pcie",
+                           mamf=(("bf16", 252.9 / 312, (2048, 5120, 6144)),))  # stas00 MAMF table, A100 PCIe
 _B200_SUSTAINED = 1426.4 / 1751.2                               # stas00 B200 MSMF / MAMF
 _FA3_BWD_OVER_FWD = 0.55 / (740 / 989)                           # FlashAttention-3 backward / forward ceiling
 _FA4_FWD = 1613 / 2250                                           # FlashAttention-4 §5, B200 BF16 forward
@@ -229,14 +246,16 @@ HOPPER_H20 = ArchData(name="h20", mamf=FALLBACK.mamf, attn_fwd_frac=_CUDNN_FWD_H
 _BY_NAME = (
     ("gb300", BLACKWELL_GB300), ("gb200", BLACKWELL_GB200), ("b300", BLACKWELL_B300), ("b200", BLACKWELL_B200),
     ("mi355", CDNA4_MI355X), ("mi350", CDNA4_MI355X), ("mi325", CDNA3_MI325X), ("mi300", CDNA3_MI300X),
-    ("h200", HOPPER_H200), ("gh200", HOPPER_H200), ("h20", HOPPER_H20),
+    ("gh200", HOPPER_GH200), ("h200", HOPPER_H200), ("h20", HOPPER_H20),
     # H800: the H100 die with fewer NVLinks (same SMs, clocks, TDP); the H100's measurement
-    ("h100", HOPPER_H100), ("h800", HOPPER_H100), ("a100", AMPERE_A100),
+    ("h100-pcie", HOPPER_H100_PCIE), ("h100-nvl", HOPPER_H100_NVL), ("h100", HOPPER_H100), ("h800", HOPPER_H100),
+    ("a100-pcie", AMPERE_A100_PCIE), ("a100", AMPERE_A100),
 )
 
 
 def arch_for(gpu: GpuSpec) -> ArchData:
-    """Pick the measurement set by the GPU profile's name (a100-*, h100-*, h800-*, h200-*, gh200-*,
+    """Pick the measurement set by the GPU profile's name (a100-pcie-*, a100-*, h100-pcie-*, h100-nvl-*,
+    h100-*, h800-*, h200-*, gh200-*,
     h20-*, b200-*, b300-*, gb200-*, gb300-*, mi300x-*, mi325x-*, mi355x-*); others get FALLBACK."""
     name = gpu.name.lower()
     for key, arch in _BY_NAME:

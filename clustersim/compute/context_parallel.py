@@ -46,18 +46,15 @@ sequences").
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from clustersim.compute.attention import attention_ops
 from clustersim.compute.attention_standard import standard_attention_ops
+from clustersim.compute.layer_context import LayerContext
 from clustersim.compute.ops import CommOp, Op
 from clustersim.compute.roofline import memory_bound_op
 
-if TYPE_CHECKING:
-    from clustersim.compute.layer import _Ctx
 
-
-def cp_attention(c: _Ctx, d_qk: int, d_v: int) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
+def cp_attention(c: LayerContext, d_qk: int, d_v: int) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
     """(forward, backward) ops of the attention core with its CP exchanges (cp > 1)."""
     lay, m = c.layout, c.model
     b, s, a, p = lay.micro_batch, m.seq_len, lay.cp_a2a, lay.cp_p2p
@@ -78,8 +75,8 @@ def cp_attention(c: _Ctx, d_qk: int, d_v: int) -> tuple[list[Op | CommOp], list[
     else:
         post_fwd = []
     s_q = math.ceil(s / p)                       # queries of this rank inside the ring
-    if p == 1:
-        f, g = _kernel(c, s_q, s, heads, kv_heads, d_qk, d_v, True)
+    if p == 1:   # Ulysses alone: the whole sequence per head group, so a local layer keeps its span
+        f, g = _kernel(c, s_q, s, heads, kv_heads, d_qk, d_v, True, local=True)
         return [*fwd, *f, *post_fwd], [*bwd_pre, *g, *bwd_post]
     kv_shard = b * s_q * kv_heads * (d_qk + d_v) * c.act_b
     out_elems = b * s_q * heads * d_v
@@ -113,14 +110,17 @@ def _fold(name: str, ops: list[Op]) -> Op:
     return Op(name, sum(o.flops for o in ops), sum(o.bytes_moved for o in ops), sum(o.time_s for o in ops))
 
 
-def _kernel(c: _Ctx, s_q: int, s_k: int, heads: int, kv_heads: int, d_qk: int, d_v: int, causal: bool,
-            name: str = "attention_core") -> tuple[list[Op], list[Op]]:
+def _kernel(c: LayerContext, s_q: int, s_k: int, heads: int, kv_heads: int, d_qk: int, d_v: int, causal: bool,
+            name: str = "attention_core", local: bool = False) -> tuple[list[Op], list[Op]]:
     """The scenario's attention kernel on one block: flash (TE fused attention), or the unfused core
-    (which computes every score of the block, the mask applied in the softmax)."""
+    (which computes every score of the block, the mask applied in the softmax). ``local``: the
+    block is the whole sequence, so the layer's sliding window or chunk applies (the ring's
+    blocks never carry one: clustersim.parallel.attention_rules refuses p2p for local layers)."""
     b = c.layout.micro_batch
     if c.attention == "flash" or c.model.is_mla or d_qk != d_v:
+        pattern, window = (c.pattern, c.window) if local else ("full", 0)
         f, g = attention_ops(b, s_q, s_k, heads, kv_heads, d_qk, c.gpu, c.dtype, c.act_b, causal=causal,
-                             v_head_dim=d_v, name=name)
+                             v_head_dim=d_v, name=name, pattern=pattern, window=window)
         return [f], [g]
     fs, gs = standard_attention_ops(b, s_q, s_k, heads, d_qk, c.gpu, c.dtype, c.act_b, c.dropout)
     return list(fs), list(gs)

@@ -19,23 +19,31 @@ Generalised, each term the same "2 x tokens x weights" count:
 * MLA (DeepSeek-V2 §2.1.2): the projections' weights (clustersim.workload.model_spec
   ``attention_params``) and an attention core of ``2 B s^2 n (d_qk + d_v)`` (Q K^T at the
   query/key depth, P V at the value depth).
+* Attention widths (``head_dim`` set explicitly): the projections are ``h x heads d`` (Q, and O
+  back), ``h x kv_heads d`` (K, V); the core ``4 B s^2 heads d``.
+* Local layers (sliding window ``W``, chunks of ``C``; clustersim.compute.attention_span): the
+  core's ``s^2`` becomes twice the causal pairs of the span, ``2 s W - W^2`` or ``n C^2 + r^2``,
+  so that a span covering the sequence gives back ``s^2``.
 * Multi-token prediction (DeepSeek-V3 §2.2): each module adds one transformer layer, the
   ``2h -> h`` projection and a second pass through the output head.
 """
 
 from __future__ import annotations
 
+from clustersim.compute.attention_span import equivalent_square, layer_span
 from clustersim.workload.model_spec import ModelSpec
 
 
-def _layer_fwd_flops(model: ModelSpec, tokens: int, batch: int, moe: bool) -> float:
+def _layer_fwd_flops(model: ModelSpec, tokens: int, batch: int, moe: bool, local: bool = False) -> float:
     s, h = model.seq_len, model.hidden
+    span = equivalent_square(s, *layer_span(model, local))   # s^2, or the local span's (attention_span.py)
     if model.is_mla:
         proj = 2 * tokens * model.attention_params()
-        core = 2 * batch * s * s * model.heads * (model.head_dim + model.v_head_dim)
+        core = 2 * batch * span * model.heads * (model.head_dim + model.v_head_dim)
     else:
-        proj = 2 * tokens * h * (h + 2 * model.kv_hidden) + 2 * tokens * h * h
-        core = 4 * batch * s * s * h
+        q = model.q_width
+        proj = 2 * tokens * h * (q + 2 * model.kv_hidden) + 2 * tokens * q * h
+        core = 4 * batch * span * q
     if moe:
         experts = model.moe_top_k + model.moe_shared_experts
         mlp = 2 * tokens * h * model.moe_expert_ffn_hidden * model.num_mlp_matrices * experts
@@ -48,8 +56,9 @@ def _layer_fwd_flops(model: ModelSpec, tokens: int, batch: int, moe: bool) -> fl
 def model_flops_per_step(model: ModelSpec, global_batch: int) -> float:
     b, s, h = global_batch, model.seq_len, model.hidden
     tokens = b * s
-    per_step = model.num_moe_layers * _layer_fwd_flops(model, tokens, b, True)
-    per_step += model.num_dense_layers * _layer_fwd_flops(model, tokens, b, False)
+    per_step = 0.0
+    for kind, n in model.layer_kind_counts():   # MoE before dense, full before local layers
+        per_step += n * _layer_fwd_flops(model, tokens, b, kind.moe, kind.local)
     logits = 2 * tokens * h * model.vocab
     mtp = model.mtp_layers * (_layer_fwd_flops(model, tokens, b, model.is_moe) + 2 * tokens * 2 * h * h + logits)
     return float(3 * (per_step + logits + mtp))

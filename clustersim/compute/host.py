@@ -33,7 +33,7 @@ them; after a synchronising call the GPU waits until the first kernel of what fo
   (megatron/training/utils.py ``get_batch_on_this_tp_rank``: tokens, labels, loss mask and
   position ids, four latency-bound broadcasts per micro-batch), on the compute stream.
 
-Both engines read these from the step plan (clustersim.engine.rankplan ``SimRank.host_s``) as
+Both engines read these from the step plan (clustersim.plan.step_plan ``SimRank.host_s``) as
 one wait before the optimizer step, the breakdown's ``host`` cause.
 """
 

@@ -37,19 +37,16 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
 
 from clustersim.compute.attention import attention_ops
 from clustersim.compute.attention_standard import standard_attention_ops
 from clustersim.compute.context_parallel import cp_attention
-from clustersim.compute.conventions import gated_factor, local_kv_heads, resolve_attention, uses_dropout
-from clustersim.compute.dtypes import activation_bytes, check_dtype
-from clustersim.compute.gemm import linear_gemm_op
+from clustersim.compute.conventions import local_kv_heads, resolve_attention
+from clustersim.compute.layer_context import LayerContext
 from clustersim.compute.mla import mla_params_per_gpu, mla_projections_bwd, mla_projections_fwd
 from clustersim.compute.moe import moe_backward, moe_forward, moe_params_per_gpu
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
 from clustersim.compute.roofline import memory_bound_op
-from clustersim.compute.tp_overlap import overlapped_gemm
 from clustersim.errors import InputError
 from clustersim.hardware.spec import GpuSpec
 from clustersim.parallel.layout import ParallelLayout
@@ -58,7 +55,8 @@ from clustersim.workload.model_spec import ModelSpec
 
 def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str,
                            attention: str = "auto", moe: bool | None = None, gpus_per_node: int = 8,
-                           elementwise: str = "fused", recompute: str | None = None, recipe: str = "") -> LayerCost:
+                           elementwise: str = "fused", recompute: str | None = None, recipe: str = "",
+                           local: bool | None = None) -> LayerCost:
     """Forward, backward and recompute ops of one transformer layer for one micro-batch on one GPU.
 
     ``attention``: "flash", "standard" or "auto" (clustersim.compute.conventions.resolve_attention).
@@ -67,15 +65,18 @@ def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpe
     ``elementwise``: "fused" (Megatron / TE kernels) or "eager" (torch ops one by one, torchtitan
     without torch.compile); ``recompute``: this layer's policy (default ``layout.recompute``;
     ``full-inner``, a later layer of a checkpointed group, recomputes like ``full``);
-    ``recipe``: the fp8/fp4 scaling recipe ("" = the GPU's default, clustersim.compute.precision).
+    ``recipe``: the fp8/fp4 scaling recipe ("" = the GPU's default, clustersim.compute.precision);
+    ``local``: a layer of the model's local attention span (sliding window or chunk) rather than
+    full attention (None: as layer 0, ``ModelSpec.layer_kind``).
     """
     moe = model.is_moe if moe is None else (moe and model.is_moe)
+    local = model.is_local_layer(0) if local is None else (local and model.has_local_attention)
     if elementwise not in ("fused", "eager"):
         raise InputError("elementwise", elementwise, ("fused", "eager"))
     policy = layout.recompute if recompute is None else recompute
     policy = "full" if policy == "full-inner" else policy
     return _layer_cost(model, compute_layout(layout, policy), gpu, dtype, resolve_attention(attention, gpu.name),
-                       moe, gpus_per_node if moe and layout.ep > 1 else 8, elementwise, recipe)
+                       moe, gpus_per_node if moe and layout.ep > 1 else 8, elementwise, recipe, local)
 
 
 def compute_layout(layout: ParallelLayout, recompute: str | None = None) -> ParallelLayout:
@@ -90,97 +91,43 @@ def compute_layout(layout: ParallelLayout, recompute: str | None = None) -> Para
                           hierarchical_cp_sizes=(layout.cp_a2a, layout.cp_p2p) if layout.cp > 1 else None)
 
 
-class _Ctx:
-    """Shapes of one layer on one GPU (a plain namespace used while building the op lists)."""
-
-    def __init__(self, model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
-                 gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "") -> None:
-        check_dtype(dtype)
-        tp, cp = layout.tp, layout.cp
-        if model.heads % tp:
-            raise InputError("parallel.tp", tp, f"a divisor of model.heads ({model.heads})")
-        self.gpus_per_node = gpus_per_node
-        self.model, self.layout, self.gpu, self.dtype = model, layout, gpu, dtype
-        self.tp, self.cp, self.sp = tp, cp, layout.sequence_parallel and tp > 1
-        self.act_b = activation_bytes(dtype)
-        self.s_local = math.ceil(model.seq_len / cp)
-        self.tokens = layout.micro_batch * self.s_local                          # T
-        self.tokens_sp = math.ceil(self.tokens / tp) if self.sp else self.tokens  # T or T / tp
-        self.h = model.hidden
-        self.d = model.head_dim
-        self.heads = model.heads // tp
-        self.kv_heads = local_kv_heads(model, tp)
-        self.ffn = math.ceil(model.ffn_hidden / tp)
-        self.gate = gated_factor(model)
-        self.dropout = uses_dropout(model)
-        self.overlap_all_tp = layout.tp_comm_overlap
-        # Transformer Engine userbuffers (needs sequence parallelism): the GEMMs beside the TP comm
-        # are cut into pieces or share their SMs (clustersim.compute.tp_overlap)
-        self.ub_overlap = layout.tp_comm_overlap and self.sp
-        self.attention = attention
-        self.eager = elementwise == "eager"
-        self.rope = model.ffn_act == "swiglu" and not model.is_mla   # Llama-style RoPE on Q and K (MLA: its own)
-        self.recipe = recipe
-
-    def tp_comm(self, name: str, collective: str, overlappable: bool = False) -> CommOp:
-        size = self.tokens * self.h * self.act_b
-        return CommOp(name, collective, size, "tp", overlappable or self.overlap_all_tp)
-
-    def gemm(self, name: str, m: int, n: int, k: int, batch: int = 1, dtype: str | None = None,
-             wgrad: bool = False) -> Op:
-        """A GEMM of a linear layer under the dtype's recipe (``linear_gemm_op``: low-precision
-        rate plus its cast kernels); ``dtype`` overrides the training dtype (the router in BF16)."""
-        op = None
-        if self.ub_overlap and batch == 1 and dtype is None:   # userbuffers split / SM share (tp_overlap.py)
-            op = overlapped_gemm(name, m, n, k, self.gpu, self.dtype, self.recipe, self.tp)
-        if op is None:
-            op = linear_gemm_op(name, m, n, k, self.gpu, dtype or self.dtype, self.recipe, batch)
-        return replace(op, wgrad=True) if wgrad else op
-
-    def wgemm(self, name: str, m: int, n: int, k: int, batch: int = 1, dtype: str | None = None) -> Op:
-        """A weight-gradient GEMM (``Op.wgrad``: a zero-bubble schedule's W action)."""
-        return self.gemm(name, m, n, k, batch, dtype, wgrad=True)
-
-    def mem(self, name: str, elements_read: float, elements_written: float, extra_bytes: float = 0.0) -> Op:
-        return memory_bound_op(name, (elements_read + elements_written) * self.act_b + extra_bytes, self.gpu)
-
-
-def _norm_fwd(c: _Ctx, name: str) -> Op:
+def _norm_fwd(c: LayerContext, name: str) -> Op:
     n = c.tokens_sp * c.h
     return c.mem(name, n, n)                         # read x, write y (fp32 stats negligible)
 
 
-def _norm_bwd(c: _Ctx, name: str) -> Op:
+def _norm_bwd(c: LayerContext, name: str) -> Op:
     n = c.tokens_sp * c.h
     return c.mem(name, 3 * n, 2 * n)                 # read x, dy, residual grad; write dx, summed residual grad
 
 
-def _bda_fwd(c: _Ctx, name: str) -> Op:
+def _bda_fwd(c: LayerContext, name: str) -> Op:
     n = c.tokens_sp * c.h
     return c.mem(name, 2 * n, n, extra_bytes=n if c.dropout else 0)   # x + residual -> out (+ 1-byte mask)
 
 
-def _bda_bwd(c: _Ctx, name: str) -> Op:
+def _bda_bwd(c: LayerContext, name: str) -> Op:
     n = c.tokens_sp * c.h
     return c.mem(name, n, n, extra_bytes=n if c.dropout else 0)       # grad through the dropout mask
 
 
-def _attention(c: _Ctx, d_qk: int, d_v: int) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
+def _attention(c: LayerContext, d_qk: int, d_v: int) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
     """(forward, backward) ops of the attention core, with the CP exchanges around it."""
     m, b = c.model, c.layout.micro_batch
     if c.cp > 1:
         return cp_attention(c, d_qk, d_v)
     if c.attention == "flash" or m.is_mla:
         f, g = attention_ops(b, c.s_local, m.seq_len, c.heads, c.kv_heads, d_qk, c.gpu, c.dtype, c.act_b,
-                             v_head_dim=d_v)
+                             v_head_dim=d_v, pattern=c.pattern, window=c.window)
         return [f], [g]
     fs, gs = standard_attention_ops(b, c.s_local, m.seq_len, c.heads, c.d, c.gpu, c.dtype, c.act_b, c.dropout)
     return list(fs), list(gs)
 
 
-def _activation_fwd(c: _Ctx, name: str, tokens: float) -> Op:
-    """GeLU or SwiGLU over ``tokens`` rows of the fc1 output. Fused (Megatron bias-GeLU /
-    bias-SwiGLU): read the fc1 output (gate x f), write f. Eager SwiGLU (torchtitan
+def _activation_fwd(c: LayerContext, name: str, tokens: float) -> Op:
+    """The activation over ``tokens`` rows of the fc1 output (GeLU, ReLU, squared ReLU; gated:
+    SwiGLU, GeGLU). Fused (Megatron bias-GeLU / bias-SwiGLU / bias-GeGLU): read the fc1 output
+    (gate x f), write f. Eager gated units (torchtitan
     ``w2(F.silu(w1(x)) * w3(x))``, two kernels): silu reads w1's output and writes its own, mul
     reads both operands and writes the product - 3f read, 2f written."""
     f = tokens * c.ffn
@@ -189,7 +136,7 @@ def _activation_fwd(c: _Ctx, name: str, tokens: float) -> Op:
     return c.mem(name, f * c.gate, f)
 
 
-def _activation_bwd(c: _Ctx, name: str, tokens: float) -> Op:
+def _activation_bwd(c: LayerContext, name: str, tokens: float) -> Op:
     """Fused: read the output gradient and the saved fc1 output, write its gradient. Eager
     SwiGLU: mul's backward reads the gradient and both saved operands and writes two gradients,
     silu's backward reads one of them and w1's output and writes w1's gradient (5f read, 3f written)."""
@@ -199,7 +146,7 @@ def _activation_bwd(c: _Ctx, name: str, tokens: float) -> Op:
     return c.mem(name, f * (c.gate + 1), f * c.gate)
 
 
-def _rope(c: _Ctx, name: str) -> list[Op]:
+def _rope(c: LayerContext, name: str) -> list[Op]:
     """RoPE on Q and K of Llama-style models. Fused (TE / Megatron fused RoPE): read and write each
     element. Eager (torchtitan apply_rotary_emb: ``view_as_complex(x.float())``, complex multiply,
     ``type_as``): cast up (read a, write 4 bytes), multiply (read 4, write 4), cast down (read 4,
@@ -211,19 +158,42 @@ def _rope(c: _Ctx, name: str) -> list[Op]:
     return [memory_bound_op(name, n * per, c.gpu)]
 
 
-def _mlp_fwd(c: _Ctx) -> list[Op | CommOp]:
+def _qk_norm(c: LayerContext, name: str, backward: bool = False) -> list[Op]:
+    """Per-head RMSNorm of Q and K before RoPE (Qwen3; Megatron --qk-layernorm, TE RMSNorm on the
+    [tokens, heads, head_dim] view): forward reads and writes each element, backward reads the
+    input and the output gradient and writes the input gradient (the rstd per row is fp32,
+    negligible beside them)."""
+    if not c.model.qk_norm or c.model.is_mla:
+        return []
+    n = c.tokens * (c.heads + c.kv_heads) * c.d
+    return [c.mem(name, 2 * n, n) if backward else c.mem(name, n, n)]
+
+
+def _sandwich_fwd(c: LayerContext, name: str) -> list[Op]:
+    """Gemma 2/3's norm on a block's output before the residual add (``sandwich_norm``)."""
+    return [_norm_fwd(c, name)] if c.model.sandwich_norm else []
+
+
+def _sandwich_bwd(c: LayerContext, name: str) -> list[Op]:
+    if not c.model.sandwich_norm:
+        return []
+    n = c.tokens_sp * c.h
+    return [c.mem(name, 2 * n, n)]                   # read x, dy; write dx (the residual is added at the bda)
+
+
+def _mlp_fwd(c: LayerContext) -> list[Op | CommOp]:
     t = c.tokens
     return [c.gemm("fc1", t, c.ffn * c.gate, c.h), _activation_fwd(c, "activation", t),
             c.gemm("fc2", t, c.h, c.ffn)]
 
 
-def _mlp_bwd(c: _Ctx) -> list[Op | CommOp]:
+def _mlp_bwd(c: LayerContext) -> list[Op | CommOp]:
     t = c.tokens
     return [c.gemm("fc2_dgrad", t, c.ffn, c.h), c.wgemm("fc2_wgrad", c.h, c.ffn, t),
             _activation_bwd(c, "activation_bwd", t)]
 
 
-def _tp_in_bwd(c: _Ctx, prefix: str, dgrad: Op, wgrad: Op) -> list[Op | CommOp]:
+def _tp_in_bwd(c: LayerContext, prefix: str, dgrad: Op, wgrad: Op) -> list[Op | CommOp]:
     """Backward of a column-parallel GEMM whose forward input came through f (identity / all_gather)."""
     if c.tp == 1:
         return [dgrad, wgrad]
@@ -233,22 +203,22 @@ def _tp_in_bwd(c: _Ctx, prefix: str, dgrad: Op, wgrad: Op) -> list[Op | CommOp]:
     return [dgrad, c.tp_comm(f"{prefix}_dgrad_all_reduce", "all_reduce", overlappable=True), wgrad]
 
 
-def _tp_out_fwd(c: _Ctx, name: str) -> list[CommOp]:
+def _tp_out_fwd(c: LayerContext, name: str) -> list[CommOp]:
     if c.tp == 1:
         return []
     return [c.tp_comm(name, "reduce_scatter" if c.sp else "all_reduce")]
 
 
-def _tp_out_bwd(c: _Ctx, name: str) -> list[CommOp]:
+def _tp_out_bwd(c: LayerContext, name: str) -> list[CommOp]:
     """Conjugate of the row-parallel output collective: identity without SP, all_gather with SP."""
     return [c.tp_comm(name, "all_gather")] if c.sp else []
 
 
-def _tp_in_fwd(c: _Ctx, name: str) -> list[CommOp]:
+def _tp_in_fwd(c: LayerContext, name: str) -> list[CommOp]:
     return [c.tp_comm(name, "all_gather")] if c.sp else []
 
 
-def _attention_block(c: _Ctx) -> tuple[list[Op | CommOp], list[Op | CommOp], list[Op | CommOp]]:
+def _attention_block(c: LayerContext) -> tuple[list[Op | CommOp], list[Op | CommOp], list[Op | CommOp]]:
     """(forward, backward, attention core forward) of the attention block from the input norm's
     output to the out-projection's TP collective."""
     t, h, m = c.tokens, c.h, c.model
@@ -262,8 +232,9 @@ def _attention_block(c: _Ctx) -> tuple[list[Op | CommOp], list[Op | CommOp], lis
         core_f, core_b = _attention(c, d, d)
         qkv_n = (c.heads + 2 * c.kv_heads) * d
         attn_n = c.heads * d
-        fwd = [*_tp_in_fwd(c, "attn_input_all_gather"), c.gemm("qkv", t, qkv_n, h), *_rope(c, "rope"), *core_f]
-        bwd_in = [*core_b, *_rope(c, "rope_bwd"),
+        fwd = [*_tp_in_fwd(c, "attn_input_all_gather"), c.gemm("qkv", t, qkv_n, h), *_qk_norm(c, "qk_norm"),
+               *_rope(c, "rope"), *core_f]
+        bwd_in = [*core_b, *_rope(c, "rope_bwd"), *_qk_norm(c, "qk_norm_bwd", backward=True),
                   *_tp_in_bwd(c, "qkv", c.gemm("qkv_dgrad", t, h, qkv_n), c.wgemm("qkv_wgrad", qkv_n, h, t))]
     fwd += [c.gemm("attn_out_proj", t, h, attn_n), *_tp_out_fwd(c, "attn_out_tp_reduce")]
     bwd = [*_tp_out_bwd(c, "attn_out_grad_all_gather"), c.gemm("attn_out_proj_dgrad", t, attn_n, h),
@@ -271,7 +242,7 @@ def _attention_block(c: _Ctx) -> tuple[list[Op | CommOp], list[Op | CommOp], lis
     return fwd, bwd, core_f
 
 
-def _mlp_block(c: _Ctx, moe: bool) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
+def _mlp_block(c: LayerContext, moe: bool) -> tuple[list[Op | CommOp], list[Op | CommOp]]:
     """(forward, backward) from the pre-MLP norm's output to the MLP's output collective."""
     t, h = c.tokens, c.h
     if moe:
@@ -285,14 +256,17 @@ def _mlp_block(c: _Ctx, moe: bool) -> tuple[list[Op | CommOp], list[Op | CommOp]
 
 @functools.lru_cache(maxsize=4096)
 def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
-                moe: bool = False, gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "") -> LayerCost:
-    c = _Ctx(model, layout, gpu, dtype, attention, gpus_per_node, elementwise, recipe)
+                moe: bool = False, gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "",
+                local: bool = False) -> LayerCost:
+    c = LayerContext(model, layout, gpu, dtype, attention, gpus_per_node, elementwise, recipe, local)
     attn_fwd, attn_bwd, core_fwd = _attention_block(c)
     mlp_fwd, mlp_bwd = _mlp_block(c, moe)
-    fwd: list[Op | CommOp] = [_norm_fwd(c, "input_norm"), *attn_fwd, _bda_fwd(c, "attn_bias_dropout_add"),
-                              _norm_fwd(c, "pre_mlp_norm"), *mlp_fwd, _bda_fwd(c, "mlp_bias_dropout_add")]
-    bwd: list[Op | CommOp] = [_bda_bwd(c, "mlp_bias_dropout_add_bwd"), *mlp_bwd, _norm_bwd(c, "pre_mlp_norm_bwd"),
-                              _bda_bwd(c, "attn_bias_dropout_add_bwd"), *attn_bwd, _norm_bwd(c, "input_norm_bwd")]
+    fwd: list[Op | CommOp] = [_norm_fwd(c, "input_norm"), *attn_fwd, *_sandwich_fwd(c, "post_attn_norm"),
+                              _bda_fwd(c, "attn_bias_dropout_add"), _norm_fwd(c, "pre_mlp_norm"), *mlp_fwd,
+                              *_sandwich_fwd(c, "post_mlp_norm"), _bda_fwd(c, "mlp_bias_dropout_add")]
+    bwd: list[Op | CommOp] = [_bda_bwd(c, "mlp_bias_dropout_add_bwd"), *_sandwich_bwd(c, "post_mlp_norm_bwd"),
+                              *mlp_bwd, _norm_bwd(c, "pre_mlp_norm_bwd"), _bda_bwd(c, "attn_bias_dropout_add_bwd"),
+                              *_sandwich_bwd(c, "post_attn_norm_bwd"), *attn_bwd, _norm_bwd(c, "input_norm_bwd")]
     if layout.recompute == "full":
         recompute = PassCost(tuple(fwd))
     elif layout.recompute == "selective":
@@ -322,7 +296,7 @@ def _part(op: Op, frac: float, name: str) -> Op:
     return Op(name, op.flops * frac, op.bytes_moved * frac, op.time_s * frac)
 
 
-def _selective_op_recompute(c: _Ctx, fwd: list[Op | CommOp]) -> list[Op | CommOp]:
+def _selective_op_recompute(c: LayerContext, fwd: list[Op | CommOp]) -> list[Op | CommOp]:
     """What torchtitan's per-op policy recomputes (torchtitan/distributed/activation_checkpoint.py:
     GEMM outputs are saved except every second one in execution order - wq, wk, wv, wo, w1, w3, w2
     -> wk, wo, w3 recomputed, or wk, wo, fc2 without a gate; attention kernel outputs and
@@ -366,12 +340,13 @@ def layer_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1, moe: bool | Non
         d = model.head_dim
         heads, kv = model.heads // tp, local_kv_heads(model, tp)
         attention = h * heads * d * 2 + 2 * h * kv * d                 # Q and O; K and V
+        attention += (2 * d if model.qk_norm else 0) + (heads if model.attention_sinks else 0)
     if moe:
         dense, routed = moe_params_per_gpu(model, tp, ep, etp or tp)
         mlp = dense + routed
     else:
         mlp = model.num_mlp_matrices * h * math.ceil(model.ffn_hidden / tp)
-    return attention + mlp + 4 * h                                   # two norms (weight + bias), replicated
+    return attention + mlp + model.norm_params()                     # the norms (weight + bias), replicated
 
 
 def expert_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1, etp: int = 0, moe: bool | None = None) -> int:

@@ -19,25 +19,21 @@ down-projections run on all tokens on every rank and the latent gradients are al
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from clustersim.compute.layer_context import LayerContext
 from clustersim.compute.ops import CommOp, Op
 
-if TYPE_CHECKING:
-    from clustersim.compute.layer import _Ctx
 
-
-def _dims(c: _Ctx) -> tuple[int, int, int, int, int, int]:
+def _dims(c: LayerContext) -> tuple[int, int, int, int, int, int]:
     m = c.model
     return (m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim, m.head_dim, m.v_head_dim, c.heads)
 
 
-def _latent_bytes(c: _Ctx) -> float:
+def _latent_bytes(c: LayerContext) -> float:
     q_lora, kv_lora, rope, _, _, _ = _dims(c)
     return c.tokens * (q_lora + kv_lora + rope) * c.act_b
 
 
-def mla_projections_fwd(c: _Ctx) -> list[Op | CommOp]:
+def mla_projections_fwd(c: LayerContext) -> list[Op | CommOp]:
     """Forward ops from the normed input to Q, K, V (before the attention core)."""
     q_lora, kv_lora, rope, d_qk, d_v, n = _dims(c)
     t, t_down, h = c.tokens, (c.tokens_sp if c.sp else c.tokens), c.h
@@ -58,7 +54,7 @@ def mla_projections_fwd(c: _Ctx) -> list[Op | CommOp]:
     return ops
 
 
-def mla_projections_bwd(c: _Ctx) -> list[Op | CommOp]:
+def mla_projections_bwd(c: LayerContext) -> list[Op | CommOp]:
     """Backward ops from dQ, dK, dV to the input gradient of the down-projections."""
     q_lora, kv_lora, rope, d_qk, d_v, n = _dims(c)
     t, t_down, h = c.tokens, (c.tokens_sp if c.sp else c.tokens), c.h

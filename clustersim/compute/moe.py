@@ -14,7 +14,7 @@ MoEAlltoAllTokenDispatcher; experts.py TEGroupedMLP):
    token once per destination *node* over the NIC and forwards it over NVLink to the destination
    GPUs (DeepEP normal kernels, "asymmetric-domain bandwidth forwarding"); its bytes per rank are
    ``t x (remote nodes hit) x h`` on the NIC and ``t x (ranks hit) x h`` on NVLink
-   (clustersim.compute.routing), dispatched in FP8 under FP8 training (DeepSeek-V3 §3.3.2,
+   (clustersim.compute.moe_routing), dispatched in FP8 under FP8 training (DeepSeek-V3 §3.3.2,
    DeepEP README: "FP8 dispatching and BF16 combining"; 1 byte + one fp32 scale per 128 values).
 4. with expert tensor parallelism ``etp > 1``: all-gather of the received tokens over the ETP
    group (dispatch_postprocess), reduce-scatter before the combine.
@@ -33,14 +33,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
+from clustersim.compute.layer_context import LayerContext
+from clustersim.compute.moe_routing import load_factor, spread
 from clustersim.compute.ops import CommOp, Op
 from clustersim.compute.roofline import memory_bound_op
-from clustersim.compute.routing import load_factor, spread
-
-if TYPE_CHECKING:
-    from clustersim.compute.layer import _Ctx
 
 FP8_DISPATCH_BYTES = 1 + 4 / 128  # e4m3 value + one fp32 scale per 1x128 tile (DeepSeek-V3 §3.3.2)
 
@@ -56,7 +53,7 @@ def ep_placement(ep: int, etp: int, gpus_per_node: int) -> tuple[int, int]:
 class _Moe:
     """Shapes of the MoE MLP on one GPU."""
 
-    def __init__(self, c: _Ctx) -> None:
+    def __init__(self, c: LayerContext) -> None:
         m, lay = c.model, c.layout
         self.c = c
         self.ep, self.etp = lay.ep, lay.etp
@@ -125,7 +122,7 @@ class _Moe:
         return ops
 
 
-def moe_forward(c: _Ctx) -> list[Op | CommOp]:
+def moe_forward(c: LayerContext) -> list[Op | CommOp]:
     """Forward ops of the MoE MLP (after the pre-MLP norm, before the residual add)."""
     x = _Moe(c)
     h, t, fp8 = c.h, x.t, c.dtype == "fp8"
@@ -152,7 +149,7 @@ def moe_forward(c: _Ctx) -> list[Op | CommOp]:
     return ops
 
 
-def moe_backward(c: _Ctx) -> list[Op | CommOp]:
+def moe_backward(c: LayerContext) -> list[Op | CommOp]:
     """Backward ops of the MoE MLP, in execution order."""
     x = _Moe(c)
     h, t = c.h, x.t

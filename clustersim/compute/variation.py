@@ -26,7 +26,7 @@ group run at the pace of its slowest member, a pipeline runs at the pace of its 
 and the data-parallel gradient reduction of every step waits for the slowest replica: one step
 is paced by the slowest of all ``num_gpus`` GPUs of the job. A persistent speed spread (the
 papers' measurements are minutes to hours long) therefore delays a rank's kernel time by
-``SIGMA_GPU * E[max of num_gpus]``; the step plan (clustersim.engine.rankplan) prices it per
+``SIGMA_GPU * E[max of num_gpus]``; the step plan (clustersim.plan.step_plan) prices it per
 simulated rank from its contention-free kernel seconds and both engines add it, as the
 breakdown's ``jitter`` cause, where the step's last data-parallel collective completes (that
 collective is what cannot finish before its slowest member has produced its gradients).

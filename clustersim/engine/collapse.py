@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clustersim.engine.analytical import Recurrence
-from clustersim.engine.rankplan import SimRank, StepPlan
+from clustersim.engine.recurrence import Recurrence
+from clustersim.plan.step_plan import SimRank, StepPlan
 
 REL_TOL = 1e-12
 
@@ -144,19 +144,14 @@ def starts(room: list[int], period: int) -> list[int]:
     return out
 
 
-_TABLES: dict[int, tuple[StepPlan, list[list[int]], list[list[int]]]] = {}
-
-
 def _tables(plan: StepPlan) -> tuple[list[list[int]], list[list[int]]]:
-    cached = _TABLES.get(id(plan))
-    if cached is None or cached[0] is not plan:
+    """Per rank: ``rooms`` and ``starts`` of its actions, once per plan (kept in the plan's memo)."""
+    tables = plan.memo.collapse_tables
+    if tables is None:
         p, m = plan.period
         room = [rooms(rk, p, m) for rk in plan.ranks]
-        cached = (plan, room, [starts(r, p) for r in room])
-        if len(_TABLES) > 64:
-            _TABLES.clear()
-        _TABLES[id(plan)] = cached
-    return cached[1], cached[2]
+        tables = plan.memo.collapse_tables = (room, [starts(r, p) for r in room])
+    return tables
 
 
 def run_collapsed(rec: Recurrence, ends: list[int] | None = None) -> int:

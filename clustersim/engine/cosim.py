@@ -24,11 +24,12 @@ from typing import Any
 import simpy
 
 from clustersim.collectives import CollectivePlan, Phase
-from clustersim.engine.rankplan import SimRank, StepPlan, build_plan
-from clustersim.engine.sim import SimResult, _StepSim
+from clustersim.engine.event import _StepSim
 from clustersim.engine.spine import Spine, SpineLink
+from clustersim.engine.timeline import SimResult
 from clustersim.errors import InputError
 from clustersim.network import FairShareLink
+from clustersim.plan.step_plan import SimRank, StepPlan, build_plan
 from clustersim.scenario import Scenario
 
 

@@ -9,7 +9,7 @@ So a step runs in three parts:
 
 1. simpy, from the start until each rank's parameter gathers are done (it stops at its first action
    that starts with no collective in flight); skipped when there are none;
-2. the closed form (clustersim.engine.analytical.Recurrence with link checks), from there up to
+2. the closed form (clustersim.engine.recurrence.Recurrence with link checks), from there up to
    each rank's first last-backward (the one that launches gradient reductions), extrapolating
    identical steady-state periods (clustersim.engine.collapse);
 3. simpy again to the end of the step, starting from the state part 2 left: ranks resume at their
@@ -25,10 +25,12 @@ all-simpy run to rounding (tests/engine/test_fast_paths.py); only the timeline i
 
 from __future__ import annotations
 
-from clustersim.engine.analytical import Recurrence
 from clustersim.engine.collapse import run_collapsed
-from clustersim.engine.rankplan import StepPlan
-from clustersim.engine.sim import Key, Resume, SimResult, _StepSim
+from clustersim.engine.event import EventEngine, Key, Resume, _StepSim
+from clustersim.engine.recurrence import Recurrence
+from clustersim.engine.timeline import SimResult
+from clustersim.engine.unit_runner import alone_total
+from clustersim.plan.step_plan import StepPlan
 
 
 def _sender(plan: StepPlan, key: Key) -> int:
@@ -67,7 +69,7 @@ def simulate_hybrid(plan: StepPlan) -> SimResult | None:
     if plan.dp.zero3 is not None or plan.general:
         return None   # general: W actions, F&B pairs, V/DualPipe graphs, the host link run fully in simpy
     n = len(plan.ranks)
-    rec = Recurrence(plan, check_links=True)
+    rec = Recurrence(plan, check_links=True, alone=alone_total)
     sends: list[tuple[int, Key, float, float]] = []
     if plan.param_gathers:
         first = _StepSim(plan, record=False, stop_quiet=True)
@@ -100,3 +102,12 @@ def simulate_hybrid(plan: StepPlan) -> SimResult | None:
     if not last.ghosts_ok or len(result.rank_end_s) != n:
         return None
     return result
+
+
+class Hybrid:
+    """The event engine, fast, as a timing model: ``simulate_hybrid`` where it applies, else every
+    action in simpy (no timeline segments either way)."""
+
+    def time(self, plan: StepPlan) -> SimResult:
+        result = simulate_hybrid(plan)
+        return result if result is not None else EventEngine(record=False).time(plan)

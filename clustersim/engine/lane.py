@@ -2,16 +2,16 @@
 
 ``run(work_s)`` returns an event that fires once ``work_s`` seconds of full-rate compute are done;
 ``comm_started(cause)`` / ``comm_ended(cause)`` tell the lane that a collective began or ended on
-this GPU, which changes the rate (``clustersim.engine.overlap.compute_rate``). The lane keeps the
+this GPU, which changes the rate (``clustersim.plan.overlap.compute_rate``). The lane keeps the
 seconds its work lost per cause. With the same collectives at the same times it gives exactly what
-``clustersim.engine.overlap.advance`` computes in closed form.
+``clustersim.plan.overlap.advance`` computes in closed form.
 """
 
 from __future__ import annotations
 
 import simpy
 
-from clustersim.engine.overlap import compute_rate
+from clustersim.plan.overlap import compute_rate
 
 _EPS = 1e-12
 

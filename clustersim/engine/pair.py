@@ -8,7 +8,7 @@ its own order (a chain waits for its collective before its next computation). Tw
 the segments: the compute stream and one communication stream (DeepEP's / NCCL's kernels on the
 SMs set aside for them). Whenever a resource is free it takes the ready segment of the chain
 that became ready first (ties: the forward chain); computation runs slower while a collective
-is in flight beside it (clustersim.engine.overlap, the SMs the communication kernels hold:
+is in flight beside it (clustersim.plan.overlap, the SMs the communication kernels hold:
 DeepSeek-V3 gives 20 of the H800's 132 SMs to communication, §3.2.2).
 
 ``PairCore`` holds the decisions; the closed form (``pair_timing``) and the event engine drive
@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clustersim.collectives import CollectivePlan
-from clustersim.engine.overlap import Interval, compute_rate
-from clustersim.engine.units import CompiledUnit
+from clustersim.plan.compiled_unit import CompiledUnit
+from clustersim.plan.overlap import Interval, compute_rate
 
 
 @dataclass(frozen=True, slots=True)

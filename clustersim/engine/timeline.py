@@ -1,4 +1,10 @@
-"""What happened in a simulated step: segments per rank and stream, and the breakdown by cause."""
+"""What happened in a simulated step: segments per rank and stream, the breakdown by cause, the results.
+
+Every timing model of the step answers with a ``StepResult``: the event engine with a
+``SimResult`` (its timeline), the closed form with a ``ClosedResult``. Both also say, per
+simulated rank, when its last action ended and its compute stream's seconds by cause
+(``busy``), which per-rank mode reads (clustersim.perrank.run).
+"""
 
 from __future__ import annotations
 
@@ -71,3 +77,27 @@ class StepResult:
         breakdown = {cause: busy[critical].get(cause, 0.0) for cause in CAUSES}
         breakdown["bubble"] += max(0.0, step - sum(breakdown.values()))
         return step, critical, breakdown, tuple(end_s)
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult(StepResult):
+    """The event engine's step, with its timeline (segments only when recorded)."""
+
+    timeline: Timeline
+    last_action_s: tuple[float, ...] = ()   # per simulated rank: when its last action ended
+
+    def busy(self, rank: int) -> dict[str, float]:
+        """Seconds of ``rank``'s compute stream by cause."""
+        return self.timeline.busy(rank)
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedResult(StepResult):
+    """The closed form's step, with every simulated rank's seconds by cause."""
+
+    last_action_s: tuple[float, ...] = ()   # per simulated rank: when its last action ended
+    rank_causes: tuple[dict[str, float], ...] = ()
+
+    def busy(self, rank: int) -> dict[str, float]:
+        """Seconds of ``rank``'s compute stream by cause."""
+        return dict(self.rank_causes[rank])

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ from typing import Any
 from clustersim import units
 from clustersim.errors import InputError
 from clustersim.hardware import schema
-from clustersim.hardware.spec import CalibrationEvidence, ClusterSpec, FabricSpec, GpuSpec
+from clustersim.hardware.evidence import load_evidence
+from clustersim.hardware.spec import ClusterSpec, FabricSpec, GpuSpec
 from clustersim.inputs import read_yaml_file
 
 SECTIONS = ("gpus", "fabrics", "clusters")
@@ -107,6 +107,10 @@ def _entry(section: str, name: str) -> dict[str, Any]:
     entries = _catalog()[section]
     if name not in entries:
         field = {"gpus": "gpu", "fabrics": "fabric", "clusters": "cluster.preset"}[section]
+        if section == "clusters":
+            from clustersim.hardware.find_profile import missing_cluster_hint
+            raise InputError(field, name, ", ".join(sorted(entries)) + missing_cluster_hint(name),
+                             choices=sorted(entries))
         raise InputError(field, name, sorted(entries))
     return dict(entries[name])
 
@@ -233,25 +237,6 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
     )
     check_domain(cluster)
     return cluster
-
-
-def load_evidence(where: str, raw: Any) -> CalibrationEvidence | None:
-    """The ``calibration:`` mapping of a calibrated cluster entry (None when absent)."""
-    if raw is None:
-        return None
-    keys = {"runs", "loo_rel_errors", "source", "date"}
-    if not isinstance(raw, Mapping) or not set(raw) <= keys or "loo_rel_errors" not in raw:
-        raise InputError(where, raw, "a mapping with runs, loo_rel_errors (a list of predicted/measured - 1), "
-                                     "source, date")
-    errors = raw["loo_rel_errors"]
-    if not isinstance(errors, list) or not all(isinstance(e, (int, float)) and not isinstance(e, bool)
-                                               and -1 < e < 100 for e in errors):
-        raise InputError(f"{where}.loo_rel_errors", errors, "a list of numbers between -1 and 100 (exclusive)")
-    runs = raw.get("runs", len(errors))
-    if not isinstance(runs, int) or isinstance(runs, bool) or runs < len(errors):
-        raise InputError(f"{where}.runs", runs, f"an integer >= the number of loo_rel_errors ({len(errors)})")
-    return CalibrationEvidence(runs=runs, loo_rel_errors=tuple(float(e) for e in errors),
-                               source=str(raw.get("source", "")), date=str(raw.get("date", "unknown")))
 
 
 def with_nodes(cluster: ClusterSpec, num_nodes: int) -> ClusterSpec:

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.hardware.spec import DTYPES, FABRIC_KINDS, MICROSCALING, SCALE_OUT_TOPOLOGIES, VENDORS
+from clustersim.hardware.evidence import load_evidence
+from clustersim.hardware.spec import (
+    DTYPES,
+    FABRIC_KINDS,
+    MICROSCALING,
+    SCALE_OUT_TOPOLOGIES,
+    VENDORS,
+)
 from clustersim.limits import MAX_GPUS, MAX_PROFILE_NUMBER
 
 Check = Callable[[Any], str | None]  # None when the value is fine, else what is allowed
@@ -92,7 +99,7 @@ CLUSTER_KEYS: dict[str, Check] = {
     "host_memory_GiB": positive, "nodes": positive_int, "scale_up_domain": positive_int,
     "topology": one_of(SCALE_OUT_TOPOLOGIES), "nodes_per_pod": positive_int, "pod_oversubscription": at_least_one,
     "node_power_kW": positive, "pue": at_least_one,
-    "calibration": lambda v: None,  # checked in full by load.load_evidence (check_entry)
+    "calibration": lambda v: None,  # checked in full by evidence.load_evidence (check_entry)
 }
 CLUSTER_REQUIRED = ("gpu", "gpus_per_node", "scale_up", "scale_out")
 SCHEMAS = {"gpus": (GPU_KEYS, GPU_REQUIRED), "fabrics": (FABRIC_KEYS, FABRIC_REQUIRED),
@@ -127,7 +134,7 @@ def check_entry(path: Path, section: str, name: object, entry: Any) -> None:
     for key, value in entry.items():
         if key not in keys:
             raise InputError(_where(path, section, name, str(key)), value,
-                             f"unknown key; allowed keys: {', '.join(sorted(keys))}")
+                             f"unknown key; allowed keys: {', '.join(sorted(keys))}", choices=keys, key=str(key))
         allowed = keys[key](value)
         if allowed is not None:
             raise InputError(_where(path, section, name, key), value, allowed)
@@ -137,8 +144,6 @@ def check_entry(path: Path, section: str, name: object, entry: Any) -> None:
     if section == "gpus":
         _check_gpu_extras(path, name, entry)
     if section == "clusters" and "calibration" in entry:
-        from clustersim.hardware.load import load_evidence
-
         load_evidence(_where(path, section, name, "calibration"), entry["calibration"])
     if section == "fabrics" and "bw_GBps" not in entry and "bw_Gbps" not in entry:
         raise InputError(_where(path, section, name, "bw_GBps"), None, "bw_GBps or bw_Gbps")
@@ -172,3 +177,4 @@ def check_references(catalog: Mapping[str, Mapping[str, Any]], origin: Mapping[t
         if domain is not None and domain % gpn:
             raise InputError(_where(path, "clusters", name, "scale_up_domain"), domain,
                              f"a multiple of gpus_per_node ({gpn})")
+

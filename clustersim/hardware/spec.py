@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clustersim.hashcache import cache_hash
+from clustersim.hashcache import HashMemo, cache_hash
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
 # Block-scaled ("microscaling") tensor-core formats (OCP MX spec v1.0 2023; NVIDIA NVFP4): a GPU
@@ -18,7 +18,7 @@ SCALE_OUT_TOPOLOGIES = ("fat-tree", "rail-only")
 
 @cache_hash
 @dataclass(frozen=True, slots=True)
-class GpuSpec:
+class GpuSpec(HashMemo):
     """One GPU model.
 
     ``peak_flops_per_s`` holds (dtype, dense tensor-core peak) pairs (no 2:4 sparsity); a dtype
@@ -97,33 +97,63 @@ class FabricSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class CalibratedFactor:
+    """One constant `clustersim calibrate` fitted: its value, the base preset's, and the runs or
+    files it was fitted to."""
+
+    name: str                  # e.g. "compute_scale", "scale_out.bw"
+    value: float
+    before: float
+    fitted_to: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CalibratedRun:
+    """One run a calibration was fitted to: measured, predicted before and after (seconds)."""
+
+    name: str
+    measured_s: float
+    before_s: float
+    after_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class CalibrationEvidence:
-    """How well a calibrated cluster predicted real runs it was not fitted to.
+    """What a calibrated cluster was fitted to and how well it predicts runs it did not see.
 
-    Written by `clustersim calibrate --log ...` into the cluster's ``calibration:`` mapping of the
-    profile and read back here; the prediction interval (clustersim.uncertainty) uses these
-    residuals in place of the generic ones when a scenario runs on this cluster.
+    Written by `clustersim calibrate` into the cluster's ``calibration:`` mapping of the profile
+    and read back here; the prediction interval (clustersim.uncertainty.calibrated) uses it
+    when a scenario runs on this cluster (docs/uncertainty.md).
 
-    ``loo_rel_errors``: one per run, leave-one-out: the step time predicted by a calibration
-    fitted without that run, relative to the measured one (predicted / measured - 1).
-    ``source``: what was fitted (the log files); ``date``: the date of the newest measurement
-    (ISO 8601, from the logs' time stamps) or "unknown".
+    ``loo_rel_errors``: leave-one-out, one per run: the step time predicted by a calibration
+    fitted without that run, relative to the measured one (predicted / measured - 1). There are
+    none from one run (a fit without it would be no fit at all): a profile that stores one from a
+    single run (written before 2026-11) is read as having none. ``cover``: the regimes of the
+    runs (clustersim.uncertainty.regimes.cover_key, e.g. "dense 3D"); ``min_gpus``..``max_gpus``
+    and ``frameworks`` their range; ``factors`` and ``per_run``: what calibration changed.
+    ``source``: what was fitted; ``date``: the newest measurement's date (ISO 8601) or "unknown".
     """
 
     runs: int
     loo_rel_errors: tuple[float, ...]
     source: str = ""
     date: str = "unknown"
+    cover: tuple[str, ...] = ()
+    min_gpus: int = 0
+    max_gpus: int = 0
+    frameworks: tuple[str, ...] = ()
+    factors: tuple[CalibratedFactor, ...] = ()
+    per_run: tuple[CalibratedRun, ...] = ()
 
     @property
     def step_time_rel_errors(self) -> tuple[float, ...]:
-        """The residuals the prediction interval reads (clustersim.uncertainty.interval)."""
-        return self.loo_rel_errors
+        """The leave-one-out residuals the prediction interval reads (none from a single run)."""
+        return self.loo_rel_errors if self.runs >= 2 else ()
 
 
 @cache_hash
 @dataclass(frozen=True, slots=True)
-class ClusterSpec:
+class ClusterSpec(HashMemo):
     """A cluster: identical nodes, each with GPUs on a scale-up fabric and NICs on a scale-out fabric.
 
     The scale-out network is rail-optimised: NIC ``i`` of every node attaches to leaf switch

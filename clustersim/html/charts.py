@@ -175,15 +175,24 @@ def timeline_chart(data: TimelineData, title: str = "simulated step") -> dict[st
         cols["detail"].append(", ".join(f"{c} {s * 1e3:.3f} ms" for c, s in b.by_cause) if b.segments > 1 else "")
         busy = 1.0 if b.segments == 1 or span <= 0 else min(1.0, b.busy_s / span)
         cols["alpha"].append(_r(0.35 + 0.65 * busy, 3))
-    present = tuple(c for c in CAUSES if c in set(cols["cause"]))
-    item = _template(("timeline", present), lambda: _timeline_figure(present))
+    item = _template(("timeline",), _timeline_figure)
     height = min(900, 120 + 22 * len(data.lanes))
     return _fill(item, {"blocks": cols}, {"figure": {"height": height}, "title": {"text": title},
                                           "lanes": {"factors": list(reversed(data.lanes))}})
 
 
-def _timeline_figure(present: tuple[str, ...]) -> Any:
-    from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem
+def timeline_causes(data: TimelineData) -> tuple[str, ...]:
+    """The causes the timeline draws, in the order of the legend (clustersim.engine.timeline.CAUSES)."""
+    seen = {b.cause for b in data.blocks}
+    return tuple(c for c in CAUSES if c in seen)
+
+
+def cause_color(cause: str) -> str:
+    return CAUSE_COLORS.get(cause, _OTHER)
+
+
+def _timeline_figure() -> Any:
+    from bokeh.models import ColumnDataSource, FactorRange, HoverTool
     from bokeh.transform import factor_cmap
 
     fig = _figure(y_range=FactorRange(factors=["lane"], name="lanes"), height=300, title="timeline",
@@ -197,12 +206,8 @@ def _timeline_figure(present: tuple[str, ...]) -> Any:
     fig.add_tools(HoverTool(renderers=[bars], tooltips=[("", "@name"), ("lane", "@lane"), ("cause", "@cause"),
                                                        ("start", "@left{0.000} ms"), ("duration", "@dur{0.000} ms"),
                                                        ("inside", "@detail")]))
-    # A legend of the causes present, from empty renderers (legend_field would group the 10,000s
-    # of bars in the browser).
-    items = [LegendItem(label=c, renderers=[fig.hbar(y=[], left=[], right=[], height=0.0, fill_color=CAUSE_COLORS[c],
-                                                     line_color=None)]) for c in present]
-    if items:
-        fig.add_layout(Legend(items=items, orientation="horizontal", click_policy="none"), "below")
+    # The legend is HTML under the chart (clustersim.html.fragments.legend_html): a Bokeh legend
+    # needs a renderer per entry, and the empty ones it had drew their swatches with zero height.
     fig.ygrid.grid_line_color = None
     return fig
 
@@ -333,6 +338,10 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str, unit: 
         tips.append(("80% interval", "@lo{0,0.00} - @hi{0,0.00}"))
     fig.add_tools(HoverTool(renderers=[bars], tooltips=tips))
     fig.x_range.start = 0
+    # The range reaches the longest whisker: a Whisker is an annotation, which Bokeh's automatic
+    # range ignores, so it was cut off at the right edge. 5% beyond, like the range's own padding.
+    ends = [*data["value"], *data.get("hi", [])]
+    fig.x_range.end = _r(max([*ends, 0.0]) * 1.05, 6) or 1.0
     fig.xaxis.formatter = NumeralTickFormatter(format="0,0.[00]")
     fig.ygrid.grid_line_color = None
     return chart_item(fig)

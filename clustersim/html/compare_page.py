@@ -73,6 +73,12 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return fragments.rows_table(cols, table, test_id="compare-rows", left=("layout",))
 
 
+def size_notes(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Why a row's GPU count or scale-up domain differs from what was asked (``size_note``)."""
+    notes = "".join(f"<li>{esc(row_label(r))}: {esc(r['size_note'])}</li>" for r in rows if r.get("size_note"))
+    return f'<ul class="note" data-testid="size-notes">{notes}</ul>' if notes else ""
+
+
 def compare_page(rows: Sequence[Mapping[str, Any]], tokens: float, scenario: Mapping[str, Any] | None = None) -> str:
     items = compare_charts(rows, tokens)
     model = ""
@@ -83,7 +89,7 @@ def compare_page(rows: Sequence[Mapping[str, Any]], tokens: float, scenario: Map
     sections = "".join(f'<div id="{cid}" class="chart"></div>' for cid in items)
     body = (f'<section id="sec-charts"><h2>Time to train, cost and energy</h2>{sections}'
             '<p class="note">Whiskers show the 80% prediction interval where the rows carry one.</p></section>'
-            f'<section id="sec-rows"><h2>Every configuration</h2>{compare_table(rows)}</section>')
+            f'<section id="sec-rows"><h2>Every configuration</h2>{compare_table(rows)}{size_notes(rows)}</section>')
     if scenario is not None:
         body += (f'<section id="sec-scenario"><h2>Scenario</h2><pre class="yaml" data-testid="scenario-yaml">'
                  f"{esc(scenario_yaml(scenario))}</pre></section>")

@@ -88,6 +88,13 @@ def summary_cards(rj: Mapping[str, Any]) -> str:
     mem_cls = "bad" if verdict == "does-not-fit" else ""
     tps = pair(iv.get("tokens_per_s")) if iv else None
     mfu = pair(iv.get("mfu")) if iv else None
+    if verdict == "does-not-fit":  # the job cannot start: no time, rate or MFU as if it had run
+        why = "does not fit in GPU memory: it cannot run"
+        cards = [card("step time", "none", why, "bad", test_id="step-time"),
+                 card("tokens/s", "none", why, "bad", test_id="tokens-per-s"),
+                 card("MFU", "none", why, "bad", test_id="mfu"),
+                 card("peak memory per GPU", f"{fmt_gib(peak)} of {fmt_gib(cap)}", verdict, mem_cls, test_id="memory")]
+        return f'<div class="cards">{"".join(cards)}</div>'
     cards = [
         card("step time", f"{step:.4g} s", sub, test_id="step-time"),
         card("tokens/s", f"{float(rj['tokens_per_s']):,.0f}", f"{tps[0]:,.0f}-{tps[1]:,.0f}" if tps else "",
@@ -156,21 +163,55 @@ def breakdown_table(rj: Mapping[str, Any]) -> str:
     return f'<table class="t"><tr><th class="l">cause</th><th>seconds</th><th>share</th></tr>{rows}</table>'
 
 
+MAX_STAGE_COLUMNS = 8  # past this, the table samples stages (the chart above shows every one)
+
+
+def sampled_stages(count: int, verdict_stage: int, most: int = MAX_STAGE_COLUMNS + 1) -> list[int]:
+    """The pipeline stages a table shows: all up to MAX_STAGE_COLUMNS (or ``most``), else the first,
+    the last, the one the memory verdict comes from, and an even stride between them up to ``most``."""
+    if count <= min(MAX_STAGE_COLUMNS, most):
+        return list(range(count))
+    keep = {0, count - 1, min(max(verdict_stage, 0), count - 1)}
+    room = max(0, most - len(keep))
+    if room:
+        step = count / (room + 1)
+        keep |= {int(round(step * (i + 1))) for i in range(room)}
+    return sorted(keep)
+
+
+MEMORY_ROWS = (("weights", "weights"), ("gradients", "gradients"), ("optimizer_states", "optimizer states"),
+               ("activations", "activations"), ("transient", "transient buffers"), ("comm_buffers", "comm buffers"),
+               ("workspace", "workspace"), ("fragmentation", "fragmentation"), ("cuda_context", "CUDA context"),
+               ("nccl_buffers", "NCCL buffers"), ("host_bytes_per_gpu", "host (offloaded)"),
+               ("allocated_peak_bytes", "allocated peak"), ("reserved_peak_bytes", "reserved peak"))
+
+
 def memory_table(stages: Sequence[Mapping[str, Any]]) -> str:
-    """Every pipeline stage's memory by part (GiB per GPU)."""
+    """Memory per GPU by part (rows) and pipeline stage (columns, sampled past eight), in GiB: as
+    the command line prints it, and narrow enough for a page of 1,400 px."""
     if not stages:
         return ""
-    keys = [k for k, v in stages[0].items() if isinstance(v, int) and not isinstance(v, bool)
-            and k not in ("capacity_bytes_per_gpu", "stage")]
-    head = "".join(f"<th>{esc(k.replace('_bytes_per_gpu', '').replace('_bytes', ''))}</th>" for k in keys)
+    worst = max(range(len(stages)), key=lambda i: (float(stages[i].get("peak_bytes_per_gpu", 0)), -i))
+    shown = [stages[i] for i in sampled_stages(len(stages), worst)]
+    head = "".join(f"<th>stage {esc(s.get('stage', i))}</th>" for i, s in enumerate(shown))
     body = []
-    for i, s in enumerate(stages):
-        cells = "".join(f"<td>{float(s.get(k, 0)) / GiB:.2f}</td>" for k in keys)
-        verdict = s.get("verdict") or ("fits" if s.get("fits", True) else "does-not-fit")
-        cls = ' class="bad"' if verdict == "does-not-fit" else ""
-        body.append(f'<tr><td class="l">stage {i}</td>{cells}<td{cls}>{esc(verdict)}</td></tr>')
-    return (f'<table class="t"><tr><th class="l">GiB per GPU</th>{head}<th>verdict</th></tr>'
-            f'{"".join(body)}</table>')
+    for key, label in MEMORY_ROWS:
+        if not any(key in s for s in shown):
+            continue
+        cells = "".join(f"<td>{float(s.get(key, 0)) / GiB:.2f}</td>" for s in shown)
+        body.append(f'<tr><td class="l">{esc(label)}</td>{cells}</tr>')
+    ivs = [pair(s.get("interval")) for s in shown]
+    if all(ivs):
+        body.append('<tr><td class="l">80% interval</td>'
+                    + "".join(f"<td>{lo / GiB:.1f}-{hi / GiB:.1f}</td>" for lo, hi in ivs) + "</tr>")  # type: ignore[misc]
+    verdicts = [str(s.get("verdict") or ("fits" if s.get("fits", True) else "does-not-fit")) for s in shown]
+    bad = ' class="bad"'
+    body.append('<tr><td class="l">verdict</td>' + "".join(
+        f'<td{bad if v == "does-not-fit" else ""}>{esc(v)}</td>' for v in verdicts) + "</tr>")
+    note = (f'<p class="note">{len(shown)} of {len(stages)} stages: the first, the last, the fullest and an even '
+            "stride between (the chart shows every stage).</p>" if len(shown) < len(stages) else "")
+    return (f'<table class="t" data-testid="memory-table"><tr><th class="l">GiB per GPU</th>{head}</tr>'
+            f'{"".join(body)}</table>{note}')
 
 
 def rows_table(columns: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]], test_id: str = "",
@@ -183,6 +224,55 @@ def rows_table(columns: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, A
     body = "".join("<tr>" + "".join(f"<td{c}>{esc(r.get(k, ''))}</td>" for c, (k, _) in zip(cls, columns, strict=True))
                    + "</tr>" for r in rows)
     return f'<table class="t"{tid}><tr>{head}</tr>{body}</table>'
+
+
+# The energy block of `run --json` (clustersim/energy.py EnergyReport.to_json): label, unit, format.
+ENERGY_ROWS: dict[str, tuple[str, str, str]] = {
+    "gpu_power_w": ("power per GPU", "W", ",.0f"), "node_power_w": ("power per node", "W", ",.0f"),
+    "it_power_kw": ("IT power, all nodes", "kW", ",.1f"), "pue": ("PUE (facility / IT)", "", ".2f"),
+    "facility_power_kw": ("facility power", "kW", ",.1f"), "energy_per_step_kwh": ("energy per step", "kWh", ",.3g"),
+    "energy_per_token_j": ("energy per token", "J", ",.3g"),
+    "energy_per_trillion_tokens_mwh": ("energy per 1T tokens", "MWh", ",.1f"),
+    "load_fraction": ("power while training (share of TDP)", "", ".0%"),
+    "training_tokens": ("training tokens", "", "tokens"), "training_run_mwh": ("energy of the training run", "MWh", ",.1f"),
+}
+_UNIT_SUFFIXES = (("_kwh", "kWh"), ("_mwh", "MWh"), ("_kw", "kW"), ("_w", "W"), ("_j", "J"), ("_s", "s"))
+
+
+def _energy_row(key: str, value: Any) -> tuple[str, str, str]:
+    label, unit, fmt = ENERGY_ROWS.get(key, ("", "", ",.4g"))
+    if not label:  # a key added later: its words, its unit from the suffix, four digits
+        stem = key
+        for suffix, name in _UNIT_SUFFIXES:
+            if key.endswith(suffix):
+                stem, unit = key[: -len(suffix)], name
+                break
+        label = stem.replace("_", " ")
+    def number(x: float) -> str:
+        return fmt_tokens(x) if fmt == "tokens" else format(x, fmt)
+
+    lohi = pair(value)
+    if lohi:
+        return label, f"{number(lohi[0])} - {number(lohi[1])}", unit
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return label, str(value), unit
+    return label, number(float(value)), unit
+
+
+def energy_table(energy: Mapping[str, Any]) -> str:
+    """The energy block as quantity, value, unit: words for the keys, rounded numbers."""
+    rows = "".join(f'<tr><td class="l">{esc(label)}</td><td>{esc(value)}</td><td class="l">{esc(unit)}</td></tr>'
+                   for label, value, unit in (_energy_row(k, v) for k, v in energy.items()
+                                              if not isinstance(v, Mapping)))
+    return f'<table class="t" data-testid="energy">{rows}</table>'
+
+
+def legend_html(items: Sequence[tuple[str, str]], test_id: str = "") -> str:
+    """A chart legend as HTML: one colour swatch and label per (label, colour)."""
+    tid = f' data-testid="{esc(test_id)}"' if test_id else ""
+    entries = "".join(f'<li><span class="swatch" style="background:{esc(color)}"></span>{esc(label)}</li>'
+                      for label, color in items)
+    return f'<ul class="legend"{tid}>{entries}</ul>'
 
 
 def mapping_table(data: Mapping[str, Any], test_id: str = "") -> str:

@@ -53,7 +53,11 @@ def run_sections(rj: Mapping[str, Any], stages: Sequence[Mapping[str, Any]], tda
                  scenario: Mapping[str, Any] | None) -> dict[str, str]:
     """The HTML of each section, by name (the web app swaps them in one by one)."""
     engine = str(rj.get("engine", ""))
-    timeline = '<div id="chart-timeline" class="chart"></div>' if tdata is not None and tdata.blocks else ""
+    timeline = ""
+    if tdata is not None and tdata.blocks:
+        legend = [(c, charts.cause_color(c)) for c in charts.timeline_causes(tdata)]
+        timeline = ('<div id="chart-timeline" class="chart"></div>'
+                    + fragments.legend_html(legend, test_id="timeline-legend"))
     sections = {
         "summary": fragments.summary_cards(rj),
         "interval": fragments.interval_html(rj),
@@ -62,7 +66,7 @@ def run_sections(rj: Mapping[str, Any], stages: Sequence[Mapping[str, Any]], tda
         "memory": '<div id="chart-memory" class="chart"></div>' + fragments.memory_table(stages),
     }
     if isinstance(rj.get("energy"), Mapping):  # added to `run --json` by the hardware work (CONTRACT §4)
-        sections["energy"] = fragments.mapping_table(rj["energy"], test_id="energy")
+        sections["energy"] = fragments.energy_table(rj["energy"])
     if scenario is not None:
         sections["scenario"] = f'<pre class="yaml" data-testid="scenario-yaml">{esc(scenario_yaml(scenario))}</pre>'
     return sections

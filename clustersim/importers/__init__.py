@@ -39,7 +39,7 @@ def import_text(kind: str, text: str, source: str, *, config: tuple[str, str] | 
     from clustersim.importers import deepspeed, megatron_args, megatron_log, torchtitan
     cfg_text, cfg_name = config if config is not None else (None, "")
     if kind == "megatron-log":
-        return megatron_log.import_megatron_log(text, source, cluster, nodes)
+        return megatron_log.import_megatron_log(text, source, cluster, nodes, config)
     if kind == "megatron-args":
         args = megatron_args.parse_args_block(text) or megatron_args.parse_command_line(text)
         mapped = megatron_args.scenario_from_args(args, cluster, nodes, f"imported from {source}")

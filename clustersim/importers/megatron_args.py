@@ -27,6 +27,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.common import clean_line, cluster_gpus_per_node
+from clustersim.importers.megatron_split import PIPELINE_SPLIT_ARGS, check_split, pipeline_split
 from clustersim.limits import MAX_COUNT
 
 # megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
@@ -134,15 +135,27 @@ def _expand_variables(text: str) -> str:
 
 
 def _tokens(text: str) -> list[str]:
-    text = re.sub(r"\\\r?\n", " ", text)                       # line continuations
+    # comments first: bash ends a comment at the newline, so a backslash inside one continues nothing
+    # (BLOOM's tr11-176B-ml.slurm comments out "#    --universal-checkpoint \" before `export CMD=`)
     text = "\n".join(line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
                      for line in text.splitlines())
+    text = re.sub(r"\\\r?\n", " ", text)                       # line continuations
     text = _expand_variables(text)
     text = re.sub(r"=\(", "=( ", text).replace(")", " ) ")            # bash arrays: NAME=( --flag value ... )
     try:
-        return shlex.split(text, comments=False)
+        words = shlex.split(text, comments=False)
     except ValueError as exc:
         raise InputError("megatron-args", "file", f"shell words (quotes must close: {exc})") from None
+    out: list[str] = []
+    for word in words:   # flags gathered in a quoted string (CMD="... $GPT_ARGS ...", bash -c "... $CMD")
+        if " --" in f" {word}" and any(c.isspace() for c in word):
+            try:
+                out.extend(shlex.split(word, comments=False))
+                continue
+            except ValueError:
+                pass
+        out.append(word)
+    return out
 
 
 def _number(text: str) -> Any:
@@ -153,7 +166,8 @@ def parse_command_line(text: str) -> MegatronArgs:
     """Flags of a Megatron-LM launch (``torchrun ... pretrain_gpt.py --flag value ...``), an
     arguments file (one flag per line) or a shell script that builds one."""
     toks = _tokens(text)
-    script = next((i for i, t in enumerate(toks) if t.endswith(".py")), None)
+    # the launched script; the last one where a script defines the command in a variable and runs it
+    script = next((i for i in range(len(toks) - 1, -1, -1) if toks[i].endswith(".py")), None)
     values: dict[str, Any] = {}
     launcher: dict[str, Any] = {}
     unresolved: list[str] = []
@@ -170,13 +184,13 @@ def parse_command_line(text: str) -> MegatronArgs:
                 and not re.fullmatch(r"\w+=\(|\)|.*[|;&]", toks[j]):
             vals.append(toks[j])
             j += 1
+        before_script = script is not None and i < script
         i = j
-        before_script = script is not None and toks.index(tok) < script
-        if before_script and name in TORCHRUN_FLAGS:
-            launcher[name.replace("-", "_")] = _number(vals[0]) if vals else True
-            continue
         if any("$" in v for v in vals):
             unresolved.append(name)
+            continue
+        if before_script and name in TORCHRUN_FLAGS:
+            launcher[name.replace("-", "_")] = _number(vals[0]) if vals else True
             continue
         dest, const = FLAG_DEST.get(name, (name.replace("-", "_"), None))
         if const is not None:
@@ -206,11 +220,6 @@ def _neutral_or_one(value: Any) -> bool:
 # name -> (what it changes, is its value harmless?) for model/layout arguments clustersim cannot
 # express; the importer stops naming them
 UNSUPPORTED: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "pipeline_model_parallel_layout": ("a hand-written stage layout", _neutral),
-    "decoder_first_pipeline_num_layers": ("an uneven first pipeline stage", _neutral),
-    "decoder_last_pipeline_num_layers": ("an uneven last pipeline stage", _neutral),
-    "account_for_embedding_in_pipeline_split": ("the embedding counted as a pipeline layer", _neutral),
-    "account_for_loss_in_pipeline_split": ("the loss counted as a pipeline layer", _neutral),
     "hybrid_override_pattern": ("a hybrid Mamba/attention model", _neutral),
     "is_hybrid_model": ("a hybrid Mamba/attention model", _neutral),
     "mtp_num_layers": ("multi-token prediction layers", _neutral),
@@ -305,7 +314,8 @@ NO_EFFECT = {"bf16", "fp16", "fp8", "fp4", "iteration", "consumed_train_samples"
              "rampup_batch_size", "s3_cache_path", "sample_rate", "scatter_gather_tensors_in_pipeline",
              "vocab_extra_ids", "model_parallel_size", "adlr_autoresume", "adlr_autoresume_interval",
              "app_tag_run_name", "app_tag_run_version", "retriever_report_topk_accuracies", "retriever_score_scaling",
-             "retriever_seq_length", "standalone_embedding_stage", "num_key_value_heads"}
+             "retriever_seq_length", "standalone_embedding_stage", "num_key_value_heads",
+             *PIPELINE_SPLIT_ARGS, "pp_partition_method", "pad_vocab_size_to"}
 KNOWN_HF_VOCABS = ((r"llama-?3", 128256), (r"llama-?2", 32000), (r"mixtral|mistral-7b", 32000), (r"gpt-?2", 50257),
                    (r"qwen2", 151936), (r"deepseek-v3", 129280))
 
@@ -385,6 +395,8 @@ def _int(a: MegatronArgs, name: str, default: int | None = None) -> int | None:
 def _vocab(a: MegatronArgs, tp: int, notes: list[str]) -> int | None:
     if a.get("padded_vocab_size"):
         return _int(a, "padded_vocab_size")
+    if a.get("pad_vocab_size_to"):   # Megatron-DeepSpeed (BigScience): pad the vocabulary to exactly N rows
+        return _int(a, "pad_vocab_size_to")
     raw = None
     tok = str(a.get("tokenizer_type", ""))
     if a.get("vocab_size"):
@@ -462,11 +474,6 @@ def _check_unsupported(a: MegatronArgs, num_layers: int, ffn: int | None) -> Non
         if not neutral(value):
             raise InputError(f"--{name.replace('_', '-')}", value,
                              f"its neutral value: it sets {what}, which clustersim does not model yet")
-    kv = a.get("kv_channels")
-    hidden, heads = a.get("hidden_size"), a.get("num_attention_heads")
-    if kv and hidden and heads and kv * heads != hidden and not a.get("multi_latent_attention"):
-        raise InputError("--kv-channels", kv, f"hidden_size / num_attention_heads = {hidden // heads} "
-                         "(clustersim derives the head size from them)")
 
 
 def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, name: str) -> MappedScenario:
@@ -496,6 +503,13 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
                              "ffn_hidden": ffn, "ffn_act": "swiglu" if swiglu else "gelu",
                              "seq_len": _int(a, "seq_length") or _int(a, "encoder_seq_length"),
                              "tie_embeddings": not bool(a.get("untie_embeddings_and_output_weights"))}
+    kv = _int(a, "kv_channels")
+    if kv and kv * heads != hidden and not a.get("multi_latent_attention"):
+        model["head_dim"] = kv            # --kv-channels: the head width (queries heads x kv_channels wide)
+    if a.get("qk_layernorm"):
+        model["qk_norm"] = True           # --qk-layernorm: a norm over each query and key head
+    if a.get("squared_relu"):
+        model["ffn_act"] = "squared-relu"  # --squared-relu (Nemotron-4's MLP)
     if a.get("group_query_attention") and a.get("num_query_groups"):
         model["kv_heads"] = _int(a, "num_query_groups")
     elif a.get("num_key_value_heads") and a.get("num_key_value_heads") != heads:   # Megatron-DeepSpeed's GQA
@@ -537,14 +551,23 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     if a.get("ddp_bucket_size"):
         parallel["dp_bucket_params"] = _int(a, "ddp_bucket_size")
     parallel.update(_recompute(a, layers, pp, notes))
+    split = pipeline_split(a, notes)
+    parallel.update(split)
     vpp = _int(a, "virtual_pipeline_model_parallel_size") or _int(a, "num_virtual_stages_per_pipeline_rank")
     per_vstage = _int(a, "num_layers_per_virtual_pipeline_stage")
-    if not vpp and per_vstage:
-        vpp = layers // (pp * per_vstage)
+    if not vpp and per_vstage:   # the embedding and loss count in the per-rank share (arguments.py validate_args)
+        counted = layers + int(bool(split.get("account_for_embedding"))) + int(bool(split.get("account_for_loss")))
+        vpp = counted // (pp * per_vstage)
+    if not vpp and split.get("pipeline_layout"):  # the layout's stages are pp x virtual stages
+        from clustersim.parallel.split import parse_layout
+
+        vpp = len(parse_layout(split["pipeline_layout"])) // pp
     if vpp and vpp > 1:
         parallel.update(schedule="interleaved-1f1b", virtual_stages=vpp)
     elif pp > 1:
         parallel["schedule"] = "1f1b"
+    if split:
+        check_split(parallel, layers)
     if a.get("rampup_batch_size") not in (None, "None"):
         notes.append(f"batch-size ramp {a.get('rampup_batch_size')}: the scenario takes the final global batch")
     training: dict[str, Any] = {"dtype": _dtype(a)}

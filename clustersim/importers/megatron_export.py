@@ -24,6 +24,12 @@ def megatron_flags(sc: Scenario) -> list[str]:
         flags += ["--group-query-attention", f"--num-query-groups {m.kv_heads}"]
     if m.ffn_act == "swiglu":
         flags.append("--swiglu")
+    elif m.ffn_act == "squared-relu":
+        flags.append("--squared-relu")
+    if not m.is_mla and m.q_width != m.hidden:
+        flags.append(f"--kv-channels {m.head_dim}")
+    if m.qk_norm:
+        flags.append("--qk-layernorm")
     if not m.tie_embeddings:
         flags.append("--untie-embeddings-and-output-weights")
     if m.is_moe:
@@ -35,8 +41,10 @@ def megatron_flags(sc: Scenario) -> list[str]:
         flags.append(f"--expert-tensor-parallel-size {p.expert_tp}")   # MoE parallel folding (ETP)
     if p.sequence_parallel:
         flags.append("--sequence-parallel")
-    if p.virtual_stages > 1:
+    split = _split_flags(sc)
+    if p.virtual_stages > 1 and not p.pipeline_layout and "--pipeline-model-parallel-layout" not in " ".join(split):
         flags.append(f"--num-virtual-stages-per-pipeline-rank {p.virtual_stages}")
+    flags += split
     if p.recompute == "selective":
         flags.append("--recompute-granularity selective")
     elif p.recompute == "full":
@@ -65,6 +73,33 @@ def megatron_flags(sc: Scenario) -> list[str]:
         if t.attention != sc.framework.attention:
             flags.append(f"--attention-backend {'flash' if t.attention == 'flash' else 'unfused'}")
     return [f for f in flags if f]
+
+
+def _split_flags(sc: Scenario) -> list[str]:
+    """Megatron-Core's flags for the scenario's pipeline split (clustersim.parallel.split): its own
+    flags where they say it, else the layout string of the resolved counts (the embedding counted
+    as more than one layer, torchtitan's option, has no Megatron flag)."""
+    from clustersim.parallel.split import split_is_set
+
+    p = sc.parallel
+    if not split_is_set(p):
+        return []
+    out = []
+    if p.first_stage_layers:
+        out.append(f"--decoder-first-pipeline-num-layers {p.first_stage_layers}")
+    if p.last_stage_layers:
+        out.append(f"--decoder-last-pipeline-num-layers {p.last_stage_layers}")
+    if out:
+        return out
+    if p.account_for_embedding in (0, 1) and p.account_for_loss in (0, 1) and not p.pipeline_layout:
+        counted = sum(p.layers_per_stage) + p.account_for_embedding + p.account_for_loss
+        if counted % len(p.layers_per_stage) == 0:   # Megatron-Core accepts only an exact split
+            return [f for on, f in ((p.account_for_embedding, "--account-for-embedding-in-pipeline-split"),
+                                    (p.account_for_loss, "--account-for-loss-in-pipeline-split")) if on]
+    stages = ["t" * n for n in p.layers_per_stage]
+    stages[0] = "E" + stages[0]
+    stages[-1] += "m" * sc.model.mtp_layers + "L"
+    return [f"--pipeline-model-parallel-layout {shlex.quote('|'.join(stages))}"]
 
 
 def megatron_command(sc: Scenario, script: str = "pretrain_gpt.py") -> str:

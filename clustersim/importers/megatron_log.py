@@ -42,25 +42,36 @@ def iteration_times(text: str) -> tuple[list[tuple[int, float]], list[int]]:
     return points, batches
 
 
-def import_megatron_log(text: str, source: str, cluster: str | None = None, nodes: int | None = None) -> ImportResult:
+def import_megatron_log(text: str, source: str, cluster: str | None = None, nodes: int | None = None,
+                        config: tuple[str, str] | None = None) -> ImportResult:
+    """``config`` (text, name): the job, for a log whose arguments block is missing or cut (a pasted
+    excerpt, a wrapper that does not print it); any format of clustersim.importers.config. Given,
+    it describes the job even where the log has a block."""
     args = parse_args_block(text)
     points, batches = iteration_times(text)
-    if args is None and not points:
-        raise InputError("megatron-log", source, "a Megatron-LM training log: its `---- arguments ----` block "
-                         "and `iteration N/ M | ... | elapsed time per iteration (ms): X |` lines")
-    if args is None:
-        raise InputError("megatron-log", source, "a log with its `------------------------ arguments "
-                         "------------------------` block (Megatron-LM prints it at start-up on rank 0); "
-                         "this one has iteration lines only")
     if not points:
-        raise InputError("megatron-log", source, "a log with `iteration N/ M | ... | elapsed time per iteration "
-                         "(ms): X |` lines (it has the arguments but no training iteration was logged)")
+        what = "it has the arguments but no training iteration was logged" if args is not None else "it has none"
+        raise InputError("megatron-log", source, "a Megatron-LM training log with `iteration N/ M | ... | elapsed "
+                         f"time per iteration (ms): X |` lines ({what})")
     cluster = cluster or gpu_preset_in(text)
-    mapped = scenario_from_args(args, cluster, nodes, f"imported from {source}")
+    if config is not None:
+        from clustersim.importers.config import import_config
+        cfg = import_config(config[0], config[1], cluster, nodes)
+        framework, scenario, unknown, notes = cfg.framework, cfg.scenario, cfg.unknown, list(cfg.notes)
+        if args is None:
+            notes.append(f"no complete arguments block in {source}: the job from {config[1]}")
+    elif args is None:
+        raise InputError("megatron-log", source, "a log with its `------------------------ arguments "
+                         "------------------------` block (Megatron-LM prints it at start-up on rank 0), or the "
+                         "job beside it: --config FILE (the launch command line or arguments, or a clustersim "
+                         "scenario); this log has iteration lines only, or a cut block")
+    else:
+        mapped = scenario_from_args(args, cluster, nodes, f"imported from {source}")
+        framework, scenario, unknown, notes = mapped.framework, mapped.scenario, mapped.unknown, mapped.notes
     iterations, median = steady_state(points, "megatron-log")
     steady_batches = [b for (it, _), b in zip(points, batches, strict=False) if it > iterations[0].iteration]
-    if steady_batches and steady_batches[-1] != mapped.scenario["parallel"]["global_batch"]:
-        mapped.notes.append(f"global batch {steady_batches[-1]} from the iteration lines (a batch-size ramp)")
-        mapped.scenario["parallel"]["global_batch"] = steady_batches[-1]
-    return ImportResult("megatron-log", source, mapped.framework, mapped.scenario, iterations, median,
-                        mapped.unknown, notes=mapped.notes)
+    par = scenario.setdefault("parallel", {})
+    if steady_batches and steady_batches[-1] != par.get("global_batch"):
+        notes.append(f"global batch {steady_batches[-1]} from the iteration lines (a batch-size ramp)")
+        par["global_batch"] = steady_batches[-1]
+    return ImportResult("megatron-log", source, framework, scenario, iterations, median, unknown, notes=notes)

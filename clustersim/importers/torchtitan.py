@@ -5,7 +5,9 @@ brackets): ``[model] name, flavor, converters``; ``[training] local_batch_size [
 global_batch_size, seq_len, mixed_precision_param``; ``[parallelism]
 data_parallel_replicate_degree, data_parallel_shard_degree (-1 = the remaining ranks),
 tensor_parallel_degree, pipeline_parallel_degree, context_parallel_degree,
-expert_parallel_degree, pipeline_parallel_schedule, pipeline_parallel_microbatch_size``
+expert_parallel_degree, pipeline_parallel_schedule, pipeline_parallel_microbatch_size,
+pipeline_parallel_layers_per_stage, pipeline_parallel_first_stage_less_layers,
+pipeline_parallel_last_stage_less_layers, module_fqns_per_model_part`` (the split: ``_pipeline_split``)
 ([training] data_parallel_degree, tensor_parallel_degree; [experimental]
 pipeline_parallel_degree); ``[activation_checkpoint] mode, selective_ac_option``; ``[compile]
 enable`` ([training] compile); ``[float8]`` / ``[quantize.linear.float8]``.
@@ -231,11 +233,8 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
             raise InputError("parallelism.pipeline_parallel_schedule", par.get("pipeline_parallel_schedule"),
                              ", ".join(SCHEDULES))
         parallel["schedule"] = SCHEDULES[sched]
-        if parallel["schedule"] == "interleaved-1f1b":
-            per_stage = par.get("pipeline_parallel_layers_per_stage")
-            layers = model.get("layers") or _preset_layers(model.get("preset"))
-            per_stage = config_int(per_stage, "parallelism.pipeline_parallel_layers_per_stage") if per_stage else 0
-            parallel["virtual_stages"] = max(2, layers // (pp * per_stage)) if per_stage else 2
+        parallel.update(_pipeline_split(par, pp, parallel["schedule"],
+                                        model.get("layers") or _preset_layers(model.get("preset"))))
     # activation checkpointing
     ac = _section(cfg, "activation_checkpoint")
     mode = str(ac.get("mode", "selective")).lower()
@@ -273,6 +272,69 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
     scenario = {"name": name, "framework": "torchtitan", "model": model, "cluster": cluster_d,
                 "parallel": parallel, "training": train}
     return scenario, notes
+
+
+def _pipeline_split(par: dict[str, Any], pp: int, schedule: str, layers: int) -> dict[str, Any]:
+    """Virtual stages and the split of torchtitan's pipeline (torchtitan/distributed/pipeline_parallel.py
+    at b5bcd76c6, the same since #1416 of 2025-07-30 and in the TOML-era job_config.py):
+    ``pipeline_parallel_first_stage_less_layers`` / ``last_stage_less_layers`` (default 1 each) count
+    the embedding and the output as that many layers (``_generate_llm_fqn_per_model_part``, the rule
+    of clustersim.parallel.split.weighted_counts); ``pipeline_parallel_layers_per_stage`` sets the
+    stages to ceil((layers + first + last) / per_stage), a multiple of pp (``_get_pipeline_metadata``);
+    ``module_fqns_per_model_part`` lists each stage's modules (its ``layers.N`` counted, as a
+    pipeline_layout string)."""
+    out: dict[str, Any] = {}
+    first = config_int(par.get("pipeline_parallel_first_stage_less_layers", 1),
+                       "parallelism.pipeline_parallel_first_stage_less_layers", lo=0)
+    last = config_int(par.get("pipeline_parallel_last_stage_less_layers", 1),
+                      "parallelism.pipeline_parallel_last_stage_less_layers", lo=0)
+    single = schedule in ("1f1b", "gpipe")   # torchtitan's PipelineScheduleSingle: one stage per rank
+    per_rank = 1 if single else 2
+    per_stage = par.get("pipeline_parallel_layers_per_stage")
+    if per_stage:
+        per_stage = config_int(per_stage, "parallelism.pipeline_parallel_layers_per_stage")
+        stages = -(-(layers + first + last) // per_stage)
+        per_rank, rem = divmod(stages, pp)
+        if rem or (per_rank != 1 if single else per_rank < 2) or (schedule in ("zb-v", "dualpipe-v") and per_rank != 2):
+            need = "exactly 1" if single else "exactly 2" if schedule in ("zb-v", "dualpipe-v") else "2 or more"
+            raise InputError("parallelism.pipeline_parallel_layers_per_stage", per_stage,
+                             f"a value giving {need} stages per rank for {schedule}: ceil((layers {layers} + "
+                             f"{first} + {last}) / {per_stage}) = {stages} stages over pp {pp}")
+    if schedule == "interleaved-1f1b":
+        out["virtual_stages"] = per_rank
+    # clustersim's model stages: pp per chunk (interleaved), two per rank (V), one per rank otherwise
+    stages = pp * (per_rank if schedule == "interleaved-1f1b" else 2 if schedule in ("zb-v", "dualpipe-v") else 1)
+    fqns = par.get("module_fqns_per_model_part")
+    if fqns:
+        if schedule in ("zb-v", "dualpipe-v"):
+            raise InputError("parallelism.module_fqns_per_model_part", fqns,
+                             f"left out with {schedule} (clustersim splits a V schedule by its own rule)")
+        counts = _fqn_counts(fqns, stages, layers)
+        parts = ["t" * n for n in counts]
+        out["pipeline_layout"] = "|".join(["E" + parts[0], *parts[1:-1], parts[-1] + "L"] if len(parts) > 1
+                                          else ["E" + parts[0] + "L"])
+        return out
+    out.update(account_for_embedding=first, account_for_loss=last)
+    return out
+
+
+def _fqn_counts(fqns: Any, stages: int, layers: int) -> list[int]:
+    """Transformer blocks of each part of ``module_fqns_per_model_part``: ``tok_embeddings`` in the
+    first part, ``norm`` / ``output`` in the last (where clustersim places them)."""
+    field = "parallelism.module_fqns_per_model_part"
+    allowed = (f"{stages} lists of module names (one per pipeline stage) with tok_embeddings in the first, "
+               "norm and output in the last, and layers.N in order")
+    if not isinstance(fqns, list) or len(fqns) != stages or not all(isinstance(p, list) for p in fqns):
+        raise InputError(field, fqns, allowed)
+    counts = []
+    for i, part in enumerate(fqns):
+        names = [str(n) for n in part]
+        if ("tok_embeddings" in names) != (i == 0) or any(n in ("norm", "output") for n in names) != (i == stages - 1):
+            raise InputError(field, fqns, allowed)
+        counts.append(sum(n.startswith("layers.") for n in names))
+    if sum(counts) != layers:
+        raise InputError(field, fqns, f"{allowed}; every one of the model's {layers} blocks once")
+    return counts
 
 
 def _preset_layers(preset: str | None) -> int:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from clustersim.compute.conventions import gated_factor, uses_dropout
+from clustersim.compute.conventions import gated_factor, norm_statistics, uses_dropout
 from clustersim.compute.dtypes import activation_bytes
 from clustersim.frameworks import FrameworkSpec
 from clustersim.memory.moe_saved import moe_mla_layer_bytes, uses_moe_mla_bytes
@@ -124,7 +124,7 @@ def output_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str
     re-gathers it in the backward) and what the cross-entropy keeps per logit."""
     a = activation_bytes(dtype)
     _, repl = _tokens(model, layout)
-    stats = (2 if model.ffn_act == "gelu" else 1) * kernels.stat_bytes * repl
+    stats = norm_statistics(model) * kernels.stat_bytes * repl
     saved = framework.loss_saved_bytes_per_logit if framework else DEFAULT_LOSS_SAVED
     return 2 * repl * model.hidden * a + stats + saved * _logits(model, layout)
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from clustersim.compute.conventions import gated_factor, uses_dropout
+from clustersim.compute.conventions import activation_saved_widths, uses_dropout
 from clustersim.compute.dtypes import activation_bytes, gemm_operand_bytes
-from clustersim.compute.routing import load_factor
+from clustersim.compute.moe_routing import load_factor
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 
@@ -44,9 +44,10 @@ def _moe_bytes(model: ModelSpec, layout: ParallelLayout, a_b: int, lin_b: int) -
     t = math.ceil(tokens / tp) if tp > 1 else tokens
     pairs = t * model.moe_top_k * etp * load_factor(model)
     f = math.ceil(model.moe_expert_ffn_hidden / etp)
-    routed = pairs * ((model.hidden + f) * lin_b + f * gated_factor(model) * a_b) + t * model.moe_experts * 4
+    kept = activation_saved_widths(model)   # 2 for SwiGLU/GeGLU (gate and up), 1 GeLU, 0 ReLU
+    routed = pairs * ((model.hidden + f) * lin_b + f * kept * a_b) + t * model.moe_experts * 4
     shared_f = math.ceil(model.moe_shared_experts * model.moe_expert_ffn_hidden / tp)
-    shared = tokens * shared_f * (gated_factor(model) * a_b + lin_b) if shared_f else 0.0
+    shared = tokens * shared_f * (kept * a_b + lin_b) if shared_f else 0.0
     return float(routed + shared)
 
 
@@ -79,13 +80,18 @@ def _parts(model: ModelSpec, layout: ParallelLayout, dtype: str, attention_impl:
     mask = 1 if uses_dropout(model) else 0
     # replicated: 2 LN inputs (a_b each), QKV input and fc1 input (linear inputs) and the 2 dropout masks
     replicated = tokens * h * (2 * a_b + 2 * lin_b + mask * 2)
+    if model.sandwich_norm:           # the inputs of the two norms before the residual adds (Gemma 2/3)
+        replicated += tokens * h * 2 * a_b
     if model.is_mla:
         rep, attention = _mla_parts(model, tokens, a_b, lin_b)
         replicated += rep
     else:
         kv_ratio = model.kv_hidden / h
+        q_ratio = 1 if model.q_width == h else model.q_width / h
         # sharded: Q, K, V, out-projection input (a linear input), log-sum-exp (fp32 per head and token)
-        attention = tokens * h * a_b * (1 + 2 * kv_ratio) + tokens * h * lin_b
+        attention = tokens * h * a_b * (q_ratio + 2 * kv_ratio) + tokens * model.q_width * lin_b
+        if model.qk_norm:             # the Q and K norms' input and an fp32 rstd per head and token
+            attention += tokens * (model.q_width + model.kv_hidden) * a_b + tokens * (model.heads + model.kv_heads) * 4
         if attention_impl == "flash" or layout.cp > 1:
             attention += tokens * model.heads * 4
         elif layout.recompute != "selective":
@@ -96,7 +102,7 @@ def _parts(model: ModelSpec, layout: ParallelLayout, dtype: str, attention_impl:
         mlp = 0.0
         per_gpu = _moe_bytes(model, layout, a_b, lin_b)
     else:
-        mlp = tokens * f * (a_b * gated_factor(model) + lin_b)
+        mlp = tokens * f * (a_b * activation_saved_widths(model) + lin_b)
     modules = layout.recompute_modules if layout.recompute == "selective" else ()
     if "layernorm" in modules:        # the norms' outputs (inputs of QKV / down-projections and of the MLP)
         replicated -= tokens * h * 2 * lin_b

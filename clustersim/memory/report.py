@@ -216,7 +216,7 @@ def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpe
 
 def offload(layout: ParallelLayout, states_: tuple[int, int, int], activations: float, in_flight: float,
             stage_layers: int, last: bool) -> tuple[tuple[int, int, int], float, int]:
-    """(states, activations, host bytes) after ``parallel.offload`` (clustersim.engine.offload):
+    """(states, activations, host bytes) after ``parallel.offload`` (clustersim.plan.host_offload):
     ZeRO-Offload keeps the fp32 master weights, the Adam moments and a copy of the gradients on the
     host (Ren et al. 2021, arXiv 2101.06840 §4); ZeRO-Infinity the ZeRO-3 parameter shards
     (arXiv 2104.07857); activation offload leaves on the GPU only the layer being computed and the

@@ -16,7 +16,10 @@ Table 2: ``sbh(34 + 5as/h)`` for a GPT layer with fused kernels) and extends it 
   ``_scaled_dot_product_flash_attention`` returns (out, logsumexp, ...)); the unfused core keeps
   the softmax output, the dropout mask and the dropout output per score and the contiguous
   context as the out-projection's input (Korthikanti: ``5as^2b`` + ``2sbh``).
-* MLP: GeLU keeps its input and its output (the fc2 input); fused SwiGLU keeps the fc1 output
+* Q and K norms (``qk_norm``, Qwen3): their input and an rstd per head and token; sandwich norms
+  (Gemma 2/3) as the other norms.
+* MLP: GeLU keeps its input and its output (the fc2 input), squared ReLU the ReLU output and its
+  square, ReLU its output only (clustersim.compute.conventions); fused SwiGLU or GeGLU keeps the fc1 output
   (gate and up, 2f) and its output (f) (megatron/core/fusions/fused_bias_swiglu.py); eager
   SwiGLU ``w2(silu(w1 x) * w3 x)`` keeps w1's output, silu's output, w3's output and the product
   (4f; torchtitan FeedForward). MoE: the routed copies per top-k and the router probabilities.
@@ -42,7 +45,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from clustersim.compute.conventions import gated_factor, uses_dropout
+from clustersim.compute.conventions import (
+    activation_saved_widths,
+    gated_factor,
+    norm_statistics,
+    uses_dropout,
+)
 from clustersim.compute.dtypes import activation_bytes
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
@@ -64,6 +72,10 @@ class Kernels:
     norm: str = "fused"
     mask_bytes: int = 1     # bool mask (CUDA native_dropout)
     stat_bytes: int = 4     # fp32 mean / rstd (CUDA layer_norm and _fused_rms_norm kernels)
+    # a sliding window given to torch SDPA as a boolean attn_mask: the CPU flash kernel keeps it as an
+    # additive s x s mask in the activation dtype (measured, validation/saved_tensors.py); flash kernels
+    # with a window_size argument (FlashAttention-2, cuDNN through TE) keep no mask
+    dense_window_mask: bool = False
 
 
 GPU_FUSED = Kernels()
@@ -73,7 +85,8 @@ def cpu_kernels(dtype: str, attention: str = "flash", elementwise: str = "eager"
     """What torch runs on CPU: composite RMSNorm, masks and LayerNorm statistics in the activation
     dtype (aten/src/ATen/native/layer_norm.cpp layer_norm_cpu: mean/rstd in the input's dtype)."""
     a = activation_bytes(dtype)
-    return Kernels(attention=attention, elementwise=elementwise, norm="composite", mask_bytes=a, stat_bytes=a)
+    return Kernels(attention=attention, elementwise=elementwise, norm="composite", mask_bytes=a, stat_bytes=a,
+                   dense_window_mask=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +108,16 @@ class _Shape:
         self.tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)     # T = b s / cp
         self.repl = self.tokens / self.tp if self.sp else float(self.tokens)         # tokens of whole-tensor ops
         self.h, self.f, self.kv = model.hidden, model.ffn_hidden, model.kv_hidden
+        self.q = model.q_width                                    # heads * head_dim (= h unless stated)
         self.heads, self.seq = model.heads, model.seq_len
         self.dropout = uses_dropout(model)
         self.gate = gated_factor(model)
-        self.norm_stats = 2 if model.ffn_act == "gelu" else 1     # LayerNorm (GPT) | RMSNorm (Llama)
+        self.norm_stats = norm_statistics(model)                  # LayerNorm (GPT) | RMSNorm (Llama)
+        self.qk_norm = model.qk_norm and not model.is_mla
+        self.kv_heads = model.kv_heads
+        self.sandwich = model.sandwich_norm
+        self.window_mask = model.attention_pattern == "sliding" and model.is_local_layer(0) \
+            and model.attention_window < model.seq_len
 
 
 def _norm(c: _Shape, k: Kernels, op: str) -> list[Saved]:
@@ -109,13 +128,30 @@ def _norm(c: _Shape, k: Kernels, op: str) -> list[Saved]:
     return [Saved(op, "input", c.a * n), Saved(op, "statistics (per token)", c.norm_stats * k.stat_bytes * c.repl)]
 
 
+def _qk_norm(c: _Shape, k: Kernels) -> list[Saved]:
+    """Per-head RMSNorm of Q and K (``qk_norm``): its input (the QKV GEMM's Q and K) and one rstd
+    per head and token; torch's composite RMSNorm (CPU) keeps fp32 copies as ``_norm`` does."""
+    if not c.qk_norm:
+        return []
+    t = c.tokens / c.tp
+    n = t * (c.q + c.kv)
+    rows = t * (c.heads + c.kv_heads)
+    if k.norm == "composite":
+        return [Saved("qk_norm", "fp32 copy of Q and K", 4 * n), Saved("qk_norm", "fp32 normalised Q and K", 4 * n),
+                Saved("qk_norm", "rstd (fp32, per head and token)", 4 * rows)]
+    return [Saved("qk_norm", "input = Q and K before the norm", c.a * n),
+            Saved("qk_norm", "rstd (per head and token)", k.stat_bytes * rows)]
+
+
 def _attention_core(c: _Shape, k: Kernels, policy: str) -> list[Saved]:
     t = c.tokens / c.tp
-    out = [Saved("attention", "Q, K, V", c.a * t * (c.h + 2 * c.kv))]
+    out = [Saved("attention", "Q, K, V", c.a * t * (c.q + 2 * c.kv))]
     if k.attention == "flash":
-        out.append(Saved("attn_out_proj", "input = attention output O", c.a * t * c.h))
+        out.append(Saved("attn_out_proj", "input = attention output O", c.a * t * c.q))
         if policy != "selective":
             out.append(Saved("attention", "log-sum-exp (fp32, per head and token)", 4 * c.heads * c.tokens / c.tp))
+            if c.window_mask and k.dense_window_mask:
+                out.append(Saved("attention", "additive window mask (s x s, CPU SDPA)", c.a * c.seq * c.seq))
         return out
     if policy != "selective":
         scores = c.heads * c.tokens * c.seq / c.tp                  # b a (s / cp) s on one TP rank
@@ -123,7 +159,7 @@ def _attention_core(c: _Shape, k: Kernels, policy: str) -> list[Saved]:
         if c.dropout:
             out += [Saved("attention", "dropout mask (per score)", k.mask_bytes * scores),
                     Saved("attention", "dropout output (per score)", c.a * scores)]
-    out.append(Saved("attn_out_proj", "input (contiguous context)", c.a * t * c.h))
+    out.append(Saved("attn_out_proj", "input (contiguous context)", c.a * t * c.q))
     return out
 
 
@@ -135,19 +171,23 @@ def _mlp(c: _Shape, k: Kernels, model: ModelSpec) -> list[Saved]:
                 Saved("moe", "expert fc1 outputs", c.a * routed * c.f * c.gate),
                 Saved("moe", "expert fc2 inputs", c.a * routed * c.f),
                 Saved("moe", "router probabilities (fp32)", 4 * t * model.moe_experts)]
+    act = model.ffn_act
     if c.gate == 1:
-        return [Saved("activation", "input = fc1 output", c.a * t * c.f), Saved("fc2", "input", c.a * t * c.f)]
+        kept = activation_saved_widths(model)   # GeLU its input, squared ReLU the ReLU output, ReLU nothing
+        what = {"gelu": "input = fc1 output", "squared-relu": "ReLU output (the square's input)"}.get(act, "")
+        return [Saved("activation", what, c.a * t * c.f)] * kept + [Saved("fc2", "input", c.a * t * c.f)]
+    unit = "silu" if act == "swiglu" else "gelu"
     if k.elementwise == "eager":
-        return [Saved("silu", "input = w1 output", c.a * t * c.f), Saved("mul", "silu output", c.a * t * c.f),
+        return [Saved(unit, "input = w1 output", c.a * t * c.f), Saved("mul", f"{unit} output", c.a * t * c.f),
                 Saved("mul", "w3 output", c.a * t * c.f), Saved("fc2", "input = product", c.a * t * c.f)]
-    return [Saved("swiglu", "input = fc1 output (gate, up)", 2 * c.a * t * c.f), Saved("fc2", "input", c.a * t * c.f)]
+    return [Saved(act, "input = fc1 output (gate, up)", 2 * c.a * t * c.f), Saved("fc2", "input", c.a * t * c.f)]
 
 
 def _selective_op(c: _Shape, model: ModelSpec) -> list[Saved]:
     """torchtitan's per-op policy: GEMM outputs in execution order, every second one recomputed;
     the attention kernel's outputs; the layer input (the checkpoint's input)."""
     t = c.tokens / c.tp
-    gemms = [("wq", t * c.h), ("wk", t * c.kv), ("wv", t * c.kv),
+    gemms = [("wq", t * c.q), ("wk", t * c.kv), ("wv", t * c.kv),
              ("wo", float(c.tokens) * c.h)]                        # row-parallel: a full T x h partial sum
     if model.is_moe:
         routed = t * model.moe_top_k
@@ -159,7 +199,7 @@ def _selective_op(c: _Shape, model: ModelSpec) -> list[Saved]:
         gemms += [("fc1", t * c.f), ("fc2", float(c.tokens) * c.h)]
     out = [Saved("layer", "input (checkpoint input)", c.a * c.repl * c.h)]
     out += [Saved(name, "output", c.a * n) for i, (name, n) in enumerate(gemms) if i % 2 == 0]
-    out += [Saved("attention", "output O", c.a * t * c.h),
+    out += [Saved("attention", "output O", c.a * t * c.q),
             Saved("attention", "log-sum-exp (fp32, per head and token)", 4 * c.heads * c.tokens / c.tp)]
     if c.sp:   # the reduce-scatter outputs after wo and w2 (torchtitan's save list names reduce_scatter_tensor)
         out += [Saved("wo", "reduce-scatter output", c.a * c.repl * c.h),
@@ -181,10 +221,12 @@ def layer_saved(model: ModelSpec, layout: ParallelLayout, dtype: str, kernels: K
     if policy == "selective-op":
         return tuple(_selective_op(c, model))
     mask = [Saved("bias_dropout_add", "dropout mask", kernels.mask_bytes * c.repl * c.h)] if c.dropout else []
+    post_attn = _norm(c, kernels, "post_attn_norm") if c.sandwich else []
+    post_mlp = _norm(c, kernels, "post_mlp_norm") if c.sandwich else []
     out = [*_norm(c, kernels, "input_norm"), Saved("qkv", "input = norm output", c.a * c.repl * c.h),
-           *_attention_core(c, kernels, policy), *mask,
+           *_qk_norm(c, kernels), *_attention_core(c, kernels, policy), *post_attn, *mask,
            *_norm(c, kernels, "pre_mlp_norm"), Saved("fc1", "input = norm output", c.a * c.repl * c.h),
-           *_mlp(c, kernels, model), *mask]
+           *_mlp(c, kernels, model), *post_mlp, *mask]
     return tuple(out)
 
 

@@ -78,8 +78,18 @@ class ParallelLayout:
     recompute_num_layers: int = 1
     # Transformer layers of each global stage (chunk * pp + rank); () = the even split of
     # clustersim.parallel.pipeline.stage_layers. Set by parallel.layers_per_stage or by balancing
-    # a job over mixed GPUs (clustersim.perrank.balance).
+    # a job over mixed GPUs (clustersim.parallel.balance).
     layers_per_stage: tuple[int, ...] = ()
+    # The frameworks' own splits (clustersim.parallel.split, docs/parallel.md); the scenario loader
+    # resolves them into layers_per_stage. 0 / "" = not set. Megatron-Core
+    # --decoder-first/last-pipeline-num-layers; the embedding / loss counted as that many layers
+    # (--account-for-embedding/loss-in-pipeline-split = 1, torchtitan's first/last_stage_less_layers);
+    # --pipeline-model-parallel-layout
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+    account_for_embedding: int = 0
+    account_for_loss: int = 0
+    pipeline_layout: str = ""
 
     @property
     def num_gpus(self) -> int:

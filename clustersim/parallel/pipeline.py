@@ -157,7 +157,7 @@ def model_split(graph: StageGraph, layers: int, mtp_layers: int) -> tuple[int, .
 
 def split_layers(layers: int, mtp_layers: int, pp: int, chunks: int = 1) -> tuple[int, ...]:
     """``stage_layers`` with ``mtp_layers`` multi-token-prediction modules counted in the split and
-    placed on the last stage (clustersim.engine.stages.model_stage_layers): the last stage keeps
+    placed on the last stage (clustersim.plan.stage_work.model_stage_layers): the last stage keeps
     its share minus the MTP modules (at least one layer), the sum stays ``layers``."""
     if not mtp_layers or layers + mtp_layers < pp * chunks:
         return stage_layers(layers, pp, chunks)
@@ -175,8 +175,16 @@ def split_layers(layers: int, mtp_layers: int, pp: int, chunks: int = 1) -> tupl
 
 def layout_stage_layers(layout, layers: int) -> tuple[int, ...]:
     """Layers of each global stage of ``layout`` (a ParallelLayout): its explicit or balanced
-    ``layers_per_stage`` (parallel.layers_per_stage, mixed GPUs), else the even ``stage_layers``."""
-    return layout.layers_per_stage or stage_layers(layers, layout.pp, layout.virtual_stages)
+    ``layers_per_stage`` (parallel.layers_per_stage, mixed GPUs, or a framework's split:
+    clustersim.parallel.split), else the even ``stage_layers``. A V schedule's split has two model
+    stages per rank under ``virtual_stages = 1``: each rank's entry is then the sum of its two."""
+    counts = layout.layers_per_stage
+    if not counts:
+        return stage_layers(layers, layout.pp, layout.virtual_stages)
+    if len(counts) == layout.pp * layout.virtual_stages:
+        return counts
+    graph = stage_graph(layout.schedule, layout.pp, layout.virtual_stages)
+    return tuple(sum(counts[m] for m in graph.rank_model_stages(r)) for r in range(layout.pp))
 
 
 # ---------------------------------------------------------------------------------------------

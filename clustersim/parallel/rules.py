@@ -9,6 +9,7 @@ from __future__ import annotations
 from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.parallel.layout import ParallelLayout
+from clustersim.parallel.attention_rules import check_attention_layout
 from clustersim.workload.model_spec import ModelSpec
 
 MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
@@ -51,6 +52,7 @@ def check_extensions(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout
     _check_experts(model, par)
     _check_schedule(model, par)
     _check_cp(model, par)
+    check_attention_layout(model, par)   # local attention and sinks under CP (clustersim.parallel.attention_rules)
     _check_offload(cluster, par)
 
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clustersim.engine.rankplan import Host, RankClass
 from clustersim.parallel.layout import ParallelLayout
-from clustersim.perrank.faults import FaultSpec, nic_of_gpu
+from clustersim.plan.step_plan import Host, RankClass
 from clustersim.scenario import Scenario
+from clustersim.scenario.faults import FaultSpec, nic_of_gpu
 
 
 @dataclass(frozen=True, slots=True)

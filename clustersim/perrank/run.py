@@ -1,9 +1,10 @@
 """The engines in per-rank mode: the rank classes simulated together, what paced the step, what it cost.
 
-``simulate`` runs the event engine over every class of ranks (clustersim.perrank.classes):
-pipelines run on their own, data-parallel collectives wait for the slowest class. ``estimate`` is
-the closed form over the same classes, each class on its own (the step is the slowest class's; it
-leaves out that a faster class's overlapped reductions wait for the slow one).
+``time_per_rank`` builds one plan of every class of ranks (clustersim.perrank.classes) and times
+it through the timing model that clustersim.engine.selector picks: in the event engine pipelines
+run on their own and data-parallel collectives wait for the slowest class; the closed form runs
+each class on its own (the step is the slowest class's; it leaves out that a faster class's
+overlapped reductions wait for the slow one).
 
 Both compare with the same scenario on a healthy cluster (the representative-rank path) to report
 what the faults cost, and split the critical rank's waiting time: the part beyond what the same
@@ -19,16 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from clustersim.engine.analytical import Recurrence
-from clustersim.engine.collapse import run_collapsed
-from clustersim.engine.rankplan import StepPlan, build_plan
-from clustersim.engine.sim import SimResult, simulate_plan
-from clustersim.engine.stages import step_graph
-from clustersim.engine.timeline import StepResult
+from clustersim.engine.selector import time_plan
+from clustersim.engine.timeline import SimResult, StepResult
 from clustersim.perrank import hetero
 from clustersim.perrank.classes import ClassLayout, Culprit, class_layout, coords_of
-from clustersim.perrank.faults import FaultSpec
+from clustersim.plan.plan_cache import PlanCache
+from clustersim.plan.stage_work import step_graph
+from clustersim.plan.step_plan import StepPlan, build_plan
 from clustersim.scenario import Scenario
+from clustersim.scenario.faults import FaultSpec
 
 WAITS = ("bubble", "pp_comm", "dp_comm")
 
@@ -45,7 +45,13 @@ class PerRankPlan:
     healthy: Scenario
 
 
-def per_rank_plan(scenario: Scenario) -> PerRankPlan:
+def per_rank_plan(scenario: Scenario, cache: PlanCache | None = None) -> PerRankPlan:
+    """The plan of ``scenario``'s rank classes, once per ``cache`` (the run's memo)."""
+    cache = cache or PlanCache()
+    return cache.remember("per_rank_plan", scenario, lambda: _per_rank_plan(scenario, cache))
+
+
+def _per_rank_plan(scenario: Scenario, cache: PlanCache) -> PerRankPlan:
     faults = scenario.faults or FaultSpec()
     par = scenario.parallel
     hosts_of = nics_on = None
@@ -64,7 +70,8 @@ def per_rank_plan(scenario: Scenario) -> PerRankPlan:
         dp_scenario = vs[min(range(len(groups)), key=lambda i: (_nic_bw(groups[i].cluster), i))]
     layout = class_layout(scenario, faults, hosts_of, nics_on, scenario.micro_batches_per_replica or None)
     graph = step_graph(scenario)
-    plan = build_plan(scenario, layout.classes, layout.dp_link_by_stage(par.pp, par.virtual_stages, graph), dp_scenario)
+    plan = build_plan(scenario, layout.classes, layout.dp_link_by_stage(par.pp, par.virtual_stages, graph), dp_scenario,
+                      cache.compiler)
     return PerRankPlan(plan, layout, replace(scenario, faults=None))
 
 
@@ -131,54 +138,35 @@ def _info(prp: PerRankPlan, step_s: float, healthy_s: float, who: Culprit | None
     }
 
 
-def simulate(scenario: Scenario, record: bool = False) -> tuple[SimResult, dict[str, Any]]:
-    """The event engine in per-rank mode: the result (breakdown with its straggler line) and what
-    the report says about it (``faults`` in run --json)."""
-    prp = per_rank_plan(scenario)
-    result = simulate_plan(prp.plan, record)
+def time_per_rank(scenario: Scenario, engine: str, record: bool = False,
+                  cache: PlanCache | None = None) -> tuple[StepResult, dict[str, Any]]:
+    """One step in per-rank mode through ``engine``'s model (clustersim.engine.selector): the result
+    (breakdown with its straggler line) and what the report says about it (``faults`` in run --json).
+    ``cache``: the run's memo, which keeps the plans for the next engine's call."""
+    cache = cache or PlanCache()
+    prp = per_rank_plan(scenario, cache)
+    result = time_plan(prp.plan, engine, record)
     if scenario.faults is None:
         return result, {}
-    healthy = simulate_plan(_healthy_plan(prp), record=False)
-    healthy_rank = _same_rank(prp, result.critical_rank)
-    breakdown = straggler_split(result.breakdown,
-                                _healthy_causes(healthy, healthy.timeline.busy(healthy_rank), healthy_rank))
+    healthy = time_plan(_healthy_plan(prp, cache), engine)
+    rank = _same_rank(prp, result.critical_rank, cache)
+    breakdown = straggler_split(result.breakdown, _healthy_causes(healthy, healthy.busy(rank), rank))
     who = paced_by(prp, result.last_action_s)
     return replace(result, breakdown=breakdown), _info(prp, result.step_time_s, healthy.step_time_s, who)
 
 
-def _healthy_plan(prp: PerRankPlan) -> StepPlan:
+def _healthy_plan(prp: PerRankPlan, cache: PlanCache) -> StepPlan:
     """The same job without its faults (mixed GPUs stay)."""
-    return per_rank_plan(prp.healthy).plan if per_rank_mode(prp.healthy) else build_plan(prp.healthy)
+    return per_rank_plan(prp.healthy, cache).plan if per_rank_mode(prp.healthy) else cache.step_plan(prp.healthy)
 
 
-def _same_rank(prp: PerRankPlan, rank: int) -> int:
+def _same_rank(prp: PerRankPlan, rank: int, cache: PlanCache) -> int:
     """The healthy run's simulated rank that runs what ``rank`` runs (same stage; with mixed GPUs,
     the healthy class holding the same first replica)."""
     pp = prp.plan.pp
     if not prp.healthy.node_groups:
         return rank % pp
     replica = prp.layout.classes[rank // pp].replicas[0]
-    healthy = per_rank_plan(prp.healthy).layout.classes
+    healthy = per_rank_plan(prp.healthy, cache).layout.classes
     klass = next(c for c, cls in enumerate(healthy) if replica in cls.replicas)
     return klass * pp + rank % pp
-
-
-def _closed(plan: StepPlan) -> tuple[StepResult, Recurrence]:
-    rec = Recurrence(plan)
-    rec.issue_param_gathers()
-    run_collapsed(rec)
-    rec.run_to_end()
-    return rec.finish(), rec
-
-
-def estimate(scenario: Scenario) -> tuple[StepResult, dict[str, Any]]:
-    """The closed form in per-rank mode (module docstring)."""
-    prp = per_rank_plan(scenario)
-    result, rec = _closed(prp.plan)
-    if scenario.faults is None:
-        return result, {}
-    healthy, hrec = _closed(_healthy_plan(prp))
-    rank = _same_rank(prp, result.critical_rank)
-    breakdown = straggler_split(result.breakdown, _healthy_causes(healthy, dict(hrec.ranks[rank].causes), rank))
-    who = paced_by(prp, rec.last_action_s)
-    return replace(result, breakdown=breakdown), _info(prp, result.step_time_s, healthy.step_time_s, who)

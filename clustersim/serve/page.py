@@ -11,6 +11,7 @@ from typing import Any
 
 from clustersim.html.page import esc, inline_script, render_page, script_json, static_text
 from clustersim.html.run_page import SECTION_TITLES
+from clustersim.scenario import DEFAULT_CLUSTER_PRESET as DEFAULT_CLUSTER
 
 APP_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
            "img-src data: blob:; font-src data:")
@@ -40,10 +41,13 @@ def controls_html(models: Sequence[str], clusters: Sequence[str], scenarios: Seq
         '<label for="nodes">nodes</label><input type="number" id="nodes" min="1" step="1">',
         '<label for="framework">framework</label>',
         f'<select id="framework"><option value="">(as in the scenario)</option>{_options(frameworks)}</select>',
-        _slider("tp", "tensor parallel (TP)", 0, 6, "powers of two, 1 to 64"),
-        _slider("pp", "pipeline parallel (PP)", 1, 128, "1 to 128 stages"),
+        # the bounds below are the widest; the page narrows them to the cluster (app.js bound())
+        _slider("tp", "tensor parallel (TP)", 0, 6, "powers of two, up to the GPUs of one scale-up domain"),
+        _slider("pp", "pipeline parallel (PP)", 1, 128, "1 to 128 stages, at most the cluster's GPUs"),
+        _slider("cp", "context parallel (CP)", 0, 14, "powers of two, up to the cluster's GPUs"),
+        _slider("ep", "expert parallel (EP, MoE models)", 0, 14, "powers of two, up to the cluster's GPUs"),
         '<label><input type="checkbox" id="dp-auto" checked> DP takes the GPUs that TP x PP x CP leave</label>',
-        _slider("dp", "data parallel (DP)", 0, 14, "powers of two, 1 to 16384"),
+        _slider("dp", "data parallel (DP)", 0, 14, "powers of two, up to the cluster's GPUs"),
         _slider("mb", "micro-batch (sequences)", 0, 6, "powers of two, 1 to 64"),
         '<label for="global_batch">global batch (sequences)</label>'
         '<input type="number" id="global_batch" min="1" step="1">',
@@ -71,6 +75,18 @@ def controls_html(models: Sequence[str], clusters: Sequence[str], scenarios: Seq
     ])
 
 
+def cluster_shapes(clusters: Sequence[str]) -> dict[str, dict[str, int]]:
+    """GPUs per node and per scale-up domain of each cluster preset: the page bounds its sliders
+    with them (TP within a domain, the other degrees within the cluster's GPUs)."""
+    from clustersim.hardware.load import load_cluster
+
+    out = {}
+    for name in clusters:
+        c = load_cluster(name)
+        out[name] = {"gpus_per_node": c.gpus_per_node, "scale_up_domain": c.scale_up_domain or c.gpus_per_node}
+    return out
+
+
 def app_page(models: Sequence[str], clusters: Sequence[str], scenarios: Mapping[str, Any],
              frameworks: Sequence[str] = ()) -> str:
     names = list(scenarios)
@@ -83,7 +99,8 @@ def app_page(models: Sequence[str], clusters: Sequence[str], scenarios: Mapping[
     body = (f'<div class="app">{controls_html(models, clusters, names, frameworks)}<div>'
             '<div id="error" role="alert" data-testid="error"></div><div id="status" data-testid="status"></div>'
             f"{sections}</div></div>")
-    config = {"scenarios": dict(scenarios), "start": names[0] if names else None}
+    config = {"scenarios": dict(scenarios), "start": names[0] if names else None,
+              "clusters": cluster_shapes(clusters), "default_cluster": DEFAULT_CLUSTER}
     extra = (f'<script type="application/json" id="clustersim-app">{script_json(config)}</script>'
              + inline_script(static_text("app.js")))
     return render_page("clustersim: what if?", header, body, {}, csp=APP_CSP, extra_script=extra)

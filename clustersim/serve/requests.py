@@ -56,7 +56,7 @@ def check_keys(body: Mapping[str, Any], allowed: tuple[str, ...], required: tupl
     for key in body:
         if key not in allowed:
             raise InputError(f"request.{key}", body[key] if _short(body[key]) else "...",
-                             f"unknown key; allowed keys: {', '.join(allowed)}")
+                             f"unknown key; allowed keys: {', '.join(allowed)}", choices=allowed, key=str(key))
     for key in required:
         if key not in body:
             raise InputError(f"request.{key}", None, "this field is required")

@@ -144,13 +144,95 @@ def scenario_on(scenario: Scenario, cluster: ClusterSpec) -> Scenario:
     return replace(scenario, cluster=cluster, training=replace(t, recipe=recipe))
 
 
-def compare_cluster(preset: str, nodes: int) -> ClusterSpec:
-    """A shipped or user cluster preset at ``nodes`` nodes (InputError names the presets)."""
-    check_at_most("--nodes", nodes, MAX_GPUS, "nodes")
-    cluster = load_cluster(preset, nodes)
+@dataclass(frozen=True, slots=True)
+class ClusterSize:
+    """How one cluster preset holds a requested size: its node count, the GPUs of each scale-up
+    domain when the job uses only part of each (0: the preset's domain), and a note for the table
+    when the job is not exactly the requested GPUs in whole domains ("" otherwise)."""
+
+    nodes: int
+    scale_up_domain: int = 0
+    note: str = ""
+
+
+def _domain_split(gpus: int, gpus_per_node: int, domain: int) -> int:
+    """GPUs per scale-up domain for a job of ``gpus``: all of them up to one domain, else the most
+    GPUs, in whole nodes and at most ``domain``, that split ``gpus`` into equal parts (``gpus_per_node``
+    always does)."""
+    if gpus <= domain:
+        return gpus
+    return max(d for d in range(gpus_per_node, domain + 1, gpus_per_node) if gpus % d == 0)
+
+
+def _splits_well(gpus: int, gpus_per_node: int, domain: int) -> bool:
+    """``gpus`` fit in one domain or split into equal parts of at least half a domain each."""
+    return 2 * _domain_split(gpus, gpus_per_node, domain) >= domain or gpus <= domain
+
+
+def cluster_size(preset: str, gpus: int | None = None, nodes: int | None = None) -> ClusterSize:
+    """The size of ``preset`` for ``gpus`` GPUs (``--gpus``, or the scenario's count) or ``nodes``
+    nodes (``--nodes``): the same GPU count on every cluster, so that the rows compare like with like.
+
+    A job larger than one scale-up domain holds whole domains (clustersim.hardware.load.check_domain).
+    Where the GPUs are no multiple of the preset's domain (512 on 72-GPU NVL72 racks), the job uses
+    the same part of each domain: 8 racks of 64 GPUs, NVLink among the 64 of a rack, the same 512
+    GPUs as on every other cluster. The part must be whole nodes and at least half the domain (a
+    rack whose NVLink reaches fewer GPUs than that is no longer what one buys it for); otherwise
+    ``--gpus`` rounds up to the next GPU count that splits so (76 -> 80: 2 x 40) and ``--nodes`` is
+    refused, naming the counts that work.
+    GPU counts that are no multiple of the node round up to whole nodes. Each departure from the
+    requested count or domain is in ``note``."""
+    if nodes is not None:
+        check_at_most("--nodes", nodes, MAX_GPUS, "nodes")
+    else:
+        check_gpus("--gpus", int(gpus or 0))
+    base = load_cluster(preset, 1)
+    gpn, domain = base.gpus_per_node, base.scale_up_domain
+    n = nodes if nodes is not None else -(-int(gpus or 0) // gpn)
+    total = n * gpn
+    notes = [] if nodes is not None or total == gpus else [f"{total} GPUs, not {gpus}: whole nodes of {gpn}"]
+    if not domain or domain <= gpn or total <= domain or total % domain == 0:
+        return ClusterSize(n, 0, "; ".join(notes))
+    if not _splits_well(total, gpn, domain):
+        if nodes is not None:
+            raise InputError("--nodes", nodes, f"for {preset} ({gpn} GPUs per node, {domain}-GPU scale-up domains): "
+                                               f"{_node_counts(gpn, domain, nodes)}")
+        total = next(t for t in range(total, total + domain + 1, gpn) if _splits_well(t, gpn, domain))
+        notes = [f"{total} GPUs, not {gpus}: the next count in whole nodes of {gpn} that splits into equal parts "
+                 f"of at least {domain // 2} per {domain}-GPU scale-up domain"]
+        n = total // gpn
+        if total % domain == 0:
+            return ClusterSize(n, 0, "; ".join(notes))
+    part = _domain_split(total, gpn, domain)
+    notes.append(f"as {total // part} x {part} GPUs: {part} of each {domain}-GPU scale-up domain ({total} is no "
+                 f"multiple of {domain})")
+    return ClusterSize(n, part, "; ".join(notes))
+
+
+def _node_counts(gpus_per_node: int, domain: int, near: int) -> str:
+    """The node counts that ``cluster_size`` accepts near ``near``, in words."""
+    per = domain // gpus_per_node
+
+    def ok(n: int) -> bool:
+        return _splits_well(n * gpus_per_node, gpus_per_node, domain)
+
+    below = next((n for n in range(near - 1, 0, -1) if ok(n)), None)
+    above = next(n for n in range(near + 1, near + per + 1) if ok(n))
+    nearest = " or ".join(str(n) for n in (below, above) if n is not None)
+    return (f"1 to {per} nodes (part of one domain), or a node count whose GPUs split into equal parts of "
+            f"{domain // 2} to {domain} GPUs per domain; nearest: {nearest}")
+
+
+def compare_cluster(preset: str, size: ClusterSize | int) -> ClusterSpec:
+    """A shipped or user cluster preset at ``size`` (a ``ClusterSize``, or a node count)."""
+    if isinstance(size, int):
+        size = ClusterSize(size)
+    check_at_most("--nodes", size.nodes, MAX_GPUS, "nodes")
+    cluster = load_cluster(preset, size.nodes, **({"scale_up_domain": size.scale_up_domain}
+                                                  if size.scale_up_domain else {}))
     if cluster.num_gpus > MAX_GPUS:
-        raise InputError("--nodes", nodes, f"a size of at most {MAX_GPUS:,} GPUs (clustersim's limit; {nodes:,} "
-                                           f"nodes of {preset} hold {cluster.num_gpus:,})")
+        raise InputError("--nodes", size.nodes, f"a size of at most {MAX_GPUS:,} GPUs (clustersim's limit; "
+                                                f"{size.nodes:,} nodes of {preset} hold {cluster.num_gpus:,})")
     return cluster
 
 
@@ -161,16 +243,6 @@ def check_compare_size(clusters: list[str], sizes: list[int] | None) -> None:
         raise InputError("--clusters x --nodes", f"{len(clusters)} x {len(sizes or [0])} = {n} sweeps",
                          f"at most {MAX_COMPARE_SWEEPS} sweeps per comparison (clustersim's limit; each is a full "
                          "layout sweep)")
-
-
-def nodes_for_gpus(preset: str, gpus: int) -> int:
-    """Nodes of ``preset`` that hold at least ``gpus`` GPUs in whole scale-up domains: 512 GPUs are
-    64 DGX nodes, but 8 NVL72 racks (576 GPUs, 144 trays) since a job holds whole racks."""
-    check_gpus("--gpus", gpus)
-    base = load_cluster(preset, 1)
-    gpn = base.gpus_per_node
-    unit = base.scale_up_domain if base.scale_up_domain and gpus > base.scale_up_domain else gpn
-    return -(-gpus // unit) * unit // gpn
 
 
 def run_interval(level: float, step_lo: float, step_hi: float, row: dict[str, object]) -> dict[str, object]:

@@ -3,7 +3,7 @@
 The screen's pipeline bound ``P`` (``screen.pipeline_bound_s``) bounds when pipeline rank 0's last
 action ends. For the schedules with the backward chain (GPipe, 1F1B, interleaved 1F1B: every rank
 ends with chunk 0's backward of the last micro-batch) the closed form
-(``clustersim.engine.analytical``) then does on rank 0, of global stages ``0, pp, 2 pp, ...``:
+(``clustersim.engine.recurrence``) then does on rank 0, of global stages ``0, pp, 2 pp, ...``:
 
 * ``issue_param_gathers``: at step start, every ZeRO-1/2 parameter gather of its stages
   (``DpPlan.param_gathers``, ``overlap_param_gather``) is enqueued on its "dp" stream;
@@ -33,7 +33,7 @@ exactly ``plan.time_s``. So with ``S`` the end of the "dp" stream and ``opt`` th
 for rank 0's chunk-0 backward (its layers' backward units and the embedding's, plus the head's
 where chunk 0 holds it): every term of ``P`` is a chain of lower bounds ending with that action
 (rank 0's own actions one after another, or rank 1's last backward, the hop, then it). Each
-collective is priced by the plan the closed form runs (``engine.zero.dp_plan`` of the layout: the
+collective is priced by the plan the closed form runs (``plan.data_parallel.dp_plan`` of the layout: the
 same ``comm_plan``), and nothing the closed form adds to it (waits for the stream, compute slowed
 beside it, link contention in the event engine) is counted, which keeps it a bound.
 
@@ -55,8 +55,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from clustersim.engine.stages import StepWork, build_step_work
-from clustersim.engine.zero import dp_plan_from
+from clustersim.plan.data_parallel import dp_plan_from
+from clustersim.plan.stage_work import StepWork, build_step_work
 from clustersim.scenario import Scenario
 
 

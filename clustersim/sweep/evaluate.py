@@ -93,7 +93,7 @@ class SweepSpec:
     def time_twins(self) -> bool:
         """Whether layouts that differ only in ZeRO stage 1 against 2 share their closed-form step
         time: the shipped engines read the stage only as 0, 1-2 or 3 for time (ZeRO-2 shards the
-        gradients too, which only memory counts: ``engine.zero._dp_plan`` reduce-scatters and
+        gradients too, which only memory counts: ``plan.data_parallel._dp_plan`` reduce-scatters and
         gathers alike for both, the optimizer shards alike), so the branch and bound runs one
         twin and gives the other its time with its own memory from the screen, which is the closed
         form's (tests/sweep/test_twins.py checks both on random layouts)."""

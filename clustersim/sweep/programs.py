@@ -16,9 +16,9 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from clustersim.engine.actions import action_skeleton
-from clustersim.engine.rankplan import CLASSIC_SCHEDULES, classic_actions
 from clustersim.parallel.pipeline import build_schedule, model_split, stage_graph
+from clustersim.plan.actions import action_skeleton
+from clustersim.plan.step_plan import CLASSIC_SCHEDULES, classic_actions
 
 if TYPE_CHECKING:
     from clustersim.parallel.layout import ParallelLayout
@@ -38,7 +38,7 @@ def pair_s(a: Tcm, b: Tcm, slowdown: float = 0.0) -> float:
     collectives at their contention-free time; ``Tcm`` = (compiled, kernels, collectives)).
 
     Kernels run at most ``1 - slowdown`` of their rate while a collective of the pair is in
-    flight (``engine.overlap.compute_rate``, ``engine.pair.pair_timing``). With ``C`` and ``M``
+    flight (``plan.overlap.compute_rate``, ``engine.pair.pair_timing``). With ``C`` and ``M``
     the pair's kernel and collective seconds and ``A`` the time both run: the pair lasts at
     least (kernels alone) + A + (collectives alone) = ``(C - (1 - s) A) + A + (M - A)``, and
     ``A <= min(M, C / (1 - s))``: so at least ``C + M - (1 - s) min(M, C / (1 - s))``, which is
@@ -53,8 +53,8 @@ def program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
             ) -> tuple[tuple[tuple[tuple, Kind, tuple, tuple], ...], ...]:
     """Per rank, its actions as (inputs awaited, (stage, part) of the action or of both halves
     of a pair, outputs sent, the stages whose final backward it is), from the actions the closed
-    form runs (``engine.rankplan.classic_actions`` for GPipe / 1F1B / interleaved 1F1B without
-    pairs, else ``engine.actions.action_skeleton``)."""
+    form runs (``plan.step_plan.classic_actions`` for GPipe / 1F1B / interleaved 1F1B without
+    pairs, else ``plan.actions.action_skeleton``)."""
     if schedule in CLASSIC_SCHEDULES and not (ep_overlap and schedule != "gpipe"):
         # the closed form's own resolution of these (cached: the layout's estimate reuses it)
         actions = classic_actions(schedule, pp, num_micro_batches, virtual_stages, 0)
@@ -131,7 +131,7 @@ def _sum(n: int, layer: Tcm, first: Tcm | None, last: Tcm | None) -> Tcm:
 def stage_layers(schedule: str, pp: int, virtual_stages: int, num_micro_batches: int, layers: int,
                  mtp_layers: int) -> tuple[tuple[int, ...], tuple[bool, ...], tuple[bool, ...]]:
     """Per global stage: its transformer layers, whether it holds the embedding, the head
-    (``engine.stages.model_stage_layers``)."""
+    (``plan.stage_work.model_stage_layers``)."""
     graph = stage_graph(schedule, pp, virtual_stages, num_micro_batches)
     counts = model_split(graph, layers, mtp_layers)
     last = graph.num_model_stages - 1
@@ -157,7 +157,7 @@ Path = tuple[int, int, int, int]
 def start_paths(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, layers: int,
                 mtp_layers: int) -> tuple[tuple[Path, ...], ...]:
     """Per rank, what its first action waits for in the zero-bubble and DualPipe schedules (whose
-    programs EP overlap leaves alone, ``engine.actions``): a first forward awaits the forward of
+    programs EP overlap leaves alone, ``plan.actions``): a first forward awaits the forward of
     the stage before it on the path (``StageGraph.prev``) for its micro-batch, which its rank runs
     after all the actions before it there, one after another, from that rank's own start; then
     one transfer. Each path counts the forwards run alone on the way (a backward or a half of a

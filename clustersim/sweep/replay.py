@@ -2,14 +2,14 @@
 
 The second level (``screen.pipeline_bound_s``) charges a pipeline its fill once: rank r starts
 after chunk 0's forward on ranks before it and ends before their backward. The closed form
-(``clustersim.engine.analytical.Recurrence``) waits more than that wherever an action's input
+(``clustersim.engine.recurrence.Recurrence``) waits more than that wherever an action's input
 has not arrived: interleaved 1F1B with many chunks hands every micro-batch across a rank
 boundary ``2 v`` times, and each hop costs a pipeline transfer, so its bubble and exposed
 pipeline traffic grow with ``v`` (Narayanan et al. 2021, arXiv 2104.04473, §2.2.2: "the amount
 of communication also increases by v") while the second level does not.
 
 ``replay_ends`` runs the same recurrence on the schedule's own actions
-(``engine.rankplan.classic_actions`` or ``engine.actions.action_skeleton``, as the closed form
+(``plan.step_plan.classic_actions`` or ``plan.actions.action_skeleton``, as the closed form
 resolves them for every schedule: each
 rank's actions in order, each starting when the rank is free and its inputs have arrived), with
 every action lasting only what its units must take: alone, the contention-free compiled time of
@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustersim.engine.overlap import overlap_slowdown
 from clustersim.parallel.layout import ParallelLayout
+from clustersim.plan.overlap import overlap_slowdown
 from clustersim.scenario import Scenario
 from clustersim.sweep.programs import Tcm, pair_s, program, stage_durations
 from clustersim.sweep.screen import BOUND_SLACK, Screen, screen_for

@@ -628,8 +628,11 @@ def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace |
                **evaluators: str) -> SweepSpec:
     """The spec of a sweep of ``scenario``'s model and batch on its cluster, resized to ``gpus``."""
     check_uniform(scenario)
-    # an explicit split belongs to the template's pipeline depth; the sweep varies it
-    scenario = replace(scenario, parallel=replace(scenario.parallel, layers_per_stage=()))
+    # an explicit split (or a framework's: clustersim.parallel.split) belongs to the template's pipeline
+    # depth; the sweep varies it and splits every candidate evenly
+    scenario = replace(scenario, parallel=replace(scenario.parallel, layers_per_stage=(), first_stage_layers=0,
+                                                  last_stage_layers=0, account_for_embedding=0, account_for_loss=0,
+                                                  pipeline_layout=""))
     if gpus is not None and gpus != scenario.cluster.num_gpus:
         scenario = replace(scenario, cluster=resize_cluster(scenario.cluster, gpus))
     if space is None:

@@ -4,13 +4,13 @@ The closed form (``clustersim.api.estimate``) replays the whole pipeline schedul
 milliseconds to a second per layout; the sweep cannot afford it on ~10^6 layouts. The screen
 computes, from the same cost functions and with results shared between layouts:
 
-* **Peak memory per GPU**, exactly as the engine does (``clustersim.engine.memory_plan``): for
+* **Peak memory per GPU**, exactly as the engine does (``clustersim.plan.memory_plan``): for
   every pipeline rank, ``memory_report`` with the layers it holds and the activations in flight
   that its schedule implies; the peak is the largest. ``memory_report`` does not read the
   schedule or virtual_stages (only through the in-flight count), so it is called with those
   normalised and shared between schedules. Layouts that do not fit are pruned here.
 * **A lower bound on the closed-form step time** (``step_bound_s``). The compute stream of a
-  pipeline rank runs every work unit of its actions one after another (``engine.analytical``:
+  pipeline rank runs every work unit of its actions one after another (``engine.recurrence``:
   the rank's clock advances by ``unit_time`` of each unit and only waits otherwise), so with
   ``W_r`` the sum of rank ``r``'s unit times over the step, ``F_s``/``B_s`` those of one forward /
   backward of chunk 0 on rank ``s``, and ``opt_0`` the optimizer step of rank 0:
@@ -38,23 +38,8 @@ from typing import Any
 import numpy as np
 
 from clustersim.collectives import plan_collective
-from clustersim.compute import optimizer_step_time_s
 from clustersim.compute.ops import COMM_GROUPS, CommOp, Op
-from clustersim.compute.optimizer import grad_buffer_time_s
 from clustersim.compute.variation import sync_wait_fraction
-from clustersim.engine.groups import comm_plan, group_shape, link_shape
-from clustersim.engine.memory_plan import layers_in_flight, scenario_kernels
-from clustersim.engine.offload import host_optimizer_time_s
-from clustersim.engine.overlap import overlap_slowdown
-from clustersim.engine.stages import activation_bytes, build_step_work, grad_norm_all_reduce_s
-from clustersim.engine.units import CompiledUnit, compile_unit
-from clustersim.engine.zero import (
-    _reduce_bytes,
-    zero3_backward_gathers,
-    zero3_collective,
-    zero3_impl,
-    zero3_shard_axis,
-)
 from clustersim.errors import InputError
 from clustersim.memory.activations import LayerUnits, combine, layer_units
 from clustersim.memory.allocator import FRAGMENTATION
@@ -79,6 +64,15 @@ from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.parallel.pipeline import build_schedule, max_in_flight, model_split, split_layers, stage_graph
 from clustersim.parallel.placement import axis_shape_for
 from clustersim.perrank.run import per_rank_mode
+from clustersim.plan.comm_plans import comm_plan, group_shape, link_shape
+from clustersim.plan.compiled_unit import CompiledUnit, compile_unit
+from clustersim.plan.dp_rules import grad_reduce_bytes
+from clustersim.plan.element_bytes import activation_bytes
+from clustersim.plan.memory_plan import layers_in_flight, scenario_kernels
+from clustersim.plan.optimizer_step import optimizer_step_s
+from clustersim.plan.overlap import overlap_slowdown
+from clustersim.plan.stage_work import build_step_work
+from clustersim.plan.zero3 import zero3_backward_gathers, zero3_collective, zero3_shard_axis
 from clustersim.scenario import Scenario
 from clustersim.sweep.dpbound import (
     DpStream,
@@ -140,7 +134,7 @@ class Extra:
     gather_first_s: float = 0.0
     gather_last_s: float = 0.0
     p2p_s: float = 0.0
-    backward_gathers: int = 1  # gathers of a unit in each backward (engine.zero.zero3_backward_gathers)
+    backward_gathers: int = 1  # gathers of a unit in each backward (plan.zero3.zero3_backward_gathers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +180,7 @@ def class_dp_key(base: Scenario, layout: ParallelLayout) -> tuple[object, ...]:
     """The data-parallel size as a unit-time class sees it: the shape of every group a layer's
     collectives run over in ``class_scenario``. A layer's ops depend on the layout only through
     ``compute.layer.compute_layout`` (no dp) and its collectives' plans only through the cluster
-    and these group shapes (``engine.comm_ops.op_plan``, ``engine.groups.group_shape``), so two
+    and these group shapes (``plan.comm_plans.op_plan``, ``plan.comm_plans.group_shape``), so two
     layouts with equal (tp, cp, ep, etp, micro-batch, sp, recompute) and equal keys have equal
     unit times (tests/sweep/test_screen.py checks it against ``unit_times`` on random layouts).
     A layout whose groups the placement cannot shape keeps its dp (never shared)."""
@@ -202,7 +196,7 @@ def class_dp_key(base: Scenario, layout: ParallelLayout) -> tuple[object, ...]:
 @functools.lru_cache(maxsize=4096)
 def unit_times(rep: Scenario) -> UnitTimes:
     """Unit times of the class that ``rep`` (from ``class_scenario``) stands for: each unit
-    compiled as the engines run it (``engine.units.compile_unit``)."""
+    compiled as the engines run it (``plan.compiled_unit.compile_unit``)."""
     return _class_times(rep, lambda w: compile_unit(rep, w).time_s)
 
 
@@ -219,8 +213,8 @@ def _shortened(rep: Scenario) -> Scenario:
     policies every layer of one kind (dense, MoE) has the same units and parameters, so one
     layer of each kind the model has gives the same unit times (tests/sweep/test_lazy_bound.py)."""
     m = rep.model
-    if uniform_policies(rep.parallel) and m.layers > m.moe_first_dense_layers + 1:
-        rep = replace(rep, model=replace(m, layers=m.moe_first_dense_layers + 1))
+    if uniform_policies(rep.parallel) and m.layers > m.layers_covering_kinds():   # one layer of each kind
+        rep = replace(rep, model=replace(m, layers=m.layers_covering_kinds()))
     return rep
 
 
@@ -230,10 +224,10 @@ def _lower_of_class(rep: Scenario) -> UnitTimes:
 
 
 class UnitCompiler:
-    """``engine.units.compile_unit`` for the classes of one base scenario, each distinct unit
+    """``plan.compiled_unit.compile_unit`` for the classes of one base scenario, each distinct unit
     compiled once. A unit compiles from its ops, sequence parallelism and, for each collective,
     its plan, which depends on the class only through the shape of the group it runs over
-    (``engine.comm_ops.op_plan``: ``comm_plan`` and ``deepep_plan`` read the cluster and
+    (``plan.comm_plans.op_plan``: ``comm_plan`` and ``deepep_plan`` read the cluster and
     ``group_shape``, ``host_copy_plan`` the cluster); the rest (cluster, framework, the
     template's overlap options) is the base's. So two classes with equal ops and equal shapes
     of the groups those ops name share the compiled unit: the embedding's and the head's units
@@ -278,8 +272,8 @@ def pair_unit_times(lower: UnitTimes, compiled: UnitTimes, slowdown: float) -> U
 
 def compute_s(work: tuple) -> float:
     """Seconds of a unit's kernels (``Op``) run back to back: a lower bound on the unit's
-    contention-free time (``engine.units.unit_timing``: every kernel advances the compute stream
-    by at least its own time, ``engine.overlap.advance`` only slows it, and blocking
+    contention-free time (``plan.compiled_unit.unit_timing``: every kernel advances the compute stream
+    by at least its own time, ``plan.overlap.advance`` only slows it, and blocking
     collectives and waits for overlapped ones only add; tests/sweep/test_screen.py)."""
     return sum(op.time_s for op in work if isinstance(op, Op))
 
@@ -291,7 +285,7 @@ def _class_times(rep: Scenario, unit_time: Callable[[tuple], float]) -> UnitTime
     stage = build_step_work(rep).stages[0]
     fwd, bwd, params = stage.forward, stage.backward, stage.unit_params
     n, k = stage.num_layers, rep.model.mtp_layers
-    # the layers of one kind share one op tuple (engine.stages): price each distinct tuple once
+    # the layers of one kind share one op tuple (plan.stage_work): price each distinct tuple once
     layers_f = {id(w): w for w in fwd[1:1 + n]}.values()
     layers_b = {id(w): w for w in bwd[1 + k:1 + k + n]}.values()
     last_f = sum(unit_time(w) for w in (*fwd[1 + n:-1], fwd[-1]))
@@ -363,12 +357,12 @@ def _profile_micro_batches(schedule: str, pp: int, num_micro_batches: int) -> in
 
 @functools.lru_cache(maxsize=65536)
 def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
-                     layers: int, first_dense: int = 0, mtp_layers: int = 0) -> ScheduleProfile:
+                     layers: int, first_dense: int = 0, mtp_layers: int = 0, moe_every: int = 1) -> ScheduleProfile:
     """The memory and bound profile of a schedule (see ScheduleProfile); ``first_dense``: the
-    model's leading dense layers (MoE models)."""
+    model's leading dense layers (MoE models); ``moe_every``: MoE on every N-th layer after them."""
     m = _profile_micro_batches(schedule, pp, num_micro_batches)
     if m != num_micro_batches:
-        short = schedule_profile(schedule, pp, m, virtual_stages, layers, first_dense, mtp_layers)
+        short = schedule_profile(schedule, pp, m, virtual_stages, layers, first_dense, mtp_layers, moe_every)
         if schedule == "gpipe":  # every forward runs before any backward: all micro-batches in flight
             ranks = tuple((held, float(num_micro_batches)) for held, _ in short.ranks)
             ends = tuple((float(num_micro_batches) if f else 0.0, float(num_micro_batches) if la else 0.0)
@@ -387,7 +381,9 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
         held = sum(model_counts[k] for k in ms)
         ranks.append((held, layers_in_flight(actions[r], r, graph, counts) / held))
         ends.append(_ends(actions[r], ms, last_model))
-        moe_held.append(sum(max(0, model_counts[k] - max(0, first_dense - starts[k])) for k in ms))
+        moe_held.append(sum(max(0, model_counts[k] - max(0, first_dense - starts[k])) for k in ms) if moe_every == 1
+                        else sum(i >= first_dense and (i + 1) % moe_every == 0
+                                 for k in ms for i in range(starts[k], starts[k] + model_counts[k])))
         firsts.append(0 in ms)
         lasts.append(last_model in ms)
     old = schedule in ("gpipe", "1f1b", "interleaved-1f1b")
@@ -410,7 +406,7 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
 
 
 def _ends(actions, model_stages: tuple[int, ...], last_model: int) -> tuple[float, float]:
-    """As clustersim.engine.memory_plan.chunk_in_flight, for the chunks running model stage 0
+    """As clustersim.plan.memory_plan.chunk_in_flight, for the chunks running model stage 0
     and the last model stage (0 where the rank holds neither)."""
     def peak(stage: int) -> float:
         chunks = [c for c, m in enumerate(model_stages) if m == stage]
@@ -436,7 +432,7 @@ def _action_s(n: int, c: float, g: float, extra_c: float = 0.0, extra_g: float =
     """Least duration of one action over ``n`` layers (compute ``c``, ZeRO-3 gather ``g`` each)
     plus an embedding/output unit (``extra_*``).
 
-    ``engine.analytical``: at the action's start the DP stream is given every unit's gather, in
+    ``engine.recurrence``: at the action's start the DP stream is given every unit's gather, in
     order; a unit computes once its gather is done. So the action lasts at least the first
     gather plus all compute, and all gathers plus the last unit's compute. Without ZeRO-3 the
     gathers are 0 and this is the compute.
@@ -760,11 +756,11 @@ class Screen:
         return self.worst(layout, profile)[1]
 
     def extra(self, layout: ParallelLayout, u: UnitTimes) -> Extra:
-        """ZeRO-3 gathers and the pipeline transfer of this layout (``engine.zero``, ``engine.groups``).
+        """ZeRO-3 gathers and the pipeline transfer of this layout (``plan.zero3``, ``plan.comm_plans``).
 
-        A unit's gathers all run on the rank's one data-parallel stream (``engine.analytical``):
+        A unit's gathers all run on the rank's one data-parallel stream (``engine.recurrence``):
         its dense parameters over the shard group and, in a MoE layer, its experts' over the
-        expert-data-parallel group (``engine.zero.zero3_plan``), one after the other, so a layer's
+        expert-data-parallel group (``plan.zero3.zero3_plan``), one after the other, so a layer's
         gather takes at least the two collectives' sum at the least parameters of any layer."""
         p = layout
         key = (p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, p.zero_stage == 3, p.recompute, u.p2p_bytes,
@@ -794,7 +790,7 @@ class Screen:
         return x
 
     def p2p_s(self, p: ParallelLayout, size_bytes: float) -> float:
-        """The fastest pipeline boundary's transfer of ``size_bytes`` (``engine.groups.pp_plan``):
+        """The fastest pipeline boundary's transfer of ``size_bytes`` (``plan.comm_plans.pp_plan``):
         its time depends on the boundary only through the link's shape, priced once per shape."""
         if p.pp == 1:
             return 0.0
@@ -881,7 +877,7 @@ class Screen:
 
     def jitter_floor_s(self, layout: ParallelLayout, profile: ScheduleProfile, u: UnitTimes) -> float:
         """The least wait for the slowest GPU that the plan adds to any rank before its optimizer
-        step (clustersim.engine.step_terms: ``sync_wait_fraction`` of the rank's kernel seconds),
+        step (clustersim.plan.step_terms: ``sync_wait_fraction`` of the rank's kernel seconds),
         from the kernels alone of the layers each rank holds: every bound above ends with some
         rank's optimizer step, which comes after that wait, so adding it keeps them bounds.
         ``u``: the layout's unit times (of its class), which key the class's kernel seconds."""
@@ -1010,7 +1006,7 @@ class Screen:
 
     def _stream_key(self, p: ParallelLayout) -> tuple[object, ...]:
         """What a layout's data-parallel plan depends on: its groups, its stages and whether ZeRO
-        is on (engine.zero._dp_plan: stages 1 and 2 reduce and gather alike); schedules that
+        is on (plan.data_parallel._dp_plan: stages 1 and 2 reduce and gather alike); schedules that
         place the stages alike (GPipe, 1F1B and ZB-H1; ZB-V and DualPipe-V) share it."""
         graph = stage_graph(p.schedule, p.pp, p.virtual_stages, p.num_micro_batches)
         return p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, min(p.zero_stage, 1), graph.placement, graph.model_stage
@@ -1030,7 +1026,7 @@ class Screen:
     def tail_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
         """Data-parallel work of rank 0 that can only start once its last backward unit (the
         embedding) is done and that the optimizer step waits for, or that follows the step
-        (``engine.zero``): without overlap, the reduction of all its gradients (at least one
+        (``plan.data_parallel``): without overlap, the reduction of all its gradients (at least one
         collective of their total size: a collective's time is concave in its size, so the
         buckets take no less); with overlap, the reduction of the last bucket, which holds at
         least the embedding's gradients; without overlapped parameter gathers, the gather of
@@ -1045,12 +1041,11 @@ class Screen:
         t = self._tail.get(key)
         if t is None:
             grid = replace(self.base, parallel=replace(p, schedule="1f1b", virtual_stages=1))
-            grad_bytes = _reduce_bytes(self.base.framework.grad_reduce_dtype, self.base.training.dtype)
+            grad_bytes = grad_reduce_bytes(grid)
             t = 0.0
             if p.zero_stage == 3:
                 if not self.base.model.is_moe and u.first_params:
-                    rb = _reduce_bytes("bf16" if zero3_impl(grid) == "deepspeed"
-                                       else self.base.framework.grad_reduce_dtype, self.base.training.dtype)
+                    rb = grad_reduce_bytes(grid)
                     ranks = p.dp * p.cp // p.hsdp_replicas
                     if ranks > 1:
                         t = zero3_collective(grid, "reduce_scatter", u.first_params * rb,
@@ -1066,7 +1061,7 @@ class Screen:
         return t
 
     def optimizer_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
-        """Rank 0's optimizer step (``engine.stages``: its parameters, before ZeRO sharding); for
+        """Rank 0's optimizer step (``plan.stage_work``: its parameters, before ZeRO sharding); for
         the schedules without the backward chain (zero-bubble, DualPipe), where the step ends with
         some rank's optimizer after all its work, the step of the rank holding the fewest layers
         (no embedding or head counted): every rank's own step takes at least that long."""
@@ -1085,22 +1080,13 @@ class Screen:
         return self._step_s(layout, params)
 
     def _step_s(self, layout: ParallelLayout, params: int) -> float:
-        """The optimizer step of a rank holding ``params`` parameters, as ``engine.stages`` prices
+        """The optimizer step of a rank holding ``params`` parameters, as ``plan.stage_work`` prices
         it: Adam (or the host's), the passes over the whole gradient buffer and the gradient
         norm's all-reduce (all monotone in the parameters)."""
         key = (params, layout.dp, layout.cp, layout.zero_stage, layout.offload_optimizer, layout.num_gpus)
         opt = self._opt.get(key)
         if opt is None:
-            scenario = replace(self.base, parallel=layout)
-            gpu = self.base.cluster.gpu
-            if layout.offload_optimizer:
-                opt = host_optimizer_time_s(scenario, params)
-            else:
-                opt = optimizer_step_time_s(params, layout, gpu)
-            buffer = self.base.framework.grad_buffer_bytes_per_param \
-                if layout.zero_stage <= 2 and layout.dp * layout.cp > 1 else 0
-            opt += grad_buffer_time_s(params, buffer, gpu) + grad_norm_all_reduce_s(scenario)
-            self._opt[key] = opt
+            opt = self._opt[key] = optimizer_step_s(replace(self.base, parallel=layout), params)
         return opt
 
     def profile(self, layout: ParallelLayout) -> ScheduleProfile:
@@ -1108,7 +1094,8 @@ class Screen:
 
     def profile_of(self, schedule: str, pp: int, num_micro_batches: int, virtual_stages: int) -> ScheduleProfile:
         return schedule_profile(schedule, pp, num_micro_batches, virtual_stages, self.base.model.layers,
-                                self.base.model.moe_first_dense_layers, self.base.model.mtp_layers)
+                                self.base.model.moe_first_dense_layers, self.base.model.mtp_layers,
+                                self.base.model.moe_every)
 
 
 @functools.lru_cache(maxsize=4)

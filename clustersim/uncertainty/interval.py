@@ -13,9 +13,9 @@ with residuals r_1..r_n (clustersim.uncertainty.regimes):
   s' = s sqrt(1 + 1 / (n + K_S)) (a prediction interval: the new run's own scatter plus the
   uncertainty of the regime's bias).
 
-A regime with no measured run takes mu = 0 and s = s_pool plus its widenings. A calibrated profile
-(``ClusterSpec.calibration``, written by ``clustersim calibrate``) replaces the regime's residuals
-by its leave-one-out errors on that machine. The widening terms are judgments, not fits: they say
+A regime with no measured run takes mu = 0 and s = s_pool plus its widenings. A scenario on a
+calibrated cluster (``ClusterSpec.calibration``, written by ``clustersim calibrate``) gets its
+interval from clustersim.uncertainty.calibrated instead. The widening terms are judgments, not fits: they say
 by how much a feature without evidence could move the error, and they are listed, with what
 triggered them, in every interval (``Interval.why``).
 """
@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from clustersim.compute.variation import sync_wait_fraction
 from clustersim.scenario import Scenario
 from clustersim.uncertainty.regimes import Features, features
 
@@ -165,16 +166,13 @@ def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gem
 def scale_widening(gpus: int, measured_gpus: int) -> float:
     """1-sigma widening (ln units) for ``gpus`` beyond a regime's nearest measured GPU count
     (module docstring, ``JITTER_MODEL_UNCERTAINTY`` and ``scale_per_doubling``)."""
-    from clustersim.compute.variation import sync_wait_fraction
-
     doublings = abs(math.log2(gpus / measured_gpus))
     jitter = abs(math.log1p(sync_wait_fraction(gpus)) - math.log1p(sync_wait_fraction(measured_gpus)))
     return math.hypot(JITTER_MODEL_UNCERTAINTY * jitter, WIDEN["scale_per_doubling"] * doublings)
 
 
-def interval_from(f: Features, ev: Evidence | None, pooled: Evidence, generations: frozenset[str],
-                  gemm_measured: bool = True) -> Interval:
-    """The interval for features ``f`` given the regime's evidence (pure; see module docstring)."""
+def regime_spread(ev: Evidence | None, pooled: Evidence) -> tuple[float, float, int]:
+    """(bias mu, variance s^2 before widenings, runs n) of a regime's evidence (module docstring)."""
     s_pool = max(_spread(pooled), S_MIN)
     n = ev.n if ev is not None else 0
     if n:
@@ -182,12 +180,25 @@ def interval_from(f: Features, ev: Evidence | None, pooled: Evidence, generation
         var = (_spread(ev) ** 2 * (n - 1) + K_S * s_pool ** 2) / (n - 1 + K_S)
     else:
         mu, var = 0.0, s_pool ** 2
+    return mu, var, n
+
+
+def band(mu: float, s: float) -> tuple[float, float]:
+    """measured / predicted in [exp(-mu - z s), exp(-mu + z s)], extended to hold 1 (the point
+    itself) where a bias estimate from few runs would put the prediction outside its own band."""
+    half = Z_80 * max(s, S_MIN)
+    return min(1.0, math.exp(-mu - half)), max(1.0, math.exp(-mu + half))
+
+
+def interval_from(f: Features, ev: Evidence | None, pooled: Evidence, generations: frozenset[str],
+                  gemm_measured: bool = True) -> Interval:
+    """The interval for features ``f`` given the regime's evidence (pure; see module docstring)."""
+    mu, var, n = regime_spread(ev, pooled)
     wides = widenings(f, ev, generations, gemm_measured, pooled)
     var += sum(w * w for _, w in wides)
     s = max(math.sqrt(var), S_MIN) * math.sqrt(1 + 1 / (n + K_S))
-    half = Z_80 * s
-    return Interval(LEVEL, math.exp(-mu - half), math.exp(-mu + half), f.regime, n,
-                    validated=n >= 3 and not wides, why=tuple(reason for reason, _ in wides))
+    lo, hi = band(mu, s)
+    return Interval(LEVEL, lo, hi, f.regime, n, validated=n >= 3 and not wides, why=tuple(reason for reason, _ in wides))
 
 
 def step_interval(scenario: Scenario) -> Interval:
@@ -196,11 +207,9 @@ def step_interval(scenario: Scenario) -> Interval:
     regimes, pooled = _stored()
     generations = frozenset(regime.split("/", 1)[1] for regime in regimes)
     calibration = getattr(scenario.cluster, "calibration", None)
-    if calibration is not None and getattr(calibration, "step_time_rel_errors", ()):
-        errors = tuple(math.log1p(e) for e in calibration.step_time_rel_errors)
-        ev = Evidence(errors, frozenset({f.framework}), frozenset({f.zero3_impl}) if f.zero3_impl else frozenset(),
-                      f.gpus, f.gpus)
-        return interval_from(f, ev, pooled, generations | {f.generation})
+    if calibration is not None:
+        from clustersim.uncertainty.calibrated import calibrated_interval
+        return calibrated_interval(f, calibration, regimes.get(f.regime), pooled, generations | {f.generation})
     from clustersim.compute.arch import arch_for
     gemm_measured = getattr(arch_for(scenario.cluster.gpu), "gemm_measured", True)
     return interval_from(f, regimes.get(f.regime), pooled, generations, gemm_measured)

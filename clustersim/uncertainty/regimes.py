@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clustersim.compute.arch import arch_for
-from clustersim.engine.zero import zero3_impl
+from clustersim.plan.dp_rules import zero3_impl
 from clustersim.scenario import Scenario
 
 
@@ -29,20 +29,37 @@ class Features:
     generation: str
 
 
+# measurement sets of one GPU generation share a regime (the PCIe, NVL and Grace parts included)
+_GENERATIONS = {"a100": "a100", "a100-pcie": "a100", "h100": "hopper", "h200": "hopper", "h100-pcie": "hopper",
+                "h100-nvl": "hopper", "gh200": "hopper"}
+
+
 def generation(gpu_name: str) -> str:
     """GPU generation of the compute model's measurement set: a100, hopper, or the profile's own family."""
     from clustersim.hardware.load import load_gpu
 
     arch = arch_for(load_gpu(gpu_name)).name
-    return {"a100": "a100", "h100": "hopper", "h200": "hopper"}.get(arch, arch)
+    return _GENERATIONS.get(arch, arch)
 
 
 def features(scenario: Scenario) -> Features:
     par = scenario.parallel
-    gen = {"a100": "a100", "h100": "hopper", "h200": "hopper"}.get(arch_for(scenario.cluster.gpu).name,
-                                                                   arch_for(scenario.cluster.gpu).name)
+    gen = _GENERATIONS.get(arch_for(scenario.cluster.gpu).name, arch_for(scenario.cluster.gpu).name)
     family = "zero3" if par.zero_stage == 3 and par.dp * par.cp > 1 else "3d"
     return Features(regime=f"{family}/{gen}", framework=scenario.framework.name,
                     zero3_impl=zero3_impl(scenario) if family == "zero3" else "",
                     gpus=scenario.cluster.num_gpus, moe=scenario.model.is_moe, dtype=scenario.training.dtype,
                     cp=par.cp, generation=gen)
+
+
+def cover_key(f: Features) -> str:
+    """The kind of run a calibration covers (docs/uncertainty.md): dense or MoE; 3D (ZeRO 0-2) or
+    ZeRO-3/FSDP; with context parallelism; in FP8/FP4. A profile fitted on "dense 3D" runs does not
+    claim MoE, ZeRO-3 or CP: each moves other costs than the ones its runs exercised."""
+    family = "ZeRO-3/FSDP" if f.regime.startswith("zero3/") else "3D"
+    key = f"{'MoE' if f.moe else 'dense'} {family}"
+    if f.cp > 1:
+        key += " + CP"
+    if f.dtype in ("fp8", "fp4"):
+        key += f" {f.dtype.upper()}"
+    return key

@@ -2,22 +2,49 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from clustersim.hashcache import cache_hash
+from clustersim.hashcache import HashMemo, cache_hash
 
-FFN_ACTS = ("gelu", "swiglu")
+FFN_ACTS = ("gelu", "swiglu", "geglu", "squared-relu", "relu")
+GATED_ACTS = ("swiglu", "geglu")          # three MLP matrices (gate, up, down)
 ATTENTION_KINDS = ("mha", "gqa", "mla")
+ATTENTION_PATTERNS = ("full", "sliding", "chunked")
 TOKEN_DISPATCHERS = ("alltoall", "flex")
+
+
+class LayerKind(NamedTuple):
+    """What sets one transformer layer's cost apart from another's: a MoE MLP (else dense) and a
+    local attention span (the model's sliding window or chunk; else full causal attention)."""
+
+    moe: bool
+    local: bool = False
 
 
 @cache_hash
 @dataclass(frozen=True, slots=True)
-class ModelSpec:
+class ModelSpec(HashMemo):
     """A decoder-only transformer.
 
     ``kv_heads`` < ``heads`` is grouped-query attention; ``ffn_act`` "swiglu" has three MLP
-    matrices (gate, up, down), "gelu" two.
+    matrices (gate, up, down), "gelu" two; "geglu" (Gemma: GELU-gated) has three, "relu" and
+    "squared-relu" (Nemotron-4, So et al. 2021 arXiv 2109.08668 "Primer") two.
+
+    Attention widths (``head_dim``, 0 = hidden / heads): queries are ``heads x head_dim`` wide and
+    keys and values ``kv_heads x head_dim`` (Qwen3, Gemma 3, gpt-oss and GLM-4.5 state a head_dim
+    whose product with the heads differs from the hidden size). ``qk_norm``: an RMSNorm over each
+    query and key head before RoPE (Qwen3; OLMo 2). ``attention_sinks``: a learned logit per head
+    added to the softmax denominator (gpt-oss). ``sandwich_norm``: a second norm after the
+    attention and after the MLP, before the residual adds (Gemma 2/3).
+
+    Attention pattern (``attention_pattern``): "full" causal attention in every layer, or local
+    layers of span ``attention_window``: "sliding" (each query sees the last W keys, Mistral 7B
+    arXiv 2310.06825 §2) or "chunked" (the sequence is cut into chunks of W tokens and each query
+    sees the keys of its own chunk, Llama 4's attention_chunk_size). ``global_every`` N > 0 makes
+    layers N-1, 2N-1, ... (0-based) full-attention layers between the local ones: Gemma 3's
+    sliding_window_pattern (N = 6), gpt-oss's alternation (N = 2), Llama 4's NoPE layers (N = 4).
 
     Attention (``attention``): "mha" / "gqa" (resolved from kv_heads when left empty) or "mla",
     DeepSeek-V2/V3's multi-head latent attention (arXiv 2405.04434 §2.1): queries through a
@@ -32,6 +59,9 @@ class ModelSpec:
     ``moe_shared_experts`` always-active experts of the same width. ``moe_capacity_factor`` > 0
     caps each expert at that multiple of its average load (0 = dropless); ``moe_imbalance`` is
     the load of the busiest expert-parallel rank over the average (1 = perfectly balanced).
+    ``moe_every`` N > 1: of the layers after the first dense ones, only layers N-1, 2N-1, ...
+    (0-based) are MoE (Llama 4 Maverick's interleave_moe_layer_step 2, Qwen-MoE's
+    decoder_sparse_step; Megatron's --moe-layer-freq as a list).
     Node-limited routing (DeepSeek-V3 §2.1.2; Megatron ``--moe-router-num-groups`` /
     ``--moe-router-group-topk``): the experts form ``moe_router_num_groups`` groups and a token
     picks experts from at most ``moe_router_group_topk`` of them (0 = no limit).
@@ -69,6 +99,15 @@ class ModelSpec:
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
     mtp_layers: int = 0
+    head_dim: int = 0  # 0 -> hidden // heads (MLA: qk_nope_head_dim + qk_rope_head_dim)
+    qk_norm: bool = False
+    attention_pattern: str = "full"
+    attention_window: int = 0
+    global_every: int = 0
+    attention_sinks: bool = False
+    sandwich_norm: bool = False
+    moe_every: int = 1
+    notes: tuple[str, ...] = ()  # how the shape was read (an HF config, defaulted fields); shown in the report
 
     def __post_init__(self) -> None:
         if self.kv_heads == 0:
@@ -79,6 +118,10 @@ class ModelSpec:
             object.__setattr__(self, "moe_expert_ffn_hidden", self.ffn_hidden)
         if not self.attention:
             object.__setattr__(self, "attention", "gqa" if self.kv_heads < self.heads else "mha")
+        if self.attention == "mla":
+            object.__setattr__(self, "head_dim", self.qk_nope_head_dim + self.qk_rope_head_dim)
+        elif self.head_dim == 0:
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
 
     # -- attention ------------------------------------------------------------------------------
     @property
@@ -86,15 +129,13 @@ class ModelSpec:
         return self.attention == "mla"
 
     @property
-    def head_dim(self) -> int:
-        """Width of one query/key head (MLA: nope + rope part)."""
-        if self.is_mla:
-            return self.qk_nope_head_dim + self.qk_rope_head_dim
-        return self.hidden // self.heads
+    def value_head_dim(self) -> int:
+        return self.v_head_dim if self.is_mla else self.head_dim
 
     @property
-    def value_head_dim(self) -> int:
-        return self.v_head_dim if self.is_mla else self.hidden // self.heads
+    def q_width(self) -> int:
+        """Width of the queries (and of the attention output): heads * head_dim."""
+        return self.heads * self.head_dim
 
     @property
     def kv_hidden(self) -> int:
@@ -105,7 +146,9 @@ class ModelSpec:
         """Attention projections of one layer (biases ignored; MLA: with its two latent norms)."""
         h = self.hidden
         if not self.is_mla:
-            return h * (h + 2 * self.kv_hidden) + h * h
+            q = self.q_width
+            extra = (2 * self.head_dim if self.qk_norm else 0) + (self.heads if self.attention_sinks else 0)
+            return h * (q + 2 * self.kv_hidden) + q * h + extra
         qk = self.heads * self.head_dim
         q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * qk if self.q_lora_rank else h * qk
         kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank \
@@ -115,7 +158,7 @@ class ModelSpec:
     # -- MLP / MoE ---------------------------------------------------------------------------
     @property
     def num_mlp_matrices(self) -> int:
-        return 3 if self.ffn_act == "swiglu" else 2
+        return 3 if self.ffn_act in GATED_ACTS else 2
 
     @property
     def is_moe(self) -> bool:
@@ -123,7 +166,11 @@ class ModelSpec:
 
     @property
     def num_moe_layers(self) -> int:
-        return self.layers - self.moe_first_dense_layers if self.is_moe else 0
+        if not self.is_moe:
+            return 0
+        if self.moe_every <= 1:
+            return self.layers - self.moe_first_dense_layers
+        return sum(n for kind, n in self.layer_kind_counts() if kind.moe)
 
     @property
     def num_dense_layers(self) -> int:
@@ -131,7 +178,38 @@ class ModelSpec:
 
     def is_moe_layer(self, index: int) -> bool:
         """Whether transformer layer ``index`` (0-based) has a MoE MLP."""
-        return self.is_moe and index >= self.moe_first_dense_layers
+        return self.is_moe and index >= self.moe_first_dense_layers and (index + 1) % max(1, self.moe_every) == 0
+
+    @property
+    def has_local_attention(self) -> bool:
+        return self.attention_pattern != "full"
+
+    def is_local_layer(self, index: int) -> bool:
+        """Whether layer ``index`` (0-based) attends over the local span (sliding window or chunk)."""
+        if not self.has_local_attention:
+            return False
+        return not (self.global_every and (index + 1) % self.global_every == 0)
+
+    def layer_kind(self, index: int) -> LayerKind:
+        return LayerKind(self.is_moe_layer(index), self.is_local_layer(index))
+
+    def layer_kind_counts(self) -> tuple[tuple[LayerKind, int], ...]:
+        """How many layers of each kind, MoE before dense and full attention before local ones
+        (the kinds present only)."""
+        return _kind_counts(self)
+
+    def layers_covering_kinds(self) -> int:
+        """The fewest leading layers that hold one layer of every kind the model has, ending on a
+        MoE layer when the model has one (what a shortened copy of the model must keep)."""
+        seen: set[LayerKind] = set()
+        wanted = {k for k, _ in self.layer_kind_counts()}
+        n = 0
+        for i in range(self.layers):
+            seen.add(self.layer_kind(i))
+            n = i + 1
+            if seen == wanted and (not self.is_moe or self.is_moe_layer(i)):
+                break
+        return n
 
     def mlp_params(self) -> int:
         """One dense MLP of width ffn_hidden."""
@@ -150,7 +228,11 @@ class ModelSpec:
         ``moe`` None: a MoE layer for a MoE model."""
         moe = self.is_moe if moe is None else moe
         mlp = self.moe_mlp_params() if moe else self.mlp_params()
-        return self.attention_params() + mlp + 4 * self.hidden
+        return self.attention_params() + mlp + self.norm_params()
+
+    def norm_params(self) -> int:
+        """The norms of one layer, counted as weight and bias: two, four with sandwich norms."""
+        return (8 if self.sandwich_norm else 4) * self.hidden
 
     def embedding_params(self) -> int:
         return self.vocab * self.hidden
@@ -170,6 +252,16 @@ class ModelSpec:
         """Parameters one token passes through (routed experts: top_k of them; MTP excluded)."""
         out = 0 if self.tie_embeddings else self.vocab * self.hidden
         moe = self.attention_params() + (self.moe_top_k + self.moe_shared_experts) * self.expert_params() \
-            + self.hidden * self.moe_experts + 4 * self.hidden
+            + self.hidden * self.moe_experts + self.norm_params()
         layers = self.num_moe_layers * moe + self.num_dense_layers * self.layer_params(False)
         return layers + self.embedding_params() + out + 2 * self.hidden
+
+
+@functools.lru_cache(maxsize=1024)
+def _kind_counts(model: ModelSpec) -> tuple[tuple[LayerKind, int], ...]:
+    counts: dict[LayerKind, int] = {}
+    for i in range(model.layers):
+        kind = model.layer_kind(i)
+        counts[kind] = counts.get(kind, 0) + 1
+    order = (LayerKind(True, False), LayerKind(False, False), LayerKind(True, True), LayerKind(False, True))
+    return tuple((k, counts[k]) for k in order if k in counts)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from clustersim.workload.model_fields import model_from_fields
+
 # name: fields of the scenario's `model:` section
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # GPT-3 (Brown et al. 2020, arXiv 2005.14165, Table 2.1); vocab padded to 51200 as Megatron-LM does
@@ -65,19 +67,93 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
                         qk_rope_head_dim=64, v_head_dim=128, mtp_layers=1,
                         moe={"experts": 256, "top_k": 8, "shared_experts": 1, "expert_ffn_hidden": 2048,
                              "first_dense_layers": 3, "router_num_groups": 8, "router_group_topk": 4}),
+    # ---- 2025-26 open models. Shapes: each owner's config.json on Hugging Face (the fixtures of
+    # tests/workload/hf_configs/, whose README names each repository); seq_len: the owner's stated
+    # pre-training sequence where one is given, else 4096. Published parameter counts, and where
+    # they come from, are in tests/workload/test_presets_published.py.
+    # Qwen3 (Qwen3 Technical Report, arXiv 2505.09388, Tables 1-2; Qwen/Qwen3-8B and Qwen3-32B
+    # config.json): QK-norm, head_dim 128, untied; pre-training stage 1 at 4,096 tokens (§3.2)
+    "qwen3-8b": dict(layers=36, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn_hidden=12288, ffn_act="swiglu",
+                     vocab=151936, seq_len=4096, qk_norm=True),
+    "qwen3-32b": dict(layers=64, hidden=5120, heads=64, kv_heads=8, head_dim=128, ffn_hidden=25600,
+                      ffn_act="swiglu", vocab=151936, seq_len=4096, qk_norm=True),
+    # Qwen3 MoE (same report, Table 2; Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B config.json): 128
+    # experts, 8 per token, no shared expert, every layer MoE
+    "qwen3-30b-a3b": dict(layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144,
+                          ffn_act="swiglu", vocab=151936, seq_len=4096, qk_norm=True,
+                          moe={"experts": 128, "top_k": 8, "expert_ffn_hidden": 768}),
+    "qwen3-235b-a22b": dict(layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, ffn_hidden=12288,
+                            ffn_act="swiglu", vocab=151936, seq_len=4096, qk_norm=True,
+                            moe={"experts": 128, "top_k": 8, "expert_ffn_hidden": 1536}),
+    # gpt-oss (OpenAI gpt-oss model card, arXiv 2508.10925, §2 and Table 1; openai/gpt-oss-*
+    # config.json): head_dim 64 (64 query heads, 8 KV heads), sliding window 128 on every other
+    # layer (layer_types alternate, sliding first), a learned sink logit per head, SwiGLU experts of
+    # width 2880, 4 per token, every layer MoE, untied, vocab 201088 (o200k_harmony)
+    "gpt-oss-20b": dict(layers=24, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880,
+                        ffn_act="swiglu", vocab=201088, seq_len=4096, attention_pattern="sliding",
+                        attention_window=128, global_every=2, attention_sinks=True,
+                        moe={"experts": 32, "top_k": 4, "expert_ffn_hidden": 2880}),
+    "gpt-oss-120b": dict(layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880,
+                         ffn_act="swiglu", vocab=201088, seq_len=4096, attention_pattern="sliding",
+                         attention_window=128, global_every=2, attention_sinks=True,
+                         moe={"experts": 128, "top_k": 4, "expert_ffn_hidden": 2880}),
+    # Llama 4 (Meta, "The Llama 4 herd", 2025-04-05; meta-llama/Llama-4-Scout-17B-16E and
+    # Llama-4-Maverick-17B-128E config.json text_config): 16 / 128 routed experts of width 8192, one
+    # per token, plus one shared expert; Maverick alternates dense (width 16384) and MoE layers
+    # (interleave_moe_layer_step 2); chunked attention of 8192 tokens on the RoPE layers, full
+    # attention on every fourth (NoPE) layer; Scout normalises Q and K (use_qk_norm); seq 8192
+    "llama4-scout": dict(layers=48, hidden=5120, heads=40, kv_heads=8, head_dim=128, ffn_hidden=16384,
+                         ffn_act="swiglu", vocab=202048, seq_len=8192, qk_norm=True, attention_pattern="chunked",
+                         attention_window=8192, global_every=4,
+                         moe={"experts": 16, "top_k": 1, "shared_experts": 1, "expert_ffn_hidden": 8192}),
+    "llama4-maverick": dict(layers=48, hidden=5120, heads=40, kv_heads=8, head_dim=128, ffn_hidden=16384,
+                            ffn_act="swiglu", vocab=202048, seq_len=8192, attention_pattern="chunked",
+                            attention_window=8192, global_every=4,
+                            moe={"experts": 128, "top_k": 1, "shared_experts": 1, "expert_ffn_hidden": 8192,
+                                 "every": 2}),
+    # Gemma 3 27B (Gemma 3 Technical Report, arXiv 2503.19786, §2 and Table 1; google/gemma-3-27b-pt
+    # config.json text_config and Gemma3TextConfig defaults): head_dim 128, GeGLU, QK-norm, sandwich
+    # norms, 5 local layers (sliding window 1024) to 1 global, tied embeddings, vocab 262208;
+    # pre-trained on 32K-token sequences before the RoPE extension to 128K (the report's "Long context")
+    "gemma3-27b": dict(layers=62, hidden=5376, heads=32, kv_heads=16, head_dim=128, ffn_hidden=21504,
+                       ffn_act="geglu", vocab=262208, seq_len=32768, tie_embeddings=True, qk_norm=True,
+                       sandwich_norm=True, attention_pattern="sliding", attention_window=1024, global_every=6),
+    # Kimi K2 (Kimi K2 technical report, arXiv 2507.20534, §2 and Table 2; moonshotai/Kimi-K2-Base
+    # config.json): DeepSeek-V3's architecture with 64 heads, 384 experts (8 per token, 1 shared),
+    # one dense first layer, vocab 163840, no MTP module; seq 4096 as DeepSeek-V3's pre-training
+    "kimi-k2": dict(layers=61, hidden=7168, heads=64, ffn_hidden=18432, ffn_act="swiglu", vocab=163840,
+                    seq_len=4096, attention="mla", q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
+                    qk_rope_head_dim=64, v_head_dim=128,
+                    moe={"experts": 384, "top_k": 8, "shared_experts": 1, "expert_ffn_hidden": 2048,
+                         "first_dense_layers": 1}),
+    # GLM-4.5 (GLM-4.5 technical report, arXiv 2508.06471, Table 1; zai-org/GLM-4.5 config.json):
+    # 96 heads of 128 with hidden 5120, 8 KV heads, 3 dense layers (12288) then 89 MoE layers of 160
+    # experts (width 1536, 8 per token, 1 shared), one MTP layer, vocab 151552
+    "glm-4.5": dict(layers=92, hidden=5120, heads=96, kv_heads=8, head_dim=128, ffn_hidden=12288, ffn_act="swiglu",
+                    vocab=151552, seq_len=4096, mtp_layers=1,
+                    moe={"experts": 160, "top_k": 8, "shared_experts": 1, "expert_ffn_hidden": 1536,
+                         "first_dense_layers": 3}),
+    # Nemotron-4 340B (Nemotron-4 340B Technical Report, arXiv 2406.11704, Table 1; architecture as
+    # Nemotron-4 15B, arXiv 2402.16819 §2.1: squared ReLU, RoPE, GQA, no bias, no dropout, untied):
+    # 96 layers, hidden 18432, 96 heads, 8 KV heads, MLP 73728, vocab 256000, seq 4096
+    "nemotron-4-340b": dict(layers=96, hidden=18432, heads=96, kv_heads=8, ffn_hidden=73728, ffn_act="squared-relu",
+                            vocab=256000, seq_len=4096),
+    # Mistral 7B (Jiang et al. 2023, arXiv 2310.06825, Table 1; mistralai/Mistral-7B-v0.1 config.json):
+    # sliding window 4096 on every layer, context 8192
+    "mistral-7b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, ffn_act="swiglu", vocab=32000,
+                       seq_len=8192, attention_pattern="sliding", attention_window=4096),
 }
 
 
 def list_model_rows() -> list[dict[str, object]]:
     """One row per preset for `clustersim list models`."""
-    from clustersim.scenario import model_from_fields
-
     rows = []
     for name in sorted(MODEL_PRESETS):
         m = model_from_fields(name, MODEL_PRESETS[name])
         rows.append({"name": name, "params_B": round(m.total_params() / 1e9, 2),
                      "active_params_B": round(m.active_params() / 1e9, 2), "layers": m.layers,
-                     "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads, "ffn_hidden": m.ffn_hidden,
+                     "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads, "head_dim": m.head_dim,
+                     "ffn_hidden": m.ffn_hidden,
                      "ffn_act": m.ffn_act, "vocab": m.vocab, "seq_len": m.seq_len,
                      "experts": m.moe_experts})
     return rows

@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from clustersim.engine.analytical import Recurrence, estimate_step
 from clustersim.engine.collapse import run_collapsed
 from clustersim.engine.hybrid import simulate_hybrid
-from clustersim.engine.rankplan import build_plan
-from clustersim.engine.sim import simulate_step
+from clustersim.engine.recurrence import Recurrence
+from clustersim.engine.selector import estimate_step, simulate_step
 from clustersim.engine.timeline import CAUSES
 from clustersim.errors import InputError
+from clustersim.plan.step_plan import build_plan
 from clustersim.scenario import load_scenario, scenario_from_dict
 from tests.engine.test_properties import scenarios
 

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clustersim.engine.lane import ComputeLane
-from clustersim.engine.overlap import (
+from clustersim.hardware.load import load_gpu
+from clustersim.plan.overlap import (
     MIN_COMPUTE_RATE,
     NCCL_CTAS,
     _advance_many,
@@ -19,7 +20,6 @@ from clustersim.engine.overlap import (
     compute_rate,
     overlap_slowdown,
 )
-from clustersim.hardware.load import load_gpu
 
 
 def test_slowdown_per_gpu_by_hand():

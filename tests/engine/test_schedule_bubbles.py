@@ -9,11 +9,11 @@ import math
 import pytest
 
 from clustersim.api import estimate, simulate
-from clustersim.engine.actions import plan_actions
-from clustersim.engine.stages import build_step_work
-from clustersim.engine.units import UnitCache
 from clustersim.hardware.load import add_profile_file
 from clustersim.parallel.bubble import analytic_bubble
+from clustersim.plan.actions import plan_actions
+from clustersim.plan.compiled_unit import UnitCache
+from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import scenario_from_dict
 
 # a link with no cost, so that the pipeline transfers take no time: the schedule alone sets the bubble
@@ -65,7 +65,7 @@ def test_simulated_bubble_matches_the_closed_form(fast_link, schedule: str, v: i
     plans = plan_actions(sc, work)
     r = report.critical_rank
     busy = sum(cache(x).time_s for a in plans[r] for x in a.works)
-    # the step's additive waits (clustersim.engine.step_terms) are no pipeline bubble
+    # the step's additive waits (clustersim.plan.step_terms) are no pipeline bubble
     extra = report.breakdown["jitter"] + report.breakdown["host"]
     bubble = report.step_time_s - work.optimizer_time_s[r] - busy - extra
     expected = analytic_bubble(schedule, sc.parallel.pp, f, b, w)

@@ -113,7 +113,7 @@ def test_trace_has_a_track_per_rank_and_stream() -> None:
 
 
 def test_trace_has_a_thread_for_every_stream_the_engine_uses() -> None:
-    from clustersim.engine.sim import STREAMS
+    from clustersim.engine.event import STREAMS
     from clustersim.trace import trace_events
 
     sc = make(model="megatron-18b", nodes=4, tp=8, pp=2, dp=2, global_batch=8, zero_stage=3)
@@ -124,9 +124,9 @@ def test_trace_has_a_thread_for_every_stream_the_engine_uses() -> None:
 
 
 def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
-    from clustersim.engine.groups import group_shape
-    from clustersim.engine.stages import build_step_work
-    from clustersim.engine.zero import dp_plan
+    from clustersim.plan.comm_plans import group_shape
+    from clustersim.plan.data_parallel import dp_plan
+    from clustersim.plan.stage_work import build_step_work
 
     sc = make(model="mixtral-8x7b", nodes=8, tp=2, pp=1, dp=32, ep=8, global_batch=64, sequence_parallel=True,
               zero_stage=1)
@@ -143,7 +143,7 @@ def test_framework_gradient_buffer_passes_are_priced_per_rank():
     (zeroing, NaN check, 1/dp scaling: frameworks.yaml); ZeRO-3 keeps no whole buffer."""
     from clustersim.compute.optimizer import grad_buffer_time_s
     from clustersim.compute.roofline import memory_time_s
-    from clustersim.engine.stages import build_step_work
+    from clustersim.plan.stage_work import build_step_work
     from clustersim.scenario import scenario_from_dict
 
     def work(framework: str, zero: int):

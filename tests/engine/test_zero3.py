@@ -1,4 +1,4 @@
-"""ZeRO-3 / FSDP as each implementation runs it (clustersim/engine/zero.py)."""
+"""ZeRO-3 / FSDP as each implementation runs it (clustersim/plan/data_parallel.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import math
 import pytest
 
 from clustersim.api import estimate, simulate
-from clustersim.engine.stages import build_step_work
-from clustersim.engine.zero import dp_plan, zero3_impl
+from clustersim.plan.data_parallel import dp_plan
+from clustersim.plan.dp_rules import zero3_impl
+from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import scenario_from_dict
 
 

@@ -97,6 +97,17 @@ def test_interval_is_rendered_when_the_report_carries_one() -> None:
     assert f"{0.9 * s:.4g}-{1.2 * s:.4g} s (80% interval)" in summary_cards(rj)
 
 
+def test_a_job_that_does_not_fit_shows_no_rate_as_achieved() -> None:
+    rj = copy.deepcopy(estimate(load_scenario(ROOT / SMALL)).to_json())
+    fits = summary_cards(rj)
+    assert f"{rj['mfu'] * 100:.1f}%" in fits
+    rj["memory"]["verdict"], rj["memory"]["fits"] = "does-not-fit", False
+    cards = summary_cards(rj)
+    assert f"{rj['mfu'] * 100:.1f}%" not in cards and f"{rj['step_time_s']:.4g} s" not in cards
+    assert f"{float(rj['tokens_per_s']):,.0f}" not in cards
+    assert cards.count("does not fit in GPU memory") == 3 and "does-not-fit" in cards
+
+
 def test_compare_page_draws_energy_and_intervals_when_rows_have_them() -> None:
     row = {"cluster": "dgx-h100", "gpu": "h100", "nodes": 1, "gpus": 8,
            "best_layout": {"tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "micro_batch": 1, "global_batch": 64,
@@ -119,10 +130,14 @@ def test_compare_page_draws_energy_and_intervals_when_rows_have_them() -> None:
 def test_energy_section_appears_when_the_report_has_one() -> None:
     report = estimate(load_scenario(ROOT / SMALL))
     rj = report.to_json()
-    # run --json carries the energy object (clustersim.energy, issue 10): its keys are shown
-    assert "facility_power_kw" in run_sections(rj, [], None, None)["energy"]
+    # run --json carries the energy object (clustersim.energy): words for its keys, rounded numbers
+    energy = run_sections(rj, [], None, None)["energy"]
+    assert "facility power" in energy and "facility_power_kw" not in energy
+    assert f"<td>{rj['energy']['facility_power_kw']:,.1f}</td>" in energy and "<td>kW</td>" in energy.replace(' class="l"', "")
     del rj["energy"]
     assert "energy" not in run_sections(rj, [], None, None)
-    rj["energy"] = {"step_j": 5.0e6, "interval": [4.0e6, 6.0e6]}
+    # a key added later: its words, the unit from its suffix, four significant digits
+    rj["energy"] = {"step_j": 5123456.0, "interval": [4.0e6, 6.0e6]}
     sections = run_sections(rj, [], None, None)
-    assert "step_j" in sections["energy"] and "4e+06 - 6e+06" in sections["energy"].replace(",", "")
+    assert "<td>step</td>" in sections["energy"].replace(' class="l"', "") and "5,123,000" not in sections["energy"]
+    assert "5.123e+06" in sections["energy"] and "4e+06 - 6e+06" in sections["energy"]

@@ -184,3 +184,34 @@ def test_interleaved_ranks_print_the_same_iteration():
                         for line in text.splitlines())
     res = import_text("megatron-log", doubled, "x.log", cluster="dgx-h100")
     assert len(res.iterations) == 11 and res.measured_step_time_s == pytest.approx(1.5, rel=0.01)
+
+
+def test_qwen3_style_arguments_read_head_dim_and_qk_norm(tmp_path):
+    """--kv-channels other than hidden / heads is the head width (Qwen3-30B-A3B's launch: hidden
+    2048, 32 heads of 128), --qk-layernorm a norm over Q and K heads, --squared-relu the MLP."""
+    args = {**ARGS_16B, "hidden_size": 2048, "num_attention_heads": 32, "kv_channels": 128, "num_query_groups": 4,
+            "group_query_attention": True, "qk_layernorm": True, "swiglu": True, "ffn_hidden_size": 6144,
+            "tensor_model_parallel_size": 1, "data_parallel_size": 192, "sequence_parallel": False,
+            "tp_comm_overlap": False}
+    log = tmp_path / "train.log"
+    log.write_text(megatron_log(args, 1.0))
+    res = finish(import_text("megatron-log", log.read_text(), "log", cluster="dgx-h100"), [])
+    model = scenario_from_dict(res.scenario).model
+    assert (model.head_dim, model.q_width, model.kv_hidden, model.qk_norm) == (128, 4096, 512, True)
+    relu2 = {**ARGS_16B, "squared_relu": True}
+    log.write_text(megatron_log(relu2, 1.0))
+    res = finish(import_text("megatron-log", log.read_text(), "log", cluster="dgx-h100"), [])
+    assert scenario_from_dict(res.scenario).model.ffn_act == "squared-relu"
+
+
+def test_export_and_import_keep_head_dim_and_qk_norm():
+    """Qwen3-32B (64 heads of 128 beside hidden 5120, QK-norm): exporter and importer agree."""
+    from clustersim.importers.megatron_export import megatron_command
+    from clustersim.scenario import load_scenario
+
+    sc = load_scenario(None, ["model.preset=qwen3-32b", "parallel.tp=8", "parallel.pp=1", "parallel.dp=2",
+                              "parallel.global_batch=16"])
+    cmd = megatron_command(sc)
+    assert "--kv-channels 128" in cmd and "--qk-layernorm" in cmd
+    back = scenario_from_dict(finish(import_text("megatron-args", cmd, "cmd", cluster="dgx-h100"), []).scenario).model
+    assert (back.head_dim, back.qk_norm, back.total_params()) == (128, True, sc.model.total_params())

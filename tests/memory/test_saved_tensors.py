@@ -1,6 +1,7 @@
 """clustersim's per-layer activation bytes against what torch keeps for real blocks on CPU
-(validation/saved_tensors.py): a Llama-style block (RMSNorm, RoPE, GQA through SDPA, SwiGLU) and a
-GPT-style block (LayerNorm, GeLU, dropout, unfused MHA), bf16 and fp32, under no checkpointing,
+(validation/saved_tensors.py): Llama-style blocks (RMSNorm, RoPE, GQA through SDPA, SwiGLU or GeGLU, with
+and without wider heads, QK-norm, sandwich norms and a sliding window) and
+GPT-style blocks (LayerNorm, GeLU / ReLU / squared ReLU, dropout, unfused MHA), bf16 and fp32, under no checkpointing,
 Megatron's selective recompute, torchtitan's per-op selective checkpointing and full
 checkpointing. Needs torch (the CI installs it)."""
 
@@ -42,3 +43,19 @@ def test_the_count_sees_a_change():
     finally:
         handle.remove()
     assert more > base
+
+
+def test_a_window_keeps_what_full_attention_keeps_on_gpu():
+    """On the GPU the window is a kernel argument: a sliding-window layer keeps the tensors of a
+    full-attention one (the CPU count differs only by the s x s additive mask torch SDPA builds)."""
+    from clustersim.memory.saved import GPU_FUSED, cpu_kernels, saved_bytes
+    from clustersim.parallel.layout import ParallelLayout
+    from clustersim.workload.model_spec import ModelSpec
+
+    full = ModelSpec("m", layers=1, hidden=128, heads=4, vocab=2, seq_len=64, ffn_act="swiglu")
+    window = ModelSpec("m", layers=1, hidden=128, heads=4, vocab=2, seq_len=64, ffn_act="swiglu",
+                       attention_pattern="sliding", attention_window=16)
+    lay = ParallelLayout(micro_batch=2)
+    assert saved_bytes(window, lay, "bf16", GPU_FUSED, "none") == saved_bytes(full, lay, "bf16", GPU_FUSED, "none")
+    cpu = cpu_kernels("bf16")
+    assert saved_bytes(window, lay, "bf16", cpu, "none") - saved_bytes(full, lay, "bf16", cpu, "none") == 2 * 64 * 64

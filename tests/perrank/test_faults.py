@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from clustersim.api import estimate, simulate
-from clustersim.engine.rankplan import RankClass, build_plan
-from clustersim.engine.sim import simulate_plan
-from clustersim.engine.stages import build_step_work
+from clustersim.engine.selector import simulate_plan
 from clustersim.engine.timeline import CAUSES
 from clustersim.errors import InputError
 from clustersim.perrank.classes import class_layout, coords_of, rank_of
-from clustersim.perrank.faults import FaultSpec
+from clustersim.plan.stage_work import build_step_work
+from clustersim.plan.step_plan import RankClass, build_plan
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
+from clustersim.scenario.faults import FaultSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 

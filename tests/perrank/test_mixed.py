@@ -10,7 +10,7 @@ import pytest
 
 from clustersim.api import estimate, simulate
 from clustersim.errors import InputError
-from clustersim.perrank.balance import balance_layers, balance_micro_batches, check_layers_per_stage
+from clustersim.parallel.balance import balance_layers, balance_micro_batches, check_layers_per_stage
 from clustersim.scenario import apply_overrides, load_scenario, read_scenario_dict, scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +106,7 @@ def test_bad_mixed_clusters_are_input_errors_naming_the_field(settings: list[str
 
 
 def test_compare_refuses_mixed_clusters_and_faults(tmp_path) -> None:
-    from clustersim.cli.compare_cmd import compare_rows
+    from clustersim.sweep.compare_rows import compare_rows
 
     faulty = tmp_path / "faulty.yaml"
     faulty.write_text(json.dumps({**read_scenario_dict(ROOT / "scenarios" / "llama3_8b_h200x8.yaml"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clustersim.engine.groups import group_shape
 from clustersim.errors import InputError
+from clustersim.plan.comm_plans import group_shape
 from clustersim.scenario import load_scenario
 
 NVL72 = ["cluster.preset=gb200-nvl72", "cluster.nodes=18", "model.preset=llama3-70b", "parallel.pp=1",

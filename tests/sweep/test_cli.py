@@ -45,12 +45,12 @@ def test_sweep_json_out_and_plot(tmp_path):
       "--set", "parallel.global_batch=8", "--executor", "serial"], "--gpus"),  # never fits
     (["sweep", *SMALL, "--out", "x.txt"], "--out"),
     (["sweep", *SMALL, "--scheduler", "tcp://localhost:1"], "--scheduler"),
-    (["compare", *SMALL, "--clusters", "dgx-a100,nope"], "cluster.preset"),
+    (["compare", *SMALL, "--clusters", "dgx-a100,nope"], "--clusters"),
     (["compare", *SMALL, "--clusters", "dgx-a100", "--price-per-gpu-hour", "cheap"], "--price-per-gpu-hour"),
     (["compare", *SMALL, "--clusters", "dgx-a100", "--tokens", "lots"], "--tokens"),
     (["compare", *SMALL, "--clusters", "dgx-a100", "--price-per-kwh", "-1"], "--price-per-kwh"),
     (["compare", *SMALL, "--clusters", "dgx-a100", "--pue", "0.5"], "--pue"),
-    (["compare", *SMALL, "--clusters", "gb200-nvl72", "--nodes", "20"], "--nodes"),  # 80 GPUs: not whole NVL72s
+    (["compare", *SMALL, "--clusters", "gb200-nvl72", "--nodes", "19"], "--nodes"),  # 76 GPUs: racks of 4 only
     (["run", "--set", "cluster.preset=gb200-nvl72", "--set", "cluster.nodes=20"], "cluster.scale_up_domain"),
     (["run", "--set", "cluster.preset=dgx-h100", "--set", "training.dtype=fp4"], "training.dtype"),
 ])

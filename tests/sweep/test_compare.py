@@ -67,13 +67,36 @@ def test_fp8_on_a100_is_refused():
         scenario_on(replace(s), load_cluster("dgx-a100", 2))
 
 
-def test_nodes_for_gpus_holds_whole_domains():
-    from clustersim.sweep.compare import nodes_for_gpus
+def test_cluster_size_gives_every_cluster_the_same_gpus():
+    from clustersim.sweep.compare import ClusterSize, cluster_size, compare_cluster
 
-    assert nodes_for_gpus("dgx-h100", 512) == 64
-    assert nodes_for_gpus("gb200-nvl72", 512) == 144      # 8 racks = 576 GPUs
-    assert nodes_for_gpus("gb200-nvl72", 64) == 16        # a partition of one rack
-    assert nodes_for_gpus("mi300x", 20) == 3              # whole nodes
+    assert cluster_size("dgx-h100", 512) == ClusterSize(64)
+    # 512 is no multiple of an NVL72 rack: 8 racks of 64 GPUs (16 of 18 trays), NVLink among the 64
+    size = cluster_size("gb200-nvl72", 512)
+    assert (size.nodes, size.scale_up_domain) == (128, 64) and "8 x 64 GPUs" in size.note
+    cluster = compare_cluster("gb200-nvl72", size)
+    assert (cluster.num_gpus, cluster.gpus_per_domain) == (512, 64)
+    assert cluster_size("gb200-nvl72", 576) == ClusterSize(144)           # whole racks
+    assert cluster_size("gb200-nvl72", 64) == ClusterSize(16)             # a partition of one rack
+    assert compare_cluster("gb200-nvl72", cluster_size("gb200-nvl72", 64)).gpus_per_domain == 64
+    size = cluster_size("mi300x", 20)                                     # whole nodes, said so
+    assert size.nodes == 3 and size.note == "24 GPUs, not 20: whole nodes of 8"
+    # 76 GPUs split only into racks of 4 (19 x 4): the next count that splits well, said so
+    size = cluster_size("gb200-nvl72", 76)
+    assert (size.nodes, size.scale_up_domain) == (20, 40) and size.note.startswith("80 GPUs, not 76")
+
+
+def test_cluster_size_by_nodes_refuses_what_does_not_split_naming_the_counts_that_do():
+    from clustersim.sweep.compare import cluster_size
+
+    assert cluster_size("gb200-nvl72", nodes=64).scale_up_domain == 64    # 256 GPUs: 4 racks of 64
+    assert cluster_size("gb200-nvl72", nodes=10).scale_up_domain == 0     # 40 GPUs of one rack
+    with pytest.raises(InputError) as exc:
+        cluster_size("gb200-nvl72", nodes=19)
+    assert exc.value.field == "--nodes" and exc.value.value == 19
+    assert exc.value.allowed == ("for gb200-nvl72 (4 GPUs per node, 72-GPU scale-up domains): 1 to 18 nodes (part "
+                                 "of one domain), or a node count whose GPUs split into equal parts of 36 to 72 GPUs "
+                                 "per domain; nearest: 18 or 20")
 
 
 def test_run_interval_scales_with_the_step_time():

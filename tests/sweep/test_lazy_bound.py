@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clustersim.engine.stages import build_step_work
-from clustersim.engine.units import compile_unit
+from clustersim.plan.compiled_unit import compile_unit
+from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import load_scenario
 from clustersim.sweep.evaluate import (
     COL,

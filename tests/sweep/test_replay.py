@@ -133,8 +133,8 @@ def test_param_work_has_the_layouts_parameters_and_stages(which, i):
     """``dpbound.param_work`` (one build for every dp, cp, micro-batch and recompute) has the
     layout's own stages, placement and parameters per unit, so its data-parallel plan is the
     layout's own to the bit."""
-    from clustersim.engine.stages import build_step_work
-    from clustersim.engine.zero import dp_plan, dp_plan_from
+    from clustersim.plan.data_parallel import dp_plan, dp_plan_from
+    from clustersim.plan.stage_work import build_step_work
     from clustersim.sweep.dpbound import param_work
     from tests.sweep.test_screen import _dp_case
 

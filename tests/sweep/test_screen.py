@@ -54,6 +54,13 @@ SCENARIOS = [
     ["framework=torchtitan", "model.preset=llama2-7b", "model.layers=8", "cluster.preset=dgx-h100",
      "cluster.nodes=2", "parallel.tp=2", "parallel.pp=2", "parallel.dp=4", "parallel.global_batch=16",
      "parallel.zero_stage=3", "parallel.fsdp={version: 2, reshard_after_forward: false}"],
+    # Llama 4 Maverick's pattern, small: MoE on every second layer, chunked attention with every
+    # fourth layer global, QK-norm (layer kinds beyond dense-then-MoE: moe.every, local layers)
+    ["model.preset=llama4-maverick", "model.layers=8", "model.hidden=512", "model.heads=8", "model.kv_heads=4",
+     "model.head_dim=64", "model.vocab=1000", "model.seq_len=1024", "model.attention_window=256",
+     "model.ffn_hidden=1024", "model.qk_norm=true", "model.moe={experts: 8, expert_ffn_hidden: 256}",
+     "cluster.preset=dgx-h100", "cluster.nodes=2", "parallel.tp=2", "parallel.pp=2", "parallel.dp=4",
+     "parallel.ep=4", "parallel.sequence_parallel=true", "parallel.global_batch=16"],
 ]
 
 
@@ -65,13 +72,13 @@ def _table(s, exact=True):
 
 def closed_form_without_waits(scenario) -> float:
     """The closed form without the plan's additive waits for the slowest GPU and the host
-    (clustersim.engine.step_terms), which the sweep's bounds leave out: what a bound's tightness
+    (clustersim.plan.step_terms), which the sweep's bounds leave out: what a bound's tightness
     is measured against (the toys here are small enough to be host-bound)."""
-    from clustersim.engine.analytical import estimate_plan
-    from clustersim.engine.rankplan import build_plan
+    from clustersim.engine.closed_form import ClosedForm
+    from clustersim.plan.step_plan import build_plan
 
     plan = build_plan(scenario)
-    return estimate_plan(replace(plan, ranks=tuple(replace(rk, jitter_s=0.0, host_s=0.0)
+    return ClosedForm().time(replace(plan, ranks=tuple(replace(rk, jitter_s=0.0, host_s=0.0)
                                                    for rk in plan.ranks))).step_time_s
 
 
@@ -107,8 +114,8 @@ def test_truncated_profiles_equal_full_ones(schedule, pp, v):
             short_n = _profile_micro_batches(schedule, pp, nmb)
             got = schedule_profile(schedule, pp, nmb, v, layers)
             # rebuild without truncation: the profile of nmb built from the full schedule
-            from clustersim.engine.memory_plan import layers_in_flight
             from clustersim.parallel.pipeline import build_schedule, stage_graph, stage_layers
+            from clustersim.plan.memory_plan import layers_in_flight
 
             actions = build_schedule(schedule, pp, nmb, v)
             counts = stage_layers(layers, pp, v)
@@ -312,8 +319,8 @@ def test_shared_unit_compiler_equals_compile_unit(which, i):
     """``Screen.compile`` (``UnitCompiler``: one compiled unit per ops and group shapes, shared by
     classes) gives every unit of a class what ``compile_unit`` gives it, after the compiler has
     seen the units of other classes; and the class's unit times equal ``unit_times``."""
-    from clustersim.engine.stages import build_step_work
-    from clustersim.engine.units import compile_unit
+    from clustersim.plan.compiled_unit import compile_unit
+    from clustersim.plan.stage_work import build_step_work
     from clustersim.sweep.screen import _shortened, class_scenario, unit_times
 
     s, layouts = _dp_case(which)

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
+from clustersim.calibrate.residuals import compute_residuals
 from clustersim.scenario import scenario_from_dict
 from clustersim.uncertainty import features, step_interval
 from clustersim.uncertainty.interval import RESIDUALS_FILE, WIDEN, Evidence, interval_from, widenings
-from clustersim.uncertainty.residuals import compute_residuals
 
 
 def scenario(**parallel: object) -> object:

@@ -113,3 +113,82 @@ def test_leave_one_out_on_the_ci_run(ci_run):
     assert steps and all("compute_scale" in c.how for c in steps)
     assert any(c.role == "fit" and "refitted" in c.how for c in cases)
     assert loo_summary(cases)["all"]["cases"] == len(cases)
+
+
+def test_ci_profile_reproduces_its_own_fit_points(ci_run):
+    """The CI guard: every constant of the written profile reproduces the cases it was fitted to
+    within fit_points.FIT_CHECK_LIMIT_PCT (median |error|), read back through the loader."""
+    _, result = ci_run
+    check = result.fit_check
+    assert set(check.per_constant) == {"gemm", "memory", "fabric"}
+    for name, c in check.per_constant.items():
+        assert c["median_abs_error_pct"] <= 10.0, (name, c)
+    assert check.ok
+    assert result.to_json()["fit_check"]["ok"] is True
+    used = result.fits["fit_points"]
+    assert used["all_reduce/w2/2MiB"] == "fabric" and used["memcpy"] == "memory"
+    assert "send_recv/w2/2MiB" in result.fits["not_fitted"]   # a ping-pong is not the ring's port rate
+
+
+def _resume_dir(ci_run, tmp_path):
+    """A copy of the CI run's records: `validate --ci` resumes from it without starting ranks."""
+    import shutil
+    out, _ = ci_run
+    shutil.copy(out / "records.jsonl", tmp_path / "records.jsonl")
+    return tmp_path
+
+
+def test_ci_guard_fails_on_a_broken_fit(ci_run, tmp_path, monkeypatch, capsys):
+    """A deliberately broken fit (the fabric written 1.5x faster than what was fitted) misses its
+    own fit points by a third: `validate --ci` exits 1 naming the fabric; the unbroken fit passes."""
+    from clustersim.calibrate import predict
+    from clustersim.cli import main
+    argv = ["validate", "--ci", "--nprocs", "2", "--out", str(_resume_dir(ci_run, tmp_path)), "--json"]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["fit_check"]["ok"] is True
+
+    real = predict.fit_bandwidth
+
+    def broken(cases, start, max_bw=None):
+        fabric, ab = real(cases, start, max_bw)
+        return predict.replace(fabric, bw_bytes_per_s=fabric.bw_bytes_per_s * 1.5), ab
+    monkeypatch.setattr(predict, "fit_bandwidth", broken)
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    captured = capsys.readouterr()
+    assert exc.value.code == 1
+    doc = json.loads(captured.out)
+    assert doc["fit_check"]["ok"] is False
+    # 1.5x the fitted bandwidth takes up to a third off a bandwidth-bound time (less where latency
+    # counts; loopback timings vary run to run): far past the 10% limit either way.
+    assert 20.0 < doc["fit_check"]["constants"]["fabric"]["median_abs_error_pct"] <= 100 / 3 + 1.0
+    assert "misses its own fit points" in captured.err and "fabric" in captured.err
+
+
+def test_gpu_memory_check_compares_step_peaks(ci_run, tmp_path):
+    """validation/gpu_memory.py on a run's records: a step with CUDA peaks is compared with the
+    predicted allocated / allocator-reserved peaks; CPU steps (no peaks) are skipped."""
+    import shutil
+
+    from clustersim.calibrate.store import append_record
+    from validation.gpu_memory import compare
+    out, result = ci_run
+    shutil.copy(result.profile_path, tmp_path / result.profile_path.name)
+    recs = read_records(out / "records.jsonl")
+    assert compare(out, "calibrated-loopback") == []          # gloo on CPUs: no CUDA allocator
+    step = next(r for r in recs if r["kind"] == "ddp_step")
+    append_record(tmp_path / "records.jsonl", {**step, "max_memory_allocated_bytes": 10 * 2**20,
+                                                "max_memory_reserved_bytes": 12 * 2**20})
+    (row,) = compare(tmp_path, "calibrated-loopback")
+    assert row["case"] == "ddp_step/w2" and row["measured_allocated_GiB"] == pytest.approx(10 / 1024)
+    assert row["allocated_error_pct"] == pytest.approx((row["predicted_allocated_GiB"] * 1024 / 10 - 1) * 100)
+
+
+def test_gpu_check_script_without_gpus_says_so():
+    import subprocess
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[2] / "validation" / "gpu_check.sh"
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "CUDA GPUs" in proc.stderr

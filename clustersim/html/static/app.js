@@ -31,9 +31,42 @@
   }
   function status(text) { $("status").textContent = text; }
 
+  // GPUs of the cluster the controls describe, and of one scale-up domain (NVLink / xGMI): the
+  // scenario's own overrides while its preset is kept, else the chosen preset's (cfg.clusters).
+  function shape() {
+    var c = section("cluster"), own = !$("cluster").value;
+    var preset = $("cluster").value || c.preset || cfg.default_cluster;
+    var s = cfg.clusters[preset] || { gpus_per_node: 8, scale_up_domain: 8 };
+    var gpn = Number((own && c.gpus_per_node) || s.gpus_per_node);
+    var domain = Number((own && c.scale_up_domain) || s.scale_up_domain || gpn);
+    var gpus = Math.max(1, Number($("nodes").value) || 1) * gpn;
+    return { gpus: gpus, domain: Math.min(domain, gpus) };
+  }
+
+  // The sliders reach only layouts the cluster can hold: TP within one scale-up domain, PP, CP,
+  // EP and DP within the cluster's GPUs (a range input clamps its value to a lowered max).
+  function bound() {
+    var s = shape();
+    var lg = function (n) { return Math.floor(Math.log2(Math.max(1, n))); };
+    var pow = function (id, n, what) {
+      $(id).max = String(lg(n));
+      $(id).title = "powers of two, 1 to " + Math.pow(2, lg(n)) + " (" + what + ")";
+    };
+    pow("tp", s.domain, "the GPUs of one scale-up domain");
+    pow("cp", s.gpus, "the cluster's GPUs");
+    pow("ep", s.gpus, "the cluster's GPUs");
+    pow("dp", s.gpus, "the cluster's GPUs");
+    $("pp").max = String(Math.min(128, s.gpus));
+    $("pp").title = "1 to " + $("pp").max + " stages (at most the cluster's GPUs)";
+    document.body.dataset.gpus = String(s.gpus);
+  }
+
   function labels() {
+    bound();
     $("tp-out").textContent = String(Math.pow(2, Number($("tp").value)));
     $("pp-out").textContent = $("pp").value;
+    $("cp-out").textContent = String(Math.pow(2, Number($("cp").value)));
+    $("ep-out").textContent = String(Math.pow(2, Number($("ep").value)));
     $("dp-out").textContent = $("dp-auto").checked ? "auto" : String(Math.pow(2, Number($("dp").value)));
     $("mb-out").textContent = String(Math.pow(2, Number($("mb").value)));
     $("dp").disabled = $("dp-auto").checked;
@@ -46,8 +79,11 @@
     $("cluster").value = "";
     $("framework").value = "";
     $("nodes").value = c.nodes || 1;
+    bound();
     $("tp").value = log2(p.tp || 1);
     $("pp").value = p.pp || 1;
+    $("cp").value = log2(p.cp || 1);
+    $("ep").value = log2(p.ep || 1);
     $("dp-auto").checked = true;  // a what-if keeps the GPU count: DP takes what TP x PP x CP leave
     $("dp").value = log2(p.dp || 1);
     $("mb").value = log2(p.micro_batch || 1);
@@ -72,6 +108,8 @@
     var p = (sc.parallel && typeof sc.parallel === "object") ? sc.parallel : {};
     p.tp = Math.pow(2, Number($("tp").value));
     p.pp = Number($("pp").value);
+    p.cp = Math.pow(2, Number($("cp").value));
+    p.ep = Math.pow(2, Number($("ep").value));
     if ($("dp-auto").checked) { delete p.dp; } else { p.dp = Math.pow(2, Number($("dp").value)); }
     p.micro_batch = Math.pow(2, Number($("mb").value));
     if ($("global_batch").value === "") { delete p.global_batch; } else { p.global_batch = Number($("global_batch").value); }
@@ -222,7 +260,7 @@
     update();
   }
 
-  ["tp", "pp", "dp", "mb"].forEach(function (id) { $(id).addEventListener("input", later); });
+  ["tp", "pp", "cp", "ep", "dp", "mb"].forEach(function (id) { $(id).addEventListener("input", later); });
   ["nodes", "global_batch", "virtual_stages"].forEach(function (id) { $(id).addEventListener("change", later); });
   ["model", "cluster", "framework", "schedule", "zero_stage", "recompute", "sequence_parallel", "dp-auto",
    "engine-analytical", "engine-event"].forEach(function (id) { $(id).addEventListener("change", later); });

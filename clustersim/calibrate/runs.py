@@ -1,0 +1,182 @@
+"""The training runs `clustersim calibrate` fits to, from what a user has (docs/calibration.md):
+
+* ``--log FILE`` (with ``--config FILE`` or '-' per log, in order): a Megatron-LM, torchtitan or
+  DeepSpeed log; a TensorBoard event file; a CSV export of step times;
+* ``--run SCENARIO.yaml=SECONDS``: a job described as a scenario and its measured step time
+  (a dashboard's number);
+* ``--runs FILE.csv``: several such, one per row: ``scenario`` (a path, relative to the CSV's
+  folder) and one of ``step_time_s``, ``tokens_per_s``, ``mfu`` (0-1, or "41%"), the latter two
+  converted with the scenario exactly as `clustersim run` defines them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clustersim.errors import InputError
+from clustersim.importers.common import MAX_STEP_TIME_S, MIN_STEP_TIME_S
+
+# compute_scale values each run is simulated at; the fit interpolates between them (clustersim.calibrate.machine)
+SCALE_GRID = (0.4, 0.5, 0.625, 0.8, 1.0, 1.25, 1.6, 2.0, 2.5)
+_DATE = re.compile(r"\b(20\d\d-\d\d-\d\d)[T ]\d\d:\d\d")
+RUNS_COLUMNS = ("step_time_s", "tokens_per_s", "mfu")
+
+
+@dataclass
+class Run:
+    """One run: its scenario, measured step and the simulated step over SCALE_GRID."""
+
+    source: str
+    kind: str
+    scenario: dict[str, Any]
+    measured_s: float
+    grid_s: tuple[float, ...] = ()
+    dates: list[str] = field(default_factory=list)
+
+    def predicted_s(self, scale: float) -> float:
+        """Step time at compute_scale ``scale``, interpolated linearly in 1/scale."""
+        xs = [1 / k for k in SCALE_GRID]   # decreasing
+        x = 1 / min(max(scale, SCALE_GRID[0]), SCALE_GRID[-1])
+        for i in range(len(xs) - 1):
+            if xs[i] >= x >= xs[i + 1]:
+                f = (xs[i] - x) / (xs[i] - xs[i + 1])
+                return self.grid_s[i] + f * (self.grid_s[i + 1] - self.grid_s[i])
+        return self.grid_s[-1]
+
+
+def _step_time(value: float, field_: str, what: str) -> float:
+    if not (math.isfinite(value) and MIN_STEP_TIME_S <= value <= MAX_STEP_TIME_S):
+        raise InputError(field_, what, f"a measured step time in seconds, {MIN_STEP_TIME_S:g} to {MAX_STEP_TIME_S:g} "
+                                       "(a day); > 0")
+    return value
+
+
+def _scenario(path: Path, field_: str, spec: str, overrides: list[str]) -> dict[str, Any]:
+    from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
+    if not path.is_file():
+        raise InputError(field_, spec, f"SCENARIO.yaml=SECONDS with a scenario file that exists ({path} does not)")
+    data = apply_overrides(read_scenario_dict(path), overrides)
+    scenario_from_dict(data)   # exit 2 naming the field if the scenario is not valid
+    return data
+
+
+def runs_from_specs(specs: list[str], overrides: list[str]) -> list[Run]:
+    """``--run SCENARIO.yaml=SECONDS``, each."""
+    runs = []
+    for spec in specs:
+        path, sep, seconds = spec.rpartition("=")
+        if not sep or not path:
+            raise InputError("--run", spec, "SCENARIO.yaml=SECONDS (a scenario file and its measured step time)")
+        try:
+            t = float(seconds)
+        except ValueError:
+            raise InputError("--run", spec, "SCENARIO.yaml=SECONDS with SECONDS a number > 0 (the measured step "
+                                            "time)") from None
+        _step_time(t, "--run", spec)
+        runs.append(Run(Path(path).name, "scenario", _scenario(Path(path), "--run", spec, overrides), t))
+    return runs
+
+
+def _convert(data: dict[str, Any], column: str, value: float, where: str) -> float:
+    """Step seconds from tokens/s or MFU, with `clustersim run`'s definitions (docs/scenario.md):
+    tokens_per_s = global_batch x seq_len / step; mfu = model FLOPs / step / GPUs / dense peak."""
+    from clustersim.compute.flops import model_flops_per_step
+    from clustersim.scenario import scenario_from_dict
+    sc = scenario_from_dict(data)
+    if column == "step_time_s":
+        return value
+    if column == "tokens_per_s":
+        return sc.parallel.global_batch * sc.model.seq_len / value
+    peak = sc.cluster.gpu.peak(sc.training.dtype)
+    return model_flops_per_step(sc.model, sc.parallel.global_batch) / (value * peak * sc.cluster.num_gpus)
+
+
+def _number(text: str, column: str, where: str) -> float:
+    raw = text.strip()
+    pct = column == "mfu" and raw.endswith("%")
+    try:
+        v = float(raw[:-1] if pct else raw)
+    except ValueError:
+        raise InputError(where, text, f"a number in column {column}") from None
+    if pct:
+        v /= 100
+    if not (math.isfinite(v) and v > 0) or (column == "mfu" and v > 1):
+        allowed = "MFU as a fraction 0-1 or a percentage such as 41%" if column == "mfu" else f"{column} > 0"
+        raise InputError(where, text, allowed)
+    return v
+
+
+def runs_from_csv(path: Path, overrides: list[str]) -> list[Run]:
+    """``--runs FILE.csv``: one run per row."""
+    from clustersim.inputs import read_text
+    text = read_text(path, "--runs", "a CSV of runs (scenario, step_time_s | tokens_per_s | mfu)")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    header = [h.strip() for h in next(csv.reader(io.StringIO(text)), [])]
+    value_cols = [c for c in RUNS_COLUMNS if c in header]
+    if "scenario" not in header or not value_cols:
+        raise InputError("--runs", str(path), "a CSV with a `scenario` column (a scenario file per row) and one of "
+                         f"{', '.join(RUNS_COLUMNS)}; its columns are {', '.join(header) or 'none'}")
+    runs = []
+    for i, row in enumerate(rows, start=2):
+        row = {(k or "").strip(): (v or "") for k, v in row.items()}
+        if not row["scenario"].strip():
+            continue
+        column = next((c for c in value_cols if row.get(c, "").strip()), None)
+        where = f"--runs {path.name} line {i}"
+        if column is None:
+            raise InputError(where, row, f"a value in one of {', '.join(value_cols)}")
+        value = _number(row[column], column, where)
+        scenario_path = Path(row["scenario"].strip())
+        if not scenario_path.is_absolute():
+            scenario_path = path.parent / scenario_path
+        data = _scenario(scenario_path, where, row["scenario"], overrides)
+        t = _step_time(_convert(data, column, value, where), where, f"{column} {row[column]}")
+        runs.append(Run(f"{path.name}:{i} {scenario_path.name}", "scenario", data, t))
+    if not runs:
+        raise InputError("--runs", str(path), "at least one row with a scenario")
+    return runs
+
+
+def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, nodes: int | None,
+                   overrides: list[str]) -> list[Run]:
+    """``--log FILE ...`` with their ``--config`` (one per log, '-' for none, in order)."""
+    from clustersim.importers import LOG_KINDS, detect_log_kind, finish, import_text
+    from clustersim.importers import step_series as series
+    from clustersim.inputs import read_text
+    if configs and len(configs) != len(logs):
+        raise InputError("--config", [str(c) for c in configs], f"one per --log ({len(logs)}), '-' for a log "
+                         "that needs none")
+    runs = []
+    for i, path in enumerate(logs):
+        cfg = None
+        if configs and str(configs[i]) != "-":
+            cfg = (read_text(configs[i], "--config", "a job config"), configs[i].name)
+        if series.is_tensorboard(path) or path.is_dir():
+            points, how = series.tensorboard_points(path)
+            res = series.import_step_series("tensorboard", points, how, path.name, cfg, base, nodes)
+            dates: list[str] = []
+        else:
+            text = read_text(path, "--log", "a training log")
+            kind = detect_log_kind(text)
+            if kind is None and path.suffix.lower() == ".csv":
+                points, how = series.csv_points(text, path.name)
+                res = series.import_step_series("steps-csv", points, how, path.name, cfg, base, nodes)
+            elif kind is None:
+                raise InputError("--log", str(path), "a training log with step lines: " + ", ".join(LOG_KINDS)
+                                 + " (Megatron-LM `iteration ... elapsed time per iteration (ms)`, torchtitan `step: "
+                                 "... tps: ...`, DeepSpeed `...SamplesPerSec=...`), a TensorBoard event file or a "
+                                 "CSV of step times")
+            else:
+                res = import_text(kind, text, path.name, config=cfg, cluster=base, nodes=nodes)
+            dates = _DATE.findall(text)
+        res = finish(res, overrides)
+        if res.measured_step_time_s is None:
+            raise InputError("--log", str(path), "a log with training step lines")
+        runs.append(Run(path.name, res.kind, res.scenario, res.measured_step_time_s, dates=dates))
+    return runs

@@ -1,0 +1,48 @@
+"""What `run` and `goodput` say when the job does not fit in GPU memory (exit 3): how far it is
+over, and the `clustersim sweep` command line that searches the layouts of the same job on the
+same cluster for one that fits."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from clustersim import units
+from clustersim.memory.report import MemoryReport
+
+
+def sweep_command(scenario: str | None, overrides: Sequence[str], gpus: int, profiles: Sequence[str] = ()) -> str:
+    """``clustersim sweep SCENARIO [--gpus N] --set ...`` for the same job on the same GPUs: the
+    user's overrides except the layout fields that the sweep searches (it would hold them fixed,
+    or refuse them) and the node count (``--gpus`` resizes the cluster after the scenario file's
+    own layout is checked). Where the file's layout does not hold without the user's overrides,
+    all of them are kept: that command runs as typed."""
+    from clustersim.errors import InputError
+    from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
+    from clustersim.sweep.evaluate import KEY_FIELDS
+
+    searched = {f"parallel.{k}" for k in KEY_FIELDS} | {"parallel.offload", "parallel.offload.optimizer",
+                                                        "cluster.nodes"}
+    kept = [o for o in overrides if o.split("=", 1)[0].strip() not in searched]
+    try:
+        own_gpus = scenario_from_dict(apply_overrides(read_scenario_dict(scenario), kept)).cluster.num_gpus
+    except InputError:
+        kept, own_gpus = list(overrides), gpus
+    words = ["clustersim", "sweep"] + ([scenario] if scenario else [])
+    if own_gpus != gpus:
+        words += ["--gpus", str(gpus)]
+    for item in kept:
+        words += ["--set", item]
+    for p in profiles:
+        words += ["--profile", p]
+    return shlex.join(words)
+
+
+def does_not_fit_lines(memory: MemoryReport, gpus: int, scenario: str | None, overrides: Sequence[str],
+                       profiles: Sequence[str] = ()) -> list[str]:
+    """The two lines on stderr: what does not fit, and the sweep to run instead."""
+    return [f"error: does not fit: stage {memory.stage} needs at least {memory.interval[0] / units.GiB:.1f} GiB "
+            f"(peak {memory.peak_bytes_per_gpu / units.GiB:.1f} GiB) > capacity "
+            f"{memory.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU",
+            f"to find the layouts that fit on these {gpus:,} GPUs, run: "
+            f"{sweep_command(scenario, overrides, gpus, profiles)}"]

@@ -1,0 +1,341 @@
+"""The closed form's machinery: the step plan run as a recurrence, the same schedule and costs, no contention.
+
+Each rank's compute stream, communication streams and pipeline transfers are computed by a
+direct recurrence (start = max(stream free, inputs arrived)) instead of simpy events, and every
+link is assumed to be free whenever a transfer starts. Compute slows beside the rank's
+collectives exactly as in the event engine (clustersim.plan.overlap.advance over the streams'
+busy intervals, which are all known when a unit starts: only the rank's own earlier actions
+enqueue them). Where nothing contends (no two transfers on one link at once) this gives exactly
+the event engine's times; elsewhere the event engine is slower, and the gap between the two is
+the congestion estimate (ASTRA-sim's congestion-unaware vs congestion-aware backends). It is
+also much faster, which the layout sweep uses: identical steady-state micro-batches are computed
+once and the rest extrapolated (clustersim.engine.collapse).
+
+``Recurrence`` is the machinery of the closed form (clustersim.engine.closed_form); the event
+engine borrows it for the stretches of a step where nothing can contend (clustersim.engine.hybrid),
+handing it the event engine's duration of an action run alone (``alone``): this module runs no
+simpy itself. With several rank classes (per-rank mode) each
+class runs its own pipeline here; the data-parallel collectives that tie classes together in the
+event engine are taken per class (see docs/engine.md, per-rank mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from clustersim.engine.pair import chain_of, pair_timing
+from clustersim.engine.timeline import CAUSES, ClosedResult, StepResult
+from clustersim.plan.comm_plans import Item
+from clustersim.plan.compiled_unit import CompiledUnit, unit_timing
+from clustersim.plan.overlap import Interval
+from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, Total
+from clustersim.plan.zero3 import Zero3Plan, gather_slots
+
+Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch) of an awaited input
+Alone = Callable[[StepPlan, SimRank, int, str], Total]   # an action's duration run alone in the event engine
+
+
+class Stream:
+    """One NCCL stream of a rank: collectives run one after another."""
+
+    __slots__ = ("busy", "free_s")
+
+    def __init__(self) -> None:
+        self.free_s = 0.0
+        self.busy: list[Interval] = []
+
+    def run(self, enqueue_s: float, time_s: float) -> float:
+        start = max(enqueue_s, self.free_s)
+        self.free_s = start + time_s
+        if time_s > 0:
+            self.busy.append((start, self.free_s, "dp_comm"))
+        return self.free_s
+
+
+class RankState:
+    """Clock, causes and streams of one simulated rank."""
+
+    __slots__ = ("causes", "clock", "pending", "slowdown", "streams")
+
+    def __init__(self, slowdown: float) -> None:
+        self.clock = 0.0
+        self.causes = dict.fromkeys(CAUSES, 0.0)
+        self.streams = {"dp": Stream(), "rs": Stream()}
+        self.pending: list[float] = []
+        self.slowdown = slowdown
+
+    def quiet(self) -> bool:
+        return all(s.free_s <= self.clock for s in self.streams.values())
+
+    def enqueue(self, stream: str, items: tuple[Item, ...]) -> float | None:
+        end = None
+        for _, plan in items:
+            end = self.streams[stream].run(self.clock, plan.time_s)
+            self.pending.append(end)
+        return end
+
+    def wait(self, ready: float | None, cause: str) -> None:
+        if ready is not None and ready > self.clock:
+            self.causes[cause] += ready - self.clock
+            self.clock = ready
+
+    def run(self, unit: CompiledUnit) -> None:
+        if self.quiet():
+            self.clock += unit.time_s
+            for cause, sec in unit.by_cause:
+                self.causes[cause] += sec
+            return
+        for s in self.streams.values():  # the clock only moves forward: ended intervals never matter again
+            s.busy = [iv for iv in s.busy if iv[1] > self.clock]  # (keeps this linear in the step's units)
+        busy = tuple(iv for s in self.streams.values() for iv in s.busy)
+        end, by_cause = unit_timing(unit.steps, self.clock, busy, self.slowdown)
+        self.clock = end
+        for cause, sec in by_cause.items():
+            self.causes[cause] += sec
+
+    def run_total(self, total: tuple[float, tuple[tuple[str, float], ...]]) -> None:
+        time_s, by_cause = total
+        self.clock += time_s
+        for cause, sec in by_cause:
+            self.causes[cause] += sec
+
+
+class _Gathers:
+    """ZeRO-3 gathers of one action, issued ``prefetch`` slots ahead (as the event engine's _Gathers)."""
+
+    def __init__(self, rank: RankState, slots: list[tuple[Item, ...]], prefetch: int) -> None:
+        self.rank, self.slots, self.prefetch = rank, slots, prefetch
+        self.ends: list[float | None] = []
+
+    def before(self, k: int) -> float | None:
+        while len(self.ends) < min(len(self.slots), k + self.prefetch + 1):
+            self.ends.append(self.rank.enqueue("dp", self.slots[len(self.ends)]))
+        return self.ends[k] if k < len(self.ends) else None
+
+
+class Recurrence:
+    """The closed form over a step plan: ``advance`` runs actions up to per-rank limits (as far as
+    their inputs allow), ``finish`` runs the end of the step.
+
+    With ``check_links`` the recurrence also keeps, per rank and link tier, until when a transfer
+    occupies it, and sets ``contended`` as soon as two transfers would share a link or a
+    collective is enqueued (the event engine then knows the stretch cannot be computed in closed
+    form); ``alone`` then gives the event engine's duration of an action whose overlapped
+    collectives share links among themselves (None: such an action counts as contended)."""
+
+    def __init__(self, plan: StepPlan, check_links: bool = False, alone: Alone | None = None) -> None:
+        self.plan = plan
+        self.ranks = [RankState(rk.slowdown) for rk in plan.ranks]
+        self.nxt = [0] * len(plan.ranks)
+        self.arrival: dict[Key, tuple[float, float]] = {}  # produced, not yet consumed: (send start, arrival)
+        self.param_ready: dict[tuple[int, int, int], float | None] = {}
+        self.check_links = check_links
+        self.alone = alone
+        self.link_free: dict[tuple[int, str], float] = {}
+        self.sends: list[tuple[int, Key, float, float]] = []  # with check_links: (rank, input key, start, end)
+        self.contended = False
+        z3 = plan.dp.zero3
+        self._gathered_stages = {g for (g, _), _ in plan.param_gathers}
+        self._z3 = z3
+
+    # -- start and end of the step --------------------------------------------------------
+    def issue_param_gathers(self) -> None:
+        """ZeRO-1/2 parameter gathers overlapped with the forward pass, issued at step start in
+        forward order; each unit waits for its own."""
+        for rk in self.plan.ranks:
+            state = self.ranks[rk.index]
+            for g in rk.stages:
+                for (gg, unit), items in self.plan.param_gathers:
+                    if gg == g:
+                        self.param_ready[(rk.index, gg, unit)] = state.enqueue("dp", items)
+
+    def finish(self) -> ClosedResult:
+        """The data-parallel tail of every rank (clustersim.plan.data_parallel.DpTail); the result."""
+        self.last_action_s = tuple(s.clock for s in self.ranks)
+        for rk, state in zip(self.plan.ranks, self.ranks, strict=True):
+            tail = rk.tail
+            state.enqueue("dp", tail.reduce)
+            state.wait(max(state.pending, default=0.0), "dp_comm")
+            for cause, sec in (("jitter", rk.jitter_s), ("host", rk.host_s)):   # clustersim.plan.step_terms
+                state.clock += sec
+                state.causes[cause] += sec
+            state.clock += tail.optimizer_time_s
+            state.causes["optimizer"] += tail.optimizer_time_s
+            for _, plan in tail.gather:
+                state.clock += plan.time_s
+                state.causes["dp_comm"] += plan.time_s
+        causes = [s.causes for s in self.ranks]
+        return ClosedResult(*StepResult.fields_from([s.clock for s in self.ranks], causes), self.last_action_s,
+                            tuple(causes))
+
+    # -- the schedule ----------------------------------------------------------------------
+    def done(self) -> bool:
+        return all(n == len(rk.actions) for n, rk in zip(self.nxt, self.plan.ranks, strict=True))
+
+    def advance(self, limits: list[int] | None = None) -> bool:
+        """Run every rank's actions up to ``limits[k]`` (exclusive; None: all), each as far as its
+        inputs have arrived. Returns whether anything ran."""
+        ranks, nxt = self.plan.ranks, self.nxt
+        any_progress = False
+        progressed = True
+        while progressed:
+            progressed = False
+            for rk in ranks:
+                k = rk.index
+                stop = len(rk.actions) if limits is None else min(limits[k], len(rk.actions))
+                while nxt[k] < stop:
+                    ran = self._step(rk, nxt[k])
+                    if not ran:
+                        break
+                    nxt[k] += ran
+                    progressed = True
+            any_progress |= progressed
+        return any_progress
+
+    def run_to_end(self) -> None:
+        self.advance()
+        if not self.done():
+            raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
+
+    def _take_input(self, state: RankState, a: RankAction) -> None:
+        """Wait for the action's input (it has arrived: ``_ready``) and consume it."""
+        if a.needs is None:
+            return
+        sent, arrived = self.arrival.pop(a.needs)
+        if arrived > state.clock:
+            sent = min(max(sent, state.clock), arrived)
+            state.causes["bubble"] += sent - state.clock
+            state.causes["pp_comm"] += arrived - sent
+            state.clock = arrived
+
+    def _ready(self, a: RankAction) -> bool:
+        return a.needs is None or a.needs in self.arrival
+
+    def _step(self, rk: SimRank, i: int) -> int:
+        """Run action ``i`` of rank ``rk`` (and the next one, if the two run as an overlapped pair)
+        if its inputs have arrived; returns how many actions ran (0: its input has not arrived)."""
+        a = rk.actions[i]
+        state = self.ranks[rk.index]
+        if a.paired:
+            b = rk.actions[i + 1]
+            if not (self._ready(a) and self._ready(b)):
+                return 0
+            if self.check_links:
+                self.contended = True   # the hybrid engine does not take pairs (plan.general)
+            self._take_input(state, a)
+            self._take_input(state, b)
+            self._pair(rk, state, a, b)
+            self._sends(rk, state, a)
+            self._sends(rk, state, b)
+            return 2
+        if not self._ready(a):
+            return 0
+        self._take_input(state, a)
+        g, part = a.stage, a.part
+        z3 = self._z3
+        if self.check_links and not rk.isolated[(g, part)]:
+            self._run_alone(rk, state, g, part)
+        elif part == "F":
+            if g in self._gathered_stages:
+                units = rk.units[(g, "F")]
+                ready = [self.param_ready.get((rk.index, g, u)) for u in range(len(units))]
+            else:
+                ready = None
+            if z3 is None and state.quiet() and (ready is None or all(x is None or x <= state.clock for x in ready)):
+                state.run_total(rk.totals[(g, "F")])
+            else:
+                units = rk.units[(g, "F")]
+                gathers = self._gathers(state, z3, len(units), g, "F")
+                for u, unit in enumerate(units):
+                    state.wait(gathers.before(u) if gathers else (ready[u] if ready else None), "dp_comm")
+                    state.run(unit)
+        else:
+            final = a.final
+            if z3 is None and not final and state.quiet():
+                state.run_total(rk.totals[(g, part)])
+            else:
+                self._backward(rk, state, z3, g, final, part)
+        self._sends(rk, state, a)
+        return 1
+
+    def _sends(self, rk: SimRank, state: RankState, a: RankAction) -> None:
+        for key, boundary in a.sends:
+            self._send(rk, state, boundary, key)
+
+    def _pair(self, rk: SimRank, state: RankState, a: RankAction, b: RankAction) -> None:
+        """An overlapped forward & backward pair (clustersim.engine.pair) in closed form."""
+        for x in (a, b):
+            if x.kind == "F":
+                n = len(rk.units[(x.stage, x.part)])
+                state.wait(max([self.param_ready.get((rk.index, x.stage, u)) or 0.0 for u in range(n)], default=0.0),
+                           "dp_comm")
+        chains = (chain_of(list(rk.units[(a.stage, a.part)])), chain_of(list(rk.units[(b.stage, b.part)])))
+        busy = tuple(iv for st in state.streams.values() for iv in st.busy if iv[1] > state.clock)
+        end, by_cause = pair_timing(chains, state.clock, busy, state.slowdown)
+        state.clock = end
+        for cause, sec in by_cause.items():
+            state.causes[cause] += sec
+        dp = self.plan.dp
+        for x in (a, b):
+            if x.final:
+                for u in range(len(rk.units[(x.stage, x.part)])):
+                    self._enqueue(state, "dp", dp.grad_buckets.get((x.stage, u), ()))
+
+    def _run_alone(self, rk: SimRank, state: RankState, g: int, kind: str) -> None:
+        """An action whose overlapped collectives share its links among themselves: its event-engine
+        duration run alone, valid while nothing else runs beside it (else: contended)."""
+        a = (g, kind)
+        ready = [self.param_ready.get((rk.index, g, u)) for u in range(len(rk.units[a]))]
+        if (self.alone is None or not rk.private[a] or self._z3 is not None or not state.quiet()
+                or any(x is not None and x > state.clock for x in ready)
+                or kind != "F" and self.nxt[rk.index] in rk.final_b):
+            self.contended = True
+            return
+        state.run_total(self.alone(self.plan, rk, g, kind))
+
+    def _backward(self, rk: SimRank, state: RankState, z3: Zero3Plan | None, g: int, final: bool,
+                  part: str = "B") -> None:
+        units = rk.units[(g, part)]
+        gathers = self._gathers(state, z3, len(units), g, "B") if part == "B" else None
+        dp = self.plan.dp
+        for b, unit in enumerate(units):
+            if gathers is not None and z3 is not None and z3.backward_gathers == 2:
+                recompute, proper = rk.split[(g, b)]
+                state.wait(gathers.before(2 * b), "dp_comm")
+                state.run(recompute)
+                state.wait(gathers.before(2 * b + 1), "dp_comm")
+                state.run(proper)
+            else:
+                if gathers is not None:
+                    state.wait(gathers.before(b), "dp_comm")
+                state.run(unit)
+            if z3 is not None:
+                self._enqueue(state, "rs", z3.reduce.get((g, b), ()))
+            elif final:
+                self._enqueue(state, "dp", dp.grad_buckets.get((g, b), ()))
+
+    def _gathers(self, state: RankState, z3: Zero3Plan | None, n: int, g: int, kind: str) -> _Gathers | None:
+        if z3 is None:
+            return None
+        if self.check_links:
+            self.contended = True
+        return _Gathers(state, gather_slots(z3, n, g, kind), z3.prefetch)
+
+    def _enqueue(self, state: RankState, stream: str, items: tuple[Item, ...]) -> None:
+        if items and self.check_links:
+            self.contended = True
+        state.enqueue(stream, items)
+
+    def _send(self, rk: SimRank, state: RankState, boundary: int, key: Key) -> None:
+        start = state.clock
+        end = start + rk.send_at_s[boundary]
+        if self.check_links:
+            plan = rk.send_at[boundary]
+            assert plan is not None
+            for ph in plan.phases:
+                slot = (rk.index, ph.tier)
+                if self.link_free.get(slot, 0.0) > start:
+                    self.contended = True
+                self.link_free[slot] = end
+            self.sends.append((rk.index, key, start, end))
+        self.arrival[key] = (start, end)

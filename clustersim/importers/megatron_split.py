@@ -1,0 +1,78 @@
+"""Megatron's pipeline split arguments -> the scenario's split fields (clustersim.parallel.split,
+docs/parallel.md): Megatron-Core's ``--decoder-first/last-pipeline-num-layers``,
+``--account-for-embedding/loss-in-pipeline-split`` and ``--pipeline-model-parallel-layout``, and
+Megatron-DeepSpeed's ``--pp-partition-method``. Used by ``megatron_args.scenario_from_args``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from clustersim.errors import InputError
+
+# Megatron-Core's pipeline split arguments (argparse dest) -> scenario fields; the virtual stages a
+# layout string implies are set by megatron_args.scenario_from_args
+PIPELINE_SPLIT_ARGS = {"decoder_first_pipeline_num_layers": "first_stage_layers",
+                       "decoder_last_pipeline_num_layers": "last_stage_layers",
+                       "account_for_embedding_in_pipeline_split": "account_for_embedding",
+                       "account_for_loss_in_pipeline_split": "account_for_loss",
+                       "pipeline_model_parallel_layout": "pipeline_layout"}
+
+
+def pipeline_split(a, notes: list[str]) -> dict[str, Any]:
+    """The scenario's split fields from Megatron-Core's pipeline split arguments, and from
+    Megatron-DeepSpeed's ``--pp-partition-method`` (DeepSpeed's PipelineModule ``type:REGEX``
+    weighs the layers whose class matches; ``type:transformer|embedding`` counts the embedding and
+    the tied output embedding as one layer each: bigscience-workshop/bigscience
+    train/tr11-176B-ml/README.md, "pp rank 0: [embed | 5 transformer blocks]" for 70 layers on PP 12;
+    DeepSpeed balances the counts, which equals clustersim's rule where they divide evenly)."""
+    from clustersim.importers.megatron_args import _int, _neutral
+
+    out: dict[str, Any] = {}
+    for arg, key in PIPELINE_SPLIT_ARGS.items():
+        value = a.get(arg)
+        if _neutral(value):
+            continue
+        if key == "pipeline_layout":
+            out[key] = "".join(str(value).split()).strip("'\"")   # the shell reader spaces out ")"
+        elif key.startswith("account_for"):
+            out[key] = True
+        else:
+            out[key] = _int(a, arg)
+    method = str(a.get("pp_partition_method") or "").strip("'\"")
+    try:
+        counts_embedding = method.startswith("type:") and re.search(method[5:], "EmbeddingPipe", re.IGNORECASE)
+    except re.error:
+        counts_embedding = False
+    if counts_embedding:
+        out.update(account_for_embedding=True, account_for_loss=True)
+        notes.append(f"--pp-partition-method {method}: the embedding and the tied output embedding each count "
+                     "as a layer in the pipeline split")
+    elif method and method not in ("parameters", "type:transformer", "uniform"):
+        notes.append(f"--pp-partition-method {method}: split as clustersim's even split")
+    return out
+
+
+def check_split(parallel: dict[str, Any], layers: int) -> None:
+    """The split rule (clustersim.parallel.split) on the mapped fields, its InputError naming the
+    Megatron argument that set the offending value."""
+    from types import SimpleNamespace
+
+    from clustersim.parallel.split import framework_split
+
+    flags = {f"parallel.{key}": arg for arg, key in PIPELINE_SPLIT_ARGS.items()}
+    flags["parallel.pp"] = "pipeline_model_parallel_size"
+    layout = SimpleNamespace(pp=parallel["pp"], virtual_stages=parallel.get("virtual_stages", 1),
+                             schedule=parallel.get("schedule", "1f1b"), layers_per_stage=(),
+                             first_stage_layers=parallel.get("first_stage_layers", 0),
+                             last_stage_layers=parallel.get("last_stage_layers", 0),
+                             account_for_embedding=int(parallel.get("account_for_embedding", 0)),
+                             account_for_loss=int(parallel.get("account_for_loss", 0)),
+                             pipeline_layout=parallel.get("pipeline_layout", ""))
+    try:
+        framework_split(layout, layers)
+    except InputError as exc:
+        flag = flags.get(exc.field)
+        if flag is None:
+            raise
+        raise InputError(f"--{flag.replace('_', '-')}", exc.value, exc.allowed) from None

@@ -1,0 +1,231 @@
+"""Transformer layers of each pipeline stage as the frameworks split them (docs/parallel.md).
+
+One function, :func:`framework_split`, decides the split of a layout that sets one of the
+framework split settings; without them clustersim's even split applies
+(``clustersim.parallel.pipeline.split_layers``). The counts are per *model stage* of the
+schedule's stage graph (``chunk * pp + rank`` for GPipe, 1F1B, interleaved 1F1B, ZB-H1 and
+DualPipe; the path order of the V schedules), decoder layers only: model stage 0 also runs the
+embedding, the last one the output layer, the loss and any multi-token-prediction modules
+(clustersim.plan.stage_work).
+
+* ``first_stage_layers`` / ``last_stage_layers`` (Megatron-Core ``--decoder-first-pipeline-num-layers``
+  / ``--decoder-last-pipeline-num-layers``): the first (last) pipeline rank holds that many layers,
+  split evenly over its ``virtual_stages`` chunks; the other layers split evenly over the middle
+  ranks and their chunks. Megatron-Core's rule and checks: megatron/core/transformer/
+  transformer_block.py ``get_num_layers_to_build`` (lines 103-186 at d98e8a64d, 2026-08) and
+  transformer_config.py ``__post_init__`` (lines 2294-2367: each > 0, each a multiple of the
+  virtual stages, the middle layers a multiple of the middle ranks and each middle rank's share a
+  multiple of the virtual stages, no middle layers without middle ranks).
+* ``account_for_embedding`` / ``account_for_loss`` (Megatron-Core ``--account-for-embedding-in-
+  pipeline-split`` / ``--account-for-loss-in-pipeline-split``; torchtitan
+  ``pipeline_parallel_first_stage_less_layers`` / ``last_stage_less_layers``): the embedding (the
+  loss) counts as that many layers (true = 1). The ``layers + e + l`` effective layers are split
+  over the ``S`` model stages, ``(layers + e + l) // S`` each and one more on the first
+  ``(layers + e + l) % S`` stages; the first stage then builds ``e`` fewer decoder layers and the
+  last ``l`` fewer. This is torchtitan's rule (torchtitan/distributed/pipeline_parallel.py
+  ``_generate_llm_fqn_per_model_part`` at b5bcd76c6, 2026-08, unchanged since its 2025-07-30
+  introduction in #1416). Megatron-Core computes ``(layers + e + l) / pp`` per rank, divides it by
+  the virtual stages and takes one layer off the first chunk of rank 0 and the last chunk of the
+  last rank (``get_num_layers_to_build`` lines 147-202); it requires both divisions to be exact,
+  and where they are the two rules give the same counts. Where they are not, Megatron-Core refuses
+  the job and clustersim splits as torchtitan does.
+* ``pipeline_layout`` (Megatron-Core ``--pipeline-model-parallel-layout``): stages separated by
+  ``|`` in ``chunk * pp + rank`` order, ``E`` the embedding, ``t`` a decoder layer, ``m`` a
+  multi-token-prediction module, ``L`` the loss; ``(...)*n`` and ``x*n`` repeat, commas are
+  cosmetic (megatron/core/transformer/pipeline_parallel_layer_layout.py ``parse_str_to_list`` and
+  ``validate_layer_layout``). The counts are the ``t`` of each stage; stages may hold no layer.
+  clustersim places the embedding on the first stage and the loss and MTP modules on the last, so a
+  layout that puts them elsewhere is refused.
+
+Every pipeline rank must keep at least one decoder layer over its chunks (a rank holding only the
+embedding or only the loss is Megatron's ``--standalone-embedding-stage``, not modelled).
+"""
+
+from __future__ import annotations
+
+import re
+
+from clustersim.errors import InputError
+from clustersim.limits import MAX_LAYERS
+from clustersim.parallel.stage_graph import stage_graph
+
+# schedules whose model stage c * pp + r runs on rank r (Megatron's placement); the V schedules put
+# model stage 2 pp - 1 - r on rank r, where "first rank" and a layout's stage order mean something else
+RANK_ORDER_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipe")
+LAYOUT_CHARS = "ELtm"
+MAX_LAYOUT_CHARS = 4 * MAX_LAYERS   # an expanded layout longer than this is not a pipeline
+SPLIT_FIELDS = ("first_stage_layers", "last_stage_layers", "account_for_embedding", "account_for_loss",
+                "pipeline_layout")
+
+
+def split_is_set(layout) -> bool:
+    """Whether ``layout`` (a ParallelLayout) sets one of the framework split settings."""
+    return bool(layout.first_stage_layers or layout.last_stage_layers or layout.account_for_embedding
+                or layout.account_for_loss or layout.pipeline_layout)
+
+
+def weight_of(field: str, value) -> int:
+    """``account_for_embedding`` / ``account_for_loss`` as a layer count: false 0, true 1, or N."""
+    if isinstance(value, bool):
+        return int(value)
+    if not isinstance(value, int) or not 0 <= value <= MAX_LAYERS:
+        raise InputError(f"parallel.{field}", value, f"true, false or a number of layers from 0 to {MAX_LAYERS}")
+    return value
+
+
+def framework_split(layout, layers: int, mtp_layers: int = 0) -> tuple[int, ...]:
+    """Decoder layers of each model stage of ``layout`` (a ParallelLayout that sets a split, see
+    :func:`split_is_set`), checked; InputError names the field and what is allowed."""
+    pp, schedule = layout.pp, layout.schedule
+    graph = stage_graph(schedule, pp, layout.virtual_stages)
+    stages = graph.num_model_stages
+    uneven = bool(layout.first_stage_layers or layout.last_stage_layers)
+    weights = bool(layout.account_for_embedding or layout.account_for_loss)
+    if layout.layers_per_stage:
+        raise InputError("parallel.layers_per_stage", list(layout.layers_per_stage),
+                         "left out when first_stage_layers, last_stage_layers, account_for_embedding, "
+                         "account_for_loss or pipeline_layout sets the split")
+    if layout.pipeline_layout and (uneven or weights):
+        raise InputError("parallel.pipeline_layout", layout.pipeline_layout,
+                         "left out with first_stage_layers, last_stage_layers, account_for_embedding or "
+                         "account_for_loss (Megatron-Core refuses the combination)")
+    if uneven and weights:
+        field = "first_stage_layers" if layout.first_stage_layers else "last_stage_layers"
+        raise InputError(f"parallel.{field}", getattr(layout, field),
+                         "left out with account_for_embedding / account_for_loss (Megatron-Core refuses the "
+                         "combination)")
+    if layout.pipeline_layout:
+        _rank_order(schedule, "pipeline_layout", layout.pipeline_layout)
+        counts = layout_counts(layout.pipeline_layout, layers, mtp_layers, pp, stages)
+    elif uneven:
+        field = "first_stage_layers" if layout.first_stage_layers else "last_stage_layers"
+        _rank_order(schedule, field, getattr(layout, field))
+        counts = uneven_counts(layers, pp, stages // pp, layout.first_stage_layers, layout.last_stage_layers)
+    else:
+        counts = weighted_counts(layers, stages, weight_of("account_for_embedding", layout.account_for_embedding),
+                                 weight_of("account_for_loss", layout.account_for_loss))
+    empty = [r for r in range(pp) if sum(counts[m] for m in set(graph.rank_model_stages(r))) < 1]
+    if empty:
+        field, value = _setting(layout)
+        raise InputError(field, value, f"a split that leaves every pipeline rank at least one decoder layer "
+                         f"(rank {empty[0]} would hold none: layers per stage {list(counts)})")
+    return counts
+
+
+def _setting(layout) -> tuple[str, object]:
+    for field in SPLIT_FIELDS:
+        if getattr(layout, field):
+            return f"parallel.{field}", getattr(layout, field)
+    return "parallel.pp", layout.pp
+
+
+def _rank_order(schedule: str, field: str, value) -> None:
+    if schedule not in RANK_ORDER_SCHEDULES:
+        raise InputError(f"parallel.{field}", value,
+                         f"left out with {schedule}: it names Megatron's stage order (chunk * pp + rank), which "
+                         f"the schedules {', '.join(RANK_ORDER_SCHEDULES)} run")
+
+
+def uneven_counts(layers: int, pp: int, chunks: int, first: int, last: int) -> tuple[int, ...]:
+    """Megatron-Core's uneven first/last pipeline stages (``first``/``last`` 0 = not set): layers
+    of each model stage ``chunk * pp + rank``; InputError where Megatron-Core raises."""
+    for field, value in (("first_stage_layers", first), ("last_stage_layers", last)):
+        if value and pp < 2:
+            raise InputError(f"parallel.{field}", value, "left out when pp = 1 (it sets the layers of the first or "
+                             "last of several pipeline ranks)")
+        if value and value % chunks:
+            raise InputError(f"parallel.{field}", value,
+                             f"a multiple of virtual_stages ({chunks}): the rank's layers split evenly over its chunks")
+    field = "first_stage_layers" if first else "last_stage_layers"
+    value = first or last
+    middle_ranks = pp - (1 if first else 0) - (1 if last else 0)
+    middle_layers = layers - first - last
+    per_rank = [0] * pp
+    if middle_ranks == 0:
+        if middle_layers:
+            raise InputError(f"parallel.{field}", value,
+                             f"first_stage_layers + last_stage_layers = model.layers ({layers}) when pp = 2")
+    else:
+        each = middle_layers // middle_ranks if middle_layers > 0 else 0
+        if middle_layers <= 0 or each * middle_ranks != middle_layers or each % chunks:
+            raise InputError(f"parallel.{field}", value,
+                             f"a value that leaves the {middle_ranks} middle pipeline ranks an equal, positive "
+                             f"multiple of virtual_stages ({chunks}) layers each (model.layers {layers} - first - last "
+                             f"= {middle_layers})")
+        per_rank = [each] * pp
+    if first:
+        per_rank[0] = first
+    if last:
+        per_rank[-1] = last
+    return tuple(per_rank[g % pp] // chunks for g in range(pp * chunks))
+
+
+def weighted_counts(layers: int, stages: int, embedding: int, loss: int) -> tuple[int, ...]:
+    """The embedding and the loss counted as ``embedding`` and ``loss`` layers in an even split of
+    ``stages`` model stages, extra layers to the first stages (torchtitan's rule, which equals
+    Megatron-Core's wherever Megatron-Core accepts the job; see the module docstring)."""
+    effective = layers + embedding + loss
+    if effective < stages:
+        raise InputError("parallel.pp", stages, f"pp * virtual_stages ({stages}) <= model.layers + "
+                         f"account_for_embedding + account_for_loss ({effective})")
+    base, extra = divmod(effective, stages)
+    counts = [base + (1 if i < extra else 0) for i in range(stages)]
+    counts[0] -= embedding
+    if counts[0] < 0:
+        raise InputError("parallel.account_for_embedding", embedding,
+                         f"at most the first stage's share of the split ({counts[0] + embedding} layers)")
+    counts[-1] -= loss
+    if counts[-1] < 0:
+        raise InputError("parallel.account_for_loss", loss,
+                         f"at most the last stage's share of the split ({counts[-1] + loss} layers)")
+    return tuple(counts)
+
+
+_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
+_REPEAT = re.compile(r"([^()|*\d])\*(\d+)")
+
+
+def parse_layout(text: str) -> tuple[str, ...]:
+    """The stages of a Megatron-Core layout string, each as its letters (``"Et|(tt|)*2,tL"`` ->
+    ``("Et", "tt", "tt", "tL")``); InputError for anything else."""
+    field = "parallel.pipeline_layout"
+    allowed = ("stages separated by '|' of E (embedding), t (decoder layer), m (MTP module), L (loss), with "
+               "(...)*n and x*n repeats and cosmetic commas, e.g. 'Et|(tt|)*30,mL'")
+    if not isinstance(text, str) or not text:
+        raise InputError(field, text, allowed)
+    body = text.replace(",", "")
+    if set(body) - set(LAYOUT_CHARS + "|()*0123456789"):
+        raise InputError(field, text, allowed)
+
+    def expand(pattern: re.Pattern[str], s: str) -> str:
+        size = len(s)
+        for m in pattern.finditer(s):
+            size += len(m.group(1)) * int(m.group(2)) - len(m.group(0))
+            if size > MAX_LAYOUT_CHARS:
+                raise InputError(field, text, f"{allowed}, expanding to at most {MAX_LAYOUT_CHARS} characters")
+        return pattern.sub(lambda m: m.group(1) * int(m.group(2)), s)
+
+    body = expand(_REPEAT, expand(_GROUP, body))
+    if set(body) - set(LAYOUT_CHARS + "|"):
+        raise InputError(field, text, allowed)   # a stray bracket, '*' or number
+    return tuple(body.split("|"))
+
+
+def layout_counts(text: str, layers: int, mtp_layers: int, pp: int, stages: int) -> tuple[int, ...]:
+    """Decoder layers of each stage of a Megatron-Core layout string, checked against the model and
+    the ``stages`` model stages (``pp * virtual_stages``)."""
+    field = "parallel.pipeline_layout"
+    parts = parse_layout(text)
+    if len(parts) != stages:
+        raise InputError(field, text, f"{stages} stages (pp * virtual_stages) separated by '|'; it has {len(parts)}")
+    whole = "".join(parts)
+    if whole.count("E") != 1 or "E" not in parts[0]:
+        raise InputError(field, text, "the embedding E once, in the first stage")
+    if whole.count("L") != 1 or "L" not in parts[-1]:
+        raise InputError(field, text, "the loss L once, in the last stage")
+    if whole.count("t") != layers:
+        raise InputError(field, text, f"model.layers ({layers}) decoder layers t; it has {whole.count('t')}")
+    if whole.count("m") != mtp_layers or (mtp_layers and parts[-1].count("m") != mtp_layers):
+        raise InputError(field, text, f"model.mtp_layers ({mtp_layers}) MTP modules m, all in the last stage with "
+                         "the loss (where clustersim places them)")
+    return tuple(p.count("t") for p in parts)

@@ -1,0 +1,1 @@
+"""One training step as a plan: the scenario lowered into per-stage work, collectives and schedules."""

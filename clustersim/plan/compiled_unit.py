@@ -1,0 +1,144 @@
+"""Units of compute-stream work, compiled once per step: costs resolved, collectives planned.
+
+A *unit* is what the step engine runs between two points where something else may happen (a
+layer, the embedding, the output layer): a sequence of kernels (Op) and collectives (CommOp).
+Compiling looks every collective up once (`comm_plan`), merges consecutive kernels, and computes
+the unit's contention-free duration and its split by cause, which both engines use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustersim.collectives import CollectivePlan
+from clustersim.compute import CommOp, Op
+from clustersim.plan.comm_plans import op_plan
+from clustersim.plan.overlap import Interval, advance, overlap_slowdown
+from clustersim.plan.speed_scaling import scale_plan
+from clustersim.plan.stage_work import Work
+from clustersim.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """Kernels (``plan is None``) or one collective, with its contention-free duration."""
+
+    name: str
+    cause: str
+    time_s: float
+    plan: CollectivePlan | None = None
+    overlapped: bool = False  # runs beside the following kernels; the unit waits for it at its end
+    join: int = -1            # >= 0: no work, the stream waits here for overlapped step ``join``
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledUnit:
+    steps: tuple[Step, ...]
+    time_s: float                               # duration when no link is shared
+    by_cause: tuple[tuple[str, float], ...]      # that duration split by cause (sums to time_s)
+    tiers: frozenset[str]                        # link tiers its collectives use
+    slowdown: float = 0.0                        # compute rate lost per concurrent collective
+
+
+def compile_unit(scenario: Scenario, work: Work, link_speed: float = 1.0) -> CompiledUnit:
+    """``link_speed``: scale-out bandwidth factor of this GPU's links (clustersim.plan.speed_scaling)."""
+    steps: list[Step] = []
+    # whether the framework runs the backward's TP collectives beside the GEMMs (FrameworkSpec)
+    mode = scenario.framework.tp_backward_overlap
+    async_tp = mode == "always" or (mode == "with-sp" and scenario.parallel.sequence_parallel)
+    compute_s = 0.0
+    countdown: list[list[int]] = []   # [step index, compute ops left] of collectives that join early
+    for op in work:
+        if isinstance(op, Op):
+            compute_s += op.time_s
+            joins = []
+            for c in countdown:
+                c[1] -= 1
+                if c[1] == 0:
+                    joins.append(c[0])
+            if joins:
+                steps.append(Step("compute", "compute", compute_s))
+                compute_s = 0.0
+                steps.extend(Step(f"join {steps[j].name}", steps[j].cause, 0.0, join=j) for j in joins)
+                countdown = [c for c in countdown if c[1] > 0]
+            continue
+        assert isinstance(op, CommOp)
+        if compute_s > 0:
+            steps.append(Step("compute", "compute", compute_s))
+            compute_s = 0.0
+        plan = op_plan(scenario, op)
+        if link_speed != 1.0:
+            plan = scale_plan(plan, link_speed)
+        # Overlappable collectives (the backward's async TP all-gather/reduce-scatter that Megatron-Core
+        # overlaps with the dgrad/wgrad GEMMs, where the framework does; CP exchanges) run beside the next
+        # kernels; with tp_comm_overlap (Megatron --tp-comm-overlap, userbuffers) every TP collective does.
+        overlapped = (op.overlappable and (op.group != "tp" or async_tp)) or (
+            op.group == "tp" and scenario.parallel.tp_comm_overlap)
+        if overlapped and op.overlap_ops > 0:
+            countdown.append([len(steps), op.overlap_ops])
+        steps.append(Step(op.name, op.cause, plan.time_s, plan, overlapped))
+    if compute_s > 0:
+        steps.append(Step("compute", "compute", compute_s))
+    slowdown = overlap_slowdown(scenario.cluster.gpu)
+    end, causes = unit_timing(tuple(steps), 0.0, (), slowdown)
+    tiers = frozenset(ph.tier for s in steps if s.plan is not None for ph in s.plan.phases)
+    return CompiledUnit(tuple(steps), end, tuple(sorted(causes.items())), tiers, slowdown)
+
+
+def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, ...], slowdown: float
+                ) -> tuple[float, dict[str, float]]:
+    """End time and seconds by cause of a unit started at ``start_s`` with no link shared.
+
+    Blocking collectives hold the compute stream; overlapped ones run beside the kernels that follow
+    them (which run slower meanwhile, clustersim.plan.overlap) and the unit waits for them at its
+    end. ``busy`` lists the rank's other collectives in flight (data-parallel streams), which slow
+    the kernels too.
+    """
+    t = start_s
+    causes: dict[str, float] = {}
+    pending: list[Interval] = []
+    index: dict[int, Interval] = {}
+    for i, s in enumerate(steps):
+        if s.join >= 0:
+            iv = index.pop(s.join)
+            pending.remove(iv)
+            if iv[1] > t:
+                causes[iv[2]] = causes.get(iv[2], 0.0) + (iv[1] - t)
+                t = iv[1]
+            continue
+        if s.plan is not None and s.overlapped:
+            iv = (t, t + s.time_s, s.cause)
+            pending.append(iv)
+            index[i] = iv
+            continue
+        if s.plan is not None:
+            t += s.time_s
+            causes[s.cause] = causes.get(s.cause, 0.0) + s.time_s
+            continue
+        end, lost = advance(t, s.time_s, (*busy, *pending), slowdown)
+        causes["compute"] = causes.get("compute", 0.0) + s.time_s
+        for cause, sec in lost.items():
+            causes[cause] = causes.get(cause, 0.0) + sec
+        t = end
+    for _, end, cause in pending:  # the unit waits for its overlapped collectives at its end
+        if end > t:
+            causes[cause] = causes.get(cause, 0.0) + (end - t)
+            t = end
+    return t, causes
+
+
+class UnitCache:
+    """Compiled units of one step, keyed by the identity of the (shared, immutable) work tuples."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self._scenario = scenario
+        self._units: dict[int, CompiledUnit] = {}
+        self._keep: list[Work] = []
+
+    def __call__(self, work: Work) -> CompiledUnit:
+        key = id(work)
+        unit = self._units.get(key)
+        if unit is None:
+            unit = self._units[key] = compile_unit(self._scenario, work)
+            self._keep.append(work)  # keep the id valid for the cache's lifetime
+        return unit

@@ -1,0 +1,130 @@
+"""Data-parallel communication of one step: gradient buckets and parameter gathers (ZeRO 0-3).
+
+Follows Megatron-core's DistributedDataParallel and distributed optimizer
+(megatron/core/distributed/): gradients accumulate in fp32 ``main_grad`` buffers and are
+reduced in the framework's gradient dtype (``FrameworkSpec.grad_reduce_dtype``: fp32 for Megatron,
+``accumulate_allreduce_grads_in_fp32`` being on for bf16; the training dtype for DeepSpeed), in buckets of
+``max(40M, 1M * dp)`` parameters launched as soon as a bucket's last gradient is ready during
+the final micro-batch's backward (``overlap_grad_reduce``). ZeRO-0 all-reduces the gradients;
+ZeRO-1/2 (the distributed optimizer) reduce-scatter them and all-gather the updated 16-bit
+parameters, overlapped with the next forward pass when ``overlap_param_gather`` is set (the
+first bucket is still exposed). Reductions span the dp x cp ranks.
+
+ZeRO-3 runs as the implementation that the scenario names: clustersim.plan.zero3. The bucket
+rules and the bytes per element are clustersim.plan.dp_rules and clustersim.plan.element_bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from clustersim.plan.comm_plans import Item, comm_plan
+from clustersim.plan.dp_rules import bucket_params, close_buckets, gather_buckets, grad_reduce_bytes
+from clustersim.plan.element_bytes import activation_bytes
+from clustersim.plan.stage_work import StepWork, build_step_work
+from clustersim.plan.zero3 import Zero3Plan, zero3_plan
+from clustersim.scenario import Scenario
+
+
+class DpTail(NamedTuple):
+    """What a rank does after its last backward, the data-parallel tail of its step: it launches
+    the gradient reductions that did not overlap the backward (``reduce``), waits until every
+    collective of its streams is done, steps the optimizer, then runs the parameter gathers that
+    do not overlap the next forward (``gather``) one after another. Both engines run it as given."""
+
+    reduce: tuple[Item, ...]
+    optimizer_time_s: float
+    gather: tuple[Item, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DpPlan:
+    """Data-parallel collectives of one step, by where they start (module docstring)."""
+
+    grad_buckets: dict[tuple[int, int], tuple[Item, ...]] = field(default_factory=dict)  # (stage, bwd unit)
+    after_backward: dict[int, tuple[Item, ...]] = field(default_factory=dict)   # stage -> after the backward
+    param_gathers: dict[tuple[int, int], tuple[Item, ...]] = field(default_factory=dict)  # (stage, fwd unit)
+    after_optimizer: dict[int, tuple[Item, ...]] = field(default_factory=dict)  # stage -> after the step
+    zero3: Zero3Plan | None = None
+
+    def after_backward_of(self, stages: list[int]) -> tuple[Item, ...]:
+        return tuple(item for g in stages for item in self.after_backward.get(g, ()))
+
+    def after_optimizer_of(self, stages: list[int]) -> tuple[Item, ...]:
+        return tuple(item for g in stages for item in self.after_optimizer.get(g, ()))
+
+    def tail(self, stages: list[int], optimizer_time_s: float) -> DpTail:
+        """The data-parallel tail of a rank holding global ``stages`` whose optimizer step takes
+        ``optimizer_time_s``."""
+        return DpTail(self.after_backward_of(stages), optimizer_time_s, self.after_optimizer_of(stages))
+
+
+def dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:
+    """Data-parallel collectives of one step (module docstring). Memoised per scenario when
+    ``work`` is the scenario's own (hashing a StepWork costs milliseconds; a Scenario microseconds)."""
+    if work is build_step_work(scenario):
+        return _dp_plan_of(scenario)
+    return _dp_plan(scenario, work)
+
+
+def dp_plan_from(scenario: Scenario, work: StepWork, named: bool = True,
+                 stages: frozenset[int] | None = None) -> DpPlan:
+    """``dp_plan`` of ``scenario`` from ``work`` (another layout's units with the same parameters
+    per unit), not memoised and without building the scenario's own work; ``named=False``
+    leaves the items' names empty (the sweep's bounds read their plans only); ``stages``: only
+    these global stages' items (each stage's items depend on that stage alone)."""
+    return _dp_plan(scenario, work, named, stages)
+
+
+@functools.lru_cache(maxsize=4096)
+def _dp_plan_of(scenario: Scenario) -> DpPlan:
+    """``dp_plan`` of the scenario's own work (memoised: a pure function of the frozen scenario)."""
+    return _dp_plan(scenario, build_step_work(scenario))
+
+
+def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
+             stages: frozenset[int] | None = None) -> DpPlan:
+    par = scenario.parallel
+    if par.dp * par.cp == 1:
+        return DpPlan()
+    zero = par.zero_stage
+    if zero == 3:
+        return DpPlan(zero3=zero3_plan(scenario, work))
+    param_bytes = activation_bytes(scenario.training.dtype)
+    size = bucket_params(scenario)
+    grad_op = "all_reduce" if zero == 0 else "reduce_scatter"
+    grad_bytes = grad_reduce_bytes(scenario)
+    grad_buckets: dict[tuple[int, int], tuple[Item, ...]] = {}
+    after_backward: dict[int, tuple[Item, ...]] = {}
+    param_gathers: dict[tuple[int, int], tuple[Item, ...]] = {}
+    after_optimizer: dict[int, tuple[Item, ...]] = {}
+    edp = par.edp
+    for stage in work.stages:
+        g = stage.index
+        if stages is not None and g not in stages:
+            continue
+        # dense parameters reduce over dp x cp; expert parameters over the expert-data-parallel
+        # group (dp x cp / ep ranks), in buckets of their own (Megatron-core MoE)
+        groups = [("dp_cp", stage.unit_params, "")]
+        if edp > 1 and any(stage.unit_expert_params):
+            groups.append(("edp", stage.unit_expert_params, " experts"))
+        for axis, unit_params, tag in groups:
+            for unit, params in close_buckets(unit_params, size):
+                item = Item(f"{grad_op} grads{tag} s{g} ({params / 1e6:.0f}M params)" if named else "",
+                            comm_plan(scenario, grad_op, params * grad_bytes, axis))
+                if par.overlap_grad_reduce:
+                    grad_buckets[(g, unit)] = grad_buckets.get((g, unit), ()) + (item,)
+                else:
+                    after_backward[g] = after_backward.get(g, ()) + (item,)
+            fwd_params = tuple(reversed(unit_params))
+            if zero in (1, 2):
+                for first, params in gather_buckets(fwd_params, size):
+                    item = Item(f"all_gather params{tag} s{g} ({params / 1e6:.0f}M)" if named else "",
+                                comm_plan(scenario, "all_gather", params * param_bytes, axis))
+                    if par.overlap_param_gather:
+                        param_gathers[(g, first)] = param_gathers.get((g, first), ()) + (item,)
+                    else:
+                        after_optimizer[g] = after_optimizer.get(g, ()) + (item,)
+    return DpPlan(grad_buckets, after_backward, param_gathers, after_optimizer)

@@ -1,0 +1,68 @@
+"""The data-parallel rules that every model of the step shares: buckets, gradient bytes, ZeRO-3's implementation.
+
+Gradient buckets follow Megatron-core's DistributedDataParallel (megatron/core/distributed/):
+``max(40M, 1M * dp)`` parameters (or ``parallel.dp_bucket_params``), a bucket closing at the unit
+whose gradients fill it. The pure helpers keep a bounded ``functools.lru_cache``: they are pure
+functions of tuples of integers, and the sweep's bounds plan many layouts with the same stages.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from clustersim.plan.element_bytes import reduce_bytes
+from clustersim.scenario import Scenario
+
+
+def bucket_params(scenario: Scenario) -> int:
+    """Parameters per gradient bucket (module docstring)."""
+    par = scenario.parallel
+    return par.dp_bucket_params or max(40_000_000, 1_000_000 * par.dp * par.cp)
+
+
+@functools.lru_cache(maxsize=65536)
+def close_buckets(unit_params: tuple[int, ...], size: int) -> tuple[tuple[int, int], ...]:
+    """Close a bucket at the unit where the running sum reaches ``size``: ((last unit, params), ...)
+    (memoised: the sweep's bounds plan many layouts with the same stages)."""
+    out, acc = [], 0
+    for u, p in enumerate(unit_params):
+        acc += p
+        if acc >= size:
+            out.append((u, acc))
+            acc = 0
+    if acc:
+        out.append((len(unit_params) - 1, acc))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=65536)
+def gather_buckets(fwd_params: tuple[int, ...], size: int) -> tuple[tuple[int, int], ...]:
+    """The parameter gathers' buckets in forward order: ((first unit, params), ...)."""
+    return tuple((unit - units_in_bucket(fwd_params, unit, params) + 1, params)
+                 for unit, params in close_buckets(fwd_params, size))
+
+
+def units_in_bucket(unit_params: tuple[int, ...], last: int, params: int) -> int:
+    """How many units, counted back from ``last``, hold the bucket of ``params`` parameters that closes there."""
+    acc, n = 0, 0
+    for u in range(last, -1, -1):
+        acc += unit_params[u]
+        n += 1
+        if acc >= params:
+            break
+    return n
+
+
+def zero3_impl(scenario: Scenario) -> str:
+    """The ZeRO-3 implementation that runs: torch FSDP when parallel.fsdp.version is set, else the framework's."""
+    version = scenario.parallel.fsdp_version
+    return f"fsdp{version}" if version else scenario.framework.zero3
+
+
+def grad_reduce_bytes(scenario: Scenario) -> int:
+    """Bytes per gradient element in the data-parallel reduction: the framework's gradient dtype
+    (``FrameworkSpec.grad_reduce_dtype``), except under DeepSpeed ZeRO-3, which reduce-scatters in
+    its communication dtype (the 16-bit training dtype by default: DeepSpeed configuration docs,
+    ``communication_data_type``; clustersim.plan.zero3)."""
+    deepspeed = scenario.parallel.zero_stage == 3 and zero3_impl(scenario) == "deepspeed"
+    return reduce_bytes("bf16" if deepspeed else scenario.framework.grad_reduce_dtype, scenario.training.dtype)

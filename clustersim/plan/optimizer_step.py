@@ -1,0 +1,45 @@
+"""One rank's optimizer step: the one cost that every model of the step (and the sweep's bounds) prices it by.
+
+The step of a rank holding ``params`` parameters (before ZeRO sharding) is, one after another:
+
+* Adam on the GPU (clustersim.compute.optimizer), or ZeRO-Offload's host Adam with the gradient
+  and parameter copies over the host link (clustersim.plan.host_offload);
+* the framework's passes over the whole gradient buffer before its data-parallel reduction
+  (zeroing, NaN check, 1/dp scaling: ``FrameworkSpec.grad_buffer_bytes_per_param``); ZeRO-3 keeps
+  no whole buffer, and with one data-parallel rank the ZeRO stages are one layout (the sweep
+  prunes them as such), so none is priced there;
+* gradient clipping's global norm (``grad_norm_all_reduce_s``).
+"""
+
+from __future__ import annotations
+
+from clustersim.collectives import GroupShape, plan_collective
+from clustersim.compute import optimizer_step_time_s
+from clustersim.compute.optimizer import grad_buffer_time_s
+from clustersim.plan.host_offload import host_optimizer_time_s
+from clustersim.scenario import Scenario
+
+
+def optimizer_step_s(scenario: Scenario, params_per_gpu: int) -> float:
+    """Seconds of the optimizer step of a rank holding ``params_per_gpu`` parameters (module docstring)."""
+    par, gpu = scenario.parallel, scenario.cluster.gpu
+    buffer_bytes = (scenario.framework.grad_buffer_bytes_per_param
+                    if par.zero_stage <= 2 and par.dp * par.cp > 1 else 0)
+    step_s = (host_optimizer_time_s(scenario, params_per_gpu) if par.offload_optimizer
+              else optimizer_step_time_s(params_per_gpu, par, gpu))
+    return step_s + grad_buffer_time_s(params_per_gpu, buffer_bytes, gpu) + grad_norm_all_reduce_s(scenario)
+
+
+def grad_norm_all_reduce_s(scenario: Scenario) -> float:
+    """Gradient clipping's global norm: every rank's partial squared norm is all-reduced (one fp32)
+    before the optimizer can step (Megatron-Core megatron/core/optimizer/clip_grads.py
+    get_grad_norm_fp32: all_reduce over the data-parallel then the model-parallel group;
+    torch.nn.utils.clip_grad_norm_ on torchtitan's DTensors; DeepSpeed's get_global_norm). A
+    latency-bound collective over the whole job, priced by the NCCL model (clustersim.collectives)."""
+    cluster = scenario.cluster
+    gpus = scenario.parallel.num_gpus
+    if gpus == 1:
+        return 0.0
+    per_node = min(gpus, cluster.gpus_per_domain)  # group shapes count ranks per scale-up domain
+    shape = GroupShape(per_node, gpus // per_node)
+    return plan_collective("all_reduce", 4, cluster, shape).time_s

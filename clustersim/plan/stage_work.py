@@ -1,0 +1,219 @@
+"""Per-stage work of one training step, built once from the scenario by the pure cost functions.
+
+A *global stage* is one model chunk on one pipeline rank; the schedule's stage graph
+(clustersim.parallel.stage_graph) says which rank and chunk run it and which slice of the layers
+(its *model stage*) it runs. Model stage 0 holds the embedding, the last one the output layer
+and loss (and the multi-token-prediction modules). Work is kept per layer so that the engine can
+fill gradient buckets as layers finish their backward. The first ``moe.first_dense_layers``
+layers of a MoE model are dense, the rest MoE (or every N-th, ``moe.every``); layers attend over
+the full sequence or the model's local span (``ModelSpec.layer_kind``); each unit is priced as its kind.
+
+For schedules that split the weight gradient (zero-bubble, DualPipe) every backward unit is also
+kept as its input-gradient part (the B action: every op but the weight-gradient GEMMs) and its
+weight-gradient part (the W action: the ``Op.wgrad`` GEMMs).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from clustersim.compute import (
+    CommOp,
+    LayerCost,
+    Op,
+    embedding_cost,
+    expert_params_per_gpu,
+    output_cost,
+    transformer_layer_cost,
+)
+from clustersim.compute.conventions import resolve_attention
+from clustersim.compute.mtp import mtp_cost
+from clustersim.compute.ops import PassCost
+from clustersim.memory.activations import layer_activation_bytes
+from clustersim.memory.policies import chunk_policies
+from clustersim.parallel.pipeline import model_split
+from clustersim.parallel.stage_graph import StageGraph, stage_graph
+from clustersim.plan.element_bytes import activation_bytes
+from clustersim.plan.optimizer_step import optimizer_step_s
+from clustersim.scenario import Scenario
+from clustersim.workload.model_spec import LayerKind
+
+Work = tuple[Op | CommOp, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StageWork:
+    """What one global stage does for one micro-batch (one GPU's share)."""
+
+    index: int
+    num_layers: int
+    forward: tuple[Work, ...]    # per unit, in execution order (embedding?, layers..., output?)
+    backward: tuple[Work, ...]   # per unit, in execution order (output?, layers reversed..., embedding?)
+    backward_split: tuple[tuple[Work, Work], ...]  # the same units as (recomputed forward, backward proper)
+    unit_params: tuple[int, ...]  # params of each backward unit, aligned with ``backward`` (experts excluded)
+    unit_expert_params: tuple[int, ...]  # expert params of each backward unit (MoE; reduced over edp)
+    params: int                  # parameters of this stage held by one GPU (before ZeRO sharding)
+    backward_input: tuple[Work, ...] = ()   # per backward unit: the B part when the W is split off
+    backward_weight: tuple[Work, ...] = ()  # per backward unit: the W part (weight-gradient GEMMs)
+    model_stage: int = 0
+    moe_layers: int = 0          # MoE layers among num_layers
+
+
+@dataclass(frozen=True, slots=True)
+class StepWork:
+    stages: tuple[StageWork, ...]  # indexed by global stage
+    p2p_bytes: float               # activation (and its gradient) sent between stages, per GPU
+    optimizer_time_s: tuple[float, ...]  # per pp rank
+    params_per_rank: tuple[int, ...]     # per pp rank, before ZeRO sharding
+    graph: StageGraph | None = None
+
+
+def _with_offload(scenario: Scenario, lc: LayerCost, moe: bool) -> LayerCost:
+    """A layer whose saved activations go to host memory during its forward and come back during
+    its backward, beside its own compute (clustersim.plan.host_offload)."""
+    par, model = scenario.parallel, scenario.model
+    attention = resolve_attention(scenario.training.attention, scenario.cluster.gpu.name)
+    size = layer_activation_bytes(model, par, scenario.training.dtype, attention, moe=moe)
+    d2h = CommOp("activation_offload_d2h", "host_copy", size, "host", True)
+    h2d = CommOp("activation_prefetch_h2d", "host_copy", size, "host", True)
+    return LayerCost(PassCost((d2h, *lc.forward.ops)), PassCost((h2d, *lc.backward.ops)), lc.recompute, lc.params)
+
+
+def _merge(*parts: Work) -> Work:
+    out: list[Op | CommOp] = []
+    for part in parts:
+        out.extend(part)
+    return tuple(out)
+
+
+def _split(work: Work) -> tuple[Work, Work]:
+    """(input-gradient part, weight-gradient part) of a backward unit."""
+    return (tuple(op for op in work if not (isinstance(op, Op) and op.wgrad)),
+            tuple(op for op in work if isinstance(op, Op) and op.wgrad))
+
+
+@functools.lru_cache(maxsize=64)
+def step_graph(scenario: Scenario) -> StageGraph:
+    """The schedule's stage graph (memoised: a pure function of the frozen scenario, asked for by
+    every plan, memory report and bound of it)."""
+    par = scenario.parallel
+    return stage_graph(par.schedule, par.pp, par.virtual_stages, par.num_micro_batches)
+
+
+def model_stage_layers(scenario: Scenario) -> tuple[int, ...]:
+    """Layers of each model stage (V schedules: two chunks per rank; DualPipe: pp stages).
+
+    Multi-token-prediction modules sit on the last stage (Megatron-Core's default placement,
+    docs/user-guide/features/multi_token_prediction.md) and count as layers in the split, as a
+    balanced ``--pipeline-model-parallel-layout`` does (Megatron's DeepSeek-V3 example gives the
+    MTP layer a slot of its own, pipeline_parallel_layout.md): the layers and the MTP modules are
+    split with ``stage_layers`` and the last stage keeps its share minus the MTP modules."""
+    par, model = scenario.parallel, scenario.model
+    graph = step_graph(scenario)
+    if par.layers_per_stage and len(par.layers_per_stage) == graph.num_model_stages:
+        return tuple(par.layers_per_stage)   # explicit or balanced to speed (mixed GPUs)
+    return model_split(graph, model.layers, model.mtp_layers)
+
+
+@functools.lru_cache(maxsize=4096)
+def build_step_work(scenario: Scenario) -> StepWork:
+    """What every global stage does for one micro-batch (module docstring). Memoised: a pure
+    function of the frozen scenario that the plan, its budget, the memory plan, the mixed-GPU
+    balancing and the sweep's bounds all read; its work tuples are shared by identity downstream."""
+    model, par, gpu, dtype = scenario.model, scenario.parallel, scenario.cluster.gpu, scenario.training.dtype
+    graph = step_graph(scenario)
+    gpn = scenario.cluster.gpus_per_node
+    elementwise = "fused" if scenario.training.compile else scenario.framework.elementwise
+    recipe = scenario.training.recipe
+    kinds: dict[tuple[LayerKind, str], LayerCost] = {}
+    merged: dict[int, Work] = {}   # id(LayerCost) -> its backward unit (recompute + backward)
+
+    def kind(k: LayerKind, policy: str | None = None) -> LayerCost:
+        """A layer of kind ``k`` (dense or MoE, full or local attention) running recompute ``policy``
+        (memory/policies.py; None: the layout's)."""
+        key = (k, par.recompute if policy is None else policy)
+        lc = kinds.get(key)
+        if lc is None:
+            lc = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention, moe=k.moe,
+                                        gpus_per_node=gpn, elementwise=elementwise, recompute=key[1], recipe=recipe,
+                                        local=k.local)
+            if par.offload_activations:
+                lc = _with_offload(scenario, lc, k.moe)
+            kinds[key] = lc
+        return lc
+
+    emb: LayerCost = embedding_cost(model, par, gpu, dtype)
+    out: LayerCost = output_cost(model, par, gpu, dtype, elementwise)
+    counts = model_stage_layers(scenario)
+    last_model = len(counts) - 1
+    # each layer's recompute policy: chunks of a rank in order, as memory/policies.stage_policies
+    policies: dict[int, tuple[str, ...]] = {}
+    for r in range(par.pp):
+        before = 0
+        for ms in graph.rank_model_stages(r):
+            policies[ms] = chunk_policies(par, counts[ms], before)
+            before += counts[ms]
+    model_stages = []
+    first_layer = 0
+    for ms, n in enumerate(counts):
+        fwd: list[Work] = []
+        bwd: list[Work] = []
+        split: list[tuple[Work, Work]] = []
+        unit_params: list[int] = []
+        unit_expert: list[int] = []
+        layer_kinds = [model.layer_kind(i) for i in range(first_layer, first_layer + n)]
+        first_layer += n
+        params = sum(kind(k).params for k in layer_kinds)
+        if ms == 0:
+            fwd.append(tuple(emb.forward.ops))
+            params += emb.params
+        fwd.extend(tuple(kind(k).forward.ops) for k in layer_kinds)
+        if ms == last_model:
+            mtp = mtp_cost(model, par, gpu, dtype, scenario.training.attention, gpn, emb, out)
+            fwd.extend(tuple(cost.forward.ops) for cost in mtp)
+            fwd.append(tuple(out.forward.ops))
+            bwd.append(_merge(tuple(out.recompute.ops), tuple(out.backward.ops)))
+            split.append((tuple(out.recompute.ops), tuple(out.backward.ops)))
+            # a tied output layer shares the embedding's weights when both sit on one stage
+            shared = model.tie_embeddings and last_model == 0
+            unit_params.append(0 if shared else out.params)
+            unit_expert.append(0)
+            params += 0 if shared else out.params
+            for cost in reversed(mtp):
+                bwd.append(_merge(tuple(cost.recompute.ops), tuple(cost.backward.ops)))
+                split.append((tuple(cost.recompute.ops), tuple(cost.backward.ops)))
+                e = expert_params_per_gpu(model, par.tp, par.ep, par.etp)
+                unit_params.append(cost.params - e)
+                unit_expert.append(e)
+                params += cost.params
+        for k, p in reversed(list(zip(layer_kinds, policies[ms], strict=True))):   # the backward runs in reverse
+            lc = kind(k, p)
+            if id(lc) not in merged:   # layers of one kind share one backward tuple (priced once downstream)
+                merged[id(lc)] = _merge(tuple(lc.recompute.ops), tuple(lc.backward.ops))
+            bwd.append(merged[id(lc)])
+            split.append((tuple(lc.recompute.ops), tuple(lc.backward.ops)))
+            e = expert_params_per_gpu(model, par.tp, par.ep, par.etp, moe=k.moe)
+            unit_params.append(lc.params - e)
+            unit_expert.append(e)
+        if ms == 0:
+            bwd.append(_merge(tuple(emb.recompute.ops), tuple(emb.backward.ops)))
+            split.append((tuple(emb.recompute.ops), tuple(emb.backward.ops)))
+            unit_params.append(emb.params)
+            unit_expert.append(0)
+        splits: dict[int, tuple[Work, Work]] = {}
+        parts = [splits.get(id(w)) or splits.setdefault(id(w), _split(w)) for w in bwd]
+        model_stages.append(dict(num_layers=n, forward=tuple(fwd), backward=tuple(bwd), backward_split=tuple(split),
+                                 unit_params=tuple(unit_params), unit_expert_params=tuple(unit_expert),
+                                 params=params, backward_input=tuple(p[0] for p in parts),
+                                 backward_weight=tuple(p[1] for p in parts), model_stage=ms,
+                                 moe_layers=sum(k.moe for k in layer_kinds)))
+    stages = tuple(StageWork(index=g, **model_stages[graph.model_stage[g]]) for g in range(graph.num_stages))
+    params_per_rank = tuple(sum(stages[graph.stage(r, c)].params for c in range(graph.chunks)) for r in range(par.pp))
+    opt = tuple(optimizer_step_s(scenario, p) for p in params_per_rank)
+    # Pipeline p2p: Megatron splits the [s, b, h] activation across the TP ranks before sending
+    # (scatter-gather optimisation, Narayanan et al. 2021 §4.1), so each GPU sends 1/tp of it.
+    # Activations cross stages in the compute dtype, fp8 training keeping bf16 activations.
+    seq = model.seq_len // par.cp
+    p2p = par.micro_batch * seq * model.hidden * activation_bytes(dtype) / par.tp
+    return StepWork(stages, p2p, opt, params_per_rank, graph)

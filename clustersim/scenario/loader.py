@@ -1,0 +1,326 @@
+"""Scenario files (CONTRACT.md §1): YAML -> validated, frozen Scenario.
+
+Validation happens in two layers: pydantic checks each section's keys and types (unknown keys
+are errors: clustersim.scenario.sections), then ``check_layout`` and ``check_recompute`` check what
+spans fields (the product rule, divisibility: clustersim.scenario.checks). Every failure is an
+InputError naming the field, the value and what is allowed. Loading runs no cost model: a job
+over mixed GPUs is balanced to its groups' speeds after loading (clustersim.perrank.hetero.balanced).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from clustersim.compute.precision import resolve_recipe
+from clustersim.errors import InputError
+from clustersim.frameworks import load_framework
+from clustersim.goodput.config import goodput_spec
+from clustersim.hardware.load import load_cluster
+from clustersim.hardware.spec import ClusterSpec
+from clustersim.workload import hf_config as hf_reader
+from clustersim.inputs import parse_override_value, read_yaml_file
+from clustersim.limits import MAX_GPUS
+from clustersim.parallel.balance import check_layers_per_stage
+from clustersim.parallel.layout import ParallelLayout
+from clustersim.parallel.split import framework_split, split_is_set, weight_of
+from clustersim.scenario.checks import check_layout, check_recompute
+from clustersim.scenario.faults import fault_spec
+from clustersim.scenario.node_groups import NodeGroup, load_groups
+from clustersim.scenario.sections import (
+    ClusterSection,
+    FsdpSection,
+    ModelSection,
+    ParallelSection,
+    ScenarioFile,
+)
+from clustersim.scenario.spec import Scenario, TrainingSpec
+from clustersim.workload.model_fields import model_from_fields
+from clustersim.workload.model_spec import ModelSpec
+from clustersim.workload.presets import MODEL_PRESETS
+
+DEFAULT_SCENARIO_YAML = """\
+name: llama3-8b on 2 DGX H100 (embedded default)
+model: {preset: llama3-8b}
+cluster: {preset: dgx-h100, nodes: 2}
+parallel: {tp: 2, pp: 2, dp: 4, micro_batch: 1, global_batch: 64, schedule: 1f1b,
+           zero_stage: 1, sequence_parallel: true, recompute: selective}
+training: {dtype: bf16}
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# raw dict handling
+
+def read_scenario_dict(path: str | Path | None) -> dict[str, Any]:
+    """The scenario file as a plain dict (the embedded default when ``path`` is None)."""
+    if path is None:
+        return yaml.safe_load(DEFAULT_SCENARIO_YAML)
+    data = read_yaml_file(path, "SCENARIO", "a YAML scenario file")
+    if not isinstance(data, dict):
+        raise InputError("SCENARIO", str(path), "a YAML mapping with sections model, cluster, parallel, training")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], assignments: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Apply ``--set a.b=VALUE`` overrides (VALUE parsed as YAML) to a copy of ``data``."""
+    out = copy.deepcopy(data)
+    for item in assignments:
+        if "=" not in item:
+            raise InputError("--set", item, "KEY=VALUE with a dotted KEY such as parallel.tp=4")
+        key, raw = item.split("=", 1)
+        value = parse_override_value(raw, item)
+        node = out
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise InputError("--set", item, f"a key below a section; {part} is not a section")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def _allowed_for(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """The allowed keys of the section that ``loc`` points into."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            break
+        ann = field.annotation
+        for arg in getattr(ann, "__args__", (ann,)):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                current = arg
+                break
+    return ", ".join(getattr(current, "model_fields", {}))
+
+
+def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> InputError:
+    err = exc.errors()[0]
+    loc = tuple(err["loc"])
+    field = ".".join(str(p) for p in loc) or "scenario"
+    value = err.get("input")
+    if err["type"] == "extra_forbidden":
+        keys = _allowed_for(ScenarioFile, loc)
+        return InputError(field, value, f"unknown key; allowed keys: {keys}", choices=keys.split(", "),
+                          key=str(loc[-1]) if loc else None)
+    if err["type"] == "missing":
+        return InputError(field, None, "this field is required")
+    ctx = err.get("ctx") or {}
+    if "expected" in ctx:  # a literal: "'gpipe', '1f1b' or 'zb-v'" names the choices for "did you mean"
+        return InputError(field, value, f"one of {ctx['expected']}", choices=re.findall(r"'([^']*)'", ctx["expected"]))
+    if "ge" in ctx:
+        allowed = f"a number >= {ctx['ge']}"
+    elif "gt" in ctx:
+        allowed = f"a number > {ctx['gt']}"
+    elif "le" in ctx:
+        allowed = f"a number <= {ctx['le']}"
+    elif err["type"] in _SECTION_TYPES:  # a section given as a scalar or a list: name its keys
+        allowed = f"a mapping (KEY: VALUE) with keys {_allowed_for(ScenarioFile, (*loc, ''))}"
+    else:  # pydantic's own words ("Input should be a valid integer, ...") in the command line's
+        allowed = _PYDANTIC_WORDS.get(err["type"]) or str(err["msg"]).removeprefix("Input should be ")
+    return InputError(field, value, allowed)
+
+
+_SECTION_TYPES = ("dict_type", "model_type", "model_attributes_type")
+_PYDANTIC_WORDS = {"int_parsing": "a whole number", "int_type": "a whole number",
+                   "int_from_float": "a whole number (this one has a fractional part)",
+                   "float_parsing": "a number", "float_type": "a number", "bool_parsing": "true or false",
+                   "bool_type": "true or false", "string_type": "text", "list_type": "a list",
+                   "finite_number": "a finite number"}
+
+
+# ---------------------------------------------------------------------------------------------
+# model resolution
+
+def read_hf_config(path: str) -> dict[str, Any]:
+    """The model fields of a Hugging Face ``config.json`` (clustersim.workload.hf_config), checked
+    with the same types and bounds as explicit model fields."""
+    fields = hf_reader.read_hf_config(path)
+    try:
+        ModelSection.model_validate(fields)
+    except ValidationError as exc:
+        err = _pydantic_to_input_error(exc, fields)
+        raise err.with_field(f"model.hf_config ({path}): {err.field}") from None
+    return fields
+
+
+def _resolve_model(section: ModelSection) -> ModelSpec:
+    fields: dict[str, Any] = {}
+    name = section.name or section.preset or "custom"
+    if section.preset is not None:
+        if section.preset not in MODEL_PRESETS:
+            raise InputError("model.preset", section.preset, sorted(MODEL_PRESETS))
+        fields.update(MODEL_PRESETS[section.preset])
+    notes: tuple[str, ...] = ()
+    if section.hf_config is not None:
+        fields.update(read_hf_config(section.hf_config))
+        name = section.name or Path(section.hf_config).parent.name or "hf-model"
+        notes = (f"read from {section.hf_config}",)
+        if section.seq_len is None and "seq_len" not in fields:   # a job setting, not the config's context
+            fields["seq_len"] = hf_reader.DEFAULT_SEQ_LEN
+            notes += (f"seq_len defaulted to {hf_reader.DEFAULT_SEQ_LEN} (the config gives no training sequence length; "
+                      "set model.seq_len)",)
+    explicit = section.model_dump(exclude_none=True, exclude={"preset", "hf_config", "name", "moe"})
+    fields.update(explicit)
+    if section.moe is not None:  # explicit moe fields override the preset's one by one
+        moe = dict(fields.get("moe") or {})
+        moe.update(section.moe.model_dump(exclude_unset=True))
+        fields["moe"] = moe
+    for key in ("layers", "hidden", "heads", "vocab", "seq_len"):
+        if key not in fields:
+            raise InputError(f"model.{key}", None,
+                             f"required unless model.preset is given (presets: {', '.join(sorted(MODEL_PRESETS))})")
+    return model_from_fields(name, fields, notes)
+
+
+def _recompute_fields(p: ParallelSection, model: ModelSpec) -> dict[str, Any]:
+    """recompute_every / recompute_method / recompute_num_layers, checked against recompute."""
+    if p.recompute_every is not None and not 1 <= p.recompute_every <= model.layers:
+        raise InputError("parallel.recompute_every", p.recompute_every,
+                         f"an integer from 1 to model.layers ({model.layers})")
+    if p.recompute_num_layers is not None and p.recompute_num_layers < 1:
+        raise InputError("parallel.recompute_num_layers", p.recompute_num_layers,
+                         "an integer from 1 to the layers of a pipeline stage")
+    if p.recompute_method is not None and p.recompute != "full":
+        raise InputError("parallel.recompute_method", p.recompute_method,
+                         "only with parallel.recompute: full (Megatron --recompute-granularity full)")
+    if p.recompute_num_layers is not None and p.recompute != "full":
+        raise InputError("parallel.recompute_num_layers", p.recompute_num_layers,
+                         "only with parallel.recompute: full")
+    return {"recompute_every": 0 if p.recompute_every is None else p.recompute_every,
+            "recompute_method": p.recompute_method or "uniform",
+            "recompute_num_layers": 1 if p.recompute_num_layers is None else p.recompute_num_layers}
+
+
+def scenario_from_dict(data: dict[str, Any]) -> Scenario:
+    """Validate a raw scenario dict and build the frozen Scenario. Raises InputError."""
+    if not isinstance(data, dict):
+        raise InputError("scenario", type(data).__name__, "a mapping")
+    try:
+        raw = ScenarioFile.model_validate(data)
+    except ValidationError as exc:
+        raise _pydantic_to_input_error(exc, data) from None
+    model = _resolve_model(raw.model)
+    cluster, groups = _resolve_cluster(raw.cluster)
+    if cluster.num_gpus > MAX_GPUS:
+        raise InputError("cluster.nodes", cluster.num_nodes, f"a cluster of at most {MAX_GPUS:,} GPUs (clustersim's "
+                         f"limit; {cluster.num_nodes:,} nodes x {cluster.gpus_per_node} GPUs = {cluster.num_gpus:,})")
+    p = raw.parallel
+    if p.dp is None:
+        denom = p.tp * p.pp * p.cp
+        if cluster.num_gpus % denom:
+            raise InputError("parallel", f"tp({p.tp}) * pp({p.pp}) * cp({p.cp}) = {denom}",
+                             f"a divisor of the GPU count {cluster.num_gpus} (dp is left out)")
+        dp = cluster.num_gpus // denom
+    else:
+        dp = p.dp
+    global_batch = p.global_batch if p.global_batch is not None else dp * p.micro_batch * max(1, p.pp) * 4
+    framework = load_framework(raw.framework)
+    fsdp = p.fsdp or FsdpSection()
+    if p.fsdp is not None and p.zero_stage != 3:
+        raise InputError("parallel.fsdp", p.fsdp.model_dump(), "only with parallel.zero_stage: 3")
+    overlaps = {key: framework_value if value is None else value for key, value, framework_value in (
+        ("overlap_grad_reduce", p.overlap_grad_reduce, framework.overlap_grad_reduce),
+        ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}
+    explicit_layers = None
+    if p.layers_per_stage is not None:
+        explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, p.pp * p.virtual_stages, p.pp)
+    recompute = _recompute_fields(p, model)
+    split = {"first_stage_layers": p.first_stage_layers or 0, "last_stage_layers": p.last_stage_layers or 0,
+             "account_for_embedding": weight_of("account_for_embedding", p.account_for_embedding),
+             "account_for_loss": weight_of("account_for_loss", p.account_for_loss),
+             "pipeline_layout": p.pipeline_layout or ""}
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", "layers_per_stage", "balance", *recompute,
+                                                    *split}), **split,
+                            **overlaps, **recompute, "dp": dp, "global_batch": global_batch,
+                            "layers_per_stage": explicit_layers or (),
+                            "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
+                            "reshard_after_forward": fsdp.reshard_after_forward,
+                            "hsdp_replicas": fsdp.hsdp_replicas, "expert_tp": p.expert_tp or 0,
+                            "hierarchical_cp_sizes": _hierarchical_cp(p, cluster.gpus_per_node),
+                            "offload_optimizer": p.offload.optimizer, "offload_activations": p.offload.activations,
+                            "offload_params": p.offload.params,
+                            "adam_moment_bytes": 2 if raw.training.adam_moments == "bf16" else 4})
+    if split_is_set(par):   # Megatron-Core's / torchtitan's own split, resolved once (clustersim.parallel.split)
+        explicit_layers = framework_split(par, model.layers, model.mtp_layers)
+        par = replace(par, layers_per_stage=explicit_layers)
+    t = raw.training
+    # every group's GPUs must run the dtype and recipe (clustersim.compute.precision.resolve_recipe)
+    recipes = {resolve_recipe(t.dtype, t.fp8_recipe, t.fp4_recipe, spec.gpu) for spec in [g.cluster for g in groups]
+               or [cluster]}
+    if len(recipes) > 1:
+        raise InputError("training.fp8_recipe" if t.dtype == "fp8" else "training.fp4_recipe", sorted(recipes),
+                         "one scaling recipe that every group's GPUs run (set it explicitly)")
+    recipe = recipes.pop()
+    check_layout(model, cluster, par)
+    check_recompute(model, par)
+    attention = framework.attention if t.attention == "auto" else t.attention
+    training = TrainingSpec(dtype=t.dtype, optimizer=t.optimizer, attention=attention, compile=t.compile,
+                            recipe=recipe)
+    gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
+    nics = tuple(g.cluster.nics_per_node for g in groups for _ in range(g.nodes)) if groups else None
+    faults = fault_spec(raw.faults, cluster, nics) if raw.faults is not None else None
+    return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
+                    framework=framework, goodput=gp, faults=faults, node_groups=groups, balance=p.balance)
+
+
+DEFAULT_CLUSTER_PRESET = "dgx-h100"  # a scenario's cluster without a preset
+
+
+def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, ...]]:
+    """The cluster spec (and, with ``cluster.groups``, the node groups)."""
+    fabric = {k: v for k, v in (("nodes_per_leaf", c.nodes_per_leaf), ("oversubscription", c.oversubscription))
+              if v is not None}
+    if c.groups is not None:
+        if not c.groups:
+            raise InputError("cluster.groups", [], "one or more node groups: [{preset: NAME, nodes: N}, ...]")
+        extra = sorted(k for k, v in c.model_dump(exclude={"groups", "nodes_per_leaf", "oversubscription"}).items()
+                       if v is not None)
+        if extra:
+            raise InputError(f"cluster.{extra[0]}", getattr(c, extra[0]),
+                             "absent with cluster.groups (set it per group: cluster.groups.N.KEY)")
+        return load_groups(c.groups, fabric)
+    overrides = c.model_dump(exclude={"preset", "nodes", "groups"}, exclude_none=True)
+    preset = c.preset or DEFAULT_CLUSTER_PRESET
+    try:
+        cluster = load_cluster(preset, c.nodes or 1, **overrides)
+    except InputError as exc:  # name the scenario key whose value the profile lookup rejected
+        if exc.field.startswith("cluster."):
+            raise
+        key = next((f"cluster.{k}" for k, v in sorted(overrides.items()) if v == exc.value),
+                   f"cluster.preset ({preset}): {exc.field}")
+        raise exc.with_field(key) from None
+    return cluster, ()
+
+
+def _hierarchical_cp(p: ParallelSection, gpus_per_node: int) -> tuple[int, int] | None:
+    """(a2a, p2p) sizes of hierarchical context parallelism. Megatron requires
+    --hierarchical-context-parallel-sizes with a2a+p2p; left out, the all-to-all takes the largest
+    divisor of cp whose group (times tp) stays inside one node and the ring spans the rest."""
+    if p.cp_comm != "a2a+p2p":
+        return None
+    if p.hierarchical_cp_sizes is not None:
+        a2a, p2p = p.hierarchical_cp_sizes
+        if a2a < 1 or p2p < 1 or a2a * p2p != p.cp:
+            raise InputError("parallel.hierarchical_cp_sizes", list(p.hierarchical_cp_sizes),
+                             f"two positive sizes [a2a, p2p] whose product is parallel.cp ({p.cp})")
+        return a2a, p2p
+    a2a = max(d for d in range(1, p.cp + 1) if p.cp % d == 0 and d * p.tp <= max(gpus_per_node, p.tp))
+    return a2a, p.cp // a2a
+
+
+def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Read, override and validate a scenario (the embedded default when ``path`` is None)."""
+    return scenario_from_dict(apply_overrides(read_scenario_dict(path), list(overrides)))

@@ -1,0 +1,83 @@
+"""Mixed GPUs in one job: the node groups of ``cluster.groups``.
+
+```yaml
+cluster:
+  groups:                                   # node groups, in node order (group 0 holds nodes 0..)
+    - {preset: dgx-a100, nodes: 16}
+    - {preset: dgx-h100, nodes: 16}        # each group: preset, nodes, and the cluster overrides
+  nodes_per_leaf: 32                        # (gpu, scale_up, scale_out, nics_per_node, pcie)
+parallel: {tp: 8, pp: 4, dp: 8, balance: auto}   # auto (default) | even; or layers_per_stage: [...]
+```
+
+Ranks are placed on the nodes in order (tp-cp-dp-pp, block placement), so with Megatron's order a
+pipeline stage usually sits in one group: the first stages on the first group's nodes. All groups
+need the same GPUs per node (a TP group must not straddle node types). The fabric between groups
+is one fat tree (``nodes_per_leaf``, ``oversubscription`` at the cluster level); a collective or a
+transfer between groups moves at the slower side's rate.
+
+Balancing the split to the groups' speeds runs after loading (clustersim.perrank.hetero).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from clustersim.errors import InputError
+from clustersim.hardware.load import load_cluster
+from clustersim.hardware.spec import ClusterSpec
+from clustersim.limits import MAX_GPUS, MAX_PER_NODE
+
+
+class ClusterGroupSection(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+
+    preset: str
+    nodes: int = Field(ge=1, le=MAX_GPUS)  # bounds: clustersim.limits
+    gpu: str | None = None
+    gpus_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
+    scale_up: str | None = None
+    scale_out: str | None = None
+    nics_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
+    pcie: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroup:
+    """Nodes ``first_node .. first_node + nodes - 1``, all of the cluster ``cluster`` (whose
+    ``num_nodes`` is the whole job's, so that the fabric's leaves and spines are the whole fabric's)."""
+
+    preset: str
+    nodes: int
+    first_node: int
+    cluster: ClusterSpec
+
+
+def load_groups(groups: list[ClusterGroupSection], fabric: dict) -> tuple[ClusterSpec, tuple[NodeGroup, ...]]:
+    """The node groups of ``cluster.groups`` and the cluster spec that stands for the whole job
+    (group 0's hardware, every group's nodes). ``fabric``: nodes_per_leaf / oversubscription."""
+    total = sum(g.nodes for g in groups)
+    out: list[NodeGroup] = []
+    first = 0
+    for i, g in enumerate(groups):
+        overrides = {**g.model_dump(exclude={"preset", "nodes"}, exclude_none=True), **fabric}
+        try:
+            cluster = load_cluster(g.preset, total, **overrides)
+        except InputError as exc:
+            raise InputError(f"cluster.groups.{i}.{exc.field.removeprefix('cluster.')}", exc.value,
+                             exc.allowed) from None
+        out.append(NodeGroup(g.preset, g.nodes, first, cluster))
+        first += g.nodes
+    gpn = {g.cluster.gpus_per_node for g in out}
+    if len(gpn) > 1:
+        raise InputError("cluster.groups", [f"{g.preset}: {g.cluster.gpus_per_node}" for g in out],
+                         "groups with the same GPUs per node (a tensor-parallel group must not straddle node types)")
+    return out[0].cluster, tuple(out)
+
+
+def group_of_node(groups: tuple[NodeGroup, ...], node: int) -> int:
+    for i, g in enumerate(groups):
+        if g.first_node <= node < g.first_node + g.nodes:
+            return i
+    raise ValueError(f"node {node} is in no group")

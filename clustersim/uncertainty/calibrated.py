@@ -1,0 +1,82 @@
+"""The 80% interval of a scenario on a calibrated cluster (docs/uncertainty.md, "A calibrated
+machine").
+
+After calibration the prediction already carries what the runs said about the machine (its
+fitted constants), so the band is centred on it (mu = 0): the regime's bias of the uncalibrated
+model must not be applied a second time, and neither may the calibrated runs' own errors before
+calibration. Its spread:
+
+* **several runs, scenario inside the cover** (a regime the runs were of, ``cover_key``): the
+  leave-one-out errors of the calibrated model, r_i = ln(1 + e_i), as a mean square about zero
+  (their bias is error too), shrunk toward the pooled spread of the published runs with K_S
+  pseudo-runs: s^2 = (sum r_i^2 + K_S s_pool^2) / (n + K_S); widened where the scenario leaves the
+  runs' GPU range or framework.
+* **one run, inside the cover**: there is no leave-one-out error (a fit without the run is no
+  fit). The generic spread s of the scenario's regime (interval.regime_spread) stands in, times
+  sqrt(2): the calibrated prediction of another job errs by e_new - e_run, the difference of two
+  runs' independent errors, whose variance is 2 s^2.
+* **outside the cover** (MoE, ZeRO-3/FSDP, CP or FP8 on a profile fitted on other runs): the
+  generic spread and widenings of the regime, as for an uncalibrated machine, centred on the
+  calibrated point, and the reason named.
+"""
+
+from __future__ import annotations
+
+import math
+
+from clustersim.hardware.spec import CalibrationEvidence
+from clustersim.uncertainty.interval import (
+    K_S,
+    LEVEL,
+    S_MIN,
+    WIDEN,
+    Evidence,
+    Interval,
+    _spread,
+    band,
+    regime_spread,
+    widenings,
+)
+from clustersim.uncertainty.regimes import Features, cover_key
+
+
+def _range_widenings(f: Features, ev: CalibrationEvidence) -> list[tuple[str, float]]:
+    out: list[tuple[str, float]] = []
+    if ev.max_gpus and (f.gpus > ev.max_gpus or f.gpus < ev.min_gpus):
+        bound = ev.max_gpus if f.gpus > ev.max_gpus else ev.min_gpus
+        span = f"{ev.min_gpus}" if ev.min_gpus == ev.max_gpus else f"{ev.min_gpus}-{ev.max_gpus}"
+        out.append((f"{f.gpus} GPUs outside the calibrated runs' {span}",
+                    WIDEN["scale_per_doubling"] * abs(math.log2(f.gpus / bound))))
+    if ev.frameworks and f.framework not in ev.frameworks:
+        out.append((f"framework {f.framework} not among the calibrated runs' ({', '.join(ev.frameworks)})",
+                    WIDEN["framework"]))
+    return out
+
+
+def calibrated_interval(f: Features, ev: CalibrationEvidence, regime: Evidence | None, pooled: Evidence,
+                        generations: frozenset[str]) -> Interval:
+    key = cover_key(f)
+    covered = not ev.cover or key in ev.cover
+    errors = ev.step_time_rel_errors
+    if covered and errors:
+        r = [math.log1p(e) for e in errors]
+        s_pool = max(_spread(pooled), S_MIN)
+        var = (sum(x * x for x in r) + K_S * s_pool ** 2) / (len(r) + K_S)
+        wides = _range_widenings(f, ev)
+        var += sum(w * w for _, w in wides)
+        lo, hi = band(0.0, math.sqrt(var))
+        return Interval(LEVEL, lo, hi, f.regime, len(r), validated=len(r) >= 3 and not wides,
+                        why=tuple(w for w, _ in wides))
+    _, var, n = regime_spread(regime, pooled)
+    if covered:   # one run
+        wides = [(f"calibrated from one run: no leave-one-out error; the spread of regime {f.regime}'s published "
+                  "runs, centred on the calibrated prediction, x sqrt(2)", 0.0), *_range_widenings(f, ev)]
+        var = 2 * var + sum(w * w for _, w in wides)
+    else:
+        wides = [(f"outside the calibration's cover ({', '.join(ev.cover)}; this scenario is {key}): the "
+                  "uncalibrated spread, centred on the calibrated prediction", 0.0),
+                 *widenings(f, regime, generations, True, pooled)]
+        var += sum(w * w for _, w in wides)
+    s = max(math.sqrt(var), S_MIN) * math.sqrt(1 + 1 / (n + K_S))
+    lo, hi = band(0.0, s)
+    return Interval(LEVEL, lo, hi, f.regime, n, validated=False, why=tuple(w for w, _ in wides))

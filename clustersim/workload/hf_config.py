@@ -1,0 +1,264 @@
+"""`model: {hf_config: config.json}`: the model fields of a Hugging Face config, family by family.
+
+Families (``model_type``, or the architecture name when the file has none): Llama, Mistral,
+Mixtral, Qwen3, Qwen3-MoE, gpt-oss, Gemma 3 (text, and the ``text_config`` of the multimodal
+Gemma 3), Llama 4 (text, and the ``text_config`` of the multimodal Llama 4), DeepSeek-V3 and
+Kimi K2 (``kimi_k2``, DeepSeek-V3's architecture), GLM-4 MoE (GLM-4.5). Every key of the file is
+looked up in the family's table (clustersim.workload.hf_config_keys): modelled, irrelevant to
+the cost (with the reason), or refused (exit 2 naming the key) when set to a value that changes
+the cost in a way clustersim does not model; a key in no table is refused as unknown.
+
+What the architecture fixes without a key (the modelling code of each family in HF transformers,
+models/<family>/modeling_<family>.py, v4.55): Qwen3 and Gemma 3 normalise Q and K per head
+(``q_norm``/``k_norm``); gpt-oss adds a learned sink logit per head (``sinks``); Gemma 3 puts a
+norm after the attention and after the MLP (``post_attention_layernorm``,
+``post_feedforward_layernorm``); Llama 4's MoE layers have one shared expert beside the routed
+ones (``Llama4TextMoe.shared_expert``). Keys a family's config class fills in when the file leaves
+them out (the multimodal Gemma 3 files list only what differs) take that class's default
+(``DEFAULTS``).
+
+The training sequence length is a job setting: it is never read from the config
+(``max_position_embeddings`` is the longest context the positions allow). The scenario's
+``model.seq_len`` gives it; without one it is ``DEFAULT_SEQ_LEN`` and the report says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clustersim.errors import InputError
+from clustersim.workload.hf_config_keys import (
+    ARCHITECTURES,
+    COMMON_IRRELEVANT,
+    FAMILIES,
+    MODEL_TYPES,
+    WRAPPER_IRRELEVANT,
+    WRAPPERS,
+    harmless,
+    key_table,
+)
+from clustersim.inputs import MAX_YAML_BYTES, read_json_file
+
+DEFAULT_SEQ_LEN = 4096   # the pre-training sequence of Llama 2, DeepSeek-V3 (§4.2) and Megatron-Bridge's recipes
+
+# transformers' config-class defaults for keys a file may leave out (transformers v4.55,
+# models/<family>/configuration_<family>.py)
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"vocab_size": 262208, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+                    "sliding_window": 4096, "sliding_window_pattern": 6, "head_dim": 256,
+                    "num_key_value_heads": 4},
+    "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
+    "llama4_text": {"tie_word_embeddings": False, "interleave_moe_layer_step": 1, "num_experts_per_tok": 1,
+                    "use_qk_norm": True},
+    "qwen3_moe": {"decoder_sparse_step": 1},
+}
+
+GATED_ACTS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "gelu": "geglu", "gelu_new": "geglu",
+              "gelu_pytorch_tanh": "geglu", "gelu_fast": "geglu"}
+
+
+def _bad(path: str, key: str, value: Any, allowed: str) -> InputError:
+    return InputError(f"model.hf_config ({path}): {key}", value, allowed)
+
+
+def _family(cfg: dict[str, Any], path: str) -> str:
+    model_type = cfg.get("model_type")
+    if model_type is not None:
+        if model_type in MODEL_TYPES:
+            return MODEL_TYPES[model_type]
+        if model_type in WRAPPERS:
+            return model_type
+        raise _bad(path, "model_type", model_type, "one of " + ", ".join(sorted({*MODEL_TYPES, *WRAPPERS})))
+    archs = cfg.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs else None
+    if arch in ARCHITECTURES:
+        return ARCHITECTURES[arch]
+    raise _bad(path, "model_type", None, "a config.json naming its model_type (or architectures) among "
+               + ", ".join(sorted({*MODEL_TYPES, *WRAPPERS})))
+
+
+def _unwrap(cfg: dict[str, Any], wrapper: str, path: str) -> tuple[dict[str, Any], str]:
+    """The text model of a multimodal config (its ``text_config``), checked key by key."""
+    for key, value in cfg.items():
+        if key not in WRAPPER_IRRELEVANT and key not in COMMON_IRRELEVANT and key != "tie_word_embeddings":
+            raise _bad(path, key, value, f"a key of a {wrapper} config that clustersim knows ("
+                       + ", ".join(sorted(WRAPPER_IRRELEVANT)) + ")")
+    text = cfg.get("text_config")
+    if not isinstance(text, dict):
+        raise _bad(path, "text_config", text, f"a JSON object: the language model of the {wrapper} config")
+    family = WRAPPERS[wrapper]
+    inner = text.get("model_type", family)
+    if inner != family:
+        raise _bad(path, "text_config.model_type", inner, family)
+    out = dict(text)
+    if "tie_word_embeddings" in cfg and "tie_word_embeddings" not in out:
+        out["tie_word_embeddings"] = cfg["tie_word_embeddings"]
+    return out, family
+
+
+def _check_keys(cfg: dict[str, Any], family: str, path: str) -> None:
+    table = key_table(family)
+    for key, value in cfg.items():
+        if key not in table:
+            raise _bad(path, key, value, f"a key clustersim reads for {family} configs: an unknown key could "
+                       "change the cost, so it is refused rather than dropped (docs/compute.md, "
+                       "\"Hugging Face configs\")")
+        if table[key][0] == "refused":
+            ok = harmless(family, key)
+            if ok is None or not ok(value):
+                raise _bad(path, key, value, table[key][1])
+
+
+def _every(flags: list[bool], key: str, value: Any, path: str, what: str) -> int:
+    """N when exactly layers N-1, 2N-1, ... are set (0 when none is), else exit 2 naming ``key``."""
+    n = len(flags)
+    on = [i for i, f in enumerate(flags) if f]
+    if not on:
+        return 0
+    every = on[0] + 1
+    if on == list(range(every - 1, n, every)):
+        return every
+    raise _bad(path, key, value, f"{what} on every N-th layer (layers N-1, 2N-1, ...): other patterns are not "
+               "modelled")
+
+
+def _act(cfg: dict[str, Any], key: str, path: str) -> str:
+    act = cfg.get(key, "silu")
+    if act == "relu2":
+        return "squared-relu"
+    if act not in GATED_ACTS:
+        raise _bad(path, key, act, "silu (SwiGLU) or gelu / gelu_pytorch_tanh (GeGLU): these families' MLPs are "
+                   "gated")
+    return GATED_ACTS[act]
+
+
+def _window_layers(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
+    """Sliding window W on the layers that layer_types (or sliding_window_pattern) marks local."""
+    window = cfg.get("sliding_window")
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != fields["layers"] or any(
+                t not in ("sliding_attention", "full_attention") for t in types):
+            raise _bad(path, "layer_types", types, f"a list of {fields['layers']} entries, each sliding_attention "
+                       "or full_attention")
+        if all(t == "full_attention" for t in types):
+            return
+        fields["global_every"] = _every([t == "full_attention" for t in types], "layer_types", types, path,
+                                        "full attention")
+    elif "sliding_window_pattern" in cfg:
+        fields["global_every"] = cfg["sliding_window_pattern"]
+    if window:
+        fields["attention_pattern"], fields["attention_window"] = "sliding", window
+
+
+def _moe(cfg: dict[str, Any], experts: str, width: str | None, shared: str | None = None) -> dict[str, Any]:
+    moe: dict[str, Any] = {"experts": cfg.get(experts), "top_k": cfg.get("num_experts_per_tok")}
+    if width and cfg.get(width):
+        moe["expert_ffn_hidden"] = cfg[width]
+    if shared and cfg.get(shared):
+        moe["shared_experts"] = cfg[shared]
+    return moe
+
+
+def _deepseek_like(cfg: dict[str, Any], fields: dict[str, Any]) -> None:
+    moe = _moe(cfg, "n_routed_experts", "moe_intermediate_size", "n_shared_experts")
+    if cfg.get("first_k_dense_replace"):
+        moe["first_dense_layers"] = cfg["first_k_dense_replace"]
+    if (cfg.get("n_group") or 1) > 1:
+        moe["router_num_groups"], moe["router_group_topk"] = cfg["n_group"], cfg.get("topk_group")
+    fields["moe"] = moe
+    if cfg.get("num_nextn_predict_layers"):
+        fields["mtp_layers"] = cfg["num_nextn_predict_layers"]
+
+
+def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
+    cfg = {**DEFAULTS.get(family, {}), **cfg}
+    fields: dict[str, Any] = {
+        "layers": cfg.get("num_hidden_layers"), "hidden": cfg.get("hidden_size"),
+        "heads": cfg.get("num_attention_heads"), "kv_heads": cfg.get("num_key_value_heads"),
+        "ffn_hidden": cfg.get("intermediate_size"), "vocab": cfg.get("vocab_size"),
+        "tie_embeddings": cfg.get("tie_word_embeddings"), "head_dim": cfg.get("head_dim"),
+        "ffn_act": _act(cfg, "hidden_activation" if family == "gemma3_text" else "hidden_act", path),
+    }
+    missing = [k for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size") if cfg.get(k) is None]
+    if missing:
+        raise _bad(path, missing[0], None, f"a {family} config.json with num_hidden_layers, hidden_size, "
+                   "num_attention_heads and vocab_size")
+    if family in ("mistral", "mixtral") and cfg.get("sliding_window"):
+        fields["attention_pattern"], fields["attention_window"] = "sliding", cfg["sliding_window"]
+    if family == "mixtral":
+        fields["moe"] = _moe(cfg, "num_local_experts", None)
+    if family in ("qwen3", "qwen3_moe"):
+        fields["qk_norm"] = True
+    if family == "qwen3_moe":
+        fields["moe"] = {**_moe(cfg, "num_experts", "moe_intermediate_size"), "every": cfg["decoder_sparse_step"]}
+    if family == "gpt_oss":
+        if "experts_per_token" in cfg and "num_experts_per_tok" in cfg \
+                and cfg["experts_per_token"] != cfg["num_experts_per_tok"]:
+            raise _bad(path, "experts_per_token", cfg["experts_per_token"],
+                       f"num_experts_per_tok ({cfg['num_experts_per_tok']})")
+        cfg.setdefault("num_experts_per_tok", cfg.get("experts_per_token"))
+        cfg.setdefault("layer_types", ["full_attention" if (i + 1) % 2 == 0 else "sliding_attention"
+                                       for i in range(cfg["num_hidden_layers"])])
+        fields["moe"] = _moe(cfg, "num_local_experts", "intermediate_size")
+        fields["attention_sinks"] = True
+        _window_layers(cfg, path, fields)
+    if family == "gemma3_text":
+        fields["qk_norm"] = fields["sandwich_norm"] = True
+        _window_layers(cfg, path, fields)
+    if family == "llama4_text":
+        _llama4(cfg, path, fields)
+    if family in ("deepseek_v3", "glm4_moe"):
+        _deepseek_like(cfg, fields)
+    if family == "deepseek_v3":
+        fields["kv_heads"] = None   # MLA: every head has its own keys and values
+        fields["attention"] = "mla"
+        for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            fields[key] = cfg.get(key)
+        fields["q_lora_rank"] = cfg.get("q_lora_rank") or 0
+        fields["head_dim"] = None
+    if family == "glm4_moe" and cfg.get("use_qk_norm"):
+        fields["qk_norm"] = True
+    return fields
+
+
+def _llama4(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
+    """Llama 4 text: routed experts plus one shared expert of width intermediate_size, dense
+    layers of width intermediate_size_mlp, chunked attention on the RoPE layers and full
+    attention on the NoPE ones (no_rope_layers[i] = 0), every interleave_moe_layer_step-th layer
+    MoE (HF Llama4TextConfig: moe_layers = range(step - 1, layers, step))."""
+    layers = cfg["num_hidden_layers"]
+    step = cfg["interleave_moe_layer_step"]
+    moe = {**_moe(cfg, "num_local_experts", "intermediate_size"), "shared_experts": 1, "every": step}
+    listed = cfg.get("moe_layers")
+    if listed is not None and list(listed) != list(range(step - 1, layers, step)):
+        raise _bad(path, "moe_layers", listed, f"layers {step - 1}, {2 * step - 1}, ... (every "
+                   f"interleave_moe_layer_step = {step}-th layer): other patterns are not modelled")
+    fields["moe"] = moe
+    fields["ffn_hidden"] = cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size")
+    fields["qk_norm"] = bool(cfg.get("use_qk_norm"))
+    chunk = cfg.get("attention_chunk_size")
+    nope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(layers)]   # HF default interval 4
+    if not isinstance(nope, list) or len(nope) != layers:
+        raise _bad(path, "no_rope_layers", nope, f"a list of {layers} entries (1: RoPE and chunked, 0: NoPE and global)")
+    if chunk:
+        fields["attention_pattern"], fields["attention_window"] = "chunked", chunk
+        fields["global_every"] = _every([not r for r in nope], "no_rope_layers", nope, path, "NoPE layers")
+
+
+def read_hf_config(path: str) -> dict[str, Any]:
+    """The scenario's model fields of a Hugging Face ``config.json`` (no ``seq_len``: a job setting).
+    Their types and bounds are checked by the scenario loader, as for explicit model fields."""
+    cfg = read_json_file(path, "model.hf_config", "a Hugging Face config.json", max_bytes=MAX_YAML_BYTES)
+    if not isinstance(cfg, dict):
+        raise InputError("model.hf_config", path, "a config.json holding a JSON object")
+    family = _family(cfg, path)
+    if family in WRAPPERS:
+        cfg, family = _unwrap(cfg, family, path)
+    _check_keys(cfg, family, path)
+    return {k: v for k, v in _fields(cfg, family, path).items() if v is not None}
+
+
+def families() -> list[str]:
+    """The families the reader knows (docs and tests)."""
+    return sorted(FAMILIES)

@@ -1,0 +1,231 @@
+"""Every key of the Hugging Face ``config.json`` families clustersim reads, and what it does with it.
+
+Three kinds (docs/compute.md, "Hugging Face configs"):
+
+* ``MODELLED``: read into a model field (the field is named beside the key);
+* ``IRRELEVANT``: does not change the FLOPs, bytes, memory or communication of a training step
+  (the reason is given beside the key);
+* ``REFUSED``: changes the cost in a way clustersim does not model; a config that sets it to a
+  value other than the harmless one stops with exit 2 naming the key (the predicate says which
+  values are harmless).
+
+A key that is in none of the tables of the config's family is refused as unknown: clustersim
+never drops a key it has not looked at. The per-family reader is clustersim.workload.hf_config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Harmless = Callable[[Any], bool]
+
+
+def _zero(value: Any) -> bool:
+    return not value
+
+
+def _false(value: Any) -> bool:
+    return value is False or value is None
+
+
+# -- keys every family shares --------------------------------------------------------------------
+
+COMMON_IRRELEVANT: dict[str, str] = {
+    "architectures": "names the model class; the family comes from model_type (or this name when model_type is absent)",
+    "model_type": "selects the key table of the family",
+    "auto_map": "where the modelling code lives",
+    "_attn_implementation_autoset": "a transformers-internal flag saved with some files",
+    "transformers_version": "the library version that wrote the file",
+    "torch_dtype": "the checkpoint's storage dtype; the training dtype is training.dtype",
+    "dtype": "the checkpoint's storage dtype; the training dtype is training.dtype",
+    "bos_token_id": "a token id", "eos_token_id": "a token id", "pad_token_id": "a token id",
+    "initializer_range": "initialisation only",
+    "rms_norm_eps": "a constant inside the norm", "layer_norm_eps": "a constant inside the norm",
+    "use_cache": "the inference KV cache",
+    "rope_theta": "RoPE's base frequency: the same element-wise work for any value",
+    "rope_scaling": "RoPE frequency scaling (linear, llama3, yarn): the same element-wise work",
+    "max_position_embeddings": "the longest context the positions allow, not the training sequence "
+                               "length (a job setting: model.seq_len, default 4096)",
+    "attention_bias": "bias vectors of the attention projections: under 0.01% of the parameters, added in the "
+                      "GEMM epilogue",
+    "mlp_bias": "bias vectors of the MLP: under 0.01% of the parameters, added in the GEMM epilogue",
+    "pretraining_tp": "a Llama-1/2 checkpoint detail (slices of the projections), the same GEMMs",
+    "output_router_logits": "whether the router logits are returned to the caller",
+    "router_aux_loss_coef": "the weight of the load-balancing loss (E floats per token)",
+    "norm_topk_prob": "renormalises the top-k router weights (k floats per token)",
+    "quantization_config": "the checkpoint's storage format (MXFP4 experts, block FP8); training runs in "
+                           "training.dtype",
+}
+
+COMMON_MODELLED: dict[str, str] = {
+    "num_hidden_layers": "layers",
+    "hidden_size": "hidden",
+    "num_attention_heads": "heads",
+    "num_key_value_heads": "kv_heads",
+    "intermediate_size": "ffn_hidden",
+    "vocab_size": "vocab",
+    "hidden_act": "ffn_act (silu -> swiglu, gelu_pytorch_tanh -> geglu, relu2 -> squared-relu)",
+    "tie_word_embeddings": "tie_embeddings",
+    "head_dim": "head_dim",
+}
+
+COMMON_REFUSED: dict[str, tuple[str, Harmless]] = {
+    "attention_dropout": ("attention dropout masks: clustersim decides dropout by the activation family "
+                          "(clustersim.compute.conventions); only 0 is read", _zero),
+    "hidden_dropout": ("hidden dropout masks, as attention_dropout; only 0 is read", _zero),
+}
+
+# -- the families ------------------------------------------------------------------------------
+
+FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
+    "llama": {   # meta-llama/Meta-Llama-3-8B, Llama-3.1-*, Llama-2-*
+        "modelled": {},
+        "irrelevant": {},
+        "refused": {},
+    },
+    "mistral": {   # mistralai/Mistral-7B-v0.1 (sliding_window 4096), v0.3 (null)
+        "modelled": {"sliding_window": "attention_pattern sliding, attention_window (null: full attention)"},
+        "irrelevant": {},
+        "refused": {},
+    },
+    "mixtral": {   # mistralai/Mixtral-8x7B-v0.1, Mixtral-8x22B-v0.1
+        "modelled": {"num_local_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
+                     "sliding_window": "attention_pattern sliding, attention_window (null: full attention)"},
+        "irrelevant": {"router_jitter_noise": "noise on the router logits (E floats per token)"},
+        "refused": {},
+    },
+    "qwen3": {   # Qwen/Qwen3-8B, Qwen3-32B: QK-norm is part of the architecture (no key)
+        "modelled": {},
+        "irrelevant": {"max_window_layers": "only read when use_sliding_window is true (refused)",
+                       "sliding_window": "only read when use_sliding_window is true (refused)",
+                       "layer_types": "every entry full_attention while use_sliding_window is false"},
+        "refused": {"use_sliding_window": ("Qwen's window on the layers from max_window_layers on is not "
+                                           "modelled; only false is read", _false)},
+    },
+    "qwen3_moe": {   # Qwen/Qwen3-30B-A3B, Qwen3-235B-A22B
+        "modelled": {"num_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
+                     "moe_intermediate_size": "moe.expert_ffn_hidden",
+                     "decoder_sparse_step": "moe.every"},
+        "irrelevant": {"max_window_layers": "only read when use_sliding_window is true (refused)",
+                       "sliding_window": "only read when use_sliding_window is true (refused)",
+                       "layer_types": "every entry full_attention while use_sliding_window is false"},
+        "refused": {"use_sliding_window": ("Qwen's window on the layers from max_window_layers on is not "
+                                           "modelled; only false is read", _false),
+                    "mlp_only_layers": ("dense layers at listed positions are not modelled; only [] is read",
+                                        _zero)},
+    },
+    "gpt_oss": {   # openai/gpt-oss-20b, gpt-oss-120b: attention sinks are part of the architecture
+        "modelled": {"num_local_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
+                     "experts_per_token": "moe.top_k (must equal num_experts_per_tok)",
+                     "intermediate_size": "moe.expert_ffn_hidden (every layer is MoE)",
+                     "sliding_window": "attention_window", "layer_types": "attention_pattern sliding, global_every"},
+        "irrelevant": {"initial_context_length": "YaRN's original context (a RoPE constant)",
+                       "swiglu_limit": "a clamp inside the SwiGLU (the same element-wise work)"},
+        "refused": {},
+    },
+    "gemma3_text": {   # google/gemma-3-*-pt text_config; sandwich norms are part of the architecture
+        "modelled": {"hidden_activation": "ffn_act (gelu_pytorch_tanh -> geglu)",
+                     "sliding_window": "attention_window",
+                     "sliding_window_pattern": "global_every (Gemma 3: 6)",
+                     "layer_types": "attention_pattern sliding, global_every"},
+        "irrelevant": {"query_pre_attn_scalar": "the softmax scale",
+                       "rope_local_base_freq": "RoPE's base frequency of the local layers",
+                       "cache_implementation": "the inference KV cache",
+                       },
+        "refused": {"attn_logit_softcapping": ("a tanh over every score, which flash kernels do not fuse the "
+                                               "same way; only null is read", _zero),
+                    "final_logit_softcapping": ("a tanh over the logits; only null is read", _zero),
+                    "use_bidirectional_attention": ("bidirectional attention computes twice the causal "
+                                                    "pairs; only false is read", _false)},
+    },
+    "llama4_text": {   # meta-llama/Llama-4-Scout-17B-16E, Llama-4-Maverick-17B-128E text_config
+        "modelled": {"num_local_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
+                     "intermediate_size": "moe.expert_ffn_hidden (routed and shared experts)",
+                     "intermediate_size_mlp": "ffn_hidden (the dense layers)",
+                     "interleave_moe_layer_step": "moe.every", "moe_layers": "checked against moe.every",
+                     "attention_chunk_size": "attention_pattern chunked, attention_window",
+                     "no_rope_layers": "global_every (the NoPE layers attend over the whole sequence)",
+                     "use_qk_norm": "qk_norm (an L2 norm of Q and K)"},
+        "irrelevant": {"attn_scale": "the temperature tuning of the NoPE layers (a scale)",
+                       "attn_temperature_tuning": "as attn_scale", "floor_scale": "as attn_scale",
+                       "cache_implementation": "the inference KV cache",
+                       "for_llm_compressor": "a quantisation-tool switch",
+                       "router_jitter_noise": "noise on the router logits (E floats per token)"},
+        "refused": {},
+    },
+    "deepseek_v3": {   # deepseek-ai/DeepSeek-V3, moonshotai/Kimi-K2-* (model_type kimi_k2)
+        "modelled": {"n_routed_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
+                     "n_shared_experts": "moe.shared_experts", "moe_intermediate_size": "moe.expert_ffn_hidden",
+                     "first_k_dense_replace": "moe.first_dense_layers", "n_group": "moe.router_num_groups",
+                     "topk_group": "moe.router_group_topk", "kv_lora_rank": "kv_lora_rank (attention mla)",
+                     "q_lora_rank": "q_lora_rank", "qk_nope_head_dim": "qk_nope_head_dim",
+                     "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim",
+                     "num_nextn_predict_layers": "mtp_layers"},
+        "irrelevant": {"aux_loss_alpha": "the weight of the sequence-wise balance loss",
+                       "seq_aux": "whether that loss is sequence-wise",
+                       "ep_size": "the expert parallelism of the inference code, not the job's parallel.ep",
+                       "routed_scaling_factor": "a scale on the routed experts' output",
+                       "scoring_func": "sigmoid or softmax over the E router logits (E floats per token)",
+                       "topk_method": "how the top-k is picked (noaux_tc: a bias added to E scores)",
+                       "num_key_value_heads": "MLA gives every head its own keys and values (equal to the heads)"},
+        "refused": {"moe_layer_freq": ("DeepSeek's MoE every N-th layer counts from layer 0 (i % N == 0); only "
+                                       "1 is read", lambda v: v in (None, 1))},
+    },
+    "glm4_moe": {   # zai-org/GLM-4.5, GLM-4.5-Air
+        "modelled": {"n_routed_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
+                     "n_shared_experts": "moe.shared_experts", "moe_intermediate_size": "moe.expert_ffn_hidden",
+                     "first_k_dense_replace": "moe.first_dense_layers", "n_group": "moe.router_num_groups",
+                     "topk_group": "moe.router_group_topk", "num_nextn_predict_layers": "mtp_layers",
+                     "use_qk_norm": "qk_norm"},
+        "irrelevant": {"partial_rotary_factor": "RoPE on part of each head: a smaller element-wise op (RoPE "
+                                                "is priced on the whole head)",
+                       "routed_scaling_factor": "a scale on the routed experts' output"},
+        "refused": {},
+    },
+}
+
+# multimodal wrappers: the language model is their text_config (Gemma 3, Llama 4)
+WRAPPERS: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+WRAPPER_IRRELEVANT: dict[str, str] = {
+    "text_config": "read as the language model",
+    "vision_config": "the vision tower: not part of the language model that clustersim times (the report says so)",
+    "boi_token_index": "a token id", "eoi_token_index": "a token id", "image_token_index": "a token id",
+    "mm_tokens_per_image": "image tokens per image (multimodal data, not the text model)",
+    "vision_feature_layer": "which vision layer feeds the projector",
+    "vision_feature_select_strategy": "as vision_feature_layer",
+    "projector_hidden_act": "the multimodal projector's activation",
+    "multimodal_projector_bias": "the multimodal projector's bias",
+}
+
+# families by model_type, and by architecture when model_type is absent
+MODEL_TYPES: dict[str, str] = {
+    "llama": "llama", "mistral": "mistral", "mixtral": "mixtral", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
+    "gpt_oss": "gpt_oss", "gemma3_text": "gemma3_text", "llama4_text": "llama4_text",
+    "deepseek_v3": "deepseek_v3", "kimi_k2": "deepseek_v3", "glm4_moe": "glm4_moe",
+}
+ARCHITECTURES: dict[str, str] = {
+    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
+    "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe", "GptOssForCausalLM": "gpt_oss",
+    "Gemma3ForCausalLM": "gemma3_text", "Llama4ForCausalLM": "llama4_text",
+    "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe",
+    "Gemma3ForConditionalGeneration": "gemma3", "Llama4ForConditionalGeneration": "llama4",
+}
+
+
+def key_table(family: str) -> dict[str, tuple[str, str]]:
+    """key -> (kind, note) for every key of ``family`` (kind: modelled | irrelevant | refused)."""
+    fam = FAMILIES[family]
+    table: dict[str, tuple[str, str]] = {k: ("irrelevant", why) for k, why in COMMON_IRRELEVANT.items()}
+    table.update({k: ("refused", why) for k, (why, _) in COMMON_REFUSED.items()})
+    table.update({k: ("irrelevant", why) for k, why in fam["irrelevant"].items()})
+    table.update({k: ("refused", why) for k, (why, _) in fam["refused"].items()})
+    table.update({k: ("modelled", field) for k, field in COMMON_MODELLED.items()})
+    table.update({k: ("modelled", field) for k, field in fam["modelled"].items()})
+    return table
+
+
+def harmless(family: str, key: str) -> Harmless | None:
+    """The predicate of the values of a refused key that clustersim reads as harmless."""
+    rule = FAMILIES[family]["refused"].get(key) or COMMON_REFUSED.get(key)
+    return rule[1] if rule else None

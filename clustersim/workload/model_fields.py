@@ -1,0 +1,91 @@
+"""The scenario's ``model:`` fields (after a preset or an HF config has been merged in) -> ModelSpec.
+
+Field names are the scenario's (docs/compute.md, "Model fields"); each check names the field, the
+value and what is allowed (exit 2):
+
+* ``head_dim`` (query width ``heads x head_dim``, key/value width ``kv_heads x head_dim``);
+  without it ``hidden`` must be a multiple of ``heads`` and ``head_dim = hidden / heads``.
+  ``query_width``, when stated, must equal ``heads x head_dim`` (it gives ``head_dim`` when that is
+  left out). MLA models take their head widths from the MLA fields.
+* ``attention_pattern`` full | sliding | chunked, ``attention_window`` (tokens, >= 1; a window
+  alone means ``sliding``), ``global_every`` (>= 2: every N-th layer attends over the whole
+  sequence; only with a local pattern).
+* ``moe.every`` (>= 1: every N-th layer after the dense ones is MoE; some layer must be).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clustersim.errors import InputError
+from clustersim.workload.model_spec import ModelSpec
+
+
+def _attention_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    heads, hidden = fields["heads"], fields["hidden"]
+    mla = fields.get("attention") == "mla"
+    head_dim = fields.get("head_dim")
+    width = fields.get("query_width")
+    if mla and head_dim is not None:
+        raise InputError("model.head_dim", head_dim, "left out for attention: mla (its heads are "
+                         "qk_nope_head_dim + qk_rope_head_dim wide)")
+    if head_dim is None and width is not None and not mla:
+        if width % heads:
+            raise InputError("model.query_width", width, f"model.heads x model.head_dim, a multiple of model.heads ({heads})")
+        head_dim = width // heads
+    if head_dim is None and not mla and hidden % heads:
+        raise InputError("model.hidden", hidden, f"a multiple of model.heads ({heads}), or give model.head_dim")
+    if width is not None and not mla and width != heads * (head_dim or hidden // heads):
+        d = head_dim or hidden // heads
+        raise InputError("model.query_width", width, f"model.heads x model.head_dim = {heads} x {d} = {heads * d}")
+    pattern = fields.get("attention_pattern")
+    window = fields.get("attention_window")
+    if pattern is None:
+        pattern = "sliding" if window else "full"
+    if pattern != "full" and not window:
+        raise InputError("model.attention_window", window,
+                         f"a window of at least 1 token for attention_pattern {pattern}")
+    if pattern == "full" and window:
+        raise InputError("model.attention_pattern", pattern, "sliding or chunked when model.attention_window is given")
+    every = fields.get("global_every") or 0
+    if every and pattern == "full":
+        raise InputError("model.global_every", every, "left out unless attention_pattern is sliding or chunked")
+    if every == 1:
+        raise InputError("model.global_every", every, "0 (every layer local) or 2.. (every N-th layer global)")
+    return {"head_dim": head_dim or 0, "attention_pattern": pattern, "attention_window": window or 0,
+            "global_every": every}
+
+
+def model_from_fields(name: str, fields: dict[str, Any], notes: tuple[str, ...] = ()) -> ModelSpec:
+    """The ModelSpec of a scenario's resolved ``model:`` fields (preset, HF config and explicit
+    fields merged; the moe section as a dict or a pydantic section); ``notes``: how they were read."""
+    moe = fields.get("moe") or {}
+    if hasattr(moe, "model_dump"):
+        moe = moe.model_dump()
+    every = moe.get("every") or 1
+    model = ModelSpec(
+        name=name,
+        layers=fields["layers"], hidden=fields["hidden"], heads=fields["heads"], vocab=fields["vocab"],
+        seq_len=fields["seq_len"], kv_heads=fields.get("kv_heads") or 0, ffn_hidden=fields.get("ffn_hidden") or 0,
+        ffn_act=fields.get("ffn_act") or "gelu", moe_experts=moe.get("experts", 0) or 0,
+        moe_top_k=moe.get("top_k", 0) or 0, tie_embeddings=bool(fields.get("tie_embeddings") or False),
+        moe_shared_experts=moe.get("shared_experts") or 0,
+        moe_expert_ffn_hidden=moe.get("expert_ffn_hidden") or 0,
+        moe_first_dense_layers=moe.get("first_dense_layers") or 0,
+        moe_capacity_factor=float(moe.get("capacity_factor") or 0.0),
+        moe_imbalance=float(moe.get("imbalance") or 1.0),
+        moe_router_num_groups=moe.get("router_num_groups") or 0,
+        moe_router_group_topk=moe.get("router_group_topk") or 0,
+        moe_token_dispatcher=moe.get("token_dispatcher") or "alltoall",
+        attention=fields.get("attention") or "",
+        q_lora_rank=fields.get("q_lora_rank") or 0, kv_lora_rank=fields.get("kv_lora_rank") or 0,
+        qk_rope_head_dim=fields.get("qk_rope_head_dim") or 0, qk_nope_head_dim=fields.get("qk_nope_head_dim") or 0,
+        v_head_dim=fields.get("v_head_dim") or 0, mtp_layers=fields.get("mtp_layers") or 0,
+        qk_norm=bool(fields.get("qk_norm") or False), attention_sinks=bool(fields.get("attention_sinks") or False),
+        sandwich_norm=bool(fields.get("sandwich_norm") or False), moe_every=every, notes=notes,
+        **_attention_fields(fields),
+    )
+    if model.is_moe and every > 1 and not model.num_moe_layers:
+        raise InputError("model.moe.every", every, f"1..{model.layers - model.moe_first_dense_layers} "
+                         "(some layer after moe.first_dense_layers must be a MoE layer)")
+    return model

@@ -1,0 +1,56 @@
+"""The resolved model as the reports show it: ``run --json``'s ``model`` block and the readable
+report's model lines (docs/compute.md, "Model fields"; the key names are the scenario's).
+
+``params`` is every parameter (``ModelSpec.total_params``), ``active_params`` those one token passes
+through (``ModelSpec.active_params``: the routed experts' top-k, every dense layer, the embedding
+and the output layer; equal to ``params`` for a dense model).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clustersim.workload.model_spec import ModelSpec
+
+
+def model_json(model: ModelSpec) -> dict[str, Any]:
+    """``run --json``'s ``model`` block: name, params, active_params and the resolved shape."""
+    out: dict[str, Any] = {
+        "name": model.name, "params": model.total_params(), "active_params": model.active_params(),
+        "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
+        "head_dim": model.head_dim, "ffn_hidden": model.ffn_hidden, "ffn_act": model.ffn_act,
+        "vocab": model.vocab, "seq_len": model.seq_len, "tie_embeddings": model.tie_embeddings,
+        "attention": model.attention, "qk_norm": model.qk_norm, "attention_pattern": model.attention_pattern,
+        "attention_window": model.attention_window, "global_every": model.global_every,
+        "attention_sinks": model.attention_sinks, "sandwich_norm": model.sandwich_norm,
+        "mtp_layers": model.mtp_layers,
+        "moe": {"experts": model.moe_experts, "top_k": model.moe_top_k, "shared_experts": model.moe_shared_experts,
+                "expert_ffn_hidden": model.moe_expert_ffn_hidden if model.is_moe else 0,
+                "first_dense_layers": model.moe_first_dense_layers, "every": model.moe_every,
+                "moe_layers": model.num_moe_layers},
+        "notes": list(model.notes),
+    }
+    if model.is_mla:
+        out.update(q_lora_rank=model.q_lora_rank, kv_lora_rank=model.kv_lora_rank,
+                   qk_nope_head_dim=model.qk_nope_head_dim, qk_rope_head_dim=model.qk_rope_head_dim,
+                   v_head_dim=model.v_head_dim)
+    return out
+
+
+def model_lines(model: ModelSpec) -> list[str]:
+    """The readable report's lines on what was read (for a model read from an HF config)."""
+    m = model
+    attention = f"heads {m.heads}/{m.kv_heads} x {m.head_dim}"
+    if m.is_mla:
+        attention = f"MLA, {m.heads} heads (q_lora {m.q_lora_rank}, kv_lora {m.kv_lora_rank})"
+    if m.has_local_attention:
+        attention += f", {m.attention_pattern} {m.attention_window}" + (
+            f" (every {m.global_every}th layer full)" if m.global_every else "")
+    shape = (f"layers {m.layers}, hidden {m.hidden}, {attention}, ffn {m.ffn_hidden} {m.ffn_act}, "
+             f"vocab {m.vocab}, seq_len {m.seq_len}")
+    if m.is_moe:
+        shape += (f"; MoE {m.num_moe_layers} layers x {m.moe_experts} experts (top {m.moe_top_k}"
+                  + (f", {m.moe_shared_experts} shared" if m.moe_shared_experts else "") + f", width {m.moe_expert_ffn_hidden})")
+    lines = [f"  shape {shape}",
+             f"  params {m.total_params() / 1e9:.2f}B, active per token {m.active_params() / 1e9:.2f}B"]
+    return lines + [f"  note: {n}" for n in m.notes]

@@ -1,0 +1,81 @@
+"""`clustersim compare` as a user meets it: a progress bar (and --no-progress), the same GPU count
+on every cluster or a note on the row that differs, the token count as typed, its own messages."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from clustersim.cli import main
+from clustersim.sweep.compare_rows import compare_rows
+from clustersim.cli.progress import progress_bar
+
+SMALL = ["--set", "model.preset=megatron-1.7b", "--set", "cluster.preset=dgx-a100", "--set", "cluster.nodes=1",
+         "--set", "parallel.tp=2", "--set", "parallel.pp=2", "--set", "parallel.dp=2",
+         "--set", "parallel.global_batch=16"]
+
+
+def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out = capsys.readouterr()
+    return int(exc.value.code), out.out, out.err
+
+
+def test_table_title_tokens_as_typed_and_a_note_on_a_row_that_differs(capsys) -> None:
+    code, out, err = _main(["compare", *SMALL, "--clusters", "dgx-a100", "--gpus", "12", "--tokens", "1T",
+                            "--executor", "serial", "--no-progress"], capsys)
+    assert code == 0, err
+    assert "time to train 1T tokens" in out and "1e+12" not in out
+    assert "16*" in out  # 12 GPUs are no whole 8-GPU nodes: the row says so under the table
+    assert "* dgx-a100: 16 GPUs, not 12: whole nodes of 8" in out
+    assert "━" not in err  # --no-progress: no bar
+
+
+def test_rows_carry_the_request_and_report_progress() -> None:
+    calls = []
+    rows = compare_rows(None, tuple(SMALL[1::2]), ["dgx-a100"], None, 1e9, {}, "serial", None, None, 1, gpus=[8],
+                        progress=lambda done, total, cluster: calls.append((done, total, cluster)))
+    assert calls == [(0, 1, ""), (1, 1, "dgx-a100")]
+    (row,) = rows
+    assert (row["gpus"], row["gpus_requested"], row["size_note"]) == (8, 8, "")
+
+
+def test_progress_bar_draws_on_a_terminal_and_not_elsewhere() -> None:
+    buf = io.StringIO()
+    with progress_bar(True, {"sweeps": "compare"}, "sweeps",
+                      console=Console(file=buf, force_terminal=True, width=100)) as update:
+        assert update is not None
+        update("sweeps", 0, 5)
+        update("sweeps", 5, 5)
+    assert "compare" in buf.getvalue() and "5/5" in buf.getvalue() and "sweeps" in buf.getvalue()
+    with progress_bar(True, console=Console(file=io.StringIO(), force_terminal=False)) as update:
+        assert update is None  # a log file gets no bar
+    with progress_bar(False, console=Console(file=io.StringIO(), force_terminal=True)) as update:
+        assert update is None  # --no-progress
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--clusters", "gb200-nvl72", "--nodes", "19"],
+     "error: --nodes: got 19; allowed: for gb200-nvl72 (4 GPUs per node, 72-GPU scale-up domains): 1 to 18 nodes"),
+    (["--clusters", "dgx-a100,dgx-h10"], "error: --clusters: got 'dgx-h10' (did you mean 'dgx-h100'"),
+])
+def test_refusals_in_the_commands_own_words(args: list[str], message: str, capsys) -> None:
+    code, out, err = _main(["compare", *SMALL, *args], capsys)
+    assert code == 2 and err.startswith(message), err
+    assert "Traceback" not in err and out == ""
+
+
+def test_nodes_that_give_different_gpu_counts_are_noted() -> None:
+    from clustersim.sweep.compare_rows import note_unequal_nodes
+
+    rows = [{"cluster": "gb200-nvl72", "nodes": 18, "gpus": 72, "gpus_requested": None, "size_note": ""},
+            {"cluster": "dgx-h100", "nodes": 18, "gpus": 144, "gpus_requested": None, "size_note": ""},
+            {"cluster": "dgx-a100", "nodes": 4, "gpus": 32, "gpus_requested": None, "size_note": ""},
+            {"cluster": "dgx-h100", "nodes": 4, "gpus": 32, "gpus_requested": None, "size_note": ""}]
+    note_unequal_nodes(rows)
+    assert rows[0]["size_note"].startswith("18 nodes of 4 GPUs (--nodes counts nodes")
+    assert rows[1]["size_note"].startswith("18 nodes of 8 GPUs")
+    assert rows[2]["size_note"] == rows[3]["size_note"] == ""  # the same GPUs: nothing to say

@@ -1,0 +1,143 @@
+"""Real config.json files of each family (tests/workload/hf_configs/, sources in its README) read
+as `model: {hf_config: ...}`: the shape of the family's preset, every key classified, the keys
+that change the cost in ways clustersim does not model refused by name (exit 2)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clustersim.errors import InputError
+from clustersim.workload.hf_config import read_hf_config
+from clustersim.workload.hf_config_keys import MODEL_TYPES, WRAPPERS, key_table
+from clustersim.workload.model_fields import model_from_fields
+from clustersim.workload.presets import MODEL_PRESETS
+
+HERE = Path(__file__).resolve().parent / "hf_configs"
+CONFIGS = sorted(p.parent.name for p in HERE.glob("*/config.json"))
+PRESET_OF = {"Llama-3.1-8B": "llama3-8b", "Mistral-7B-v0.1": "mistral-7b", "Mixtral-8x7B-v0.1": "mixtral-8x7b",
+             "Qwen3-8B": "qwen3-8b", "Qwen3-32B": "qwen3-32b", "Qwen3-30B-A3B": "qwen3-30b-a3b",
+             "Qwen3-235B-A22B": "qwen3-235b-a22b", "gpt-oss-20b": "gpt-oss-20b", "gpt-oss-120b": "gpt-oss-120b",
+             "gemma-3-27b-pt": "gemma3-27b", "Llama-4-Scout-17B-16E": "llama4-scout",
+             "Llama-4-Maverick-17B-128E": "llama4-maverick", "DeepSeek-V3": "deepseek-v3", "Kimi-K2-Base": "kimi-k2",
+             "GLM-4.5": "glm-4.5"}
+SHAPE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_act", "vocab", "tie_embeddings",
+         "attention", "qk_norm", "attention_pattern", "attention_window", "global_every", "attention_sinks",
+         "sandwich_norm", "moe_experts", "moe_top_k", "moe_shared_experts", "moe_expert_ffn_hidden",
+         "moe_first_dense_layers", "moe_every", "mtp_layers", "q_lora_rank", "kv_lora_rank")
+
+
+def _cfg(name: str) -> dict:
+    return json.loads((HERE / name / "config.json").read_text())
+
+
+def test_one_fixture_per_family_and_a_readme_naming_each() -> None:
+    families = set()
+    for name in CONFIGS:
+        cfg = _cfg(name)
+        mt = cfg["model_type"]
+        families.add(WRAPPERS.get(mt) or MODEL_TYPES[mt])
+    assert families == {"llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "gpt_oss", "gemma3_text", "llama4_text",
+                        "deepseek_v3", "glm4_moe"}
+    readme = (HERE / "README.md").read_text()
+    assert all(name in readme for name in CONFIGS)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_config_reads_as_the_family_preset(name: str) -> None:
+    fields = read_hf_config(str(HERE / name / "config.json"))
+    assert "seq_len" not in fields                  # never max_position_embeddings
+    model = model_from_fields(name, {**fields, "seq_len": 4096})
+    preset = model_from_fields(PRESET_OF[name], {**MODEL_PRESETS[PRESET_OF[name]], "seq_len": 4096})
+    assert {f: getattr(model, f) for f in SHAPE} == {f: getattr(preset, f) for f in SHAPE}
+    assert model.total_params() == preset.total_params()
+    assert model.active_params() == preset.active_params()
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_key_is_classified(name: str) -> None:
+    cfg = _cfg(name)
+    family = MODEL_TYPES.get(cfg["model_type"])
+    if family is None:   # multimodal: the language model is the text_config
+        family, cfg = WRAPPERS[cfg["model_type"]], cfg["text_config"]
+    table = key_table(family)
+    assert set(cfg) <= set(table), sorted(set(cfg) - set(table))
+    assert all(kind in ("modelled", "irrelevant", "refused") and why for kind, why in table.values())
+
+
+def _refused(tmp_path: Path, name: str, change, field_end: str) -> InputError:
+    cfg = copy.deepcopy(_cfg(name))
+    change(cfg)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(InputError) as exc:
+        read_hf_config(str(path))
+    assert exc.value.field.startswith("model.hf_config") and exc.value.field.endswith(field_end), exc.value
+    return exc.value
+
+
+@pytest.mark.parametrize("name,change,field", [
+    ("Qwen3-8B", lambda c: c.update(use_sliding_window=True), "use_sliding_window"),
+    ("Qwen3-30B-A3B", lambda c: c.update(mlp_only_layers=[0, 1]), "mlp_only_layers"),
+    ("Qwen3-8B", lambda c: c.update(attention_dropout=0.1), "attention_dropout"),
+    ("gemma-3-27b-pt", lambda c: c["text_config"].update(attn_logit_softcapping=50.0), "attn_logit_softcapping"),
+    ("gemma-3-27b-pt", lambda c: c["text_config"].update(final_logit_softcapping=30.0), "final_logit_softcapping"),
+    ("DeepSeek-V3", lambda c: c.update(moe_layer_freq=2), "moe_layer_freq"),
+    ("gpt-oss-120b", lambda c: c.update(layer_types=["sliding_attention"] * 3 + ["full_attention"] * 33),
+     "layer_types"),
+    ("gpt-oss-120b", lambda c: c.update(experts_per_token=2), "experts_per_token"),
+    ("Llama-4-Maverick-17B-128E", lambda c: c["text_config"].update(moe_layers=[0, 5, 9]), "moe_layers"),
+    ("Llama-4-Scout-17B-16E", lambda c: c["text_config"].update(no_rope_layers=[1, 1, 0] + [1] * 45), "no_rope_layers"),
+    ("Llama-3.1-8B", lambda c: c.update(hidden_act="relu"), "hidden_act"),
+    ("Llama-3.1-8B", lambda c: c.update(some_new_attention_trick=True), "some_new_attention_trick"),
+    ("Llama-3.1-8B", lambda c: c.update(model_type="falcon"), "model_type"),
+    ("gemma-3-27b-pt", lambda c: c.update(audio_config={}), "audio_config"),
+])
+def test_keys_that_change_cost_unmodelled_are_refused_by_name(tmp_path: Path, name, change, field) -> None:
+    _refused(tmp_path, name, change, field)
+
+
+def test_multimodal_gemma3_reads_its_text_config_with_the_class_defaults() -> None:
+    fields = read_hf_config(str(HERE / "gemma-3-27b-pt" / "config.json"))
+    assert fields["vocab"] == 262208 and fields["tie_embeddings"] is True      # Gemma3TextConfig defaults
+    assert (fields["ffn_act"], fields["global_every"], fields["attention_window"]) == ("geglu", 6, 1024)
+
+
+def test_llama4_chunked_attention_on_the_rope_layers_only() -> None:
+    model = model_from_fields("scout", {**read_hf_config(str(HERE / "Llama-4-Scout-17B-16E" / "config.json")),
+                                        "seq_len": 16384})
+    assert [model.is_local_layer(i) for i in range(8)] == [True, True, True, False] * 2
+    maverick = model_from_fields("m", {**read_hf_config(str(HERE / "Llama-4-Maverick-17B-128E" / "config.json")),
+                                       "seq_len": 4096})
+    assert maverick.num_moe_layers == 24 and [maverick.is_moe_layer(i) for i in range(4)] == [False, True] * 2
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "clustersim", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_run_json_and_report_show_what_was_read(tmp_path: Path) -> None:
+    cfg = str(HERE / "Qwen3-30B-A3B" / "config.json")
+    common = ["--set", "model.preset=null", "--set", f"model.hf_config={cfg}", "--set", "cluster.nodes=2",
+              "--set", "parallel.tp=1", "--set", "parallel.pp=1", "--set", "parallel.dp=16", "--set", "parallel.ep=8",
+              "--set", "parallel.sequence_parallel=false", "--set", "parallel.global_batch=64"]
+    out = _cli("run", "--json", *common)
+    assert out.returncode in (0, 3), out.stderr
+    model = json.loads(out.stdout)["model"]
+    h, layers, expert = 2048, 48, 3 * 2048 * 768            # 48 layers, hidden 2048, SwiGLU experts of 768
+    attention = h * (32 * 128 + 2 * 4 * 128) + 32 * 128 * h + 2 * 128   # Q, K, V, O and the per-head Q/K norms
+    rest = h * 128 + 4 * h                                   # router, the two norms (weight + bias)
+    ends = 2 * 151936 * h + 2 * h                            # embedding, output layer, final norm
+    assert model["params"] == layers * (attention + 128 * expert + rest) + ends == 30_532_321_280
+    assert model["active_params"] == layers * (attention + 8 * expert + rest) + ends == 3_353_231_360
+    assert (model["head_dim"], model["seq_len"], model["qk_norm"]) == (128, 4096, True)
+    assert any("seq_len defaulted to 4096" in n for n in model["notes"])
+    text = _cli("run", *common).stdout
+    assert "seq_len defaulted to 4096" in text and "active per token 3.35B" in text and "heads 32/4 x 128" in text
+    stated = _cli("run", "--json", *common, "--set", "model.seq_len=2048")
+    assert json.loads(stated.stdout)["model"]["seq_len"] == 2048

@@ -1,0 +1,184 @@
+"""Importers map the frameworks' pipeline split settings (Megatron-Core arguments, Megatron-DeepSpeed's
+--pp-partition-method, torchtitan's [parallelism] keys) onto the scenario, and export them back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clustersim.errors import InputError
+from clustersim.importers import finish, import_text
+from clustersim.importers.megatron_export import megatron_command
+from clustersim.scenario import scenario_from_dict
+from validation.logs.formats import torchtitan_toml
+
+LLAMA8B = ("torchrun --nproc_per_node 8 --nnodes {nodes} pretrain_gpt.py --num-layers {layers} --hidden-size 4096 "
+           "--num-attention-heads 32 --group-query-attention --num-query-groups 8 --ffn-hidden-size 14336 --swiglu "
+           "--seq-length 4096 --max-position-embeddings 4096 --tokenizer-type NullTokenizer --vocab-size 128255 "
+           "--make-vocab-size-divisible-by 1 --tensor-model-parallel-size 8 --pipeline-model-parallel-size {pp} "
+           "--micro-batch-size 1 --global-batch-size 64 --bf16 {extra}")
+
+
+def megatron(extra: str, layers: int = 32, pp: int = 4, nodes: int = 4) -> dict:
+    text = LLAMA8B.format(layers=layers, pp=pp, nodes=nodes, extra=extra)
+    return finish(import_text("megatron-args", text, "cmd", cluster="dgx-h100"), []).scenario
+
+
+def test_megatron_uneven_first_and_last_stage() -> None:
+    sc = megatron("--decoder-first-pipeline-num-layers 6 --decoder-last-pipeline-num-layers 6")
+    p = sc["parallel"]
+    assert (p["first_stage_layers"], p["last_stage_layers"], p["schedule"]) == (6, 6, "1f1b")
+    assert scenario_from_dict(sc).parallel.layers_per_stage == (6, 10, 10, 6)
+
+
+def test_megatron_embedding_and_loss_with_layers_per_virtual_stage() -> None:
+    # (62 + 2) / pp 4 = 16 layers per rank, 4 per virtual stage -> 4 virtual stages (arguments.py validate_args)
+    sc = megatron("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split "
+                  "--num-layers-per-virtual-pipeline-stage 4", layers=62)
+    p = sc["parallel"]
+    assert p["account_for_embedding"] is True and p["account_for_loss"] is True
+    assert (p["schedule"], p["virtual_stages"]) == ("interleaved-1f1b", 4)
+    counts = scenario_from_dict(sc).parallel.layers_per_stage
+    assert counts == (3,) + (4,) * 14 + (3,)
+
+
+def test_megatron_layout_string_sets_the_virtual_stages() -> None:
+    sc = megatron('--pipeline-model-parallel-layout "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"', layers=80, pp=8, nodes=8)
+    p = sc["parallel"]
+    assert (p["schedule"], p["virtual_stages"]) == ("interleaved-1f1b", 5)
+    assert p["pipeline_layout"] == "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"
+    assert scenario_from_dict(sc).parallel.layers_per_stage[-5:] == (3, 2, 2, 2, 1)
+
+
+@pytest.mark.parametrize("extra, flag", [
+    ("--decoder-first-pipeline-num-layers 7", "--decoder-first-pipeline-num-layers"),     # 25 over 3 middle ranks
+    ("--pipeline-model-parallel-layout 'Et|tt|tt|tL'", "--pipeline-model-parallel-layout"),  # 6 of 32 layers
+    ("--decoder-last-pipeline-num-layers 4 --account-for-loss-in-pipeline-split", "--decoder-last-pipeline-num-layers"),
+])
+def test_megatron_invalid_split_names_the_argument(extra, flag) -> None:
+    with pytest.raises(InputError) as err:
+        megatron(extra)
+    assert err.value.field == flag
+
+
+def test_megatron_deepspeed_partition_method_counts_the_embeddings() -> None:
+    # BLOOM's --pp-partition-method 'type:transformer|embedding': 70 layers + 2 embeddings on PP 12 give
+    # [embed | 5], 6 x 10, [5 | embed] (bigscience-workshop/bigscience train/tr11-176B-ml/README.md)
+    text = ("deepspeed pretrain_gpt.py --num-layers 70 --hidden-size 14336 --num-attention-heads 112 "
+            "--seq-length 2048 --max-position-embeddings 2048 --pad-vocab-size-to 250880 --vocab-size 250880 "
+            "--tokenizer-type NullTokenizer --make-vocab-size-divisible-by 1 --tensor-model-parallel-size 4 "
+            "--pipeline-model-parallel-size 12 --micro-batch-size 2 --global-batch-size 2048 --bf16 --world-size 384 "
+            "--pp-partition-method 'type:transformer|embedding' --deepspeed")
+    res = finish(import_text("megatron-args", text, "tr11.slurm", cluster="dgx-a100"), [])
+    p = res.scenario["parallel"]
+    assert p["account_for_embedding"] is True and p["account_for_loss"] is True
+    assert any("pp-partition-method" in n for n in res.notes)
+    assert scenario_from_dict(res.scenario).parallel.layers_per_stage == (5,) + (6,) * 10 + (5,)
+
+
+@pytest.mark.parametrize("extra, layers", [
+    ("--decoder-first-pipeline-num-layers 6 --decoder-last-pipeline-num-layers 6", 32),
+    ("--decoder-last-pipeline-num-layers 5", 32),
+    ("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split "
+     "--num-virtual-stages-per-pipeline-rank 2", 30),      # (30 + 2) / (4 x 2): a split Megatron-Core accepts
+])
+def test_megatron_export_round_trip(extra, layers) -> None:
+    original = scenario_from_dict(megatron(extra, layers=layers))
+    back = scenario_from_dict(finish(import_text("megatron-args", megatron_command(original), "cmd",
+                                                 cluster="dgx-h100"), []).scenario)
+    assert back.parallel == original.parallel
+
+
+def test_export_writes_a_layout_where_megatron_has_no_flag() -> None:
+    # the embedding counted as 2 layers (torchtitan's option) -> the layout string of the resolved split
+    original = scenario_from_dict({"model": {"preset": "llama3-8b", "seq_len": 4096},
+                                   "cluster": {"preset": "dgx-h100", "nodes": 4},
+                                   "parallel": {"tp": 8, "pp": 4, "global_batch": 64, "account_for_embedding": 2}})
+    cmd = megatron_command(original)
+    assert "--pipeline-model-parallel-layout" in cmd
+    back = scenario_from_dict(finish(import_text("megatron-args", cmd, "cmd", cluster="dgx-h100"), []).scenario)
+    assert back.parallel.layers_per_stage == original.parallel.layers_per_stage == (7, 9, 8, 8)
+
+
+# --- torchtitan ---------------------------------------------------------------------------------
+
+def titan(pp: int = 4, **parallelism) -> dict:
+    toml = torchtitan_toml(name="llama3", flavor="8B", local_batch=8, seq_len=8192, tp=2, pp=pp)
+    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in parallelism.items())   # JSON values are TOML here
+    toml = toml.replace("context_parallel_degree = 1\n", "context_parallel_degree = 1\n" + extra)
+    return finish(import_text("torchtitan-toml", toml, "x.toml", cluster="dgx-h100", nodes=4), []).scenario
+
+
+def test_torchtitan_default_split_counts_embedding_and_output() -> None:
+    sc = titan()
+    p = sc["parallel"]
+    assert (p["account_for_embedding"], p["account_for_loss"]) == (1, 1)
+    assert scenario_from_dict(sc).parallel.layers_per_stage == (8, 9, 8, 7)
+
+
+def test_torchtitan_less_layers_and_layers_per_stage() -> None:
+    sc = titan(pipeline_parallel_schedule="Interleaved1F1B",
+               pipeline_parallel_layers_per_stage=3, pipeline_parallel_first_stage_less_layers=1,
+               pipeline_parallel_last_stage_less_layers=1)
+    p = sc["parallel"]
+    assert (p["schedule"], p["virtual_stages"]) == ("interleaved-1f1b", 3)     # ceil(34 / 3) = 12 stages
+    counts = scenario_from_dict(sc).parallel.layers_per_stage
+    assert counts == (2,) + (3,) * 9 + (2, 1) and sum(counts) == 32
+
+
+def test_torchtitan_layers_per_stage_that_torchtitan_refuses() -> None:
+    with pytest.raises(InputError) as err:
+        titan(pipeline_parallel_schedule="Interleaved1F1B",
+              pipeline_parallel_layers_per_stage=4)      # ceil(34 / 4) = 9 stages, not a multiple of 4
+    assert err.value.field == "parallelism.pipeline_parallel_layers_per_stage"
+    with pytest.raises(InputError) as err:
+        titan(pipeline_parallel_first_stage_less_layers=-1)
+    assert err.value.field == "parallelism.pipeline_parallel_first_stage_less_layers"
+
+
+def test_torchtitan_module_fqns_become_a_layout() -> None:
+    parts = [["tok_embeddings", *[f"layers.{i}" for i in range(0, 7)]],
+             [f"layers.{i}" for i in range(7, 16)], [f"layers.{i}" for i in range(16, 25)],
+             [*[f"layers.{i}" for i in range(25, 32)], "norm", "output"]]
+    sc = titan(module_fqns_per_model_part=parts)
+    assert scenario_from_dict(sc).parallel.layers_per_stage == (7, 9, 9, 7)
+    with pytest.raises(InputError) as err:
+        titan(module_fqns_per_model_part=parts[:3])
+    assert err.value.field == "parallelism.module_fqns_per_model_part"
+
+
+def test_megatron_deepspeed_script_with_quoted_flag_strings() -> None:
+    """The shape of BigScience's tr11-176B-ml.slurm: flags gathered in quoted multi-line strings, a
+    commented-out flag whose trailing backslash continues nothing (bash ends a comment at the
+    newline), --pad-vocab-size-to, the partition method inside single quotes."""
+    script = """#!/bin/bash
+NLAYERS=70
+PP_SIZE=12
+GPT_ARGS=" \\
+    --pp-partition-method 'type:transformer|embedding' \\
+    --num-layers $NLAYERS \\
+    --hidden-size 14336 \\
+    --num-attention-heads 112 \\
+    --seq-length 2048 \\
+    --micro-batch-size 2 \\
+    --global-batch-size 2048 \\
+    --bf16 \\
+    --checkpoint-activations \\
+    --pad-vocab-size-to 250880 \\
+    "
+#    --universal-checkpoint \\
+export CMD=" \\
+    `pwd`/pretrain_gpt.py \\
+    --tensor-model-parallel-size 4 \\
+    --pipeline-model-parallel-size $PP_SIZE \\
+    $GPT_ARGS \\
+    --deepspeed --zero-stage 0 \\
+    "
+srun bash -c "python -u -m torch.distributed.run --nproc_per_node 8 --nnodes 48 $CMD"
+"""
+    res = finish(import_text("megatron-args", script, "tr11.slurm", cluster="dgx-a100", nodes=48), [])
+    sc = res.scenario
+    assert (sc["model"]["layers"], sc["model"]["vocab"], sc["framework"]) == (70, 250880, "deepspeed")
+    assert (sc["parallel"]["tp"], sc["parallel"]["pp"], sc["parallel"]["dp"]) == (4, 12, 8)
+    assert scenario_from_dict(sc).parallel.layers_per_stage == (5,) + (6,) * 10 + (5,)

@@ -1,0 +1,63 @@
+"""The model fields of today's families as a user writes them: accepted shapes, and bad input
+stopped with exit 2 naming the field and what is allowed (the CLI, as users run it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from clustersim.scenario import load_scenario
+
+
+def _run(*sets: str) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "clustersim", "run", "--json"]
+    for s in sets:
+        argv += ["--set", s]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("sets,field,allowed", [
+    (["model.head_dim=100", "model.query_width=4096"], "model.query_width",
+     "model.heads x model.head_dim = 32 x 100 = 3200"),
+    (["model.query_width=5000"], "model.query_width", "a multiple of model.heads (32)"),
+    (["model.attention_window=0"], "model.attention_window", ">= 1"),
+    (["model.attention_window=-128"], "model.attention_window", ">= 1"),
+    (["model.attention_pattern=diagonal"], "model.attention_pattern", "'full', 'sliding' or 'chunked'"),
+    (["model.attention_pattern=sliding"], "model.attention_window", "a window of at least 1 token"),
+    (["model.ffn_act=swish"], "model.ffn_act", "'gelu', 'swiglu', 'geglu', 'squared-relu' or 'relu'"),
+    (["model.global_every=4"], "model.global_every", "unless attention_pattern is sliding or chunked"),
+    (["model.preset=deepseek-v3", "model.head_dim=128"], "model.head_dim", "left out for attention: mla"),
+    (["model.hidden=4010"], "model.hidden", "a multiple of model.heads (32), or give model.head_dim"),
+    (["model.preset=mixtral-8x7b", "model.moe.every=40", "parallel.ep=1"], "model.moe.every", "1..32"),
+    (["model.preset=gpt-oss-20b", "parallel.tp=1", "parallel.pp=1", "parallel.cp=2", "parallel.dp=8",
+      "parallel.ep=8", "parallel.sequence_parallel=false"], "parallel.cp_comm", "a2a"),
+])
+def test_bad_model_fields_exit_2_naming_the_field(sets: list[str], field: str, allowed: str) -> None:
+    out = _run(*sets)
+    assert out.returncode == 2, out.stdout[-300:] + out.stderr
+    assert field in out.stderr and allowed in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_head_dim_widens_the_attention_without_touching_the_hidden_size() -> None:
+    """GLM-4.5's 96 heads of 128 beside hidden 5120 (5120 / 96 is no integer)."""
+    sc = load_scenario(None, ["model.preset=glm-4.5", "model.layers=4", "model.moe.first_dense_layers=1",
+                              "model.mtp_layers=0", "parallel.tp=8", "parallel.pp=1", "parallel.dp=2",
+                              "parallel.ep=2", "parallel.global_batch=16"])
+    m = sc.model
+    assert (m.q_width, m.kv_hidden, m.hidden) == (12288, 1024, 5120)
+    assert m.attention_params() == 5120 * (12288 + 2 * 1024) + 12288 * 5120
+
+
+def test_a_window_alone_means_sliding_and_a_long_window_changes_nothing() -> None:
+    base = ["model.seq_len=4096", "parallel.global_batch=64"]
+    full = json.loads(_run(*base).stdout)
+    wide = json.loads(_run(*base, "model.attention_window=4096").stdout)
+    narrow = json.loads(_run(*base, "model.attention_window=512").stdout)
+    assert wide["model"]["attention_pattern"] == "sliding"
+    assert wide["step_time_s"] == full["step_time_s"] and wide["model_flops_per_step"] == full["model_flops_per_step"]
+    assert narrow["step_time_s"] < full["step_time_s"] and narrow["model_flops_per_step"] < full["model_flops_per_step"]
+    assert narrow["memory"]["peak_bytes_per_gpu"] == full["memory"]["peak_bytes_per_gpu"]   # flash keeps O(s)

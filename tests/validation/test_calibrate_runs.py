@@ -1,0 +1,234 @@
+"""`clustersim calibrate` from what users have: runs described as scenarios with their measured
+step times (--run, --runs CSV), a Megatron log without its arguments block (--config), TensorBoard
+event files and CSV exports of step times; bad input is exit 2 naming what is wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clustersim.calibrate.machine import simulate_s
+from clustersim.cli import main
+from clustersim.hardware.load import load_cluster
+from validation.logs.formats import megatron_log
+
+PLANTED = 0.8   # the machine computes at 0.8 of the model's speed
+
+
+def _scenario(tp: int, layers: int, hidden: int) -> dict:
+    return {"name": f"job tp{tp}", "model": {"layers": layers, "hidden": hidden, "heads": 16, "seq_len": 2048,
+                                             "vocab": 32768},
+            "cluster": {"preset": "dgx-h100", "nodes": 1},
+            "parallel": {"tp": tp, "dp": 8 // tp, "global_batch": 32, "micro_batch": 2,
+                         "sequence_parallel": tp > 1, "zero_stage": 1}}
+
+
+SHAPES = ((1, 2, 1024), (2, 2, 2048), (4, 4, 2048))
+
+
+def _run(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    """Three scenarios and their step times at compute_scale 0.8 (the planted machine)."""
+    d = tmp_path_factory.mktemp("jobs")
+    cluster = load_cluster("dgx-h100", 1)
+    out = []
+    for tp, layers, hidden in SHAPES:
+        sc = _scenario(tp, layers, hidden)
+        p = d / f"job_tp{tp}.yaml"
+        p.write_text(yaml.safe_dump(sc))
+        out.append((p, sc, simulate_s(sc, cluster, PLANTED)))
+    return out
+
+
+def test_run_options_find_the_planted_machine(jobs, tmp_path, capsys):
+    out = tmp_path / "m.yaml"
+    argv = ["calibrate", "--cluster", "dgx-h100", "--name", "runs-h100", "--out", str(out), "--json"]
+    for p, _, t in jobs:
+        argv += ["--run", f"{p}={t!r}"]
+    code, stdout, err = _run(argv, capsys)
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["compute_scale"] == pytest.approx(PLANTED, rel=0.02)
+    assert doc["leave_one_out"]["runs"] == 3 and doc["cover"] == ["dense 3D"]
+    (factor,) = doc["factors"]
+    assert factor["name"] == "compute_scale" and factor["before"] == 1.0
+    assert factor["fitted_to"] == [p.name for p, _, _ in jobs]
+    for r in doc["runs"]:
+        assert r["error_before_pct"] < -10 and abs(r["error_calibrated_pct"]) < 2
+    # run on the profile shows what calibration changed, in the report and in --json
+    code, stdout, _ = _run(["run", str(jobs[0][0]), "--profile", str(out), "--set", "cluster.preset=runs-h100",
+                            "--json"], capsys)
+    doc = json.loads(stdout)
+    assert code == 0 and doc["calibration"]["factors"][0]["name"] == "compute_scale"
+    assert doc["calibration"]["covered"] is True and len(doc["calibration"]["per_run"]) == 3
+    code, stdout, _ = _run(["run", str(jobs[0][0]), "--profile", str(out), "--set", "cluster.preset=runs-h100"],
+                           capsys)
+    assert code == 0 and "calibrated" in stdout and "compute_scale 1 -> 0.8" in stdout
+
+
+def test_runs_csv_converts_tokens_and_mfu(jobs, tmp_path, capsys):
+    """The same three runs, given as step time, tokens/s and MFU: the same calibration."""
+    from clustersim.api import simulate
+    from clustersim.scenario import scenario_from_dict
+    rows = ["scenario,step_time_s,tokens_per_s,mfu"]
+    for i, (p, sc, t) in enumerate(jobs):
+        rep = simulate(scenario_from_dict(sc))
+        tokens = rep.tokens_per_s * rep.step_time_s / t       # what that job would have logged at step t
+        mfu = rep.mfu * rep.step_time_s / t
+        cells = [f"{t!r}", "", ""] if i == 0 else (["", f"{tokens!r}", ""] if i == 1 else ["", "", f"{mfu * 100!r}%"])
+        rows.append(",".join([p.name, *cells]))
+    csv_path = jobs[0][0].parent / "runs.csv"
+    csv_path.write_text("\n".join(rows) + "\n")
+    code, stdout, err = _run(["calibrate", "--runs", str(csv_path), "--out", str(tmp_path / "c.yaml"), "--json"],
+                             capsys)
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert [r["measured_step_time_s"] for r in doc["runs"]] == pytest.approx([t for _, _, t in jobs], rel=1e-9)
+    assert doc["compute_scale"] == pytest.approx(PLANTED, rel=0.02)
+
+
+@pytest.mark.parametrize(("spec", "needle"), [
+    ("{p}=0", "> 0"), ("{p}=-2.5", "> 0"), ("{p}=fast", "SECONDS a number"), ("{p}", "SCENARIO.yaml=SECONDS"),
+    ("missing.yaml=5.58", "does not"),
+])
+def test_bad_run_is_exit_2_naming_it(jobs, tmp_path, capsys, spec, needle):
+    out = tmp_path / "never.yaml"
+    code, _, err = _run(["calibrate", "--run", spec.format(p=jobs[0][0]), "--out", str(out)], capsys)
+    assert code == 2 and "--run" in err and needle in err, err
+    assert not out.exists()
+
+
+def test_bad_csv_and_logs_are_exit_2(jobs, tmp_path, capsys):
+    out = tmp_path / "never.yaml"
+    no_value = tmp_path / "a.csv"
+    no_value.write_text(f"scenario,seconds\n{jobs[0][0]},5.0\n")
+    code, _, err = _run(["calibrate", "--runs", str(no_value), "--out", str(out)], capsys)
+    assert code == 2 and "--runs" in err and "step_time_s" in err and "seconds" in err
+    no_scenario = tmp_path / "b.csv"
+    no_scenario.write_text("job,step_time_s\nx.yaml,5.0\n")
+    code, _, err = _run(["calibrate", "--runs", str(no_scenario), "--out", str(out)], capsys)
+    assert code == 2 and "`scenario` column" in err
+    bad_mfu = tmp_path / "c.csv"
+    bad_mfu.write_text(f"scenario,mfu\n{jobs[0][0]},41\n")
+    code, _, err = _run(["calibrate", "--runs", str(bad_mfu), "--out", str(out)], capsys)
+    assert code == 2 and "41%" in err
+    no_lines = tmp_path / "args_only.log"
+    no_lines.write_text("\n".join(megatron_log(_args(), 1.0).splitlines()[:60]))   # the block, no iteration
+    code, _, err = _run(["calibrate", "--log", str(no_lines), "--cluster", "dgx-h100", "--out", str(out)], capsys)
+    assert code == 2 and "iteration" in err, err
+    steps_csv = tmp_path / "steps.csv"
+    steps_csv.write_text("step,loss\n1,2.0\n")
+    code, _, err = _run(["calibrate", "--log", str(steps_csv), "--config", str(jobs[0][0]), "--out", str(out)], capsys)
+    assert code == 2 and "step_time_s" in err
+    assert not out.exists()
+
+
+def _args() -> dict:
+    return {"num_layers": 2, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 2048,
+            "max_position_embeddings": 2048, "padded_vocab_size": 32768, "tensor_model_parallel_size": 1,
+            "world_size": 8, "data_parallel_size": 8, "global_batch_size": 32, "micro_batch_size": 2,
+            "use_distributed_optimizer": True}
+
+
+def _iteration_lines(step_s: float) -> str:
+    return "\n".join(line for line in megatron_log(_args(), step_s, checkpoint_at=None).splitlines()
+                     if "iteration" in line and "elapsed time per iteration" in line)
+
+
+def test_megatron_log_without_arguments_block_takes_config(jobs, tmp_path, capsys):
+    """A pasted excerpt (iteration lines only) is refused naming --config, and accepted with the job
+    as a clustersim scenario or as Megatron-LM's command line."""
+    _, sc, t = jobs[0]
+    log = tmp_path / "excerpt.log"
+    log.write_text(_iteration_lines(t))
+    out = tmp_path / "m.yaml"
+    code, _, err = _run(["calibrate", "--log", str(log), "--cluster", "dgx-h100", "--out", str(out)], capsys)
+    assert code == 2 and "--config" in err and not out.exists()
+    code, stdout, err = _run(["calibrate", "--log", str(log), "--config", str(jobs[0][0]), "--out", str(out),
+                              "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["runs"][0]["measured_step_time_s"] == pytest.approx(t, rel=0.02)
+    assert any("arguments block" in n for n in doc["notes"]) or doc["runs"][0]["kind"] == "megatron-log"
+    cmd = tmp_path / "launch.sh"
+    cmd.write_text("torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers 2 --hidden-size 1024 "
+                   "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+                   "--tokenizer-type NullTokenizer --vocab-size 32767 --make-vocab-size-divisible-by 1 "
+                   "--micro-batch-size 2 --global-batch-size 32 --use-distributed-optimizer --bf16\n")
+    cut = tmp_path / "cut.log"
+    text = megatron_log(_args(), t, checkpoint_at=None)
+    cut.write_text(text.replace("-------------------- end of arguments ---------------------", ""))
+    code, stdout, err = _run(["calibrate", "--log", str(cut), "--config", str(cmd), "--cluster", "dgx-h100",
+                              "--out", str(out), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["runs"][0]["scenario"]["model"]["hidden"] == 1024
+
+
+def test_tensorboard_and_csv_exports(jobs, tmp_path, capsys):
+    """Megatron's `iteration-time` scalar, a run that logged only its loss (wall times), and a CSV
+    export: each gives the step time; the job comes from --config."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    _, _, t = jobs[0]
+
+    def write(folder: Path, tag: str, values: list[tuple[int, float, float]]) -> Path:
+        folder.mkdir()
+        w = EventFileWriter(str(folder))
+        for step, wall, value in values:
+            s = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
+            w.add_event(event_pb2.Event(wall_time=wall, step=step, summary=s))
+        w.close()
+        return next(folder.glob("events.out.tfevents.*"))
+    timed = write(tmp_path / "tb1", "iteration-time", [(i, 1000.0 + i * t, t * (3 if i == 1 else 1)) for i in
+                                                       range(1, 40)])
+    loss_only = write(tmp_path / "tb2", "lm loss", [(i, 1000.0 + i * t, 5.0 - 0.01 * i) for i in range(1, 40)])
+    export = tmp_path / "run-.-tag-lm loss.csv"
+    export.write_text("Wall time,Step,Value\n" + "\n".join(f"{1000.0 + i * t!r},{i},{5 - 0.01 * i}" for i in range(1, 40)))
+    ms = tmp_path / "steps.csv"
+    ms.write_text("step,step_time_ms\n" + "\n".join(f"{i},{t * 1e3!r}" for i in range(1, 40)))
+    for path in (timed, loss_only, export, ms):
+        code, stdout, err = _run(["calibrate", "--log", str(path), "--config", str(jobs[0][0]), "--out",
+                                  str(tmp_path / "p.yaml"), "--json"], capsys)
+        assert code == 0, (path, err)
+        assert json.loads(stdout)["runs"][0]["measured_step_time_s"] == pytest.approx(t, rel=1e-6), path
+    code, _, err = _run(["calibrate", "--log", str(timed), "--out", str(tmp_path / "p.yaml")], capsys)
+    assert code == 2 and "--config" in err
+
+
+def test_tensorboard_without_the_extra_names_it(tmp_path, monkeypatch, capsys):
+    import builtins
+    real = builtins.__import__
+
+    def no_tensorboard(name, *args, **kwargs):
+        if name.startswith("tensorboard"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+    path = tmp_path / "events.out.tfevents.1.host"
+    path.write_bytes(b"\x00" * 16)
+    code, _, err = _run(["calibrate", "--log", str(path), "--out", str(tmp_path / "p.yaml")], capsys)
+    assert code == 2 and "clustersim[tensorboard]" in err
+
+
+def test_unknown_preset_names_profile_and_the_file(tmp_path, monkeypatch, capsys, jobs):
+    """`run` with a calibrated cluster's name but no --profile: the message names --profile and,
+    when calibrate wrote it where it writes by default, the file."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run(["run", "--set", "cluster.preset=my-h100"], capsys)
+    assert code == 2 and "--profile" in err and "my-h100" in err
+    p, _, t = jobs[0]
+    assert _run(["calibrate", "--run", f"{p}={t!r}", "--name", "my-h100"], capsys)[0] == 0
+    assert (tmp_path / "my-h100.yaml").exists()
+    code, _, err = _run(["run", "--set", "cluster.preset=my-h100"], capsys)
+    assert code == 2 and "--profile my-h100.yaml" in err, err

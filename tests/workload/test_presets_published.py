@@ -1,0 +1,109 @@
+"""Each 2025-26 preset against its owner's published total and active parameter counts.
+
+clustersim's counts (``ModelSpec.total_params`` / ``active_params``) are the preset's shapes
+multiplied out; ``active_params`` is every parameter a token passes through: the top-k routed
+experts, the shared experts, attention, dense layers, the embedding and the output layer (equal
+to the total for a dense model). Where an owner counts differently (its published breakdown
+shows how), the published figure is restated in that definition and the row says so.
+
+A count passes when it is within 1% of the published figure, or, for a figure published to few
+significant digits ("17B", "3.3B"), within what that figure says: rounded or cut to its last digit
+(from half a unit below to one unit above: Qwen's "3.3B activated" for 3.35B is cut, not rounded).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clustersim.workload.model_fields import model_from_fields
+from clustersim.workload.presets import MODEL_PRESETS
+
+FIXTURES = Path(__file__).resolve().parents[1] / "importers" / "hf_configs"
+
+
+def _llama4_vision_params(name: str) -> int:
+    """The Llama 4 vision tower (the published totals include it; clustersim times the language
+    model only), multiplied out from the vision_config of the owner's config.json and HF
+    transformers' Llama4VisionModel (models/llama4/modeling_llama4.py, v4.51): a 14x14 patch
+    convolution, class and positional embeddings, two LayerNorms, 34 encoder layers (Q, K, V, O and
+    the two MLP matrices with biases, two LayerNorms), the pixel-shuffle adapter MLP (4 x 1408 ->
+    4096 -> 4096) and the projector to the text width."""
+    cfg = json.loads((FIXTURES / name / "config.json").read_text())
+    v, text_h = cfg["vision_config"], cfg["text_config"]["hidden_size"]
+    h, f, n, p = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"], v["patch_size"]
+    tokens = (v["image_size"] // p) ** 2 + 1
+    layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 4 * h
+    shuffled = int(h / v["pixel_shuffle_ratio"] ** 2)
+    adapter = shuffled * v["projector_input_dim"] + v["projector_input_dim"] * v["projector_output_dim"]
+    return 3 * p * p * h + h + tokens * h + 4 * h + n * layer + adapter + v["vision_output_dim"] * text_h
+
+
+# preset: (published total, published active, digits of the published figures, where from)
+PUBLISHED = {
+    "qwen3-8b": (8.2e9, 8.2e9, 2, "Qwen/Qwen3-8B model card: 'Number of Parameters: 8.2B' (dense)"),
+    "qwen3-32b": (32.8e9, 32.8e9, 3, "Qwen/Qwen3-32B model card: 'Number of Parameters: 32.8B' (dense)"),
+    "qwen3-30b-a3b": (30.5e9, 3.3e9, 2, "Qwen/Qwen3-30B-A3B model card: '30.5B in total and 3.3B activated'"),
+    "qwen3-235b-a22b": (235e9, 22e9, 2, "Qwen/Qwen3-235B-A22B model card: '235B in total and 22B activated'"),
+    # gpt-oss model card (arXiv 2508.10925) Table 1: total 20.91B / 116.83B; 'active' 3.61B / 5.13B
+    # counts the unembedding but not the embedding table: + half of 'Embed + Unembed 1.16B'
+    "gpt-oss-20b": (20.91e9, 3.61e9 + 0.58e9, 3, "gpt-oss model card Table 1 (active + embedding table)"),
+    "gpt-oss-120b": (116.83e9, 5.13e9 + 0.58e9, 3, "gpt-oss model card Table 1 (active + embedding table)"),
+    # Meta's Llama 4 model card: '17B active, 109B total' / '17B active, 400B total'; the totals
+    # include the vision tower (subtracted below, multiplied out from the published vision_config)
+    "llama4-scout": (109e9, 17e9, 2, "Llama 4 model card (meta-llama/Llama-4-Scout-17B-16E): 17B / 109B"),
+    "llama4-maverick": (400e9, 17e9, 2, "Llama 4 model card (meta-llama/Llama-4-Maverick-17B-128E): 17B / 400B"),
+    # Gemma 3 Technical Report (arXiv 2503.19786) Table 1, 27B: embedding 1,416M + non-embedding
+    # 25,600M (its vision encoder, 417M, is not part of the language model)
+    "gemma3-27b": (27.016e9, 27.016e9, 3, "Gemma 3 Technical Report Table 1 (embedding + non-embedding)"),
+    # Kimi K2 model card (moonshotai/Kimi-K2-Base): 'Total Parameters 1T, Activated Parameters 32B';
+    # the technical report (arXiv 2507.20534) gives '32.6 billion activated' (used) and '1.04 trillion'
+    # total, 1.3% above the shapes of the published config.json (test below)
+    "kimi-k2": (1e12, 32.6e9, 1, "Kimi K2 model card (total, '1T') and technical report (activated, 32.6B)"),
+    # GLM-4.5 technical report (arXiv 2508.06471) Table 1: 355B total, 32B activated; the activated
+    # figure leaves out the embedding and output matrices (2 x 151552 x 5120 = 1.55B): with them, 33.55B
+    "glm-4.5": (355e9, 32e9 + 1.552e9, 3, "GLM-4.5 technical report Table 1 (activated + embeddings)"),
+    # Nemotron-4 340B Technical Report (arXiv 2406.11704) §2: 9.4B embedding + 331.6B non-embedding
+    "nemotron-4-340b": (341.0e9, 341.0e9, 4, "Nemotron-4 340B Technical Report §2 (9.4B + 331.6B)"),
+    "mistral-7b": (7.3e9, 7.3e9, 2, "Mistral 7B (arXiv 2310.06825) / announcement: 'Mistral 7B is a 7.3B model'"),
+}
+
+VISION = {"llama4-scout": "Llama-4-Scout-17B-16E", "llama4-maverick": "Llama-4-Maverick-17B-128E"}
+
+
+def _close(ours: float, published: float, digits: int) -> bool:
+    if abs(ours / published - 1) <= 0.01:
+        return True
+    from math import floor, log10
+    unit = 10 ** (floor(log10(published)) - digits + 1)     # the last published digit's unit
+    return -unit / 2 <= ours - published < unit
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_preset_matches_the_published_counts(name: str) -> None:
+    total, active, digits, source = PUBLISHED[name]
+    model = model_from_fields(name, MODEL_PRESETS[name])
+    ours_total = model.total_params() + (_llama4_vision_params(VISION[name]) if name in VISION else 0)
+    assert _close(ours_total, total, digits), (name, ours_total / 1e9, total / 1e9, source)
+    assert _close(model.active_params(), active, digits), (name, model.active_params() / 1e9, active / 1e9, source)
+
+
+def test_the_rounding_rule_is_not_blind() -> None:
+    """A count 2% off a five-digit figure fails; what a two-digit figure covers passes, no more."""
+    assert not _close(1.02 * 116.83e9, 116.83e9, 5)
+    assert _close(17.17e9, 17e9, 2) and _close(17.9e9, 17e9, 2) and not _close(18.1e9, 17e9, 2)
+    assert not _close(16.4e9, 17e9, 2)
+
+
+def test_kimi_k2_gap_to_the_technical_report_is_what_the_docs_say() -> None:
+    """The report's 1.04 trillion is 1.3% above the shapes of the published config (1.026T)."""
+    model = model_from_fields("kimi-k2", MODEL_PRESETS["kimi-k2"])
+    assert round(model.total_params() / 1.04e12 - 1, 3) == -0.013
+
+
+def test_every_new_preset_has_a_published_row() -> None:
+    new = ("qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b",
+           "llama4-scout", "llama4-maverick", "gemma3-27b", "kimi-k2", "glm-4.5", "nemotron-4-340b", "mistral-7b")
+    assert set(new) <= set(PUBLISHED) and set(new) <= set(MODEL_PRESETS)
