@@ -34,7 +34,7 @@ class FrameworkSpec:
     name: str
     description: str
     attention: str          # the kernel `training.attention: auto` resolves to: flash | standard
-    # --- timing (issue 8): defaults of how the implementation overlaps communication ---
+    # --- timing (docs/engine.md): defaults of how the implementation overlaps communication ---
     overlap_grad_reduce: bool    # data-parallel gradient reduction overlapped with the backward pass
     overlap_param_gather: bool   # ZeRO-1/2 parameter all-gather overlapped with the next forward pass
     tp_backward_overlap: str     # backward TP collectives beside the GEMMs: always | with-sp | never
@@ -43,7 +43,7 @@ class FrameworkSpec:
     # bytes per parameter of the rank's whole (unsharded) gradient buffer that the framework streams
     # through once per step outside the optimizer kernel (zeroing, NaN check, 1/dp scaling); 0 = none modelled
     grad_buffer_bytes_per_param: int
-    # --- memory (issue 16): how the implementation holds the job on the GPU (clustersim/memory/) ---
+    # --- memory (docs/memory.md): how the implementation holds the job on the GPU (clustersim/memory/) ---
     elementwise: str        # norms, activation, bias/dropout/residual: fused kernels | eager torch ops
     param_bytes: int        # persistent bytes per parameter (16-bit training): 2 = bf16 buffer, 4 = fp32 param
     grad_bytes: int         # bytes per gradient element as accumulated (4 = fp32 main grads)

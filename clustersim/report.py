@@ -1,4 +1,4 @@
-"""StepReport: what `clustersim run` prints (CONTRACT.md §2)."""
+"""StepReport: what `clustersim run` prints (docs/output.md)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class StepReport:
         return energy_report(sc.cluster, self.step_time_s, tokens)
 
     def to_json(self, tokens: float | None = None) -> dict[str, Any]:
-        """CONTRACT §2/§4 keys; ``tokens`` adds the energy of a whole training run on that many tokens."""
+        """The keys of docs/output.md, `run --json`; ``tokens`` adds the energy of a whole training run on that many tokens."""
         sc = self.scenario
         par = sc.parallel
         out: dict[str, Any] = {

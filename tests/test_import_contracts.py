@@ -22,9 +22,16 @@ def test_lint_imports_keeps_every_contract() -> None:
 
 
 def test_ci_runs_the_readme_test_command() -> None:
+    """.ci/run runs the README's test command, as its last line, and no other check: what a
+    developer runs from the README is what CI runs (the lines before it only install the browser
+    the browser tests need)."""
     readme = (ROOT / "README.md").read_text()
-    command = next(line.split("#")[0].strip() for line in readme.splitlines()
-                   if "lint-imports" in line and "pytest" in line)
+    commands = [line.split("#")[0].strip() for line in readme.splitlines() if "lint-imports" in line and "pytest" in line]
+    assert len(commands) == 1, commands
+    command = commands[0]
     assert re.search(r"&& lint-imports && python -m pytest$", command), command
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert command in ci, (command, ci)
+    code = [line for line in ci if line and not line.startswith("#")]
+    assert code[-1] == command, (command, code[-1])
+    others = [line for line in code[:-1] if re.search(r"pytest|lint-imports|ruff|pip install", line)]
+    assert not others, f".ci/run runs more than the README's test command: {others}"

@@ -35,7 +35,7 @@ from clustersim.errors import InputError
 from clustersim.limits import MAX_SIZE_BYTES
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
-# nccl-tests binary name -> clustersim collective name (CONTRACT §2)
+# nccl-tests binary name -> clustersim collective name (docs/output.md, `clustersim collective`)
 OP_NAMES = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
             "alltoall": "all_to_all", "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "send_recv"}
 # nccl-tests data type names (src/common.cu test_typenames) -> bytes per element

@@ -1,7 +1,7 @@
 """Several hosts on one machine: one Linux network namespace per rank, joined by veth pairs
 through a bridge, each port rate-limited in both directions with tc ``tbf``.
 
-Lessons measured on this machine (issue 4) that the setup follows:
+Lessons measured on this machine (docs/validation.md) that the setup follows:
 - a tbf burst below ~128 kB loses rate at 1 Gbit/s: the burst is at least 256 kB;
 - ``net.ipv4.tcp_slow_start_after_idle=0`` in each namespace removes a +100% outlier at large
   sizes (TCP otherwise restarts slow start between the ops of a sweep; RFC 2861 / Linux
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SUBNET = "10.213.0"  # private range (RFC 1918); the bridge has no address on the host
-TBF_MIN_BURST_BYTES = 256 * 1024  # >= 128 kB needed at 1 Gbit/s (issue 4 measurement); 2x margin
+TBF_MIN_BURST_BYTES = 256 * 1024  # >= 128 kB needed at 1 Gbit/s (measured here, docs/validation.md); 2x margin
 TBF_LATENCY_MS = 50  # queue bound of tbf; large enough never to drop at these rates
 
 

@@ -1,7 +1,7 @@
 """The `clustersim` command. Subcommands live in their own modules and are imported lazily,
 so that `clustersim run` never pays for torch or dask.
 
-Exit codes (CONTRACT.md §2): 0 ok; 2 bad input; 3 the job does not fit in memory; 1 anything else;
+Exit codes (docs/output.md): 0 ok; 2 bad input; 3 the job does not fit in memory; 1 anything else;
 130 interrupted (Ctrl-C): one line on stderr says what was kept, never a traceback. The first
 Ctrl-C stops the command; further ones are ignored while it cleans up (stops worker processes,
 removes temporary files), so that the clean-up itself cannot be cut short.

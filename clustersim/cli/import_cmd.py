@@ -3,7 +3,7 @@
 KIND is megatron-log, megatron-args, torchtitan-log, torchtitan-toml, deepspeed-log or
 deepspeed-json. With ``--json`` it prints one JSON object: ``scenario`` (the scenario as a dict),
 and for logs ``measured_step_time_s`` (median of the steady-state iterations) and
-``iterations`` (CONTRACT section 4); ``--out`` writes the scenario as YAML.
+``iterations`` (docs/output.md); ``--out`` writes the scenario as YAML.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 COMM_GROUPS = ("tp", "cp", "cp_a2a", "cp_p2p", "ep", "etp", "host")
-# breakdown cause of each group's collectives (CONTRACT §2 keys)
+# breakdown cause of each group's collectives (the `breakdown` keys of docs/output.md)
 GROUP_CAUSE = {"tp": "tp_comm", "cp": "cp_comm", "cp_a2a": "cp_comm", "cp_p2p": "cp_comm", "ep": "ep_comm",
                "etp": "ep_comm", "host": "offload"}
 

@@ -65,7 +65,7 @@ def run_sections(rj: Mapping[str, Any], stages: Sequence[Mapping[str, Any]], tda
         "breakdown": '<div id="chart-breakdown" class="chart"></div>' + fragments.breakdown_table(rj),
         "memory": '<div id="chart-memory" class="chart"></div>' + fragments.memory_table(stages),
     }
-    if isinstance(rj.get("energy"), Mapping):  # added to `run --json` by the hardware work (CONTRACT §4)
+    if isinstance(rj.get("energy"), Mapping):  # `energy` of `run --json` (docs/output.md)
         sections["energy"] = fragments.energy_table(rj["energy"])
     if scenario is not None:
         sections["scenario"] = f'<pre class="yaml" data-testid="scenario-yaml">{esc(scenario_yaml(scenario))}</pre>'

@@ -36,12 +36,12 @@ def import_text(kind: str, text: str, source: str, *, config: tuple[str, str] | 
                 cluster: str | None = None, nodes: int | None = None) -> ImportResult:
     """Import ``text`` (a file's content) as ``kind``; ``config`` is (text, name) of a job config
     that a torchtitan or DeepSpeed log needs beside it."""
-    from clustersim.importers import deepspeed, megatron_args, megatron_log, torchtitan
+    from clustersim.importers import deepspeed, megatron_args, megatron_log, megatron_parse, torchtitan
     cfg_text, cfg_name = config if config is not None else (None, "")
     if kind == "megatron-log":
         return megatron_log.import_megatron_log(text, source, cluster, nodes, config)
     if kind == "megatron-args":
-        args = megatron_args.parse_args_block(text) or megatron_args.parse_command_line(text)
+        args = megatron_parse.parse_args_block(text) or megatron_parse.parse_command_line(text)
         mapped = megatron_args.scenario_from_args(args, cluster, nodes, f"imported from {source}")
         return ImportResult("megatron-args", source, mapped.framework, mapped.scenario, unknown=mapped.unknown,
                             notes=mapped.notes)

@@ -1,5 +1,5 @@
 """What every importer shares: cleaning log lines, the steady-state rule, the GPU a log names,
-and the result a log import returns (CONTRACT section 4: ``scenario``, ``measured_step_time_s``,
+and the result a log import returns (docs/output.md, `import --json`: ``scenario``, ``measured_step_time_s``,
 ``iterations``)."""
 
 from __future__ import annotations

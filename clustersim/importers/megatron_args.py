@@ -17,226 +17,39 @@ Arguments fall in four groups:
 
 from __future__ import annotations
 
-import ast
 import math
 import re
-import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.importers.common import clean_line, cluster_gpus_per_node
+from clustersim.importers.common import cluster_gpus_per_node
+from clustersim.importers.megatron_parse import MegatronArgs, int_arg, neutral, neutral_or_one
 from clustersim.importers.megatron_split import PIPELINE_SPLIT_ARGS, check_split, pipeline_split
-from clustersim.limits import MAX_COUNT
-
-# megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
-# name (48 - len(name) dots), and "-------------------- end of arguments ---------------------"
-ARGS_START = re.compile(r"-{3,}\s*arguments\s*-{3,}")
-ARGS_END = re.compile(r"-{3,}\s*end of arguments\s*-{3,}")
-ARGS_LINE = re.compile(r"^\s*([A-Za-z_]\w*)\s+(?:\.+\s+)?(.*?)\s*$")
-
-
-@dataclass
-class MegatronArgs:
-    values: dict[str, Any]
-    source: str                              # "arguments block" | "command line"
-    launcher: dict[str, Any] = field(default_factory=dict)   # torchrun: nproc_per_node, nnodes
-    unresolved: list[str] = field(default_factory=list)      # flags whose value was a shell variable
-
-    def get(self, name: str, default: Any = None) -> Any:
-        v = self.values.get(name, default)
-        return default if v is None else v
-
-
-def parse_value(text: str) -> Any:
-    """A printed Python value: None, True, 8, 0.0001, [1, 2], 'x'; anything else as text."""
-    text = text.strip()
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: {[1]: 2}
-        return text
-    return value if not isinstance(value, float) or math.isfinite(value) else text  # 1e999 is not a number
-
-
-def parse_args_block(text: str) -> MegatronArgs | None:
-    """The last complete ``arguments`` block of a log (None if it has none)."""
-    lines = [clean_line(line) for line in text.splitlines()]
-    start = None
-    blocks = []
-    for i, line in enumerate(lines):
-        if ARGS_START.search(line) and "end of" not in line:
-            start = i
-        elif ARGS_END.search(line) and start is not None:
-            blocks.append((start, i))
-            start = None
-    if not blocks:
-        return None
-    a, b = blocks[-1]
-    values: dict[str, Any] = {}
-    for line in lines[a + 1:b]:
-        m = ARGS_LINE.match(line)
-        if m:
-            values[m.group(1)] = parse_value(m.group(2))
-    return MegatronArgs(values, "arguments block")
-
-
-# -- command lines ----------------------------------------------------------------------------
-
-# flags whose argparse dest is not the flag's name, or that store a constant
-# (megatron/training/arguments.py; older names from Megatron-LM 2021-2023)
-FLAG_DEST: dict[str, tuple[str, Any]] = {
-    "disable-bias-linear": ("add_bias_linear", False),
-    "no-position-embedding": ("add_position_embedding", False),
-    "no-masked-softmax-fusion": ("masked_softmax_fusion", False),
-    "no-bias-gelu-fusion": ("bias_gelu_fusion", False),
-    "no-bias-swiglu-fusion": ("bias_swiglu_fusion", False),
-    "no-bias-dropout-fusion": ("bias_dropout_fusion", False),
-    "no-gradient-accumulation-fusion": ("gradient_accumulation_fusion", False),
-    "no-overlap-p2p-communication": ("overlap_p2p_comm", False),
-    "no-persist-layer-norm": ("persist_layer_norm", False),
-    "no-async-tensor-model-parallel-allreduce": ("async_tensor_model_parallel_allreduce", False),
-    "no-load-optim": ("load_optim", False),
-    "no-load-rng": ("load_rng", False),
-    "no-save-optim": ("save_optim", False),
-    "no-save-rng": ("save_rng", False),
-    "fp8-format": ("fp8", None),                      # --fp8-format hybrid -> args.fp8 = "hybrid"
-    "fp4-format": ("fp4", None),                      # --fp4-format e2m1 -> args.fp4 = "e2m1" (Megatron-Core NVFP4)
-    "model-parallel-size": ("tensor_model_parallel_size", None),   # pre-2020 alias
-}
-TORCHRUN_FLAGS = {"nproc_per_node", "nproc-per-node", "nnodes", "node_rank", "node-rank", "master_addr",
-                  "master-addr", "master_port", "master-port", "rdzv_endpoint", "rdzv-endpoint", "rdzv_backend",
-                  "rdzv-backend", "rdzv_id", "rdzv-id", "standalone", "max_restarts", "max-restarts", "log_dir",
-                  "log-dir", "redirects", "tee", "local_addr", "local-addr", "monitor_interval", "role", "no_python",
-                  "module", "run_path"}
-_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=([^\s()\"']+|\"[^\"]*\"|'[^']*')\s*(?:#.*)?$")
-_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::-([^}]*))?\}|\$([A-Za-z_]\w*)")
-
-
-def _expand_variables(text: str) -> str:
-    """Substitute simple ``NAME=value`` shell assignments of the same file into ``$NAME`` and
-    ``${NAME:-default}`` (bash arrays ``NAME=( ... )`` are read as their flags directly)."""
-    env: dict[str, str] = {}
-    for line in text.splitlines():
-        m = _ASSIGN.match(line)
-        if m:
-            env[m.group(1)] = m.group(2).strip("\"'")
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(3)
-        if name in env:
-            return env[name]
-        if m.group(2) is not None:
-            return m.group(2)
-        return m.group(0)
-    for _ in range(3):  # assignments may refer to each other
-        text = _VAR.sub(sub, text)
-    return text
-
-
-def _tokens(text: str) -> list[str]:
-    # comments first: bash ends a comment at the newline, so a backslash inside one continues nothing
-    # (BLOOM's tr11-176B-ml.slurm comments out "#    --universal-checkpoint \" before `export CMD=`)
-    text = "\n".join(line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
-                     for line in text.splitlines())
-    text = re.sub(r"\\\r?\n", " ", text)                       # line continuations
-    text = _expand_variables(text)
-    text = re.sub(r"=\(", "=( ", text).replace(")", " ) ")            # bash arrays: NAME=( --flag value ... )
-    try:
-        words = shlex.split(text, comments=False)
-    except ValueError as exc:
-        raise InputError("megatron-args", "file", f"shell words (quotes must close: {exc})") from None
-    out: list[str] = []
-    for word in words:   # flags gathered in a quoted string (CMD="... $GPT_ARGS ...", bash -c "... $CMD")
-        if " --" in f" {word}" and any(c.isspace() for c in word):
-            try:
-                out.extend(shlex.split(word, comments=False))
-                continue
-            except ValueError:
-                pass
-        out.append(word)
-    return out
-
-
-def _number(text: str) -> Any:
-    return parse_value(text) if re.fullmatch(r"-?[\d.]+(?:e-?\d+)?", text, re.IGNORECASE) else text
-
-
-def parse_command_line(text: str) -> MegatronArgs:
-    """Flags of a Megatron-LM launch (``torchrun ... pretrain_gpt.py --flag value ...``), an
-    arguments file (one flag per line) or a shell script that builds one."""
-    toks = _tokens(text)
-    # the launched script; the last one where a script defines the command in a variable and runs it
-    script = next((i for i in range(len(toks) - 1, -1, -1) if toks[i].endswith(".py")), None)
-    values: dict[str, Any] = {}
-    launcher: dict[str, Any] = {}
-    unresolved: list[str] = []
-    i = 0
-    while i < len(toks):
-        tok = toks[i]
-        if not tok.startswith("--") or len(tok) < 3:
-            i += 1
-            continue
-        name, _, inline = tok[2:].partition("=")
-        vals = [inline] if inline else []
-        j = i + 1
-        while not inline and j < len(toks) and not toks[j].startswith("--") and not toks[j].endswith(".py") \
-                and not re.fullmatch(r"\w+=\(|\)|.*[|;&]", toks[j]):
-            vals.append(toks[j])
-            j += 1
-        before_script = script is not None and i < script
-        i = j
-        if any("$" in v for v in vals):
-            unresolved.append(name)
-            continue
-        if before_script and name in TORCHRUN_FLAGS:
-            launcher[name.replace("-", "_")] = _number(vals[0]) if vals else True
-            continue
-        dest, const = FLAG_DEST.get(name, (name.replace("-", "_"), None))
-        if const is not None:
-            values[dest] = const
-        elif not vals:
-            values[dest] = True
-        elif len(vals) == 1:
-            values[dest] = _number(vals[0])
-        else:
-            values[dest] = [_number(v) for v in vals]
-    if not values:
-        raise InputError("megatron-args", "file", "a Megatron-LM command line or arguments file "
-                         "(flags such as --num-layers 32 --tensor-model-parallel-size 8)")
-    return MegatronArgs(values, "command line", launcher, unresolved)
-
 
 # -- the mapping ------------------------------------------------------------------------------
-
-def _neutral(value: Any) -> bool:
-    return value is None or value is False or value in (0, "", [], "None")
-
-
-def _neutral_or_one(value: Any) -> bool:
-    return _neutral(value) or value == 1 or (isinstance(value, list) and set(value) == {1})
-
 
 # name -> (what it changes, is its value harmless?) for model/layout arguments clustersim cannot
 # express; the importer stops naming them
 UNSUPPORTED: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "hybrid_override_pattern": ("a hybrid Mamba/attention model", _neutral),
-    "is_hybrid_model": ("a hybrid Mamba/attention model", _neutral),
-    "mtp_num_layers": ("multi-token prediction layers", _neutral),
-    "num_distributed_optimizer_instances": ("a partially sharded distributed optimizer", _neutral_or_one),
-    "heterogeneous_layers_config_path": ("heterogeneous layers", _neutral),
-    "heterogeneous_layers_config_encoded_json": ("heterogeneous layers", _neutral),
-    "linear_attention_freq": ("linear-attention layers", _neutral),
-    "window_size": ("sliding-window attention", _neutral),
-    "num_experts_per_layer": ("per-layer expert counts", _neutral),
-    "moe_layer_freq": ("dense and MoE layers mixed (moe_layer_freq)", _neutral_or_one),
-    "moe_shared_expert_intermediate_size": ("shared experts", _neutral),
-    "multi_latent_attention": ("multi-latent attention (MLA)", _neutral),
-    "cpu_offloading": ("activation/weight offload to the CPU", _neutral),
-    "optimizer_cpu_offload": ("the optimizer offloaded to the CPU", _neutral),
-    "encoder_tensor_model_parallel_size": ("an encoder with its own TP", _neutral),
-    "standalone_embedding_stage": ("a pipeline stage holding only the embedding", _neutral),
-    "encoder_pipeline_model_parallel_size": ("an encoder with its own PP", _neutral),
+    "hybrid_override_pattern": ("a hybrid Mamba/attention model", neutral),
+    "is_hybrid_model": ("a hybrid Mamba/attention model", neutral),
+    "mtp_num_layers": ("multi-token prediction layers", neutral),
+    "num_distributed_optimizer_instances": ("a partially sharded distributed optimizer", neutral_or_one),
+    "heterogeneous_layers_config_path": ("heterogeneous layers", neutral),
+    "heterogeneous_layers_config_encoded_json": ("heterogeneous layers", neutral),
+    "linear_attention_freq": ("linear-attention layers", neutral),
+    "window_size": ("sliding-window attention", neutral),
+    "num_experts_per_layer": ("per-layer expert counts", neutral),
+    "moe_layer_freq": ("dense and MoE layers mixed (moe_layer_freq)", neutral_or_one),
+    "moe_shared_expert_intermediate_size": ("shared experts", neutral),
+    "multi_latent_attention": ("multi-latent attention (MLA)", neutral),
+    "cpu_offloading": ("activation/weight offload to the CPU", neutral),
+    "optimizer_cpu_offload": ("the optimizer offloaded to the CPU", neutral),
+    "encoder_tensor_model_parallel_size": ("an encoder with its own TP", neutral),
+    "standalone_embedding_stage": ("a pipeline stage holding only the embedding", neutral),
+    "encoder_pipeline_model_parallel_size": ("an encoder with its own PP", neutral),
 }
 # known arguments that change nothing clustersim simulates (data, schedule of the learning rate,
 # logging, checkpoints, kernel-fusion switches whose cost is inside the measured efficiencies)
@@ -382,25 +195,15 @@ def framework_of(a: MegatronArgs) -> str:
     return "megatron-legacy" if legacy else "megatron-core"
 
 
-def _int(a: MegatronArgs, name: str, default: int | None = None) -> int | None:
-    v = a.get(name, default)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) \
-            or abs(v) > MAX_COUNT:
-        raise InputError(f"--{name.replace('_', '-')}", v, f"an integer (at most {MAX_COUNT:,} in magnitude)")
-    return int(v)
-
-
 def _vocab(a: MegatronArgs, tp: int, notes: list[str]) -> int | None:
     if a.get("padded_vocab_size"):
-        return _int(a, "padded_vocab_size")
+        return int_arg(a, "padded_vocab_size")
     if a.get("pad_vocab_size_to"):   # Megatron-DeepSpeed (BigScience): pad the vocabulary to exactly N rows
-        return _int(a, "pad_vocab_size_to")
+        return int_arg(a, "pad_vocab_size_to")
     raw = None
     tok = str(a.get("tokenizer_type", ""))
     if a.get("vocab_size"):
-        raw = _int(a, "vocab_size") + (1 if tok == "NullTokenizer" else 0)  # NullTokenizer adds an EOD token
+        raw = int_arg(a, "vocab_size") + (1 if tok == "NullTokenizer" else 0)  # NullTokenizer adds an EOD token
     elif tok == "GPT2BPETokenizer":
         raw = 50257                                  # GPT-2 BPE: 50,257 tokens (HF gpt2 config.json vocab_size)
     else:
@@ -408,7 +211,7 @@ def _vocab(a: MegatronArgs, tp: int, notes: list[str]) -> int | None:
         raw = next((v for pat, v in KNOWN_HF_VOCABS if re.search(pat, name)), None)
     if raw is None:
         return None
-    multiple = (_int(a, "make_vocab_size_divisible_by", 128) or 128) * tp
+    multiple = (int_arg(a, "make_vocab_size_divisible_by", 128) or 128) * tp
     padded = math.ceil(raw / multiple) * multiple    # megatron/training/tokenizer: _vocab_size_with_padding
     notes.append(f"vocabulary {raw} padded to {padded} (multiple of make_vocab_size_divisible_by x tp)")
     return padded
@@ -427,7 +230,7 @@ def _recompute(a: MegatronArgs, layers: int, pp: int, notes: list[str]) -> dict[
     if gran != "full":
         raise InputError("--recompute-granularity", gran, "full or selective")
     method = a.get("recompute_method") or "uniform"
-    n = _int(a, "recompute_num_layers", 1) or 1
+    n = int_arg(a, "recompute_num_layers", 1) or 1
     per_stage = math.ceil(layers / pp)
     # uniform: every layer recomputed, in groups of n; block: the first n layers of each stage
     # (megatron/core/transformer/transformer_block.py _checkpointed_forward)
@@ -465,13 +268,13 @@ def _dtype(a: MegatronArgs) -> str:
 
 
 def _check_unsupported(a: MegatronArgs, num_layers: int, ffn: int | None) -> None:
-    for name, (what, neutral) in UNSUPPORTED.items():
+    for name, (what, harmless) in UNSUPPORTED.items():
         if name not in a.values:
             continue
         value = a.values[name]
         if name == "moe_shared_expert_intermediate_size" and supports("model.moe.shared_experts"):
             continue
-        if not neutral(value):
+        if not harmless(value):
             raise InputError(f"--{name.replace('_', '-')}", value,
                              f"its neutral value: it sets {what}, which clustersim does not model yet")
 
@@ -479,7 +282,7 @@ def _check_unsupported(a: MegatronArgs, num_layers: int, ffn: int | None) -> Non
 def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, name: str) -> MappedScenario:
     """The scenario dict these arguments describe; InputError names what is missing or unsupported."""
     notes: list[str] = []
-    layers = _int(a, "num_layers") or _int(a, "decoder_num_layers") or _int(a, "encoder_num_layers")
+    layers = int_arg(a, "num_layers") or int_arg(a, "decoder_num_layers") or int_arg(a, "encoder_num_layers")
     for what, value, flag in (("the layer count", layers, "--num-layers"),
                               ("the hidden size", a.get("hidden_size"), "--hidden-size"),
                               ("the attention heads", a.get("num_attention_heads"), "--num-attention-heads"),
@@ -488,22 +291,22 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         if value is None:
             raise InputError(flag, None, f"{what} (the arguments do not say it); add it to the file")
     assert layers is not None
-    tp = _int(a, "tensor_model_parallel_size") or _int(a, "model_parallel_size", 1) or 1
-    pp = _int(a, "pipeline_model_parallel_size", 1) or 1
-    cp = _int(a, "context_parallel_size", 1) or 1
-    ep = _int(a, "expert_model_parallel_size", 1) or 1
-    hidden = _int(a, "hidden_size")
-    heads = _int(a, "num_attention_heads")
+    tp = int_arg(a, "tensor_model_parallel_size") or int_arg(a, "model_parallel_size", 1) or 1
+    pp = int_arg(a, "pipeline_model_parallel_size", 1) or 1
+    cp = int_arg(a, "context_parallel_size", 1) or 1
+    ep = int_arg(a, "expert_model_parallel_size", 1) or 1
+    hidden = int_arg(a, "hidden_size")
+    heads = int_arg(a, "num_attention_heads")
     swiglu = bool(a.get("swiglu"))
-    ffn = _int(a, "ffn_hidden_size")
+    ffn = int_arg(a, "ffn_hidden_size")
     if ffn is None:  # megatron/training/arguments.py validate_args
         ffn = int((4 * hidden * 2 / 3) / 64) * 64 if swiglu else 4 * hidden
     _check_unsupported(a, layers, ffn)
     model: dict[str, Any] = {"layers": layers, "hidden": hidden, "heads": heads,
                              "ffn_hidden": ffn, "ffn_act": "swiglu" if swiglu else "gelu",
-                             "seq_len": _int(a, "seq_length") or _int(a, "encoder_seq_length"),
+                             "seq_len": int_arg(a, "seq_length") or int_arg(a, "encoder_seq_length"),
                              "tie_embeddings": not bool(a.get("untie_embeddings_and_output_weights"))}
-    kv = _int(a, "kv_channels")
+    kv = int_arg(a, "kv_channels")
     if kv and kv * heads != hidden and not a.get("multi_latent_attention"):
         model["head_dim"] = kv            # --kv-channels: the head width (queries heads x kv_channels wide)
     if a.get("qk_layernorm"):
@@ -511,18 +314,18 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     if a.get("squared_relu"):
         model["ffn_act"] = "squared-relu"  # --squared-relu (Nemotron-4's MLP)
     if a.get("group_query_attention") and a.get("num_query_groups"):
-        model["kv_heads"] = _int(a, "num_query_groups")
+        model["kv_heads"] = int_arg(a, "num_query_groups")
     elif a.get("num_key_value_heads") and a.get("num_key_value_heads") != heads:   # Megatron-DeepSpeed's GQA
-        model["kv_heads"] = _int(a, "num_key_value_heads")
+        model["kv_heads"] = int_arg(a, "num_key_value_heads")
     vocab = _vocab(a, tp, notes)
     if vocab is None:
         raise InputError("model.vocab", None, "the (padded) vocabulary size: the arguments name no vocabulary "
                          "size clustersim knows; pass --set model.vocab=N")
     model["vocab"] = vocab
-    experts = _int(a, "num_experts")
+    experts = int_arg(a, "num_experts")
     if experts:
-        model["moe"] = {"experts": experts, "top_k": _int(a, "moe_router_topk", 2)}
-        moe_ffn = _int(a, "moe_ffn_hidden_size")
+        model["moe"] = {"experts": experts, "top_k": int_arg(a, "moe_router_topk", 2)}
+        moe_ffn = int_arg(a, "moe_ffn_hidden_size")
         if moe_ffn and moe_ffn != ffn:
             if supports("model.moe.expert_ffn_hidden"):
                 model["moe"]["expert_ffn_hidden"] = moe_ffn
@@ -530,13 +333,13 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
                 model["ffn_hidden"] = moe_ffn      # every layer is MoE (moe_layer_freq 1): experts set the MLP
         if a.get("moe_expert_capacity_factor") not in (None, "None") and supports("model.moe.capacity_factor"):
             model["moe"]["capacity_factor"] = float(a.get("moe_expert_capacity_factor"))
-        shared = _int(a, "moe_shared_expert_intermediate_size")
+        shared = int_arg(a, "moe_shared_expert_intermediate_size")
         if shared and supports("model.moe.shared_experts"):
             model["moe"]["shared_experts"] = max(1, round(shared / (moe_ffn or ffn)))
-    etp = _int(a, "expert_tensor_parallel_size")
+    etp = int_arg(a, "expert_tensor_parallel_size")
     parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep,
                                 "sequence_parallel": bool(a.get("sequence_parallel")) and tp > 1,
-                                "micro_batch": _int(a, "micro_batch_size", 1) or 1,
+                                "micro_batch": int_arg(a, "micro_batch_size", 1) or 1,
                                 "zero_stage": _zero_stage(a),
                                 "overlap_grad_reduce": bool(a.get("overlap_grad_reduce")),
                                 "overlap_param_gather": bool(a.get("overlap_param_gather")),
@@ -549,12 +352,12 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     if a.get("cp_comm_type") not in (None, "p2p", ["p2p"]) and supports("parallel.cp_comm"):
         parallel["cp_comm"] = a.get("cp_comm_type")
     if a.get("ddp_bucket_size"):
-        parallel["dp_bucket_params"] = _int(a, "ddp_bucket_size")
+        parallel["dp_bucket_params"] = int_arg(a, "ddp_bucket_size")
     parallel.update(_recompute(a, layers, pp, notes))
     split = pipeline_split(a, notes)
     parallel.update(split)
-    vpp = _int(a, "virtual_pipeline_model_parallel_size") or _int(a, "num_virtual_stages_per_pipeline_rank")
-    per_vstage = _int(a, "num_layers_per_virtual_pipeline_stage")
+    vpp = int_arg(a, "virtual_pipeline_model_parallel_size") or int_arg(a, "num_virtual_stages_per_pipeline_rank")
+    per_vstage = int_arg(a, "num_layers_per_virtual_pipeline_stage")
     if not vpp and per_vstage:   # the embedding and loss count in the per-rank share (arguments.py validate_args)
         counted = layers + int(bool(split.get("account_for_embedding"))) + int(bool(split.get("account_for_loss")))
         vpp = counted // (pp * per_vstage)
@@ -587,7 +390,7 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     elif backend.endswith("unfused") or backend.endswith("local"):
         training["attention"] = "standard"
     # cluster and size of the job
-    world = _int(a, "world_size")
+    world = int_arg(a, "world_size")
     if world is None and a.launcher.get("nproc_per_node") and a.launcher.get("nnodes"):
         nn = a.launcher["nnodes"]
         if isinstance(nn, str) and ":" in nn:
@@ -611,9 +414,9 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         raise InputError("--nodes", None, "the node count of the job (the file says neither the world size nor "
                          "torchrun's --nnodes and --nproc-per-node)")
     world = world or cluster_d["nodes"] * cluster_d.get("gpus_per_node", gpn)
-    dp = _int(a, "data_parallel_size") or world // (tp * pp * cp)
+    dp = int_arg(a, "data_parallel_size") or world // (tp * pp * cp)
     parallel["dp"] = dp
-    gb = _int(a, "global_batch_size")
+    gb = int_arg(a, "global_batch_size")
     parallel["global_batch"] = gb if gb else parallel["micro_batch"] * dp
     preset = matching_preset(model)
     if preset:

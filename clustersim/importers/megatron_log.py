@@ -19,7 +19,8 @@ import re
 
 from clustersim.errors import InputError
 from clustersim.importers.common import ImportResult, clean_lines, gpu_preset_in, steady_state
-from clustersim.importers.megatron_args import parse_args_block, scenario_from_args
+from clustersim.importers.megatron_args import scenario_from_args
+from clustersim.importers.megatron_parse import parse_args_block
 
 # megatron/training/training.py training_log: ' iteration {:8d}/{:8d} |' ... ' elapsed time per
 # iteration (ms): {:.1f} |' ... ' global batch size: {:5d} |'

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from clustersim.errors import InputError
+from clustersim.importers.megatron_parse import int_arg, neutral
 
 # Megatron-Core's pipeline split arguments (argparse dest) -> scenario fields; the virtual stages a
 # layout string implies are set by megatron_args.scenario_from_args
@@ -26,19 +27,17 @@ def pipeline_split(a, notes: list[str]) -> dict[str, Any]:
     the tied output embedding as one layer each: bigscience-workshop/bigscience
     train/tr11-176B-ml/README.md, "pp rank 0: [embed | 5 transformer blocks]" for 70 layers on PP 12;
     DeepSpeed balances the counts, which equals clustersim's rule where they divide evenly)."""
-    from clustersim.importers.megatron_args import _int, _neutral
-
     out: dict[str, Any] = {}
     for arg, key in PIPELINE_SPLIT_ARGS.items():
         value = a.get(arg)
-        if _neutral(value):
+        if neutral(value):
             continue
         if key == "pipeline_layout":
             out[key] = "".join(str(value).split()).strip("'\"")   # the shell reader spaces out ")"
         elif key.startswith("account_for"):
             out[key] = True
         else:
-            out[key] = _int(a, arg)
+            out[key] = int_arg(a, arg)
     method = str(a.get("pp_partition_method") or "").strip("'\"")
     try:
         counts_embedding = method.startswith("type:") and re.search(method[5:], "EmbeddingPipe", re.IGNORECASE)

@@ -1,4 +1,4 @@
-"""Which recompute policy each layer of each pipeline stage runs (CONTRACT section 5).
+"""Which recompute policy each layer of each pipeline stage runs (docs/memory.md).
 
 * ``recompute: none | selective | selective-op | full`` applies to every layer.
 * ``recompute: full`` with Megatron's ``recompute_method`` (megatron/core/recompute.py,

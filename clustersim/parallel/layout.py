@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v")
 CP_COMMS = ("p2p", "a2a", "a2a+p2p")
-# Recompute policies (CONTRACT section 5); "selective-op" is appended last so that the sweep's
+# Recompute policies (docs/scenario.md, docs/memory.md); "selective-op" is appended last so that the sweep's
 # layout keys (indexes into this tuple) keep their meaning.
 RECOMPUTE = ("none", "selective", "full", "selective-op")
 RECOMPUTE_METHODS = ("uniform", "block")
@@ -69,7 +69,7 @@ class ParallelLayout:
     fsdp_prefetch: int = 1
     reshard_after_forward: bool = True
     hsdp_replicas: int = 1
-    # Partial recompute (CONTRACT section 5): full recompute of every N-th layer a rank holds
+    # Partial recompute (docs/memory.md): full recompute of every N-th layer a rank holds
     # (torchtitan's layer-wise selective AC; 0 = off); Megatron's recompute_method with
     # recompute_num_layers (recompute: full only): "uniform" checkpoints groups of N layers,
     # "block" the first N layers of each pipeline stage (megatron/core/recompute.py)

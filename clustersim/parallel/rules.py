@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
-from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.attention_rules import check_attention_layout
+from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 
 MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
@@ -46,7 +46,7 @@ def check_model(model: ModelSpec) -> None:
 
 
 def check_extensions(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) -> None:
-    """Rules for the layout fields of the second round (CONTRACT §4)."""
+    """Rules for the layout fields beyond tp/pp/dp (docs/scenario.md)."""
     check_model(model)
     _check_recompute_modules(model, par)
     _check_experts(model, par)

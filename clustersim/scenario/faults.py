@@ -1,4 +1,4 @@
-"""The ``faults:`` section of a scenario (CONTRACT section 4): what is slow within a step.
+"""The ``faults:`` section of a scenario (docs/perrank.md): what is slow within a step.
 
 ```yaml
 faults:

@@ -1,4 +1,4 @@
-"""Scenario files (CONTRACT.md §1): YAML -> validated, frozen Scenario.
+"""Scenario files (docs/scenario.md): YAML -> validated, frozen Scenario.
 
 Validation happens in two layers: pydantic checks each section's keys and types (unknown keys
 are errors: clustersim.scenario.sections), then ``check_layout`` and ``check_recompute`` check what
@@ -24,7 +24,6 @@ from clustersim.frameworks import load_framework
 from clustersim.goodput.config import goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
-from clustersim.workload import hf_config as hf_reader
 from clustersim.inputs import parse_override_value, read_yaml_file
 from clustersim.limits import MAX_GPUS
 from clustersim.parallel.balance import check_layers_per_stage
@@ -41,6 +40,7 @@ from clustersim.scenario.sections import (
     ScenarioFile,
 )
 from clustersim.scenario.spec import Scenario, TrainingSpec
+from clustersim.workload import hf_config as hf_reader
 from clustersim.workload.model_fields import model_from_fields
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS

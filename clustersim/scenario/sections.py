@@ -105,7 +105,7 @@ class OffloadSection(_Strict):
 
 
 class FsdpSection(_Strict):
-    """ZeRO-3 as torch FSDP (CONTRACT section 4): ``version`` 1 (FlatParameter per wrapped unit) or
+    """ZeRO-3 as torch FSDP (docs/scenario.md, docs/memory.md): ``version`` 1 (FlatParameter per wrapped unit) or
     2 (per-parameter sharding, ``fully_shard``); left out, the framework's own ZeRO-3 runs."""
 
     version: Literal[1, 2] | None = None

@@ -11,7 +11,7 @@ Rules, each one the loader's own (``clustersim.scenario.check_layout``) unless m
   the node of an 8-GPU server, 72 GPUs of an NVL72 rack), as Megatron-LM recommends (Narayanan
   et al. 2021, arXiv 2104.04473, §3.3 "Takeaway #1": tensor parallelism up to the GPUs that share
   NVLink) unless ``allow_tp_across_nodes``, which admits multiples of the domain;
-- ``pp * virtual_stages <= layers`` (stages may differ by one layer; see CONTRACT §1);
+- ``pp * virtual_stages <= layers`` (stages may differ by one layer; docs/parallel.md);
 - ``global_batch`` is a multiple of ``dp * micro_batch``, with at most MAX_MICRO_BATCHES
   micro-batches per pipeline;
 - the interleaved schedule needs ``pp > 1`` and a micro-batch count that is a multiple of pp;

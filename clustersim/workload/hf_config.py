@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from clustersim.errors import InputError
+from clustersim.inputs import MAX_YAML_BYTES, read_json_file
 from clustersim.workload.hf_config_keys import (
     ARCHITECTURES,
     COMMON_IRRELEVANT,
@@ -37,7 +38,6 @@ from clustersim.workload.hf_config_keys import (
     harmless,
     key_table,
 )
-from clustersim.inputs import MAX_YAML_BYTES, read_json_file
 
 DEFAULT_SEQ_LEN = 4096   # the pre-training sequence of Llama 2, DeepSeek-V3 (§4.2) and Megatron-Bridge's recipes
 

@@ -1,4 +1,4 @@
-"""The model being trained, as a frozen spec. Field names follow the scenario file (CONTRACT.md §1, §4)."""
+"""The model being trained, as a frozen spec. Field names follow the scenario file (docs/scenario.md)."""
 
 from __future__ import annotations
 

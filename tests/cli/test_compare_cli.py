@@ -9,8 +9,8 @@ import pytest
 from rich.console import Console
 
 from clustersim.cli import main
-from clustersim.sweep.compare_rows import compare_rows
 from clustersim.cli.progress import progress_bar
+from clustersim.sweep.compare_rows import compare_rows
 
 SMALL = ["--set", "model.preset=megatron-1.7b", "--set", "cluster.preset=dgx-a100", "--set", "cluster.nodes=1",
          "--set", "parallel.tp=2", "--set", "parallel.pp=2", "--set", "parallel.dp=2",

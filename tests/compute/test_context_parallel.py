@@ -68,7 +68,7 @@ def test_cp_runs_the_scenarios_attention_kernel(a100):
 
 
 def test_cp_does_not_lower_compute_per_token(a100):
-    """Issue 8's question: GPT-3 175B at 2,048 tokens. With the same (flash) kernel a CP2 layer, at
+    """docs/moe.md, "Context parallelism at short sequences": GPT-3 175B at 2,048 tokens. With the same (flash) kernel a CP2 layer, at
     half the tokens per micro-batch, costs at least half the compute of the same layer without CP:
     CP adds per-step merges and shorter blocks and removes no work."""
     one = transformer_layer_cost(GPT, ParallelLayout(tp=4), a100, "bf16", attention="flash")

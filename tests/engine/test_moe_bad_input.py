@@ -1,5 +1,5 @@
 """Bad MoE / schedule input through `clustersim run`: exit 2 with the field named, no traceback
-(issue 9 acceptance): top_k > experts, EP not dividing the experts, DualPipe on an odd number of
+(docs/moe.md): top_k > experts, EP not dividing the experts, DualPipe on an odd number of
 stages, a capacity factor <= 0."""
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from clustersim.api import estimate, simulate
-from clustersim.plan.stage_work import build_step_work
 from clustersim.errors import InputError
+from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]

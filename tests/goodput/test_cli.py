@@ -1,4 +1,4 @@
-"""`clustersim goodput` end to end: the CONTRACT keys, determinism, bad input, Ctrl-C, and the
+"""`clustersim goodput` end to end: the keys of docs/output.md, determinism, bad input, Ctrl-C, and the
 Llama 3 405B run against the paper's figures."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LIMIT_S = 10.0          # every hostile case answers within this (issue 14)
+LIMIT_S = 10.0          # every hostile case answers within this (docs/hostile-input.md)
 RUNAWAY_S = 60          # an in-process case still running after this is stopped (it has failed anyway)
 
 

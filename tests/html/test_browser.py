@@ -44,7 +44,7 @@ def test_report_renders_its_charts_offline(browser, reports, kind: str) -> None:
     with watched(browser) as (page, errors, requests):
         page.goto(path.as_uri())
         page.wait_for_selector("body[data-charts-ready='true']", state="attached", timeout=TIMEOUT_MS)
-        # compare: time and cost, plus energy now that compare rows carry energy_kwh (issue 10)
+        # compare: time and cost, plus energy now that compare rows carry energy_kwh (docs/output.md)
         expected = {"run": 3, "sweep": 1, "compare": 3}[kind]
         assert page.get_attribute("body", "data-charts") == str(expected)
         # Each chart drew into canvases inside its <div>, and none reported a failure.

@@ -92,7 +92,7 @@ def test_interval_is_rendered_when_the_report_carries_one() -> None:
     rj["interval"] = {"level": 0.8, "step_time_s": [0.9 * s, 1.2 * s], "mfu": [m / 1.2, m / 0.9],
                       "tokens_per_s": [t / 1.2, t / 0.9]}
     table = interval_html(rj)
-    # header, three step metrics and the memory interval (memory.interval, CONTRACT section 5)
+    # header, three step metrics and the memory interval (memory.interval, docs/output.md)
     assert table.count("<tr>") == 5 and "80% interval" in table and "peak memory" in table
     assert f"{0.9 * s:.4g}-{1.2 * s:.4g} s (80% interval)" in summary_cards(rj)
 

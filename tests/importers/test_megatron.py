@@ -143,7 +143,7 @@ def test_command_line_without_world_size_needs_nodes():
 
 
 def test_round_trip_of_every_shipped_scenario(root):
-    """scenario -> Megatron launch (the exporter) -> import -> the same scenario (issue 13)."""
+    """scenario -> Megatron launch (the exporter) -> import -> the same scenario (docs/calibration.md)."""
 
     from clustersim.importers.megatron_export import cluster_overrides, megatron_command
     from clustersim.scenario import load_scenario, read_scenario_dict

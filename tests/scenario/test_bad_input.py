@@ -1,4 +1,4 @@
-"""Issue 3 bad-input acceptance: each mistake is an InputError naming the field and what is allowed."""
+"""Bad input (docs/hostile-input.md): each mistake is an InputError naming the field and what is allowed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`framework:` and `parallel.fsdp` (CONTRACT sections 4 and 5): defaults resolved from the
+"""`framework:` and `parallel.fsdp` (docs/scenario.md): defaults resolved from the
 framework data file, explicit fields overriding them, and bad values named with what is allowed."""
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from clustersim.errors import InputError
-from clustersim.workload.hf_config import DEFAULT_SEQ_LEN
 from clustersim.scenario import scenario_from_dict
+from clustersim.workload.hf_config import DEFAULT_SEQ_LEN
 from clustersim.workload.presets import MODEL_PRESETS
 
 # meta-llama/Meta-Llama-3-8B's config.json, the keys that give the shape (no model_type: the

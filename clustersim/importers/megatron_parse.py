@@ -1,0 +1,216 @@
+"""Megatron-LM's arguments as text -> ``{dest: value}``: the ``arguments`` block of a training log,
+or a launch command line (a file of arguments, a shell script with variables, a torchrun line).
+
+Names are Megatron's own attribute names (``tensor_model_parallel_size``, the argparse ``dest`` of
+``--tensor-model-parallel-size``; megatron/training/arguments.py). The mapping onto a scenario is
+``clustersim.importers.megatron_args``.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from clustersim.errors import InputError
+from clustersim.importers.common import clean_line
+from clustersim.limits import MAX_COUNT
+
+# megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
+# name (48 - len(name) dots), and "-------------------- end of arguments ---------------------"
+ARGS_START = re.compile(r"-{3,}\s*arguments\s*-{3,}")
+ARGS_END = re.compile(r"-{3,}\s*end of arguments\s*-{3,}")
+ARGS_LINE = re.compile(r"^\s*([A-Za-z_]\w*)\s+(?:\.+\s+)?(.*?)\s*$")
+
+
+@dataclass
+class MegatronArgs:
+    values: dict[str, Any]
+    source: str                              # "arguments block" | "command line"
+    launcher: dict[str, Any] = field(default_factory=dict)   # torchrun: nproc_per_node, nnodes
+    unresolved: list[str] = field(default_factory=list)      # flags whose value was a shell variable
+
+    def get(self, name: str, default: Any = None) -> Any:
+        v = self.values.get(name, default)
+        return default if v is None else v
+
+
+def parse_value(text: str) -> Any:
+    """A printed Python value: None, True, 8, 0.0001, [1, 2], 'x'; anything else as text."""
+    text = text.strip()
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: {[1]: 2}
+        return text
+    return value if not isinstance(value, float) or math.isfinite(value) else text  # 1e999 is not a number
+
+
+def parse_args_block(text: str) -> MegatronArgs | None:
+    """The last complete ``arguments`` block of a log (None if it has none)."""
+    lines = [clean_line(line) for line in text.splitlines()]
+    start = None
+    blocks = []
+    for i, line in enumerate(lines):
+        if ARGS_START.search(line) and "end of" not in line:
+            start = i
+        elif ARGS_END.search(line) and start is not None:
+            blocks.append((start, i))
+            start = None
+    if not blocks:
+        return None
+    a, b = blocks[-1]
+    values: dict[str, Any] = {}
+    for line in lines[a + 1:b]:
+        m = ARGS_LINE.match(line)
+        if m:
+            values[m.group(1)] = parse_value(m.group(2))
+    return MegatronArgs(values, "arguments block")
+
+
+# -- command lines ----------------------------------------------------------------------------
+
+# flags whose argparse dest is not the flag's name, or that store a constant
+# (megatron/training/arguments.py; older names from Megatron-LM 2021-2023)
+FLAG_DEST: dict[str, tuple[str, Any]] = {
+    "disable-bias-linear": ("add_bias_linear", False),
+    "no-position-embedding": ("add_position_embedding", False),
+    "no-masked-softmax-fusion": ("masked_softmax_fusion", False),
+    "no-bias-gelu-fusion": ("bias_gelu_fusion", False),
+    "no-bias-swiglu-fusion": ("bias_swiglu_fusion", False),
+    "no-bias-dropout-fusion": ("bias_dropout_fusion", False),
+    "no-gradient-accumulation-fusion": ("gradient_accumulation_fusion", False),
+    "no-overlap-p2p-communication": ("overlap_p2p_comm", False),
+    "no-persist-layer-norm": ("persist_layer_norm", False),
+    "no-async-tensor-model-parallel-allreduce": ("async_tensor_model_parallel_allreduce", False),
+    "no-load-optim": ("load_optim", False),
+    "no-load-rng": ("load_rng", False),
+    "no-save-optim": ("save_optim", False),
+    "no-save-rng": ("save_rng", False),
+    "fp8-format": ("fp8", None),                      # --fp8-format hybrid -> args.fp8 = "hybrid"
+    "fp4-format": ("fp4", None),                      # --fp4-format e2m1 -> args.fp4 = "e2m1" (Megatron-Core NVFP4)
+    "model-parallel-size": ("tensor_model_parallel_size", None),   # pre-2020 alias
+}
+TORCHRUN_FLAGS = {"nproc_per_node", "nproc-per-node", "nnodes", "node_rank", "node-rank", "master_addr",
+                  "master-addr", "master_port", "master-port", "rdzv_endpoint", "rdzv-endpoint", "rdzv_backend",
+                  "rdzv-backend", "rdzv_id", "rdzv-id", "standalone", "max_restarts", "max-restarts", "log_dir",
+                  "log-dir", "redirects", "tee", "local_addr", "local-addr", "monitor_interval", "role", "no_python",
+                  "module", "run_path"}
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=([^\s()\"']+|\"[^\"]*\"|'[^']*')\s*(?:#.*)?$")
+_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::-([^}]*))?\}|\$([A-Za-z_]\w*)")
+
+
+def _expand_variables(text: str) -> str:
+    """Substitute simple ``NAME=value`` shell assignments of the same file into ``$NAME`` and
+    ``${NAME:-default}`` (bash arrays ``NAME=( ... )`` are read as their flags directly)."""
+    env: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _ASSIGN.match(line)
+        if m:
+            env[m.group(1)] = m.group(2).strip("\"'")
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(3)
+        if name in env:
+            return env[name]
+        if m.group(2) is not None:
+            return m.group(2)
+        return m.group(0)
+    for _ in range(3):  # assignments may refer to each other
+        text = _VAR.sub(sub, text)
+    return text
+
+
+def _tokens(text: str) -> list[str]:
+    # comments first: bash ends a comment at the newline, so a backslash inside one continues nothing
+    # (BLOOM's tr11-176B-ml.slurm comments out "#    --universal-checkpoint \" before `export CMD=`)
+    text = "\n".join(line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
+                     for line in text.splitlines())
+    text = re.sub(r"\\\r?\n", " ", text)                       # line continuations
+    text = _expand_variables(text)
+    text = re.sub(r"=\(", "=( ", text).replace(")", " ) ")            # bash arrays: NAME=( --flag value ... )
+    try:
+        words = shlex.split(text, comments=False)
+    except ValueError as exc:
+        raise InputError("megatron-args", "file", f"shell words (quotes must close: {exc})") from None
+    out: list[str] = []
+    for word in words:   # flags gathered in a quoted string (CMD="... $GPT_ARGS ...", bash -c "... $CMD")
+        if " --" in f" {word}" and any(c.isspace() for c in word):
+            try:
+                out.extend(shlex.split(word, comments=False))
+                continue
+            except ValueError:
+                pass
+        out.append(word)
+    return out
+
+
+def _number(text: str) -> Any:
+    return parse_value(text) if re.fullmatch(r"-?[\d.]+(?:e-?\d+)?", text, re.IGNORECASE) else text
+
+
+def parse_command_line(text: str) -> MegatronArgs:
+    """Flags of a Megatron-LM launch (``torchrun ... pretrain_gpt.py --flag value ...``), an
+    arguments file (one flag per line) or a shell script that builds one."""
+    toks = _tokens(text)
+    # the launched script; the last one where a script defines the command in a variable and runs it
+    script = next((i for i in range(len(toks) - 1, -1, -1) if toks[i].endswith(".py")), None)
+    values: dict[str, Any] = {}
+    launcher: dict[str, Any] = {}
+    unresolved: list[str] = []
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        if not tok.startswith("--") or len(tok) < 3:
+            i += 1
+            continue
+        name, _, inline = tok[2:].partition("=")
+        vals = [inline] if inline else []
+        j = i + 1
+        while not inline and j < len(toks) and not toks[j].startswith("--") and not toks[j].endswith(".py") \
+                and not re.fullmatch(r"\w+=\(|\)|.*[|;&]", toks[j]):
+            vals.append(toks[j])
+            j += 1
+        before_script = script is not None and i < script
+        i = j
+        if any("$" in v for v in vals):
+            unresolved.append(name)
+            continue
+        if before_script and name in TORCHRUN_FLAGS:
+            launcher[name.replace("-", "_")] = _number(vals[0]) if vals else True
+            continue
+        dest, const = FLAG_DEST.get(name, (name.replace("-", "_"), None))
+        if const is not None:
+            values[dest] = const
+        elif not vals:
+            values[dest] = True
+        elif len(vals) == 1:
+            values[dest] = _number(vals[0])
+        else:
+            values[dest] = [_number(v) for v in vals]
+    if not values:
+        raise InputError("megatron-args", "file", "a Megatron-LM command line or arguments file "
+                         "(flags such as --num-layers 32 --tensor-model-parallel-size 8)")
+    return MegatronArgs(values, "command line", launcher, unresolved)
+
+
+# -- reading one value ------------------------------------------------------------------------
+
+def neutral(value: Any) -> bool:
+    return value is None or value is False or value in (0, "", [], "None")
+
+
+def neutral_or_one(value: Any) -> bool:
+    return neutral(value) or value == 1 or (isinstance(value, list) and set(value) == {1})
+
+
+def int_arg(a: MegatronArgs, name: str, default: int | None = None) -> int | None:
+    v = a.get(name, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) \
+            or abs(v) > MAX_COUNT:
+        raise InputError(f"--{name.replace('_', '-')}", v, f"an integer (at most {MAX_COUNT:,} in magnitude)")
+    return int(v)
