@@ -14,16 +14,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
+from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's clustersim and validation/
 
-from clustersim.calibrate.residuals import RESIDUALS_FILE, compute_residuals, residuals_document
-from clustersim.scenario import scenario_from_dict
-from clustersim.uncertainty import step_interval
-from clustersim.uncertainty.interval import _stored
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from clustersim.calibrate.residuals import RESIDUALS_FILE, compute_residuals, residuals_document  # noqa: E402
+from clustersim.scenario import scenario_from_dict  # noqa: E402
+from clustersim.uncertainty import step_interval  # noqa: E402
+from clustersim.uncertainty.interval import _stored  # noqa: E402
+from validation.summary import summary  # noqa: E402
 
 
 def main() -> None:
@@ -44,11 +47,13 @@ def main() -> None:
     for col in ("table", "run", "regime", "measured s", "predicted s", "error", "80% interval s", "inside"):
         table.add_column(col, justify="left" if col in ("table", "run", "regime") else "right")
     inside = 0
+    cover: dict[str, list[tuple[bool, float]]] = {}
     for r in runs:
         iv = step_interval(scenario_from_dict(r.scenario))
         lo, hi = iv.of(r.predicted_step_time_s)
         ok = lo <= r.measured_step_time_s <= hi
         inside += ok
+        cover.setdefault(r.regime, []).append((ok, (hi - lo) / r.predicted_step_time_s))
         table.add_row(r.table, r.name, r.regime, f"{r.measured_step_time_s:.3f}", f"{r.predicted_step_time_s:.3f}",
                       f"{r.predicted_step_time_s / r.measured_step_time_s - 1:+.1%}", f"{lo:.2f}-{hi:.2f}",
                       "yes" if ok else "NO")
@@ -57,12 +62,11 @@ def main() -> None:
     for r in runs:
         by_regime.setdefault(r.regime, []).append(r.predicted_step_time_s / r.measured_step_time_s - 1)
     for regime, errs in sorted(by_regime.items()):
-        print(f"{regime:14s} {len(errs):2d} runs  mean |error| {statistics.mean(map(abs, errs)):.1%}  "
-              f"mean signed {statistics.mean(errs):+.1%}  max |error| {max(map(abs, errs)):.1%}")
+        ok, widths = zip(*cover[regime], strict=True)
+        print(f"{regime:14s} {summary(errs, ok, widths)}")
     errs = [r.predicted_step_time_s / r.measured_step_time_s - 1 for r in runs]
-    print(f"all            {len(errs):2d} runs  mean |error| {statistics.mean(map(abs, errs)):.1%}  "
-          f"mean signed {statistics.mean(errs):+.1%}  inside their interval: {inside}/{len(runs)} "
-          "(in-sample: these runs set the interval)")
+    ok, widths = zip(*(c for rows in cover.values() for c in rows), strict=True)
+    print(f"all            {summary(errs, ok, widths)}  (in-sample: these runs set the interval)")
     pairs = {}
     for r in runs:
         if r.table == "sc21-table2":

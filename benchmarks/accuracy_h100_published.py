@@ -22,7 +22,6 @@ step time is derived from what each source publishes:
 from __future__ import annotations
 
 import csv
-import statistics
 import sys
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from clustersim.api import simulate  # noqa: E402
 from clustersim.compute.flops import model_flops_per_step  # noqa: E402
 from clustersim.scenario import scenario_from_dict  # noqa: E402
 from clustersim.uncertainty import step_interval  # noqa: E402
+from validation.summary import summary  # noqa: E402
 
 TABLE = Path(__file__).resolve().parents[1] / "validation" / "published" / "h100_3d_published.csv"
 H100_PEAK_BF16_FLOPS = 989e12   # H100 SXM dense BF16 Tensor Core peak (NVIDIA H100 datasheet, 1,979 TF with sparsity)
@@ -82,9 +82,7 @@ def main() -> None:
                       f"{err:+.1%}", f"{rep.mfu:.1%}", f"{lo:.2f}-{hi:.2f}", "yes" if ok else "NO")
     Console(width=170).print(table)
     errs = [e for e, _, _ in primary]
-    print(f"primary rows: {len(errs)}  mean |error| {statistics.mean(map(abs, errs)):.1%}  mean signed "
-          f"{statistics.mean(errs):+.1%}  max |error| {max(map(abs, errs)):.1%}  inside their 80% interval "
-          f"{sum(ok for _, ok, _ in primary)}/{len(primary)}  median width {statistics.median(w for _, _, w in primary):.0%}")
+    print(f"primary {summary(errs, [ok for _, ok, _ in primary], [w for _, _, w in primary], 'rows')}")
 
 
 if __name__ == "__main__":

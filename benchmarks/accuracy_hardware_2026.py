@@ -14,7 +14,6 @@ that layout with megatron-core defaults; recompute none, the distributed optimiz
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -27,6 +26,8 @@ from clustersim.api import simulate  # noqa: E402
 from clustersim.collectives import GroupShape, plan_collective  # noqa: E402
 from clustersim.hardware.load import load_cluster  # noqa: E402
 from clustersim.scenario import load_scenario  # noqa: E402
+from clustersim.uncertainty import step_interval  # noqa: E402
+from validation.summary import summary  # noqa: E402
 
 GiB = 2**30
 # (system, GPUs, op, size, published busbw GB/s, source, cited by a profile?)
@@ -85,8 +86,12 @@ def training_rows() -> list[tuple[str, float, float, str]]:
         if domain and gpus > domain and gpus % domain:
             # 256 GPUs on NVL72 racks run as 4 NVLink partitions of 64 (NVIDIA GB200 NVL partition guide)
             sets.append("cluster.scale_up_domain=64")
-        report = simulate(load_scenario(None, sets))
-        out.append((label, published, report.tokens_per_s / report.num_gpus, source))
+        scenario = load_scenario(None, sets)
+        report = simulate(scenario)
+        tokens = report.tokens_per_s / report.num_gpus
+        # the 80% interval of the step time, as tokens/s per GPU: (lo, hi)
+        interval = step_interval(scenario).of_rate(tokens)
+        out.append((label, published, tokens, source, interval))
     return out
 
 
@@ -96,13 +101,21 @@ def main() -> None:
         table = Table(title=f"{title}: predicted vs published ({unit})")
         for col in ("case", "published", "predicted", "error", "source"):
             table.add_column(col, justify="left" if col in ("case", "source") else "right")
-        errors = []
-        for label, published, predicted, source in rows:
+        errors, step_errors, inside, widths = [], [], [], []
+        for label, published, predicted, source, *interval in rows:
             err = predicted / published - 1
-            errors.append(abs(err))
+            errors.append(err)
+            if interval:   # a rate: the step-time error is published / predicted - 1 (negative: optimistic)
+                lo, hi = interval[0]
+                step_errors.append(published / predicted - 1)
+                inside.append(lo <= published <= hi)
+                widths.append((hi - lo) / predicted)
             table.add_row(label, f"{published:,.1f}", f"{predicted:,.1f}", f"{err:+.1%}", source)
         Console(width=170).print(table)
-        print(f"{title}: mean |error| {statistics.mean(errors):.1%}, max {max(errors):.1%} over {len(errors)} cases\n")
+        if step_errors:
+            print(f"{title}, step time: {summary(step_errors, inside, widths, 'cases')}\n")
+        else:
+            print(f"{title}: {summary(errors, label='cases')} (of the bandwidth)\n")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 from validation.published_steps import MOE_FILE, PublishedRun, not_simulated  # noqa: E402
 from validation.published_steps import runs as load_runs  # noqa: E402
+from validation.summary import summary  # noqa: E402
 
 
 def _layout(run: PublishedRun) -> str:
@@ -60,9 +60,8 @@ def main(path: Path = MOE_FILE, doc: str | None = None, what: str = "MoE") -> No
     Console(width=200).print(table)
     errs = [row.error for row in rows]
     if errs:
-        print(f"{len(errs)} runs  mean |error| {statistics.mean(map(abs, errs)):.1%}  mean signed "
-              f"{statistics.mean(errs):+.1%}  max |error| {max(map(abs, errs)):.1%}  beyond 20%: "
-              f"{sum(abs(e) > 0.2 for e in errs)}  inside their interval: {sum(r.inside for r in rows)}/{len(rows)}")
+        widths = [(row.interval_s[1] - row.interval_s[0]) / row.predicted_s for row in rows]
+        print(f"{summary(errs, [r.inside for r in rows], widths)}  beyond 20%: {sum(abs(e) > 0.2 for e in errs)}")
     for item in not_simulated(path):
         print(f"not simulated: {item['id']}: {item['reason']}")
 

@@ -14,7 +14,6 @@ clustersim/data/residuals.json.
 from __future__ import annotations
 
 import csv
-import statistics
 import sys
 from pathlib import Path
 
@@ -25,6 +24,8 @@ from rich.table import Table  # noqa: E402
 
 from clustersim.api import simulate  # noqa: E402
 from clustersim.scenario import scenario_from_dict  # noqa: E402
+from clustersim.uncertainty import step_interval  # noqa: E402
+from validation.summary import summary  # noqa: E402
 
 TABLE = Path(__file__).resolve().parents[1] / "validation" / "published" / "megatron_sc21_table1.csv"
 SEQ, VOCAB = 2048, 51200   # SC21 Table 1 caption: all models use seq 2048 and vocabulary 51,200
@@ -50,19 +51,23 @@ def rows() -> list[tuple[str, dict, float]]:
 
 def main() -> None:
     table = Table(title="SC21 Table 1 (A100): predicted vs measured step time, event engine")
-    for col in ("model", "layout", "measured s", "predicted s", "error"):
+    for col in ("model", "layout", "measured s", "predicted s", "error", "80% interval s", "inside"):
         table.add_column(col, justify="left" if col in ("model", "layout") else "right")
-    errs = []
+    errs, inside, widths = [], [], []
     for name, sc, measured in rows():
-        pred = simulate(scenario_from_dict(sc)).step_time_s
+        scenario = scenario_from_dict(sc)
+        pred = simulate(scenario).step_time_s
+        lo, hi = step_interval(scenario).of(pred)
         errs.append(pred / measured - 1)
+        inside.append(lo <= measured <= hi)
+        widths.append((hi - lo) / pred)
         p = sc["parallel"]
         layout = f"tp{p['tp']} pp{p['pp']} dp{p['dp']} mb{p['micro_batch']}" + (
             f" v{p['virtual_stages']}" if "virtual_stages" in p else "")
-        table.add_row(name, layout, f"{measured:.2f}", f"{pred:.2f}", f"{errs[-1]:+.1%}")
+        table.add_row(name, layout, f"{measured:.2f}", f"{pred:.2f}", f"{errs[-1]:+.1%}", f"{lo:.2f}-{hi:.2f}",
+                      "yes" if inside[-1] else "NO")
     Console(width=120).print(table)
-    print(f"{len(errs)} runs  mean |error| {statistics.mean(map(abs, errs)):.1%}  mean signed "
-          f"{statistics.mean(errs):+.1%}  max |error| {max(map(abs, errs)):.1%}")
+    print(summary(errs, inside, widths))
 
 
 if __name__ == "__main__":

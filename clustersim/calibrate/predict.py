@@ -136,11 +136,24 @@ def step_scenario(kind: str, params: dict[str, Any], preset: str, mode: str) -> 
 def probe_scale(params: dict[str, Any], preset: str, mode: str, probe_s: float) -> float:
     """The compute_scale at which the simulator reproduces the local-step probe measured beside a
     step (validation/bench_steps.py): the machine's compute rate at the time of that step. A
-    one-rank step is all compute, and compute_scale divides every compute kernel's time, so the
-    simulated probe is exactly T(1) / k (tests/validation/test_fit_points.py checks it)."""
-    from clustersim.api import simulate
+    one-rank step is its kernels, which compute_scale divides, plus the host's share of the step
+    (clustersim.compute.host: synchronising calls, issue deficits), which it does not: the
+    simulated probe is T(k) = A + B / k where no kernel crosses its issue time, so k is solved
+    on 1 / k by secant steps from T(1) and T(2) (tests/validation/test_fit_points.py checks it)."""
+    from clustersim.calibrate.machine import simulate_s
     from clustersim.scenario import scenario_from_dict
-    return simulate(scenario_from_dict(step_scenario("local_step", params, preset, mode))).step_time_s / probe_s
+    data = step_scenario("local_step", params, preset, mode)
+    cluster = scenario_from_dict(data).cluster
+    x0, x1 = 1.0, 0.5                          # 1 / k
+    t0, t1 = simulate_s(data, cluster, 1 / x0), simulate_s(data, cluster, 1 / x1)
+    for _ in range(8):
+        if t1 in (t0, probe_s):
+            break
+        x0, x1, t0 = x1, max(1e-6, x1 + (probe_s - t1) * (x1 - x0) / (t1 - t0)), t1
+        t1 = simulate_s(data, cluster, 1 / x1)
+        if abs(t1 - probe_s) <= 1e-12 * probe_s:
+            break
+    return 1 / x1
 
 
 def predict_step_s(kind: str, params: dict[str, Any], preset: str, mode: str, probe_s: float | None = None) -> float:

@@ -38,8 +38,8 @@ Each number is a published microbenchmark, never a fit to a training run:
   saturated run at the board's power limit, where the clock settles lower. stas00/ml-engineering
   (compute/accelerator/benchmarks/README.md, "What we measured: alone vs all-8 concurrent",
   mamf-finder-all-gpus.py, every GPU of the node busy as in training, n = 40): H200 bf16 MSMF 698.6
-  vs MAMF 823.9 TFLOPS (ratio 0.848); B200 bf16 MSMF 1426.4 vs MAMF 1751.2 (0.815). H100 has the
-  same die and 700 W limit as H200, so it takes 0.848. No A100 measurement is published; it takes the
+  vs MAMF 823.9 TFLOPS (ratio 0.848); B200 bf16 MSMF 1426.4 vs MAMF 1751.2 (0.815). Hopper now
+  uses its own measured ratio instead (below, "Fitted to one H100"). No A100 measurement is published; it takes the
   mean of the two measured NVIDIA boards, 0.83. The ratio applies to tensor-core-bound kernels
   (GEMMs, flash attention), not to HBM-bound ones (the memory clock does not throttle). B300, GB200
   and GB300 take B200's ratio (same Blackwell SM, power-limited the same way; not measured); AMD
@@ -50,6 +50,26 @@ Each number is a published microbenchmark, never a fit to a training run:
   backward/forward ratio (FlashAttention-3: 0.55 / 0.748 = 0.735), 52.7%. No attention measurement
   is published for AMD Instinct parts: they take Hopper's ceilings scaled by their MAMF efficiency
   relative to H100's (a kernel reaches the same share of what the GEMMs reach).
+* Fitted to one H100 (Hopper: H100, H800, H200, GH200 share the SM, clocks and 700 W limit):
+  the project's own microbenchmarks (validation/micro/, 2026-11-26, torch 2.11, one H100 80GB SXM)
+  replace the published ceilings where they measured the same thing. ``GemmFit``: the GEMM
+  shape model (clustersim.compute.gemm) with a 128x256 tile's main loop at 0.78 of the dense
+  peak at burst clocks, 25 us of benchmark-harness time per synchronised call (host launch and
+  synchronise, not a training cost), least squares of log time over the 33 shapes of
+  h100_gemm_bf16_2026-11-26.csv (``python benchmarks/micro_fit.py --fit``; RMS 7.2%); sustained
+  over burst: the 8192 x 4096 x 14336 GEMM run back to back for 25 s settles at 689.1 TFLOP/s
+  (median of the 1-s windows after the first, h100_micro_2026-11-26.json) against 719.8 for the
+  same kernel in the burst table (1.3615 ms less the 25 us harness time): 0.957. The same
+  kernels alone at burst clocks lose 4.3%, not stas00's MSMF/MAMF 15%, whose MAMF is the best
+  of a shape search (794.5 at 2048x2048x13312, where this fit gives 734) and whose MSMF (H200,
+  all 8 busy) is 698.6, the level this GPU sustains alone (689): the fitted level replaces
+  both for Hopper. FP8 GEMMs keep stas00's FP8 MAMF, scaled by the ratio of this fit to his
+  BF16 MAMF at its shape (the same GPU-to-table relation). ``AttnFit``: causal
+  ``scaled_dot_product_attention`` (cuDNN-class rates: 593 TFLOP/s forward at 8k, head dim
+  128) as per-score time = matmul FLOPs at ``a`` x peak + ``beta`` (softmax: about one exp per
+  score at the SFU rate, 3.9 T/s on H100 SXM, FlashAttention-3 §3.1: 0.26 ps) times a
+  per-query-block fixed cost of ``blocks`` key blocks (v / (v + blocks)); fitted per direction
+  to the 6 forward and 6 backward (forward+backward less forward) times, RMS 4.9% / 6.2%.
 * L2 bandwidth (A100 only): 5120 bytes/clock (NVIDIA A100 Tensor Core GPU Architecture
   whitepaper, 2020: "A100 L2 cache read bandwidth 5120 Bytes/clk") at the 1410 MHz boost clock
   (same whitepaper) = 7.2 TB/s. Used to derive how much a GEMM tile loses when its data reuse is
@@ -64,6 +84,24 @@ from clustersim.hardware.spec import GpuSpec
 
 
 @dataclass(frozen=True, slots=True)
+class GemmFit:
+    """GEMM shape-model constants fitted to this GPU's own microbenchmark (module docstring)."""
+
+    tile_eff: float           # a 128x256 tile's main-loop rate / dense BF16 peak, burst clocks
+    bench_overhead_s: float   # per synchronised call of the microbenchmark (host side; not in training)
+
+
+@dataclass(frozen=True, slots=True)
+class AttnFit:
+    """Flash-attention constants fitted to this GPU's own SDPA microbenchmark, per direction:
+    (a: matmul rate / dense peak, beta_s: seconds per computed score, blocks: fixed cost per
+    query block in key blocks), burst clocks (module docstring)."""
+
+    fwd: tuple[float, float, float]
+    bwd: tuple[float, float, float]
+
+
+@dataclass(frozen=True, slots=True)
 class ArchData:
     name: str
     # dtype -> (MAMF / dense peak, best shape (M, N, K) at which MAMF was measured)
@@ -73,6 +111,8 @@ class ArchData:
     l2_bw_bytes_per_s: float  # 0 = unknown
     sustained_ratio: float = 0.83  # MSMF / MAMF: saturated-clock over boost-burst matmul throughput
     gemm_measured: bool = True     # False: no public MAMF for this GPU; its efficiency is borrowed
+    gemm_fit: GemmFit | None = None  # fitted to this GPU's own GEMM microbenchmark (BF16)
+    attn_fit: AttnFit | None = None  # fitted to this GPU's own attention microbenchmark
 
     def measured(self, dtype: str) -> bool:
         """Whether a GEMM in ``dtype`` runs at a measured efficiency (fp16 shares bf16's rate)."""
@@ -104,13 +144,19 @@ AMPERE_A100 = ArchData(
 # (FlashAttention-3, arXiv 2407.08608, Figs. 5-6, cuDNN bars; module docstring)
 _CUDNN_FWD_H100 = 595 / 989
 _CUDNN_BWD_H100 = 516 / 989
+# One H100 80GB SXM, 2026-11-26 (validation/micro/, module docstring; benchmarks/micro_fit.py --fit)
+_HOPPER_GEMM = GemmFit(tile_eff=0.78, bench_overhead_s=25e-6)    # h100_gemm_bf16_2026-11-26.csv
+_HOPPER_ATTN = AttnFit(fwd=(1.0, 0.22e-12, 7.0),                 # h100_micro_2026-11-26.json "attention"
+                       bwd=(1.0, 0.42e-12, 15.0))
+_HOPPER_SUSTAINED = 689.1 / 719.8   # sustained 25-s GEMM / the same shape's burst kernel (h100_micro, h100_gemm)
 HOPPER_H100 = ArchData(
     name="h100",
     mamf=(("bf16", 794.5 / 989, (2048, 2048, 13312)),            # stas00 MAMF table, H100 SXM
           ("fp8", 1402.6 / 1979, (1024, 9216, 14336))),
     attn_fwd_frac=_CUDNN_FWD_H100, attn_bwd_frac=_CUDNN_BWD_H100,  # cuDNN, FlashAttention-3 Figs. 5-6
     l2_bw_bytes_per_s=0.0,
-    sustained_ratio=698.6 / 823.9,                               # H200 MSMF/MAMF, same die and TDP
+    sustained_ratio=_HOPPER_SUSTAINED,
+    gemm_fit=_HOPPER_GEMM, attn_fit=_HOPPER_ATTN,
 )
 HOPPER_GH200 = ArchData(
     name="gh200",
@@ -129,7 +175,8 @@ HOPPER_H200 = ArchData(
           ("fp8", 1453.4 / 1979, (1280, 4096, 12032))),          # stas00 FP8 table, H200 SXM
     attn_fwd_frac=_CUDNN_FWD_H100, attn_bwd_frac=_CUDNN_BWD_H100,  # same SMs and clocks as H100
     l2_bw_bytes_per_s=0.0,
-    sustained_ratio=698.6 / 823.9,                               # stas00: H200, all 8 GPUs busy
+    sustained_ratio=_HOPPER_SUSTAINED,                           # same die, clocks and 700 W limit as H100
+    gemm_fit=_HOPPER_GEMM, attn_fit=_HOPPER_ATTN,
 )
 AMPERE_A100_PCIE = replace(AMPERE_A100, name="a100-pcie",
                            mamf=(("bf16", 252.9 / 312, (2048, 5120, 6144)),))  # stas00 MAMF table, A100 PCIe

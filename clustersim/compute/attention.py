@@ -16,6 +16,14 @@ rescale, write O and the log-sum-exp), about one key block's work: a query block
 n_visit key blocks runs at n_visit / (n_visit + 1) of the ceiling, normalised to the long
 sequence (16k) where the papers measured the ceiling.
 
+Where the GPU has its own fitted attention microbenchmark (``ArchData.attn_fit``, Hopper:
+validation/micro/h100_micro_2026-11-26.json) the time is built from it instead: every computed
+score costs its matmul FLOPs (2 (d_qk + d_v) forward, 2.5x that backward) at ``a`` x peak plus
+``beta`` seconds of softmax (about one exp per score on the special-function units), and each
+query block pays a fixed cost of ``blocks`` key blocks: x (v + blocks) / v for v key blocks
+visited. At 2k tokens and head dim 128 that makes the forward 40% slower per FLOP than at 8k,
+as measured (376 vs 593 TFLOP/s), where the papers' ramp gave 9%.
+
 Local layers (sliding window, chunked attention; clustersim.compute.attention_span): the kernel
 computes the tiles inside the layer's span only, each in full, and a query block visits that
 many key blocks, so both the FLOPs and the ramp follow ``attention_span.block_fraction``.
@@ -25,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from clustersim.compute.arch import arch_for
+from clustersim.compute.arch import ArchData, arch_for
 from clustersim.compute.attention_span import block_fraction
 from clustersim.compute.ops import Op
 from clustersim.compute.precision import compute_dtype
@@ -84,6 +92,9 @@ def attention_ops(batch: int, s_q: int, s_k: int, heads: int, kv_heads: int, hea
     dv = v_head_dim or head_dim
     fwd_flops = attention_fwd_flops(batch, s_q, s_k, heads, head_dim, causal, dv, pattern, window)
     bwd_flops = BWD_FLOP_RATIO * fwd_flops
+    if arch.attn_fit is not None:
+        return _fitted_ops(arch, batch, s_q, s_k, heads, kv_heads, head_dim, dv, gpu, dtype, act_bytes, causal,
+                           name, fwd_flops, bwd_flops, peak, local)
     q_bytes = batch * s_q * heads * head_dim * act_bytes
     o_bytes = batch * s_q * heads * dv * act_bytes
     kv_bytes = batch * s_k * kv_heads * (head_dim + dv) * act_bytes
@@ -100,3 +111,41 @@ def attention_ops(batch: int, s_q: int, s_k: int, heads: int, kv_heads: int, hea
     bwd_t = max(bwd_flops / (peak * eff_bwd), memory_time_s(bwd_bytes, gpu), KERNEL_FLOOR_S) / gpu.compute_scale
     return (Op(name, fwd_flops, fwd_bytes, fwd_t),
             Op(f"{name}_bwd", bwd_flops, bwd_bytes, bwd_t))
+
+
+def fitted_times_s(arch: ArchData, batch: int, s_q: int, s_k: int, heads: int, head_dim: int, v_head_dim: int,
+                   peak: float, causal: bool = True, local: tuple[float, float] | None = None) -> tuple[float, float]:
+    """(forward, backward) kernel seconds at burst clocks from the GPU's fitted microbenchmark
+    constants (module docstring); ``arch.attn_fit`` must be set. ``local``: a local layer's
+    (computed fraction, visits) (``_local``), which replace full attention's."""
+    fit = arch.attn_fit
+    assert fit is not None
+    frac = local[0] if local else (_causal_fraction(s_k) if causal else 1.0)
+    scores = batch * heads * s_q * s_k * frac
+    visits = local[1] if local else _visits(s_k, causal)
+    per_score = 2.0 * (head_dim + v_head_dim)
+    out = []
+    for mult, (a, beta_s, blocks) in ((1.0, fit.fwd), (BWD_FLOP_RATIO, fit.bwd)):
+        out.append(scores * (mult * per_score / (peak * a) + beta_s) * (visits + blocks) / visits)
+    return out[0], out[1]
+
+
+def _fitted_ops(arch: ArchData, batch: int, s_q: int, s_k: int, heads: int, kv_heads: int, head_dim: int, dv: int,
+                gpu: GpuSpec, dtype: str, act_bytes: int, causal: bool, name: str, fwd_flops: float,
+                bwd_flops: float, peak: float, local: tuple[float, float] | None = None) -> tuple[Op, Op]:
+    """The ops from the fitted constants: burst time / the sustained ratio (a calibrated profile:
+    x its GEMM level over the fitted one), times its attention and compute scales."""
+    fwd_s, bwd_s = fitted_times_s(arch, batch, s_q, s_k, heads, head_dim, dv, peak, causal, local)
+    fit = arch.gemm_fit
+    level = fit.tile_eff if fit is not None else arch.mamf_for(compute_dtype(dtype))[0]
+    sustained = gpu.gemm_efficiency / level if gpu.gemm_efficiency > 0 else arch.sustained_ratio
+    speed = sustained * gpu.attention_scale
+    q_bytes = batch * s_q * heads * head_dim * act_bytes
+    o_bytes = batch * s_q * heads * dv * act_bytes
+    kv_bytes = batch * s_k * kv_heads * (head_dim + dv) * act_bytes
+    lse_bytes = batch * s_q * heads * 4
+    fwd_bytes = q_bytes + kv_bytes + o_bytes + lse_bytes
+    bwd_bytes = q_bytes + 2 * o_bytes + kv_bytes + lse_bytes + q_bytes + kv_bytes
+    fwd_t = max(fwd_s / speed, memory_time_s(fwd_bytes, gpu), KERNEL_FLOOR_S) / gpu.compute_scale
+    bwd_t = max(bwd_s / speed, memory_time_s(bwd_bytes, gpu), KERNEL_FLOOR_S) / gpu.compute_scale
+    return Op(name, fwd_flops, fwd_bytes, fwd_t), Op(f"{name}_bwd", bwd_flops, bwd_bytes, bwd_t)

@@ -16,16 +16,20 @@ fraction of the tensor cores' time that does useful work for a shape, from three
    the ratio. Where the L2 bandwidth is not published we assume that 128x128 tiles saturate.
    The library picks the tile with the best product (cuBLAS heuristics aim at exactly that).
 3. **Small-K ramp**: each tile's main loop is preceded by a prologue that fills the software
-   pipeline and followed by an epilogue that writes C. With CUTLASS's default Ampere/Hopper
-   mainloop (k-tile 64, 3-4 stages, CUTLASS 3.x docs "Efficient GEMM in CUDA") this costs about
-   two k-tiles, so a tile spends K / (K + K0) of its time in the main loop with K0 = 128.
+   pipeline and followed by an epilogue that writes C, so a tile spends K / (K + K0) of its time
+   in the main loop. K0 = 256 (four 64-deep k-tiles: a 4-stage pipeline fill plus the epilogue)
+   is fitted to the H100 microbenchmark (validation/micro/h100_gemm_bf16_2026-11-26.csv: at K =
+   2,048 the shapes run 20-30% below the same M, N at K = 8,192; ``benchmarks/micro_fit.py
+   --fit``, clustersim.compute.arch "Fitted to one H100"); it was 128 (two k-tiles) before.
 
-The normalisation by q at the MAMF shape makes the model reproduce the measured MAMF exactly at
-that shape; elsewhere it is capped at MAMF. The result is then scaled by the GPU's sustained ratio
-MSMF / MAMF (clustersim.compute.arch): a training step keeps the tensor cores saturated at the
-power limit for seconds, where the clock sits below the boost clock of a MAMF burst. Thin GEMMs are additionally limited by HBM bandwidth
-(roofline: bytes of A, B and C once each). A calibrated profile (``gpu.gemm_efficiency > 0``)
-replaces the shape model by that fixed fraction.
+The level q is scaled to: where the GPU has its own fitted GEMM microbenchmark
+(``ArchData.gemm_fit``, Hopper) ``efficiency = tile_eff x q``; elsewhere the normalisation by q at
+the MAMF shape makes the model reproduce the measured MAMF exactly at that shape and caps it at
+MAMF. The result is then scaled by the GPU's sustained ratio (clustersim.compute.arch): a
+training step keeps the tensor cores saturated at the power limit for seconds, where the clock
+sits below the boost clock of a short burst. Thin GEMMs are additionally limited by HBM
+bandwidth (roofline: bytes of A, B and C once each). A calibrated profile
+(``gpu.gemm_efficiency > 0``) replaces the shape model by that fixed fraction.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from clustersim.hardware.spec import GpuSpec
 
 # cuBLAS/CUTLASS output tile sizes (Matrix Multiplication Background User's Guide, tile quantization)
 TILES = ((256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128, 64), (64, 128), (64, 64))
-K_PROLOGUE = 128  # two k-tiles of 64: pipeline fill + epilogue (see module docstring)
+K_PROLOGUE = 256  # pipeline fill + epilogue in K-elements, fitted to the H100 GEMM table (module docstring)
 
 
 def _tile_reuse_eff(tm: int, tn: int, operand_bytes: float, peak: float, l2_bw: float) -> float:
@@ -72,13 +76,27 @@ def gemm_efficiency(m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: int
     """Sustained achievable fraction of the dense ``dtype`` peak for a (batch of) M x N x K GEMM."""
     if gpu.gemm_efficiency > 0:
         return gpu.gemm_efficiency
+    return burst_efficiency(m, n, k, gpu, dtype, batch) * arch_for(gpu).sustained_ratio * gpu.gemm_scale
+
+
+@functools.lru_cache(maxsize=65536)
+def burst_efficiency(m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: int = 1) -> float:
+    """The shape model at burst clocks (a short benchmark's kernel, before the sustained ratio)."""
     arch = arch_for(gpu)
     frac, (ms, ns, ks) = arch.mamf_for(dtype)
     ob = gemm_operand_bytes(dtype)
     peak = gpu.peak(dtype)
     q = _quantization(m, n, k, batch, gpu.num_sms, ob, peak, arch.l2_bw_bytes_per_s)
+    fit = arch.gemm_fit
+    if fit is not None and dtype in ("bf16", "fp16"):
+        return fit.tile_eff * q
     q_ref = _quantization(ms, ns, ks, 1, gpu.num_sms, ob, peak, arch.l2_bw_bytes_per_s)
-    return min(frac, frac * q / q_ref) * arch.sustained_ratio * gpu.gemm_scale
+    if fit is not None:   # another dtype on a fitted GPU: the table's MAMF as this GPU measured the BF16 one
+        bf, (bm, bn, bk) = arch.mamf_for("bf16")
+        b_peak = gpu.peak("bf16")
+        frac *= fit.tile_eff * _quantization(bm, bn, bk, 1, gpu.num_sms, gemm_operand_bytes("bf16"), b_peak,
+                                             arch.l2_bw_bytes_per_s) / bf
+    return min(frac, frac * q / q_ref)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -18,6 +18,7 @@ import math
 
 from clustersim.compute.conventions import uses_dropout
 from clustersim.compute.dtypes import activation_bytes, check_dtype
+from clustersim.compute.eager import CROSS_ENTROPY_EAGER_BWD, EAGER_OPS, eager_time_s
 from clustersim.compute.gemm import gemm_op
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
 from clustersim.compute.precision import compute_dtype
@@ -38,14 +39,18 @@ def embedding_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype
     return _embedding_cost(model, *_key(layout), gpu, dtype)
 
 
-def output_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str) -> LayerCost:
+def output_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str,
+                elementwise: str = "fused") -> LayerCost:
     """Final norm, logits GEMM and cross-entropy for one micro-batch on one GPU of the last stage.
+
+    ``elementwise``: "fused" prices Megatron's vocab-parallel cross-entropy; "eager" the
+    framework's ``F.cross_entropy`` over fp32-upcast logits (torchtitan; clustersim.compute.eager).
 
     ``params``: the V/tp x h output matrix plus the final norm. With tied embeddings and pp = 1 the
     matrix is the embedding's own, which the caller must not count twice (with pp > 1 Megatron
     keeps a copy on the last stage and all-reduces its gradient with the first).
     """
-    return _output_cost(model, *_key(layout), gpu, dtype)
+    return _output_cost(model, *_key(layout), gpu, dtype, elementwise == "eager")
 
 
 def _key(layout: ParallelLayout) -> tuple[int, int, bool, int, bool]:
@@ -83,7 +88,7 @@ def _embedding_cost(model: ModelSpec, tp_: int, cp: int, sp_: bool, micro_batch:
 
 @functools.lru_cache(maxsize=2048)
 def _output_cost(model: ModelSpec, tp_: int, cp: int, sp_: bool, micro_batch: int, overlap: bool, gpu: GpuSpec,
-                 dtype: str) -> LayerCost:
+                 dtype: str, eager: bool = False) -> LayerCost:
     layout = _layout(tp_, cp, sp_, micro_batch, overlap)
     check_dtype(dtype)
     act_b = activation_bytes(dtype)
@@ -96,18 +101,24 @@ def _output_cost(model: ModelSpec, tp_: int, cp: int, sp_: bool, micro_batch: in
         fwd.append(CommOp("output_input_all_gather", "all_gather", t * h * act_b, "tp", layout.tp_comm_overlap))
     hp = compute_dtype(dtype)  # the output layer stays in BF16 under FP8/FP4 (clustersim.compute.precision)
     fwd.append(gemm_op("logits", t, v, h, gpu, hp))
-    # unfused vocab-parallel cross-entropy, per logit: cast to fp32 (read act_b, write 4), max (read 4),
-    # subtract max in place (r+w 8), exp (r+w 8), sum (read 4), divide in place, kept for backward (r+w 8)
-    fwd.append(memory_bound_op("cross_entropy", logits * (act_b + 4 + 4 + 8 + 8 + 4 + 8), gpu))
+    if eager:   # F.cross_entropy(logits.float(), labels) kernel by kernel (clustersim.compute.eager)
+        per, kernels = EAGER_OPS["cross_entropy_fp32_upcast"]
+        fwd.append(Op("cross_entropy", 0.0, logits * per, eager_time_s(logits * per, kernels, gpu) / gpu.compute_scale,
+                      kernels=kernels))
+        per, kernels = CROSS_ENTROPY_EAGER_BWD
+        ce_bwd = Op("cross_entropy_bwd", 0.0, logits * per,
+                    eager_time_s(logits * per, kernels, gpu) / gpu.compute_scale, kernels=kernels)
+    else:
+        # unfused vocab-parallel cross-entropy, per logit: cast to fp32 (read act_b, write 4), max (read 4),
+        # subtract max in place (r+w 8), exp (r+w 8), sum (read 4), divide in place, kept for backward (r+w 8)
+        fwd.append(memory_bound_op("cross_entropy", logits * (act_b + 4 + 4 + 8 + 8 + 4 + 8), gpu))
+        # the saved fp32 softmax becomes the gradient in place (one_hot touches one entry per token),
+        # scaled by the loss gradient (r+w 8), cast back for the GEMM (read 4, write act_b)
+        ce_bwd = memory_bound_op("cross_entropy_bwd", logits * (8 + 4 + act_b), gpu)
     if tp > 1:
         for what in ("max", "sum_exp", "target_logit"):
             fwd.append(CommOp(f"cross_entropy_{what}_all_reduce", "all_reduce", t * 4, "tp"))
-    bwd: list[Op | CommOp] = [
-        # the saved fp32 softmax becomes the gradient in place (one_hot touches one entry per token),
-        # scaled by the loss gradient (r+w 8), cast back for the GEMM (read 4, write act_b)
-        memory_bound_op("cross_entropy_bwd", logits * (8 + 4 + act_b), gpu),
-        gemm_op("logits_dgrad", t, h, v, gpu, hp),
-    ]
+    bwd: list[Op | CommOp] = [ce_bwd, gemm_op("logits_dgrad", t, h, v, gpu, hp)]
     wgrad = gemm_op("logits_wgrad", v, h, t, gpu, hp)
     if tp > 1:
         if sp:

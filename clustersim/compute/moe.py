@@ -32,6 +32,7 @@ combine's gradient a dispatch (both BF16).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from clustersim.compute.layer_context import LayerContext
 from clustersim.compute.moe_routing import load_factor, spread
@@ -135,9 +136,10 @@ def moe_forward(c: LayerContext) -> list[Op | CommOp]:
     ]
     if x.local_experts > 1:
         ops.append(c.mem("permute_local", x.expert_tokens * h, x.expert_tokens * h))
-    ops += [c.gemm("expert_fc1", x.per_expert, x.ffn * c.gate, h, batch=x.local_experts),
+    le = x.local_experts
+    ops += [_grouped(c.gemm("expert_fc1", x.per_expert, x.ffn * c.gate, h, batch=le), le),
             c.mem("expert_activation", x.expert_tokens * x.ffn * c.gate, x.expert_tokens * x.ffn),
-            c.gemm("expert_fc2", x.per_expert, h, x.ffn, batch=x.local_experts)]
+            _grouped(c.gemm("expert_fc2", x.per_expert, h, x.ffn, batch=le), le)]
     if x.local_experts > 1:
         ops.append(c.mem("unpermute_local", x.expert_tokens * h, x.expert_tokens * h))
     ops += [*x.etp_comm("etp_combine_reduce_scatter", "reduce_scatter"),
@@ -159,11 +161,11 @@ def moe_backward(c: LayerContext) -> list[Op | CommOp]:
     if x.local_experts > 1:
         ops.append(c.mem("unpermute_local_bwd", x.expert_tokens * h, x.expert_tokens * h))
     pe, le, f = x.per_expert, x.local_experts, x.ffn
-    ops += [c.gemm("expert_fc2_dgrad", pe, f, h, batch=le),
-            c.wgemm("expert_fc2_wgrad", h, f, pe, batch=le),
+    ops += [_grouped(c.gemm("expert_fc2_dgrad", pe, f, h, batch=le), le),
+            _grouped(c.wgemm("expert_fc2_wgrad", h, f, pe, batch=le), le),
             c.mem("expert_activation_bwd", x.expert_tokens * f * (c.gate + 1), x.expert_tokens * f * c.gate),
-            c.gemm("expert_fc1_dgrad", pe, h, f * c.gate, batch=le),
-            c.wgemm("expert_fc1_wgrad", f * c.gate, h, pe, batch=le)]
+            _grouped(c.gemm("expert_fc1_dgrad", pe, h, f * c.gate, batch=le), le),
+            _grouped(c.wgemm("expert_fc1_wgrad", f * c.gate, h, pe, batch=le), le)]
     if x.local_experts > 1:
         ops.append(c.mem("permute_local_bwd", x.expert_tokens * h, x.expert_tokens * h))
     ops += [*x.etp_comm("etp_dispatch_bwd_reduce_scatter", "reduce_scatter"),
@@ -172,6 +174,13 @@ def moe_backward(c: LayerContext) -> list[Op | CommOp]:
             c.gemm("router_dgrad", t, h, x.e, dtype=router_dtype),
             c.wgemm("router_wgrad", x.e, h, t, dtype=router_dtype)]
     return ops
+
+
+def _grouped(op: Op, experts: int) -> Op:
+    """A grouped expert GEMM as the host issues it: TEGroupedMLP's GroupedLinear launches one
+    cuBLAS GEMM per local expert (transformer_engine/pytorch/cpp_extensions/gemm.py
+    ``general_grouped_gemm`` -> ``te_general_grouped_gemm``, a loop over the GEMMs on several streams)."""
+    return replace(op, kernels=max(1, experts))
 
 
 def moe_params_per_gpu(model, tp: int, ep: int, etp: int) -> tuple[int, int]:

@@ -18,13 +18,15 @@ GROUP_CAUSE = {"tp": "tp_comm", "cp": "cp_comm", "cp_a2a": "cp_comm", "cp_p2p": 
 @dataclass(frozen=True, slots=True)
 class Op:
     """One kernel (or a fused group of kernels) on the compute stream. ``wgrad``: a weight-gradient
-    GEMM, which zero-bubble schedules move out of the backward pass into a W action."""
+    GEMM, which zero-bubble schedules move out of the backward pass into a W action; ``kernels``:
+    how many launches the host issues for it (clustersim.compute.host)."""
 
     name: str
     flops: float
     bytes_moved: float
     time_s: float
     wgrad: bool = False
+    kernels: int = 1   # kernel launches it stands for (a grouped GEMM: one per local expert); host issue time
 
 
 @dataclass(frozen=True, slots=True)

@@ -427,6 +427,11 @@ class _StepSim(UnitRunner):
         start = env.now
         yield simpy.AllOf(env, self.pending[rank])
         tl.add(rank, "compute", "wait grad reduce", "dp_comm", start, env.now)
+        for cause, sec in (("jitter", rk.jitter_s), ("host", rk.host_s)):   # clustersim.plan.step_terms
+            if sec > 0:
+                start = env.now
+                yield env.timeout(sec)
+                tl.add(rank, "compute", f"{cause} wait", cause, start, env.now)
         start = env.now
         yield env.timeout(tail.optimizer_time_s)
         tl.add(rank, "compute", "optimizer step", "optimizer", start, env.now)

@@ -160,6 +160,9 @@ class Recurrence:
             tail = rk.tail
             state.enqueue("dp", tail.reduce)
             state.wait(max(state.pending, default=0.0), "dp_comm")
+            for cause, sec in (("jitter", rk.jitter_s), ("host", rk.host_s)):   # clustersim.plan.step_terms
+                state.clock += sec
+                state.causes[cause] += sec
             state.clock += tail.optimizer_time_s
             state.causes["optimizer"] += tail.optimizer_time_s
             for _, plan in tail.gather:

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-# Causes of the critical path (the `breakdown` keys of docs/output.md, plus the optimizer step, host offload
-# transfers and, in per-rank mode, the time lost waiting for slower peers: clustersim.perrank.run).
+# Causes of the critical path (the `breakdown` keys of docs/output.md, plus the optimizer step, host
+# offload transfers, in per-rank mode the time lost waiting for slower peers (clustersim.perrank.run),
+# the healthy cluster's wait for its slowest GPU (``jitter``, clustersim.compute.variation) and the
+# host's share of the step (``host``, clustersim.compute.host)).
 CAUSES = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "offload",
-          "straggler")
+          "straggler", "jitter", "host")
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,11 +19,11 @@ from clustersim.html.timeline_data import TimelineData
 from clustersim.units import GiB
 
 # Colours per critical-path cause: D3's schemeCategory10 (d3-scale-chromatic, categorical/category10.js),
-# bubble in light grey so that idle time reads as empty.
+# bubble in light grey so that idle time reads as empty; host from schemeCategory20 (category10 has ten).
 CAUSE_COLORS = {
     "compute": "#1f77b4", "tp_comm": "#ff7f0e", "cp_comm": "#17becf", "ep_comm": "#8c564b",
     "pp_comm": "#2ca02c", "dp_comm": "#d62728", "bubble": "#c7c7c7", "optimizer": "#9467bd",
-    "straggler": "#e377c2",
+    "straggler": "#e377c2", "jitter": "#bcbd22", "host": "#ffbb78",
 }
 _OTHER = "#7f7f7f"
 # Memory parts, bottom to top (clustersim.memory.report.MemoryReport fields); colours as above.

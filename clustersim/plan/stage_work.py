@@ -145,7 +145,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
         return lc
 
     emb: LayerCost = embedding_cost(model, par, gpu, dtype)
-    out: LayerCost = output_cost(model, par, gpu, dtype)
+    out: LayerCost = output_cost(model, par, gpu, dtype, elementwise)
     counts = model_stage_layers(scenario)
     last_model = len(counts) - 1
     # each layer's recompute policy: chunks of a rank in order, as memory/policies.stage_policies

@@ -15,15 +15,19 @@ Simulated rank ``k`` is pipeline rank ``k % pp`` of class ``k // pp``; its globa
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from clustersim.collectives import CollectivePlan
+from clustersim.compute import Op
 from clustersim.parallel.pipeline import build_schedule
+from clustersim.plan import step_terms
 from clustersim.plan.actions import plan_actions
 from clustersim.plan.comm_plans import Item, pp_plan
 from clustersim.plan.compiled_unit import CompiledUnit, compile_unit
 from clustersim.plan.data_parallel import DpPlan, DpTail, dp_plan
+from clustersim.plan.optimizer_step import grad_norm_all_reduce_s
 from clustersim.plan.overlap import overlap_slowdown
 from clustersim.plan.speed_scaling import scale_dp_plan, scale_plan, scale_work
 from clustersim.plan.stage_work import StageWork, Work, build_step_work
@@ -106,6 +110,10 @@ class SimRank:
     # (schedule, pp, micro-batches, virtual stages, pp rank) when ``actions`` are ``classic_actions``'
     # of those integers (a key for tables over them that depend on the schedule alone); else None
     schedule_key: tuple[str, int, int, int, int] | None = None
+    # waits both engines add before the optimizer step (clustersim.plan.step_terms): the slowest
+    # GPU's pace (breakdown cause "jitter") and the host's share (cause "host")
+    jitter_s: float = 0.0
+    host_s: float = 0.0
 
 
 class StepMemo:
@@ -191,6 +199,12 @@ def _send_plan(scenario: Scenario, hosts: tuple[Host, ...], boundary: int, size_
         other = pp_plan(b.scenario, size_bytes, boundary)
         plan = other if other.time_s > plan.time_s else plan
     return scale_plan(plan, min(a.link_speed, b.link_speed))
+
+
+def _kernels(st: StageWork, part: str) -> int:
+    """Kernels of one action's units (each Op one kernel), for the host's issue time."""
+    works = {"F": st.forward, "B": st.backward, "Bi": st.backward_input, "W": st.backward_weight}[part]
+    return sum(op.kernels for w in works for op in w if isinstance(op, Op))
 
 
 def _plan_tiers(plans: list[CollectivePlan]) -> frozenset[str]:
@@ -316,6 +330,11 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
             send_s[id(got)] = got.time_s
         return got
 
+    # step_terms: the slowest GPU the classes already simulate, the barrier's latency
+    slowest = min(h.speed for cls in classes for h in cls.hosts)
+    modelled_slowdown = 1.0 / slowest - 1.0 if slowest > 0 else 0.0
+    barrier_s = grad_norm_all_reduce_s(scenario)
+    last_model = max(graph.model_stage)
     for c, cls in enumerate(classes):
         classic_acts = classic_actions(par.schedule, pp, cls.num_micro_batches, v, c) if classic else None
         planned = plan_actions(scenario, base_work, cls.num_micro_batches) if classic_acts is None else ()
@@ -365,11 +384,19 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
                 final_b = classic_final(*key[:4])[p]
             else:
                 key, final_b = None, frozenset(i for i, a in enumerate(actions) if a.final)
-            ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, {k: total_of(u) for k, u in units.items()},
+            totals = {k: total_of(u) for k, u in units.items()}
+            opt_s = work.optimizer_time_s[p] / host.speed
+            counts = Counter((a.stage, a.part) for a in actions)
+            kernels = {k: _kernels(work.stages[k[0]], k[1]) for k in units}
+            holds_data = any(graph.model_stage[g] in (0, last_model) for g in stages)
+            ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, totals,
                                  {}, {}, split, send, {k: (send_s[id(v)] if v is not None else 0.0) for k, v in send.items()},
-                                 dp.tail(list(stages), work.optimizer_time_s[p] / host.speed), final_b, stages,
+                                 dp.tail(list(stages), opt_s), final_b, stages,
                                  overlap_slowdown(host.scenario.cluster.gpu), send_at,
-                                 {b: send_s[id(v)] for b, v in send_at.items()}, key))
+                                 {b: send_s[id(v)] for b, v in send_at.items()}, key,
+                                 step_terms.jitter_s(scenario, counts, totals, opt_s, modelled_slowdown),
+                                 step_terms.host_s(host.scenario, counts, totals, kernels, cls.num_micro_batches,
+                                                   holds_data, barrier_s)))
     groups = [dp.grad_buckets, dp.param_gathers]
     if dp.zero3 is not None:
         groups += [dp.zero3.gather, dp.zero3.reduce]

@@ -27,7 +27,7 @@ class SweepMemo:
 
     __slots__ = ("buffers", "compiled", "dp_keys", "dp_streams", "extra", "factors", "layer_units", "lower_times",
                  "optimizer", "p2p", "pair_times", "part_times", "plans", "rank_streams", "rank_sums", "replays",
-                 "states", "tail", "unit_times")
+                 "states", "sync_fraction", "tail", "unit_times", "floor_layer_s")
 
     def __init__(self) -> None:
         self.plans = PlanCache()
@@ -43,6 +43,9 @@ class SweepMemo:
         self.optimizer: dict[tuple[object, ...], float] = {}    # (params, dp, cp, zero, offload, GPUs) -> step
         self.extra: dict[tuple[object, ...], Any] = {}          # layout's groups and parameters -> Extra
         self.tail: dict[tuple[object, ...], float] = {}         # layout's groups and parameters -> tail
+        # the least wait for the slowest GPU (Screen.jitter_floor_s)
+        self.sync_fraction: dict[int, float] = {}               # GPUs -> compute.variation.sync_wait_fraction
+        self.floor_layer_s: dict[tuple[object, ...], float] = {}  # class -> a layer's kernels alone, F + B
         # data-parallel streams (sweep.stream_terms.StreamTerms) and replays (sweep.replay)
         self.dp_streams: dict[tuple[object, ...], Any] = {}     # plan key -> rank 0's DpStream
         self.rank_streams: dict[tuple[object, ...], Any] = {}   # plan key -> every rank's RankStream

@@ -138,12 +138,13 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
             stage_durations(sc.base.model, layout, classes.part_times(layout)), p2p,
             layout.overlap_moe_expert_parallel_comm, overlap_slowdown(sc.base.cluster.gpu), ready)
     ends, finals = times
+    floor = sc.jitter_floor_s(layout, profile)   # each rank's wait for the slowest GPU (total_s adds it too)
     if profile.backward_chain:
         bound = sc.total_s(layout, u, profile, ends[0], True, (layout.schedule, layout.virtual_stages))
     else:
-        bound = max(end + terms.rank_optimizer_s(layout, u, profile, r) for r, end in enumerate(ends))
+        bound = max(end + terms.rank_optimizer_s(layout, u, profile, r) for r, end in enumerate(ends)) + floor
     for r, stream in enumerate(streams):  # each rank's data-parallel stream (dpbound.RankStream)
-        bound = max(bound, stream.bound_s(finals[r], ends[r], terms.rank_optimizer_s(layout, u, profile, r)))
+        bound = max(bound, stream.bound_s(finals[r], ends[r], terms.rank_optimizer_s(layout, u, profile, r)) + floor)
     return bound * (1.0 - BOUND_SLACK)
 
 

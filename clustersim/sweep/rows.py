@@ -117,7 +117,7 @@ class VectorRows:
                     terms = self._steps.get(skey)
                     if terms is None:
                         terms = self._steps[skey] = bounds.step_terms(p, u, prof)
-                    bound = pipe_s + terms[0] + terms[1]
+                    bound = pipe_s + terms[0] + terms[1] + bounds.jitter_floor_s(p, prof)
                 self.rows.append((*head, int(off), bound * (1.0 - BOUND_SLACK)))
 
     def array(self) -> np.ndarray:

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from clustersim.compute.variation import sync_wait_fraction
 from clustersim.memory.policies import uniform_policies
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.plan.step_plan import runs_rank_classes
@@ -66,7 +67,8 @@ class Screen:
         self.memory = MemoryModel(base, self.memo)
         self.classes = ClassTimes(base, self.memo)
         self.terms = StepTerms(base, self.memo)
-        self.streams = StreamTerms(base, self.memo, self.classes, self.terms, runs_rank_classes(base))
+        self.per_rank = runs_rank_classes(base)
+        self.streams = StreamTerms(base, self.memo, self.classes, self.terms, self.per_rank)
         # the data-parallel stream term of the second level: on for MoE models (total_s)
         self.dp_term = base.model.is_moe
 
@@ -157,8 +159,9 @@ class Screen:
         """The bound from the pipeline bound ``pipe_s``: plus the optimizer step and, with the
         backward chain, the data-parallel tail; at the second level (``exact``) of a MoE model at
         least the bound from the data-parallel streams (``StreamTerms.dp_bound_s``, or without
-        the chain ``StreamTerms.stream_floor_s``). ``schedule``: the layout's (schedule, virtual
-        stages), which the screen's ``layout`` does not carry.
+        the chain ``StreamTerms.stream_floor_s``); then the least wait for the slowest GPU
+        (``jitter_floor_s``). ``schedule``: the layout's (schedule, virtual stages), which the
+        screen's ``layout`` does not carry.
 
         Dense models leave the data-parallel term out (still a bound, only looser): measured on
         idle cores it doubled the GPT-3 175B sweep (27.8 s -> 52.4 s wall, 45.6 -> 83.3 s CPU) and
@@ -172,7 +175,28 @@ class Screen:
                 bound = max(bound, self.streams.dp_bound_s(layout, schedule, u, profile, pipe_s, opt))
             else:
                 bound = max(bound, self.streams.stream_floor_s(layout, schedule, u, profile, self.dp_term))
-        return bound
+        return bound + self.jitter_floor_s(layout, profile)
+
+    def jitter_floor_s(self, layout: ParallelLayout, profile: ScheduleProfile) -> float:
+        """The least wait for the slowest GPU that the plan adds to any rank before its optimizer
+        step (clustersim.plan.step_terms: ``sync_wait_fraction`` of the rank's kernel seconds),
+        from the kernels alone of the fewest layers any rank holds: every bound above ends with
+        some rank's optimizer step, which comes after that wait, so adding it keeps them bounds.
+        Per-rank runs price their own spread instead (0 here)."""
+        if self.per_rank:
+            return 0.0
+        memo = self.memo
+        frac = memo.sync_fraction.get(layout.num_gpus)
+        if frac is None:
+            frac = memo.sync_fraction[layout.num_gpus] = sync_wait_fraction(layout.num_gpus)
+        if frac <= 0.0:
+            return 0.0
+        key = self.classes.class_key(layout)
+        layer_s = memo.floor_layer_s.get(key)
+        if layer_s is None:
+            lo = self.classes.lower_times(layout)
+            layer_s = memo.floor_layer_s[key] = lo.layer_f_s + lo.layer_b_s
+        return frac * profile.least_layers * profile.share * layout.num_micro_batches * layer_s
 
     def step_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> tuple[float, float]:
         """What ``total_s`` adds to the pipeline bound below the second level: the optimizer step

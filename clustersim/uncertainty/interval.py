@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from clustersim.compute.variation import sync_wait_fraction
 from clustersim.scenario import Scenario
 from clustersim.uncertainty.regimes import Features, features
 
@@ -37,15 +38,23 @@ K_MU = 2.0     # pseudo-runs of zero bias the regime's mean residual is shrunk w
 K_S = 3.0      # pseudo-runs of the pooled spread the regime's spread is shrunk with
 S_MIN = 0.04   # no regime is trusted to better than 4% (1 sigma) of its step time
 RESIDUALS_FILE = Path(__file__).resolve().parents[1] / "data" / "residuals.json"
+JITTER_MODEL_UNCERTAINTY = 0.5   # relative, 1 sigma, of the slowest-GPU wait's growth beyond the measured runs
 
 # Widening (1 sigma, in ln units) for a feature no measured run of the regime has. Judgments:
 # about the spread that the model's errors have shown between regimes that *are* measured.
+# Scale beyond the measured range widens twice (``scale_widening``): by JITTER_MODEL_UNCERTAINTY of
+# how much the modelled wait for the slowest GPU grows from the largest measured run to this one
+# (clustersim.compute.variation: its sigma is read off two sources 20% apart, on V100-era fleets,
+# and short-term noise is left out, so half its size either way), and by ``scale_per_doubling``
+# for the rest that grows with the GPU count (ring latency, congestion: the collective model is
+# within 1% of published reduce-scatters to 256 GPUs and 8-22% pessimistic at 512-1,024,
+# validation/collectives_at_scale.py; exposed collectives are a fifth of a step or less there).
 WIDEN = {
     "generation": 0.10,       # a GPU generation without measured runs (its GEMM efficiency is from microbenchmarks)
     "generation_unmeasured": 0.15,  # ... and without a public GEMM measurement either
     "zero3_impl": 0.10,       # a ZeRO-3 implementation other than the measured ones
     "framework": 0.05,        # a framework none of the regime's runs used
-    "scale_per_doubling": 0.04,  # per factor 2 of GPU count beyond the measured range
+    "scale_per_doubling": 0.02,  # per factor 2 of GPU count beyond the measured range (besides the jitter term)
     "moe": 0.12,              # mixture of experts: no measured MoE run
     "low_precision": 0.08,    # FP8 / FP4 training: no measured low-precision run
     "context_parallel": 0.05,  # context parallelism: no measured CP run
@@ -143,9 +152,8 @@ def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gem
             out.append((f"framework {f.framework} not measured in this regime", WIDEN["framework"]))
         if f.gpus > ev.max_gpus or f.gpus < ev.min_gpus:
             bound = ev.max_gpus if f.gpus > ev.max_gpus else ev.min_gpus
-            doublings = abs(math.log2(f.gpus / bound))
             out.append((f"{f.gpus} GPUs outside the measured {ev.min_gpus}-{ev.max_gpus}",
-                        WIDEN["scale_per_doubling"] * doublings))
+                        scale_widening(f.gpus, bound)))
     if f.moe:
         out.append(("mixture of experts: no measured MoE run", WIDEN["moe"]))
     if f.dtype in ("fp8", "fp4"):
@@ -153,6 +161,14 @@ def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gem
     if f.cp > 1:
         out.append(("context parallelism: no measured CP run", WIDEN["context_parallel"]))
     return out
+
+
+def scale_widening(gpus: int, measured_gpus: int) -> float:
+    """1-sigma widening (ln units) for ``gpus`` beyond a regime's nearest measured GPU count
+    (module docstring, ``JITTER_MODEL_UNCERTAINTY`` and ``scale_per_doubling``)."""
+    doublings = abs(math.log2(gpus / measured_gpus))
+    jitter = abs(math.log1p(sync_wait_fraction(gpus)) - math.log1p(sync_wait_fraction(measured_gpus)))
+    return math.hypot(JITTER_MODEL_UNCERTAINTY * jitter, WIDEN["scale_per_doubling"] * doublings)
 
 
 def regime_spread(ev: Evidence | None, pooled: Evidence) -> tuple[float, float, int]:

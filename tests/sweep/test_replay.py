@@ -17,7 +17,7 @@ from clustersim.sweep.replay import replay_bound_s, replay_ends
 from clustersim.sweep.runner import run_sweep, sweep_spec
 from clustersim.sweep.screen import Screen
 from clustersim.sweep.space import shape_layouts, shapes
-from tests.sweep.test_screen import DP_SCENARIOS, SCENARIOS
+from tests.sweep.test_screen import DP_SCENARIOS, SCENARIOS, closed_form_without_waits
 
 CASES = {**{f"screen{i}": o for i, o in enumerate(SCENARIOS)}, **{f"dp-{k}": o for k, o in DP_SCENARIOS.items()}}
 
@@ -52,11 +52,13 @@ def test_replay_equals_the_closed_form_where_only_the_pipeline_costs(schedule, v
                              "parallel.dp=1", "parallel.micro_batch=1", "parallel.global_batch=8",
                              f"parallel.schedule={schedule}", f"parallel.virtual_stages={v}"])
     sc = Screen(s)
-    est = api.estimate(s).step_time_s
+    assert replay_bound_s(sc, s.parallel) <= api.estimate(s).step_time_s
+    # the bounds count the plan's additive waits only as their floor (Screen.jitter_floor_s)
+    est = closed_form_without_waits(s) + sc.jitter_floor_s(s.parallel, sc.profile(s.parallel))
     replay = replay_bound_s(sc, s.parallel)
     assert replay == pytest.approx(est, rel=2e-9)  # BOUND_SLACK shaves 1e-9
     second = sc.step_bound_s(s.parallel, sc.profile(s.parallel))
-    assert second <= replay
+    assert second <= replay * (1 + 1e-12)  # equal up to rounding on the schedules the second level prices fully
     if schedule == "interleaved-1f1b":  # the second level charges one fill; the transfers of every chunk add up
         assert second < replay * (1 - 1e-4)
 
@@ -115,13 +117,13 @@ def test_replay_counts_the_data_parallel_stream(schedule):
     s = load_scenario(None, DP_SCENARIOS["mixtral"] + [f"parallel.schedule={schedule}", "parallel.zero_stage=1",
                                                        "parallel.global_batch=64",
                                                        f"parallel.virtual_stages={2 if schedule == 'interleaved-1f1b' else 1}"])
-    est = api.estimate(s).step_time_s
+    est = closed_form_without_waits(s)   # the bounds leave out the plan's additive waits
     with_stream = replay_bound_s(Screen(s), s.parallel)
     plain = Screen(s)
     plain.dp_term = False
     without = replay_bound_s(plain, s.parallel)
     assert without < 0.85 * est
-    assert 0.88 * est <= with_stream <= est
+    assert 0.88 * est <= with_stream <= api.estimate(s).step_time_s
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -155,12 +157,12 @@ def test_second_level_counts_the_stream_without_the_backward_chain(schedule):
     (measured 0.74-0.89), stays at most the third level (0.90-0.996), which adds the waits."""
     s = load_scenario(None, DP_SCENARIOS["mixtral"] + [f"parallel.schedule={schedule}", "parallel.zero_stage=1",
                                                        "parallel.global_batch=64"])
-    est = api.estimate(s).step_time_s
+    est = closed_form_without_waits(s)   # the bounds leave out the plan's additive waits
     sc = Screen(s)
     first = sc.step_bound_s(s.parallel, sc.profile(s.parallel), level=1)
     second = sc.step_bound_s(s.parallel, sc.profile(s.parallel))
     assert first < 0.75 * est
-    assert 0.7 * est <= second <= replay_bound_s(sc, s.parallel) <= est
+    assert 0.7 * est <= second <= replay_bound_s(sc, s.parallel) <= api.estimate(s).step_time_s
 
 
 @pytest.mark.parametrize("which,keep", [("dp-dense", 3), ("dp-mixtral", 2)])

@@ -70,8 +70,8 @@ def test_check_is_per_constant():
 
 
 def test_step_probe_scale_reproduces_the_probe(netns):
-    """A one-rank step is all compute: at the probe's compute_scale the simulator reproduces the
-    probe exactly, and the distributed step is predicted at that scale."""
+    """A one-rank step is its kernels and the host's share: at the probe's compute_scale the
+    simulator reproduces the probe exactly, and the distributed step is predicted at that scale."""
     from clustersim.calibrate import predict
     from clustersim.calibrate.machine import simulate_s
     from clustersim.calibrate.profile import profile_in_env
@@ -82,7 +82,9 @@ def test_step_probe_scale_reproduces_the_probe(netns):
         local = predict.step_scenario("local_step", step["params"], "calibrated-netns", "netns")
         t1 = simulate_s(local, scenario_from_dict(local).cluster, 1.0)
         k = predict.probe_scale(step["params"], "calibrated-netns", "netns", t1 / 0.37)
-        assert k == pytest.approx(0.37, rel=1e-9)
+        # the host's share of the step (clustersim.compute.host) does not scale with compute:
+        # k lies near, not at, the kernels' own 0.37
+        assert k == pytest.approx(0.37, rel=1e-3) and k != 0.37
         assert simulate_s(local, scenario_from_dict(local).cluster, k) == pytest.approx(t1 / 0.37, rel=1e-9)
         plain = predict.predict_step_s("ddp_step", step["params"], "calibrated-netns", "netns")
         slow = predict.predict_step_s("ddp_step", step["params"], "calibrated-netns", "netns", t1 / 0.37)

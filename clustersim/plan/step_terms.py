@@ -1,0 +1,57 @@
+"""Per-rank additive terms of a step that both engines read from the plan: the wait for the
+slowest GPU (``jitter``, clustersim.compute.variation) and the host's share (``host``,
+clustersim.compute.host).
+
+Both are deterministic: the expected value of what they model, computed once per simulated rank
+from its contention-free kernel seconds and kernel counts. The engines add them, in this order,
+after the rank's last data-parallel collective and before its optimizer step, so that the event
+engine and the closed form still agree exactly wherever nothing contends. The sweep's lower
+bounds leave them out (a lower bound stays one when the true time grows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from clustersim.compute import host
+from clustersim.compute.variation import sync_wait_fraction
+from clustersim.plan.comm_plans import comm_plan
+from clustersim.scenario import Scenario
+
+Total = tuple[float, tuple[tuple[str, float], ...]]
+
+
+def compute_seconds(total: Total) -> float:
+    return sum(sec for cause, sec in total[1] if cause == "compute")
+
+
+def jitter_s(scenario: Scenario, actions: Mapping[tuple[int, str], int], totals: Mapping[tuple[int, str], Total],
+             optimizer_s: float, modelled_slowdown: float = 0.0) -> float:
+    """The rank's kernel seconds in the step (its actions', ``actions``: how many of each
+    (global stage, part), and its optimizer's) times the expected wait for the slowest of the
+    job's GPUs (clustersim.compute.variation)."""
+    frac = sync_wait_fraction(scenario.parallel.num_gpus, modelled_slowdown)
+    if frac <= 0.0:
+        return 0.0
+    return frac * (sum(n * compute_seconds(totals[key]) for key, n in actions.items()) + optimizer_s)
+
+
+def host_s(scenario: Scenario, actions: Mapping[tuple[int, str], int], totals: Mapping[tuple[int, str], Total],
+           kernels: Mapping[tuple[int, str], int], micro_batches: int, holds_data: bool, barrier_s: float) -> float:
+    """Issue deficits of the rank's actions (``actions``: how many of each (global stage, part)),
+    the step's synchronising calls and, for Megatron on the stages that read the data, the
+    per-micro-batch broadcast of the batch over TP (clustersim.compute.host)."""
+    deficit = sum(n * host.issue_deficit_s(kernels[key], compute_seconds(totals[key])) for key, n in actions.items())
+    framework, dtype = scenario.framework.name, scenario.training.dtype
+    syncs = host.sync_points(framework, dtype)
+    fixed = syncs * host.KERNEL_ISSUE_S
+    if framework.startswith("megatron"):
+        fixed += barrier_s                     # the level-1 timer's barrier
+    if dtype == "fp16":
+        fixed += barrier_s                     # the found-inf all-reduce
+    data = 0.0
+    par = scenario.parallel
+    if holds_data and par.tp > 1 and framework.startswith("megatron"):
+        size = par.micro_batch * scenario.model.seq_len * 8   # int64 token ids (and alike) of one micro-batch
+        data = micro_batches * host.MEGATRON_BATCH_BROADCASTS * comm_plan(scenario, "broadcast", size, "tp").time_s
+    return deficit + fixed + data
