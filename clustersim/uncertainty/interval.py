@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustersim.compute.variation import sync_wait_fraction
-from clustersim.scenario import Scenario
-from clustersim.uncertainty.regimes import Features, features
+from clustersim.uncertainty.regimes import Features
 
 LEVEL = 0.8
 Z_80 = 1.2816  # two-sided 80%: the 90th percentile of the standard normal
@@ -199,17 +198,3 @@ def interval_from(f: Features, ev: Evidence | None, pooled: Evidence, generation
     s = max(math.sqrt(var), S_MIN) * math.sqrt(1 + 1 / (n + K_S))
     lo, hi = band(mu, s)
     return Interval(LEVEL, lo, hi, f.regime, n, validated=n >= 3 and not wides, why=tuple(reason for reason, _ in wides))
-
-
-def step_interval(scenario: Scenario) -> Interval:
-    """The 80% interval of ``scenario``'s step time (and of everything proportional to it)."""
-    f = features(scenario)
-    regimes, pooled = _stored()
-    generations = frozenset(regime.split("/", 1)[1] for regime in regimes)
-    calibration = getattr(scenario.cluster, "calibration", None)
-    if calibration is not None:
-        from clustersim.uncertainty.calibrated import calibrated_interval
-        return calibrated_interval(f, calibration, regimes.get(f.regime), pooled, generations | {f.generation})
-    from clustersim.compute.arch import arch_for
-    gemm_measured = getattr(arch_for(scenario.cluster.gpu), "gemm_measured", True)
-    return interval_from(f, regimes.get(f.regime), pooled, generations, gemm_measured)

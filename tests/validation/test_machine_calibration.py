@@ -111,7 +111,7 @@ def test_interval_uses_the_evidence(logs, tmp_path, capsys):
     assert _run(argv, capsys)[0] == 0
     from clustersim.calibrate.profile import profile_in_env
     from clustersim.scenario import scenario_from_dict
-    from clustersim.uncertainty.interval import step_interval
+    from clustersim.uncertainty.step import step_interval
     data = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "ev-h100", "nodes": 1},
             "parallel": {"tp": 8, "global_batch": 8}}
     with profile_in_env(out):
