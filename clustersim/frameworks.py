@@ -97,3 +97,21 @@ def load_framework(name: str) -> FrameworkSpec:
     if name not in catalog:
         raise InputError("framework", name, tuple(catalog))
     return catalog[name]
+
+
+def zero3_impl(fsdp_version: int | None, framework: FrameworkSpec | None) -> str:
+    """The ZeRO-3 implementation that runs: torch FSDP when ``parallel.fsdp.version`` is set, else
+    the framework's (Megatron-FSDP without one). The plan and the memory model both call it."""
+    if fsdp_version:
+        return f"fsdp{fsdp_version}"
+    return framework.zero3 if framework is not None else "megatron-fsdp"
+
+
+def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: FrameworkSpec | None) -> str:
+    """The dtype the data-parallel reduction runs in: the framework's ``grad_reduce_dtype``, except
+    under DeepSpeed ZeRO-3, which reduce-scatters in its communication dtype (the 16-bit training
+    dtype by default: DeepSpeed configuration docs, ``communication_data_type``); fp32 without a
+    framework (the conservative default of the memory model's callers without one)."""
+    if zero_stage == 3 and zero3_impl(fsdp_version, framework) == "deepspeed":
+        return "bf16"
+    return framework.grad_reduce_dtype if framework is not None else "fp32"

@@ -23,6 +23,13 @@ def activation_bytes(dtype: str) -> int:
     return 4 if dtype == "fp32" else 2
 
 
+def reduce_bytes(reduce_dtype: str, dtype: str) -> int:
+    """Bytes per gradient element reduced in ``reduce_dtype`` by a job training in ``dtype``: fp32
+    when either is fp32, else 16-bit (Megatron-Core ``grad_reduce_in_fp32``, DeepSpeed
+    ``communication_data_type``: the reduction runs in the gradient buffer's dtype)."""
+    return 4 if reduce_dtype == "fp32" or dtype == "fp32" else 2
+
+
 def gemm_operand_bytes(dtype: str) -> float:
     """Bytes per GEMM operand element read by the tensor cores (fp4 E2M1: half a byte)."""
     check_dtype(dtype)

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 
-from clustersim.compute.dtypes import activation_bytes
+from clustersim import frameworks
+from clustersim.compute.dtypes import activation_bytes, reduce_bytes
 from clustersim.compute.layer import layer_params_per_gpu
 from clustersim.frameworks import FrameworkSpec
 from clustersim.parallel.layout import ParallelLayout
@@ -61,17 +62,13 @@ def nccl_buffer_bytes(layout: ParallelLayout) -> int:
 
 
 def zero3_impl(layout: ParallelLayout, framework: FrameworkSpec | None) -> str:
-    if layout.fsdp_version == 1:
-        return "fsdp1"
-    if layout.fsdp_version == 2:
-        return "fsdp2"
-    return framework.zero3 if framework else "megatron-fsdp"
+    return frameworks.zero3_impl(layout.fsdp_version, framework)
 
 
-def _reduce_bytes(dtype: str, framework: FrameworkSpec | None) -> int:
-    if dtype == "fp32" or framework is None or framework.grad_reduce_dtype == "fp32":
-        return 4
-    return 2
+def _reduce_bytes(layout: ParallelLayout, dtype: str, framework: FrameworkSpec | None) -> int:
+    """Bytes per reduced gradient element, the plan's rule (``compute.dtypes.reduce_bytes`` of
+    ``frameworks.grad_reduce_dtype``)."""
+    return reduce_bytes(frameworks.grad_reduce_dtype(layout.zero_stage, layout.fsdp_version, framework), dtype)
 
 
 def zero3_in_flight_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int,
@@ -79,7 +76,7 @@ def zero3_in_flight_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, 
     """ZeRO-3 / FSDP: (unsharded parameters in flight, unsharded gradients and reduce-scatter
     input alive during a backward) (module docstring)."""
     wb = activation_bytes(dtype)                 # gathered in the compute dtype (fp8 runs keep bf16 copies)
-    rb = _reduce_bytes(dtype, framework)
+    rb = _reduce_bytes(layout, dtype, framework)
     layer = layer_params_per_gpu(model, layout.tp, layout.ep)
     vocab_unit = math.ceil(model.vocab / layout.tp) * model.hidden
     units = [layer] * (stage_layers > 0) + [vocab_unit] * (first or last)
@@ -119,7 +116,7 @@ def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_lay
         bucket = layout.dp_bucket_params or (framework.zero_bucket_params if framework else 0) \
             or max(40_000_000, 1_000_000 * layout.dp)
         stage = layer_params_per_gpu(model, layout.tp, layout.ep) * max(1, stage_layers)
-        total += 2 * min(bucket, stage) * _reduce_bytes(dtype, framework)
+        total += 2 * min(bucket, stage) * _reduce_bytes(layout, dtype, framework)
     backward = 0.0
     if layout.zero_stage >= 3:
         params, backward = zero3_in_flight_bytes(model, layout, dtype, stage_layers, first, last, framework)

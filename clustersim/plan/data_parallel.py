@@ -11,7 +11,7 @@ parameters, overlapped with the next forward pass when ``overlap_param_gather`` 
 first bucket is still exposed). Reductions span the dp x cp ranks.
 
 ZeRO-3 runs as the implementation that the scenario names: clustersim.plan.zero3. The bucket
-rules and the bytes per element are clustersim.plan.dp_rules and clustersim.plan.element_bytes.
+rules and the bytes per element are clustersim.plan.dp_rules and clustersim.compute.dtypes.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from clustersim.collectives import CollectivePlan
+from clustersim.compute.dtypes import activation_bytes
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.plan.comm_plans import Item, comm_plan
 from clustersim.plan.dp_rules import (
@@ -30,7 +31,6 @@ from clustersim.plan.dp_rules import (
     grad_reduce_bytes,
     grad_reduce_op,
 )
-from clustersim.plan.element_bytes import activation_bytes
 from clustersim.plan.stage_work import StepWork, build_step_work
 from clustersim.plan.zero3 import Zero3Plan, zero3_plan
 from clustersim.scenario import Scenario

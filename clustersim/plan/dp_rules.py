@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 
-from clustersim.plan.element_bytes import reduce_bytes
+from clustersim import frameworks
+from clustersim.compute.dtypes import reduce_bytes
 from clustersim.scenario import Scenario
 
 
@@ -60,15 +61,13 @@ def grad_reduce_op(zero_stage: int) -> str:
 
 
 def zero3_impl(scenario: Scenario) -> str:
-    """The ZeRO-3 implementation that runs: torch FSDP when parallel.fsdp.version is set, else the framework's."""
-    version = scenario.parallel.fsdp_version
-    return f"fsdp{version}" if version else scenario.framework.zero3
+    """The ZeRO-3 implementation that runs (``frameworks.zero3_impl``)."""
+    return frameworks.zero3_impl(scenario.parallel.fsdp_version, scenario.framework)
 
 
 def grad_reduce_bytes(scenario: Scenario) -> int:
-    """Bytes per gradient element in the data-parallel reduction: the framework's gradient dtype
-    (``FrameworkSpec.grad_reduce_dtype``), except under DeepSpeed ZeRO-3, which reduce-scatters in
-    its communication dtype (the 16-bit training dtype by default: DeepSpeed configuration docs,
-    ``communication_data_type``; clustersim.plan.zero3)."""
-    deepspeed = scenario.parallel.zero_stage == 3 and zero3_impl(scenario) == "deepspeed"
-    return reduce_bytes("bf16" if deepspeed else scenario.framework.grad_reduce_dtype, scenario.training.dtype)
+    """Bytes per gradient element in the data-parallel reduction: ``reduce_bytes`` of the dtype it
+    runs in (``frameworks.grad_reduce_dtype``)."""
+    par = scenario.parallel
+    return reduce_bytes(frameworks.grad_reduce_dtype(par.zero_stage, par.fsdp_version, scenario.framework),
+                        scenario.training.dtype)

@@ -28,6 +28,7 @@ from clustersim.compute import (
     transformer_layer_cost,
 )
 from clustersim.compute.conventions import resolve_attention
+from clustersim.compute.dtypes import activation_bytes
 from clustersim.compute.mtp import mtp_cost
 from clustersim.compute.ops import PassCost
 from clustersim.memory.activations import layer_activation_bytes
@@ -35,7 +36,6 @@ from clustersim.memory.policies import chunk_policies
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.pipeline import model_split
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
-from clustersim.plan.element_bytes import activation_bytes
 from clustersim.plan.optimizer_step import optimizer_step_s
 from clustersim.scenario import Scenario
 from clustersim.workload.model_spec import LayerKind

@@ -45,10 +45,10 @@ import functools
 from dataclasses import dataclass, field, replace
 
 from clustersim.collectives import CollectivePlan, Phase
+from clustersim.compute.dtypes import activation_bytes
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.plan.comm_plans import Item, comm_plan, group_shape
 from clustersim.plan.dp_rules import close_buckets, grad_reduce_bytes, zero3_impl
-from clustersim.plan.element_bytes import activation_bytes
 from clustersim.plan.host_offload import host_copy_plan
 from clustersim.plan.stage_work import StepWork
 from clustersim.scenario import Scenario
