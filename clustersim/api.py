@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import clustersim.html.notebook  # noqa: F401  (attaches StepReport._repr_html_)
 from clustersim.collectives import plan_collective
 from clustersim.compute import model_flops_per_step
 from clustersim.engine.selector import time_plan
@@ -151,7 +152,7 @@ def sweep(scenario: Scenario | str | Path | None = None, *, gpus: int | None = N
     constraints (``fix``/``at_most``: ``"parallel.cp=1"`` items as for ``--fix``/``--max``). The result
     shows its top rows in Jupyter; ``.top(k)`` gives them as ``--json`` does, ``.to_frame()``
     every layout as a DataFrame; ``rerank`` defaults to ``top``."""
-    import clustersim.html.notebook  # noqa: F401  (attaches SweepResult._repr_html_)
+    import clustersim.html.sweep_notebook  # noqa: F401  (attaches SweepResult._repr_html_)
     from clustersim.sweep.constraints import parse_constraints
     from clustersim.sweep.executors import make_executor
     from clustersim.sweep.runner import run_sweep, sweep_spec

@@ -115,8 +115,3 @@ class StepReport:
             out["heterogeneous"] = report(sc)
         return out
 
-    def _repr_html_(self) -> str:
-        """Rich display in Jupyter (clustersim/html/notebook.py)."""
-        from clustersim.html.notebook import report_html
-
-        return report_html(self)

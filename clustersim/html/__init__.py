@@ -6,6 +6,7 @@ timeline_data.py  the event engine's segments as lanes of blocks, merged to a si
 fragments.py      HTML pieces (numbers, interval, tables) shared with the web app and notebooks
 run_page.py, sweep_page.py, compare_page.py   one page per command
 notebook.py       `_repr_html_` of reports in Jupyter (no scripts)
+sweep_notebook.py `_repr_html_` of sweep results in Jupyter
 """
 
 from clustersim.html.page import check_html_path, write_html

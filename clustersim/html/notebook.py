@@ -1,7 +1,7 @@
-"""Rich display in Jupyter: ``_repr_html_`` of StepReport and SweepResult.
+"""Rich display in Jupyter: ``_repr_html_`` of StepReport (SweepResult's: html/sweep_notebook.py).
 
-The sweep does not import the html package (docs/sweep.md): this module attaches
-``SweepResult._repr_html_`` when it is imported, which ``clustersim.api.sweep`` does. Plain HTML
+The report and the sweep do not import the html package (docs/ARCHITECTURE.md): this module
+attaches ``StepReport._repr_html_`` when it is imported, which ``clustersim.api`` does. Plain HTML
 with a style block scoped to ``.clustersim-nb`` (no scripts, no BokehJS: a notebook stays small
 and renders in any front end, including GitHub's viewer). For the charts, write a
 page with ``clustersim.api.report_html`` or `clustersim run --html`.
@@ -9,11 +9,8 @@ page with ``clustersim.api.report_html`` or `clustersim run --html`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from clustersim.html import fragments
-from clustersim.html.page import esc
-from clustersim.sweep.result import SweepResult
+from clustersim.report import StepReport
 
 _STYLE = """<style>
 .clustersim-nb { font-family: system-ui, sans-serif; font-size: 13px; }
@@ -34,7 +31,7 @@ _STYLE = """<style>
 </style>"""
 
 
-def report_html(report: Any) -> str:
+def report_html(report: StepReport) -> str:
     """A StepReport as an HTML fragment: numbers, interval, breakdown, memory per stage."""
     rj = report.to_json()
     stages = [m.to_json() for m in report.memory_by_stage]
@@ -42,20 +39,9 @@ def report_html(report: Any) -> str:
             f"{fragments.interval_html(rj)}{fragments.breakdown_table(rj)}{fragments.memory_table(stages)}</div>")
 
 
-def sweep_html(result: Any, k: int = 10) -> str:
-    """A SweepResult as an HTML fragment: counts and the top ``k`` rows."""
-    from clustersim.html.sweep_page import top_table
-
-    s = result.spec.scenario
-    head = (f"<h1>Layout sweep: {esc(s.model.name)} on {s.cluster.num_gpus} GPUs ({esc(s.cluster.name)})</h1>"
-            f"<p>{result.evaluated:,} layouts screened, {result.fitting:,} fit, {result.estimated:,} in closed form, "
-            f"{result.simulated:,} in the event engine</p>")
-    return f'{_STYLE}<div class="clustersim-nb">{head}{top_table(result.top(k), result.ranked_field)}</div>'
+def _report_repr_html(self: StepReport) -> str:
+    """Rich display in Jupyter: numbers, interval, breakdown, memory per stage."""
+    return report_html(self)
 
 
-def _sweep_repr_html(self: SweepResult) -> str:
-    """Rich display in Jupyter: counts and the top rows."""
-    return sweep_html(self)
-
-
-SweepResult._repr_html_ = _sweep_repr_html  # type: ignore[attr-defined]
+StepReport._repr_html_ = _report_repr_html  # type: ignore[attr-defined]

@@ -15,5 +15,5 @@ rank.py         key codes and the Pareto front
 output.py       atomic CSV/parquet; plot.py: plots; compare.py: time-to-train arithmetic
 
 The sweep imports neither clustersim.html nor clustersim.cli: the notebook display of a
-SweepResult is attached by clustersim.html.notebook (imported by clustersim.api.sweep).
+SweepResult is attached by clustersim.html.sweep_notebook (imported by clustersim.api.sweep).
 """
