@@ -1,7 +1,8 @@
 """Training frameworks as data: the implementation defaults a scenario's ``framework:`` selects.
 
 The same model and layout allocate memory and spend time differently under Megatron-Core,
-Megatron-LM as in its 2021-22 papers ("megatron-legacy"), torchtitan and DeepSpeed (attention
+Megatron-LM as in its 2021-22 papers ("megatron-legacy"), torchtitan, DeepSpeed's ZeRO optimizer and
+DeepSpeed's BF16_Optimizer ("deepspeed-bf16") (attention
 kernel, ZeRO-3 flavour, gradient reduction dtype, ...). ``clustersim/data/frameworks.yaml`` holds
 one entry per framework with the source-code path of every value; it is read once into a frozen
 ``FrameworkSpec`` that the scenario carries, so that cost models read plain fields and never ask
@@ -22,6 +23,7 @@ DEFAULT_FRAMEWORK = "megatron-core"
 ATTENTION_KERNELS = ("flash", "standard")
 ZERO3_IMPLS = ("megatron-fsdp", "fsdp1", "fsdp2", "deepspeed")
 REDUCE_DTYPES = ("fp32", "bf16")
+ZERO1_REDUCE_OPS = ("reduce_scatter", "all_reduce")
 TP_BACKWARD_OVERLAP = ("always", "with-sp", "never")
 _BOOLS = ("overlap_grad_reduce", "overlap_param_gather")
 ELEMENTWISE = ("fused", "eager")
@@ -40,9 +42,13 @@ class FrameworkSpec:
     tp_backward_overlap: str     # backward TP collectives beside the GEMMs: always | with-sp | never
     zero3: str              # ZeRO-3 implementation: megatron-fsdp | fsdp1 | fsdp2 | deepspeed
     grad_reduce_dtype: str  # dtype of the data-parallel gradient reduction: fp32 | bf16
+    zero1_grad_reduce: str  # the collective reducing the gradients under ZeRO-1: reduce_scatter | all_reduce
     # bytes per parameter of the rank's whole (unsharded) gradient buffer that the framework streams
     # through once per step outside the optimizer kernel (zeroing, NaN check, 1/dp scaling); 0 = none modelled
     grad_buffer_bytes_per_param: int
+    # bytes per parameter of the rank's gradients that the framework streams after every micro-batch's
+    # backward, outside the backward's kernels (DeepSpeed BF16_Optimizer's fp32 accumulation); 0 = none
+    micro_batch_grad_bytes_per_param: int
     # --- memory (docs/memory.md): how the implementation holds the job on the GPU (clustersim/memory/) ---
     elementwise: str        # norms, activation, bias/dropout/residual: fused kernels | eager torch ops
     param_bytes: int        # persistent bytes per parameter (16-bit training): 2 = bf16 buffer, 4 = fp32 param
@@ -54,9 +60,11 @@ class FrameworkSpec:
 
 
 _CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_dtype": REDUCE_DTYPES,
+            "zero1_grad_reduce": ZERO1_REDUCE_OPS,
             "elementwise": ELEMENTWISE}
 _INTS = {"param_bytes": (2, 4), "grad_bytes": (2, 4), "optimizer_bytes": (8, 12, 16),
          "grad_buffer_bytes_per_param": tuple(range(0, 33)),
+         "micro_batch_grad_bytes_per_param": tuple(range(0, 33)),
          "loss_saved_bytes_per_logit": (0, 2, 4, 6), "loss_peak_bytes_per_logit": tuple(range(0, 17))}
 
 

@@ -119,7 +119,16 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
     elif (cfg.get("fp16") or {}).get("enabled"):
         dtype = "fp16"
     opt = str((cfg.get("optimizer") or {}).get("type", "adam")).lower()
-    scenario = {"name": name, "framework": "deepspeed", "model": {}, "cluster": cluster_d, "parallel": parallel,
+    framework = "deepspeed"
+    accum = str((cfg.get("data_types") or {}).get("grad_accum_dtype", "")).lower()
+    if dtype == "bf16" and (stage == 0 or (stage == 1 and accum in ("fp32", "float32"))):
+        # DeepSpeed wraps the optimizer in its BF16_Optimizer: bf16 with fp32 gradient accumulation, its
+        # optimizer states sharded over dp (deepspeed/runtime/engine.py _do_optimizer_sanity_check)
+        framework = "deepspeed-bf16"
+        parallel["zero_stage"] = 1
+        notes.append(f"bf16 with zero_optimization.stage {stage}: DeepSpeed's BF16_Optimizer (framework "
+                     "deepspeed-bf16, its own ZeRO-1)")
+    scenario = {"name": name, "framework": framework, "model": {}, "cluster": cluster_d, "parallel": parallel,
                 "training": {"dtype": dtype, "optimizer": "sgd" if opt == "sgd" else "adam"}}
     return scenario, notes
 

@@ -181,7 +181,7 @@ def framework_of(a: MegatronArgs) -> str:
     before Megatron-Core have neither and run the legacy model)."""
     v = a.values
     if v.get("deepspeed") is True:
-        return "deepspeed"
+        return "deepspeed-bf16" if _bf16_optimizer(a) else "deepspeed"
     if "use_legacy_models" in v:
         legacy = bool(v["use_legacy_models"])
     elif "use_mcore_models" in v:
@@ -244,12 +244,22 @@ def _recompute(a: MegatronArgs, layers: int, pp: int, notes: list[str]) -> dict[
                      "uniform, or block covering every layer of a stage (partial recompute is not modelled yet)")
 
 
+def _bf16_optimizer(a: MegatronArgs) -> bool:
+    """Megatron-DeepSpeed with --bf16 and --zero-stage 0: DeepSpeed wraps the optimizer in its
+    BF16_Optimizer (framework deepspeed-bf16; BigScience tr11-176B-ml.slurm: "bf16 must use z0! it
+    implements its own zero stage 1 equivalent"; deepspeed/runtime/engine.py _configure_optimizer)."""
+    return bool(a.values.get("deepspeed")) and bool(a.get("bf16")) and a.get("zero_stage") is not None \
+        and int(a.get("zero_stage")) == 0
+
+
 def _zero_stage(a: MegatronArgs) -> int:
     if a.get("use_torch_fsdp2"):
         return 3
     if a.get("use_custom_fsdp") or a.get("use_megatron_fsdp"):
         return {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(
             str(a.get("data_parallel_sharding_strategy", "optim_grads_params")), 3)
+    if _bf16_optimizer(a):     # BF16_Optimizer shards its optimizer states over dp (its own ZeRO-1)
+        return 1
     if a.values.get("deepspeed") and a.get("zero_stage") is not None:   # Megatron-DeepSpeed
         return int(a.get("zero_stage"))
     return 1 if a.get("use_distributed_optimizer") else 0

@@ -110,7 +110,7 @@ def grad_bucket(scenario: Scenario, params: int, axis: str = "dp_cp") -> Collect
     (ZeRO 0-2: the stage's collective, ``dp_rules.grad_reduce_op``, in the framework's gradient
     bytes): what ``dp_plan`` issues for every bucket, and the sweep's bounds for coarser ones.
     Memoised (a pure function of the frozen scenario): a step's buckets repeat one size."""
-    return comm_plan(scenario, grad_reduce_op(scenario.parallel.zero_stage), params * grad_reduce_bytes(scenario), axis)
+    return comm_plan(scenario, grad_reduce_op(scenario), params * grad_reduce_bytes(scenario), axis)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -129,7 +129,7 @@ def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
     if zero == 3:
         return DpPlan(zero3=zero3_plan(scenario, work))
     size = bucket_params(scenario)
-    grad_op = grad_reduce_op(zero)
+    grad_op = grad_reduce_op(scenario)
     after, after_step = grads_after_backward(par), params_after_step(par)
     grad_buckets: dict[tuple[int, int], tuple[Item, ...]] = {}
     after_backward: dict[int, tuple[Item, ...]] = {}

@@ -54,10 +54,15 @@ def units_in_bucket(unit_params: tuple[int, ...], last: int, params: int) -> int
     return n
 
 
-def grad_reduce_op(zero_stage: int) -> str:
+def grad_reduce_op(scenario: Scenario) -> str:
     """The collective that reduces the gradients of ZeRO 0-2: ZeRO-0 (DDP) all-reduces them, the
-    distributed optimizer (ZeRO-1/2) reduce-scatters them (each rank steps its shard)."""
-    return "all_reduce" if zero_stage == 0 else "reduce_scatter"
+    distributed optimizer (ZeRO-1/2) reduce-scatters them (each rank steps its shard), except a
+    ZeRO-1 whose framework all-reduces the whole gradient before each rank steps its shard
+    (``FrameworkSpec.zero1_grad_reduce``: DeepSpeed's BF16_Optimizer)."""
+    zero = scenario.parallel.zero_stage
+    if zero == 0 or (zero == 1 and scenario.framework.zero1_grad_reduce == "all_reduce"):
+        return "all_reduce"
+    return "reduce_scatter"
 
 
 def zero3_impl(scenario: Scenario) -> str:

@@ -9,6 +9,12 @@ The step of a rank holding ``params`` parameters (before ZeRO sharding) is, one 
   no whole buffer, and with one data-parallel rank the ZeRO stages are one layout (the sweep
   prunes them as such), so none is priced there;
 * gradient clipping's global norm (``grad_norm_all_reduce_s``).
+
+Its share per micro-batch, ``micro_batch_grad_pass_s``: a framework that keeps fp32 gradients
+apart from the backward's 16-bit ones adds each micro-batch's gradients into them after that
+micro-batch's backward (DeepSpeed's BF16_Optimizer: ``FrameworkSpec.micro_batch_grad_bytes_per_param``),
+one memory-bound pass over the stage's parameters that clustersim.plan.stage_work appends to every
+backward, so that both engines run it where the framework does.
 """
 
 from __future__ import annotations
@@ -28,6 +34,13 @@ def optimizer_step_s(scenario: Scenario, params_per_gpu: int) -> float:
     step_s = (host_optimizer_time_s(scenario, params_per_gpu) if par.offload_optimizer
               else optimizer_step_time_s(params_per_gpu, par, gpu))
     return step_s + grad_buffer_time_s(params_per_gpu, buffer_bytes, gpu) + grad_norm_all_reduce_s(scenario)
+
+
+def micro_batch_grad_pass_s(scenario: Scenario, params_per_gpu: int) -> float:
+    """Seconds of the framework's pass over a stage's ``params_per_gpu`` gradients after each
+    micro-batch's backward (module docstring); 0 where the framework has none."""
+    return grad_buffer_time_s(params_per_gpu, scenario.framework.micro_batch_grad_bytes_per_param,
+                              scenario.cluster.gpu)
 
 
 def grad_norm_all_reduce_s(scenario: Scenario) -> float:

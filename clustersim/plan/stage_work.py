@@ -36,7 +36,7 @@ from clustersim.memory.policies import chunk_policies
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.pipeline import model_split
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
-from clustersim.plan.optimizer_step import optimizer_step_s
+from clustersim.plan.optimizer_step import micro_batch_grad_pass_s, optimizer_step_s
 from clustersim.scenario import Scenario
 from clustersim.workload.model_spec import LayerKind
 
@@ -79,6 +79,18 @@ def _with_offload(scenario: Scenario, lc: LayerCost, moe: bool) -> LayerCost:
     d2h = CommOp("activation_offload_d2h", "host_copy", size, "host", True)
     h2d = CommOp("activation_prefetch_h2d", "host_copy", size, "host", True)
     return LayerCost(PassCost((d2h, *lc.forward.ops)), PassCost((h2d, *lc.backward.ops)), lc.recompute, lc.params)
+
+
+def _grad_pass(scenario: Scenario, params: int) -> Work | None:
+    """The framework's pass over the stage's gradients after each micro-batch's backward
+    (DeepSpeed BF16_Optimizer's fp32 accumulation, ``FrameworkSpec.micro_batch_grad_bytes_per_param``;
+    priced by clustersim.plan.optimizer_step.micro_batch_grad_pass_s), as one memory-bound op; None
+    where the framework has none. Its per-tensor launches (a cast and an add per parameter tensor)
+    count as one kernel each."""
+    size = params * scenario.framework.micro_batch_grad_bytes_per_param
+    if size <= 0:
+        return None
+    return (Op("grad_accumulate_fp32", 0.0, size, micro_batch_grad_pass_s(scenario, params), wgrad=True, kernels=2),)
 
 
 def _merge(*parts: Work) -> Work:
@@ -202,6 +214,10 @@ def build_step_work(scenario: Scenario) -> StepWork:
             split.append((tuple(emb.recompute.ops), tuple(emb.backward.ops)))
             unit_params.append(emb.params)
             unit_expert.append(0)
+        grad_pass = _grad_pass(scenario, params)
+        if grad_pass is not None:   # after the backward's last unit (its weight part where W is split off)
+            bwd[-1] = _merge(bwd[-1], grad_pass)
+            split[-1] = (split[-1][0], _merge(split[-1][1], grad_pass))
         splits: dict[int, tuple[Work, Work]] = {}
         parts = [splits.get(id(w)) or splits.setdefault(id(w), _split(w)) for w in bwd]
         model_stages.append(dict(num_layers=n, forward=tuple(fwd), backward=tuple(bwd), backward_split=tuple(split),

@@ -179,6 +179,7 @@ srun bash -c "python -u -m torch.distributed.run --nproc_per_node 8 --nnodes 48 
 """
     res = finish(import_text("megatron-args", script, "tr11.slurm", cluster="dgx-a100", nodes=48), [])
     sc = res.scenario
-    assert (sc["model"]["layers"], sc["model"]["vocab"], sc["framework"]) == (70, 250880, "deepspeed")
+    assert (sc["model"]["layers"], sc["model"]["vocab"], sc["framework"]) == (70, 250880, "deepspeed-bf16")
+    assert sc["parallel"]["zero_stage"] == 1     # bf16 with --zero-stage 0: BF16_Optimizer, its own ZeRO-1
     assert (sc["parallel"]["tp"], sc["parallel"]["pp"], sc["parallel"]["dp"]) == (4, 12, 8)
     assert scenario_from_dict(sc).parallel.layers_per_stage == (5,) + (6,) * 10 + (5,)

@@ -90,3 +90,18 @@ def test_bad_configs_and_logs(kind, content, expected, tmp_path, capsys):
     f.write_text(content)
     code, _, err = _run(["import", kind, str(f), "--cluster", "dgx-h100", "--nodes", "1"], capsys)
     assert code == 2 and expected in err
+
+
+@pytest.mark.parametrize("stage, accum, framework, zero", [
+    (0, None, "deepspeed-bf16", 1),       # bf16 without ZeRO: BF16_Optimizer, its own ZeRO-1
+    (1, "fp32", "deepspeed-bf16", 1),     # ZeRO-1 with fp32 gradient accumulation: the same optimizer
+    (1, None, "deepspeed", 1),            # ZeRO-1 accumulating in bf16: DeepSpeed's ZeRO optimizer
+    (2, "fp32", "deepspeed", 2),
+])
+def test_deepspeed_bf16_configs_pick_the_optimizer_deepspeed_runs(stage, accum, framework, zero):
+    cfg = deepspeed_config(train_batch=64, micro=2, accum=4, stage=stage, dtype="bf16")
+    if accum:
+        cfg["data_types"] = {"grad_accum_dtype": accum}
+    res = finish(import_text("deepspeed-json", json.dumps(cfg), "ds.json", cluster="dgx-a100"), [],
+                 model="megatron-1.7b")
+    assert res.scenario["framework"] == framework and res.scenario["parallel"]["zero_stage"] == zero

@@ -26,7 +26,7 @@ def build(framework: str | None = None, training: dict | None = None, parallel: 
 
 
 def test_every_framework_loads_with_every_field():
-    assert framework_names() == ("megatron-core", "megatron-legacy", "torchtitan", "deepspeed")
+    assert framework_names() == ("megatron-core", "megatron-legacy", "torchtitan", "deepspeed", "deepspeed-bf16")
     for name in framework_names():
         spec = load_framework(name)
         assert isinstance(spec, FrameworkSpec) and spec.name == name and spec.description
