@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from clustersim import api
+from clustersim.api import SWEEP_EVALUATORS
 from clustersim.errors import InputError
 from clustersim.scenario import load_scenario
 from clustersim.sweep.executors import SerialExecutor, make_executor
@@ -51,7 +52,7 @@ def cpu_s() -> float:
 def timed_sweep(path: Path, gpus: int | None, workers: int | None) -> tuple[SweepResult, float, float]:
     """A sweep as `clustersim sweep` runs it (rerank 8, keep 10, a local pool)."""
     wall, cpu = time.perf_counter(), cpu_s()
-    spec = sweep_spec(load_scenario(str(path), ()), gpus)
+    spec = sweep_spec(load_scenario(str(path), ()), gpus, evaluators=SWEEP_EVALUATORS)
     pool = make_executor("local", None, workers)
     try:
         result = run_sweep(spec, pool, rerank=8, keep=10)
@@ -73,13 +74,15 @@ def compare_line(workers: int | None) -> tuple[tuple[int, ...], float, float]:
     from clustersim.sweep.space import SearchSpace
 
     wall, cpu = time.perf_counter(), cpu_s()
-    compare_rows(str(LLAMA), (), CLUSTERS, None, 1e12, {}, "local", None, workers, 1)
+    compare_rows(str(LLAMA), (), CLUSTERS, None, 1e12, {}, "local", None, workers, 1,
+                 evaluators=SWEEP_EVALUATORS)
     wall, cpu = time.perf_counter() - wall, cpu_s() - cpu
     base = load_scenario(str(LLAMA), ())
     results = []
     for preset in CLUSTERS:  # the same sweeps, again, for their counts
         scenario = scenario_on(base, compare_cluster(preset, cluster_size(preset, base.cluster.num_gpus)))
-        results.append(run_sweep(SweepSpec(scenario, SearchSpace()), SerialExecutor(), rerank=1, keep=1))
+        results.append(run_sweep(SweepSpec(scenario, SearchSpace(), evaluators=SWEEP_EVALUATORS), SerialExecutor(),
+                                     rerank=1, keep=1))
     return counts(results), wall, cpu
 
 

@@ -23,6 +23,7 @@ from clustersim.plan.memory_plan import InFlight, rank_memory, schedule_in_fligh
 from clustersim.plan.plan_cache import PlanCache
 from clustersim.report import StepReport
 from clustersim.scenario import Scenario, load_scenario, scenario_from_dict
+from clustersim.sweep.evaluators import Evaluators
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -132,6 +133,13 @@ def estimate(scenario: Scenario, cache: PlanCache | None = None) -> StepReport:
                    per_rank=info)
 
 
+# What sweeps and comparisons evaluate layouts with: the sweep sits below this module and imports
+# no timing model (docs/ARCHITECTURE.md), so its callers pass these in. ``estimate`` is the closed
+# form the sweep's bounds are derived from, and reads ZeRO-1 and ZeRO-2 alike for time.
+SWEEP_EVALUATORS = Evaluators(estimate=estimate, simulate=simulate, bounds_hold=True,
+                              zero_twins_share_time=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # notebooks: DataFrames and pages
 
@@ -159,7 +167,7 @@ def sweep(scenario: Scenario | str | Path | None = None, *, gpus: int | None = N
 
     base = _as_scenario(scenario)
     constraints = parse_constraints(base.model, fix, at_most, (), only_validated)
-    spec = sweep_spec(base, gpus, None, constraints)
+    spec = sweep_spec(base, gpus, None, constraints, evaluators=SWEEP_EVALUATORS)
     pool = make_executor(executor, None, workers)
     try:
         return run_sweep(spec, pool, rerank=rerank, keep=top, pareto=pareto, rank_by=rank_by, find_plain=True)
@@ -193,7 +201,7 @@ def compare_frame(scenario: str | Path | None = None, clusters: Sequence[str] = 
         price_map = {str(k): float(v) for k, v in (prices or {}).items()}
     rows = compare_rows(None if scenario is None else str(scenario), tuple(overrides), presets,
                         list(nodes) if nodes else None, parse_tokens(tokens), price_map, executor, None, workers,
-                        rerank)
+                        rerank, evaluators=SWEEP_EVALUATORS)
     return rows_frame(rows)
 
 

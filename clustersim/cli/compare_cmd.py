@@ -77,6 +77,7 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     layout found by a sweep on each cluster and size, its step time, MFU, time to train --tokens,
     cost and energy, each with an 80% interval. Every cluster gets the same GPU count (--gpus, else
     the scenario's); a row that cannot hold exactly that count says why under the table."""
+    from clustersim.api import SWEEP_EVALUATORS
     from clustersim.hardware.load import list_clusters, use_profiles
     use_profiles(profiles)
     presets = parse_list(clusters, "--clusters")
@@ -103,7 +104,7 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
                 update("sweeps", done, total)
 
         rows = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers,
-                            rerank, price_kwh, gpu_sizes, rank_by, pue, progress)
+                            rerank, price_kwh, gpu_sizes, rank_by, pue, progress, evaluators=SWEEP_EVALUATORS)
     if plot:
         plot_compare(plot, rows, f"training {tokens} tokens: time, cost and energy (80% intervals)")
     if html_file:

@@ -133,6 +133,7 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
     no offload, a GPipe, 1F1B or interleaved 1F1B schedule), a line compares it with the best
     plain 3D one. See docs/sweep.md.
     """
+    from clustersim.api import SWEEP_EVALUATORS
     from clustersim.hardware.load import use_profiles
     use_profiles(profiles)
     if out:
@@ -143,7 +144,8 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
         check_html_path(html_file)
     raw, base, sets = _template(scenario, overrides)
     constraints = parse_constraints(base.model, fixes, maxima, sets, only_validated)
-    spec = sweep_spec(base, gpus, SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes), constraints)
+    spec = sweep_spec(base, gpus, SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes), constraints,
+                      evaluators=SWEEP_EVALUATORS)
     started = time.perf_counter()
     pool = make_executor(executor, scheduler, workers)
     written: list[str] = []

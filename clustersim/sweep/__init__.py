@@ -4,6 +4,7 @@ space.py        every valid layout, with the symmetry rules and the constraints'
 constraints.py  --fix, --max, --set on a searched dimension -> a narrowed SearchSpace
 screen.py       exact memory and a step-time lower bound per layout, cheaply
 evaluate.py     what a worker runs: screening tasks, closed form, event engine
+evaluators.py   the closed form and the event engine, passed in from above (clustersim.api)
 executors.py    serial, local process pool, Dask
 runner.py       screen -> branch and bound with the closed form -> re-rank with the event engine
 bnb.py          the branch and bound: the closed form on what can reach the best groups
@@ -15,5 +16,6 @@ rank.py         key codes and the Pareto front
 output.py       atomic CSV/parquet; plot.py: plots; compare.py: time-to-train arithmetic
 
 The sweep imports neither clustersim.html nor clustersim.cli: the notebook display of a
-SweepResult is attached by clustersim.html.sweep_notebook (imported by clustersim.api.sweep).
+SweepResult is attached by clustersim.html.sweep_notebook (imported by clustersim.api.sweep). Nor does
+it import clustersim.api: its callers pass the timing models in (evaluators.py).
 """

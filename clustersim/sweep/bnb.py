@@ -133,7 +133,7 @@ def branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, kee
     batch = max(4 * workers, 2 * keep)
     # what raises a bound from each level to the next: the refiners, then the replayer (its
     # bounds taken with ``max``: a replay never lowers one)
-    raisers = [functools.partial(level_keys, name) for name in refiners] + [replay_keys] * (top - nref)
+    raisers = [functools.partial(level_keys, refiner) for refiner in refiners] + [replay_keys] * (top - nref)
     # layouts raised per round and level, doubling: few rounds, at most twice the needed work
     # (replays at least four batches: a replay costs a tenth of the closed form; doubling too:
     # every wanted layout is below the threshold, so it is replayed or evaluated unless the

@@ -24,6 +24,7 @@ from clustersim.sweep.compare import (
     train_cost,
 )
 from clustersim.sweep.evaluate import KEY_FIELDS, SweepSpec
+from clustersim.sweep.evaluators import Evaluators
 from clustersim.sweep.executors import SerialExecutor, make_executor
 from clustersim.sweep.runner import SweepResult, make_tasks, parallel_dict, run_sweep
 from clustersim.sweep.space import SearchSpace, layout_key
@@ -52,11 +53,12 @@ def _price(preset: str, prices: dict[str, float], cluster_price: float) -> float
 def _compare_one(job: tuple) -> dict[str, object]:
     """One cluster and size: a serial sweep (so that clusters run side by side in the pool) and
     its best layout's time to train, cost and energy with the 80% interval. Module level: picklable."""
-    preset, size, scenario, base_parallel, tokens, price, kwh_price, rerank, asked = job
+    preset, size, scenario, base_parallel, tokens, price, kwh_price, rerank, asked, evaluators = job
     n = size.nodes
     cluster = scenario.cluster
     try:
-        result = run_sweep(SweepSpec(scenario, SearchSpace()), SerialExecutor(), rerank=rerank, keep=max(1, rerank))
+        result = run_sweep(SweepSpec(scenario, SearchSpace(), evaluators=evaluators), SerialExecutor(), rerank=rerank,
+                           keep=max(1, rerank))
     except InputError as exc:
         option, value = ("--gpus", asked) if asked else ("--nodes", n)
         raise InputError(option, value, f"a size at which {preset} can run this job ({exc.allowed})") from None
@@ -93,20 +95,20 @@ def _compare_one(job: tuple) -> dict[str, object]:
     return row
 
 
-def expected_work(scenario: Scenario) -> float:
+def expected_work(scenario: Scenario, evaluators: Evaluators) -> float:
     """What a compare job is expected to cost, to start the longest first: its layouts times the
     GPU's dense peak. A faster GPU shrinks compute against communication, so more layouts come
     within the bound's gap of the best and its branch and bound runs the closed form longer
     (measured 2026-11-23 on Llama-3-70B: 623 closed-form runs on dgx-b200 against 4-154 on the
     others). Only the order in which the pool starts the jobs follows it (longest-processing-
     time-first list scheduling, Graham 1969); the rows come back in the jobs' order."""
-    spec = SweepSpec(scenario, SearchSpace())
+    spec = SweepSpec(scenario, SearchSpace(), evaluators=evaluators)
     return float(sum(make_tasks(spec, 1)[1])) * scenario.cluster.gpu.peak(scenario.training.dtype)
 
 
 def longest_first(jobs: list[tuple]) -> list[int]:
     """Job indices by ``expected_work``, largest first (ties: the given order)."""
-    work = [expected_work(job[2]) for job in jobs]
+    work = [expected_work(job[2], job[-1]) for job in jobs]
     return sorted(range(len(jobs)), key=lambda i: (-work[i], i))
 
 
@@ -134,14 +136,16 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
                  tokens: float, prices: dict[str, float], executor: str, scheduler: str | None,
                  workers: int | None, rerank: int, price_per_kwh: float | None = None,
                  gpus: list[int] | None = None, rank_by: str = "time", pue: float | None = None,
-                 progress: Callable[[int, int, str], None] | None = None) -> list[dict[str, object]]:
+                 progress: Callable[[int, int, str], None] | None = None, *,
+                 evaluators: Evaluators) -> list[dict[str, object]]:
     """One row per cluster and size: the best layout, time to train, cost and energy with intervals.
 
     Sizes: ``nodes`` (node counts), else ``gpus`` (GPU counts), else the scenario's GPU count: the
     same GPU count on every cluster (``cluster_size``; a row whose cluster cannot hold exactly that
     count says why in ``size_note``). Each cluster and size is one task of the executor (a serial
     sweep inside it): clusters run side by side, which costs less than spreading each small sweep
-    over the pool. ``progress(done, total, cluster)`` is called as each finishes."""
+    over the pool. ``progress(done, total, cluster)`` is called as each finishes; ``evaluators``:
+    the closed form and the event engine of every sweep (clustersim.api.SWEEP_EVALUATORS)."""
     from clustersim.sweep.runner import check_uniform
 
     base = load_scenario(scenario_path, overrides)
@@ -155,7 +159,7 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
             if pue is not None:
                 cluster = replace(cluster, pue=pue)
             jobs.append((preset, size, scenario_on(base, cluster), base.parallel, tokens, price, kwh_price, rerank,
-                         asked))
+                         asked, evaluators))
     pool = make_executor(executor, scheduler, workers)
     order = longest_first(jobs)
     finished = [0]

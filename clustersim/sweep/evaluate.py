@@ -4,36 +4,37 @@ A task is a shape and some of its micro-batch sizes; the worker enumerates the l
 so that only a few integers travel to it and plain tuples of numbers travel back. Per layout:
 the memory pre-check first (cheap), the closed-form estimate only where the layout fits.
 
-Evaluator functions are named as ``"module:function"`` strings and imported in the worker, so a
-task pickles to a few hundred bytes whichever executor runs it.
+The functions a task calls travel with the spec as function objects: the closed form and the
+event engine in ``SweepSpec.evaluators`` (clustersim.sweep.evaluators, passed in from above: the
+sweep imports no API), the screen and its bound levels as fields of their own. All are defined at
+module level, so a process pool pickles them by reference (their module and name).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from clustersim.errors import BudgetError
 from clustersim.memory.report import VERDICTS
-from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.scenario import Scenario
 from clustersim.sweep.constraints import Constraints
-from clustersim.sweep.space import SearchSpace, Shape
+from clustersim.sweep.evaluators import Evaluators
+from clustersim.sweep.replay import replay_bounds
+from clustersim.sweep.screen import compiled_bounds, exact_bounds, kernel_screen_shape, screen_shape
+from clustersim.sweep.space import SearchSpace, Shape, layout_from_key
 
-ESTIMATE = "clustersim.api:estimate"
-SIMULATE = "clustersim.api:simulate"
-SCREEN = "clustersim.sweep.screen:screen_shape"
-# the screen at level 0 (kernels alone), raised lazily to the compiled units by COMPILE (tests)
-SCREEN_KERNELS = "clustersim.sweep.screen:kernel_screen_shape"
-COMPILE = "clustersim.sweep.screen:compiled_bounds"
-REFINE = "clustersim.sweep.screen:exact_bounds"
-REPLAY = "clustersim.sweep.replay:replay_bounds"
+# (scenario, shape, micro_batches, space) -> rows KEY_FIELDS + SCREEN_FIELDS
+Screener = Callable[[Scenario, Shape, tuple[int, ...], SearchSpace], np.ndarray]
+# (scenario, layout keys) -> one bound per key
+Bounder = Callable[[Scenario, tuple[tuple[int, ...], ...]], np.ndarray]
+# clustersim's screeners: ``screen_shape``'s bounds are at the first level (the compiled units),
+# ``kernel_screen_shape``'s at level 0 (kernels alone), raised lazily by ``compiled_bounds`` (tests)
+OWN_SCREENS = (screen_shape, kernel_screen_shape)
 
 # The sweep's table, one float64 row per layout: the canonical key (space.layout_key, small
 # integers, exact in float64), the screen's columns, then the closed form's (NaN where it did
@@ -55,26 +56,25 @@ class SweepSpec:
 
     scenario: Scenario  # the base: model, cluster, training; its layout is the template
     space: SearchSpace = SearchSpace()
-    estimator: str = ESTIMATE
-    simulator: str = SIMULATE
-    # "module:function"(scenario, shape, micro_batches, space) -> rows; SCREEN's bounds are at
-    # the first level (the compiled units), SCREEN_KERNELS' at level 0 (kernels alone)
-    screener: str = SCREEN
-    # "module:function"(scenario, keys) -> the second-level bound of each layout, where the
-    # screener's bound is a first level below it; "" (or another screener): the bounds are final
-    refiner: str = REFINE
-    # "module:function"(scenario, keys) -> a third-level bound of each layout (0: none), at most
-    # the closed form of ``ESTIMATE``; "" (or another estimator or screener): no third level
-    replayer: str = REPLAY
+    # the rows of a shape's layouts, with the first bound on each (``OWN_SCREENS``)
+    screener: Screener = screen_shape
+    # the second-level bound of each layout, where the screener's bound is a first level below it;
+    # None (or another screener): the bounds are final
+    refiner: Bounder | None = exact_bounds
+    # a third-level bound of each layout (0: none), at most clustersim's closed form where
+    # ``evaluators.bounds_hold``; None (or another screener or estimator): no third level
+    replayer: Bounder | None = replay_bounds
     # evaluate one of each pair of ZeRO-1 / ZeRO-2 twins in closed form (``time_twins``)
     share_twins: bool = True
     # what narrowed ``space`` (``--fix``, ``--max``, ``--only-validated``; runner.sweep_spec applies them)
     constraints: Constraints = Constraints()
+    # the closed form and the event engine (clustersim.api.SWEEP_EVALUATORS), passed in from above
+    evaluators: Evaluators = field(kw_only=True)
 
     @property
     def own_screen(self) -> bool:
-        """Whether the screener is clustersim's (``SCREEN`` or ``SCREEN_KERNELS``)."""
-        return self.screener in (SCREEN, SCREEN_KERNELS)
+        """Whether the screener is clustersim's (``OWN_SCREENS``)."""
+        return self.screener in OWN_SCREENS
 
     @property
     def lazy_bounds(self) -> bool:
@@ -82,14 +82,14 @@ class SweepSpec:
         return bool(self.refine_levels)
 
     @property
-    def refine_levels(self) -> tuple[str, ...]:
-        """The refiners that raise a lazy bound, level by level: from level 0 (``SCREEN_KERNELS``)
-        the compiled units (``COMPILE``); then the second level (``refiner``), which for dense
+    def refine_levels(self) -> tuple[Bounder, ...]:
+        """The refiners that raise a lazy bound, level by level: from level 0 (``kernel_screen_shape``)
+        the compiled units (``compiled_bounds``); then the second level (``refiner``), which for dense
         models adds nothing to the compiled units (the data-parallel stream term is MoE's,
         ``Screen.dp_term``)."""
-        if not self.refiner or not self.own_screen:
+        if self.refiner is None or not self.own_screen:
             return ()
-        levels = (COMPILE,) if self.screener == SCREEN_KERNELS else ()
+        levels: tuple[Bounder, ...] = (compiled_bounds,) if self.screener is kernel_screen_shape else ()
         return levels + (self.refiner,) if self.scenario.model.is_moe else levels
 
     @property
@@ -100,12 +100,13 @@ class SweepSpec:
         gathers alike for both, the optimizer shards alike), so the branch and bound runs one
         twin and gives the other its time with its own memory from the screen, which is the closed
         form's (tests/sweep/test_twins.py checks both on random layouts)."""
-        return self.share_twins and self.own_screen and self.estimator == ESTIMATE
+        return self.share_twins and self.own_screen and self.evaluators.zero_twins_share_time
 
     @property
     def replay_bounds(self) -> bool:
-        """Whether ``replayer`` gives a third level (it bounds the shipped closed form only)."""
-        return bool(self.replayer) and self.own_screen and self.estimator == ESTIMATE
+        """Whether ``replayer`` gives a third level (it bounds clustersim's closed form only:
+        ``Evaluators.bounds_hold``)."""
+        return self.replayer is not None and self.own_screen and self.evaluators.bounds_hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,21 +115,6 @@ class Task:
     one task share their unit-time classes (``runner.make_tasks``)."""
 
     blocks: tuple[tuple[Shape, tuple[int, ...]], ...]
-
-
-@functools.cache
-def resolve(name: str) -> Callable[..., Any]:
-    """Import ``"package.module:function"``."""
-    module, _, attr = name.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-def layout_from_key(key: tuple[int, ...], template: ParallelLayout) -> ParallelLayout:
-    """Inverse of ``space.layout_key`` (options the sweep does not search come from ``template``)."""
-    tp, cp, pp, dp, ep, etp, mb, zero, rec, sp, sched, v, off = key
-    return replace(template, tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, expert_tp=etp, micro_batch=mb, zero_stage=zero,
-                   recompute=RECOMPUTE[rec], sequence_parallel=bool(sp), schedule=SCHEDULES[sched],
-                   virtual_stages=v, offload_optimizer=bool(off))
 
 
 def report_metrics(report: Any) -> tuple[float, ...]:
@@ -141,19 +127,20 @@ def report_metrics(report: Any) -> tuple[float, ...]:
 def screen_task(spec: SweepSpec, task: Task) -> np.ndarray:
     """Rows ``KEY_FIELDS + SCREEN_FIELDS`` of every layout of ``task``, block after block, each
     in canonical order."""
-    screen = resolve(spec.screener)
-    parts = [screen(spec.scenario, shape, mbs, spec.space) for shape, mbs in task.blocks]
+    parts = [spec.screener(spec.scenario, shape, mbs, spec.space) for shape, mbs in task.blocks]
     return np.concatenate(parts, axis=0) if parts else np.zeros((0, len(KEY_FIELDS) + len(SCREEN_FIELDS)))
 
 
-def level_keys(name: str, spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
-    """The bound of each layout key by the refiner ``name`` ("module:function")."""
-    return resolve(name)(spec.scenario, keys)
+def level_keys(refiner: Bounder, spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """The bound of each layout key by ``refiner`` (one of ``spec.refine_levels``)."""
+    return refiner(spec.scenario, keys)
 
 
 def replay_keys(spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """The replayer's third-level bound of each layout key (one float per key; 0: none)."""
-    return resolve(spec.replayer)(spec.scenario, keys)
+    if spec.replayer is None:
+        raise RuntimeError("replay_keys needs a replayer (SweepSpec.replay_bounds)")
+    return spec.replayer(spec.scenario, keys)
 
 
 # A layout whose step exceeds an engine's budget (clustersim.limits) gets no numbers from it:
@@ -170,7 +157,7 @@ def _metrics_within_budget(run: Callable[[Scenario], Any], scenario: Scenario) -
 
 def estimate_keys(spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """METRIC_FIELDS of each layout through the closed form (NaN: over the closed form's budget)."""
-    estimate = resolve(spec.estimator)
+    estimate = spec.evaluators.estimate
     base = spec.scenario
     rows = [_metrics_within_budget(estimate, replace(base, parallel=layout_from_key(k, base.parallel))) for k in keys]
     return np.array(rows, dtype=np.float64).reshape(len(keys), len(METRIC_FIELDS))
@@ -178,6 +165,6 @@ def estimate_keys(spec: SweepSpec, keys: tuple[tuple[int, ...], ...]) -> np.ndar
 
 def simulate_key(spec: SweepSpec, key: tuple[int, ...]) -> tuple[float, ...]:
     """METRIC_FIELDS of one layout through the event engine (re-ranking; NaN: over its budget)."""
-    simulate = resolve(spec.simulator)
+    simulate = spec.evaluators.simulate
     layout = layout_from_key(key, spec.scenario.parallel)
     return _metrics_within_budget(simulate, replace(spec.scenario, parallel=layout))

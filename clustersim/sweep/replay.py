@@ -50,6 +50,7 @@ from clustersim.sweep.dpbound import GatherGate
 from clustersim.sweep.pipe_bound import BOUND_SLACK
 from clustersim.sweep.programs import indexed_program, pair_s, stage_durations
 from clustersim.sweep.screen import Screen, screen_for
+from clustersim.sweep.space import layout_from_key
 from clustersim.sweep.unit_times import UnitSeconds
 
 
@@ -150,7 +151,5 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
 
 def replay_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """``replay_bound_s`` of each layout key (the sweep's third level; 0: not applicable)."""
-    from clustersim.sweep.evaluate import layout_from_key
-
     sc = screen_for(base)
     return np.array([replay_bound_s(sc, layout_from_key(k, base.parallel)) for k in keys], dtype=np.float64)

@@ -16,11 +16,11 @@ from clustersim.sweep.evaluate import (
     KEY_FIELDS,
     METRIC_FIELDS,
     SweepSpec,
-    layout_from_key,
 )
 from clustersim.sweep.objective import METRIC_FIELDS as RANKED_FIELDS
 from clustersim.sweep.objective import cost_per_million_tokens, plain_mask
 from clustersim.sweep.rank import pareto_front
+from clustersim.sweep.space import layout_from_key
 from clustersim.uncertainty import step_interval
 
 N_KEY = len(KEY_FIELDS)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from clustersim.sweep.evaluate import (
     screen_task,
     simulate_key,
 )
+from clustersim.sweep.evaluators import Evaluators
 from clustersim.sweep.executors import Executor, SerialExecutor
 from clustersim.sweep.groups import rank_groups
 from clustersim.sweep.objective import (
@@ -64,7 +66,7 @@ from clustersim.sweep.space import (
     shapes,
 )
 
-__all__ = ["Progress", "SweepResult", "make_tasks", "parallel_dict", "run_sweep", "sweep_spec"]
+__all__ = ["Evaluators", "Progress", "SweepResult", "make_tasks", "parallel_dict", "run_sweep", "sweep_spec"]
 
 TASKS_PER_WORKER = 16
 N_KEY = len(KEY_FIELDS)
@@ -318,9 +320,11 @@ def check_uniform(scenario: Scenario) -> None:
 
 
 def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace | None = None,
-               constraints: Constraints | None = None, **evaluators: str) -> SweepSpec:
+               constraints: Constraints | None = None, *, evaluators: Evaluators,
+               **options: Any) -> SweepSpec:
     """The spec of a sweep of ``scenario``'s model and batch on its cluster, resized to ``gpus``,
-    with ``space`` narrowed to ``constraints`` (clustersim.sweep.constraints)."""
+    with ``space`` narrowed to ``constraints`` (clustersim.sweep.constraints), evaluated by
+    ``evaluators`` (clustersim.api.SWEEP_EVALUATORS); ``options``: other SweepSpec fields."""
     check_uniform(scenario)
     # an explicit split (or a framework's: clustersim.parallel.split) belongs to the template's pipeline
     # depth; the sweep varies it and splits every candidate evenly
@@ -336,4 +340,4 @@ def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace |
     space = constraints.apply(space, scenario.model)
     if constraints.only_validated:
         space = validated_space(scenario, space)
-    return SweepSpec(scenario, space, constraints=constraints, **evaluators)
+    return SweepSpec(scenario, space, constraints=constraints, evaluators=evaluators, **options)

@@ -44,6 +44,7 @@ from clustersim.sweep.rows import ROW_WIDTH, VectorRows
 from clustersim.sweep.space import (
     SearchSpace,
     Shape,
+    layout_from_key,
     offload_options,
     schedule_options,
     schedule_zero_ok,
@@ -75,8 +76,6 @@ class Screen:
     def count_classes(self, keys: np.ndarray) -> int:
         """Distinct unit-time classes of these rows of (tp, cp, pp, dp, ep, expert_tp, micro_batch,
         recompute index, sequence_parallel)."""
-        from clustersim.sweep.evaluate import layout_from_key
-
         tmpl = self.base.parallel
         return self.classes.count_classes(layout_from_key((tp, cp, pp, dp, ep, etp, mb, 0, rec, sp, 1, 1, 0), tmpl)
                                           for tp, cp, pp, dp, ep, etp, mb, rec, sp in keys.astype(np.int64).tolist())
@@ -242,8 +241,6 @@ def kernel_screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, 
 def compiled_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """The first level of the bound (``step_bound_s`` at level 1: the compiled units and the ZeRO-3
     gathers, no data-parallel stream term) of each layout key."""
-    from clustersim.sweep.evaluate import layout_from_key
-
     sc = screen_for(base)
     out = np.empty(len(keys), dtype=np.float64)
     for i, key in enumerate(keys):
@@ -255,8 +252,6 @@ def compiled_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.nda
 def exact_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """The second-level bound (``step_bound_s`` with the class's unit times) of each layout key:
     what ``screen_shape(..., exact=True)`` puts in its bound column for the same layout."""
-    from clustersim.sweep.evaluate import layout_from_key
-
     sc = screen_for(base)
     out = np.empty(len(keys), dtype=np.float64)
     for i, key in enumerate(keys):

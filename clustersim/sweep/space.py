@@ -334,3 +334,11 @@ def layout_key(p: ParallelLayout) -> tuple[int, ...]:
     """The canonical sort key of a layout: degrees first, then options, all as integers."""
     return (p.tp, p.cp, p.pp, p.dp, p.ep, p.expert_tp, p.micro_batch, p.zero_stage, _RECOMPUTE_INDEX[p.recompute],
             int(p.sequence_parallel), _SCHEDULE_INDEX[p.schedule], p.virtual_stages, int(p.offload_optimizer))
+
+
+def layout_from_key(key: tuple[int, ...], template: ParallelLayout) -> ParallelLayout:
+    """Inverse of ``layout_key`` (options the sweep does not search come from ``template``)."""
+    tp, cp, pp, dp, ep, etp, mb, zero, rec, sp, sched, v, off = key
+    return replace(template, tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, expert_tp=etp, micro_batch=mb, zero_stage=zero,
+                   recompute=RECOMPUTE[rec], sequence_parallel=bool(sp), schedule=SCHEDULES[sched],
+                   virtual_stages=v, offload_optimizer=bool(off))

@@ -8,6 +8,7 @@ import io
 import pytest
 from rich.console import Console
 
+from clustersim.api import SWEEP_EVALUATORS
 from clustersim.cli import main
 from clustersim.cli.progress import progress_bar
 from clustersim.sweep.compare_rows import compare_rows
@@ -37,7 +38,8 @@ def test_table_title_tokens_as_typed_and_a_note_on_a_row_that_differs(capsys) ->
 def test_rows_carry_the_request_and_report_progress() -> None:
     calls = []
     rows = compare_rows(None, tuple(SMALL[1::2]), ["dgx-a100"], None, 1e9, {}, "serial", None, None, 1, gpus=[8],
-                        progress=lambda done, total, cluster: calls.append((done, total, cluster)))
+                        progress=lambda done, total, cluster: calls.append((done, total, cluster)),
+                        evaluators=SWEEP_EVALUATORS)
     assert calls == [(0, 1, ""), (1, 1, "dgx-a100")]
     (row,) = rows
     assert (row["gpus"], row["gpus_requested"], row["size_note"]) == (8, 8, "")

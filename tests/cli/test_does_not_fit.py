@@ -9,6 +9,7 @@ import shlex
 
 import pytest
 
+from clustersim.api import SWEEP_EVALUATORS
 from clustersim.cli import main
 from clustersim.cli.does_not_fit import sweep_command
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
@@ -48,7 +49,8 @@ def _check_runs_as_printed(words: list[str], gpus: int) -> None:
         else:
             assert flag == "--gpus"
             size = int(value)
-    spec = sweep_spec(scenario_from_dict(apply_overrides(read_scenario_dict(path), sets)), size)
+    spec = sweep_spec(scenario_from_dict(apply_overrides(read_scenario_dict(path), sets)), size,
+                      evaluators=SWEEP_EVALUATORS)
     assert spec.scenario.cluster.num_gpus == gpus
     assert not any(s.startswith(("parallel.tp=", "parallel.pp=", "parallel.dp=", "cluster.nodes=")) for s in sets)
 

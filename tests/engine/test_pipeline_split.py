@@ -120,9 +120,10 @@ def test_cli_json_and_report_show_the_split(tmp_path) -> None:
 
 
 def test_sweep_drops_the_template_split() -> None:
+    from clustersim.api import SWEEP_EVALUATORS
     from clustersim.parallel.split import split_is_set
     from clustersim.sweep.runner import sweep_spec
 
     sc = scenario_from_dict(scenario(first_stage_layers=6, last_stage_layers=6))
-    base = sweep_spec(sc).scenario.parallel
+    base = sweep_spec(sc, evaluators=SWEEP_EVALUATORS).scenario.parallel
     assert not split_is_set(base) and base.layers_per_stage == ()

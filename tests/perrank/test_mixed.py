@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clustersim.api import estimate, simulate
+from clustersim.api import SWEEP_EVALUATORS, estimate, simulate
 from clustersim.errors import InputError
 from clustersim.parallel.balance import balance_layers, balance_micro_batches, check_layers_per_stage
 from clustersim.scenario import apply_overrides, load_scenario, read_scenario_dict, scenario_from_dict
@@ -113,5 +113,6 @@ def test_compare_refuses_mixed_clusters_and_faults(tmp_path) -> None:
                                   "faults": {"slow_gpus": [{"rank": 1, "speed": 0.5}]}}))
     for path, field in ((MIXED, "cluster.groups"), (faulty, "faults")):
         with pytest.raises(InputError) as exc:
-            compare_rows(str(path), (), ["dgx-h100"], None, 1e12, {}, "serial", None, None, 1)
+            compare_rows(str(path), (), ["dgx-h100"], None, 1e12, {}, "serial", None, None, 1,
+                         evaluators=SWEEP_EVALUATORS)
         assert exc.value.field == field

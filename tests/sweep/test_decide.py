@@ -14,15 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from clustersim.api import SWEEP_EVALUATORS
 from clustersim.errors import InputError
 from clustersim.parallel.layout import SCHEDULES
 from clustersim.scenario import load_scenario
 from clustersim.sweep.constraints import Constraints, parse_constraints, searched_overrides
-from clustersim.sweep.evaluate import COL, KEY_FIELDS, layout_from_key
+from clustersim.sweep.evaluate import COL, KEY_FIELDS
 from clustersim.sweep.executors import SerialExecutor
 from clustersim.sweep.objective import RANK_BY, group_codes, interval_factors, plain_mask
 from clustersim.sweep.runner import run_sweep, sweep_spec
-from clustersim.sweep.space import SearchSpace, count_layouts, enumerate_layouts
+from clustersim.sweep.space import SearchSpace, count_layouts, enumerate_layouts, layout_from_key
 from clustersim.sweep.verdict import plain_line, verdict
 from clustersim.uncertainty import step_interval
 
@@ -43,8 +44,8 @@ def _sweep(rank_by: str = "time", fix: tuple[str, ...] = (), most: tuple[str, ..
            keep: int = 10, rerank: int = 3):
     s = _scenario()
     c = parse_constraints(s.model, fix, most, (), only)
-    return run_sweep(sweep_spec(s, constraints=c), SerialExecutor(), rerank=rerank, keep=keep, rank_by=rank_by,
-                     find_plain=True)
+    return run_sweep(sweep_spec(s, constraints=c, evaluators=SWEEP_EVALUATORS), SerialExecutor(), rerank=rerank,
+                     keep=keep, rank_by=rank_by, find_plain=True)
 
 
 def _group_key(p: dict) -> tuple:
@@ -144,7 +145,7 @@ def test_constraints_cut_the_enumeration(fix, most, check):
     itself is narrowed, not the results filtered."""
     s = _scenario()
     c = parse_constraints(s.model, fix, most)
-    spec = sweep_spec(s, constraints=c)
+    spec = sweep_spec(s, constraints=c, evaluators=SWEEP_EVALUATORS)
     full = count_layouts(s.model, s.cluster, s.parallel, SearchSpace())
     assert 0 < count_layouts(s.model, s.cluster, s.parallel, spec.space) < full
     r = run_sweep(spec, SerialExecutor(), rerank=1, keep=5, find_plain=True)
@@ -161,11 +162,11 @@ def test_only_validated_keeps_validated_regimes():
     s = load_scenario(None, [o for o in TWO_NODES if not o.startswith(("cluster.nodes", "parallel.dp"))]
                       + ["cluster.nodes=8", "parallel.dp=16", "parallel.global_batch=64"])
     c = parse_constraints(s.model, ("parallel.tp=2",), ("parallel.pp=2",), (), True)
-    r = run_sweep(sweep_spec(s, constraints=c), SerialExecutor(), rerank=1, keep=5)
+    r = run_sweep(sweep_spec(s, constraints=c, evaluators=SWEEP_EVALUATORS), SerialExecutor(), rerank=1, keep=5)
     assert (r.table[:, COL["cp"]] == 1).all() and (r.table[:, COL["zero_stage"]] < 3).all()
     assert all(row["interval"]["validated"] for row in r.top(5))
     with pytest.raises(InputError) as e:  # 16 GPUs: outside the measured range, nothing validated
-        sweep_spec(_scenario(), constraints=Constraints(only_validated=True))
+        sweep_spec(_scenario(), constraints=Constraints(only_validated=True), evaluators=SWEEP_EVALUATORS)
     assert e.value.field == "--only-validated"
 
 
@@ -198,7 +199,7 @@ def test_best_groups_equal_brute_force_on_a_constrained_space():
     s = _scenario()
     # pp 1: the scenario's own layout (pp 2), which the event engine re-ranks, is left out
     c = parse_constraints(s.model, ("parallel.tp=2", "parallel.micro_batch=1", "parallel.pp=1"))
-    spec = sweep_spec(s, constraints=c)
+    spec = sweep_spec(s, constraints=c, evaluators=SWEEP_EVALUATORS)
     truth: dict[int, tuple] = {}
     layouts = list(enumerate_layouts(s.model, s.cluster, s.parallel, spec.space))
     table = np.array([layout_key(p) for p in layouts], dtype=np.float64)
@@ -247,7 +248,8 @@ def test_bad_constraints(fix, most, field, words):
 
 def test_constraints_no_layout_satisfies():
     with pytest.raises(InputError) as e:
-        sweep_spec_and_run = sweep_spec(_scenario(), constraints=parse_constraints(_scenario().model, ("tp=3",)))
+        sweep_spec_and_run = sweep_spec(_scenario(), constraints=parse_constraints(_scenario().model, ("tp=3",)),
+                                        evaluators=SWEEP_EVALUATORS)
         run_sweep(sweep_spec_and_run, SerialExecutor(), rerank=0, keep=1)
     assert e.value.field == "--fix" and "tp=3" in str(e.value)
 

@@ -61,3 +61,25 @@ def _keys_a_memo(tree: ast.Module, call: ast.Call) -> bool:
                 isinstance(node.func.value, ast.Attribute):
             return True
     return False
+
+
+def test_the_sweep_imports_no_timing_model_even_by_name():
+    """The closed form and the event engine come in as functions (``SweepSpec.evaluators``, filled
+    by ``clustersim.api.SWEEP_EVALUATORS``): no sweep module imports the API, the engine or
+    per-rank mode, not inside a function and not by a module name in a string (``importlib``),
+    which ``lint-imports`` would not see."""
+    above = ("clustersim.api", "clustersim.engine", "clustersim.perrank")
+    bad = []
+    for name, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                mods = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.Name) and node.id == "__import__":
+                mods = ["__import__"]
+            else:
+                continue
+            bad += [f"{name}: {m}" for m in mods
+                    if m.startswith(above) or m.split(".")[0] in ("importlib", "__import__")]
+    assert not bad

@@ -18,23 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clustersim.api import SWEEP_EVALUATORS
 from clustersim.plan.compiled_unit import compile_unit
 from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import load_scenario
-from clustersim.sweep.evaluate import (
-    COL,
-    COMPILE,
-    KEY_FIELDS,
-    REFINE,
-    SCREEN,
-    SCREEN_KERNELS,
-    SweepSpec,
-    layout_from_key,
-)
+from clustersim.sweep.evaluate import COL, KEY_FIELDS, SweepSpec
 from clustersim.sweep.executors import SerialExecutor
 from clustersim.sweep.runner import run_sweep, sweep_spec
-from clustersim.sweep.screen import Screen, compiled_bounds, exact_bounds, screen_shape
-from clustersim.sweep.space import SearchSpace, micro_batch_sizes, shape_layouts, shapes
+from clustersim.sweep.screen import Screen, compiled_bounds, exact_bounds, kernel_screen_shape, screen_shape
+from clustersim.sweep.space import SearchSpace, layout_from_key, micro_batch_sizes, shape_layouts, shapes
 from clustersim.sweep.unit_times import class_dp_key, class_scenario, compute_s, lower_unit_times, unit_times
 from tests.sweep.test_screen import SCENARIOS
 
@@ -132,18 +124,20 @@ def test_refined_bounds_equal_the_exact_screen(which):
             assert sc.step_bound_s(p, sc.profile(p), exact=False) == row[15]
 
 
-@pytest.mark.parametrize("screener", [SCREEN, SCREEN_KERNELS])
+@pytest.mark.parametrize("screener", [screen_shape, kernel_screen_shape])
 @pytest.mark.parametrize("which,keep", [("moe", 3), ("dense", 5)])
 def test_lazy_branch_and_bound_evaluates_what_the_exact_one_does(which, keep, screener):
     """Same closed-form evaluations, same ranking, with the screen's level (1, the compiled
     units; or 0, kernels alone, raised to 1 first) refined lazily."""
     s = _scenario(which)
     # without the third level (tests/sweep/test_replay.py), which prunes more
-    lazy = run_sweep(replace(sweep_spec(s), replayer="", screener=screener), SerialExecutor(), rerank=0, keep=keep)
-    assert lazy.spec.refine_levels == {(SCREEN, "moe"): (REFINE,), (SCREEN, "dense"): (),
-                                       (SCREEN_KERNELS, "moe"): (COMPILE, REFINE),
-                                       (SCREEN_KERNELS, "dense"): (COMPILE,)}[(screener, which)]
-    exact = run_sweep(SweepSpec(lazy.spec.scenario, lazy.spec.space, screener="tests.sweep.test_lazy_bound:screen_exact"),
+    spec = replace(sweep_spec(s, evaluators=SWEEP_EVALUATORS), replayer=None, screener=screener)
+    lazy = run_sweep(spec, SerialExecutor(), rerank=0, keep=keep)
+    assert lazy.spec.refine_levels == {(screen_shape, "moe"): (exact_bounds,), (screen_shape, "dense"): (),
+                                       (kernel_screen_shape, "moe"): (compiled_bounds, exact_bounds),
+                                       (kernel_screen_shape, "dense"): (compiled_bounds,)}[(screener, which)]
+    exact = run_sweep(SweepSpec(lazy.spec.scenario, lazy.spec.space, screener=screen_exact,
+                                evaluators=SWEEP_EVALUATORS),
                       SerialExecutor(), rerank=0, keep=keep)
     n = len(KEY_FIELDS)
 
@@ -158,7 +152,7 @@ def test_lazy_branch_and_bound_evaluates_what_the_exact_one_does(which, keep, sc
     assert lazy.estimated < lazy.fitting
     by_key = {tuple(row[:n]): row[COL["bound_step_time_s"]] for row in exact.table}
     assert all(row[COL["bound_step_time_s"]] <= by_key[tuple(row[:n])] for row in lazy.table)
-    assert replace(lazy.spec, refiner="").lazy_bounds is False
+    assert replace(lazy.spec, refiner=None).lazy_bounds is False
 
 
 @pytest.mark.parametrize("which", ["moe", "dense", "screen4", "screen5"])

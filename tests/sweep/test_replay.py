@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clustersim import api
+from clustersim.api import SWEEP_EVALUATORS
 from clustersim.scenario import load_scenario
 from clustersim.sweep.executors import SerialExecutor
 from clustersim.sweep.replay import replay_bound_s, replay_ends
@@ -170,14 +171,14 @@ def test_branch_and_bound_with_replay_ranks_as_without(which, keep):
     """The third level only prunes: the same best ``keep`` with their closed-form numbers, and
     fewer evaluations."""
     s = _case(which)[0]
-    spec = sweep_spec(s)
+    spec = sweep_spec(s, evaluators=SWEEP_EVALUATORS)
     assert spec.replay_bounds
     with_replay = run_sweep(spec, SerialExecutor(), rerank=0, keep=keep)
-    without = run_sweep(replace(spec, replayer=""), SerialExecutor(), rerank=0, keep=keep)
+    without = run_sweep(replace(spec, replayer=None), SerialExecutor(), rerank=0, keep=keep)
     assert with_replay.top(keep) == without.top(keep)
     # rounds pick layouts in batches by bound, so the sets differ; the count falls
     assert with_replay.estimated < without.estimated
-    assert replace(spec, estimator="mypackage:my_estimate").replay_bounds is False
+    assert replace(spec, evaluators=replace(spec.evaluators, bounds_hold=False)).replay_bounds is False
 
 
 _segment = st.tuples(st.sampled_from(["compute", "comm"]), st.floats(min_value=1e-4, max_value=1.0))

@@ -9,17 +9,21 @@ import numpy as np
 import pytest
 
 from clustersim import api
+from clustersim.api import SWEEP_EVALUATORS
 from clustersim.scenario import load_scenario
 from clustersim.sweep.evaluate import COL, KEY_FIELDS, SweepSpec
+from clustersim.sweep.evaluators import Evaluators
 from clustersim.sweep.executors import LocalExecutor, SerialExecutor
 from clustersim.sweep.rank import pareto_front
 from clustersim.sweep.runner import run_sweep, sweep_spec
 from clustersim.sweep.space import enumerate_layouts, layout_key
+from tests.sweep import toy_model
 
 SMALL = ["model.preset=megatron-1.7b", "cluster.preset=dgx-a100", "cluster.nodes=1", "parallel.tp=2",
          "parallel.pp=2", "parallel.dp=2", "parallel.global_batch=8", "parallel.zero_stage=1"]
-TOY = dict(estimator="tests.sweep.toy_model:estimate", simulator="tests.sweep.toy_model:simulate",
-           screener="tests.sweep.toy_model:screen")
+# module-level functions: the process pool's workers unpickle them by reference (test_executors_agree_on_toy)
+TOY = dict(screener=toy_model.screen,
+           evaluators=Evaluators(estimate=toy_model.estimate, simulate=toy_model.simulate))
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +33,7 @@ def small():
 
 @pytest.fixture(scope="module")
 def small_result(small):
-    return run_sweep(sweep_spec(small), SerialExecutor(), rerank=3, keep=5)
+    return run_sweep(sweep_spec(small, evaluators=SWEEP_EVALUATORS), SerialExecutor(), rerank=3, keep=5)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +81,8 @@ def test_p90_branch_and_bound_finds_the_brute_force_best(small, brute_force):
     hi = interval_factors(small, np.concatenate([keys, np.zeros((len(keys), 7))], axis=1))[0]
     assert len(set(hi)) > 1  # ZeRO-3 pays for its regime's uncertainty here
     truth = [k for _, _, k in _groups([(tps / f, peak, k) for (tps, peak, k), f in zip(rows, hi, strict=True)])[:5]]
-    spec = sweep_spec(small, constraints=parse_constraints(small.model, (), ("parallel.pp=1",)))
+    spec = sweep_spec(small, constraints=parse_constraints(small.model, (), ("parallel.pp=1",)),
+                      evaluators=SWEEP_EVALUATORS)
     r = run_sweep(spec, SerialExecutor(), rerank=0, keep=5, rank_by="p90")
     assert [tuple(int(v) for v in r.table[i, :len(KEY_FIELDS)]) for i in r.row_indices(5)] == truth
 
@@ -88,7 +93,7 @@ def test_pareto_mode_finds_the_brute_force_front(small, brute_force):
         if tps > best:
             front.append(key)
             best = tps
-    r = run_sweep(sweep_spec(small), SerialExecutor(), rerank=0, keep=1, pareto=True)
+    r = run_sweep(sweep_spec(small, evaluators=SWEEP_EVALUATORS), SerialExecutor(), rerank=0, keep=1, pareto=True)
     got = [tuple(int(v) for v in r.table[i, :len(KEY_FIELDS)]) for i in r.pareto()]
     assert got == front
 
@@ -175,7 +180,7 @@ def test_dask_local_cluster_gives_the_same_ranking(small, small_result):
 
     ex = DaskExecutor(workers=2)
     try:
-        dask = run_sweep(sweep_spec(small), ex, rerank=3, keep=5)
+        dask = run_sweep(sweep_spec(small, evaluators=SWEEP_EVALUATORS), ex, rerank=3, keep=5)
     finally:
         ex.close()
     np.testing.assert_array_equal(small_result.table, dask.table)

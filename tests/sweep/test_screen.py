@@ -15,11 +15,17 @@ from hypothesis import strategies as st
 from clustersim import api
 from clustersim.memory.report import VERDICTS
 from clustersim.scenario import load_scenario
-from clustersim.sweep.evaluate import layout_from_key
 from clustersim.sweep.pipe_bound import pipeline_bound_s
 from clustersim.sweep.profiles import profile_micro_batches, schedule_profile
 from clustersim.sweep.screen import Screen, screen_shape
-from clustersim.sweep.space import SearchSpace, layout_key, micro_batch_sizes, shape_layouts, shapes
+from clustersim.sweep.space import (
+    SearchSpace,
+    layout_from_key,
+    layout_key,
+    micro_batch_sizes,
+    shape_layouts,
+    shapes,
+)
 
 SCENARIOS = [
     # a small MoE model with dense first layers and MTP: EP x ETP folding, zero-bubble and DualPipe

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clustersim import api
+from clustersim.api import SWEEP_EVALUATORS
 from clustersim.memory.report import VERDICTS
 from clustersim.scenario import load_scenario
 from clustersim.sweep.evaluate import COL, estimate_keys
@@ -61,7 +62,7 @@ def test_branch_and_bound_with_twins_ranks_as_without(monkeypatch):
     monkeypatch.setattr(bnb, "estimate_keys", counted)
     monkeypatch.setattr(runner, "estimate_keys", counted)  # the scenario's own layout
     s = load_scenario(None, DP_SCENARIOS["mixtral"])
-    spec = sweep_spec(s)
+    spec = sweep_spec(s, evaluators=SWEEP_EVALUATORS)
     assert spec.time_twins
     shared = run_sweep(spec, SerialExecutor(), rerank=0, keep=6)
     shared_runs, runs[:] = sum(runs), []
@@ -71,4 +72,4 @@ def test_branch_and_bound_with_twins_ranks_as_without(monkeypatch):
     evaluated_twos = ~np.isnan(shared.table[:, COL["step_time_s"]]) & (shared.table[:, COL["zero_stage"]] == 2)
     assert evaluated_twos.any()
     assert shared_runs < sum(runs) == alone.estimated
-    assert replace(spec, estimator="mypackage:my_estimate").time_twins is False
+    assert replace(spec, evaluators=replace(spec.evaluators, zero_twins_share_time=False)).time_twins is False
