@@ -61,10 +61,6 @@ def nccl_buffer_bytes(layout: ParallelLayout) -> int:
     return communicators(layout) * NCCL_BYTES_PER_COMMUNICATOR
 
 
-def zero3_impl(layout: ParallelLayout, framework: FrameworkSpec | None) -> str:
-    return frameworks.zero3_impl(layout.fsdp_version, framework)
-
-
 def _reduce_bytes(layout: ParallelLayout, dtype: str, framework: FrameworkSpec | None) -> int:
     """Bytes per reduced gradient element, the plan's rule (``compute.dtypes.reduce_bytes`` of
     ``frameworks.grad_reduce_dtype``)."""
@@ -81,12 +77,13 @@ def zero3_in_flight_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, 
     vocab_unit = math.ceil(model.vocab / layout.tp) * model.hidden
     units = [layer] * (stage_layers > 0) + [vocab_unit] * (first or last)
     unit = max(units, default=0)
-    torchtitan_pp = zero3_impl(layout, framework) == "fsdp2" and framework is not None \
+    fsdp2 = frameworks.zero3_impl(layout.fsdp_version, framework) == "fsdp2"
+    torchtitan_pp = fsdp2 and framework is not None \
         and framework.name == "torchtitan" and layout.pp > 1
     stage_units = layer * stage_layers + vocab_unit * (int(first) + int(last))
     if layout.reshard_after_forward and not torchtitan_pp:
         params = (1 + layout.fsdp_prefetch) * unit * wb
-        if last and zero3_impl(layout, framework) == "fsdp2":
+        if last and fsdp2:
             params += vocab_unit * wb            # the [norm, output] unit is not resharded after forward
     else:
         params = stage_units * wb
@@ -125,4 +122,4 @@ def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_lay
 
 
 __all__ = ["CUBLAS_WORKSPACE_BYTES", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "buffer_bytes",
-           "communicators", "nccl_buffer_bytes", "zero3_impl", "zero3_in_flight_bytes"]
+           "communicators", "nccl_buffer_bytes", "zero3_in_flight_bytes"]
