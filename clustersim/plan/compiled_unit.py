@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from clustersim.collectives import CollectivePlan
 from clustersim.compute import CommOp, Op
 from clustersim.plan.comm_plans import group_shape, op_plan
-from clustersim.plan.overlap import Interval, advance, overlap_slowdown
+from clustersim.plan.overlap import MIN_COMPUTE_RATE, Interval, advance_many, advance_one, overlap_slowdown
 from clustersim.plan.speed_scaling import scale_plan
 from clustersim.plan.stage_work import Work
 from clustersim.scenario import Scenario
@@ -105,11 +105,17 @@ def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, .
     them (which run slower meanwhile, clustersim.plan.overlap) and the unit waits for them at its
     end. ``busy`` lists the rank's other collectives in flight (data-parallel streams), which slow
     the kernels too.
+
+    Each kernel run is ``overlap.advance`` over the collectives still in flight, with its choice
+    of the live intervals made here (the closed form's innermost loop): the same floating-point
+    operations in the same order, so the results are identical to the bit.
     """
     t = start_s
     causes: dict[str, float] = {}
     pending: list[Interval] = []
     index: dict[int, Interval] = {}
+    # a collective that ends by the unit's start ends before every kernel of it (``advance`` skips it)
+    busy = [iv for iv in busy if iv[1] > start_s and iv[0] < iv[1]] if busy else []
     for i, s in enumerate(steps):
         if s.join >= 0:
             iv = index.pop(s.join)
@@ -127,11 +133,21 @@ def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, .
             t += s.time_s
             causes[s.cause] = causes.get(s.cause, 0.0) + s.time_s
             continue
-        end, lost = advance(t, s.time_s, (*busy, *pending) if pending else busy, slowdown)
-        causes["compute"] = causes.get("compute", 0.0) + s.time_s
-        for cause, sec in lost.items():
-            causes[cause] = causes.get(cause, 0.0) + sec
-        t = end
+        work_s = s.time_s
+        causes["compute"] = causes.get("compute", 0.0) + work_s
+        if work_s <= 0:
+            continue
+        if (busy or pending) and slowdown > 0:
+            horizon = t + work_s / MIN_COMPUTE_RATE * (1.0 + 1e-9)
+            live = [iv for iv in (busy + pending if pending else busy) if iv[1] > t and iv[0] < iv[1] and iv[0] < horizon]
+            if live:
+                end, lost = advance_one(t, work_s, live[0], slowdown) if len(live) == 1 else \
+                    advance_many(t, work_s, live, slowdown)
+                for cause, sec in lost.items():
+                    causes[cause] = causes.get(cause, 0.0) + sec
+                t = end
+                continue
+        t = t + work_s
     for _, end, cause in pending:  # the unit waits for its overlapped collectives at its end
         if end > t:
             causes[cause] = causes.get(cause, 0.0) + (end - t)

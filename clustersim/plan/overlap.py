@@ -75,11 +75,11 @@ def advance(start_s: float, work_s: float, busy: Sequence[Interval], slowdown: f
     if not live or slowdown <= 0:
         return start_s + work_s, lost
     if len(live) == 1:
-        return _advance_one(start_s, work_s, live[0], slowdown)
-    return _advance_many(start_s, work_s, live, slowdown)
+        return advance_one(start_s, work_s, live[0], slowdown)
+    return advance_many(start_s, work_s, live, slowdown)
 
 
-def _advance_many(start_s: float, work_s: float, live: list[Interval], slowdown: float
+def advance_many(start_s: float, work_s: float, live: list[Interval], slowdown: float
                   ) -> tuple[float, dict[str, float]]:
     """``advance`` over the collectives ``live`` (each ending after ``start_s``), segment by segment."""
     lost: dict[str, float] = {}
@@ -105,7 +105,7 @@ def _advance_many(start_s: float, work_s: float, live: list[Interval], slowdown:
     raise AssertionError("unreachable: the last segment is unbounded")
 
 
-def _advance_one(start_s: float, work_s: float, iv: Interval, slowdown: float) -> tuple[float, dict[str, float]]:
+def advance_one(start_s: float, work_s: float, iv: Interval, slowdown: float) -> tuple[float, dict[str, float]]:
     """``advance`` beside one collective (the common case), with the same floating-point
     operations in the same order as the general loop, so the results are identical to the bit."""
     begin, end, cause = iv

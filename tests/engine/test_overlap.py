@@ -14,8 +14,8 @@ from clustersim.hardware.load import load_gpu
 from clustersim.plan.overlap import (
     MIN_COMPUTE_RATE,
     NCCL_CTAS,
-    _advance_many,
-    _advance_one,
+    advance_many,
+    advance_one,
     advance,
     compute_rate,
     overlap_slowdown,
@@ -85,7 +85,7 @@ def test_one_collective_fast_path_is_the_general_loop_to_the_bit(start, work, be
     iv = (begin, begin + length, "dp_comm")
     if not (iv[1] > start and iv[0] < iv[1]):
         return
-    assert _advance_one(start, work, iv, slowdown) == _advance_many(start, work, [iv], slowdown)
+    assert advance_one(start, work, iv, slowdown) == advance_many(start, work, [iv], slowdown)
 
 
 @settings(max_examples=400, deadline=None)
@@ -100,4 +100,4 @@ def test_collectives_after_the_horizon_change_nothing(start, work, near, far, sl
     late = [(start + work / MIN_COMPUTE_RATE * (1 + 1e-6) + b, start + work / MIN_COMPUTE_RATE * (1 + 1e-6) + b + d,
              f"late{i}") for i, (b, d) in enumerate(far)]
     everything = [iv for iv in ivs + late if iv[1] > start and iv[0] < iv[1]]
-    assert advance(start, work, ivs + late, slowdown) == _advance_many(start, work, everything, slowdown)
+    assert advance(start, work, ivs + late, slowdown) == advance_many(start, work, everything, slowdown)
