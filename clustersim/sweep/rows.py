@@ -32,6 +32,8 @@ class Bounds(Protocol):
 
     def step_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> tuple[float, float]: ...
 
+    def jitter_floor_s(self, layout: ParallelLayout, profile: ScheduleProfile) -> float: ...
+
 
 # The columns of a screened row: the layout key (clustersim.sweep.evaluate.KEY_FIELDS, 13), then
 # fits, peak bytes per GPU, the bound and the memory verdict (SCREEN_FIELDS)
@@ -93,6 +95,9 @@ class VectorRows:
             pkey = (sched, v, num_micro_batches)
             ranks = self._profile_ranks(pkey, prof)
             head = (*key_head, SCHEDULES.index(sched), v)
+            # the wait for the slowest GPU reads the layout only through its class and GPU count,
+            # which the offload options share
+            jitter_s = None if exact else bounds.jitter_floor_s(statics[0][1], prof)
             for off, p, parts in statics:
                 self.starts.append(len(self.dyn_of))
                 for dyn, key, r in ranks:
@@ -117,7 +122,7 @@ class VectorRows:
                     terms = self._steps.get(skey)
                     if terms is None:
                         terms = self._steps[skey] = bounds.step_terms(p, u, prof)
-                    bound = pipe_s + terms[0] + terms[1] + bounds.jitter_floor_s(p, prof)
+                    bound = pipe_s + terms[0] + terms[1] + jitter_s
                 self.rows.append((*head, int(off), bound * (1.0 - BOUND_SLACK)))
 
     def array(self) -> np.ndarray:
