@@ -94,14 +94,17 @@ def cp_attention(c: LayerContext, d_qk: int, d_v: int) -> tuple[list[Op | CommOp
     diag_g = _fold("attention_ring_diag_bwd", [*diag_g, dq_fix, dkv_fix])
     half_g = _fold("attention_ring_step_bwd", [*half_g, dq_fix, dkv_fix])
     # the next shard's transfer runs beside this step's kernels and merge; the next step waits for it
+    # (every step's transfer is the same op: one object, planned once by the engines)
+    kv_send = CommOp("cp_ring_kv", "send_recv", kv_shard, "cp_p2p", True, overlap_ops=1)
     for j in range(p):
         if j < p - 1:
-            fwd.append(CommOp("cp_ring_kv", "send_recv", kv_shard, "cp_p2p", True, overlap_ops=1))
+            fwd.append(kv_send)
         fwd.append(diag_f if j == 0 else half_f)
     bwd: list[Op | CommOp] = list(bwd_pre)
+    # K, V and the partial dK, dV of the previous shard move on while this block runs
+    kv_dkv_send = CommOp("cp_ring_kv_dkv", "send_recv", 2 * kv_shard, "cp_p2p", True, overlap_ops=1)
     for j in range(p):
-        # K, V and the partial dK, dV of the previous shard move on while this block runs
-        bwd.append(CommOp("cp_ring_kv_dkv", "send_recv", 2 * kv_shard, "cp_p2p", True, overlap_ops=1))
+        bwd.append(kv_dkv_send)
         bwd.append(diag_g if j == 0 else half_g)
     return [*fwd, *post_fwd], [*bwd, *bwd_post]
 

@@ -3,11 +3,15 @@
 An ``Op`` runs on the compute stream; a ``CommOp`` is a collective the engine times through the
 network model. A ``PassCost`` lists both in execution order for one pass (forward, backward or
 recompute) of one micro-batch on one GPU.
+Ops are dict keys of the per-run unit memos (a unit's op tuple is part of its key): each keeps its
+hash once computed (clustersim.hashcache).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from clustersim.hashcache import HashMemo, cache_hash
 
 COMM_GROUPS = ("tp", "cp", "cp_a2a", "cp_p2p", "ep", "etp", "host")
 # breakdown cause of each group's collectives (the `breakdown` keys of docs/output.md)
@@ -15,8 +19,9 @@ GROUP_CAUSE = {"tp": "tp_comm", "cp": "cp_comm", "cp_a2a": "cp_comm", "cp_p2p": 
                "etp": "ep_comm", "host": "offload"}
 
 
+@cache_hash
 @dataclass(frozen=True, slots=True)
-class Op:
+class Op(HashMemo):
     """One kernel (or a fused group of kernels) on the compute stream. ``wgrad``: a weight-gradient
     GEMM, which zero-bubble schedules move out of the backward pass into a W action; ``kernels``:
     how many launches the host issues for it (clustersim.compute.host)."""
@@ -29,8 +34,9 @@ class Op:
     kernels: int = 1   # kernel launches it stands for (a grouped GEMM: one per local expert); host issue time
 
 
+@cache_hash
 @dataclass(frozen=True, slots=True)
-class CommOp:
+class CommOp(HashMemo):
     """One collective. ``size_bytes`` follows nccl-tests: the full buffer for all_reduce, the
     gathered total for all_gather / reduce_scatter / all_to_all. ``overlappable``: the framework
     issues it asynchronously so that it may hide behind the compute that follows it."""

@@ -48,6 +48,9 @@ def compile_unit(scenario: Scenario, work: Work, link_speed: float = 1.0) -> Com
     async_tp = mode == "always" or (mode == "with-sp" and scenario.parallel.sequence_parallel)
     compute_s = 0.0
     countdown: list[list[int]] = []   # [step index, compute ops left] of collectives that join early
+    # a unit repeats some collective ops (a context-parallel ring's transfers): plan each object once
+    planned: dict[int, Step] = {}
+    tp_comm_overlap = scenario.parallel.tp_comm_overlap
     for op in work:
         if isinstance(op, Op):
             compute_s += op.time_s
@@ -59,24 +62,29 @@ def compile_unit(scenario: Scenario, work: Work, link_speed: float = 1.0) -> Com
             if joins:
                 steps.append(Step("compute", "compute", compute_s))
                 compute_s = 0.0
-                steps.extend(Step(f"join {steps[j].name}", steps[j].cause, 0.0, join=j) for j in joins)
+                for j in joins:
+                    s = steps[j]
+                    steps.append(Step("join " + s.name, s.cause, 0.0, None, False, j))
                 countdown = [c for c in countdown if c[1] > 0]
             continue
         assert isinstance(op, CommOp)
         if compute_s > 0:
             steps.append(Step("compute", "compute", compute_s))
             compute_s = 0.0
-        plan = op_plan(scenario, op)
-        if link_speed != 1.0:
-            plan = scale_plan(plan, link_speed)
-        # Overlappable collectives (the backward's async TP all-gather/reduce-scatter that Megatron-Core
-        # overlaps with the dgrad/wgrad GEMMs, where the framework does; CP exchanges) run beside the next
-        # kernels; with tp_comm_overlap (Megatron --tp-comm-overlap, userbuffers) every TP collective does.
-        overlapped = (op.overlappable and (op.group != "tp" or async_tp)) or (
-            op.group == "tp" and scenario.parallel.tp_comm_overlap)
+        known = planned.get(id(op))
+        if known is None:
+            plan = op_plan(scenario, op)
+            if link_speed != 1.0:
+                plan = scale_plan(plan, link_speed)
+            # Overlappable collectives (the backward's async TP all-gather/reduce-scatter that Megatron-Core
+            # overlaps with the dgrad/wgrad GEMMs, where the framework does; CP exchanges) run beside the next
+            # kernels; with tp_comm_overlap (Megatron --tp-comm-overlap, userbuffers) every TP collective does.
+            overlapped = (op.overlappable and (op.group != "tp" or async_tp)) or (op.group == "tp" and tp_comm_overlap)
+            known = planned[id(op)] = Step(op.name, op.cause, plan.time_s, plan, overlapped)
+        overlapped = known.overlapped
         if overlapped and op.overlap_ops > 0:
             countdown.append([len(steps), op.overlap_ops])
-        steps.append(Step(op.name, op.cause, plan.time_s, plan, overlapped))
+        steps.append(known)  # frozen: one object may stand at several indices
     if compute_s > 0:
         steps.append(Step("compute", "compute", compute_s))
     slowdown = overlap_slowdown(scenario.cluster.gpu)
