@@ -128,9 +128,10 @@ def branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, kee
     top = nref + 1 if spec.replay_bounds else nref
     level = np.zeros(table.shape[0], dtype=np.int8)
     workers = max(1, getattr(executor, "workers", 1))
-    # layouts a round picks: twice the best kept (the 1,024-GPU Mixtral sweep runs the same 374 closed
-    # forms in 37 rounds instead of 74 with ``keep``; a round costs a trip through the workers)
-    batch = max(4 * workers, 2 * keep)
+    # layouts a round picks: about twice the best kept in closed forms, so twice that where ZeRO-1/2
+    # twins share one (a round costs a trip through the workers: the 1,024-GPU Mixtral sweep runs the
+    # same 899 closed forms in 45 rounds instead of 89 with picks of 2 x keep)
+    batch = max(4 * workers, (4 if spec.time_twins else 2) * keep)
     # what raises a bound from each level to the next: the refiners, then the replayer (its
     # bounds taken with ``max``: a replay never lowers one)
     raisers = [functools.partial(level_keys, refiner) for refiner in refiners] + [replay_keys] * (top - nref)

@@ -180,3 +180,11 @@ def first_level_pipe_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num
     ``bound_with_backward_gathers`` counts it), so that with ``u`` at most the class's unit
     times it is at most ``pipeline_bound_s`` of any ZeRO stage (tests/sweep/test_lazy_bound.py)."""
     return plain_bound_s(u, p2p_s, profile, num_micro_batches, fill_first=not zero3)
+
+
+def jitter_floor_of(terms: tuple[float, float], profile: ScheduleProfile, num_micro_batches: int) -> float:
+    """``Screen.jitter_floor_s`` from its ``jitter_terms`` and the schedule's profile."""
+    frac, layer_s = terms
+    if frac <= 0.0:
+        return 0.0
+    return frac * profile.least_layers * profile.share * num_micro_batches * layer_s

@@ -18,7 +18,7 @@ from clustersim.memory.allocator import FRAGMENTATION
 from clustersim.memory.buffers import CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
 from clustersim.parallel.layout import SCHEDULES, ParallelLayout
 from clustersim.sweep.memory_screen import MemoryModel
-from clustersim.sweep.pipe_bound import BOUND_SLACK
+from clustersim.sweep.pipe_bound import BOUND_SLACK, jitter_floor_of
 from clustersim.sweep.profiles import ScheduleProfile
 from clustersim.sweep.space import schedule_zero_ok
 from clustersim.sweep.unit_times import UnitTimes
@@ -32,7 +32,7 @@ class Bounds(Protocol):
 
     def step_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> tuple[float, float]: ...
 
-    def jitter_floor_s(self, layout: ParallelLayout, profile: ScheduleProfile) -> float: ...
+    def jitter_terms(self, layout: ParallelLayout) -> tuple[float, float]: ...
 
 
 # The columns of a screened row: the layout key (clustersim.sweep.evaluate.KEY_FIELDS, 13), then
@@ -89,6 +89,7 @@ class VectorRows:
         statics = [(off, p, {}) for off, p in by_off]
         uparams = (u.layer_params, u.first_params, u.last_params, u.layer_all_params, u.moe_all_params,
                    u.layer_expert_params)
+        jitter = bounds.jitter_terms(statics[0][1])
         for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
             if not schedule_zero_ok(sched, zero):
                 continue
@@ -96,8 +97,8 @@ class VectorRows:
             ranks = self._profile_ranks(pkey, prof)
             head = (*key_head, SCHEDULES.index(sched), v)
             # the wait for the slowest GPU reads the layout only through its class and GPU count,
-            # which the offload options share
-            jitter_s = None if exact else bounds.jitter_floor_s(statics[0][1], prof)
+            # which the schedules and offload options share
+            jitter_s = None if exact else jitter_floor_of(jitter, prof, num_micro_batches)
             for off, p, parts in statics:
                 self.starts.append(len(self.dyn_of))
                 for dyn, key, r in ranks:

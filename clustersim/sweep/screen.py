@@ -37,6 +37,7 @@ from clustersim.sweep.pipe_bound import (
     FIRST_SLACK,
     KERNEL_SLACK,
     first_level_pipe_s,
+    jitter_floor_of,
     pipeline_bound_s,
 )
 from clustersim.sweep.profiles import ScheduleProfile, schedule_profile
@@ -182,20 +183,26 @@ class Screen:
         from the kernels alone of the fewest layers any rank holds: every bound above ends with
         some rank's optimizer step, which comes after that wait, so adding it keeps them bounds.
         Per-rank runs price their own spread instead (0 here)."""
+        return jitter_floor_of(self.jitter_terms(layout), profile, layout.num_micro_batches)
+
+    def jitter_terms(self, layout: ParallelLayout) -> tuple[float, float]:
+        """What ``jitter_floor_s`` reads of the layout: (the plan's wait fraction at its GPU
+        count, a layer's forward and backward kernel seconds in its class); (0, 0) where no wait
+        is added. The same for layouts that differ only in schedule or offload options."""
         if self.per_rank:
-            return 0.0
+            return 0.0, 0.0
         memo = self.memo
         frac = memo.sync_fraction.get(layout.num_gpus)
         if frac is None:
             frac = memo.sync_fraction[layout.num_gpus] = sync_wait_fraction(layout.num_gpus)
         if frac <= 0.0:
-            return 0.0
+            return 0.0, 0.0
         key = self.classes.class_key(layout)
         layer_s = memo.floor_layer_s.get(key)
         if layer_s is None:
             lo = self.classes.lower_times(layout)
             layer_s = memo.floor_layer_s[key] = lo.layer_f_s + lo.layer_b_s
-        return frac * profile.least_layers * profile.share * layout.num_micro_batches * layer_s
+        return frac, layer_s
 
     def step_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> tuple[float, float]:
         """What ``total_s`` adds to the pipeline bound below the second level: the optimizer step
@@ -258,6 +265,8 @@ def exact_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarra
         layout = layout_from_key(key, base.parallel)
         out[i] = sc.step_bound_s(layout, sc.profile(layout))
     return out
+
+
 
 
 def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
