@@ -14,7 +14,9 @@ The MLP activation names the family a model belongs to, and the family decides t
 * Dropout: GPT-style models train with hidden and attention dropout 0.1 (Megatron-LM
   examples/pretrain_gpt*.sh; Korthikanti et al. 2022 §4.1 counts the dropout masks). Llama-style
   models train without dropout (Llama 2/3 configs: attention_dropout 0.0; Megatron-LM llama
-  examples --attention-dropout 0 --hidden-dropout 0).
+  examples --attention-dropout 0 --hidden-dropout 0). A model's ``dropout: true|false`` overrides
+  the family (GLM-130B: GEGLU with Megatron-LM's default dropout 0.1; an HF config with a nonzero
+  attention_dropout or hidden_dropout).
 * What the activation keeps for its backward beyond the fc2 input (``activation_saved_widths``):
   GeLU its input (torch gelu_backward reads x; Megatron bias_gelu_back too); ReLU nothing (its
   backward reads its output, which is the fc2 input: threshold_backward); squared ReLU
@@ -34,6 +36,9 @@ _ROPE_ACTS = ("swiglu", "geglu", "squared-relu")
 
 
 def uses_dropout(model: ModelSpec) -> bool:
+    """Attention and hidden dropout: the model's own ``dropout`` where stated, else the family's."""
+    if model.dropout is not None:
+        return model.dropout
     return model.ffn_act in _DROPOUT_ACTS
 
 

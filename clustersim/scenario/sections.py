@@ -76,6 +76,7 @@ class ModelSection(_Strict):
     global_every: int | None = Field(None, ge=0, le=MAX_LAYERS)
     attention_sinks: bool | None = None
     sandwich_norm: bool | None = None
+    dropout: bool | None = None   # None: the activation family's convention (docs/compute.md)
 
 
 class ClusterSection(_Strict):

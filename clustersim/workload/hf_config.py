@@ -184,6 +184,14 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
     if missing:
         raise _bad(path, missing[0], None, f"a {family} config.json with num_hidden_layers, hidden_size, "
                    "num_attention_heads and vocab_size")
+    for key in ("attention_dropout", "hidden_dropout"):   # dropout masks (clustersim.compute.conventions)
+        rate = cfg.get(key)
+        if rate is None:
+            continue
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate < 1:
+            raise _bad(path, key, rate, "a dropout rate from 0 up to (not including) 1, or null")
+        if rate > 0:
+            fields["dropout"] = True
     if family in ("mistral", "mixtral") and cfg.get("sliding_window"):
         fields["attention_pattern"], fields["attention_window"] = "sliding", cfg["sliding_window"]
     if family == "mixtral":

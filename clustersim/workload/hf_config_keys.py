@@ -68,13 +68,11 @@ COMMON_MODELLED: dict[str, str] = {
     "hidden_act": "ffn_act (silu -> swiglu, gelu_pytorch_tanh -> geglu, relu2 -> squared-relu)",
     "tie_word_embeddings": "tie_embeddings",
     "head_dim": "head_dim",
+    "attention_dropout": "dropout (a rate above 0: true; 0 or null: the family's convention, none for these families)",
+    "hidden_dropout": "dropout, as attention_dropout",
 }
 
-COMMON_REFUSED: dict[str, tuple[str, Harmless]] = {
-    "attention_dropout": ("attention dropout masks: clustersim decides dropout by the activation family "
-                          "(clustersim.compute.conventions); only 0 is read", _zero),
-    "hidden_dropout": ("hidden dropout masks, as attention_dropout; only 0 is read", _zero),
-}
+COMMON_REFUSED: dict[str, tuple[str, Harmless]] = {}
 
 # -- the families ------------------------------------------------------------------------------
 

@@ -38,6 +38,8 @@ class ModelSpec(HashMemo):
     query and key head before RoPE (Qwen3; OLMo 2). ``attention_sinks``: a learned logit per head
     added to the softmax denominator (gpt-oss). ``sandwich_norm``: a second norm after the
     attention and after the MLP, before the residual adds (Gemma 2/3).
+    ``dropout``: whether the model trains with attention and hidden dropout (masks written and
+    kept for the backward); None leaves it to the activation family (clustersim.compute.conventions).
 
     Attention pattern (``attention_pattern``): "full" causal attention in every layer, or local
     layers of span ``attention_window``: "sliding" (each query sees the last W keys, Mistral 7B
@@ -107,6 +109,7 @@ class ModelSpec(HashMemo):
     attention_sinks: bool = False
     sandwich_norm: bool = False
     moe_every: int = 1
+    dropout: bool | None = None  # None: the activation family's convention (clustersim.compute.conventions)
     notes: tuple[str, ...] = ()  # how the shape was read (an HF config, defaulted fields); shown in the report
 
     def __post_init__(self) -> None:

@@ -14,9 +14,9 @@ from clustersim.hardware.load import load_gpu
 from clustersim.plan.overlap import (
     MIN_COMPUTE_RATE,
     NCCL_CTAS,
+    advance,
     advance_many,
     advance_one,
-    advance,
     compute_rate,
     overlap_slowdown,
 )

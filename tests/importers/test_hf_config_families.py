@@ -84,7 +84,8 @@ def _refused(tmp_path: Path, name: str, change, field_end: str) -> InputError:
 @pytest.mark.parametrize("name,change,field", [
     ("Qwen3-8B", lambda c: c.update(use_sliding_window=True), "use_sliding_window"),
     ("Qwen3-30B-A3B", lambda c: c.update(mlp_only_layers=[0, 1]), "mlp_only_layers"),
-    ("Qwen3-8B", lambda c: c.update(attention_dropout=0.1), "attention_dropout"),
+    ("Qwen3-8B", lambda c: c.update(attention_dropout=1.5), "attention_dropout"),
+    ("Qwen3-8B", lambda c: c.update(hidden_dropout="0.1"), "hidden_dropout"),
     ("gemma-3-27b-pt", lambda c: c["text_config"].update(attn_logit_softcapping=50.0), "attn_logit_softcapping"),
     ("gemma-3-27b-pt", lambda c: c["text_config"].update(final_logit_softcapping=30.0), "final_logit_softcapping"),
     ("DeepSeek-V3", lambda c: c.update(moe_layer_freq=2), "moe_layer_freq"),
@@ -100,6 +101,32 @@ def _refused(tmp_path: Path, name: str, change, field_end: str) -> InputError:
 ])
 def test_keys_that_change_cost_unmodelled_are_refused_by_name(tmp_path: Path, name, change, field) -> None:
     _refused(tmp_path, name, change, field)
+
+
+def test_a_nonzero_dropout_rate_is_modelled_as_dropout_masks(tmp_path: Path) -> None:
+    """attention_dropout > 0 is read as dropout (masks written in the forward and kept for the
+    backward, clustersim.compute.conventions): more activation memory and a slower step than the
+    same config with 0, which keeps the family's convention (no dropout for these families)."""
+    from clustersim.api import estimate
+    from clustersim.scenario import scenario_from_dict
+
+    cfg = copy.deepcopy(_cfg("Qwen3-8B"))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert "dropout" not in read_hf_config(str(path))
+    cfg["attention_dropout"] = 0.1
+    drop = tmp_path / "dropout.json"
+    drop.write_text(json.dumps(cfg))
+    assert read_hf_config(str(drop))["dropout"] is True
+
+    def run(p: Path):
+        return estimate(scenario_from_dict({"model": {"hf_config": str(p), "seq_len": 4096},
+                                            "cluster": {"preset": "dgx-h100", "nodes": 1},
+                                            "parallel": {"tp": 8, "micro_batch": 1, "global_batch": 8}}))
+
+    plain, masked = run(path), run(drop)
+    assert masked.step_time_s > plain.step_time_s
+    assert masked.memory.peak_bytes_per_gpu > plain.memory.peak_bytes_per_gpu
 
 
 def test_multimodal_gemma3_reads_its_text_config_with_the_class_defaults() -> None:
