@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from clustersim.collectives import CollectivePlan
 from clustersim.compute import CommOp, Op
 from clustersim.plan.comm_plans import group_shape, op_plan
-from clustersim.plan.overlap import MIN_COMPUTE_RATE, Interval, advance_many, advance_one, overlap_slowdown
+from clustersim.plan.overlap import Interval, advance_many, advance_one, live_intervals, overlap_slowdown
 from clustersim.plan.speed_scaling import scale_plan
 from clustersim.plan.stage_work import Work
 from clustersim.scenario import Scenario
@@ -114,9 +114,9 @@ def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, .
     end. ``busy`` lists the rank's other collectives in flight (data-parallel streams), which slow
     the kernels too.
 
-    Each kernel run is ``overlap.advance`` over the collectives still in flight, with its choice
-    of the live intervals made here (the closed form's innermost loop): the same floating-point
-    operations in the same order, so the results are identical to the bit.
+    Each kernel runs as ``overlap.advance`` runs it (``live_intervals``, then ``advance_one`` or
+    ``advance_many``), called directly in the closed form's innermost loop: the same
+    floating-point operations in the same order, so the results are identical to the bit.
     """
     t = start_s
     causes: dict[str, float] = {}
@@ -146,8 +146,7 @@ def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, .
         if work_s <= 0:
             continue
         if (busy or pending) and slowdown > 0:
-            horizon = t + work_s / MIN_COMPUTE_RATE * (1.0 + 1e-9)
-            live = [iv for iv in (busy + pending if pending else busy) if iv[1] > t and iv[0] < iv[1] and iv[0] < horizon]
+            live = live_intervals(t, work_s, busy + pending if pending else busy)
             if live:
                 end, lost = advance_one(t, work_s, live[0], slowdown) if len(live) == 1 else \
                     advance_many(t, work_s, live, slowdown)

@@ -67,16 +67,22 @@ def advance(start_s: float, work_s: float, busy: Sequence[Interval], slowdown: f
     lost: dict[str, float] = {}
     if work_s <= 0:
         return start_s, lost
-    # the work ends by ``horizon`` at the least rate (MIN_COMPUTE_RATE): a collective starting
-    # later changes nothing (the segment where the work ends, and so every number, is the same
-    # without it) -- a rank's reduce-scatter queue under ZeRO-3 reaches far ahead
-    horizon = start_s + work_s / MIN_COMPUTE_RATE * (1.0 + 1e-9)
-    live = [iv for iv in busy if iv[1] > start_s and iv[0] < iv[1] and iv[0] < horizon]
+    live = live_intervals(start_s, work_s, busy)
     if not live or slowdown <= 0:
         return start_s + work_s, lost
     if len(live) == 1:
         return advance_one(start_s, work_s, live[0], slowdown)
     return advance_many(start_s, work_s, live, slowdown)
+
+
+def live_intervals(start_s: float, work_s: float, busy: Sequence[Interval]) -> list[Interval]:
+    """The collectives of ``busy`` that can slow ``work_s`` seconds of compute from ``start_s``
+    (in their order): non-empty, ending after ``start_s`` and starting before the work ends at the
+    least rate (MIN_COMPUTE_RATE). A collective starting later changes nothing (the segment where
+    the work ends, and so every number, is the same without it) -- a rank's reduce-scatter queue
+    under ZeRO-3 reaches far ahead."""
+    horizon = start_s + work_s / MIN_COMPUTE_RATE * (1.0 + 1e-9)
+    return [iv for iv in busy if iv[1] > start_s and iv[0] < iv[1] and iv[0] < horizon]
 
 
 def advance_many(start_s: float, work_s: float, live: list[Interval], slowdown: float

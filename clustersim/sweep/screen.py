@@ -267,8 +267,6 @@ def exact_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarra
     return out
 
 
-
-
 def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                  space: SearchSpace, exact: bool = False, vectorized: bool = True, level: int = 1) -> np.ndarray:
     """Rows ``layout_key + (fits, peak_bytes_per_gpu, bound_step_time_s, verdict)`` (verdict: the index in
