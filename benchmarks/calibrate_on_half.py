@@ -62,26 +62,18 @@ SPLITS = {"even": lambda i, n: i % 2 == 0, "odd": lambda i, n: i % 2 == 1,
 def _cli(argv: list[str]) -> tuple[int, str, str]:
     import contextlib
     import io
-    import os
 
     from clustersim.cli import main
     from clustersim.hardware import load
     out, err = io.StringIO(), io.StringIO()
     # each command as its own process would run it: a --profile it registers (a file in a split's
     # temporary directory, deleted afterwards) is forgotten when the command ends
-    user_files, env = list(load._user_files), os.environ.get("CLUSTERSIM_PROFILES")
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with load.profiles_restored(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             main(argv)
             code = 0
         except SystemExit as exc:
             code = int(exc.code or 0)
-        finally:
-            load._user_files[:] = user_files
-            if env is None:
-                os.environ.pop("CLUSTERSIM_PROFILES", None)
-            else:
-                os.environ["CLUSTERSIM_PROFILES"] = env
     return code, out.getvalue(), err.getvalue()
 
 

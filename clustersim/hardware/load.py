@@ -10,8 +10,10 @@ and ``clusters:``; its entries shadow shipped ones of the same name.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,22 @@ def use_profiles(paths: list[str] | tuple[str, ...]) -> None:
         old = os.environ.get("CLUSTERSIM_PROFILES")
         os.environ["CLUSTERSIM_PROFILES"] = os.pathsep.join([*filter(None, [old]), *(str(Path(p).resolve())
                                                                                      for p in paths)])
+
+
+@contextlib.contextmanager
+def profiles_restored() -> Iterator[None]:
+    """Forget, on exit, the profiles registered inside (``use_profiles``: this process's list and
+    CLUSTERSIM_PROFILES), as a command run in its own process would: for callers that run several
+    CLI commands in one process (tests, benchmarks)."""
+    files, env = list(_user_files), os.environ.get("CLUSTERSIM_PROFILES")
+    try:
+        yield
+    finally:
+        _user_files[:] = files
+        if env is None:
+            os.environ.pop("CLUSTERSIM_PROFILES", None)
+        else:
+            os.environ["CLUSTERSIM_PROFILES"] = env
 
 
 def _read_yaml(path: Path) -> Any:

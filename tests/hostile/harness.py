@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,20 +60,10 @@ def _alarm(signum: int, frame: object) -> None:
     raise _Runaway()
 
 
-@contextlib.contextmanager
-def _fresh_state() -> Iterator[None]:
+def _fresh_state() -> contextlib.AbstractContextManager[None]:
     """Profiles registered by one case (--profile) must not leak into the next."""
     from clustersim.hardware import load
-    files = list(load._user_files)
-    env = os.environ.get("CLUSTERSIM_PROFILES")
-    try:
-        yield
-    finally:
-        load._user_files[:] = files
-        if env is None:
-            os.environ.pop("CLUSTERSIM_PROFILES", None)
-        else:
-            os.environ["CLUSTERSIM_PROFILES"] = env
+    return load.profiles_restored()
 
 
 def run_in_process(argv: Sequence[str]) -> Outcome:
