@@ -56,7 +56,7 @@ class FrameworkSpec:
     optimizer_bytes: int    # Adam state per parameter, with any fp32 master copy (12 = master + m + v)
     loss_saved_bytes_per_logit: int  # what the cross-entropy keeps for the backward, per logit of one GPU
     loss_peak_bytes_per_logit: int   # logits and their copies alive at once while the loss runs, per logit
-    zero_bucket_params: int  # data-parallel bucket (elements) of ZeRO 1-2 reduction; 0 = Megatron's max(40M, 1M x dp)
+    zero_bucket_params: int  # data-parallel gradient bucket (elements); 0 = Megatron-Core's (grad_bucket_params)
 
 
 _CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_dtype": REDUCE_DTYPES,
@@ -66,6 +66,26 @@ _INTS = {"param_bytes": (2, 4), "grad_bytes": (2, 4), "optimizer_bytes": (8, 12,
          "grad_buffer_bytes_per_param": tuple(range(0, 33)),
          "micro_batch_grad_bytes_per_param": tuple(range(0, 33)),
          "loss_saved_bytes_per_logit": (0, 2, 4, 6), "loss_peak_bytes_per_logit": tuple(range(0, 17))}
+
+
+# Megatron-Core's default gradient bucket: max(40M, 1M x the data-parallel size counted with context
+# parallelism) parameters (megatron/core/distributed/distributed_data_parallel.py, DistributedDataParallel
+# __init__: bucket_size = max(40000000, 1000000 * data-parallel world size with_context_parallel=True))
+MEGATRON_MIN_BUCKET_PARAMS = 40_000_000
+MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
+
+
+def grad_bucket_params(framework: FrameworkSpec | None, dp: int, cp: int, override: int = 0) -> int:
+    """Parameters per data-parallel gradient bucket, the one rule that the step's timing (the plan's
+    bucketed reductions) and its memory (ZeRO-2's bucket buffers) both read: ``override``
+    (``parallel.dp_bucket_params``) if set, else the framework's own bucket
+    (``zero_bucket_params``: DeepSpeed's reduce_bucket_size, torchtitan's DDP bucket_cap_mb), else
+    Megatron-Core's ``max(40M, 1M x dp x cp)``."""
+    if override:
+        return override
+    if framework is not None and framework.zero_bucket_params:
+        return framework.zero_bucket_params
+    return max(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * dp * cp)
 
 
 @functools.cache

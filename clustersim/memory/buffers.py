@@ -108,10 +108,8 @@ def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_lay
         total += 2 * tokens * model.hidden * a_b / (layout.tp if sp else 1)   # one send + one recv tensor
     if layout.zero_stage == 2:
         # gradient buckets reduce-scattered from an unsharded bucket in the reduction dtype, two in
-        # flight: Megatron-Core max(40M, 1M x dp) parameters (distributed_data_parallel_config.py
-        # bucket_size), DeepSpeed reduce_bucket_size 5e8 (frameworks.yaml zero_bucket_params)
-        bucket = layout.dp_bucket_params or (framework.zero_bucket_params if framework else 0) \
-            or max(40_000_000, 1_000_000 * layout.dp)
+        # flight, of the framework's bucket size (clustersim.frameworks.grad_bucket_params)
+        bucket = frameworks.grad_bucket_params(framework, layout.dp, layout.cp, layout.dp_bucket_params)
         stage = layer_params_per_gpu(model, layout.tp, layout.ep) * max(1, stage_layers)
         total += 2 * min(bucket, stage) * _reduce_bytes(layout, dtype, framework)
     backward = 0.0

@@ -41,7 +41,7 @@ class ParallelLayout:
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     tp_comm_overlap: bool = False
-    # Gradient bucket size in parameters; 0 = Megatron-core's default, max(40M, 1M * dp)
+    # Gradient bucket size in parameters; 0 = the framework's (clustersim.frameworks.grad_bucket_params)
     # (megatron/core/distributed/distributed_data_parallel.py, bucket_size)
     dp_bucket_params: int = 0
     # Megatron's MoE parallel folding (arXiv 2504.14960): expert layers use ETP x EP x EDP over the

@@ -4,7 +4,7 @@ Follows Megatron-core's DistributedDataParallel and distributed optimizer
 (megatron/core/distributed/): gradients accumulate in fp32 ``main_grad`` buffers and are
 reduced in the framework's gradient dtype (``FrameworkSpec.grad_reduce_dtype``: fp32 for Megatron,
 ``accumulate_allreduce_grads_in_fp32`` being on for bf16; the training dtype for DeepSpeed), in buckets of
-``max(40M, 1M * dp)`` parameters launched as soon as a bucket's last gradient is ready during
+the framework's bucket (``frameworks.grad_bucket_params``) launched as soon as a bucket's last gradient is ready during
 the final micro-batch's backward (``overlap_grad_reduce``). ZeRO-0 all-reduces the gradients;
 ZeRO-1/2 (the distributed optimizer) reduce-scatter them and all-gather the updated 16-bit
 parameters, overlapped with the next forward pass when ``overlap_param_gather`` is set (the
