@@ -98,12 +98,19 @@ def _allowed_for(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
         field = getattr(current, "model_fields", {}).get(part)
         if field is None:
             break
-        ann = field.annotation
-        for arg in getattr(ann, "__args__", (ann,)):
-            if isinstance(arg, type) and issubclass(arg, BaseModel):
-                current = arg
-                break
+        current = _section_model(field.annotation) or current
     return ", ".join(getattr(current, "model_fields", {}))
+
+
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    """The section model inside a field's annotation (``X``, ``X | None``, ``list[X] | None``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _section_model(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> InputError:

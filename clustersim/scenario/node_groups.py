@@ -30,17 +30,28 @@ from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_GPUS, MAX_PER_NODE
 
 
-class ClusterGroupSection(BaseModel):
+class NodeHardware(BaseModel):
+    """The keys that pick and override a node's hardware, written once: the cluster's own
+    (``cluster:``, clustersim.scenario.sections.ClusterSection) and each node group's
+    (``cluster.groups``). Both default to None: the preset's value."""
+
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 
-    preset: str
-    nodes: int = Field(ge=1, le=MAX_GPUS)  # bounds: clustersim.limits
+    preset: str | None = None
+    nodes: int | None = Field(None, ge=1, le=MAX_GPUS)  # bounds: clustersim.limits
     gpu: str | None = None
     gpus_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
     scale_up: str | None = None
     scale_out: str | None = None
     nics_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
     pcie: str | None = None
+
+
+class ClusterGroupSection(NodeHardware):
+    """One node group: a preset and its node count are required."""
+
+    preset: str
+    nodes: int = Field(ge=1, le=MAX_GPUS)
 
 
 @dataclass(frozen=True, slots=True)

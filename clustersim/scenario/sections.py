@@ -18,10 +18,9 @@ from clustersim.limits import (
     MAX_LAYERS,
     MAX_MODEL_DIM,
     MAX_OVERSUBSCRIPTION,
-    MAX_PER_NODE,
 )
 from clustersim.scenario.faults import FaultsSection
-from clustersim.scenario.node_groups import ClusterGroupSection
+from clustersim.scenario.node_groups import ClusterGroupSection, NodeHardware
 
 DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
 
@@ -79,16 +78,11 @@ class ModelSection(_Strict):
     dropout: bool | None = None   # None: the activation family's convention (docs/compute.md)
 
 
-class ClusterSection(_Strict):
-    preset: str | None = None           # None: dgx-h100 (or the groups' presets)
-    nodes: int | None = Field(None, ge=1, le=MAX_GPUS)  # None: 1 (or the groups' total)
+class ClusterSection(NodeHardware):
+    """``cluster:``: the node hardware keys (preset None: dgx-h100 or the groups' presets; nodes None:
+    1 or the groups' total), node groups, and the fabric."""
+
     groups: list[ClusterGroupSection] | None = None  # mixed GPUs (clustersim.perrank.hetero)
-    gpu: str | None = None
-    gpus_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
-    scale_up: str | None = None
-    scale_out: str | None = None
-    nics_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
-    pcie: str | None = None
     nodes_per_leaf: int | None = Field(None, ge=1, le=MAX_GPUS)
     oversubscription: float | None = Field(None, ge=1.0, le=MAX_OVERSUBSCRIPTION, allow_inf_nan=False)
     scale_up_domain: int | None = Field(None, ge=1, le=MAX_GPUS)  # GPUs per NVLink/xGMI domain (default: the preset's)

@@ -116,3 +116,10 @@ def test_compare_refuses_mixed_clusters_and_faults(tmp_path) -> None:
             compare_rows(str(path), (), ["dgx-h100"], None, 1e12, {}, "serial", None, None, 1,
                          evaluators=SWEEP_EVALUATORS)
         assert exc.value.field == field
+
+
+def test_an_unknown_group_key_lists_the_group_keys_not_the_cluster_keys() -> None:
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(_raw("cluster.groups=[{preset: dgx-a100, nodes: 16, colour: red}]"))
+    assert err.value.choices == ("preset", "nodes", "gpu", "gpus_per_node", "scale_up", "scale_out",
+                                 "nics_per_node", "pcie")
