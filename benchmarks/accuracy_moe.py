@@ -20,7 +20,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's clustersim and validation/
 
-from validation.published_steps import MOE_FILE, PublishedRun, not_simulated  # noqa: E402
+from validation.published_steps import MOE_FILE, Prediction, PublishedRun, not_simulated  # noqa: E402
 from validation.published_steps import runs as load_runs  # noqa: E402
 from validation.summary import summary  # noqa: E402
 
@@ -38,7 +38,7 @@ def _layout(run: PublishedRun) -> str:
     return " ".join(parts)
 
 
-def main(path: Path = MOE_FILE, doc: str | None = None, what: str = "MoE") -> None:
+def main(path: Path = MOE_FILE, doc: str | None = None, what: str = "MoE") -> list[Prediction]:
     ap = argparse.ArgumentParser(description=(doc or __doc__).splitlines()[0])
     ap.add_argument("--only", nargs="*", help="run ids to predict (default: all)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -48,7 +48,7 @@ def main(path: Path = MOE_FILE, doc: str | None = None, what: str = "MoE") -> No
     if args.json:
         json.dump([row.as_dict() for row in rows], sys.stdout, indent=1)
         print()
-        return
+        return rows
     table = Table(title=f"{what} runs: predicted vs published step time (event engine), 80% interval")
     for col in ("run", "source", "layout", "measured s", "predicted s", "error", "80% interval s", "inside"):
         table.add_column(col, justify="left" if col in ("run", "source", "layout") else "right",
@@ -64,6 +64,7 @@ def main(path: Path = MOE_FILE, doc: str | None = None, what: str = "MoE") -> No
         print(f"{summary(errs, [r.inside for r in rows], widths)}  beyond 20%: {sum(abs(e) > 0.2 for e in errs)}")
     for item in not_simulated(path):
         print(f"not simulated: {item['id']}: {item['reason']}")
+    return rows
 
 
 if __name__ == "__main__":

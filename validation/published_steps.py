@@ -7,6 +7,8 @@ Validation only: nothing is fitted to these runs, and they do not feed the predi
 The measured step time of each run is derived from the figure its source publishes:
 
 * ``tokens_per_s_per_gpu``: ``global_batch * seq_len / (X * gpus)`` (Megatron-Bridge tables);
+* ``samples_per_s_per_gpu``: ``global_batch / (X * gpus)`` (sequences per GPU per second: the Zero
+  Bubble paper's tables, ``validation/reference/schedules_published.yaml``);
 * ``megatron_tflops_per_gpu``: Megatron-LM's own FLOPs per step (``megatron_flops_per_step``) over
   ``X * 1e12 * gpus`` (the Megatron-Core MoE README's headline);
 * ``step_time_s``: as derived in the row (DeepSeek-V3's GPU-hours per trillion tokens).
@@ -101,6 +103,8 @@ class PublishedRun:
         tokens = sc.parallel.global_batch * sc.model.seq_len
         if "tokens_per_s_per_gpu" in self.measured:
             return tokens / (float(self.measured["tokens_per_s_per_gpu"]) * sc.cluster.num_gpus)
+        if "samples_per_s_per_gpu" in self.measured:
+            return sc.parallel.global_batch / (float(self.measured["samples_per_s_per_gpu"]) * sc.cluster.num_gpus)
         if "tflops_per_gpu" in self.measured:
             from clustersim.compute.flops import model_flops_per_step
 
