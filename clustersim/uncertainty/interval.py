@@ -48,6 +48,8 @@ JITTER_MODEL_UNCERTAINTY = 0.5   # relative, 1 sigma, of the slowest-GPU wait's 
 # for the rest that grows with the GPU count (ring latency, congestion: the collective model is
 # within 1% of published reduce-scatters to 256 GPUs and 8-22% pessimistic at 512-1,024,
 # validation/collectives_at_scale.py; exposed collectives are a fifth of a step or less there).
+# The second term widens only upward: a job smaller than every measured run of its regime has less
+# of what grows with the GPU count, not more.
 WIDEN = {
     "generation": 0.10,       # a GPU generation without measured runs (its GEMM efficiency is from microbenchmarks)
     "generation_unmeasured": 0.15,  # ... and without a public GEMM measurement either
@@ -164,8 +166,12 @@ def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gem
 
 def scale_widening(gpus: int, measured_gpus: int) -> float:
     """1-sigma widening (ln units) for ``gpus`` beyond a regime's nearest measured GPU count
-    (module docstring, ``JITTER_MODEL_UNCERTAINTY`` and ``scale_per_doubling``)."""
-    doublings = abs(math.log2(gpus / measured_gpus))
+    (module docstring, ``JITTER_MODEL_UNCERTAINTY`` and ``scale_per_doubling``). The per-doubling
+    term stands for what grows with the GPU count and is not modelled (ring latency, congestion),
+    so it widens only above the largest measured run; below the smallest, the jitter term says how
+    much of the modelled wait for the slowest GPU the measured runs vouch for and the smaller job
+    does not have."""
+    doublings = max(0.0, math.log2(gpus / measured_gpus))
     jitter = abs(math.log1p(sync_wait_fraction(gpus)) - math.log1p(sync_wait_fraction(measured_gpus)))
     return math.hypot(JITTER_MODEL_UNCERTAINTY * jitter, WIDEN["scale_per_doubling"] * doublings)
 

@@ -116,3 +116,17 @@ def test_run_json_carries_the_contract_interval(path):
     assert iv["step_time_s"][0] < d["step_time_s"] * 1.2 and iv["step_time_s"][1] > d["step_time_s"] * 0.8
     assert math.isclose(iv["tokens_per_s"][0] * iv["step_time_s"][1], d["tokens_per_s"] * d["step_time_s"],
                         rel_tol=1e-9)
+
+
+def test_scale_widening_per_doubling_only_above_the_largest_measured_run():
+    """What grows with the GPU count widens upward; below the smallest measured run only the
+    change of the modelled slowest-GPU wait does (clustersim.uncertainty.interval.scale_widening)."""
+    from clustersim.compute.variation import sync_wait_fraction
+    from clustersim.uncertainty.interval import JITTER_MODEL_UNCERTAINTY, scale_widening
+
+    def jitter(a: int, b: int) -> float:
+        return JITTER_MODEL_UNCERTAINTY * abs(math.log1p(sync_wait_fraction(a)) - math.log1p(sync_wait_fraction(b)))
+
+    assert scale_widening(16, 384) == pytest.approx(jitter(16, 384))
+    assert scale_widening(12288, 1536) == pytest.approx(math.hypot(jitter(12288, 1536), WIDEN["scale_per_doubling"] * 3))
+    assert scale_widening(384, 384) == 0.0
