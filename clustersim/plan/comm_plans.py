@@ -84,6 +84,15 @@ def pp_plan(scenario: Scenario, size_bytes: float, rank: int) -> CollectivePlan:
     return pp_link_plan(scenario.cluster, size_bytes, par.tp * par.cp * par.dp, par.pp, rank)
 
 
+@functools.lru_cache(maxsize=4096)
+def tied_embedding_plan(scenario: Scenario, size_bytes: float) -> CollectivePlan:
+    """The all-reduce of ``size_bytes`` between the first and the last pipeline rank of one
+    (tp, cp, dp) position: the pair that ``link_shape`` gives for the wrap-around boundary."""
+    par, c = scenario.parallel, scenario.cluster
+    return plan_collective("all_reduce", size_bytes, c, link_shape(par.tp * par.cp * par.dp, par.pp, c.gpus_per_domain,
+                                                                   par.pp - 1))
+
+
 def pp_link_plan(cluster: ClusterSpec, size_bytes: float, stride: int, pp: int, rank: int) -> CollectivePlan:
     """``pp_plan`` from the GPUs per pipeline stage (``stride``) and the pipeline depth: a
     send/recv between the pair of GPUs of ``link_shape`` (the sweep's bounds price every boundary

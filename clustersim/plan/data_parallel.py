@@ -12,6 +12,15 @@ first bucket is still exposed). Reductions span the dp x cp ranks.
 
 ZeRO-3 runs as the implementation that the scenario names: clustersim.plan.zero3. The bucket
 rules and the bytes per element are clustersim.plan.dp_rules and clustersim.compute.dtypes.
+
+Tied embeddings across the pipeline: where the input embedding and the output layer that shares
+its weights sit on different pipeline ranks, each holds a copy of the word embedding and the two
+copies' gradients are summed after the backward, one all-reduce of ``V/tp x h`` gradients in the
+reduction dtype between the two ranks (Megatron-Core ``finalize_model_grads`` ->
+``_allreduce_word_embedding_grads`` over the embedding group, after the data-parallel reduction;
+Megatron-LM 2021-23 ``optimizer.reduce_model_grads`` -> ``allreduce_embedding_grads``; DeepSpeed's
+pipeline engine ``_exec_reduce_tied_grads``, just before its data-parallel reduction). It joins
+the data-parallel tail of both ranks, after their gradient reductions.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from typing import NamedTuple
 from clustersim.collectives import CollectivePlan
 from clustersim.compute.dtypes import activation_bytes
 from clustersim.parallel.layout import ParallelLayout
-from clustersim.plan.comm_plans import Item, comm_plan
+from clustersim.plan.comm_plans import Item, comm_plan, tied_embedding_plan
 from clustersim.plan.dp_rules import (
     bucket_params,
     close_buckets,
@@ -123,11 +132,12 @@ def param_bucket(scenario: Scenario, params: int, axis: str = "dp_cp") -> Collec
 def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
              stages: frozenset[int] | None = None) -> DpPlan:
     par = scenario.parallel
+    tied = _tied_embedding_grads(scenario, work, named, stages)
     if par.dp * par.cp == 1:
-        return DpPlan()
+        return DpPlan(after_backward=tied)
     zero = par.zero_stage
     if zero == 3:
-        return DpPlan(zero3=zero3_plan(scenario, work))
+        return DpPlan(after_backward=tied, zero3=zero3_plan(scenario, work))
     size = bucket_params(scenario)
     grad_op = grad_reduce_op(scenario)
     after, after_step = grads_after_backward(par), params_after_step(par)
@@ -162,4 +172,24 @@ def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
                         after_optimizer[g] = after_optimizer.get(g, ()) + (item,)
                     else:
                         param_gathers[(g, first)] = param_gathers.get((g, first), ()) + (item,)
+    for g, items in tied.items():
+        after_backward[g] = after_backward.get(g, ()) + items
     return DpPlan(grad_buckets, after_backward, param_gathers, after_optimizer)
+
+
+def _tied_embedding_grads(scenario: Scenario, work: StepWork, named: bool,
+                          stages: frozenset[int] | None) -> dict[int, tuple[Item, ...]]:
+    """The tied word embedding's gradient all-reduce (module docstring), on the global stages
+    that hold the input embedding and the output layer, where no rank holds both."""
+    graph, model, par = work.graph, scenario.model, scenario.parallel
+    if not model.tie_embeddings or par.pp == 1 or graph is None:
+        return {}
+    last = graph.num_model_stages - 1
+    firsts = [g for g, m in enumerate(graph.model_stage) if m == 0]
+    lasts = [g for g, m in enumerate(graph.model_stage) if m == last]
+    if {graph.placement[g][0] for g in firsts} & {graph.placement[g][0] for g in lasts}:
+        return {}
+    elements = -(-model.vocab // par.tp) * model.hidden
+    item = Item(f"all_reduce tied embedding grads ({elements / 1e6:.0f}M)" if named else "",
+                tied_embedding_plan(scenario, elements * grad_reduce_bytes(scenario)))
+    return {g: (item,) for g in (*firsts, *lasts) if stages is None or g in stages}
