@@ -16,7 +16,7 @@ weight-gradient part (the W action: the ``Op.wgrad`` GEMMs).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from clustersim.compute import (
     CommOp,
@@ -59,6 +59,14 @@ class StageWork:
     backward_weight: tuple[Work, ...] = ()  # per backward unit: the W part (weight-gradient GEMMs)
     model_stage: int = 0
     moe_layers: int = 0          # MoE layers among num_layers
+    # kernel launches of each action part (F, B, Bi, W), counted once when the stage is built: the
+    # host's issue time (clustersim.plan.step_terms.host_s) reads them for every simulated rank
+    kernel_counts: dict[str, int] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        parts = {"F": self.forward, "B": self.backward, "Bi": self.backward_input, "W": self.backward_weight}
+        object.__setattr__(self, "kernel_counts", {part: sum(op.kernels for w in works for op in w if isinstance(op, Op))
+                                                   for part, works in parts.items()})
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from clustersim.collectives import CollectivePlan
-from clustersim.compute import Op
 from clustersim.parallel.pipeline import build_schedule
 from clustersim.plan import step_terms
 from clustersim.plan.actions import plan_actions
@@ -202,9 +201,8 @@ def _send_plan(scenario: Scenario, hosts: tuple[Host, ...], boundary: int, size_
 
 
 def _kernels(st: StageWork, part: str) -> int:
-    """Kernels of one action's units (each Op one kernel), for the host's issue time."""
-    works = {"F": st.forward, "B": st.backward, "Bi": st.backward_input, "W": st.backward_weight}[part]
-    return sum(op.kernels for w in works for op in w if isinstance(op, Op))
+    """Kernel launches of one action's units, for the host's issue time (``StageWork.kernel_counts``)."""
+    return st.kernel_counts[part]
 
 
 def _plan_tiers(plans: list[CollectivePlan]) -> frozenset[str]:
@@ -280,6 +278,14 @@ def classic_actions(schedule: str, pp: int, num_micro_batches: int, v: int,
                                       str(a)))
         out.append(tuple(planned))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def classic_counts(schedule: str, pp: int, num_micro_batches: int, v: int) -> tuple[dict[tuple[int, str], int], ...]:
+    """Per rank: how many actions of each (global stage, part) ``classic_actions`` runs (the same
+    for every class; the step terms weigh each action's seconds by it). Memoised with them."""
+    return tuple(dict(Counter((a.stage, a.part) for a in acts))
+                 for acts in classic_actions(schedule, pp, num_micro_batches, v, 0))
 
 
 @functools.lru_cache(maxsize=256)
@@ -386,7 +392,7 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
                 key, final_b = None, frozenset(i for i, a in enumerate(actions) if a.final)
             totals = {k: total_of(u) for k, u in units.items()}
             opt_s = work.optimizer_time_s[p] / host.speed
-            counts = Counter((a.stage, a.part) for a in actions)
+            counts = classic_counts(*key[:4])[p] if key is not None else Counter((a.stage, a.part) for a in actions)
             kernels = {k: _kernels(work.stages[k[0]], k[1]) for k in units}
             holds_data = any(graph.model_stage[g] in (0, last_model) for g in stages)
             ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, totals,
