@@ -59,14 +59,18 @@ class StageWork:
     backward_weight: tuple[Work, ...] = ()  # per backward unit: the W part (weight-gradient GEMMs)
     model_stage: int = 0
     moe_layers: int = 0          # MoE layers among num_layers
-    # kernel launches of each action part (F, B, Bi, W), counted once when the stage is built: the
-    # host's issue time (clustersim.plan.step_terms.host_s) reads them for every simulated rank
-    kernel_counts: dict[str, int] = field(init=False, compare=False, repr=False)
+    # kernel launches of each action part (F, B, Bi, W), counted on first use and kept with the
+    # stage (build_step_work is memoised): the host's issue time (clustersim.plan.step_terms.host_s)
+    # reads them for every simulated rank of every plan built on this work
+    _kernel_counts: dict[str, int] = field(default_factory=dict, init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        parts = {"F": self.forward, "B": self.backward, "Bi": self.backward_input, "W": self.backward_weight}
-        object.__setattr__(self, "kernel_counts", {part: sum(op.kernels for w in works for op in w if isinstance(op, Op))
-                                                   for part, works in parts.items()})
+    def kernels(self, part: str) -> int:
+        """Kernel launches of one action part's units (``Op.kernels``; collectives launch none here)."""
+        n = self._kernel_counts.get(part)
+        if n is None:
+            works = {"F": self.forward, "B": self.backward, "Bi": self.backward_input, "W": self.backward_weight}[part]
+            n = self._kernel_counts[part] = sum(op.kernels for w in works for op in w if isinstance(op, Op))
+        return n
 
 
 @dataclass(frozen=True, slots=True)

@@ -201,8 +201,8 @@ def _send_plan(scenario: Scenario, hosts: tuple[Host, ...], boundary: int, size_
 
 
 def _kernels(st: StageWork, part: str) -> int:
-    """Kernel launches of one action's units, for the host's issue time (``StageWork.kernel_counts``)."""
-    return st.kernel_counts[part]
+    """Kernel launches of one action's units, for the host's issue time (``StageWork.kernels``)."""
+    return st.kernels(part)
 
 
 def _plan_tiers(plans: list[CollectivePlan]) -> frozenset[str]:
