@@ -200,11 +200,6 @@ def _send_plan(scenario: Scenario, hosts: tuple[Host, ...], boundary: int, size_
     return scale_plan(plan, min(a.link_speed, b.link_speed))
 
 
-def _kernels(st: StageWork, part: str) -> int:
-    """Kernel launches of one action's units, for the host's issue time (``StageWork.kernels``)."""
-    return st.kernels(part)
-
-
 def _plan_tiers(plans: list[CollectivePlan]) -> frozenset[str]:
     return frozenset(ph.tier for plan in plans for ph in plan.phases)
 
@@ -393,7 +388,7 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
             totals = {k: total_of(u) for k, u in units.items()}
             opt_s = work.optimizer_time_s[p] / host.speed
             counts = classic_counts(*key[:4])[p] if key is not None else Counter((a.stage, a.part) for a in actions)
-            kernels = {k: _kernels(work.stages[k[0]], k[1]) for k in units}
+            kernels = {k: work.stages[k[0]].kernels(k[1]) for k in units}
             holds_data = any(graph.model_stage[g] in (0, last_model) for g in stages)
             ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, totals,
                                  {}, {}, split, send, {k: (send_s[id(v)] if v is not None else 0.0) for k, v in send.items()},
