@@ -34,6 +34,7 @@ from clustersim.uncertainty.interval import (
     Interval,
     _spread,
     band,
+    gpu_range_widening,
     regime_spread,
     widenings,
 )
@@ -42,11 +43,10 @@ from clustersim.uncertainty.regimes import Features, cover_key
 
 def _range_widenings(f: Features, ev: CalibrationEvidence) -> list[tuple[str, float]]:
     out: list[tuple[str, float]] = []
-    if ev.max_gpus and (f.gpus > ev.max_gpus or f.gpus < ev.min_gpus):
-        bound = ev.max_gpus if f.gpus > ev.max_gpus else ev.min_gpus
+    wide = gpu_range_widening(f.gpus, ev.min_gpus, ev.max_gpus) if ev.max_gpus else None
+    if wide is not None:
         span = f"{ev.min_gpus}" if ev.min_gpus == ev.max_gpus else f"{ev.min_gpus}-{ev.max_gpus}"
-        out.append((f"{f.gpus} GPUs outside the calibrated runs' {span}",
-                    WIDEN["scale_per_doubling"] * abs(math.log2(f.gpus / bound))))
+        out.append((f"{f.gpus} GPUs outside the calibrated runs' {span}", wide))
     if ev.frameworks and f.framework not in ev.frameworks:
         out.append((f"framework {f.framework} not among the calibrated runs' ({', '.join(ev.frameworks)})",
                     WIDEN["framework"]))

@@ -151,10 +151,9 @@ def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gem
                         WIDEN["zero3_impl"]))
         if f.framework not in ev.frameworks:
             out.append((f"framework {f.framework} not measured in this regime", WIDEN["framework"]))
-        if f.gpus > ev.max_gpus or f.gpus < ev.min_gpus:
-            bound = ev.max_gpus if f.gpus > ev.max_gpus else ev.min_gpus
-            out.append((f"{f.gpus} GPUs outside the measured {ev.min_gpus}-{ev.max_gpus}",
-                        scale_widening(f.gpus, bound)))
+        wide = gpu_range_widening(f.gpus, ev.min_gpus, ev.max_gpus)
+        if wide is not None:
+            out.append((f"{f.gpus} GPUs outside the measured {ev.min_gpus}-{ev.max_gpus}", wide))
     if f.moe:
         out.append(("mixture of experts: no measured MoE run", WIDEN["moe"]))
     if f.dtype in ("fp8", "fp4"):
@@ -174,6 +173,15 @@ def scale_widening(gpus: int, measured_gpus: int) -> float:
     doublings = max(0.0, math.log2(gpus / measured_gpus))
     jitter = abs(math.log1p(sync_wait_fraction(gpus)) - math.log1p(sync_wait_fraction(measured_gpus)))
     return math.hypot(JITTER_MODEL_UNCERTAINTY * jitter, WIDEN["scale_per_doubling"] * doublings)
+
+
+def gpu_range_widening(gpus: int, min_gpus: int, max_gpus: int) -> float | None:
+    """1-sigma widening for a job of ``gpus`` against runs of ``min_gpus``-``max_gpus`` GPUs, or
+    None inside that range: ``scale_widening`` from the nearer bound. The one rule for every band
+    that knows which GPU counts its runs had (a regime's published runs, a calibration's runs)."""
+    if min_gpus <= gpus <= max_gpus:
+        return None
+    return scale_widening(gpus, max_gpus if gpus > max_gpus else min_gpus)
 
 
 def regime_spread(ev: Evidence | None, pooled: Evidence) -> tuple[float, float, int]:

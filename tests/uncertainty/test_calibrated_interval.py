@@ -20,7 +20,7 @@ from clustersim.hardware.spec import CalibrationEvidence
 from clustersim.scenario import scenario_from_dict
 from clustersim.uncertainty import features, step_interval
 from clustersim.uncertainty.calibrated import calibrated_interval
-from clustersim.uncertainty.interval import K_S, Z_80, _stored, regime_spread
+from clustersim.uncertainty.interval import K_S, WIDEN, Z_80, _stored, regime_spread, scale_widening
 from clustersim.uncertainty.regimes import cover_key
 
 
@@ -130,3 +130,26 @@ def test_outside_the_cover_keeps_the_uncalibrated_width():
     assert any("mixture of experts" in w for w in iv.why)
     assert math.log(iv.hi_factor / iv.lo_factor) == pytest.approx(math.log(generic.hi_factor / generic.lo_factor),
                                                                   rel=0.05)
+
+
+def test_gpu_range_widens_by_the_one_scale_rule():
+    """A calibration's GPU range widens the band exactly as a regime's measured range does
+    (interval.gpu_range_widening -> scale_widening): the jitter term below the smallest run, the
+    per-doubling term only above the largest."""
+    f = features(scenario_from_dict(LATER[0]))                      # 8 GPUs
+    regimes, pooled = _stored()
+    errors = (0.02, -0.03, 0.01)
+
+    def width(lo_gpus: int, hi_gpus: int) -> float:
+        ev = CalibrationEvidence(runs=3, loo_rel_errors=errors, cover=("dense 3D",), min_gpus=lo_gpus,
+                                 max_gpus=hi_gpus, frameworks=("megatron-core",))
+        iv = calibrated_interval(f, ev, regimes.get(f.regime), pooled, frozenset({f.generation}))
+        return math.log(iv.hi_factor) / Z_80                         # 1 sigma in ln units
+
+    inside = width(8, 8)
+    s_pool2 = inside ** 2
+    below, above = width(64, 64), width(1, 2)
+    assert below ** 2 - s_pool2 == pytest.approx(scale_widening(8, 64) ** 2)
+    assert above ** 2 - s_pool2 == pytest.approx(scale_widening(8, 2) ** 2)
+    assert scale_widening(8, 64) < 0.5 * WIDEN["scale_per_doubling"] * 3     # below: no per-doubling term
+    assert scale_widening(8, 2) >= WIDEN["scale_per_doubling"] * 2          # above: two doublings at least
