@@ -23,6 +23,7 @@ class Residual:
     framework: str
     zero3_impl: str
     gpus: int
+    schedule: str
     predicted_step_time_s: float
     measured_step_time_s: float
 
@@ -41,7 +42,7 @@ def compute_residuals() -> list[Residual]:
         sc = scenario_from_dict(run.scenario)
         f = features(sc)
         out.append(Residual(run.table, run.name, run.scenario, f.regime, f.framework, f.zero3_impl, f.gpus,
-                            simulate(sc).step_time_s, run.measured_step_time_s))
+                            f.schedule, simulate(sc).step_time_s, run.measured_step_time_s))
     return out
 
 
@@ -50,7 +51,7 @@ def residuals_document(runs: list[Residual]) -> dict[str, Any]:
         "generated_by": "python benchmarks/accuracy.py --write",
         "source": "validation/reference/ (copies of the shared calibration tables, each row with its source)",
         "runs": [{"table": r.table, "name": r.name, "regime": r.regime, "framework": r.framework,
-                  "zero3_impl": r.zero3_impl, "gpus": r.gpus,
+                  "zero3_impl": r.zero3_impl, "gpus": r.gpus, "schedule": r.schedule,
                   "predicted_step_time_s": round(r.predicted_step_time_s, 6),
                   "measured_step_time_s": round(r.measured_step_time_s, 6),
                   "log_ratio": round(r.log_ratio, 6)} for r in runs],

@@ -55,6 +55,9 @@ WIDEN = {
     "generation_unmeasured": 0.15,  # ... and without a public GEMM measurement either
     "zero3_impl": 0.10,       # a ZeRO-3 implementation other than the measured ones
     "framework": 0.05,        # a framework none of the regime's runs used
+    # a pipeline schedule none of the regime's pipelined runs used: less than a framework (a schedule
+    # reorders the passes and transfers whose costs the measured runs vouch for, it adds none)
+    "schedule": 0.03,
     "scale_per_doubling": 0.02,  # per factor 2 of GPU count beyond the measured range (besides the jitter term)
     "moe": 0.12,              # mixture of experts: no measured MoE run
     "low_precision": 0.08,    # FP8 / FP4 training: no measured low-precision run
@@ -71,6 +74,7 @@ class Evidence:
     zero3_impls: frozenset[str] = frozenset()
     min_gpus: int = 0
     max_gpus: int = 0
+    schedules: frozenset[str] = frozenset()   # pipeline schedules of the runs with a pipeline
 
     @property
     def n(self) -> int:
@@ -123,7 +127,8 @@ def _evidence(rows: list[dict]) -> Evidence:
         return Evidence(())
     return Evidence(tuple(r["log_ratio"] for r in rows), frozenset(r["framework"] for r in rows),
                     frozenset(r["zero3_impl"] for r in rows if r["zero3_impl"]),
-                    min(r["gpus"] for r in rows), max(r["gpus"] for r in rows))
+                    min(r["gpus"] for r in rows), max(r["gpus"] for r in rows),
+                    frozenset(r["schedule"] for r in rows if r.get("schedule")))
 
 
 def _spread(ev: Evidence) -> float:
@@ -151,6 +156,8 @@ def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gem
                         WIDEN["zero3_impl"]))
         if f.framework not in ev.frameworks:
             out.append((f"framework {f.framework} not measured in this regime", WIDEN["framework"]))
+        if f.schedule and f.schedule not in ev.schedules:
+            out.append((f"pipeline schedule {f.schedule} not measured in this regime", WIDEN["schedule"]))
         wide = gpu_range_widening(f.gpus, ev.min_gpus, ev.max_gpus)
         if wide is not None:
             out.append((f"{f.gpus} GPUs outside the measured {ev.min_gpus}-{ev.max_gpus}", wide))

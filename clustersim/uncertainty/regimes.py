@@ -3,7 +3,8 @@
 A prediction is backed by measured runs of the same kind: the same parallelism family (Megatron-
 style 3D with ZeRO 0-2, or ZeRO-3 / FSDP) on the same GPU generation. Features that no measured
 run of the regime shares (another ZeRO-3 implementation, a framework, GPU counts beyond the
-measured range, MoE, FP8, context parallelism) widen the interval (clustersim.uncertainty.interval).
+measured range, a pipeline schedule, MoE, FP8, context parallelism) widen the interval
+(clustersim.uncertainty.interval).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Features:
     dtype: str
     cp: int
     generation: str
+    schedule: str = ""  # the pipeline schedule when there is a pipeline (pp > 1), else ""
 
 
 # measurement sets of one GPU generation share a regime (the PCIe, NVL and Grace parts included)
@@ -49,7 +51,7 @@ def features(scenario: Scenario) -> Features:
     return Features(regime=f"{family}/{gen}", framework=scenario.framework.name,
                     zero3_impl=zero3_impl(scenario) if family == "zero3" else "",
                     gpus=scenario.cluster.num_gpus, moe=scenario.model.is_moe, dtype=scenario.training.dtype,
-                    cp=par.cp, generation=gen)
+                    cp=par.cp, generation=gen, schedule=par.schedule if par.pp > 1 else "")
 
 
 def cover_key(f: Features) -> str:

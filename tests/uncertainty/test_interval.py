@@ -10,6 +10,7 @@ import pytest
 from clustersim.calibrate.residuals import compute_residuals
 from clustersim.scenario import scenario_from_dict
 from clustersim.uncertainty import features, step_interval
+from clustersim.uncertainty import interval as interval_module
 from clustersim.uncertainty.interval import RESIDUALS_FILE, WIDEN, Evidence, interval_from, widenings
 
 
@@ -130,3 +131,25 @@ def test_scale_widening_per_doubling_only_above_the_largest_measured_run():
     assert scale_widening(16, 384) == pytest.approx(jitter(16, 384))
     assert scale_widening(12288, 1536) == pytest.approx(math.hypot(jitter(12288, 1536), WIDEN["scale_per_doubling"] * 3))
     assert scale_widening(384, 384) == 0.0
+
+
+def test_a_pipeline_schedule_no_measured_run_used_widens():
+    """The regime's measured pipelined runs vouch for their schedules only (residuals.json
+    "schedule"): on Hopper they ran interleaved 1F1B, so a 1F1B or ZB-H1 pipeline there widens the
+    band by WIDEN["schedule"] and says so; the interleaved one and a job without a pipeline do not."""
+    regimes, _ = interval_module._stored()
+    assert regimes["3d/hopper"].schedules == frozenset({"interleaved-1f1b"})
+    assert regimes["3d/a100"].schedules == frozenset({"1f1b"})
+    assert regimes["zero3/a100"].schedules == frozenset()       # no pipelined run
+    big = {"model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "nodes": 16}}
+    par = {"tp": 8, "pp": 4, "dp": 4, "global_batch": 64}
+    measured = step_interval(scenario_from_dict({**big, "parallel": {**par, "schedule": "interleaved-1f1b",
+                                                                      "virtual_stages": 2}}))
+    assert not any("schedule" in w for w in measured.why)
+    assert features(scenario()).schedule == "" and not any("schedule" in w for w in step_interval(scenario()).why)
+    for schedule in ("1f1b", "zb-h1"):
+        iv = step_interval(scenario_from_dict({**big, "parallel": {**par, "schedule": schedule}}))
+        assert f"pipeline schedule {schedule} not measured in this regime" in iv.why
+        assert width(iv) > width(measured), schedule
+        grown = (width(iv) / (2 * 1.2816)) ** 2 - (width(measured) / (2 * 1.2816)) ** 2   # sigma^2 added
+        assert math.isclose(grown, WIDEN["schedule"] ** 2 * (1 + 1 / (9 + 3)), rel_tol=1e-6), schedule
