@@ -102,16 +102,18 @@ def not_plain_reasons(p: dict[str, object]) -> list[str]:
 
 
 def _regime_codes(table: np.ndarray) -> np.ndarray:
-    """What clustersim.uncertainty.features reads of a layout: zero stage, dp * cp and cp."""
-    z, dp, cp = (table[:, COL[f]].astype(np.int64) for f in ("zero_stage", "dp", "cp"))
-    return (z << 48) | ((dp * cp) << 24) | cp
+    """What clustersim.uncertainty.features reads of a layout: zero stage, dp * cp, cp and the
+    pipeline schedule where there is a pipeline (its index + 1; 0 without one)."""
+    z, dp, cp, pp, sched = (table[:, COL[f]].astype(np.int64) for f in ("zero_stage", "dp", "cp", "pp", "schedule"))
+    piped = np.where(pp > 1, sched + 1, 0)
+    return (z << 56) | ((dp * cp) << 32) | (cp << 8) | piped
 
 
 def interval_factors(scenario: Scenario, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the 80% interval's ``hi_factor`` and whether its regime is validated
     (clustersim.uncertainty.step_interval of the layout: it reads the layout only through the
-    ZeRO stage, dp * cp and cp, so it runs once per distinct triple; tests/sweep/test_decide.py
-    checks random layouts against step_interval itself)."""
+    ZeRO stage, dp * cp, cp and, with a pipeline, its schedule, so it runs once per distinct
+    combination; tests/sweep/test_decide.py checks random layouts against step_interval itself)."""
     from clustersim.uncertainty import step_interval
 
     codes = _regime_codes(table)
@@ -121,7 +123,7 @@ def interval_factors(scenario: Scenario, table: np.ndarray) -> tuple[np.ndarray,
     for j, i in enumerate(first):
         row = table[i]
         par = replace(scenario.parallel, zero_stage=int(row[COL["zero_stage"]]), dp=int(row[COL["dp"]]),
-                      cp=int(row[COL["cp"]]))
+                      cp=int(row[COL["cp"]]), pp=int(row[COL["pp"]]), schedule=SCHEDULES[int(row[COL["schedule"]])])
         iv = step_interval(replace(scenario, parallel=par))
         hi[j], ok[j] = iv.hi_factor, iv.validated
     inverse = inverse.reshape(-1)
@@ -140,7 +142,7 @@ def validated_space(scenario: Scenario, space: SearchSpace) -> SearchSpace:
     from clustersim.uncertainty import step_interval
 
     def ok(zero: int, cp: int) -> tuple[bool, tuple[str, ...]]:
-        par = replace(scenario.parallel, zero_stage=zero, cp=cp, dp=2)
+        par = replace(scenario.parallel, zero_stage=zero, cp=cp, dp=2, pp=1)   # the schedule: per row, below
         iv = step_interval(replace(scenario, parallel=par))
         return iv.validated, iv.why
 
