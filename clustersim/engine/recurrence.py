@@ -127,6 +127,8 @@ class Recurrence:
     form); ``alone`` then gives the event engine's duration of an action whose overlapped
     collectives share links among themselves (None: such an action counts as contended)."""
 
+    share_final_backwards = True   # _final_backward (tests turn it off to compare with walking every rank's)
+
     def __init__(self, plan: StepPlan, check_links: bool = False, alone: Alone | None = None) -> None:
         self.plan = plan
         self.ranks = [RankState(rk.slowdown) for rk in plan.ranks]
@@ -141,6 +143,9 @@ class Recurrence:
         z3 = plan.dp.zero3
         self._gathered_stages = {g for (g, _), _ in plan.param_gathers}
         self._z3 = z3
+        # stages' last backwards from a quiet rank, run once per distinct (units, buckets, slowdown)
+        self._final_runs: dict[tuple[object, ...], tuple] = {}
+        self._keep: list[object] = []
 
     # -- start and end of the step --------------------------------------------------------
     def issue_param_gathers(self) -> None:
@@ -394,6 +399,9 @@ class Recurrence:
 
     def _backward(self, rk: SimRank, state: RankState, z3: Zero3Plan | None, g: int, final: bool,
                   part: str = "B") -> None:
+        if final and z3 is None and self.share_final_backwards and not self.check_links and state.quiet():
+            self._final_backward(rk, state, g, part)
+            return
         units = rk.units[(g, part)]
         gathers = self._gathers(state, z3, len(units), g, "B") if part == "B" else None
         dp = self.plan.dp
@@ -412,6 +420,36 @@ class Recurrence:
                 self._enqueue(state, "rs", z3.reduce.get((g, b), ()))
             elif final:
                 self._enqueue(state, "dp", dp.grad_buckets.get((g, b), ()))
+
+    def _final_backward(self, rk: SimRank, state: RankState, g: int, part: str) -> None:
+        """A stage's last backward (each unit's gradient buckets enqueued after it) from a quiet
+        rank: it depends on its units, their buckets and the rank's slowdown, not on when it
+        starts, so it is run once from time 0 for all the ranks that share them (a pipeline's
+        middle stages) and shifted to each rank's clock: the same answer to rounding."""
+        units = rk.units[(g, part)]
+        buckets = tuple(self.plan.dp.grad_buckets.get((g, b), ()) for b in range(len(units)))
+        key = (id(units), tuple(tuple(plan.time_s for _, plan in items) for items in buckets), state.slowdown)
+        run = self._final_runs.get(key)
+        if run is None:
+            scratch = RankState(state.slowdown)
+            for unit, items in zip(units, buckets, strict=True):
+                scratch.run(unit)
+                scratch.enqueue("dp", items)
+            run = self._final_runs[key] = (
+                scratch.clock, tuple((c, sec) for c, sec in scratch.causes.items() if sec),
+                tuple((name, s.free_s, tuple(s.busy)) for name, s in scratch.streams.items() if s.busy),
+                tuple(scratch.pending))
+            self._keep.append(units)   # keeps id(units) valid while the memo lives
+        clock_s, causes, streams, pending = run
+        start = state.clock
+        state.clock = start + clock_s
+        for cause, sec in causes:
+            state.causes[cause] += sec
+        for name, free_s, busy in streams:
+            s = state.streams[name]
+            s.free_s = start + free_s
+            s.busy += [(start + b, start + e, c) for b, e, c in busy]
+        state.pending += [start + end for end in pending]
 
     def _gathers(self, state: RankState, z3: Zero3Plan | None, n: int, g: int, kind: str) -> _Gathers | None:
         if z3 is None:

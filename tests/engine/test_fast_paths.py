@@ -112,3 +112,25 @@ def test_new_schedules_take_the_general_paths(parallel: dict) -> None:
     _same(estimate_step(sc, collapse=True), estimate_step(sc, collapse=False))
     closed = estimate_step(sc)
     assert math.isclose(closed.step_time_s, fast.step_time_s, rel_tol=0.05)
+
+
+@pytest.mark.parametrize("parallel", [
+    dict(global_batch=64, schedule="1f1b", zero_stage=1),
+    dict(global_batch=64, schedule="interleaved-1f1b", virtual_stages=3, zero_stage=1),
+    dict(global_batch=64, schedule="1f1b", zero_stage=0, overlap_grad_reduce=True),
+], ids=["1f1b-zero1", "interleaved-zero1", "1f1b-ddp"])
+def test_a_last_backward_run_once_for_like_stages_equals_each_rank_walking_it(monkeypatch, parallel: dict) -> None:
+    # the middle stages of a pipeline run the same last backward (units and gradient buckets):
+    # the closed form runs it once from time 0 and shifts it to each rank's clock
+    plan = build_plan(_gpt3(**parallel))
+    rec = Recurrence(plan)
+    rec.issue_param_gathers()
+    rec.run_to_end()
+    shared = rec.finish()
+    assert 0 < len(rec._final_runs) < len(plan.ranks), "no last backward was shared between ranks"
+    monkeypatch.setattr(Recurrence, "share_final_backwards", False)
+    walked = Recurrence(plan)
+    walked.issue_param_gathers()
+    walked.run_to_end()
+    assert not walked._final_runs
+    _same(shared, walked.finish(), rel=1e-13)
