@@ -399,14 +399,17 @@ class Recurrence:
 
     def _backward(self, rk: SimRank, state: RankState, z3: Zero3Plan | None, g: int, final: bool,
                   part: str = "B") -> None:
-        if final and z3 is None and self.share_final_backwards and not self.check_links and state.quiet():
-            self._final_backward(rk, state, g, part)
-            return
         units = rk.units[(g, part)]
+        if z3 is None:
+            buckets = tuple(self.plan.dp.grad_buckets.get((g, b), ()) for b in range(len(units))) if final else None
+            if buckets is not None and self.share_final_backwards and not self.check_links and state.quiet():
+                self._final_backward(state, units, buckets)
+            else:
+                self._walk_backward(state, units, buckets)
+            return
         gathers = self._gathers(state, z3, len(units), g, "B") if part == "B" else None
-        dp = self.plan.dp
         for b, unit in enumerate(units):
-            if gathers is not None and z3 is not None and z3.backward_gathers == 2:
+            if gathers is not None and z3.backward_gathers == 2:
                 recompute, proper = rk.split[(g, b)]
                 state.wait(gathers.before(2 * b), "dp_comm")
                 state.run(recompute)
@@ -416,25 +419,28 @@ class Recurrence:
                 if gathers is not None:
                     state.wait(gathers.before(b), "dp_comm")
                 state.run(unit)
-            if z3 is not None:
-                self._enqueue(state, "rs", z3.reduce.get((g, b), ()))
-            elif final:
-                self._enqueue(state, "dp", dp.grad_buckets.get((g, b), ()))
+            self._enqueue(state, "rs", z3.reduce.get((g, b), ()))
 
-    def _final_backward(self, rk: SimRank, state: RankState, g: int, part: str) -> None:
-        """A stage's last backward (each unit's gradient buckets enqueued after it) from a quiet
-        rank: it depends on its units, their buckets and the rank's slowdown, not on when it
-        starts, so it is run once from time 0 for all the ranks that share them (a pipeline's
-        middle stages) and shifted to each rank's clock: the same answer to rounding."""
-        units = rk.units[(g, part)]
-        buckets = tuple(self.plan.dp.grad_buckets.get((g, b), ()) for b in range(len(units)))
+    def _walk_backward(self, state: RankState, units: tuple[CompiledUnit, ...],
+                       buckets: tuple[tuple[Item, ...], ...] | None) -> None:
+        """A backward without ZeRO-3, unit by unit; in a stage's last backward (``buckets``) each
+        unit's gradient buckets are enqueued after it."""
+        for b, unit in enumerate(units):
+            state.run(unit)
+            if buckets is not None:
+                self._enqueue(state, "dp", buckets[b])
+
+    def _final_backward(self, state: RankState, units: tuple[CompiledUnit, ...],
+                        buckets: tuple[tuple[Item, ...], ...]) -> None:
+        """A stage's last backward from a quiet rank (no collective in flight): it depends on its
+        units, their buckets and the rank's slowdown, not on when it starts, so it is walked once
+        from time 0 for all the ranks that share them (a pipeline's middle stages) and shifted to
+        each rank's clock: the same answer to rounding."""
         key = (id(units), tuple(tuple(plan.time_s for _, plan in items) for items in buckets), state.slowdown)
         run = self._final_runs.get(key)
         if run is None:
             scratch = RankState(state.slowdown)
-            for unit, items in zip(units, buckets, strict=True):
-                scratch.run(unit)
-                scratch.enqueue("dp", items)
+            self._walk_backward(scratch, units, buckets)
             run = self._final_runs[key] = (
                 scratch.clock, tuple((c, sec) for c, sec in scratch.causes.items() if sec),
                 tuple((name, s.free_s, tuple(s.busy)) for name, s in scratch.streams.items() if s.busy),
