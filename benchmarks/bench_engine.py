@@ -1,6 +1,6 @@
 """Engine speed, the public closed-form call and per-rank mode (simulator speed, not a test).
 
-    python benchmarks/bench_engine.py [--repeat 5] [--calls 50] [--only estimate]
+    python benchmarks/bench_engine.py [--repeat 5] [--calls 50] [--only estimate|sections]
 
 In-process, one Python process: each engine call is timed ``--repeat`` times and the median is
 printed, after a first (cold) call that builds the step plan and keeps it in the run's memo
@@ -24,6 +24,10 @@ printed, after a first (cold) call that builds the step plan and keeps it in the
   micro-batch 1, global batch 1536, full recompute, 1F1B as scenarios/gpt3_175b_a100x1024.yaml,
   with the framework and ZeRO stage the file sets taken out, so both are at their defaults) and
   the SC21 1T row as above (the file's framework, megatron-legacy, and ZeRO 0 kept).
+* with ``--only sections``: where one fresh public call of each case goes, its parts timed one by
+  one in the order ``api.estimate`` runs them (the step budget, which compiles the units the plan
+  reuses; the plan build; the timing model; the report with memory and interval), min and median
+  of ``--calls``, beside the whole call; the parts' step time must equal the call's.
 * per-rank mode: Llama-3-405B on 16,384 H100 (scenarios/llama3_405b_h100x16384.yaml) with 1% of
   the GPUs drawn as stragglers at 1.3x (``faults.stragglers``, seed 0): the whole `api.simulate`
   (per-rank event engine + per-rank closed form + report), and `clustersim run --json` in a fresh
@@ -51,8 +55,10 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))   # this checkout's clustersim, not an installed one
 
+from clustersim import api  # noqa: E402
 from clustersim.api import estimate, simulate  # noqa: E402
-from clustersim.engine.selector import estimate_step, simulate_step  # noqa: E402
+from clustersim.engine.selector import estimate_step, simulate_step, time_plan  # noqa: E402
+from clustersim.plan.budget import check_step_budget  # noqa: E402
 from clustersim.plan.plan_cache import PlanCache  # noqa: E402
 from clustersim.scenario import load_scenario, read_scenario_dict, scenario_from_dict  # noqa: E402
 from clustersim.scenario.loader import apply_overrides  # noqa: E402
@@ -127,17 +133,57 @@ def estimate_table(calls: int) -> Table:
     return table
 
 
+def _report_and_interval(scenario, result):
+    """``api.estimate``'s last part: the report (memory included) and its interval."""
+    report = api._report(scenario, "analytical", result.step_time_s, result.breakdown, result.critical_rank)
+    report.interval  # noqa: B018 - a property that computes the interval
+    return report
+
+
+def sections_table(calls: int) -> Table:
+    """The public call of each case in parts (module docstring), min and median ms of ``calls``."""
+    table = Table(title=f"api.estimate + interval in parts, fresh Scenario + PlanCache, {calls} calls (ms)")
+    for col in ("case", "part", "min ms", "median ms"):
+        table.add_column(col, justify="right")
+    for label, raw in (("GPT-3 175B, 1,024 A100", gpt3_line()),
+                       ("1T SC21, 3,072 A100", apply_overrides(read_scenario_dict(GPT3), SC21_1T))):
+        whole_step = public_call(scenario_from_dict(raw))
+        parts: dict[str, list[float]] = {}
+
+        def timed(name: str, fn: Callable[[], object], parts: dict[str, list[float]] = parts) -> object:
+            t0 = time.perf_counter()
+            out = fn()
+            parts.setdefault(name, []).append(time.perf_counter() - t0)
+            return out
+
+        for _ in range(calls):
+            sc0, cache = scenario_from_dict(raw), PlanCache()
+            t0 = time.perf_counter()
+            sc = api.balanced(sc0)
+            timed("step budget (compiles the units)", lambda sc=sc, cache=cache: check_step_budget(sc, "analytical", cache.compiler))
+            api._schedule(sc)
+            plan = timed("plan build", lambda sc=sc, cache=cache: cache.step_plan(sc))
+            res = timed("timing model (closed form)", lambda plan=plan: time_plan(plan, "analytical", False))
+            rep = timed("report, memory and interval", lambda sc=sc, res=res: _report_and_interval(sc, res))
+            parts.setdefault("the whole call", []).append(time.perf_counter() - t0)
+            assert rep.step_time_s == whole_step, (rep.step_time_s, whole_step)
+        for name, runs in parts.items():
+            table.add_row(label, name, f"{min(runs) * 1e3:.3f}", f"{statistics.median(runs) * 1e3:.3f}")
+    return table
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--calls", type=int, default=50, help="calls per warm mode of the api.estimate rows")
-    ap.add_argument("--only", choices=("estimate",), help="only the api.estimate rows")
+    ap.add_argument("--only", choices=("estimate", "sections"),
+                    help="only the api.estimate rows, or only that call in parts")
     args = ap.parse_args()
     console = Console(width=160)
     console.print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
                   f"{os.getloadavg()[2]:.2f} on {os.cpu_count()} cores")
-    console.print(estimate_table(args.calls))
-    if args.only == "estimate":
+    console.print(sections_table(args.calls) if args.only == "sections" else estimate_table(args.calls))
+    if args.only in ("estimate", "sections"):
         console.print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
                       f"{os.getloadavg()[2]:.2f}")
         return
