@@ -143,9 +143,9 @@ class Recurrence:
         z3 = plan.dp.zero3
         self._gathered_stages = {g for (g, _), _ in plan.param_gathers}
         self._z3 = z3
-        # stages' last backwards from a quiet rank, run once per distinct (units, buckets, slowdown)
+        # stages' last backwards from a quiet rank, run once per distinct (units, buckets, slowdown);
+        # keyed by id() of the plan's unit tuples, which self.plan keeps alive as long as the memo
         self._final_runs: dict[tuple[object, ...], tuple] = {}
-        self._keep: list[object] = []
 
     # -- start and end of the step --------------------------------------------------------
     def issue_param_gathers(self) -> None:
@@ -445,7 +445,6 @@ class Recurrence:
                 scratch.clock, tuple((c, sec) for c, sec in scratch.causes.items() if sec),
                 tuple((name, s.free_s, tuple(s.busy)) for name, s in scratch.streams.items() if s.busy),
                 tuple(scratch.pending))
-            self._keep.append(units)   # keeps id(units) valid while the memo lives
         clock_s, causes, streams, pending = run
         start = state.clock
         state.clock = start + clock_s
