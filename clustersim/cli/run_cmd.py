@@ -31,7 +31,7 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
     nodes = (" + ".join(f"{g.nodes} x {g.preset}" for g in sc.node_groups) + f" = {report.num_gpus} GPUs"
              if sc.node_groups else
              f"{sc.cluster.num_nodes} x {sc.cluster.name} = {report.num_gpus} {sc.cluster.gpu.name}")
-    out.print(f"  model {sc.model.name} ({sc.model.total_params() / 1e9:.1f}B params), {nodes}")
+    out.print(f"  model {sc.model.name} ({sc.model.main_params() / 1e9:.1f}B params), {nodes}")
     if sc.model.notes:   # read from an HF config: what was read (clustersim.workload.model_summary)
         for line in model_lines(sc.model):
             out.print(line, highlight=False, markup=False)

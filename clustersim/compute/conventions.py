@@ -11,6 +11,7 @@ The MLP activation names the family a model belongs to, and the family decides t
 | squared-relu  | 2            | LayerNorm | none    | yes  | Nemotron-4 (arXiv 2402.16819 §2.1: squared ReLU,  |
 |               |              |           |         |      | RoPE, no dropout; Megatron --normalization LayerNorm) |
 
+* Norm: ``ModelSpec.uses_layernorm`` reads the column above (the parameter count needs it too).
 * Dropout: GPT-style models train with hidden and attention dropout 0.1 (Megatron-LM
   examples/pretrain_gpt*.sh; Korthikanti et al. 2022 §4.1 counts the dropout masks). Llama-style
   models train without dropout (Llama 2/3 configs: attention_dropout 0.0; Megatron-LM llama
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 from clustersim.workload.model_spec import GATED_ACTS, ModelSpec
 
-_LAYERNORM_ACTS = ("gelu", "relu", "squared-relu")
 _DROPOUT_ACTS = ("gelu", "relu")
 _ROPE_ACTS = ("swiglu", "geglu", "squared-relu")
 
@@ -44,7 +44,7 @@ def uses_dropout(model: ModelSpec) -> bool:
 
 def norm_statistics(model: ModelSpec) -> int:
     """fp32 statistics a norm keeps per token: LayerNorm mean and rstd (2), RMSNorm rstd (1)."""
-    return 2 if model.ffn_act in _LAYERNORM_ACTS else 1
+    return 2 if model.uses_layernorm else 1
 
 
 def uses_rope(model: ModelSpec) -> bool:

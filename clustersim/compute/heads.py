@@ -129,5 +129,5 @@ def _output_cost(model: ModelSpec, tp_: int, cp: int, sp_: bool, micro_batch: in
     else:
         bwd.append(wgrad)
     bwd.append(memory_bound_op("final_norm_bwd", t_sp * h * act_b * 5, gpu))
-    params = v * h + 2 * h
+    params = v * h + model.norm_width_params()
     return LayerCost(PassCost(tuple(fwd)), PassCost(tuple(bwd)), EMPTY_PASS, params)

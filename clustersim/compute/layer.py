@@ -346,7 +346,7 @@ def layer_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1, moe: bool | Non
         mlp = dense + routed
     else:
         mlp = model.num_mlp_matrices * h * math.ceil(model.ffn_hidden / tp)
-    return attention + mlp + model.norm_params()                     # the norms (weight + bias), replicated
+    return attention + mlp + model.norm_params()                     # the norms, replicated
 
 
 def expert_params_per_gpu(model: ModelSpec, tp: int, ep: int = 1, etp: int = 0, moe: bool | None = None) -> int:

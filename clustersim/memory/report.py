@@ -122,7 +122,7 @@ def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, fi
     if first:
         dense += vocab_shard
     if last:
-        dense += 2 * model.hidden   # final norm
+        dense += model.norm_width_params()   # final norm
         if not (model.tie_embeddings and first):
             dense += vocab_shard
         if model.mtp_layers:

@@ -10,6 +10,7 @@ from clustersim.hashcache import HashMemo, cache_hash
 
 FFN_ACTS = ("gelu", "swiglu", "geglu", "squared-relu", "relu")
 GATED_ACTS = ("swiglu", "geglu")          # three MLP matrices (gate, up, down)
+LAYERNORM_ACTS = ("gelu", "relu", "squared-relu")  # families that normalise with LayerNorm; the rest RMSNorm
 ATTENTION_KINDS = ("mha", "gqa", "mla")
 ATTENTION_PATTERNS = ("full", "sliding", "chunked")
 TOKEN_DISPATCHERS = ("alltoall", "flex")
@@ -233,9 +234,20 @@ class ModelSpec(HashMemo):
         mlp = self.moe_mlp_params() if moe else self.mlp_params()
         return self.attention_params() + mlp + self.norm_params()
 
+    @property
+    def uses_layernorm(self) -> bool:
+        """LayerNorm (weight and bias) rather than RMSNorm (weight only), by activation family:
+        GPT-3, OPT and Nemotron-4 normalise with LayerNorm; Llama, Mistral, Qwen3, gpt-oss, Gemma 3
+        and DeepSeek with RMSNorm (clustersim.compute.conventions has the family table)."""
+        return self.ffn_act in LAYERNORM_ACTS
+
+    def norm_width_params(self) -> int:
+        """One norm over the hidden width: weight and bias (LayerNorm) or weight (RMSNorm)."""
+        return (2 if self.uses_layernorm else 1) * self.hidden
+
     def norm_params(self) -> int:
-        """The norms of one layer, counted as weight and bias: two, four with sandwich norms."""
-        return (8 if self.sandwich_norm else 4) * self.hidden
+        """The norms of one layer: two, four with sandwich norms."""
+        return (4 if self.sandwich_norm else 2) * self.norm_width_params()
 
     def embedding_params(self) -> int:
         return self.vocab * self.hidden
@@ -245,11 +257,19 @@ class ModelSpec(HashMemo):
         projection and one transformer layer; embedding and output head are shared."""
         return 2 * self.hidden + 2 * self.hidden * self.hidden + self.layer_params()
 
-    def total_params(self) -> int:
-        """All parameters; an untied output layer counts a second vocab x hidden matrix."""
+    def main_params(self) -> int:
+        """The parameters of the model as its owner counts them: every layer, the embedding, the
+        final norm and an untied output layer (a second vocab x hidden matrix), without the
+        multi-token-prediction modules (DeepSeek-V3 model card: "685B = 671B of the Main Model
+        weights and 14B of the Multi-Token Prediction (MTP) Module weights"; GLM-4.5-Air's 106B
+        likewise leaves its MTP layer out)."""
         out = 0 if self.tie_embeddings else self.vocab * self.hidden
         layers = self.num_moe_layers * self.layer_params(True) + self.num_dense_layers * self.layer_params(False)
-        return layers + self.embedding_params() + out + 2 * self.hidden + self.mtp_layers * self.mtp_params()
+        return layers + self.embedding_params() + out + self.norm_width_params()
+
+    def total_params(self) -> int:
+        """Every parameter trained and stored: the main model and the MTP modules."""
+        return self.main_params() + self.mtp_layers * self.mtp_params()
 
     def active_params(self) -> int:
         """Parameters one token passes through (routed experts: top_k of them; MTP excluded)."""
@@ -257,7 +277,7 @@ class ModelSpec(HashMemo):
         moe = self.attention_params() + (self.moe_top_k + self.moe_shared_experts) * self.expert_params() \
             + self.hidden * self.moe_experts + self.norm_params()
         layers = self.num_moe_layers * moe + self.num_dense_layers * self.layer_params(False)
-        return layers + self.embedding_params() + out + 2 * self.hidden
+        return layers + self.embedding_params() + out + self.norm_width_params()
 
 
 @functools.lru_cache(maxsize=1024)

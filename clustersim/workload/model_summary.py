@@ -1,9 +1,11 @@
 """The resolved model as the reports show it: ``run --json``'s ``model`` block and the readable
 report's model lines (docs/compute.md, "Model fields"; the key names are the scenario's).
 
-``params`` is every parameter (``ModelSpec.total_params``), ``active_params`` those one token passes
-through (``ModelSpec.active_params``: the routed experts' top-k, every dense layer, the embedding
-and the output layer; equal to ``params`` for a dense model).
+``params`` is the model's parameters as its owner counts them (``ModelSpec.main_params``: all but
+the multi-token-prediction modules), ``mtp_params`` those of the MTP modules (trained and held in
+memory beside them; 0 without MTP), ``active_params`` those one token passes through
+(``ModelSpec.active_params``: the routed experts' top-k, every dense layer, the embedding and the
+output layer; equal to ``params`` for a dense model).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from clustersim.workload.model_spec import ModelSpec
 def model_json(model: ModelSpec) -> dict[str, Any]:
     """``run --json``'s ``model`` block: name, params, active_params and the resolved shape."""
     out: dict[str, Any] = {
-        "name": model.name, "params": model.total_params(), "active_params": model.active_params(),
+        "name": model.name, "params": model.main_params(), "active_params": model.active_params(),
+        "mtp_params": model.total_params() - model.main_params(),
         "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
         "head_dim": model.head_dim, "ffn_hidden": model.ffn_hidden, "ffn_act": model.ffn_act,
         "vocab": model.vocab, "seq_len": model.seq_len, "tie_embeddings": model.tie_embeddings,
@@ -51,6 +54,8 @@ def model_lines(model: ModelSpec) -> list[str]:
     if m.is_moe:
         shape += (f"; MoE {m.num_moe_layers} layers x {m.moe_experts} experts (top {m.moe_top_k}"
                   + (f", {m.moe_shared_experts} shared" if m.moe_shared_experts else "") + f", width {m.moe_expert_ffn_hidden})")
+    mtp = m.total_params() - m.main_params()
     lines = [f"  shape {shape}",
-             f"  params {m.total_params() / 1e9:.2f}B, active per token {m.active_params() / 1e9:.2f}B"]
+             f"  params {m.main_params() / 1e9:.2f}B, active per token {m.active_params() / 1e9:.2f}B"
+             + (f"; MTP modules {mtp / 1e9:.2f}B more" if mtp else "")]
     return lines + [f"  note: {n}" for n in m.notes]

@@ -150,7 +150,7 @@ def list_model_rows() -> list[dict[str, object]]:
     rows = []
     for name in sorted(MODEL_PRESETS):
         m = model_from_fields(name, MODEL_PRESETS[name])
-        rows.append({"name": name, "params_B": round(m.total_params() / 1e9, 2),
+        rows.append({"name": name, "params_B": round(m.main_params() / 1e9, 2),
                      "active_params_B": round(m.active_params() / 1e9, 2), "layers": m.layers,
                      "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads, "head_dim": m.head_dim,
                      "ffn_hidden": m.ffn_hidden,

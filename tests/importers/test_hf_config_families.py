@@ -158,10 +158,12 @@ def test_run_json_and_report_show_what_was_read(tmp_path: Path) -> None:
     model = json.loads(out.stdout)["model"]
     h, layers, expert = 2048, 48, 3 * 2048 * 768            # 48 layers, hidden 2048, SwiGLU experts of 768
     attention = h * (32 * 128 + 2 * 4 * 128) + 32 * 128 * h + 2 * 128   # Q, K, V, O and the per-head Q/K norms
-    rest = h * 128 + 4 * h                                   # router, the two norms (weight + bias)
-    ends = 2 * 151936 * h + 2 * h                            # embedding, output layer, final norm
-    assert model["params"] == layers * (attention + 128 * expert + rest) + ends == 30_532_321_280
-    assert model["active_params"] == layers * (attention + 8 * expert + rest) + ends == 3_353_231_360
+    rest = h * 128 + 2 * h                                   # router, the two RMSNorms (a weight each)
+    ends = 2 * 151936 * h + h                                # embedding, output layer, final norm
+    # the checkpoint's own count (Hugging Face model API safetensors.total of Qwen/Qwen3-30B-A3B)
+    assert model["params"] == layers * (attention + 128 * expert + rest) + ends == 30_532_122_624
+    assert model["active_params"] == layers * (attention + 8 * expert + rest) + ends == 3_353_032_704
+    assert model["mtp_params"] == 0
     assert (model["head_dim"], model["seq_len"], model["qk_norm"]) == (128, 4096, True)
     assert any("seq_len defaulted to 4096" in n for n in model["notes"])
     text = _cli("run", *common).stdout
