@@ -252,20 +252,24 @@ class ModelSpec(HashMemo):
     def embedding_params(self) -> int:
         return self.vocab * self.hidden
 
+    def end_params(self) -> int:
+        """Outside the layers: the embedding, the final norm and an untied output layer (a second
+        vocab x hidden matrix)."""
+        out = 0 if self.tie_embeddings else self.vocab * self.hidden
+        return self.embedding_params() + self.norm_width_params() + out
+
     def mtp_params(self) -> int:
         """One multi-token-prediction module (DeepSeek-V3 §2.2): two RMSNorms, the 2h -> h
         projection and one transformer layer; embedding and output head are shared."""
         return 2 * self.hidden + 2 * self.hidden * self.hidden + self.layer_params()
 
     def main_params(self) -> int:
-        """The parameters of the model as its owner counts them: every layer, the embedding, the
-        final norm and an untied output layer (a second vocab x hidden matrix), without the
-        multi-token-prediction modules (DeepSeek-V3 model card: "685B = 671B of the Main Model
-        weights and 14B of the Multi-Token Prediction (MTP) Module weights"; GLM-4.5-Air's 106B
-        likewise leaves its MTP layer out)."""
-        out = 0 if self.tie_embeddings else self.vocab * self.hidden
+        """The parameters of the model as its owner counts them: every layer and the ends
+        (``end_params``), without the multi-token-prediction modules (DeepSeek-V3 model card:
+        "685B = 671B of the Main Model weights and 14B of the Multi-Token Prediction (MTP) Module
+        weights"; GLM-4.5-Air's 106B likewise leaves its MTP layer out)."""
         layers = self.num_moe_layers * self.layer_params(True) + self.num_dense_layers * self.layer_params(False)
-        return layers + self.embedding_params() + out + self.norm_width_params()
+        return layers + self.end_params()
 
     def total_params(self) -> int:
         """Every parameter trained and stored: the main model and the MTP modules."""
@@ -273,11 +277,10 @@ class ModelSpec(HashMemo):
 
     def active_params(self) -> int:
         """Parameters one token passes through (routed experts: top_k of them; MTP excluded)."""
-        out = 0 if self.tie_embeddings else self.vocab * self.hidden
         moe = self.attention_params() + (self.moe_top_k + self.moe_shared_experts) * self.expert_params() \
             + self.hidden * self.moe_experts + self.norm_params()
         layers = self.num_moe_layers * moe + self.num_dense_layers * self.layer_params(False)
-        return layers + self.embedding_params() + out + self.norm_width_params()
+        return layers + self.end_params()
 
 
 @functools.lru_cache(maxsize=1024)

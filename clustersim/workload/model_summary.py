@@ -19,7 +19,7 @@ def model_json(model: ModelSpec) -> dict[str, Any]:
     """``run --json``'s ``model`` block: name, params, active_params and the resolved shape."""
     out: dict[str, Any] = {
         "name": model.name, "params": model.main_params(), "active_params": model.active_params(),
-        "mtp_params": model.total_params() - model.main_params(),
+        "mtp_params": model.mtp_layers * model.mtp_params(),
         "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
         "head_dim": model.head_dim, "ffn_hidden": model.ffn_hidden, "ffn_act": model.ffn_act,
         "vocab": model.vocab, "seq_len": model.seq_len, "tie_embeddings": model.tie_embeddings,
@@ -54,7 +54,7 @@ def model_lines(model: ModelSpec) -> list[str]:
     if m.is_moe:
         shape += (f"; MoE {m.num_moe_layers} layers x {m.moe_experts} experts (top {m.moe_top_k}"
                   + (f", {m.moe_shared_experts} shared" if m.moe_shared_experts else "") + f", width {m.moe_expert_ffn_hidden})")
-    mtp = m.total_params() - m.main_params()
+    mtp = m.mtp_layers * m.mtp_params()
     lines = [f"  shape {shape}",
              f"  params {m.main_params() / 1e9:.2f}B, active per token {m.active_params() / 1e9:.2f}B"
              + (f"; MTP modules {mtp / 1e9:.2f}B more" if mtp else "")]
