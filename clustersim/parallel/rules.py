@@ -17,6 +17,12 @@ V_SCHEDULES = ("zb-v", "dualpipe-v")        # two chunks per rank in a V (stage 
 W_SCHEDULES = ("zb-h1", "zb-v", "dualpipe", "dualpipe-v")  # split weight gradients (W actions)
 
 
+def default_sequence_parallel(model: ModelSpec, tp: int) -> bool:
+    """``parallel.sequence_parallel`` when the scenario leaves it out: on for a MoE model with
+    tp > 1, the only setting Megatron-Core trains it with (``_check_experts``), else off."""
+    return model.is_moe and tp > 1
+
+
 def check_model(model: ModelSpec) -> None:
     """Rules that concern the model alone."""
     if model.attention == "mha" and model.kv_heads != model.heads:
@@ -89,7 +95,8 @@ def _check_experts(model: ModelSpec, par: ParallelLayout) -> None:
                          f"a divisor of the expert width ({model.moe_expert_ffn_hidden})")
     if par.tp > 1 and not par.sequence_parallel:
         # Megatron-Core MoELayer.forward raises in training when TP > 1 runs without SP
-        raise InputError("parallel.sequence_parallel", False, "true when tp > 1 for a MoE model (Megatron-Core)")
+        raise InputError("parallel.sequence_parallel", False, "true when tp > 1 for a MoE model (Megatron-Core); "
+                         "left out, it is on")
     if par.overlap_moe_expert_parallel_comm and par.ep == 1:
         raise InputError("parallel.overlap_moe_expert_parallel_comm", True, "false unless parallel.ep > 1")
 

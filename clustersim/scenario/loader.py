@@ -28,6 +28,7 @@ from clustersim.inputs import parse_override_value, read_yaml_file
 from clustersim.limits import MAX_GPUS
 from clustersim.parallel.balance import check_layers_per_stage
 from clustersim.parallel.layout import ParallelLayout
+from clustersim.parallel.rules import default_sequence_parallel
 from clustersim.parallel.split import framework_split, split_is_set, weight_of
 from clustersim.scenario.checks import check_layout, check_recompute
 from clustersim.scenario.faults import fault_spec
@@ -252,6 +253,8 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", "layers_per_stage", "balance", *recompute,
                                                     *split}), **split,
                             **overlaps, **recompute, "dp": dp, "global_batch": global_batch,
+                            "sequence_parallel": default_sequence_parallel(model, p.tp) if p.sequence_parallel is None
+                            else p.sequence_parallel,
                             "layers_per_stage": explicit_layers or (),
                             "fsdp_version": fsdp.version or 0, "fsdp_prefetch": fsdp.prefetch,
                             "reshard_after_forward": fsdp.reshard_after_forward,

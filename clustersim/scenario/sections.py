@@ -115,7 +115,8 @@ class ParallelSection(_Strict):
     dp: int | None = Field(None, ge=1, le=MAX_GPUS)  # None: the GPUs left over after tp * pp * cp
     cp: int = Field(1, ge=1, le=MAX_GPUS)
     ep: int = Field(1, ge=1, le=MAX_GPUS)
-    sequence_parallel: bool = False
+    # None: on for a MoE model with tp > 1 (Megatron-Core requires it: clustersim.parallel.rules), else off
+    sequence_parallel: bool | None = None
     zero_stage: Literal[0, 1, 2, 3] = 0
     micro_batch: int = Field(1, ge=1, le=MAX_COUNT)
     global_batch: int | None = Field(None, ge=1, le=MAX_COUNT)  # None: dp * micro_batch * 4 * pp (documented default)
