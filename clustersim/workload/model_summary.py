@@ -40,6 +40,12 @@ def model_json(model: ModelSpec) -> dict[str, Any]:
     return out
 
 
+def _ordinal(n: int) -> str:
+    """2nd, 3rd, 4th, 11th, 21st: how the report names every N-th layer."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def model_lines(model: ModelSpec) -> list[str]:
     """The readable report's lines on what was read (for a model read from an HF config)."""
     m = model
@@ -48,7 +54,7 @@ def model_lines(model: ModelSpec) -> list[str]:
         attention = f"MLA, {m.heads} heads (q_lora {m.q_lora_rank}, kv_lora {m.kv_lora_rank})"
     if m.has_local_attention:
         attention += f", {m.attention_pattern} {m.attention_window}" + (
-            f" (every {m.global_every}th layer full)" if m.global_every else "")
+            f" (every {_ordinal(m.global_every)} layer full)" if m.global_every else "")
     shape = (f"layers {m.layers}, hidden {m.hidden}, {attention}, ffn {m.ffn_hidden} {m.ffn_act}, "
              f"vocab {m.vocab}, seq_len {m.seq_len}")
     if m.is_moe:
