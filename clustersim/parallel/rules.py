@@ -89,7 +89,9 @@ def _check_experts(model: ModelSpec, par: ParallelLayout) -> None:
     if stage_ranks % (par.ep * par.etp):
         raise InputError("parallel.ep", par.ep,
                          f"ep * expert_tp ({par.ep} * {par.etp}) dividing tp * cp * dp ({stage_ranks}): MoE parallel "
-                         "folding puts the experts on the ranks of one pipeline stage")
+                         "folding puts the experts on the ranks of one pipeline stage"
+                         + ("" if par.expert_tp else "; parallel.expert_tp left out is tp, as in Megatron-Core: "
+                            "set it (1 for ETP1)"))
     if model.moe_expert_ffn_hidden % par.etp:
         raise InputError("parallel.expert_tp", par.etp,
                          f"a divisor of the expert width ({model.moe_expert_ffn_hidden})")
