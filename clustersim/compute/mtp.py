@@ -41,5 +41,5 @@ def mtp_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str,
                memory_bound_op("mtp_norms_bwd", t * h * a_b * 6, gpu))
     fwd = PassCost((*pre, *emb.forward.ops, *layer.forward.ops, *out.forward.ops))
     bwd = PassCost((*out.backward.ops, *layer.backward.ops, *emb.backward.ops, *pre_bwd))
-    params = layer.params + 2 * h * proj_n + 2 * h + emb.params
+    params = layer.params + model.mtp_extra_params(layout.tp) + emb.params
     return tuple(LayerCost(fwd, bwd, layer.recompute, params) for _ in range(model.mtp_layers))

@@ -128,7 +128,7 @@ def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, fi
         if model.mtp_layers:
             layer_e = expert_params_per_gpu(model, layout.tp, layout.ep, layout.etp)
             layer_all = layer_params_per_gpu(model, layout.tp, layout.ep, None, layout.etp)
-            mtp_dense = layer_all - layer_e + 2 * model.hidden + math.ceil(2 * model.hidden * model.hidden / layout.tp)
+            mtp_dense = layer_all - layer_e + model.mtp_extra_params(layout.tp)
             dense += model.mtp_layers * mtp_dense + (0 if first else vocab_shard)
             experts += model.mtp_layers * layer_e
     return float(dense), float(experts)

@@ -261,7 +261,13 @@ class ModelSpec(HashMemo):
     def mtp_params(self) -> int:
         """One multi-token-prediction module (DeepSeek-V3 §2.2): two RMSNorms, the 2h -> h
         projection and one transformer layer; embedding and output head are shared."""
-        return 2 * self.hidden + 2 * self.hidden * self.hidden + self.layer_params()
+        return self.mtp_extra_params() + self.layer_params()
+
+    def mtp_extra_params(self, tp: int = 1) -> int:
+        """What one MTP module holds beside its transformer layer, on one of ``tp`` ranks: its two
+        norms (whole on every rank) and its 2h -> h projection (column-parallel: its h outputs
+        split over tp)."""
+        return 2 * self.norm_width_params() + 2 * self.hidden * -(-self.hidden // tp)
 
     def main_params(self) -> int:
         """The parameters of the model as its owner counts them: every layer and the ends
