@@ -83,6 +83,11 @@ class Column:
         return str(v)
 
 
+def _billions(key: str) -> Callable[[dict[str, object]], str]:
+    """A parameter count in billions to two decimals, so that the column lines up (352.80, not 352.8)."""
+    return lambda row: f"{row[key]:.2f}"
+
+
 def _bytes_wgo(row: dict[str, object]) -> str:
     return f"{row['param_bytes']}/{row['grad_bytes']}/{row['optimizer_bytes']}"
 
@@ -94,9 +99,10 @@ def _overlap(row: dict[str, object]) -> str:
 # Each kind's columns in priority order: on a narrow terminal the last ones go first. "description"
 # is always last in priority and shown last.
 COLUMNS: dict[str, tuple[Column, ...]] = {
-    "models": (Column("name", "name"), Column("params_B", "params B"), Column("layers", "layers"),
+    "models": (Column("name", "name"), Column("params_B", "params B", _billions("params_B")), Column("layers", "layers"),
                Column("hidden", "hidden"), Column("heads", "heads"), Column("kv_heads", "kv heads"),
-               Column("experts", "experts"), Column("active_params_B", "active B"), Column("seq_len", "seq len"),
+               Column("experts", "experts"), Column("active_params_B", "active B", _billions("active_params_B")),
+               Column("seq_len", "seq len"),
                Column("ffn_hidden", "ffn hidden"), Column("ffn_act", "ffn act"), Column("vocab", "vocab")),
     "clusters": (Column("name", "name"), Column("gpu", "GPU"), Column("gpus_per_node", "GPUs per node"),
                  Column("scale_up_domain", "scale-up domain"), Column("scale_up", "scale-up fabric"),

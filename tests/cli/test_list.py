@@ -58,3 +58,13 @@ def test_frameworks_names_are_whole(capsys, monkeypatch) -> None:
     out = _list("frameworks", 80, capsys, monkeypatch)
     for name in ("megatron-core", "megatron-legacy", "torchtitan", "deepspeed"):
         assert f"\n{name} " in out
+
+
+def test_parameter_counts_line_up_to_two_decimals(capsys, monkeypatch) -> None:
+    """Every model's count in billions to two decimals (GLM-4.5 352.80B, not 352.8), so the column
+    reads as one; the JSON keeps the number."""
+    rows = {row["name"]: row for row in json.loads(_list("models", 200, capsys, monkeypatch, "--json"))}
+    out = _list("models", 200, capsys, monkeypatch)
+    cells = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.split() and line.split()[0] in rows}
+    assert cells["glm-4.5"] == f"{rows['glm-4.5']['params_B']:.2f}" == "352.80"
+    assert all(len(cell.split(".")[1]) == 2 for cell in cells.values()), cells
