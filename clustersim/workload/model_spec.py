@@ -288,6 +288,12 @@ class ModelSpec(HashMemo):
         layers = self.num_moe_layers * moe + self.num_dense_layers * self.layer_params(False)
         return layers + self.end_params()
 
+    def active_params_without_embedding(self) -> int:
+        """``active_params`` less an untied embedding table, of which a token reads one row (the
+        count gpt-oss's model card gives as "active", and DeepSeek's "37B activated" rounds); a
+        tied table stays: every token multiplies by it as the output layer."""
+        return self.active_params() - (0 if self.tie_embeddings else self.embedding_params())
+
 
 @functools.lru_cache(maxsize=1024)
 def _kind_counts(model: ModelSpec) -> tuple[tuple[LayerKind, int], ...]:

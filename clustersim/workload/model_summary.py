@@ -5,7 +5,9 @@ report's model lines (docs/compute.md, "Model fields"; the key names are the sce
 the multi-token-prediction modules), ``mtp_params`` those of the MTP modules (trained and held in
 memory beside them; 0 without MTP), ``active_params`` those one token passes through
 (``ModelSpec.active_params``: the routed experts' top-k, every dense layer, the embedding and the
-output layer; equal to ``params`` for a dense model).
+output layer; equal to ``params`` for a dense model), ``active_params_without_embedding`` the same
+less an untied embedding table (owners' "active" counts differ on it: gpt-oss's card leaves it
+out, Qwen3's and Mixtral's count it).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ def model_json(model: ModelSpec) -> dict[str, Any]:
     """``run --json``'s ``model`` block: name, params, active_params and the resolved shape."""
     out: dict[str, Any] = {
         "name": model.name, "params": model.main_params(), "active_params": model.active_params(),
+        "active_params_without_embedding": model.active_params_without_embedding(),
         "mtp_params": model.mtp_layers * model.mtp_params(),
         "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
         "head_dim": model.head_dim, "ffn_hidden": model.ffn_hidden, "ffn_act": model.ffn_act,
@@ -63,5 +66,7 @@ def model_lines(model: ModelSpec) -> list[str]:
     mtp = m.mtp_layers * m.mtp_params()
     lines = [f"  shape {shape}",
              f"  params {m.main_params() / 1e9:.2f}B, active per token {m.active_params() / 1e9:.2f}B"
+             + (f" ({m.active_params_without_embedding() / 1e9:.2f}B without the embedding table)"
+                if m.is_moe and not m.tie_embeddings else "")
              + (f"; MTP modules {mtp / 1e9:.2f}B more" if mtp else "")]
     return lines + [f"  note: {n}" for n in m.notes]
