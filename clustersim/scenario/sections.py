@@ -76,6 +76,8 @@ class ModelSection(_Strict):
     attention_sinks: bool | None = None
     sandwich_norm: bool | None = None
     dropout: bool | None = None   # None: the activation family's convention (docs/compute.md)
+    # a vision tower's parameters that the owner's total counts and clustersim does not simulate (Llama 4)
+    vision_params: int | None = Field(None, ge=0, le=MAX_MODEL_DIM ** 3)
 
 
 class ClusterSection(NodeHardware):

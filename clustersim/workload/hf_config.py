@@ -38,6 +38,7 @@ from clustersim.workload.hf_config_keys import (
     harmless,
     key_table,
 )
+from clustersim.workload.vision_tower import llama4_vision_params
 
 DEFAULT_SEQ_LEN = 4096   # the pre-training sequence of Llama 2, DeepSeek-V3 (§4.2) and Megatron-Bridge's recipes
 
@@ -261,10 +262,14 @@ def read_hf_config(path: str) -> dict[str, Any]:
     if not isinstance(cfg, dict):
         raise InputError("model.hf_config", path, "a config.json holding a JSON object")
     family = _family(cfg, path)
+    outer = cfg
     if family in WRAPPERS:
-        cfg, family = _unwrap(cfg, family, path)
+        cfg, family = _unwrap(outer, family, path)
     _check_keys(cfg, family, path)
-    return {k: v for k, v in _fields(cfg, family, path).items() if v is not None}
+    fields = {k: v for k, v in _fields(cfg, family, path).items() if v is not None}
+    if family == "llama4_text" and "vision_config" in outer:   # Meta's totals count the tower
+        fields["vision_params"] = llama4_vision_params(outer["vision_config"], fields["hidden"], path)
+    return fields
 
 
 def families() -> list[str]:

@@ -187,7 +187,8 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
 WRAPPERS: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 WRAPPER_IRRELEVANT: dict[str, str] = {
     "text_config": "read as the language model",
-    "vision_config": "the vision tower: not part of the language model that clustersim times (the report says so)",
+    "vision_config": "the vision tower: not part of the language model that clustersim times; Llama 4's is "
+                     "counted in model.params as Meta counts it (model.vision_params, the report says so)",
     "boi_token_index": "a token id", "eoi_token_index": "a token id", "image_token_index": "a token id",
     "mm_tokens_per_image": "image tokens per image (multimodal data, not the text model)",
     "vision_feature_layer": "which vision layer feeds the projector",

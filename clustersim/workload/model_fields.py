@@ -84,6 +84,7 @@ def model_from_fields(name: str, fields: dict[str, Any], notes: tuple[str, ...] 
         qk_norm=bool(fields.get("qk_norm") or False), attention_sinks=bool(fields.get("attention_sinks") or False),
         sandwich_norm=bool(fields.get("sandwich_norm") or False), moe_every=every, notes=notes,
         dropout=None if fields.get("dropout") is None else bool(fields["dropout"]),
+        vision_params=fields.get("vision_params") or 0,
         **_attention_fields(fields),
     )
     if model.is_moe and every > 1 and not model.num_moe_layers:

@@ -72,7 +72,9 @@ class ModelSpec(HashMemo):
     (Megatron's flex dispatcher with the DeepEP backend: one copy per destination node over the
     scale-out fabric, forwarded over NVLink). ``mtp_layers``: multi-token-prediction modules
     (DeepSeek-V3 §2.2, Megatron ``--mtp-num-layers``), each one more layer plus the output head
-    on the last pipeline stage.
+    on the last pipeline stage. ``vision_params``: a vision tower that the owner's published total
+    counts (Llama 4's 109B and 400B): counted in ``main_params`` and the checkpoint, never
+    simulated (no compute, no memory: clustersim times the language model).
     """
 
     name: str
@@ -112,6 +114,7 @@ class ModelSpec(HashMemo):
     moe_every: int = 1
     dropout: bool | None = None  # None: the activation family's convention (clustersim.compute.conventions)
     notes: tuple[str, ...] = ()  # how the shape was read (an HF config, defaulted fields); shown in the report
+    vision_params: int = 0  # a vision tower the owner's total counts; not simulated
 
     def __post_init__(self) -> None:
         if self.kv_heads == 0:
@@ -273,9 +276,10 @@ class ModelSpec(HashMemo):
         """The parameters of the model as its owner counts them: every layer and the ends
         (``end_params``), without the multi-token-prediction modules (DeepSeek-V3 model card:
         "685B = 671B of the Main Model weights and 14B of the Multi-Token Prediction (MTP) Module
-        weights"; GLM-4.5-Air's 106B likewise leaves its MTP layer out)."""
+        weights"; GLM-4.5-Air's 106B likewise leaves its MTP layer out), with a vision tower
+        where the owner's total counts it (``vision_params``: Llama 4's model card)."""
         layers = self.num_moe_layers * self.layer_params(True) + self.num_dense_layers * self.layer_params(False)
-        return layers + self.end_params()
+        return layers + self.end_params() + self.vision_params
 
     def total_params(self) -> int:
         """Every parameter trained and stored: the main model and the MTP modules."""

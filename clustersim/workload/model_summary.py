@@ -3,7 +3,8 @@ report's model lines (docs/compute.md, "Model fields"; the key names are the sce
 
 ``params`` is the model's parameters as its owner counts them (``ModelSpec.main_params``: all but
 the multi-token-prediction modules), ``mtp_params`` those of the MTP modules (trained and held in
-memory beside them; 0 without MTP), ``active_params`` those one token passes through
+memory beside them; 0 without MTP), ``vision_params`` a vision tower that ``params`` includes where
+the owner's total counts it (Llama 4) and that clustersim does not simulate, ``active_params`` those one token passes through
 (``ModelSpec.active_params``: the routed experts' top-k, every dense layer, the embedding and the
 output layer; equal to ``params`` for a dense model), ``active_params_without_embedding`` the same
 less an untied embedding table (owners' "active" counts differ on it: gpt-oss's card leaves it
@@ -22,7 +23,7 @@ def model_json(model: ModelSpec) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": model.name, "params": model.main_params(), "active_params": model.active_params(),
         "active_params_without_embedding": model.active_params_without_embedding(),
-        "mtp_params": model.mtp_layers * model.mtp_params(),
+        "mtp_params": model.mtp_layers * model.mtp_params(), "vision_params": model.vision_params,
         "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
         "head_dim": model.head_dim, "ffn_hidden": model.ffn_hidden, "ffn_act": model.ffn_act,
         "vocab": model.vocab, "seq_len": model.seq_len, "tie_embeddings": model.tie_embeddings,
@@ -68,5 +69,7 @@ def model_lines(model: ModelSpec) -> list[str]:
              f"  params {m.main_params() / 1e9:.2f}B, active per token {m.active_params() / 1e9:.2f}B"
              + (f" ({m.active_params_without_embedding() / 1e9:.2f}B without the embedding table)"
                 if m.is_moe and not m.tie_embeddings else "")
-             + (f"; MTP modules {mtp / 1e9:.2f}B more" if mtp else "")]
+             + (f"; MTP modules {mtp / 1e9:.2f}B more" if mtp else "")
+             + (f"; params include a vision tower of {m.vision_params / 1e9:.2f}B, not simulated" if m.vision_params
+                else "")]
     return lines + [f"  note: {n}" for n in m.notes]

@@ -101,14 +101,16 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # Llama-4-Maverick-17B-128E config.json text_config): 16 / 128 routed experts of width 8192, one
     # per token, plus one shared expert; Maverick alternates dense (width 16384) and MoE layers
     # (interleave_moe_layer_step 2); chunked attention of 8192 tokens on the RoPE layers, full
-    # attention on every fourth (NoPE) layer; Scout normalises Q and K (use_qk_norm); seq 8192
+    # attention on every fourth (NoPE) layer; Scout normalises Q and K (use_qk_norm); seq 8192;
+    # the vision tower Meta's totals count (both configs' vision_config, multiplied out by
+    # clustersim.workload.vision_tower: 871,932,416), not simulated
     "llama4-scout": dict(layers=48, hidden=5120, heads=40, kv_heads=8, head_dim=128, ffn_hidden=16384,
                          ffn_act="swiglu", vocab=202048, seq_len=8192, qk_norm=True, attention_pattern="chunked",
-                         attention_window=8192, global_every=4,
+                         attention_window=8192, global_every=4, vision_params=871_932_416,
                          moe={"experts": 16, "top_k": 1, "shared_experts": 1, "expert_ffn_hidden": 8192}),
     "llama4-maverick": dict(layers=48, hidden=5120, heads=40, kv_heads=8, head_dim=128, ffn_hidden=16384,
                             ffn_act="swiglu", vocab=202048, seq_len=8192, attention_pattern="chunked",
-                            attention_window=8192, global_every=4,
+                            attention_window=8192, global_every=4, vision_params=871_932_416,
                             moe={"experts": 128, "top_k": 1, "shared_experts": 1, "expert_ffn_hidden": 8192,
                                  "every": 2}),
     # Gemma 3 27B (Gemma 3 Technical Report, arXiv 2503.19786, §2 and Table 1; google/gemma-3-27b-pt
