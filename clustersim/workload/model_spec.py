@@ -281,9 +281,13 @@ class ModelSpec(HashMemo):
         layers = self.num_moe_layers * self.layer_params(True) + self.num_dense_layers * self.layer_params(False)
         return layers + self.end_params() + self.vision_params
 
+    def mtp_modules_params(self) -> int:
+        """All ``mtp_layers`` multi-token-prediction modules (0 without MTP): ``model.mtp_params``."""
+        return self.mtp_layers * self.mtp_params()
+
     def total_params(self) -> int:
         """Every parameter trained and stored: the main model and the MTP modules."""
-        return self.main_params() + self.mtp_layers * self.mtp_params()
+        return self.main_params() + self.mtp_modules_params()
 
     def active_params(self) -> int:
         """Parameters one token passes through (routed experts: top_k of them; MTP excluded)."""

@@ -23,7 +23,7 @@ def model_json(model: ModelSpec) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": model.name, "params": model.main_params(), "active_params": model.active_params(),
         "active_params_without_embedding": model.active_params_without_embedding(),
-        "mtp_params": model.mtp_layers * model.mtp_params(), "vision_params": model.vision_params,
+        "mtp_params": model.mtp_modules_params(), "vision_params": model.vision_params,
         "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
         "head_dim": model.head_dim, "ffn_hidden": model.ffn_hidden, "ffn_act": model.ffn_act,
         "vocab": model.vocab, "seq_len": model.seq_len, "tie_embeddings": model.tie_embeddings,
@@ -64,7 +64,7 @@ def model_lines(model: ModelSpec) -> list[str]:
     if m.is_moe:
         shape += (f"; MoE {m.num_moe_layers} layers x {m.moe_experts} experts (top {m.moe_top_k}"
                   + (f", {m.moe_shared_experts} shared" if m.moe_shared_experts else "") + f", width {m.moe_expert_ffn_hidden})")
-    mtp = m.mtp_layers * m.mtp_params()
+    mtp = m.mtp_modules_params()
     lines = [f"  shape {shape}",
              f"  params {m.main_params() / 1e9:.2f}B, active per token {m.active_params() / 1e9:.2f}B"
              + (f" ({m.active_params_without_embedding() / 1e9:.2f}B without the embedding table)"
