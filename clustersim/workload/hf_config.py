@@ -45,9 +45,11 @@ DEFAULT_SEQ_LEN = 4096   # the pre-training sequence of Llama 2, DeepSeek-V3 (§
 # transformers' config-class defaults for keys a file may leave out (transformers v4.55,
 # models/<family>/configuration_<family>.py)
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma3_text": {"vocab_size": 262208, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
-                    "sliding_window": 4096, "sliding_window_pattern": 6, "head_dim": 256,
-                    "num_key_value_heads": 4},
+    # google/gemma-3-4b-pt and -12b-pt list neither head_dim nor vocab_size, and the 4B no head counts
+    "gemma3_text": {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+                    "sliding_window": 4096, "sliding_window_pattern": 6},
     "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
     "llama4_text": {"tie_word_embeddings": False, "interleave_moe_layer_step": 1, "num_experts_per_tok": 1,
                     "use_qk_norm": True},
