@@ -45,6 +45,9 @@ COMMON_IRRELEVANT: dict[str, str] = {
     "use_cache": "the inference KV cache",
     "rope_theta": "RoPE's base frequency: the same element-wise work for any value",
     "rope_scaling": "RoPE frequency scaling (linear, llama3, yarn): the same element-wise work",
+    "rope_parameters": "rope_theta and rope_scaling in one block, as transformers v5 writes them: the same "
+                       "element-wise work",
+    "_name_or_path": "the repository or folder the file was saved from (save_pretrained writes it)",
     "max_position_embeddings": "the longest context the positions allow, not the training sequence "
                                "length (a job setting: model.seq_len, default 4096)",
     "attention_bias": "bias vectors of the attention projections: under 0.01% of the parameters, added in the "

@@ -145,6 +145,17 @@ def test_a_nonzero_dropout_rate_is_modelled_as_dropout_masks(tmp_path: Path) -> 
     assert masked.memory.peak_bytes_per_gpu > plain.memory.peak_bytes_per_gpu
 
 
+def test_a_file_saved_by_save_pretrained_or_transformers_v5_reads_the_same(tmp_path: Path) -> None:
+    """A fine-tune's own config.json carries _name_or_path; transformers v5 writes rope_parameters
+    in place of rope_theta / rope_scaling. Neither changes the cost, and neither is refused."""
+    cfg = _cfg("Llama-3.1-8B")
+    rope = {"rope_theta": cfg.pop("rope_theta"), **cfg.pop("rope_scaling")}
+    saved = {**cfg, "_name_or_path": "meta-llama/Llama-3.1-8B", "rope_parameters": rope}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(saved))
+    assert read_hf_config(str(path)) == read_hf_config(str(HERE / "Llama-3.1-8B" / "config.json"))
+
+
 def test_multimodal_gemma3_reads_its_text_config_with_the_class_defaults() -> None:
     fields = read_hf_config(str(HERE / "gemma-3-27b-pt" / "config.json"))
     assert fields["vocab"] == 262208 and fields["tie_embeddings"] is True      # Gemma3TextConfig defaults
