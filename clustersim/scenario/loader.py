@@ -66,7 +66,20 @@ def read_scenario_dict(path: str | Path | None) -> dict[str, Any]:
     data = read_yaml_file(path, "SCENARIO", "a YAML scenario file")
     if not isinstance(data, dict):
         raise InputError("SCENARIO", str(path), "a YAML mapping with sections model, cluster, parallel, training")
+    _paths_beside(data, Path(path))
     return data
+
+
+def _paths_beside(data: dict[str, Any], scenario_path: Path) -> None:
+    """A relative ``model.hf_config`` names a file beside the scenario file when one is there (a
+    scenario and its config.json travel together); otherwise it is read from the current directory."""
+    model = data.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("hf_config"), str):
+        return
+    written = Path(model["hf_config"]).expanduser()
+    beside = scenario_path.parent / written
+    if not written.is_absolute() and beside.is_file():
+        model["hf_config"] = str(beside)
 
 
 def apply_overrides(data: dict[str, Any], assignments: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -174,7 +187,7 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
     notes: tuple[str, ...] = ()
     if section.hf_config is not None:
         fields.update(read_hf_config(section.hf_config))
-        name = section.name or Path(section.hf_config).parent.name or "hf-model"
+        name = section.name or hf_reader.model_name(section.hf_config)
         notes = (f"read from {section.hf_config}",)
         if section.seq_len is None and "seq_len" not in fields:   # a job setting, not the config's context
             fields["seq_len"] = hf_reader.DEFAULT_SEQ_LEN

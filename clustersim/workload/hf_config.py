@@ -24,6 +24,7 @@ The training sequence length is a job setting: it is never read from the config
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from clustersim.errors import InputError
@@ -272,6 +273,15 @@ def read_hf_config(path: str) -> dict[str, Any]:
     if family == "llama4_text" and "vision_config" in outer:   # Meta's totals count the tower
         fields["vision_params"] = llama4_vision_params(outer["vision_config"], fields["hidden"], path)
     return fields
+
+
+def model_name(path: str) -> str:
+    """The model's name from where its config.json lies: the folder (``Qwen3-8B/config.json``), or
+    the repository of a Hugging Face hub cache (``models--Qwen--Qwen3-8B/snapshots/<commit>/``)."""
+    folder = Path(path).expanduser().absolute().parent
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder.parent.parent.name.removeprefix("models--").replace("--", "/")
+    return folder.name or "hf-model"
 
 
 def families() -> list[str]:
