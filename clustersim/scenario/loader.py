@@ -71,14 +71,14 @@ def read_scenario_dict(path: str | Path | None) -> dict[str, Any]:
 
 
 def _paths_beside(data: dict[str, Any], scenario_path: Path) -> None:
-    """A relative ``model.hf_config`` names a file beside the scenario file when one is there (a
+    """A relative ``model.hf_config`` names a file (or folder) beside the scenario file when one is there (a
     scenario and its config.json travel together); otherwise it is read from the current directory."""
     model = data.get("model")
     if not isinstance(model, dict) or not isinstance(model.get("hf_config"), str):
         return
     written = Path(model["hf_config"]).expanduser()
     beside = scenario_path.parent / written
-    if not written.is_absolute() and beside.is_file():
+    if not written.is_absolute() and beside.exists():
         model["hf_config"] = str(beside)
 
 

@@ -24,6 +24,7 @@ The training sequence length is a job setting: it is never read from the config
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -261,7 +262,8 @@ def _llama4(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
 def read_hf_config(path: str) -> dict[str, Any]:
     """The scenario's model fields of a Hugging Face ``config.json`` (no ``seq_len``: a job setting).
     Their types and bounds are checked by the scenario loader, as for explicit model fields."""
-    cfg = read_json_file(path, "model.hf_config", "a Hugging Face config.json", max_bytes=MAX_YAML_BYTES)
+    cfg = read_json_file(locate(path), "model.hf_config", "a Hugging Face config.json, the model folder holding "
+                         "one, or a repository id (Org/Name) in the local Hugging Face cache", max_bytes=MAX_YAML_BYTES)
     if not isinstance(cfg, dict):
         raise InputError("model.hf_config", path, "a config.json holding a JSON object")
     family = _family(cfg, path)
@@ -275,10 +277,37 @@ def read_hf_config(path: str) -> dict[str, Any]:
     return fields
 
 
+def hub_cache() -> Path:
+    """The local Hugging Face hub cache, where huggingface_hub puts it: $HF_HUB_CACHE, else
+    $HF_HOME/hub, else ~/.cache/huggingface/hub."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or "~/.cache/huggingface"
+    return Path(home).expanduser() / "hub"
+
+
+def locate(path: str) -> str:
+    """The config.json that ``model.hf_config`` names: the file itself; a model folder holding one;
+    or a repository id (``Qwen/Qwen3-8B``) already downloaded to the local hub cache, at the commit
+    its ``refs/main`` names (else its last snapshot by name). Nothing is downloaded; a name that is
+    none of these is returned as it is, and reading it fails naming the path."""
+    written = Path(path).expanduser()
+    if written.is_dir() and (written / "config.json").is_file():
+        return str(written / "config.json")
+    if written.exists() or written.is_absolute() or path.count("/") != 1 or path.endswith(".json"):
+        return path
+    repo = hub_cache() / ("models--" + path.replace("/", "--"))
+    ref = repo / "refs" / "main"
+    snapshots = [repo / "snapshots" / ref.read_text().strip()] if ref.is_file() else \
+        sorted((repo / "snapshots").glob("*"), reverse=True)
+    found = [snap / "config.json" for snap in snapshots if (snap / "config.json").is_file()]
+    return str(found[0]) if found else path
+
+
 def model_name(path: str) -> str:
     """The model's name from where its config.json lies: the folder (``Qwen3-8B/config.json``), or
     the repository of a Hugging Face hub cache (``models--Qwen--Qwen3-8B/snapshots/<commit>/``)."""
-    folder = Path(path).expanduser().absolute().parent
+    folder = Path(locate(path)).expanduser().absolute().parent
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
         return folder.parent.parent.name.removeprefix("models--").replace("--", "/")
     return folder.name or "hf-model"

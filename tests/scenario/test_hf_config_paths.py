@@ -52,3 +52,30 @@ def test_the_hub_cache_gives_the_repository_name(tmp_path: Path) -> None:
     snap = tmp_path / "hub" / "models--Qwen--Qwen3-8B" / "snapshots" / ("0123456789abcdef" * 2 + "01234567")
     assert model_name(str(snap / "config.json")) == "Qwen/Qwen3-8B"
     assert model_name(str(tmp_path / "Qwen3-8B" / "config.json")) == "Qwen3-8B"
+
+
+def test_a_model_folder_or_a_cached_repository_id_reads_its_config(tmp_path: Path, monkeypatch) -> None:
+    from clustersim.workload.hf_config import read_hf_config
+    folder = tmp_path / "Qwen3-8B"
+    folder.mkdir()
+    shutil.copy(FIXTURE, folder / "config.json")
+    expected = read_hf_config(str(FIXTURE))
+    assert read_hf_config(str(folder)) == expected
+    repo = tmp_path / "hub" / "models--Qwen--Qwen3-8B"
+    for commit in ("a" * 40, "b" * 40):
+        (repo / "snapshots" / commit).mkdir(parents=True)
+    shutil.copy(FIXTURE, repo / "snapshots" / ("a" * 40) / "config.json")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40 + "\n")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert read_hf_config("Qwen/Qwen3-8B") == expected
+    assert model_name("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"
+
+
+def test_an_uncached_repository_id_is_refused_by_name(tmp_path: Path) -> None:
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HF_HUB_CACHE": str(tmp_path / "empty")}
+    (tmp_path / "s.yaml").write_text(SCENARIO.format(path="Qwen/Qwen3-8B"))
+    out = subprocess.run([sys.executable, "-m", "clustersim", "run", "s.yaml"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "model.hf_config" in out.stderr and "Qwen/Qwen3-8B" in out.stderr
+    assert "local Hugging Face cache" in out.stderr and "Traceback" not in out.stderr
