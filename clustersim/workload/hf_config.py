@@ -1,7 +1,7 @@
 """`model: {hf_config: config.json}`: the model fields of a Hugging Face config, family by family.
 
 Families (``model_type``, or the architecture name when the file has none): Llama, Mistral,
-Mixtral, Qwen3, Qwen3-MoE, gpt-oss, Gemma 3 (text, and the ``text_config`` of the multimodal
+Mixtral, Qwen2 / Qwen2.5 (``qwen2``), Qwen3, Qwen3-MoE, gpt-oss, Gemma 3 (text, and the ``text_config`` of the multimodal
 Gemma 3), Llama 4 (text, and the ``text_config`` of the multimodal Llama 4), DeepSeek-V3 and
 Kimi K2 (``kimi_k2``, DeepSeek-V3's architecture), GLM-4 MoE (GLM-4.5). Every key of the file is
 looked up in the family's table (clustersim.workload.hf_config_keys): modelled, irrelevant to

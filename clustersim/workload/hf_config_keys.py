@@ -96,6 +96,14 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
         "irrelevant": {"router_jitter_noise": "noise on the router logits (E floats per token)"},
         "refused": {},
     },
+    "qwen2": {   # Qwen/Qwen2.5-7B, Qwen2.5-72B (model_type qwen2): Llama's layer with Q/K/V biases (no key)
+        "modelled": {},
+        "irrelevant": {"max_window_layers": "only read when use_sliding_window is true (refused)",
+                       "sliding_window": "only read when use_sliding_window is true (refused)",
+                       "layer_types": "every entry full_attention while use_sliding_window is false"},
+        "refused": {"use_sliding_window": ("Qwen's window on the layers from max_window_layers on is not "
+                                           "modelled; only false is read", _false)},
+    },
     "qwen3": {   # Qwen/Qwen3-8B, Qwen3-32B: QK-norm is part of the architecture (no key)
         "modelled": {},
         "irrelevant": {"max_window_layers": "only read when use_sliding_window is true (refused)",
@@ -202,12 +210,14 @@ WRAPPER_IRRELEVANT: dict[str, str] = {
 
 # families by model_type, and by architecture when model_type is absent
 MODEL_TYPES: dict[str, str] = {
-    "llama": "llama", "mistral": "mistral", "mixtral": "mixtral", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
+    "llama": "llama", "mistral": "mistral", "mixtral": "mixtral", "qwen2": "qwen2", "qwen3": "qwen3",
+    "qwen3_moe": "qwen3_moe",
     "gpt_oss": "gpt_oss", "gemma3_text": "gemma3_text", "llama4_text": "llama4_text",
     "deepseek_v3": "deepseek_v3", "kimi_k2": "deepseek_v3", "glm4_moe": "glm4_moe",
 }
 ARCHITECTURES: dict[str, str] = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
+    "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe", "GptOssForCausalLM": "gpt_oss",
     "Gemma3ForCausalLM": "gemma3_text", "Llama4ForCausalLM": "llama4_text",
     "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe",
