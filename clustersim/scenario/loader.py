@@ -188,7 +188,7 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
     if section.hf_config is not None:
         fields.update(read_hf_config(section.hf_config))
         name = section.name or hf_reader.model_name(section.hf_config)
-        notes = (f"read from {section.hf_config}",)
+        notes = (f"read from {hf_reader.locate(section.hf_config)}",)
         if section.seq_len is None and "seq_len" not in fields:   # a job setting, not the config's context
             fields["seq_len"] = hf_reader.DEFAULT_SEQ_LEN
             notes += (f"seq_len defaulted to {hf_reader.DEFAULT_SEQ_LEN} (the config gives no training sequence length; "

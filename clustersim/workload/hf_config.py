@@ -297,9 +297,13 @@ def locate(path: str) -> str:
     if written.exists() or written.is_absolute() or path.count("/") != 1 or path.endswith(".json"):
         return path
     repo = hub_cache() / ("models--" + path.replace("/", "--"))
-    ref = repo / "refs" / "main"
-    snapshots = [repo / "snapshots" / ref.read_text().strip()] if ref.is_file() else \
-        sorted((repo / "snapshots").glob("*"), reverse=True)
+    snapshots = sorted((repo / "snapshots").glob("*"), reverse=True)
+    try:   # the commit huggingface_hub last resolved main to (a 40-character hash)
+        main = (repo / "refs" / "main").read_text(errors="replace").strip()
+    except OSError:
+        main = ""
+    if main and (repo / "snapshots" / main).is_dir():
+        snapshots = [repo / "snapshots" / main]
     found = [snap / "config.json" for snap in snapshots if (snap / "config.json").is_file()]
     return str(found[0]) if found else path
 

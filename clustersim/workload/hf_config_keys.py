@@ -79,6 +79,17 @@ COMMON_REFUSED: dict[str, tuple[str, Harmless]] = {}
 
 # -- the families ------------------------------------------------------------------------------
 
+# Qwen2, Qwen3 and Qwen3-MoE share their sliding-window keys (HF Qwen2Config / Qwen3Config)
+QWEN_WINDOW_IRRELEVANT: dict[str, str] = {
+    "max_window_layers": "only read when use_sliding_window is true (refused)",
+    "sliding_window": "only read when use_sliding_window is true (refused)",
+    "layer_types": "every entry full_attention while use_sliding_window is false",
+}
+QWEN_WINDOW_REFUSED: dict[str, tuple[str, Harmless]] = {
+    "use_sliding_window": ("Qwen's window on the layers from max_window_layers on is not modelled; only false "
+                           "is read", _false),
+}
+
 FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
     "llama": {   # meta-llama/Meta-Llama-3-8B, Llama-3.1-*, Llama-2-*
         "modelled": {},
@@ -98,29 +109,20 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
     },
     "qwen2": {   # Qwen/Qwen2.5-7B, Qwen2.5-72B (model_type qwen2): Llama's layer with Q/K/V biases (no key)
         "modelled": {},
-        "irrelevant": {"max_window_layers": "only read when use_sliding_window is true (refused)",
-                       "sliding_window": "only read when use_sliding_window is true (refused)",
-                       "layer_types": "every entry full_attention while use_sliding_window is false"},
-        "refused": {"use_sliding_window": ("Qwen's window on the layers from max_window_layers on is not "
-                                           "modelled; only false is read", _false)},
+        "irrelevant": dict(QWEN_WINDOW_IRRELEVANT),
+        "refused": dict(QWEN_WINDOW_REFUSED),
     },
     "qwen3": {   # Qwen/Qwen3-8B, Qwen3-32B: QK-norm is part of the architecture (no key)
         "modelled": {},
-        "irrelevant": {"max_window_layers": "only read when use_sliding_window is true (refused)",
-                       "sliding_window": "only read when use_sliding_window is true (refused)",
-                       "layer_types": "every entry full_attention while use_sliding_window is false"},
-        "refused": {"use_sliding_window": ("Qwen's window on the layers from max_window_layers on is not "
-                                           "modelled; only false is read", _false)},
+        "irrelevant": dict(QWEN_WINDOW_IRRELEVANT),
+        "refused": dict(QWEN_WINDOW_REFUSED),
     },
     "qwen3_moe": {   # Qwen/Qwen3-30B-A3B, Qwen3-235B-A22B
         "modelled": {"num_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
                      "moe_intermediate_size": "moe.expert_ffn_hidden",
                      "decoder_sparse_step": "moe.every"},
-        "irrelevant": {"max_window_layers": "only read when use_sliding_window is true (refused)",
-                       "sliding_window": "only read when use_sliding_window is true (refused)",
-                       "layer_types": "every entry full_attention while use_sliding_window is false"},
-        "refused": {"use_sliding_window": ("Qwen's window on the layers from max_window_layers on is not "
-                                           "modelled; only false is read", _false),
+        "irrelevant": dict(QWEN_WINDOW_IRRELEVANT),
+        "refused": {**QWEN_WINDOW_REFUSED,
                     "mlp_only_layers": ("dense layers at listed positions are not modelled; only [] is read",
                                         _zero)},
     },
