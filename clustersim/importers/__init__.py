@@ -71,6 +71,10 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
     if not data.get("model"):
         raise InputError("--model", None, "the model: a DeepSpeed config does not describe it; pass --model PRESET "
                          "(clustersim list models), --hf-config config.json or --set model.layers=... fields")
+    spelled = data["model"] if isinstance(data["model"], dict) else {}
+    if not {"preset", "hf_config", "vocab"} & set(spelled):
+        raise InputError("model.vocab", None, "the (padded) vocabulary size: the imported file names no vocabulary "
+                         "size clustersim knows; pass --set model.vocab=N (or --model PRESET, --hf-config FILE)")
     scenario_from_dict(data)  # InputError (exit 2) if the imported scenario is not valid
     result.scenario = data
     return result

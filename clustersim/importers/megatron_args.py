@@ -207,7 +207,7 @@ def _vocab(a: MegatronArgs, tp: int, notes: list[str]) -> int | None:
     elif tok == "GPT2BPETokenizer":
         raw = 50257                                  # GPT-2 BPE: 50,257 tokens (HF gpt2 config.json vocab_size)
     else:
-        name = str(a.get("tokenizer_model", "")).lower()
+        name = str(a.get("tokenizer_model") or a.get("tokenizer_name_or_path") or "").lower()   # Megatron-DeepSpeed
         raw = next((v for pat, v in KNOWN_HF_VOCABS if re.search(pat, name)), None)
     if raw is None:
         return None
@@ -328,10 +328,8 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     elif a.get("num_key_value_heads") and a.get("num_key_value_heads") != heads:   # Megatron-DeepSpeed's GQA
         model["kv_heads"] = int_arg(a, "num_key_value_heads")
     vocab = _vocab(a, tp, notes)
-    if vocab is None:
-        raise InputError("model.vocab", None, "the (padded) vocabulary size: the arguments name no vocabulary "
-                         "size clustersim knows; pass --set model.vocab=N")
-    model["vocab"] = vocab
+    if vocab is not None:   # else left out: importers.finish asks for it after --set / --model / --hf-config
+        model["vocab"] = vocab
     experts = int_arg(a, "num_experts")
     if experts:
         model["moe"] = {"experts": experts, "top_k": int_arg(a, "moe_router_topk", 2)}

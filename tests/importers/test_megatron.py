@@ -215,3 +215,23 @@ def test_export_and_import_keep_head_dim_and_qk_norm():
     assert "--kv-channels 128" in cmd and "--qk-layernorm" in cmd
     back = scenario_from_dict(finish(import_text("megatron-args", cmd, "cmd", cluster="dgx-h100"), []).scenario).model
     assert (back.head_dim, back.qk_norm, back.total_params()) == (128, True, sc.model.total_params())
+
+
+def test_a_command_line_without_a_known_vocabulary_takes_the_one_the_error_asks_for(tmp_path, capsys):
+    """Megatron-DeepSpeed's BLOOM line names its tokenizer, not a vocabulary size: the import stops
+    naming model.vocab and says to pass --set model.vocab=N; doing so must then work (it stopped
+    before the override was applied)."""
+    line = ("deepspeed pretrain_gpt.py --tensor-model-parallel-size 4 --pipeline-model-parallel-size 12 "
+            "--num-layers 70 --hidden-size 14336 --num-attention-heads 112 --seq-length 2048 "
+            "--max-position-embeddings 2048 --micro-batch-size 2 --global-batch-size 2048 --bf16 "
+            "--pp-partition-method 'type:transformer|embedding' --deepspeed --zero-stage 0 "
+            "--tokenizer-type PretrainedFromHF --tokenizer-name-or-path bigscience/tokenizer")
+    args = tmp_path / "bloom.sh"
+    args.write_text(line + "\n")
+    base = ["import", "megatron-args", str(args), "--cluster", "dgx-a100", "--nodes", "48"]
+    code, _, err = _run(base, capsys)
+    assert code == 2 and "model.vocab" in err and "--set model.vocab=N" in err
+    code, stdout, err = _run([*base, "--set", "model.vocab=250880", "--json"], capsys)
+    assert code == 0, err
+    sc = json.loads(stdout)["scenario"]
+    assert sc["model"]["vocab"] == 250880 and sc["parallel"]["account_for_embedding"] is True
