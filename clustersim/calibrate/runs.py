@@ -146,7 +146,7 @@ def runs_from_csv(path: Path, overrides: list[str]) -> list[Run]:
 def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, nodes: int | None,
                    overrides: list[str]) -> list[Run]:
     """``--log FILE ...`` with their ``--config`` (one per log, '-' for none, in order)."""
-    from clustersim.importers import LOG_KINDS, detect_log_kind, finish, import_text
+    from clustersim.importers import LOG_KINDS, detect_log_kind, finish, given_model, import_text
     from clustersim.importers import step_series as series
     from clustersim.inputs import read_text
     if configs and len(configs) != len(logs):
@@ -173,7 +173,8 @@ def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, node
                                  "... tps: ...`, DeepSpeed `...SamplesPerSec=...`), a TensorBoard event file or a "
                                  "CSV of step times")
             else:
-                res = import_text(kind, text, path.name, config=cfg, cluster=base, nodes=nodes)
+                res = import_text(kind, text, path.name, config=cfg, cluster=base, nodes=nodes,
+                                  model=given_model(overrides))
             dates = _DATE.findall(text)
         res = finish(res, overrides)
         if res.measured_step_time_s is None:

@@ -35,11 +35,12 @@ from clustersim.limits import MAX_GPUS
 def import_(kind: str, file: str, config: str | None, cluster: str | None, nodes: int | None, model: str | None,
             hf_config: str | None, overrides: tuple[str, ...], out: str | None, as_json: bool) -> None:
     """Turn a framework's config or training log into a clustersim scenario."""
-    from clustersim.importers import finish, import_text, read_input
+    from clustersim.importers import finish, given_model, import_text, read_input
     from clustersim.trace import write_text_atomic
     text, name = read_input(file, "FILE", f"a {kind} file")
     cfg = read_input(config, "--config", "a job config") if config else None
-    result = finish(import_text(kind, text, name, config=cfg, cluster=cluster, nodes=nodes),
+    result = finish(import_text(kind, text, name, config=cfg, cluster=cluster, nodes=nodes,
+                                model=given_model(overrides, model, hf_config)),
                     list(overrides), model, hf_config)
     if result.unknown:
         click.echo(f"note: {len(result.unknown)} argument(s) clustersim does not know, ignored: "

@@ -32,10 +32,22 @@ def detect_log_kind(text: str) -> str | None:
     return None
 
 
+def given_model(overrides: list[str] | tuple[str, ...], model: str | None = None,
+                hf_config: str | None = None) -> dict[str, Any] | None:
+    """The model the user gave on the command line (``--model``, ``--hf-config``, ``--set model...``),
+    or None: an importer uses it where its file names no model clustersim knows, before ``finish``
+    applies the same options to the scenario."""
+    from clustersim.scenario import apply_overrides
+    data = {"model": {k: v for k, v in (("preset", model), ("hf_config", hf_config)) if v is not None}}
+    data = apply_overrides(data, [o for o in overrides if o.split("=", 1)[0].split(".")[0].strip() == "model"])
+    return data["model"] if isinstance(data["model"], dict) and data["model"] else None
+
+
 def import_text(kind: str, text: str, source: str, *, config: tuple[str, str] | None = None,
-                cluster: str | None = None, nodes: int | None = None) -> ImportResult:
+                cluster: str | None = None, nodes: int | None = None,
+                model: dict[str, Any] | None = None) -> ImportResult:
     """Import ``text`` (a file's content) as ``kind``; ``config`` is (text, name) of a job config
-    that a torchtitan or DeepSpeed log needs beside it."""
+    that a torchtitan or DeepSpeed log needs beside it; ``model`` the user's (``given_model``)."""
     from clustersim.importers import deepspeed, megatron_args, megatron_log, megatron_parse, torchtitan
     cfg_text, cfg_name = config if config is not None else (None, "")
     if kind == "megatron-log":
@@ -46,9 +58,9 @@ def import_text(kind: str, text: str, source: str, *, config: tuple[str, str] | 
         return ImportResult("megatron-args", source, mapped.framework, mapped.scenario, unknown=mapped.unknown,
                             notes=mapped.notes)
     if kind == "torchtitan-log":
-        return torchtitan.import_torchtitan_log(text, source, cfg_text, cfg_name, cluster, nodes)
+        return torchtitan.import_torchtitan_log(text, source, cfg_text, cfg_name, cluster, nodes, given=model)
     if kind == "torchtitan-toml":
-        return torchtitan.import_torchtitan_toml(text, source, cluster, nodes)
+        return torchtitan.import_torchtitan_toml(text, source, cluster, nodes, given=model)
     if kind == "deepspeed-log":
         return deepspeed.import_deepspeed_log(text, source, cfg_text, cfg_name, cluster, nodes)
     if kind == "deepspeed-json":

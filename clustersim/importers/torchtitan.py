@@ -151,8 +151,10 @@ def _degree(par: dict[str, Any], *keys: str, default: int = 1) -> int:
 
 def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int | None, model_fields:
                        dict[str, Any] | None = None, mesh: dict[str, int] | None = None,
-                       name: str = "imported torchtitan job") -> tuple[dict[str, Any], list[str]]:
-    """(scenario dict, notes) of a torchtitan job config; InputError names what is missing."""
+                       name: str = "imported torchtitan job",
+                       given: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """(scenario dict, notes) of a torchtitan job config; InputError names what is missing.
+    ``given``: the model the user named on the command line, for a flavor clustersim does not know."""
     notes: list[str] = []
     model_cfg = _section(cfg, "model")
     training = _section(cfg, "training")
@@ -167,10 +169,15 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
         model = {"preset": FLAVORS[(mname, flavor)]}
     elif flavor == "debugmodel":
         model = dict(DEBUG_MODEL)
+    elif given:
+        model = dict(given)
+        notes.append(f"model {mname} {flavor}: a torchtitan flavor clustersim does not know; the model given on the "
+                     "command line is used")
     else:
         raise InputError("model.flavor", f"{mname} {flavor}".strip() or None,
                          f"a torchtitan model clustersim knows ({', '.join(f'{a} {b}' for a, b in FLAVORS)}, "
-                         "debugmodel), or a log that prints the model's arguments; else pass --set model.preset=...")
+                         "debugmodel), or a log that prints the model's arguments; else pass --model PRESET, "
+                         "--hf-config config.json or --set model.preset=...")
     seq = training.get("seq_len")
     if seq is None:
         raise InputError("training.seq_len", None, "the sequence length: [training] seq_len in the TOML")
@@ -234,7 +241,7 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
                              ", ".join(SCHEDULES))
         parallel["schedule"] = SCHEDULES[sched]
         parallel.update(_pipeline_split(par, pp, parallel["schedule"],
-                                        model.get("layers") or _preset_layers(model.get("preset"))))
+                                        _model_layers(model)))
     # activation checkpointing
     ac = _section(cfg, "activation_checkpoint")
     mode = str(ac.get("mode", "selective")).lower()
@@ -337,9 +344,15 @@ def _fqn_counts(fqns: Any, stages: int, layers: int) -> list[int]:
     return counts
 
 
-def _preset_layers(preset: str | None) -> int:
+def _model_layers(model: dict[str, Any]) -> int:
+    """The model's layer count: its own field, else its HF config's, else its preset's."""
+    from clustersim.workload.hf_config import read_hf_config
     from clustersim.workload.presets import MODEL_PRESETS
-    return int(MODEL_PRESETS.get(preset or "", {}).get("layers", 1))
+    if model.get("layers"):
+        return int(model["layers"])
+    if model.get("hf_config"):
+        return int(read_hf_config(str(model["hf_config"])).get("layers", 1))
+    return int(MODEL_PRESETS.get(model.get("preset") or "", {}).get("layers", 1))
 
 
 def _recompute_allows(value: str) -> bool:
@@ -362,7 +375,8 @@ def step_times(lines: list[str], tokens_per_step: int, world: int) -> list[tuple
 
 
 def import_torchtitan_log(text: str, source: str, config_text: str | None, config_name: str,
-                          cluster: str | None = None, nodes: int | None = None) -> ImportResult:
+                          cluster: str | None = None, nodes: int | None = None,
+                          given: dict[str, Any] | None = None) -> ImportResult:
     lines = clean_lines(text)
     if not any(STEP.search(line) for line in lines):
         raise InputError("torchtitan-log", source, "a torchtitan training log with `step: N  loss: ...  tps: ...` "
@@ -373,7 +387,7 @@ def import_torchtitan_log(text: str, source: str, config_text: str | None, confi
                          "and sequence length)")
     cluster = cluster or gpu_preset_in("\n".join(lines[:400]))
     scenario, notes = scenario_from_toml(cfg, cluster=cluster, nodes=nodes, model_fields=model_from_log(lines),
-                                         mesh=mesh_from_log(lines), name=f"imported from {source}")
+                                         mesh=mesh_from_log(lines), name=f"imported from {source}", given=given)
     par = scenario["parallel"]
     world = par["dp"] * par["tp"] * par["pp"] * par["cp"]
     points = step_times(lines, par["global_batch"] * scenario["model"]["seq_len"], world)
@@ -384,7 +398,9 @@ def import_torchtitan_log(text: str, source: str, config_text: str | None, confi
                         notes=notes)
 
 
-def import_torchtitan_toml(text: str, source: str, cluster: str | None, nodes: int | None) -> ImportResult:
+def import_torchtitan_toml(text: str, source: str, cluster: str | None, nodes: int | None,
+                           given: dict[str, Any] | None = None) -> ImportResult:
     cfg = read_toml(text, source)
-    scenario, notes = scenario_from_toml(cfg, cluster=cluster, nodes=nodes, name=f"imported from {source}")
+    scenario, notes = scenario_from_toml(cfg, cluster=cluster, nodes=nodes, name=f"imported from {source}",
+                                         given=given)
     return ImportResult("torchtitan-toml", source, "torchtitan", scenario, notes=notes)

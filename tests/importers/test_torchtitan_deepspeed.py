@@ -105,3 +105,40 @@ def test_deepspeed_bf16_configs_pick_the_optimizer_deepspeed_runs(stage, accum, 
     res = finish(import_text("deepspeed-json", json.dumps(cfg), "ds.json", cluster="dgx-a100"), [],
                  model="megatron-1.7b")
     assert res.scenario["framework"] == framework and res.scenario["parallel"]["zero_stage"] == zero
+
+
+UNKNOWN_FLAVOR_TOML = """[job]
+dump_folder = "./outputs"
+[model]
+name = "llama4"
+flavor = "17bx16e"
+[training]
+local_batch_size = 8
+seq_len = 8192
+[parallelism]
+data_parallel_shard_degree = -1
+tensor_parallel_degree = 8
+pipeline_parallel_degree = 2
+pipeline_parallel_schedule = "Interleaved1F1B"
+pipeline_parallel_layers_per_stage = 13
+"""
+
+
+@pytest.mark.parametrize("how", [["--model", "llama4-scout"], ["--set", "model.preset=llama4-scout"],
+                                 ["--hf-config", "tests/importers/hf_configs/Llama-4-Scout-17B-16E/config.json"]])
+def test_a_flavor_clustersim_does_not_know_takes_the_model_named_on_the_command_line(tmp_path, capsys, how):
+    """A torchtitan TOML of a flavor outside the known ones exits 2 telling the user to name the
+    model; each way of naming it must then work, the pipeline split counted on that model's 48
+    layers (the import stopped before --model / --set were applied)."""
+    toml = tmp_path / "job.toml"
+    toml.write_text(UNKNOWN_FLAVOR_TOML)
+    base = ["import", "torchtitan-toml", str(toml), "--cluster", "dgx-h100", "--nodes", "16"]
+    code, _, err = _run(base, capsys)
+    assert code == 2 and "model.flavor" in err and "--model PRESET" in err
+    code, out, err = _run([*base, *how, "--json"], capsys)
+    assert code == 0, err
+    sc = json.loads(out)["scenario"]
+    assert {"preset", "hf_config"} & set(sc["model"]) and sc["model"]["seq_len"] == 8192
+    # 13 layers per stage over 48 + embedding + output: 4 stages, 2 per rank (on a 32-layer model, or
+    # with the layer count unknown, the same line exits 2)
+    assert sc["parallel"]["pp"] == 2 and sc["parallel"]["virtual_stages"] == 2
