@@ -160,10 +160,3 @@ class ImportResult:
             out["iterations"] = [i.to_json() for i in self.iterations]
             out["steady_iterations"] = sum(1 for i in self.iterations if not i.dropped)
         return out
-
-
-def need(value: Any, what: str, option: str) -> Any:
-    """``value``, or an InputError saying which option supplies it."""
-    if value is None:
-        raise InputError(option, None, f"{what} (the file does not say it)")
-    return value
