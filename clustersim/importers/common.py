@@ -25,9 +25,20 @@ MAD_SCALE = 1.4826        # MAD x 1.4826 estimates the standard deviation of nor
 
 # GPU names as logs print them (torch.cuda.get_device_name, nvidia-smi) -> cluster preset; only
 # presets that exist are used (clustersim list clusters)
-GPU_PRESETS = ((r"\bGB200\b", "gb200-nvl72"), (r"\bB200\b", "dgx-b200"), (r"\bH200\b", "hgx-h200"),
-               (r"\bH800\b", "dgx-h800"), (r"\bH100\b", "dgx-h100"), (r"\bA100\b", "dgx-a100"),
-               (r"\bMI300X\b", "mi300x"))
+# GPU names as nvidia-smi / torch.cuda.get_device_name print them -> the cluster section of the part:
+# a preset, and for a part without its own server preset the GPU profile and a PCIe scale-up on the
+# preset of its generation (docs/hardware.md: the PCIe and NVL cards' NVLink bridges join pairs, no
+# switch fabric). First match wins: the specific names before the generation's.
+GPU_CLUSTERS: tuple[tuple[str, dict[str, str]], ...] = (
+    (r"\bGB200\b", {"preset": "gb200-nvl72"}), (r"\bB200\b", {"preset": "dgx-b200"}),
+    (r"\bH200\b", {"preset": "hgx-h200"}), (r"\bH800\b", {"preset": "dgx-h800"}),
+    (r"\bH100[ -]PCIe\b", {"preset": "dgx-h100", "gpu": "h100-pcie-80gb", "scale_up": "pcie5-x16"}),
+    (r"\bH100[ -]NVL\b", {"preset": "dgx-h100", "gpu": "h100-nvl-94gb", "scale_up": "pcie5-x16"}),
+    (r"\bH100\b", {"preset": "dgx-h100"}),
+    (r"\bA100[ -]PCIE[ -]40GB\b", {"preset": "dgx-a100-40gb", "gpu": "a100-pcie-40gb", "scale_up": "pcie4-x16"}),
+    (r"\bA100[ -](SXM4?[ -])?40GB\b", {"preset": "dgx-a100-40gb"}),
+    (r"\bA100\b", {"preset": "dgx-a100"}), (r"\bMI300X\b", {"preset": "mi300x"}),
+)
 
 
 def cluster_gpus_per_node(cluster: str | None, why: str) -> int:
@@ -128,14 +139,31 @@ def steady_state(points: list[tuple[int, float]], what: str) -> tuple[list[Itera
     return out, statistics.median(steady)
 
 
-def gpu_preset_in(text: str) -> str | None:
-    """The cluster preset of the first GPU name the text mentions (None if it names none)."""
+def gpu_cluster_in(text: str) -> dict[str, str] | None:
+    """The cluster section (preset, and the GPU profile where the part has no preset of its own) of
+    the first GPU name the text mentions, in ``GPU_CLUSTERS``' order (None if it names none)."""
     from clustersim.hardware.load import list_clusters
     presets = set(list_clusters())
-    for pattern, preset in GPU_PRESETS:
-        if re.search(pattern, text) and preset in presets:
-            return preset
+    for pattern, section in GPU_CLUSTERS:
+        if re.search(pattern, text, re.IGNORECASE) and section["preset"] in presets:
+            return dict(section)
     return None
+
+
+def gpu_preset_in(text: str) -> str | None:
+    """The cluster preset of the first GPU name the text mentions (None if it names none)."""
+    found = gpu_cluster_in(text)
+    return found["preset"] if found else None
+
+
+def detected_cluster(cluster: str | None, text: str) -> tuple[str | None, dict[str, str]]:
+    """(the preset, the cluster fields beside it) of a log: ``--cluster`` when given (nothing beside
+    it), else the GPU the log names (``gpu_cluster_in``)."""
+    if cluster is not None:
+        return cluster, {}
+    found = gpu_cluster_in(text) or {}
+    preset = found.pop("preset", None)
+    return preset, found
 
 
 @dataclass

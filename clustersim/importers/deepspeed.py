@@ -31,7 +31,7 @@ from clustersim.importers.common import (
     ImportResult,
     clean_lines,
     cluster_gpus_per_node,
-    gpu_preset_in,
+    detected_cluster,
     steady_state,
 )
 from clustersim.inputs import load_json
@@ -161,8 +161,9 @@ def import_deepspeed_log(text: str, source: str, config_text: str | None, config
                          "`steps: N ... iter time (s): X` lines")
     if cfg is None:
         raise InputError("--config", None, "the DeepSpeed JSON config (this log does not print it)")
-    cluster = cluster or gpu_preset_in("\n".join(lines[:400]))
+    cluster, beside = detected_cluster(cluster, "\n".join(lines[:400]))
     scenario, notes = scenario_from_config(cfg, cluster=cluster, nodes=nodes, name=f"imported from {source}")
+    scenario["cluster"].update(beside)   # the GPU profile of a part without its own preset
     iterations, median = steady_state(step_times(lines, scenario["parallel"]["global_batch"]), "deepspeed-log")
     return ImportResult("deepspeed-log", source if config_text is None else f"{source} + {config_name}",
                         "deepspeed", scenario, iterations, median, notes=notes)

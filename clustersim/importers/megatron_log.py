@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from clustersim.errors import InputError
-from clustersim.importers.common import ImportResult, clean_lines, gpu_preset_in, steady_state
+from clustersim.importers.common import ImportResult, clean_lines, detected_cluster, steady_state
 from clustersim.importers.megatron_args import scenario_from_args
 from clustersim.importers.megatron_parse import parse_args_block
 
@@ -54,7 +54,7 @@ def import_megatron_log(text: str, source: str, cluster: str | None = None, node
         what = "it has the arguments but no training iteration was logged" if args is not None else "it has none"
         raise InputError("megatron-log", source, "a Megatron-LM training log with `iteration N/ M | ... | elapsed "
                          f"time per iteration (ms): X |` lines ({what})")
-    cluster = cluster or gpu_preset_in(text)
+    cluster, beside = detected_cluster(cluster, text)
     if config is not None:
         from clustersim.importers.config import import_config
         cfg = import_config(config[0], config[1], cluster, nodes)
@@ -69,6 +69,7 @@ def import_megatron_log(text: str, source: str, cluster: str | None = None, node
     else:
         mapped = scenario_from_args(args, cluster, nodes, f"imported from {source}")
         framework, scenario, unknown, notes = mapped.framework, mapped.scenario, mapped.unknown, mapped.notes
+    scenario.setdefault("cluster", {}).update(beside)   # the GPU profile of a part without its own preset
     iterations, median = steady_state(points, "megatron-log")
     steady_batches = [b for (it, _), b in zip(points, batches, strict=False) if it > iterations[0].iteration]
     par = scenario.setdefault("parallel", {})

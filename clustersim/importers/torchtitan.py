@@ -37,7 +37,7 @@ from clustersim.importers.common import (
     clean_lines,
     cluster_gpus_per_node,
     config_int,
-    gpu_preset_in,
+    detected_cluster,
     steady_state,
 )
 from clustersim.importers.megatron_args import supports
@@ -385,9 +385,10 @@ def import_torchtitan_log(text: str, source: str, config_text: str | None, confi
     if not cfg:
         raise InputError("--config", None, "the job's TOML config (torchtitan logs do not print the batch size "
                          "and sequence length)")
-    cluster = cluster or gpu_preset_in("\n".join(lines[:400]))
+    cluster, beside = detected_cluster(cluster, "\n".join(lines[:400]))
     scenario, notes = scenario_from_toml(cfg, cluster=cluster, nodes=nodes, model_fields=model_from_log(lines),
                                          mesh=mesh_from_log(lines), name=f"imported from {source}", given=given)
+    scenario["cluster"].update(beside)   # the GPU profile of a part without its own preset
     par = scenario["parallel"]
     world = par["dp"] * par["tp"] * par["pp"] * par["cp"]
     points = step_times(lines, par["global_batch"] * scenario["model"]["seq_len"], world)

@@ -142,3 +142,25 @@ def test_a_flavor_clustersim_does_not_know_takes_the_model_named_on_the_command_
     # 13 layers per stage over 48 + embedding + output: 4 stages, 2 per rank (on a 32-layer model, or
     # with the layer count unknown, the same line exits 2)
     assert sc["parallel"]["pp"] == 2 and sc["parallel"]["virtual_stages"] == 2
+
+
+@pytest.mark.parametrize("gpu, cluster, part", [
+    ("NVIDIA A100-SXM4-40GB", {"preset": "dgx-a100-40gb"}, "a100-sxm-40gb"),
+    ("NVIDIA A100-SXM4-80GB", {"preset": "dgx-a100"}, "a100-sxm-80gb"),
+    ("NVIDIA A100-PCIE-40GB", {"preset": "dgx-a100-40gb", "gpu": "a100-pcie-40gb", "scale_up": "pcie4-x16"},
+     "a100-pcie-40gb"),
+    ("NVIDIA H100 PCIe", {"preset": "dgx-h100", "gpu": "h100-pcie-80gb", "scale_up": "pcie5-x16"}, "h100-pcie-80gb"),
+    ("NVIDIA H100 NVL", {"preset": "dgx-h100", "gpu": "h100-nvl-94gb", "scale_up": "pcie5-x16"}, "h100-nvl-94gb"),
+    ("NVIDIA H100 80GB HBM3", {"preset": "dgx-h100"}, "h100-sxm-80gb"),
+])
+def test_the_gpu_a_log_names_is_the_part_simulated(tmp_path, capsys, gpu, cluster, part):
+    """A log from an A100 40 GB runs on the 40 GB profile, not the 80 GB part; PCIe and NVL cards
+    on their own profiles with a PCIe scale-up (they have no server preset of their own)."""
+    log, toml = tmp_path / "train.log", tmp_path / "llama3_8b.toml"
+    log.write_text(torchtitan_log(model_args=LLAMA3_8B_ARGS, mesh=(["dp_shard"], [8]), gpu=gpu, tps=3000))
+    toml.write_text(torchtitan_toml(name="llama3", flavor="8B", local_batch=1, seq_len=4096))
+    code, stdout, err = _run(["import", "torchtitan-log", str(log), "--config", str(toml), "--json"], capsys)
+    assert code == 0, err
+    sc = json.loads(stdout)["scenario"]
+    assert sc["cluster"] == {**cluster, "nodes": 1}
+    assert scenario_from_dict(sc).cluster.gpu.name == part
