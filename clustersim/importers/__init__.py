@@ -32,13 +32,18 @@ def detect_log_kind(text: str) -> str | None:
     return None
 
 
+def _named_model(model: str | None, hf_config: str | None) -> dict[str, str]:
+    """The model section ``--model`` / ``--hf-config`` name (empty when neither is given)."""
+    return {k: v for k, v in (("preset", model), ("hf_config", hf_config)) if v is not None}
+
+
 def given_model(overrides: list[str] | tuple[str, ...], model: str | None = None,
                 hf_config: str | None = None) -> dict[str, Any] | None:
     """The model the user gave on the command line (``--model``, ``--hf-config``, ``--set model...``),
     or None: an importer uses it where its file names no model clustersim knows, before ``finish``
     applies the same options to the scenario."""
     from clustersim.scenario import apply_overrides
-    data = {"model": {k: v for k, v in (("preset", model), ("hf_config", hf_config)) if v is not None}}
+    data = {"model": _named_model(model, hf_config)}
     data = apply_overrides(data, [o for o in overrides if o.split("=", 1)[0].split(".")[0].strip() == "model"])
     return data["model"] if isinstance(data["model"], dict) and data["model"] else None
 
@@ -76,18 +81,22 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
     if model is not None or hf_config is not None:
         data.setdefault("model", {})
         seq = data["model"].get("seq_len")
-        data["model"] = {k: v for k, v in (("preset", model), ("hf_config", hf_config)) if v is not None}
+        data["model"] = _named_model(model, hf_config)
         if seq is not None:
             data["model"]["seq_len"] = seq
     data = apply_overrides(data, overrides)
     if not data.get("model"):
         raise InputError("--model", None, "the model: a DeepSpeed config does not describe it; pass --model PRESET "
                          "(clustersim list models), --hf-config config.json or --set model.layers=... fields")
-    spelled = data["model"] if isinstance(data["model"], dict) else {}
-    if not {"preset", "hf_config", "vocab"} & set(spelled):
-        raise InputError("model.vocab", None, "the (padded) vocabulary size: the imported file names no vocabulary "
-                         "size clustersim knows; pass --set model.vocab=N (or --model PRESET, --hf-config FILE)")
-    scenario_from_dict(data)  # InputError (exit 2) if the imported scenario is not valid
+    try:
+        scenario_from_dict(data)  # InputError (exit 2) if the imported scenario is not valid
+    except InputError as err:
+        if not (err.field.startswith("model.") and err.value is None):
+            raise
+        # a model field the file does not give (a command line's vocabulary, say): the loader's rule, and
+        # how to give it here
+        raise InputError(err.field, None, f"{err.allowed}; the imported file does not give it: pass "
+                         f"--set {err.field}=N, --model PRESET or --hf-config FILE") from None
     result.scenario = data
     return result
 
