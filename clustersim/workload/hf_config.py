@@ -177,6 +177,8 @@ def _deepseek_like(cfg: dict[str, Any], fields: dict[str, Any]) -> None:
 
 
 def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
+    if "_sliding_window_pattern" in cfg:   # the name transformers >= 4.53 saves Gemma 3's pattern under
+        cfg = {"sliding_window_pattern": cfg["_sliding_window_pattern"], **cfg}
     cfg = {**DEFAULTS.get(family, {}), **cfg}
     fields: dict[str, Any] = {
         "layers": cfg.get("num_hidden_layers"), "hidden": cfg.get("hidden_size"),

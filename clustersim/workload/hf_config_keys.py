@@ -109,7 +109,9 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
     },
     "qwen2": {   # Qwen/Qwen2.5-7B, Qwen2.5-72B (model_type qwen2): Llama's layer with Q/K/V biases (no key)
         "modelled": {},
-        "irrelevant": dict(QWEN_WINDOW_IRRELEVANT),
+        "irrelevant": {**QWEN_WINDOW_IRRELEVANT,
+                       "use_mrope": "Qwen2-VL's multimodal RoPE (rotary sections per position axis): the same "
+                                    "element-wise work; the Qwen2.5 text files say false"},
         "refused": dict(QWEN_WINDOW_REFUSED),
     },
     "qwen3": {   # Qwen/Qwen3-8B, Qwen3-32B: QK-norm is part of the architecture (no key)
@@ -117,14 +119,22 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
         "irrelevant": dict(QWEN_WINDOW_IRRELEVANT),
         "refused": dict(QWEN_WINDOW_REFUSED),
     },
-    "qwen3_moe": {   # Qwen/Qwen3-30B-A3B, Qwen3-235B-A22B
+    "qwen3_moe": {   # Qwen/Qwen3-30B-A3B, Qwen3-235B-A22B, Qwen3-Coder-480B-A35B
         "modelled": {"num_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
                      "moe_intermediate_size": "moe.expert_ffn_hidden",
                      "decoder_sparse_step": "moe.every"},
-        "irrelevant": dict(QWEN_WINDOW_IRRELEVANT),
+        # Qwen3-Coder-480B-A35B's file also states three keys that transformers' Qwen3-MoE model
+        # does not read (its layer always has QK-norm, no Q/K/V bias and no shared expert)
+        "irrelevant": {**QWEN_WINDOW_IRRELEVANT,
+                       "qkv_bias": "bias vectors of the Q/K/V projections: under 0.01% of the parameters, added in "
+                                   "the GEMM epilogue (as attention_bias)"},
         "refused": {**QWEN_WINDOW_REFUSED,
                     "mlp_only_layers": ("dense layers at listed positions are not modelled; only [] is read",
-                                        _zero)},
+                                        _zero),
+                    "shared_expert_intermediate_size": ("Qwen3-MoE's layer has no shared expert; only 0 or null "
+                                                        "is read", _zero),
+                    "use_qk_norm": ("Qwen3-MoE's layer always normalises Q and K (qk_norm); only true is read",
+                                    lambda v: v is None or v is True)},
     },
     "gpt_oss": {   # openai/gpt-oss-20b, gpt-oss-120b: attention sinks are part of the architecture
         "modelled": {"num_local_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
@@ -139,6 +149,8 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
         "modelled": {"hidden_activation": "ffn_act (gelu_pytorch_tanh -> geglu)",
                      "sliding_window": "attention_window",
                      "sliding_window_pattern": "global_every (Gemma 3: 6)",
+                     "_sliding_window_pattern": "global_every (the name transformers >= 4.53 saves "
+                                                "sliding_window_pattern under; layer_types wins when given)",
                      "layer_types": "attention_pattern sliding, global_every"},
         "irrelevant": {"query_pre_attn_scalar": "the softmax scale",
                        "rope_local_base_freq": "RoPE's base frequency of the local layers",

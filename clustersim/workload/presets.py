@@ -130,9 +130,11 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
                          "first_dense_layers": 1}),
     # GLM-4.5 (GLM-4.5 technical report, arXiv 2508.06471, Table 1; zai-org/GLM-4.5 config.json):
     # 96 heads of 128 with hidden 5120, 8 KV heads, 3 dense layers (12288) then 89 MoE layers of 160
-    # experts (width 1536, 8 per token, 1 shared), one MTP layer, vocab 151552
+    # experts (width 1536, 8 per token, 1 shared), one MTP layer, vocab 151552; QK-Norm (the report's
+    # §2.1 "to stabilize the range of attention logits"; config.json use_qk_norm true, and
+    # --qk-layernorm in slime's scripts/models/glm4.5-355B-A32B.sh, absent from its GLM-4.5-Air script)
     "glm-4.5": dict(layers=92, hidden=5120, heads=96, kv_heads=8, head_dim=128, ffn_hidden=12288, ffn_act="swiglu",
-                    vocab=151552, seq_len=4096, mtp_layers=1,
+                    vocab=151552, seq_len=4096, mtp_layers=1, qk_norm=True,
                     moe={"experts": 160, "top_k": 8, "shared_experts": 1, "expert_ffn_hidden": 1536,
                          "first_dense_layers": 3}),
     # Nemotron-4 340B (Nemotron-4 340B Technical Report, arXiv 2406.11704, Table 1; architecture as

@@ -29,7 +29,11 @@ PRESET_OF = {"Llama-3.1-8B": "llama3-8b", "Mistral-7B-v0.1": "mistral-7b", "Mixt
 # Fixtures without a preset, against the owner's published count (Gemma 3 Technical Report, arXiv
 # 2503.19786, Table 1: embedding + non-embedding parameters; the vision encoder apart)
 PUBLISHED_ONLY = {"gemma-3-1b-pt": 302e6 + 698e6, "gemma-3-4b-pt": 675e6 + 3209e6, "gemma-3-12b-pt": 1012e6 + 10759e6,
-                  "Qwen2.5-7B": 7.61e9}   # Qwen/Qwen2.5-7B model card: 'Number of Parameters: 7.61B'
+                  # Google, "Introducing Gemma 3 270M" (2025-08-14): 170M embedding + 100M transformer blocks
+                  "gemma-3-270m": 170e6 + 100e6,
+                  # the Qwen model cards' 'Number of Parameters'
+                  "Qwen2.5-7B": 7.61e9, "Qwen2.5-3B": 3.09e9,
+                  "Qwen3-Coder-480B-A35B-Instruct": 480e9}   # '480B in total and 35B activated'
 SHAPE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_act", "vocab", "tie_embeddings",
          "attention", "qk_norm", "attention_pattern", "attention_window", "global_every", "attention_sinks",
          "sandwich_norm", "moe_experts", "moe_top_k", "moe_shared_experts", "moe_expert_ffn_hidden",
@@ -116,6 +120,9 @@ def _refused(tmp_path: Path, name: str, change, field_end: str) -> InputError:
     ("Llama-3.1-8B", lambda c: c.update(some_new_attention_trick=True), "some_new_attention_trick"),
     ("Llama-3.1-8B", lambda c: c.update(model_type="falcon"), "model_type"),
     ("gemma-3-27b-pt", lambda c: c.update(audio_config={}), "audio_config"),
+    ("Qwen3-Coder-480B-A35B-Instruct", lambda c: c.update(shared_expert_intermediate_size=2048),
+     "shared_expert_intermediate_size"),
+    ("Qwen3-Coder-480B-A35B-Instruct", lambda c: c.update(use_qk_norm=False), "use_qk_norm"),
 ])
 def test_keys_that_change_cost_unmodelled_are_refused_by_name(tmp_path: Path, name, change, field) -> None:
     _refused(tmp_path, name, change, field)
@@ -162,6 +169,21 @@ def test_multimodal_gemma3_reads_its_text_config_with_the_class_defaults() -> No
     fields = read_hf_config(str(HERE / "gemma-3-27b-pt" / "config.json"))
     assert fields["vocab"] == 262208 and fields["tie_embeddings"] is True      # Gemma3TextConfig defaults
     assert (fields["ffn_act"], fields["global_every"], fields["attention_window"]) == ("geglu", 6, 1024)
+
+
+def test_gemma3_pattern_as_transformers_saves_it(tmp_path: Path) -> None:
+    """transformers >= 4.53 saves Gemma 3's sliding_window_pattern as _sliding_window_pattern
+    (google/gemma-3-270m's file): it was refused as an unknown key. Without layer_types it sets
+    the pattern as sliding_window_pattern does."""
+    cfg = _cfg("gemma-3-270m")
+    assert cfg["_sliding_window_pattern"] == 6
+    fields = read_hf_config(str(HERE / "gemma-3-270m" / "config.json"))
+    assert (fields["global_every"], fields["attention_window"], fields["head_dim"]) == (6, 512, 256)
+    cfg.pop("layer_types")
+    cfg["_sliding_window_pattern"] = 3
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert read_hf_config(str(path))["global_every"] == 3
 
 
 def test_llama4_chunked_attention_on_the_rope_layers_only() -> None:

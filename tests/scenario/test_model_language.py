@@ -49,7 +49,7 @@ def test_head_dim_widens_the_attention_without_touching_the_hidden_size() -> Non
                               "parallel.ep=2", "parallel.global_batch=16"])
     m = sc.model
     assert (m.q_width, m.kv_hidden, m.hidden) == (12288, 1024, 5120)
-    assert m.attention_params() == 5120 * (12288 + 2 * 1024) + 12288 * 5120
+    assert m.attention_params() == 5120 * (12288 + 2 * 1024) + 12288 * 5120 + 2 * 128   # + the QK-Norm weights
 
 
 def test_a_window_alone_means_sliding_and_a_long_window_changes_nothing() -> None:
