@@ -68,7 +68,7 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
                         moe={"experts": 256, "top_k": 8, "shared_experts": 1, "expert_ffn_hidden": 2048,
                              "first_dense_layers": 3, "router_num_groups": 8, "router_group_topk": 4}),
     # ---- 2025-26 open models. Shapes: each owner's config.json on Hugging Face (the fixtures of
-    # tests/workload/hf_configs/, whose README names each repository); seq_len: the owner's stated
+    # tests/importers/hf_configs/, whose README names each repository); seq_len: the owner's stated
     # pre-training sequence where one is given, else 4096. Published parameter counts, and where
     # they come from, are in tests/workload/test_presets_published.py.
     # Qwen3 (Qwen3 Technical Report, arXiv 2505.09388, Tables 1-2; Qwen/Qwen3-8B and Qwen3-32B

@@ -1,4 +1,4 @@
-"""Real config.json files of each family (tests/workload/hf_configs/, sources in its README) read
+"""Real config.json files of each family (tests/importers/hf_configs/, sources in its README) read
 as `model: {hf_config: ...}`: the shape of the family's preset, every key classified, the keys
 that change the cost in ways clustersim does not model refused by name (exit 2)."""
 
