@@ -112,7 +112,7 @@ def render_profile(gpus: list[CalibratedGpu], fabrics: list[CalibratedFabric],
 
 def write_profile(path: Path, text: str) -> Path:
     """Write atomically: a temporary file beside ``path``, fsync, then a rename."""
-    from clustersim.trace import write_text_atomic
+    from clustersim.output_file import write_text_atomic
     write_text_atomic(path, text)
     return path
 

@@ -12,6 +12,7 @@ import click
 
 from clustersim.errors import InputError
 from clustersim.limits import MAX_GPUS
+from clustersim.output_file import check_output_path
 
 
 @click.command("calibrate")
@@ -51,8 +52,8 @@ def calibrate(nccl_logs: tuple[Path, ...], train_logs: tuple[Path, ...], configs
     if not (nccl_logs or train_logs or traces or run_specs or runs_csv):
         raise InputError("calibrate", None, "at least one of --nccl-tests FILE, --log FILE, --run SCENARIO=SECONDS, "
                          "--runs FILE.csv, --trace FILE")
-    out = out or Path(f"{name}.yaml")
     _check_name(name)
+    out = check_output_path(out if out is not None else Path(f"{name}.yaml"), "--out")
     if train_logs or traces or run_specs or runs_csv:
         from clustersim.calibrate.machine import calibrate_machine
         result = calibrate_machine(nccl_logs=list(nccl_logs), logs=list(train_logs), configs=list(configs),

@@ -94,9 +94,9 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
         raise InputError("--pue", pue, "a power usage effectiveness >= 1 (1.1 for a hyperscale site, 1.56 average)")
     n_tokens = parse_tokens(tokens)
     prices = parse_prices(price, presets)
-    if plot:
+    if plot is not None:
         check_plot_path(plot)
-    if html_file:
+    if html_file is not None:
         check_html_path(html_file)
     with progress_bar(not no_progress, {"sweeps": "compare"}, "sweeps") as update:
         def progress(done: int, total: int, cluster: str) -> None:
@@ -105,9 +105,9 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
 
         rows = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers,
                             rerank, price_kwh, gpu_sizes, rank_by, pue, progress, evaluators=SWEEP_EVALUATORS)
-    if plot:
+    if plot is not None:
         plot_compare(plot, rows, f"training {tokens} tokens: time, cost and energy (80% intervals)")
-    if html_file:
+    if html_file is not None:
         from clustersim.html.compare_page import compare_page
 
         raw = apply_overrides(read_scenario_dict(scenario), list(overrides))

@@ -18,8 +18,8 @@ from clustersim.errors import InputError
 from clustersim.goodput.rates import CLASSES
 from clustersim.goodput.report import GoodputReport, check_days, goodput_report
 from clustersim.hardware.load import add_profile_file
+from clustersim.output_file import check_output_path, write_json_atomic
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
-from clustersim.trace import write_json_atomic
 
 # CLI option -> key of the scenario's goodput: section; each value must be a finite number > 0
 # (>= 0 for the restart parts).
@@ -160,6 +160,8 @@ def goodput(scenario: str | None, days: float, as_json: bool, out_file: str | No
     """A whole training run of SCENARIO over --days with failures, checkpoints and restarts:
     goodput, interruptions, lost GPU-hours and the checkpoint interval that maximises goodput."""
     check_days(days)
+    if out_file is not None:
+        check_output_path(out_file, "--out")
     if no_planned and planned_interval_h is not None:
         raise InputError("--no-planned", True, "either --no-planned or --planned-interval-h, not both")
     for p in profiles:
@@ -175,7 +177,7 @@ def goodput(scenario: str | None, days: float, as_json: bool, out_file: str | No
     step = estimate(sc) if engine == "analytical" else simulate(sc)
     report = goodput_report(step, days)
     result = report.to_json()
-    if out_file:
+    if out_file is not None:
         write_json_atomic(out_file, result)
     if as_json:
         click.echo(json.dumps(result, indent=2))

@@ -36,7 +36,9 @@ def import_(kind: str, file: str, config: str | None, cluster: str | None, nodes
             hf_config: str | None, overrides: tuple[str, ...], out: str | None, as_json: bool) -> None:
     """Turn a framework's config or training log into a clustersim scenario."""
     from clustersim.importers import finish, given_model, import_text, read_input
-    from clustersim.trace import write_text_atomic
+    from clustersim.output_file import check_output_path, write_text_atomic
+    if out is not None:
+        check_output_path(out, "--out")
     text, name = read_input(file, "FILE", f"a {kind} file")
     cfg = read_input(config, "--config", "a job config") if config else None
     result = finish(import_text(kind, text, name, config=cfg, cluster=cluster, nodes=nodes,
@@ -47,7 +49,7 @@ def import_(kind: str, file: str, config: str | None, cluster: str | None, nodes
                    + ", ".join(result.unknown), err=True)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
-    if out:
+    if out is not None:
         header = f"# {result.scenario.get('name', 'imported')}: written by clustersim import {kind} {name}\n"
         write_text_atomic(out, header + yaml.safe_dump(result.scenario, sort_keys=False))
     if as_json:
@@ -59,5 +61,5 @@ def import_(kind: str, file: str, config: str | None, cluster: str | None, nodes
         click.echo(f"measured step time {result.measured_step_time_s:.4f} s (median of {len(steady)} steady-state "
                    f"lines of {len(result.iterations)}; warm-up and outliers dropped)")
     click.echo(yaml.safe_dump(result.scenario, sort_keys=False).rstrip())
-    if out:
+    if out is not None:
         click.echo(f"scenario written to {Path(out)}")

@@ -17,9 +17,10 @@ from clustersim.hardware.load import use_profiles
 from clustersim.html import check_html_path, write_html
 from clustersim.html.fragments import MEMORY_ROWS, fmt_tokens, sampled_stages
 from clustersim.memory.report import PARTS
+from clustersim.output_file import check_output_path, write_json_atomic
 from clustersim.report import StepReport
 from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
-from clustersim.trace import check_output_path, trace_events, write_json_atomic
+from clustersim.trace import trace_events
 from clustersim.workload.model_summary import model_lines
 
 
@@ -170,9 +171,9 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
     from clustersim.sweep.compare import parse_tokens
 
     n_tokens = parse_tokens(tokens) if tokens is not None else None
-    if html_file:
+    if html_file is not None:
         check_html_path(html_file)
-    if trace_file:
+    if trace_file is not None:
         check_output_path(trace_file, "--trace")
     use_profiles(profiles)
     if shared_fabric or len(scenarios) > 1:
@@ -183,15 +184,15 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
     sc = scenario_from_dict(raw)
     timeline = None
     if engine == "analytical":
-        if trace_file:
+        if trace_file is not None:
             raise InputError("--trace", trace_file, "only with --engine event")
         report = estimate(sc)
     else:
         report, result = simulate_with_timeline(sc, record=bool(trace_file or html_file))
         timeline = result.timeline
-        if trace_file:
+        if trace_file is not None:
             write_json_atomic(trace_file, trace_events(result.timeline, sc, report.per_rank))
-    if html_file:
+    if html_file is not None:
         from clustersim.html.run_page import run_page
 
         write_html(html_file, run_page(report, timeline, raw))

@@ -136,11 +136,11 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
     from clustersim.api import SWEEP_EVALUATORS
     from clustersim.hardware.load import use_profiles
     use_profiles(profiles)
-    if out:
+    if out is not None:
         check_table_path(out)
-    if plot:
+    if plot is not None:
         check_plot_path(plot)
-    if html_file:
+    if html_file is not None:
         check_html_path(html_file)
     raw, base, sets = _template(scenario, overrides)
     constraints = parse_constraints(base.model, fixes, maxima, sets, only_validated)
@@ -160,15 +160,15 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
         finally:
             pool.close()
         elapsed_s = time.perf_counter() - started
-        if out:
+        if out is not None:
             write_table(result.to_frame(), out)  # atomic: the whole table or no file
             written.append(out)
         s = spec.scenario
         title = f"{s.model.name} on {s.cluster.num_gpus} GPUs ({s.cluster.name}), global batch {s.parallel.global_batch}"
-        if plot:
+        if plot is not None:
             plot_result(result, plot, title)
             written.append(plot)
-        if html_file:
+        if html_file is not None:
             from clustersim.html.sweep_page import sweep_page
 
             write_html(html_file, sweep_page(result, top_k, raw))

@@ -20,8 +20,6 @@ from typing import Any
 
 import yaml
 
-from clustersim.errors import InputError
-
 HTML_SUFFIXES = (".html", ".htm")
 REPORT_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
               "img-src data: blob:; font-src data:")
@@ -94,20 +92,14 @@ def render_page(title: str, header_html: str, body_html: str, charts: Mapping[st
 
 def check_html_path(path: str | os.PathLike[str], option: str = "--html") -> Path:
     """Fail early (exit 2) on an HTML output that cannot be written, before any work is done."""
-    p = Path(path)
-    if p.suffix.lower() not in HTML_SUFFIXES:
-        raise InputError(option, str(path), "a file name ending in .html or .htm")
-    if p.exists() and not p.is_file():
-        raise InputError(option, str(path), "a path to a regular file (this is a directory or a device)")
-    parent = p.resolve().parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise InputError(option, str(path), "a path in an existing, writable directory")
-    return p
+    from clustersim.output_file import check_output_path
+
+    return check_output_path(path, option, HTML_SUFFIXES)
 
 
 def write_html(path: str | os.PathLike[str], text: str, option: str = "--html") -> None:
     """Write the page atomically (a complete file or none), UTF-8."""
-    from clustersim.sweep.output import atomic_write
+    from clustersim.output_file import atomic_write
 
     p = check_html_path(path, option)
     data = text.encode("utf-8")

@@ -115,7 +115,7 @@ def parse_yaml(body: dict[str, Any]) -> dict[str, Any]:
 def save(body: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     """Write ``NAME.yaml`` and its report ``NAME.html`` (event engine) into ``out_dir``, nowhere else."""
     from clustersim.html.page import write_html
-    from clustersim.sweep.output import atomic_write
+    from clustersim.output_file import atomic_write
 
     if "name" not in body:
         raise InputError("request.name", None, "this field is required")

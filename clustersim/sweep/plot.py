@@ -1,6 +1,6 @@
 """Plots of a sweep (throughput against peak memory, Pareto front marked) and of a comparison.
 
-matplotlib's Agg backend (no display needed); written atomically through sweep.output.
+matplotlib's Agg backend (no display needed); written atomically (clustersim.output_file).
 """
 
 from __future__ import annotations
@@ -9,19 +9,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from clustersim.errors import InputError
-from clustersim.sweep.output import atomic_write, check_writable_dir
+from clustersim.output_file import atomic_write, check_output_path
 
 GiB = 2**30
 
 
 def check_plot_path(path: str | os.PathLike[str], option: str = "--plot") -> None:
-    from pathlib import Path
-
-    p = Path(path)
-    if p.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise InputError(option, str(path), "a file name ending in .png, .svg or .pdf")
-    check_writable_dir(p, option)
+    check_output_path(path, option, (".png", ".svg", ".pdf"))
 
 
 def _figure() -> Any:

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from clustersim.errors import InputError
-from clustersim.sweep.output import atomic_write, check_table_path, write_table
+from clustersim.output_file import atomic_write
+from clustersim.sweep.output import check_table_path, write_table
 
 FRAME = pd.DataFrame({"tp": [8, 4], "tokens_per_s": [1.5, 0.25], "schedule": ["1f1b", "gpipe"]})
 

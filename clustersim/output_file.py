@@ -1,0 +1,104 @@
+"""Output files: checked before any work is done, then written atomically (a complete file or none).
+
+One rule for every file clustersim writes (the trace, HTML pages, the sweep's table and plot, the
+goodput JSON, an imported scenario, a calibrated profile):
+
+* ``check_output_path`` refuses, with exit 2 naming the option, a path that cannot be written
+  before the command spends its time: an empty path, a name longer than the file system allows,
+  a directory, device or broken link, a folder on the way that is a file, or a folder that is not
+  writable. Missing folders are fine: the writer creates them.
+* ``atomic_write`` writes a temporary file in the target's folder (same file system), flushes and
+  fsyncs it, gives it the mode a plain ``open`` would (0666 less the umask; mkstemp makes 0600),
+  ``os.replace``s it over the target (atomic on POSIX and Windows) and fsyncs the folder so that
+  the rename itself survives a crash (POSIX rename(2)). An interrupted write leaves the old file
+  or none, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from clustersim.errors import InputError
+
+NAME_MAX_BYTES = 255          # NAME_MAX of Linux and macOS file systems (ext4, xfs, APFS): one path component
+_TMP_STEM_CHARS = 32          # the temporary file's name keeps this much of the target's, so it stays short
+
+
+def check_output_path(path: str | os.PathLike[str], option: str, suffixes: Iterable[str] = ()) -> Path:
+    """The output path ``path`` of ``option``, or exit 2 if it cannot be written (see the module)."""
+    text = os.fspath(path)
+    if text == "":
+        raise InputError(option, "", "a file name (an empty path names no file)")
+    target = Path(text)
+    wanted = tuple(suffixes)
+    if wanted and target.suffix.lower() not in wanted:
+        raise InputError(option, text, "a file name ending in " + " or ".join(wanted))
+    if len(os.fsencode(target.name)) > NAME_MAX_BYTES:
+        raise InputError(option, text, f"a file name of at most {NAME_MAX_BYTES} bytes (the file system's limit)")
+    if target.exists() and not target.is_file() or target.is_symlink() and not target.exists():
+        raise InputError(option, text, "a path to a regular file (this is a directory, a device or a broken link)")
+    parent = target.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(option, text, f"a path whose folders are folders ({parent} is a file)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(option, text, "a path in a writable directory (or one that can be created)")
+    return target
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], None]) -> None:
+    """Call ``write(f)`` on a temporary binary file beside ``path``, then move it into place."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    folder = target.resolve().parent
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name[:_TMP_STEM_CHARS]}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(folder)
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """``text`` as UTF-8, atomically."""
+    data = text.encode("utf-8")
+    atomic_write(path, lambda f: f.write(data))
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
+    """``data`` as compact JSON, atomically."""
+    text = json.dumps(data, separators=(",", ":"), sort_keys=False)
+    write_text_atomic(path, text)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # Windows cannot open directories; os.replace is durable enough there
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,70 @@
+"""clustersim.output_file: every output a command writes is checked before the work (exit 2 naming
+the option) and written atomically with the mode a plain open() gives; before this, goodput,
+import and calibrate wrote unchecked paths and ended in a traceback after the work, an empty path
+was ignored, a long file name failed on the temporary file's longer name, and JSON came out 0600."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clustersim.errors import InputError
+from clustersim.output_file import NAME_MAX_BYTES, check_output_path, write_json_atomic, write_text_atomic
+
+
+def _refused(path: str, option: str = "--out") -> InputError:
+    with pytest.raises(InputError) as exc:
+        check_output_path(path, option)
+    assert exc.value.field == option
+    return exc.value
+
+
+def test_empty_path_a_folder_on_the_way_that_is_a_file_and_a_directory_are_refused(tmp_path: Path) -> None:
+    assert "empty path" in str(_refused(""))
+    afile = tmp_path / "s.yaml"
+    afile.write_text("x: 1\n")
+    assert "is a file" in str(_refused(str(afile / "g.json")))
+    assert "regular file" in str(_refused(str(tmp_path)))
+
+
+def test_a_name_at_the_limit_is_written_and_one_past_it_refused(tmp_path: Path) -> None:
+    longest = tmp_path / ("a" * (NAME_MAX_BYTES - len(".json")) + ".json")
+    write_json_atomic(check_output_path(longest, "--trace"), {"x": 1})   # the temporary name stays short
+    assert json.loads(longest.read_text()) == {"x": 1}
+    assert "at most 255 bytes" in str(_refused(str(tmp_path / ("a" * NAME_MAX_BYTES + ".json")), "--trace"))
+
+
+def test_suffixes_missing_folders_and_modes(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"ending in \.html or \.htm"):
+        check_output_path(tmp_path / "page.txt", "--html", (".html", ".htm"))
+    deep = tmp_path / "new" / "folder" / "t.json"
+    write_json_atomic(check_output_path(deep, "--trace"), [1])
+    write_text_atomic(tmp_path / "p.yaml", "a: 1\n")
+    mask = os.umask(0)
+    os.umask(mask)
+    for p in (deep, tmp_path / "p.yaml"):
+        assert p.stat().st_mode & 0o777 == 0o666 & ~mask, oct(p.stat().st_mode)
+    assert not [p for p in tmp_path.rglob(".*") if p.is_file()]   # no temporary file left
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "clustersim", *args], capture_output=True, text=True, timeout=300,
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+
+
+@pytest.mark.parametrize("args", [
+    ("goodput", "s.yaml", "--days", "1", "--out", "s.yaml/g.json"),
+    ("run", "--trace", ""),
+    ("calibrate", "--run", "s.yaml=1.7", "--out", ""),
+])
+def test_commands_refuse_an_unwritable_output_before_the_work(tmp_path: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "s.yaml").write_text("model: {preset: llama3-8b}\ncluster: {preset: dgx-h100, nodes: 1}\n"
+                                     "parallel: {tp: 8, micro_batch: 1, global_batch: 8}\n")
+    out = _cli(*args, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and args[-2] in out.stderr, out.stderr
