@@ -64,6 +64,26 @@ def config_int(value: Any, key: str, lo: int = 1, hi: int = MAX_COUNT) -> int:
     return int(value)
 
 
+def config_bool(value: Any, key: str) -> bool:
+    """A switch of a job config: a boolean (TOML and JSON have them). The text "false" is no
+    switch: read as Python reads it, it would be true; an InputError naming the config key."""
+    from clustersim.hardware.schema import boolean
+    problem = boolean(value)
+    if problem is not None:
+        raise InputError(key, value, problem)
+    return bool(value)
+
+
+def config_table(value: Any, key: str, allowed: str) -> dict[str, Any]:
+    """A section of a job config (a TOML table, a JSON object): ``{}`` when absent (None); a value
+    where a section belongs (``"bf16": true``, ``parallelism = "x"``) is an InputError naming the key."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(key, value, allowed)
+    return value
+
+
 def clean_line(line: str) -> str:
     """A log line without colour codes, launcher rank prefixes and a leading timestamp."""
     line = _ANSI.sub("", line)

@@ -31,6 +31,9 @@ from clustersim.importers.common import (
     ImportResult,
     clean_lines,
     cluster_gpus_per_node,
+    config_bool,
+    config_int,
+    config_table,
     detected_cluster,
     steady_state,
 )
@@ -69,13 +72,69 @@ def config_from_log(lines: list[str]) -> dict[str, Any] | None:
     return None
 
 
-def _auto(value: Any) -> int | None:
-    """A batch number, or None for "auto" (filled in by the HF Trainer integration)."""
-    if value in (None, "auto"):
+AUTO = "auto"   # a value the HF Trainer integration fills in (transformers/integrations/deepspeed.py)
+BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+
+
+def _batch(cfg: dict[str, Any], key: str) -> int | None:
+    """A batch number of the config, or None when absent or "auto"."""
+    value = cfg.get(key)
+    if value is None or value == AUTO:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1:
-        raise InputError("deepspeed-json", value, "a positive batch size or \"auto\"")
-    return int(value)
+    try:
+        return config_int(value, key)
+    except InputError as exc:
+        raise InputError(key, value, f'{exc.allowed}, or "auto"') from None
+
+
+def _enabled(cfg: dict[str, Any], key: str) -> bool | str:
+    """``bf16.enabled`` / ``fp16.enabled``: True, False (the default) or "auto" (the Trainer's
+    --bf16 / --fp16 decide; read as enabled)."""
+    section = config_table(cfg.get(key), key, 'an object such as {"enabled": true}')
+    value = section.get("enabled", False)
+    if value == AUTO:
+        return AUTO
+    try:
+        return config_bool(value, f"{key}.enabled")
+    except InputError as exc:
+        raise InputError(f"{key}.enabled", value, f'{exc.allowed} (JSON booleans), or "auto"') from None
+
+
+def _zero_stage(cfg: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """(stage, the zero_optimization object). DeepSpeed still reads the old boolean form
+    (``"zero_optimization": true`` is stage 1; deepspeed/runtime/zero/config.py read_zero_config_deprecated)."""
+    zero = cfg.get("zero_optimization")
+    if isinstance(zero, bool):
+        return int(zero), {}
+    zero = config_table(zero, "zero_optimization", 'an object such as {"stage": 2} (or the old true / false)')
+    return config_int(zero.get("stage", 0), "zero_optimization.stage", lo=0, hi=3), zero
+
+
+def _batches(cfg: dict[str, Any], world: int | None, nodes: int | None, gpn: int) -> tuple[int, int, int]:
+    """(global batch, micro-batch, data-parallel ranks) by DeepSpeed's rule train_batch_size =
+    micro x accumulation x data-parallel ranks (DeepSpeedConfig._set_batch_related_parameters:
+    one missing value follows from the others; _batch_assertion: they must agree). ``world``: the
+    ranks of --nodes, else None (then the config's three values give them)."""
+    batch, micro, accum = (_batch(cfg, k) for k in BATCH_KEYS)
+
+    def refuse(ranks: str) -> InputError:
+        given = ", ".join(f"{k} {v}" for k, v in zip(BATCH_KEYS, (batch, micro, accum), strict=True) if v)
+        return InputError("train_batch_size", batch, f"train_micro_batch_size_per_gpu x gradient_accumulation_steps "
+                          f"x the data-parallel ranks (DeepSpeed's batch rule); the config gives {given}, {ranks}")
+    if world is None:
+        if not (batch and micro and accum):
+            raise InputError("--nodes", None, "the node count (the config does not fix the data-parallel size)")
+        world, rem = divmod(batch, micro * accum)
+        if rem or not world:
+            raise refuse(f"and {batch} is not a multiple of {micro} x {accum}")
+        if world % gpn and world > gpn:
+            raise refuse(f"so {world} data-parallel ranks: neither whole {gpn}-GPU nodes nor fewer than {gpn}")
+    micro_n = micro or (batch // (world * (accum or 1)) if batch else 1)
+    accum_n = accum or (batch // (world * micro_n) if batch and micro_n else 1)
+    batch_n = batch or micro_n * accum_n * world
+    if not micro_n or batch_n != micro_n * accum_n * world:
+        raise refuse(f"and --nodes {nodes} gives {world} data-parallel ranks")
+    return batch_n, micro_n, world
 
 
 def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int | None,
@@ -84,43 +143,36 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
     TP/PP from Megatron-DeepSpeed come from ``--set``."""
     notes: list[str] = []
     gpn = cluster_gpus_per_node(cluster, "the config does not name the GPU")
-    batch, micro = _auto(cfg.get("train_batch_size")), _auto(cfg.get("train_micro_batch_size_per_gpu"))
-    accum = _auto(cfg.get("gradient_accumulation_steps"))
-    world = None
-    if nodes is not None:
-        world = nodes * gpn
-    elif batch and micro and accum:
-        world = batch // (micro * accum)          # DeepSpeedConfig._batch_assertion: batch = micro x accum x dp
-    if world is None:
-        raise InputError("--nodes", None, "the node count (the config does not fix the data-parallel size)")
+    batch, micro, world = _batches(cfg, None if nodes is None else nodes * gpn, nodes, gpn)
     cluster_d: dict[str, Any] = {"preset": cluster}
     if world % gpn == 0:
         cluster_d["nodes"] = world // gpn
-    elif world < gpn:
-        cluster_d.update(nodes=1, gpus_per_node=world)
     else:
-        raise InputError("--nodes", None, f"the node count: {world} data-parallel ranks are not a multiple of {gpn}")
-    micro = micro or (batch // (world * (accum or 1)) if batch else 1)
-    batch = batch or micro * (accum or 1) * world
-    zero = cfg.get("zero_optimization") or {}
-    stage = int(zero.get("stage", 0)) if isinstance(zero, dict) else 0
+        cluster_d.update(nodes=1, gpus_per_node=world)
+    stage, zero = _zero_stage(cfg)
     parallel: dict[str, Any] = {"dp": world, "micro_batch": micro, "global_batch": batch, "zero_stage": stage}
     for key in ("offload_optimizer", "offload_param"):
-        dev = (zero.get(key) or {}).get("device") if isinstance(zero, dict) else None
+        dev = config_table(zero.get(key), f"zero_optimization.{key}", 'an object such as {"device": "cpu"}').get("device")
         if dev not in (None, "none"):
             raise InputError(f"zero_optimization.{key}.device", dev, "none: offload is not modelled yet")
-    ac = cfg.get("activation_checkpointing") or {}
+    ac = config_table(cfg.get("activation_checkpointing"), "activation_checkpointing",
+                      'an object such as {"partition_activations": true}')
     if ac:
         parallel["recompute"] = "full"
         notes.append("activation_checkpointing: full recompute of every layer (Megatron-DeepSpeed's checkpointing)")
-    dtype = "fp32"
-    if (cfg.get("bf16") or {}).get("enabled"):
-        dtype = "bf16"
-    elif (cfg.get("fp16") or {}).get("enabled"):
-        dtype = "fp16"
-    opt = str((cfg.get("optimizer") or {}).get("type", "adam")).lower()
+    bf16, fp16 = _enabled(cfg, "bf16"), _enabled(cfg, "fp16")
+    if bf16 is True and fp16 is True:   # DeepSpeedConfig: "bfloat16 and fp16 modes cannot be simultaneously enabled"
+        raise InputError("bf16.enabled and fp16.enabled", "both true", "one of them at most: DeepSpeed refuses bf16 "
+                         "and fp16 together")
+    # an explicit true before "auto" (the Trainer fills in the other one false); both "auto": bf16
+    dtype = "bf16" if bf16 is True else "fp16" if fp16 is True else "bf16" if bf16 else "fp16" if fp16 else "fp32"
+    opt = config_table(cfg.get("optimizer"), "optimizer", 'an object such as {"type": "AdamW", "params": {...}}'
+                       ).get("type", "adam")
+    if not isinstance(opt, str):
+        raise InputError("optimizer.type", opt, "an optimizer name (Adam, AdamW, SGD, ...)")
     framework = "deepspeed"
-    accum = str((cfg.get("data_types") or {}).get("grad_accum_dtype", "")).lower()
+    accum = str(config_table(cfg.get("data_types"), "data_types", 'an object such as {"grad_accum_dtype": "fp32"}'
+                             ).get("grad_accum_dtype", "")).lower()
     if dtype == "bf16" and (stage == 0 or (stage == 1 and accum in ("fp32", "float32"))):
         # DeepSpeed wraps the optimizer in its BF16_Optimizer: bf16 with fp32 gradient accumulation, its
         # optimizer states sharded over dp (deepspeed/runtime/engine.py _do_optimizer_sanity_check)
@@ -129,7 +181,7 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
         notes.append(f"bf16 with zero_optimization.stage {stage}: DeepSpeed's BF16_Optimizer (framework "
                      "deepspeed-bf16, its own ZeRO-1)")
     scenario = {"name": name, "framework": framework, "model": {}, "cluster": cluster_d, "parallel": parallel,
-                "training": {"dtype": dtype, "optimizer": "sgd" if opt == "sgd" else "adam"}}
+                "training": {"dtype": dtype, "optimizer": "sgd" if opt.lower() == "sgd" else "adam"}}
     return scenario, notes
 
 

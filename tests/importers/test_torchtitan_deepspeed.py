@@ -164,3 +164,47 @@ def test_the_gpu_a_log_names_is_the_part_simulated(tmp_path, capsys, gpu, cluste
     sc = json.loads(stdout)["scenario"]
     assert sc["cluster"] == {**cluster, "nodes": 1}
     assert scenario_from_dict(sc).cluster.gpu.name == part
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"bf16": True}, "bf16: got True"),                                   # a value where an object belongs
+    ({"optimizer": "AdamW"}, "optimizer: got 'AdamW'"),
+    ({"data_types": "fp32"}, "data_types: got 'fp32'"),
+    ({"zero_optimization": {"stage": 2, "offload_optimizer": "cpu"}}, "zero_optimization.offload_optimizer: got 'cpu'"),
+    ({"zero_optimization": {"stage": 3, "offload_param": ["cpu"]}}, "zero_optimization.offload_param: got ['cpu']"),
+    ({"zero_optimization": [2]}, "zero_optimization: got [2]"),
+    ({"zero_optimization": {"stage": "two"}}, "zero_optimization.stage: got 'two'"),
+    ({"zero_optimization": {"stage": 2.7}}, "zero_optimization.stage: got 2.7"),     # was stage 2
+    ({"zero_optimization": {"stage": True}}, "zero_optimization.stage: got True"),   # was stage 1
+    ({"train_micro_batch_size_per_gpu": 4.5}, "train_micro_batch_size_per_gpu: got 4.5"),  # was 4
+    ({"bf16": {"enabled": "false"}}, "bf16.enabled: got 'false'"),        # was bf16
+    ({"fp16": {"enabled": True}}, "bf16.enabled and fp16.enabled"),      # was bf16; DeepSpeed refuses both
+    ({"train_batch_size": 248}, "train_batch_size: got 248"),            # 31 ranks (it blamed --nodes)
+    ({"train_batch_size": 250}, "250 is not a multiple of 4 x 2"),
+    ({"gradient_accumulation_steps": 1e30}, "gradient_accumulation_steps: got 1e+30"),  # was cluster.nodes: got 0
+])
+def test_deepspeed_json_of_the_wrong_type_or_inconsistent_is_named(change, expected, tmp_path, capsys):
+    """Each exits 2 naming the DeepSpeed key and the value (they were tracebacks, or read as something
+    else: 4.5 as 4, stage 2.7 as 2, "false" as enabled)."""
+    cfg = tmp_path / "ds.json"
+    cfg.write_text(json.dumps({**deepspeed_config(train_batch=256, micro=4, accum=2, stage=2), **change}))
+    code, _, err = _run(["import", "deepspeed-json", str(cfg), "--cluster", "dgx-h100", "--model", "llama2-7b"], capsys)
+    assert code == 2 and expected in err and "Traceback" not in err, err
+
+
+def test_deepspeed_batch_rule_names_nodes_and_keeps_auto(tmp_path, capsys):
+    """--nodes that contradicts micro x accumulation x ranks is named with the config's values; the
+    HF Trainer's "auto" still reads (the batch from --nodes, "auto" precision as bf16); the old
+    boolean zero_optimization is DeepSpeed's stage 1."""
+    cfg = tmp_path / "ds.json"
+    base = ["import", "deepspeed-json", str(cfg), "--cluster", "dgx-h100", "--model", "llama2-7b"]
+    cfg.write_text(json.dumps(deepspeed_config(train_batch=256, micro=4, accum=2, stage=2)))
+    code, _, err = _run([*base, "--nodes", "2"], capsys)
+    assert code == 2 and "train_batch_size: got 256" in err and "--nodes 2 gives 16" in err
+    auto = {**deepspeed_config(train_batch=256, micro=4, accum=2, stage=2), "train_batch_size": "auto",
+            "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}, "zero_optimization": True}
+    cfg.write_text(json.dumps(auto))
+    code, out, err = _run([*base, "--nodes", "4", "--json"], capsys)
+    assert code == 0, err
+    sc = json.loads(out)["scenario"]
+    assert (sc["parallel"]["global_batch"], sc["parallel"]["zero_stage"], sc["training"]["dtype"]) == (256, 1, "bf16")
