@@ -36,7 +36,9 @@ from clustersim.importers.common import (
     ImportResult,
     clean_lines,
     cluster_gpus_per_node,
+    config_bool,
     config_int,
+    config_table,
     detected_cluster,
     steady_state,
 )
@@ -57,6 +59,10 @@ FLAVORS = {("llama3", "8b"): "llama3-8b", ("llama3", "70b"): "llama3-70b", ("lla
 # torchtitan/models/llama3/__init__.py: "debugmodel": dim=256, n_layers=6, n_heads=16, vocab_size=2048
 DEBUG_MODEL = {"layers": 6, "hidden": 256, "heads": 16, "vocab": 2048, "ffn_act": "swiglu"}
 # pipelining schedules (torch/distributed/pipelining/schedules.py class names) -> scenario schedule
+# [activation_checkpoint] mode (torchtitan/config/job_config.py ActivationCheckpoint.mode)
+AC_MODES = ("none", "full", "selective")
+# [training] mixed_precision_param: Literal["bfloat16", "float32"] (job_config.py; the 2024 argparse choices)
+PARAM_DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved-1f1b",
              "zbvzerobubble": "zb-v", "interleavedzerobubble": "zb-h1", "dualpipev": "dualpipe-v"}
 
@@ -84,13 +90,15 @@ def read_toml(text: str, source: str) -> dict[str, Any]:
 
 
 def _section(cfg: dict[str, Any], *names: str) -> dict[str, Any]:
+    """The tables ``names`` merged ({} where absent); a value where a table belongs (``parallelism =
+    "x"``) is an InputError naming it."""
     out: dict[str, Any] = {}
     for n in names:
-        node: Any = cfg
-        for part in n.split("."):
-            node = node.get(part, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict):
-            out.update(node)
+        node: dict[str, Any] = cfg
+        parts = n.split(".")
+        for i, part in enumerate(parts):
+            node = config_table(node.get(part), ".".join(parts[:i + 1]), f"a TOML table ([{n}])")
+        out.update(node)
     return out
 
 
@@ -244,7 +252,10 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
                                         _model_layers(model)))
     # activation checkpointing
     ac = _section(cfg, "activation_checkpoint")
-    mode = str(ac.get("mode", "selective")).lower()
+    mode = ac.get("mode", "selective")
+    if mode not in AC_MODES:
+        raise InputError("activation_checkpoint.mode", mode, f"{', '.join(AC_MODES)} (torchtitan's memory_budget, "
+                         "torch.compile's automatic checkpointing, is not modelled)", choices=AC_MODES)
     if mode == "none":
         parallel["recompute"] = "none"
     elif mode == "full":
@@ -265,14 +276,18 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
         else:
             raise InputError("activation_checkpoint.selective_ac_option", option, "op or a positive integer")
     # precision
-    param = str(training.get("mixed_precision_param", "bfloat16")).lower()
-    dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(param, "bf16")
+    param = training.get("mixed_precision_param", "bfloat16")
+    if param not in PARAM_DTYPES:
+        raise InputError("training.mixed_precision_param", param, list(PARAM_DTYPES))
+    dtype = PARAM_DTYPES[param]
     raw_converters = model_cfg.get("converters", [])
     converters = [str(c).lower() for c in (raw_converters if isinstance(raw_converters, list) else [raw_converters])]
-    if any("float8" in c for c in converters) or _section(cfg, "float8").get("enable_float8_linear"):
+    if any("float8" in c for c in converters) or config_bool(_section(cfg, "float8").get(
+            "enable_float8_linear", False), "float8.enable_float8_linear"):
         dtype = "fp8"
     train: dict[str, Any] = {"dtype": dtype}
-    if _section(cfg, "compile").get("enable") or training.get("compile") is True:
+    if config_bool(_section(cfg, "compile").get("enable", False), "compile.enable") or \
+            config_bool(training.get("compile", False), "training.compile"):
         train["compile"] = True
         notes.append("torch.compile: element-wise ops priced as fused kernels; the compiler's own "
                      "saved-tensor choices are not modelled")

@@ -208,3 +208,31 @@ def test_deepspeed_batch_rule_names_nodes_and_keeps_auto(tmp_path, capsys):
     assert code == 0, err
     sc = json.loads(out)["scenario"]
     assert (sc["parallel"]["global_batch"], sc["parallel"]["zero_stage"], sc["training"]["dtype"]) == (256, 1, "bf16")
+
+
+TOML_8B = torchtitan_toml(name="llama3", flavor="8B", local_batch=2, seq_len=8192)
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda t: t.replace("enable = false", 'enable = "false"'), "compile.enable: got 'false'"),  # was compile: true
+    (lambda t: t.replace('"bfloat16"', '"fp32"'), "mixed_precision_param: got 'fp32'"),          # was bf16
+    (lambda t: t.replace('"bfloat16"', '"int4"'), "allowed: bfloat16, float32"),                 # was bf16
+    (lambda t: t.replace('mode = "selective"', 'mode = "ful"'), "did you mean 'full'?"),        # was selective-op
+    (lambda t: t.replace('mode = "selective"', "mode = 5"), "activation_checkpoint.mode: got 5"),
+    (lambda t: 'parallelism = "x"\n' + t.split("[parallelism]")[0] + "[compile]" + t.split("[compile]")[1],
+     "parallelism: got 'x'"),                                                                  # was ignored
+])
+def test_torchtitan_toml_values_torchtitan_refuses_are_named(edit, expected, tmp_path, capsys):
+    toml = tmp_path / "job.toml"
+    toml.write_text(edit(TOML_8B))
+    code, _, err = _run(["import", "torchtitan-toml", str(toml), "--cluster", "dgx-h100", "--nodes", "1"], capsys)
+    assert code == 2 and expected in err, err
+
+
+def test_torchtitan_float32_params_train_in_fp32(tmp_path, capsys):
+    toml = tmp_path / "job.toml"
+    toml.write_text(TOML_8B.replace('"bfloat16"', '"float32"'))
+    code, out, err = _run(["import", "torchtitan-toml", str(toml), "--cluster", "dgx-h100", "--nodes", "1", "--json"],
+                          capsys)
+    assert code == 0, err
+    assert json.loads(out)["scenario"]["training"]["dtype"] == "fp32"
