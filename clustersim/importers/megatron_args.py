@@ -25,7 +25,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.common import cluster_gpus_per_node
-from clustersim.importers.megatron_parse import MegatronArgs, int_arg, neutral, neutral_or_one
+from clustersim.importers.megatron_parse import MegatronArgs, int_arg, neutral, neutral_or_one, size_arg
 from clustersim.importers.megatron_split import PIPELINE_SPLIT_ARGS, check_split, pipeline_split
 
 # -- the mapping ------------------------------------------------------------------------------
@@ -129,6 +129,7 @@ NO_EFFECT = {"bf16", "fp16", "fp8", "fp4", "iteration", "consumed_train_samples"
              "app_tag_run_name", "app_tag_run_version", "retriever_report_topk_accuracies", "retriever_score_scaling",
              "retriever_seq_length", "standalone_embedding_stage", "num_key_value_heads",
              *PIPELINE_SPLIT_ARGS, "pp_partition_method", "pad_vocab_size_to"}
+RECOMPUTE_METHODS = ("uniform", "block")   # --recompute-method choices (megatron/training/arguments.py)
 KNOWN_HF_VOCABS = ((r"llama-?3", 128256), (r"llama-?2", 32000), (r"mixtral|mistral-7b", 32000), (r"gpt-?2", 50257),
                    (r"qwen2", 151936), (r"deepseek-v3", 129280))
 
@@ -230,6 +231,8 @@ def _recompute(a: MegatronArgs, layers: int, pp: int, notes: list[str]) -> dict[
     if gran != "full":
         raise InputError("--recompute-granularity", gran, "full or selective")
     method = a.get("recompute_method") or "uniform"
+    if method not in RECOMPUTE_METHODS:
+        raise InputError("--recompute-method", method, RECOMPUTE_METHODS)
     n = int_arg(a, "recompute_num_layers", 1) or 1
     per_stage = math.ceil(layers / pp)
     # uniform: every layer recomputed, in groups of n; block: the first n layers of each stage
@@ -266,6 +269,8 @@ def _zero_stage(a: MegatronArgs) -> int:
 
 
 def _dtype(a: MegatronArgs) -> str:
+    if a.get("bf16") and a.get("fp16"):   # validate_args: "if args.fp16: assert not args.bf16"
+        raise InputError("--bf16 and --fp16", "both", "one of them: Megatron-LM refuses both together")
     if a.get("fp4") not in (None, False, "None"):
         return "fp4"
     if a.get("fp8") not in (None, False, "None"):
@@ -301,10 +306,11 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         if value is None:
             raise InputError(flag, None, f"{what} (the arguments do not say it); add it to the file")
     assert layers is not None
-    tp = int_arg(a, "tensor_model_parallel_size") or int_arg(a, "model_parallel_size", 1) or 1
-    pp = int_arg(a, "pipeline_model_parallel_size", 1) or 1
-    cp = int_arg(a, "context_parallel_size", 1) or 1
-    ep = int_arg(a, "expert_model_parallel_size", 1) or 1
+    tp = size_arg(a, "tensor_model_parallel_size" if a.get("tensor_model_parallel_size") is not None
+                  else "model_parallel_size")
+    pp = size_arg(a, "pipeline_model_parallel_size")
+    cp = size_arg(a, "context_parallel_size")
+    ep = size_arg(a, "expert_model_parallel_size")
     hidden = int_arg(a, "hidden_size")
     heads = int_arg(a, "num_attention_heads")
     swiglu = bool(a.get("swiglu"))
@@ -344,10 +350,10 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         shared = int_arg(a, "moe_shared_expert_intermediate_size")
         if shared and supports("model.moe.shared_experts"):
             model["moe"]["shared_experts"] = max(1, round(shared / (moe_ffn or ffn)))
-    etp = int_arg(a, "expert_tensor_parallel_size")
+    etp = int_arg(a, "expert_tensor_parallel_size", lo=1)
     parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep,
                                 "sequence_parallel": bool(a.get("sequence_parallel")) and tp > 1,
-                                "micro_batch": int_arg(a, "micro_batch_size", 1) or 1,
+                                "micro_batch": size_arg(a, "micro_batch_size"),
                                 "zero_stage": _zero_stage(a),
                                 "overlap_grad_reduce": bool(a.get("overlap_grad_reduce")),
                                 "overlap_param_gather": bool(a.get("overlap_param_gather")),
@@ -422,9 +428,9 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         raise InputError("--nodes", None, "the node count of the job (the file says neither the world size nor "
                          "torchrun's --nnodes and --nproc-per-node)")
     world = world or cluster_d["nodes"] * cluster_d.get("gpus_per_node", gpn)
-    dp = int_arg(a, "data_parallel_size") or world // (tp * pp * cp)
+    dp = int_arg(a, "data_parallel_size", lo=1) or world // (tp * pp * cp)
     parallel["dp"] = dp
-    gb = int_arg(a, "global_batch_size")
+    gb = int_arg(a, "global_batch_size", lo=1)
     parallel["global_batch"] = gb if gb else parallel["micro_batch"] * dp
     preset = matching_preset(model)
     if preset:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.importers.common import clean_line
+from clustersim.importers.common import clean_line, config_int
 from clustersim.limits import MAX_COUNT
 
 # megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
@@ -206,11 +206,16 @@ def neutral_or_one(value: Any) -> bool:
     return neutral(value) or value == 1 or (isinstance(value, list) and set(value) == {1})
 
 
-def int_arg(a: MegatronArgs, name: str, default: int | None = None) -> int | None:
+def int_arg(a: MegatronArgs, name: str, default: int | None = None, lo: int = -MAX_COUNT) -> int | None:
+    """An integer argument (None when not given and no default), from ``lo`` to MAX_COUNT; else an
+    InputError naming the flag."""
     v = a.get(name, default)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) \
-            or abs(v) > MAX_COUNT:
-        raise InputError(f"--{name.replace('_', '-')}", v, f"an integer (at most {MAX_COUNT:,} in magnitude)")
-    return int(v)
+    return config_int(v, f"--{name.replace('_', '-')}", lo=lo)
+
+
+def size_arg(a: MegatronArgs, name: str) -> int:
+    """A size Megatron-LM requires to be at least 1 (a parallel size, the micro-batch): 1 when not
+    given; 0 or a negative value is an InputError naming the flag (it is not read as 1)."""
+    return config_int(a.get(name, 1), f"--{name.replace('_', '-')}")

@@ -235,3 +235,33 @@ def test_a_command_line_without_a_known_vocabulary_takes_the_one_the_error_asks_
     assert code == 0, err
     sc = json.loads(stdout)["scenario"]
     assert sc["model"]["vocab"] == 250880 and sc["parallel"]["account_for_embedding"] is True
+
+
+LINE = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 "
+        "--global-batch-size 128 --padded-vocab-size 32000 --bf16 ")
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ("--tensor-model-parallel-size 0", "--tensor-model-parallel-size: got 0"),    # each was read as 1
+    ("--pipeline-model-parallel-size 0", "--pipeline-model-parallel-size: got 0"),
+    ("--context-parallel-size 0", "--context-parallel-size: got 0"),
+    ("--micro-batch-size 0", "--micro-batch-size: got 0"),
+    ("--tensor-model-parallel-size -2", "--tensor-model-parallel-size: got -2"),
+    ("--recompute-granularity full --recompute-method bogus", "--recompute-method: got 'bogus'"),  # was block
+    ("--fp16", "--bf16 and --fp16"),                                               # was bf16
+])
+def test_arguments_megatron_refuses_are_named(flags, expected, tmp_path, capsys):
+    args = tmp_path / "args.txt"
+    args.write_text(LINE + flags + "\n")
+    code, _, err = _run(["import", "megatron-args", str(args), "--cluster", "dgx-h100", "--nodes", "1"], capsys)
+    assert code == 2 and expected in err, err
+
+
+def test_log_with_a_zero_parallel_size_names_the_argument(tmp_path, capsys):
+    """tensor_model_parallel_size 0 in the arguments block was read as tp 1 (the error then blamed the
+    layout's product, never the 0)."""
+    log = tmp_path / "x.log"
+    log.write_text(megatron_log({**ARGS_16B, "tensor_model_parallel_size": 0}, 1.0))
+    code, _, err = _run(["import", "megatron-log", str(log), "--cluster", "dgx-h100"], capsys)
+    assert code == 2 and "--tensor-model-parallel-size: got 0" in err, err
+
