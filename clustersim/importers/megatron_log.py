@@ -23,8 +23,10 @@ from clustersim.importers.megatron_args import scenario_from_args
 from clustersim.importers.megatron_parse import parse_args_block
 
 # megatron/training/training.py training_log: ' iteration {:8d}/{:8d} |' ... ' elapsed time per
-# iteration (ms): {:.1f} |' ... ' global batch size: {:5d} |'
-ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*?)elapsed time per iteration \(ms\):\s*([\d.]+(?:[eE][-+]?\d+)?)(?![\w.])")
+# iteration (ms): {:.1f} |' ... ' global batch size: {:5d} |'. A negative, nan or inf time is read, and
+# refused by steady_state naming it (it is no measurement)
+ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*?)elapsed time per iteration \(ms\):\s*"
+                       r"(-?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|(?i:nan|inf)))(?![\w.])")
 GLOBAL_BATCH = re.compile(r"global batch size:\s*(\d+)")
 TFLOPS = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*([\d.]+)|TFLOPs:\s*([\d.]+)")
 

@@ -1,6 +1,7 @@
 """Megatron-LM logs and command lines -> scenarios: real formats, steady state, bad input."""
 
 import json
+import re
 
 import pytest
 
@@ -265,3 +266,11 @@ def test_log_with_a_zero_parallel_size_names_the_argument(tmp_path, capsys):
     code, _, err = _run(["import", "megatron-log", str(log), "--cluster", "dgx-h100"], capsys)
     assert code == 2 and "--tensor-model-parallel-size: got 0" in err, err
 
+
+@pytest.mark.parametrize("time_ms, expected", [("-5.0", "-0.005 s"), ("nan", "nan s"), ("-inf", "-inf s")])
+def test_negative_or_nan_iteration_times_are_named(time_ms, expected, tmp_path, capsys):
+    """Such lines were skipped ("no training iteration was logged"): they are refused, naming the value."""
+    log = tmp_path / "x.log"
+    log.write_text(re.sub(r"(elapsed time per iteration \(ms\):) [\d.]+", rf"\1 {time_ms}", megatron_log(ARGS_16B, 1.0)))
+    code, _, err = _run(["import", "megatron-log", str(log), "--cluster", "dgx-h100"], capsys)
+    assert code == 2 and expected in err and "measured step time" in err, err
