@@ -142,6 +142,21 @@ class _GuardedLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: D401 - PyYAML hook
+        """A key given twice in one mapping (``parallel: {tp: 2, tp: 4}``) is refused: PyYAML keeps
+        the last one silently. Keys merged in with ``<<`` may be overridden, as YAML allows."""
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise _LimitError(f"each key once in a mapping ({key!r} at lines {seen[key]} and {line})")
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
 
 class _LimitError(Exception):
     pass
@@ -205,8 +220,16 @@ def load_json(text: str, field: str, name: str, what: str = "JSON") -> Any:
     """Parse JSON text with bounded depth and finite numbers only (JSON's NaN/Infinity refused)."""
     def no_constants(token: str) -> Any:
         raise _LimitError(f"finite numbers (found {token})")
+
+    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:   # json keeps the last of a repeated key silently
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise _LimitError(f"each key once in an object ({key!r} is given twice)")
+            out[key] = value
+        return out
     try:
-        data = json.loads(text, parse_constant=no_constants)
+        data = json.loads(text, parse_constant=no_constants, object_pairs_hook=once)
     except _LimitError as exc:
         raise InputError(field, name, f"{what} with {exc}") from None
     except json.JSONDecodeError as exc:

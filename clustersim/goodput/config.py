@@ -11,10 +11,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from clustersim.errors import InputError
 from clustersim.goodput.rates import CLASSES, DEFAULT_MTBF_H, DEFAULT_PLANNED_INTERVAL_H
+from clustersim.section_model import Section
 
 # Llama 3 paper (arXiv 2407.21783), section 3.3.1: Tectonic "supports a sustainable throughput of
 # 2 TB/s and a peak throughput of 7 TB/s"; the sustained figure is the default for writes and reads.
@@ -44,11 +45,9 @@ def _non_negative(default: float) -> Any:
     return Field(default, ge=0, allow_inf_nan=False)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 
 
-class MtbfSection(_Strict):
+class MtbfSection(Section):
     """MTBF of one component of each class, in hours (default: Llama 3 paper, Table 5)."""
 
     gpu: float | None = _positive()
@@ -58,7 +57,7 @@ class MtbfSection(_Strict):
     software: float | None = _positive()
 
 
-class GoodputSection(_Strict):
+class GoodputSection(Section):
     mtbf_h: MtbfSection = MtbfSection()
     planned_interval_h: float | None = _positive(DEFAULT_PLANNED_INTERVAL_H)
     checkpoint: Literal["sync", "async"] = "sync"

@@ -21,33 +21,30 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.section_model import Section
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
-
-
-class SlowGpu(_Strict):
+class SlowGpu(Section):
     rank: int = Field(ge=0)
     speed: float = Field(gt=0, le=1, allow_inf_nan=False)
 
 
-class SlowLink(_Strict):
+class SlowLink(Section):
     node: int = Field(ge=0)
     nic: int = Field(ge=0)
     speed: float = Field(gt=0, le=1, allow_inf_nan=False)
 
 
-class Stragglers(_Strict):
+class Stragglers(Section):
     fraction: float = Field(ge=0, le=1, allow_inf_nan=False)
     slowdown: float = Field(ge=1, allow_inf_nan=False)
 
 
-class FaultsSection(_Strict):
+class FaultsSection(Section):
     slow_gpus: list[SlowGpu] = []
     slow_links: list[SlowLink] = []
     stragglers: Stragglers | None = None

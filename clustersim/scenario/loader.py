@@ -150,7 +150,8 @@ def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> Inpu
     elif err["type"] in _SECTION_TYPES:  # a section given as a scalar or a list: name its keys
         allowed = f"a mapping (KEY: VALUE) with keys {_allowed_for(ScenarioFile, (*loc, ''))}"
     else:  # pydantic's own words ("Input should be a valid integer, ...") in the command line's
-        allowed = _PYDANTIC_WORDS.get(err["type"]) or str(err["msg"]).removeprefix("Input should be ")
+        allowed = _PYDANTIC_WORDS.get(err["type"]) or str(err["msg"]).removeprefix("Input should be ").removeprefix(
+            "Value error, ")   # the words of a validator of ours (clustersim.section_model)
     return InputError(field, value, allowed)
 
 

@@ -22,20 +22,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from clustersim.errors import InputError
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_GPUS, MAX_PER_NODE
+from clustersim.section_model import Section
 
 
-class NodeHardware(BaseModel):
+class NodeHardware(Section):
     """The keys that pick and override a node's hardware, written once: the cluster's own
     (``cluster:``, clustersim.scenario.sections.ClusterSection) and each node group's
     (``cluster.groups``). Both default to None: the preset's value."""
-
-    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 
     preset: str | None = None
     nodes: int | None = Field(None, ge=1, le=MAX_GPUS)  # bounds: clustersim.limits

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from clustersim.frameworks import DEFAULT_FRAMEWORK
 from clustersim.goodput.config import GoodputSection
@@ -21,17 +21,16 @@ from clustersim.limits import (
 )
 from clustersim.scenario.faults import FaultsSection
 from clustersim.scenario.node_groups import ClusterGroupSection, NodeHardware
+from clustersim.section_model import Section
 
 DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
 
 PosInt = Field(ge=1)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 
 
-class MoeSection(_Strict):
+class MoeSection(Section):
     experts: int = Field(0, ge=0, le=MAX_EXPERTS)
     top_k: int = Field(0, ge=0, le=MAX_EXPERTS)
     shared_experts: int = Field(0, ge=0, le=MAX_EXPERTS)
@@ -45,7 +44,7 @@ class MoeSection(_Strict):
     every: int = Field(1, ge=1, le=MAX_LAYERS)      # every N-th layer after the dense ones is MoE (Llama 4)
 
 
-class ModelSection(_Strict):
+class ModelSection(Section):
     preset: str | None = None
     hf_config: str | None = None
     name: str | None = None
@@ -95,13 +94,13 @@ class ClusterSection(NodeHardware):
     pue: float | None = Field(None, ge=1.0, le=100.0, allow_inf_nan=False)
 
 
-class OffloadSection(_Strict):
+class OffloadSection(Section):
     optimizer: bool = False
     activations: bool = False
     params: bool = False
 
 
-class FsdpSection(_Strict):
+class FsdpSection(Section):
     """ZeRO-3 as torch FSDP (docs/scenario.md, docs/memory.md): ``version`` 1 (FlatParameter per wrapped unit) or
     2 (per-parameter sharding, ``fully_shard``); left out, the framework's own ZeRO-3 runs."""
 
@@ -111,7 +110,7 @@ class FsdpSection(_Strict):
     hsdp_replicas: int = Field(1, ge=1, le=MAX_GPUS)  # HSDP: shard within dp / replicas ranks, replicate across
 
 
-class ParallelSection(_Strict):
+class ParallelSection(Section):
     tp: int = Field(1, ge=1, le=MAX_GPUS)
     pp: int = Field(1, ge=1, le=MAX_LAYERS)  # at most one stage per layer
     dp: int | None = Field(None, ge=1, le=MAX_GPUS)  # None: the GPUs left over after tp * pp * cp
@@ -150,7 +149,7 @@ class ParallelSection(_Strict):
     balance: Literal["auto", "even"] = "auto"   # mixed GPUs: split layers and micro-batches to speed, or evenly
 
 
-class TrainingSection(_Strict):
+class TrainingSection(Section):
     dtype: Literal["bf16", "fp16", "fp8", "fp4", "fp32"] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["auto", "flash", "standard"] = "auto"
@@ -161,7 +160,7 @@ class TrainingSection(_Strict):
     fp4_recipe: Literal["nvfp4", "mxfp4"] | None = None
 
 
-class ScenarioFile(_Strict):
+class ScenarioFile(Section):
     name: str = "scenario"
     framework: str = DEFAULT_FRAMEWORK
     model: ModelSection

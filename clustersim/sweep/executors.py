@@ -133,7 +133,7 @@ class DaskExecutor:
         if address:
             try:
                 self._client = Client(address, timeout="10s")
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, ValueError) as exc:   # ValueError: no port, an unknown scheme
                 raise InputError("--scheduler", address, f"the address of a running Dask scheduler ({exc})") from None
         else:
             self._cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,

@@ -32,8 +32,10 @@ from clustersim.errors import InputError
 from clustersim.inputs import MAX_YAML_BYTES, read_json_file
 from clustersim.workload.hf_config_keys import (
     ARCHITECTURES,
+    BOOLEAN_KEYS,
     COMMON_IRRELEVANT,
     FAMILIES,
+    INTEGER_KEYS,
     MODEL_TYPES,
     WRAPPER_IRRELEVANT,
     WRAPPERS,
@@ -112,6 +114,12 @@ def _check_keys(cfg: dict[str, Any], family: str, path: str) -> None:
             ok = harmless(family, key)
             if ok is None or not ok(value):
                 raise _bad(path, key, value, table[key][1])
+        if value is None:
+            continue
+        if key in INTEGER_KEYS and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise _bad(path, key, value, "a whole number >= 0 (or null)")
+        if key in BOOLEAN_KEYS and not isinstance(value, bool):
+            raise _bad(path, key, value, "true or false")
 
 
 def _every(flags: list[bool], key: str, value: Any, path: str, what: str) -> int:

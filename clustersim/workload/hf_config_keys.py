@@ -208,6 +208,17 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 
+# the types of the modelled keys that are not text or lists: a whole number (>= 0, or null), or
+# true / false. A file is JSON, so "32", 32.0 or true for a layer count is a mistake, not a value.
+INTEGER_KEYS = frozenset({
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+    "vocab_size", "head_dim", "num_local_experts", "num_experts", "num_experts_per_tok", "experts_per_token",
+    "moe_intermediate_size", "decoder_sparse_step", "n_routed_experts", "n_shared_experts", "first_k_dense_replace",
+    "n_group", "topk_group", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+    "num_nextn_predict_layers", "sliding_window", "sliding_window_pattern", "_sliding_window_pattern",
+    "attention_chunk_size", "interleave_moe_layer_step", "intermediate_size_mlp"})
+BOOLEAN_KEYS = frozenset({"tie_word_embeddings", "use_qk_norm"})
+
 # multimodal wrappers: the language model is their text_config (Gemma 3, Llama 4)
 WRAPPERS: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 WRAPPER_IRRELEVANT: dict[str, str] = {

@@ -328,6 +328,16 @@ ARGS: list[ArgCase] = [
     _a("run --trace into a directory", "run", "--trace", "/"),
     _a("run --trace through a file", "run", "--trace", "/dev/null/t.json"),
     _a("run --trace with --engine analytical", "run", "--engine", "analytical", "--trace", "t.json"),
+    # output paths: checked before the work for every command (clustersim/output_file.py)
+    _a("run --trace empty", "run", "--trace", ""),
+    _a("run --html empty", "run", "--html", ""),
+    _a("run --trace 256-byte name", "run", "--trace", "a" * 251 + ".json"),
+    _a("goodput --out through a file", "goodput", "--days", "1", "--out", "/dev/null/g.json"),
+    _a("goodput --out empty", "goodput", "--days", "1", "--out", ""),
+    _a("calibrate --out empty", "calibrate", "--run", "x.yaml=1", "--out", ""),
+    _a("calibrate --out into a directory", "calibrate", "--run", "x.yaml=1", "--out", "/"),
+    _a("import --out through a file", "import", "megatron-log", "x", "--out", "/dev/null/x.yaml"),
+    _a("sweep --out empty", "sweep", "--out", "", *SERIAL),
     # --gpus 0/-1/10^12
     *[_a(f"sweep --gpus {g}", "sweep", "--gpus", g, *SERIAL) for g in ("0", "-1", "1000000000000", BIG, "1.5", "x")],
     *[_a(f"collective --gpus {g}", "collective", "all_reduce", "--size", "1MiB", "--gpus", g)

@@ -123,6 +123,12 @@ def _refused(tmp_path: Path, name: str, change, field_end: str) -> InputError:
     ("Qwen3-Coder-480B-A35B-Instruct", lambda c: c.update(shared_expert_intermediate_size=2048),
      "shared_expert_intermediate_size"),
     ("Qwen3-Coder-480B-A35B-Instruct", lambda c: c.update(use_qk_norm=False), "use_qk_norm"),
+    # types: a JSON file says what it means ("32", 32.0 or true for a count were a traceback or a 1)
+    ("Llama-3.1-8B", lambda c: c.update(num_hidden_layers="32"), "num_hidden_layers"),
+    ("Llama-3.1-8B", lambda c: c.update(num_hidden_layers=32.0), "num_hidden_layers"),
+    ("Llama-3.1-8B", lambda c: c.update(num_hidden_layers=True), "num_hidden_layers"),
+    ("Llama-3.1-8B", lambda c: c.update(tie_word_embeddings="false"), "tie_word_embeddings"),
+    ("Qwen3-30B-A3B", lambda c: c.update(num_experts=-128), "num_experts"),
 ])
 def test_keys_that_change_cost_unmodelled_are_refused_by_name(tmp_path: Path, name, change, field) -> None:
     _refused(tmp_path, name, change, field)

@@ -80,3 +80,14 @@ def test_json_limits():
     with pytest.raises(InputError, match="valid JSON"):
         load_json("{", "F", "x")
     assert load_json('{"a": [1, 2.5]}', "F", "x") == {"a": [1, 2.5]}
+
+
+def test_a_key_given_twice_is_refused_naming_it(tmp_path):
+    """PyYAML and json keep the last of a repeated key silently (``parallel: {tp: 2, tp: 4}`` ran
+    at tp 4); YAML's merge key may still be overridden, as YAML allows."""
+    with pytest.raises(InputError, match=r"'tp' at lines 2 and 3"):
+        read_yaml_file(write(tmp_path, b"parallel:\n  tp: 2\n  tp: 4\n"), "SCENARIO")
+    with pytest.raises(InputError, match=r"'hidden_size' is given twice"):
+        load_json('{"hidden_size": 4096, "hidden_size": 2048}', "model.hf_config", "config.json")
+    merged = read_yaml_file(write(tmp_path, b"base: &b {tp: 2, pp: 1}\nparallel: {<<: *b, tp: 4}\n"), "SCENARIO")
+    assert merged["parallel"] == {"tp": 4, "pp": 1}

@@ -197,3 +197,18 @@ def test_unknown_framework_names_the_frameworks() -> None:
     data["framework"] = "megatron"
     err = _error(data)
     assert err.field == "framework" and "torchtitan" in err.allowed and "megatron-core" in err.allowed
+
+
+@pytest.mark.parametrize("section, fields, field", [
+    ("model", {"preset": "llama3-8b", "layers": True}, "model.layers"),
+    ("parallel", {"tp": True}, "parallel.tp"),
+    ("parallel", {"zero_stage": True}, "parallel.zero_stage"),
+    ("cluster", {"nodes": True}, "cluster.nodes"),
+    ("goodput", {"trials": True}, "goodput.trials"),
+])
+def test_true_or_false_is_not_a_number(section: str, fields: dict[str, Any], field: str) -> None:
+    """pydantic's lax mode read true as 1 (``layers: true`` ran a 1.3B model); fields whose type
+    names bool (parallel.account_for_embedding: true or a count) still take it."""
+    err = _error(_with(**{section: fields}))
+    assert err.field == field and "not true or false" in str(err), err
+    scenario_from_dict(_with(parallel={"account_for_embedding": True}))
