@@ -74,6 +74,11 @@ MAX_TOP = 1000
 # Layouts `sweep --rerank` / `compare --rerank` re-runs in the event engine: each takes 0.05-1 s
 # (most under a second; MAX_EVENT_OPERATIONS bounds each), so 256 are minutes at most.
 MAX_RERANK = 256
+# Steps per job of `run --shared-fabric` (--steps): every step of every job is an event-engine
+# step on the shared fabric (0.1-1 s each on the 2-core machine: 100 steps of two 16-GPU jobs took
+# 24 s, 2026-11-27), and the mean settles within a few steps (only the first starts all jobs at
+# once), so 20 steps are under a minute for jobs of that size and more add time, not accuracy.
+MAX_SHARED_FABRIC_STEPS = 20
 # Sweeps one `clustersim compare` may run (clusters x node counts), each up to MAX_SWEEP_LAYOUTS.
 MAX_COMPARE_SWEEPS = 32
 # Worker processes per CPU core: sweep tasks are CPU-bound, so more only add start-up (each

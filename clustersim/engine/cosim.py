@@ -28,6 +28,7 @@ from clustersim.engine.event import _StepSim
 from clustersim.engine.spine import Spine, SpineLink
 from clustersim.engine.timeline import SimResult
 from clustersim.errors import InputError
+from clustersim.limits import MAX_SHARED_FABRIC_STEPS
 from clustersim.network import FairShareLink
 from clustersim.plan.step_plan import SimRank, StepPlan, build_plan
 from clustersim.scenario import Scenario
@@ -128,8 +129,8 @@ def cosimulate(scenarios: list[Scenario], steps: int = 3) -> dict[str, Any]:
     """The jobs' step times on the shared fabric and alone on it (module docstring)."""
     if len(scenarios) < 2:
         raise InputError("SCENARIO", len(scenarios), "two or more scenarios with --shared-fabric")
-    if steps < 1:
-        raise InputError("--steps", steps, "a positive integer")
+    if not 1 <= steps <= MAX_SHARED_FABRIC_STEPS:
+        raise InputError("--steps", steps, f"a whole number from 1 to {MAX_SHARED_FABRIC_STEPS} (clustersim.limits)")
     first = scenarios[0].cluster
     for i, sc in enumerate(scenarios):
         c = sc.cluster

@@ -55,3 +55,17 @@ def test_shared_fabric_bad_input_exits_2(tmp_path) -> None:
                              cwd=ROOT, timeout=120)
         assert res.returncode == 2, (args, res.stderr)
         assert field in res.stderr, (args, res.stderr)
+
+
+def test_steps_are_bounded_before_any_simulation() -> None:
+    """--steps 1000 ran for minutes (every step of every job is an event-engine step); the bound
+    is clustersim.limits.MAX_SHARED_FABRIC_STEPS, refused before the first step."""
+    import pytest
+
+    from clustersim.errors import InputError
+    from clustersim.limits import MAX_SHARED_FABRIC_STEPS
+
+    jobs = [scenario_from_dict(_moe(n, 1.0)) for n in ("A", "B")]
+    for steps in (0, MAX_SHARED_FABRIC_STEPS + 1, 1000):
+        with pytest.raises(InputError, match="--steps"):
+            cosimulate(jobs, steps=steps)
