@@ -244,7 +244,7 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     loo_errors = tuple(round(p / r.measured_s - 1, 6) for (_, p), r in zip(loo, runs, strict=False))
     after_errors = [a / r.measured_s - 1 for a, r in zip(after, runs, strict=True)]
     if not all(-1 < e < 100 for e in loo_errors) or not all(-0.9 < e < 9 for e in after_errors):
-        raise InputError("--log", " ".join(r.source for r in runs),
+        raise InputError(", ".join(sorted({r.option for r in runs})), " ".join(r.source for r in runs),
                          "training runs the model can explain: calibrated predictions are off by more than 10x "
                          f"(relative errors {[round(e, 3) for e in after_errors]}, leave-one-out {list(loo_errors)}); "
                          "check the step times and the imported scenarios (clustersim import ... --json)")

@@ -38,6 +38,7 @@ class Run:
     measured_s: float
     grid_s: tuple[float, ...] = ()
     dates: list[str] = field(default_factory=list)
+    option: str = "--log"      # the command-line option that gave it (--log, --run, --runs), for messages
 
     def predicted_s(self, scale: float) -> float:
         """Step time at compute_scale ``scale``, interpolated linearly in 1/scale."""
@@ -60,7 +61,9 @@ def _step_time(value: float, field_: str, what: str) -> float:
 def _scenario(path: Path, field_: str, spec: str, overrides: list[str]) -> dict[str, Any]:
     from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
     if not path.is_file():
-        raise InputError(field_, spec, f"SCENARIO.yaml=SECONDS with a scenario file that exists ({path} does not)")
+        what = "is a directory" if path.is_dir() else "is not a file" if path.exists() else "does not exist"
+        form = "SCENARIO.yaml=SECONDS with a scenario file" if field_ == "--run" else "a scenario file"
+        raise InputError(field_, spec, f"{form} that exists ({path} {what})")
     data = apply_overrides(read_scenario_dict(path), overrides)
     scenario_from_dict(data)   # exit 2 naming the field if the scenario is not valid
     return data
@@ -79,7 +82,7 @@ def runs_from_specs(specs: list[str], overrides: list[str]) -> list[Run]:
             raise InputError("--run", spec, "SCENARIO.yaml=SECONDS with SECONDS a number > 0 (the measured step "
                                             "time)") from None
         _step_time(t, "--run", spec)
-        runs.append(Run(Path(path).name, "scenario", _scenario(Path(path), "--run", spec, overrides), t))
+        runs.append(Run(Path(path).name, "scenario", _scenario(Path(path), "--run", spec, overrides), t, option="--run"))
     return runs
 
 
@@ -137,7 +140,7 @@ def runs_from_csv(path: Path, overrides: list[str]) -> list[Run]:
             scenario_path = path.parent / scenario_path
         data = _scenario(scenario_path, where, row["scenario"], overrides)
         t = _step_time(_convert(data, column, value, where), where, f"{column} {row[column]}")
-        runs.append(Run(f"{path.name}:{i} {scenario_path.name}", "scenario", data, t))
+        runs.append(Run(f"{path.name}:{i} {scenario_path.name}", "scenario", data, t, option="--runs"))
     if not runs:
         raise InputError("--runs", str(path), "at least one row with a scenario")
     return runs
