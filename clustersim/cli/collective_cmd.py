@@ -169,6 +169,8 @@ def collective(op: str, preset: str, gpus: int | None, nodes: int | None, gpus_p
         raise InputError("--gpus", shape.num_ranks, f"at most {MAX_EVENT_COLLECTIVE_GPUS:,} GPUs with --engine event "
                                                     "(clustersim's limit: it builds the whole topology graph); "
                                                     "--engine closed has no such limit")
+    if sizes is not None and size is not None:
+        raise InputError("--size", size, f"either --size or --sizes ({sizes}), not both")
     if sizes is not None:
         size_list = parse_sizes(sizes)
     elif size is not None:

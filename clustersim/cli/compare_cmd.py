@@ -15,6 +15,7 @@ from clustersim.html import check_html_path, write_html
 from clustersim.html.fragments import fmt_tokens
 from clustersim.limits import MAX_RERANK
 from clustersim.scenario import apply_overrides, read_scenario_dict
+from clustersim.scenario.sections import MAX_PUE, MIN_PUE
 from clustersim.sweep.compare import RANK_KEYS, check_compare_size, parse_list, parse_prices, parse_tokens
 from clustersim.sweep.compare_rows import compare_rows
 from clustersim.sweep.executors import EXECUTORS
@@ -90,8 +91,9 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     sizes = parse_list(nodes, "--nodes", int) if nodes else None
     gpu_sizes = parse_list(gpus, "--gpus", int) if gpus else None
     check_compare_size(presets, sizes or gpu_sizes)
-    if pue is not None and not (math.isfinite(pue) and pue >= 1):
-        raise InputError("--pue", pue, "a power usage effectiveness >= 1 (1.1 for a hyperscale site, 1.56 average)")
+    if pue is not None and not (math.isfinite(pue) and MIN_PUE <= pue <= MAX_PUE):
+        raise InputError("--pue", pue, f"a power usage effectiveness from {MIN_PUE:g} to {MAX_PUE:g} (1.1 for a "
+                         "hyperscale site, 1.56 average), as cluster.pue")
     n_tokens = parse_tokens(tokens)
     prices = parse_prices(price, presets)
     if plot is not None:

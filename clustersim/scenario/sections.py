@@ -26,6 +26,7 @@ from clustersim.section_model import Section
 DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
 
 PosInt = Field(ge=1)
+MIN_PUE, MAX_PUE = 1.0, 100.0   # power usage effectiveness: facility power over IT power (>= 1 by definition)
 
 
 
@@ -91,7 +92,7 @@ class ClusterSection(NodeHardware):
     nodes_per_pod: int | None = Field(None, ge=1, le=MAX_GPUS)     # a third switch tier above pods of this many nodes
     pod_oversubscription: float | None = Field(None, ge=1.0, le=MAX_OVERSUBSCRIPTION, allow_inf_nan=False)
     # data-centre power usage effectiveness (1.1 hyperscale to about 2; 100 is no data centre)
-    pue: float | None = Field(None, ge=1.0, le=100.0, allow_inf_nan=False)
+    pue: float | None = Field(None, ge=MIN_PUE, le=MAX_PUE, allow_inf_nan=False)
 
 
 class OffloadSection(Section):

@@ -355,6 +355,8 @@ ARGS: list[ArgCase] = [
     *[_a(f"collective --sizes {s[:30]}", "collective", "all_reduce", "--sizes", s) for s in (
         "1:1e30", f"1:{BIG}", "8:1", "1:1TiB:1", "1:1TiB:0", "1:1TiB:-2", "a:b", "1:2:3:4", ":", "1:1TiB:1.5")],
     _a("collective --sizes 1:10^30", "collective", "all_reduce", "--sizes", f"1:{BIG}", sub=True),
+    _a("collective --size with --sizes", "collective", "all_reduce", "--size", "1GiB", "--sizes", "8:1MiB"),
+    _a("compare --pue 1000", "compare", "--clusters", "dgx-h100", "--pue", "1000", "--executor", "serial"),
     _a("collective bogus op", "collective", "all_reduce_bogus", "--size", "1"),
     _a("collective --algo bogus", "collective", "all_reduce", "--size", "1", "--algo", "quantum"),
     _a("collective --engine bogus", "collective", "all_reduce", "--size", "1", "--engine", "warp"),

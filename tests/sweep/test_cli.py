@@ -50,6 +50,7 @@ def test_sweep_json_out_and_plot(tmp_path):
     (["compare", *SMALL, "--clusters", "dgx-a100", "--tokens", "lots"], "--tokens"),
     (["compare", *SMALL, "--clusters", "dgx-a100", "--price-per-kwh", "-1"], "--price-per-kwh"),
     (["compare", *SMALL, "--clusters", "dgx-a100", "--pue", "0.5"], "--pue"),
+    (["compare", *SMALL, "--clusters", "dgx-a100", "--pue", "1000"], "--pue"),   # cluster.pue allows at most 100
     (["compare", *SMALL, "--clusters", "gb200-nvl72", "--nodes", "19"], "--nodes"),  # 76 GPUs: racks of 4 only
     (["run", "--set", "cluster.preset=gb200-nvl72", "--set", "cluster.nodes=20"], "cluster.scale_up_domain"),
     (["run", "--set", "cluster.preset=dgx-h100", "--set", "training.dtype=fp4"], "training.dtype"),
