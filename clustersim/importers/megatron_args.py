@@ -233,7 +233,14 @@ def _recompute(a: MegatronArgs, layers: int, pp: int, notes: list[str]) -> dict[
     method = a.get("recompute_method") or "uniform"
     if method not in RECOMPUTE_METHODS:
         raise InputError("--recompute-method", method, RECOMPUTE_METHODS)
-    n = int_arg(a, "recompute_num_layers", 1) or 1
+    n = int_arg(a, "recompute_num_layers", 1, lo=0)
+    if n is None:      # printed as None in a log's arguments block: Megatron's default
+        n = 1
+    if n == 0:         # block over no layer recomputes none; uniform groups of 0 layers never end
+        if method == "uniform":
+            raise InputError("--recompute-num-layers", 0, "a whole number >= 1 with --recompute-method uniform "
+                             "(0 only with block: no layer recomputed)")
+        return {"recompute": "none"}
     per_stage = math.ceil(layers / pp)
     # uniform: every layer recomputed, in groups of n; block: the first n layers of each stage
     # (megatron/core/transformer/transformer_block.py _checkpointed_forward)

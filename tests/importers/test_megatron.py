@@ -250,6 +250,8 @@ LINE = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-lengt
     ("--tensor-model-parallel-size -2", "--tensor-model-parallel-size: got -2"),
     ("--recompute-granularity full --recompute-method bogus", "--recompute-method: got 'bogus'"),  # was block
     ("--fp16", "--bf16 and --fp16"),                                               # was bf16
+    ("--recompute-granularity full --recompute-method uniform --recompute-num-layers 0",
+     "--recompute-num-layers: got 0"),                                              # was 1
 ])
 def test_arguments_megatron_refuses_are_named(flags, expected, tmp_path, capsys):
     args = tmp_path / "args.txt"
@@ -274,3 +276,14 @@ def test_negative_or_nan_iteration_times_are_named(time_ms, expected, tmp_path, 
     log.write_text(re.sub(r"(elapsed time per iteration \(ms\):) [\d.]+", rf"\1 {time_ms}", megatron_log(ARGS_16B, 1.0)))
     code, _, err = _run(["import", "megatron-log", str(log), "--cluster", "dgx-h100"], capsys)
     assert code == 2 and expected in err and "measured step time" in err, err
+
+
+def test_block_recompute_over_no_layer_recomputes_none(tmp_path, capsys):
+    """--recompute-method block --recompute-num-layers 0: Megatron checkpoints the first 0 layers of
+    each stage, i.e. none (it was read as 1 layer)."""
+    args = tmp_path / "args.txt"
+    args.write_text(LINE + "--recompute-granularity full --recompute-method block --recompute-num-layers 0\n")
+    code, stdout, err = _run(["import", "megatron-args", str(args), "--cluster", "dgx-h100", "--nodes", "1",
+                              "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["scenario"]["parallel"]["recompute"] == "none"
