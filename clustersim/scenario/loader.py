@@ -90,17 +90,36 @@ def apply_overrides(data: dict[str, Any], assignments: list[str] | tuple[str, ..
             raise InputError("--set", item, "KEY=VALUE with a dotted KEY such as parallel.tp=4")
         key, raw = item.split("=", 1)
         value = parse_override_value(raw, item)
-        node = out
+        node: Any = out
         parts = key.strip().split(".")
         for part in parts[:-1]:
+            if isinstance(node, list):   # a list's entry by its index: cluster.groups.0.nodes
+                node = _entry(node, part, item)
+                continue
             child = node.get(part)
             if child is None:
                 child = node[part] = {}
-            if not isinstance(child, dict):
+            if not isinstance(child, dict | list):
                 raise InputError("--set", item, f"a key below a section; {part} is not a section")
             node = child
-        node[parts[-1]] = value
+        if isinstance(node, list):
+            node[_index(node, parts[-1], item)] = value
+        else:
+            node[parts[-1]] = value
     return out
+
+
+def _index(entries: list[Any], part: str, item: str) -> int:
+    if not part.isdigit() or int(part) >= len(entries):
+        raise InputError("--set", item, f"an index from 0 to {len(entries) - 1} after a list's key (got {part!r})")
+    return int(part)
+
+
+def _entry(entries: list[Any], part: str, item: str) -> Any:
+    entry = entries[_index(entries, part, item)]
+    if not isinstance(entry, dict | list):
+        raise InputError("--set", item, f"a key below a section; entry {part} is not a section")
+    return entry
 
 
 def _allowed_for(model: type[BaseModel], loc: tuple[Any, ...]) -> str:

@@ -212,3 +212,15 @@ def test_true_or_false_is_not_a_number(section: str, fields: dict[str, Any], fie
     err = _error(_with(**{section: fields}))
     assert err.field == field and "not true or false" in str(err), err
     scenario_from_dict(_with(parallel={"account_for_embedding": True}))
+
+
+def test_set_reaches_a_node_group_by_its_index() -> None:
+    """A mixed cluster's refusal of cluster.nodes says "set it per group: cluster.groups.N.KEY",
+    and --set refused that very key (groups is a list, not a section)."""
+    path = str(Path(__file__).resolve().parents[2] / "scenarios" / "llama3_70b_a100_h100_mixed.yaml")
+    with pytest.raises(InputError, match=r"cluster\.groups\.N\.KEY"):
+        load_scenario(path, ["cluster.nodes=4"])
+    sc = load_scenario(path, ["cluster.groups.0.nodes=8", "parallel.dp=null", "parallel.global_batch=192"])  # dp 6
+    assert sc.cluster.num_nodes == 24 and sc.parallel.dp == 6
+    with pytest.raises(InputError, match="an index from 0 to 1"):
+        load_scenario(path, ["cluster.groups.2.nodes=4"])
