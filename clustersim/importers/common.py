@@ -15,6 +15,9 @@ from clustersim.limits import MAX_COUNT
 
 # Colour codes; launcher prefixes: torchrun "[rank0]:" / "[default0]:", srun -l "0: ", OpenMPI
 # "[1,0]<stdout>:"; a leading timestamp "2024-05-01 12:00:00,123" or "[2024-05-01 12:00:00]".
+# a decimal number as logs print it (1, 1.5, .5, 1e+05): what float() reads; the logs' own [\d.e+-]+
+# also matched "e", "." or "1.2.3", which float() refuses with a traceback
+NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PREFIX = re.compile(r"^\s*(?:\[(?:rank|default)?\d+\]:|\[\d+,\d+\]<\w+>:|\d+:(?=\s))\s*")
 _STAMP = re.compile(r"^\s*\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?\]?\s*")

@@ -28,6 +28,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.common import (
+    NUMBER,
     ImportResult,
     clean_lines,
     cluster_gpus_per_node,
@@ -39,9 +40,9 @@ from clustersim.importers.common import (
 )
 from clustersim.inputs import load_json
 
-THROUGHPUT = re.compile(r"(?:global_step=(\d+)|\b\d+/(\d+)),\s*(?:RunningAvgSamplesPerSec=[\d.e+-]+,\s*"
-                        r"CurrSamplesPerSec=([\d.e+-]+)|SamplesPerSec=([\d.e+-]+))")
-PIPE = re.compile(r"\bsteps:\s*(\d+)\b.*?iter time \(s\):\s*([\d.]+)")
+THROUGHPUT = re.compile(rf"(?:global_step=(\d+)|\b\d+/(\d+)),\s*(?:RunningAvgSamplesPerSec=-?{NUMBER},\s*"
+                        rf"CurrSamplesPerSec=(-?{NUMBER})|SamplesPerSec=(-?{NUMBER}))(?![\w.])")
+PIPE = re.compile(rf"\bsteps:\s*(\d+)\b.*?iter time \(s\):\s*({NUMBER})(?![\w.])")
 
 
 def read_config(text: str, source: str) -> dict[str, Any]:

@@ -28,7 +28,6 @@ from clustersim.importers.megatron_parse import parse_args_block
 ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*?)elapsed time per iteration \(ms\):\s*"
                        r"(-?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|(?i:nan|inf)))(?![\w.])")
 GLOBAL_BATCH = re.compile(r"global batch size:\s*(\d+)")
-TFLOPS = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*([\d.]+)|TFLOPs:\s*([\d.]+)")
 
 
 def iteration_times(text: str) -> tuple[list[tuple[int, float]], list[int]]:

@@ -33,6 +33,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.common import (
+    NUMBER,
     ImportResult,
     clean_lines,
     cluster_gpus_per_node,
@@ -71,7 +72,7 @@ MESH_OLD = re.compile(r"Building \d+-D device mesh with \[([^\]]*)\],\s*\[([^\]]
 MESH_NEW = re.compile(r"Building device mesh with parallelism:\s*(.*)")
 MODEL_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "multiple_of", "ffn_dim_multiplier",
               "ffn_hidden_size", "hidden_dim")
-_KV = re.compile(r"[\"']?(" + "|".join(MODEL_KEYS) + r")[\"']?\s*[=:]\s*([-\d.e+]+|None|null)")
+_KV = re.compile(r"[\"']?(" + "|".join(MODEL_KEYS) + r")[\"']?\s*[=:]\s*(-?" + NUMBER + r"|None|null)(?![\w.])")
 
 
 def read_toml(text: str, source: str) -> dict[str, Any]:

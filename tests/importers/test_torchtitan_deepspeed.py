@@ -84,6 +84,10 @@ def test_deepspeed_json_needs_the_model(tmp_path, capsys):
     ("deepspeed-json", "[1, 2]", "DeepSpeed config"),
     ("torchtitan-log", "step: 1 but nothing else\n", "tps"),
     ("deepspeed-log", "[INFO] starting\n", "SamplesPerSec"),
+    # a value that is no number: float() of what [\\d.e+-]+ matched was a traceback
+    ("deepspeed-log", "epoch=0/micro_step=1/global_step=1, RunningAvgSamplesPerSec=e, CurrSamplesPerSec=e\n",
+     "SamplesPerSec"),
+    ("deepspeed-log", "steps: 1 loss: 2.0 iter time (s): . samples/sec: 4\n", "SamplesPerSec"),
 ])
 def test_bad_configs_and_logs(kind, content, expected, tmp_path, capsys):
     f = tmp_path / "bad"
