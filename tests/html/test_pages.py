@@ -81,7 +81,8 @@ def test_analytical_engine_page_says_why_there_is_no_timeline(tmp_path: Path) ->
 def test_bad_html_paths_are_exit_2_before_any_work(tmp_path: Path, capsys) -> None:
     assert cli("run", "--html", str(tmp_path / "report.png")) == 2
     assert "--html: got" in capsys.readouterr().err
-    assert cli("sweep", "--html", str(tmp_path / "missing" / "x.html")) == 2
+    (tmp_path / "f.txt").write_text("a file, not a folder")
+    assert cli("sweep", "--html", str(tmp_path / "f.txt" / "x.html")) == 2   # missing folders are created
     assert cli("compare", "--clusters", "dgx-h100", "--html", str(tmp_path)) == 2
 
 
