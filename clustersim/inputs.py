@@ -183,6 +183,8 @@ def parse_override_value(raw: str, item: str) -> Any:
         raise InputError("--set", item, f"a VALUE with nesting at most {MAX_DEPTH} levels deep") from None
     except yaml.YAMLError:
         return raw
+    except ValueError as exc:   # an integer of more than 4,300 digits
+        raise InputError("--set", item, f"a VALUE with numbers of at most 4,300 digits ({exc})") from None
     reject_non_finite(data, "--set", item)
     return data
 
@@ -203,6 +205,8 @@ def load_yaml(text: str, field: str, name: str, what: str = "YAML") -> Any:
         raise InputError(field, name, f"well-formed YAML ({first[0] if first else 'parse error'}{where})") from None
     except RecursionError:
         raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep") from None
+    except ValueError as exc:   # an integer of more than 4,300 digits (sys.get_int_max_str_digits)
+        raise InputError(field, name, f"{what} with numbers of at most 4,300 digits ({exc})") from None
     reject_non_finite(data, field, name)
     return data
 
@@ -234,6 +238,8 @@ def load_json(text: str, field: str, name: str, what: str = "JSON") -> Any:
         raise InputError(field, name, f"{what} with {exc}") from None
     except json.JSONDecodeError as exc:
         raise InputError(field, name, f"valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except ValueError as exc:   # an integer of more than 4,300 digits (sys.get_int_max_str_digits)
+        raise InputError(field, name, f"{what} with numbers of at most 4,300 digits ({exc})") from None
     except RecursionError:
         raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep") from None
     if _depth(data) > MAX_DEPTH:
@@ -295,8 +301,23 @@ def _walk(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield key, node
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def reject_non_finite(data: Any, field: str, name: str) -> None:
-    """InputError naming the first key whose value is NaN or infinite."""
+    """InputError naming the first key whose value is NaN or infinite, text that is no Unicode
+    (a lone surrogate: JSON's "\\ud800", which no UTF-8 output can hold), or no plain value (YAML's
+    !!binary bytes, timestamps and sets: no scenario field is one, and no answer can print them)."""
     for key, value in _walk(data):
+        where = f"{field} ({name}): {key or 'value'}"
         if isinstance(value, float) and not math.isfinite(value):
-            raise InputError(f"{field} ({name}): {key or 'value'}", value, "a finite number")
+            raise InputError(where, value, "a finite number")
+        if not isinstance(value, _PLAIN):
+            raise InputError(where, type(value).__name__, "text, a number, true/false or null (YAML tags such as "
+                             "!!binary or a date are not scenario values)")
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InputError(where, ascii(value)[:80], "text without lone surrogates (\\ud800-\\udfff "
+                                 "alone is no character)") from None

@@ -26,6 +26,14 @@ MAX_PER_NODE = 1024
 # Transformer layers. DeepNet trained 1,000-layer Transformers (Wang et al. 2022, arXiv
 # 2203.00555, "DeepNet: Scaling Transformers to 1,000 Layers"); the largest LLMs have 60-160.
 MAX_LAYERS = 4096
+# How much slower a degraded GPU or link may be (faults: a speed down to 1 / MAX_SLOWDOWN, a
+# straggler's slowdown up to it). A part 1,000x slower is failed, not slow (failures are the goodput
+# model's); beyond it the event engine's rescheduling of a stretched lane never converged in
+# practice (speed 1e-308 spun forever, 2026-11-27).
+MAX_SLOWDOWN = 1000.0
+# Node groups of a mixed cluster (cluster.groups): real mixed fleets hold a few GPU generations;
+# each group is priced and balanced separately (500 one-node groups took 7.4 s, 3,000 over 45 s).
+MAX_NODE_GROUPS = 64
 # Model widths (hidden, heads, ffn_hidden, vocab, seq_len). The widest real values are far below
 # (hidden 16,384 and vocab 128,256 in Llama 3 405B; a 10M-token context in Llama 4 Scout, Meta
 # 2025 model card). With every width at most 2**30 and layers at most MAX_LAYERS, FLOPs and bytes

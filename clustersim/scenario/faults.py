@@ -25,23 +25,24 @@ from pydantic import Field
 
 from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.limits import MAX_SLOWDOWN
 from clustersim.section_model import Section
 
 
 class SlowGpu(Section):
     rank: int = Field(ge=0)
-    speed: float = Field(gt=0, le=1, allow_inf_nan=False)
+    speed: float = Field(ge=1 / MAX_SLOWDOWN, le=1, allow_inf_nan=False)
 
 
 class SlowLink(Section):
     node: int = Field(ge=0)
     nic: int = Field(ge=0)
-    speed: float = Field(gt=0, le=1, allow_inf_nan=False)
+    speed: float = Field(ge=1 / MAX_SLOWDOWN, le=1, allow_inf_nan=False)
 
 
 class Stragglers(Section):
     fraction: float = Field(ge=0, le=1, allow_inf_nan=False)
-    slowdown: float = Field(ge=1, allow_inf_nan=False)
+    slowdown: float = Field(ge=1, le=MAX_SLOWDOWN, allow_inf_nan=False)
 
 
 class FaultsSection(Section):

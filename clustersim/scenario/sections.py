@@ -17,6 +17,7 @@ from clustersim.limits import (
     MAX_GPUS,
     MAX_LAYERS,
     MAX_MODEL_DIM,
+    MAX_NODE_GROUPS,
     MAX_OVERSUBSCRIPTION,
 )
 from clustersim.scenario.faults import FaultsSection
@@ -38,7 +39,7 @@ class MoeSection(Section):
     expert_ffn_hidden: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)  # None: model.ffn_hidden
     first_dense_layers: int = Field(0, ge=0, le=MAX_LAYERS)
     capacity_factor: float | None = Field(None, gt=0)      # None: dropless
-    imbalance: float = Field(1.0, ge=1.0)
+    imbalance: float = Field(1.0, ge=1.0, le=MAX_EXPERTS)   # at most every token at one expert
     router_num_groups: int = Field(0, ge=0, le=MAX_EXPERTS)  # node-limited routing (Megatron names)
     router_group_topk: int = Field(0, ge=0, le=MAX_EXPERTS)
     token_dispatcher: Literal["alltoall", "flex"] = "alltoall"
@@ -60,12 +61,12 @@ class ModelSection(Section):
     moe: MoeSection | None = None
     tie_embeddings: bool | None = None
     attention: Literal["mha", "gqa", "mla"] | None = None
-    q_lora_rank: int | None = Field(None, ge=0)
-    kv_lora_rank: int | None = Field(None, ge=1)
-    qk_rope_head_dim: int | None = Field(None, ge=1)
-    qk_nope_head_dim: int | None = Field(None, ge=1)
-    v_head_dim: int | None = Field(None, ge=1)
-    mtp_layers: int | None = Field(None, ge=0)
+    q_lora_rank: int | None = Field(None, ge=0, le=MAX_MODEL_DIM)
+    kv_lora_rank: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    qk_rope_head_dim: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    qk_nope_head_dim: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    v_head_dim: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
+    mtp_layers: int | None = Field(None, ge=0, le=MAX_LAYERS)
     # the model language of clustersim.workload.model_fields (docs/compute.md, "Model fields")
     head_dim: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
     query_width: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)
@@ -84,7 +85,7 @@ class ClusterSection(NodeHardware):
     """``cluster:``: the node hardware keys (preset None: dgx-h100 or the groups' presets; nodes None:
     1 or the groups' total), node groups, and the fabric."""
 
-    groups: list[ClusterGroupSection] | None = None  # mixed GPUs (clustersim.perrank.hetero)
+    groups: list[ClusterGroupSection] | None = Field(None, max_length=MAX_NODE_GROUPS)  # mixed GPUs (perrank.hetero)
     nodes_per_leaf: int | None = Field(None, ge=1, le=MAX_GPUS)
     oversubscription: float | None = Field(None, ge=1.0, le=MAX_OVERSUBSCRIPTION, allow_inf_nan=False)
     scale_up_domain: int | None = Field(None, ge=1, le=MAX_GPUS)  # GPUs per NVLink/xGMI domain (default: the preset's)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,10 @@ MEDIA = {".yaml": "application/x-yaml; charset=utf-8", ".html": "text/html; char
 def _error(exc: InputError) -> JSONResponse:
     status = 413 if isinstance(exc, rq.TooLarge) else 415 if exc.field == "Content-Type" else 400
     value = exc.value if isinstance(exc.value, (str, int, float, bool, type(None))) else str(exc.value)
+    if isinstance(value, float) and not math.isfinite(value):
+        value = str(value)                                  # JSON has no inf or nan
+    elif isinstance(value, str) and value.encode("utf-8", "replace").decode("utf-8") != value:
+        value = ascii(value)                                # a lone surrogate: no UTF-8 answer can hold it
     return JSONResponse({"error": str(exc), "field": exc.field, "value": value, "allowed": exc.allowed},
                         status_code=status, headers=HEADERS)
 

@@ -127,9 +127,10 @@ def save(body: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     sc = scenario_from_dict(raw)
     check_work(sc, "event")
     report, result = simulate_with_timeline(sc, record=True)
-    data = text.encode("utf-8")
+    page = run_page(report, result.timeline, raw)   # both files made before either is written:
+    data = text.encode("utf-8")                     # a failure leaves neither behind
     atomic_write(yaml_path, lambda f: f.write(data))
-    write_html(html_path, run_page(report, result.timeline, raw), option="name")
+    write_html(html_path, page, option="name")
     return {"saved": [yaml_path.name, html_path.name]}
 
 
