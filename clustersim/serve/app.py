@@ -125,7 +125,8 @@ def create_app(out_dir: Path, scenarios_dir: Path | None = None, allowed_hosts: 
                 raise InputError("name", name, "a .yaml or .html file that /api/save wrote")
             listed = set(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else set()
             if name not in listed:
-                return JSONResponse({"error": f"name: got {name!r}; allowed: a file in the output folder"},
+                return JSONResponse({"error": f"name: got {name!r}; allowed: a file in the output folder",
+                                     "field": "name", "value": name, "allowed": "a file in the output folder"},
                                     status_code=404, headers=HEADERS)
             path = rq.inside(out_dir, name)
         except InputError as exc:
@@ -133,9 +134,18 @@ def create_app(out_dir: Path, scenarios_dir: Path | None = None, allowed_hosts: 
         return Response(path.read_bytes(), media_type=MEDIA[path.suffix], headers=HEADERS)
 
     async def http_error(request: Request, exc: Exception) -> Response:
+        """404 and 405 in the shape of every other error (docs/serve.md): the field is the path or
+        the method, the value what was asked, allowed what the app serves."""
         assert isinstance(exc, HTTPException)
-        return JSONResponse({"error": f"{request.method} {request.url.path}: {exc.detail}"},
-                            status_code=exc.status_code, headers=HEADERS)
+        path, method = request.url.path, request.method
+        if exc.status_code == 405:
+            methods = sorted({m for r in routes if r.path == path for m in (r.methods or ()) if m != "HEAD"})
+            field, value, allowed = "method", method, " or ".join(methods) or "GET or POST"
+        else:
+            field, value = "path", path
+            allowed = "one of " + ", ".join(r.path for r in routes)
+        return JSONResponse({"error": f"{method} {path}: {exc.detail}", "field": field, "value": value,
+                             "allowed": allowed}, status_code=exc.status_code, headers=HEADERS)
 
     async def server_error(request: Request, exc: Exception) -> Response:
         log.exception("clustersim serve: unexpected error on %s %s", request.method, request.url.path)

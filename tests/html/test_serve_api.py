@@ -180,3 +180,15 @@ def test_listens_on_loopback_only_by_default(server: Server) -> None:
     listening = [line.split()[1] for line in tcp.read_text().splitlines()[1:] if line.split()[3] == "0A"]
     ours = [addr for addr in listening if int(addr.split(":")[1], 16) == server.port]
     assert ours == [f"0100007F:{server.port:04X}"]  # 127.0.0.1 in /proc's little-endian hex
+
+
+def test_unknown_paths_and_methods_answer_in_the_error_shape(server: Server) -> None:
+    """404 and 405 carried only "error"; every other refusal names field, value and allowed."""
+    got, text = raw_request(server, "GET", "/api/nope")
+    body = json.loads(text)
+    assert got == 404 and body["field"] == "path" and body["value"] == "/api/nope" and "/api/predict" in body["allowed"]
+    got, text = raw_request(server, "GET", "/api/predict")
+    body = json.loads(text)
+    assert got == 405 and (body["field"], body["value"], body["allowed"]) == ("method", "GET", "POST")
+    got, text = raw_request(server, "GET", "/files/never-saved.yaml")
+    assert got == 404 and json.loads(text)["field"] == "name"
