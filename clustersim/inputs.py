@@ -13,7 +13,8 @@ before any expensive work starts:
   editors and PowerShell's ``>`` write UTF-16 with a BOM); anything else names the byte offset;
 * YAML/JSON that nests deeper than ``MAX_DEPTH`` or uses more than ``MAX_ALIASES`` aliases
   (a "billion laughs" document would otherwise expand in later processing);
-* NaN or infinity anywhere in the data (``reject_non_finite`` names the dotted key).
+* NaN or infinity, text that is no Unicode (a lone surrogate) or a value that is no plain one
+  (YAML's !!binary, dates, sets) anywhere in the data (``reject_non_plain`` names the dotted key).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import math
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ MAX_JSON_BYTES = 64 * MiB
 MAX_LOG_BYTES = 1024 * MiB
 MAX_DEPTH = 32        # nesting of mappings and sequences (real scenarios nest 3 deep)
 MAX_ALIASES = 16      # YAML aliases (*name) per document (hand-written scenarios use none)
+MAX_INT_DIGITS = sys.get_int_max_str_digits()   # Python's own bound on int() of text (4,300 by default)
 
 _BOMS = (
     (b"\xef\xbb\xbf", "utf-8-sig"),
@@ -158,6 +161,23 @@ class _GuardedLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+    def construct_yaml_int(self, node: Any) -> int:  # noqa: D401 - PyYAML hook
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:   # more digits than int() converts (sys.get_int_max_str_digits)
+            raise _LimitError(f"numbers of at most {MAX_INT_DIGITS:,} digits") from None
+
+
+_GuardedLoader.add_constructor("tag:yaml.org,2002:int", _GuardedLoader.construct_yaml_int)
+
+
+def _json_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise _LimitError(f"numbers of at most {MAX_INT_DIGITS:,} digits") from None
+
+
 class _LimitError(Exception):
     pass
 
@@ -183,9 +203,7 @@ def parse_override_value(raw: str, item: str) -> Any:
         raise InputError("--set", item, f"a VALUE with nesting at most {MAX_DEPTH} levels deep") from None
     except yaml.YAMLError:
         return raw
-    except ValueError as exc:   # an integer of more than 4,300 digits
-        raise InputError("--set", item, f"a VALUE with numbers of at most 4,300 digits ({exc})") from None
-    reject_non_finite(data, "--set", item)
+    reject_non_plain(data, "--set", item)
     return data
 
 
@@ -205,9 +223,7 @@ def load_yaml(text: str, field: str, name: str, what: str = "YAML") -> Any:
         raise InputError(field, name, f"well-formed YAML ({first[0] if first else 'parse error'}{where})") from None
     except RecursionError:
         raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep") from None
-    except ValueError as exc:   # an integer of more than 4,300 digits (sys.get_int_max_str_digits)
-        raise InputError(field, name, f"{what} with numbers of at most 4,300 digits ({exc})") from None
-    reject_non_finite(data, field, name)
+    reject_non_plain(data, field, name)
     return data
 
 
@@ -233,18 +249,16 @@ def load_json(text: str, field: str, name: str, what: str = "JSON") -> Any:
             out[key] = value
         return out
     try:
-        data = json.loads(text, parse_constant=no_constants, object_pairs_hook=once)
+        data = json.loads(text, parse_constant=no_constants, parse_int=_json_int, object_pairs_hook=once)
     except _LimitError as exc:
         raise InputError(field, name, f"{what} with {exc}") from None
     except json.JSONDecodeError as exc:
         raise InputError(field, name, f"valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    except ValueError as exc:   # an integer of more than 4,300 digits (sys.get_int_max_str_digits)
-        raise InputError(field, name, f"{what} with numbers of at most 4,300 digits ({exc})") from None
     except RecursionError:
         raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep") from None
     if _depth(data) > MAX_DEPTH:
         raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep")
-    reject_non_finite(data, field, name)
+    reject_non_plain(data, field, name)
     return data
 
 
@@ -253,7 +267,7 @@ def check_structure(data: Any, field: str, name: str, what: str) -> None:
     finite numbers (TOML has ``nan`` and ``inf`` literals)."""
     if _depth(data) > MAX_DEPTH:
         raise InputError(field, name, f"{what} with nesting at most {MAX_DEPTH} levels deep")
-    reject_non_finite(data, field, name)
+    reject_non_plain(data, field, name)
 
 
 def read_yaml_file(path: str | os.PathLike[str], field: str, what: str = "a YAML file",
@@ -304,7 +318,7 @@ def _walk(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 _PLAIN = (str, int, float, bool, type(None))
 
 
-def reject_non_finite(data: Any, field: str, name: str) -> None:
+def reject_non_plain(data: Any, field: str, name: str) -> None:
     """InputError naming the first key whose value is NaN or infinite, text that is no Unicode
     (a lone surrogate: JSON's "\\ud800", which no UTF-8 output can hold), or no plain value (YAML's
     !!binary bytes, timestamps and sets: no scenario field is one, and no answer can print them)."""
