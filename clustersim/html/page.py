@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from clustersim.output_file import atomic_write, check_output_path
+
 HTML_SUFFIXES = (".html", ".htm")
 REPORT_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
               "img-src data: blob:; font-src data:")
@@ -92,15 +94,11 @@ def render_page(title: str, header_html: str, body_html: str, charts: Mapping[st
 
 def check_html_path(path: str | os.PathLike[str], option: str = "--html") -> Path:
     """Fail early (exit 2) on an HTML output that cannot be written, before any work is done."""
-    from clustersim.output_file import check_output_path
-
     return check_output_path(path, option, HTML_SUFFIXES)
 
 
 def write_html(path: str | os.PathLike[str], text: str, option: str = "--html") -> None:
     """Write the page atomically (a complete file or none), UTF-8."""
-    from clustersim.output_file import atomic_write
-
     p = check_html_path(path, option)
     data = text.encode("utf-8")
     atomic_write(p, lambda f: f.write(data))

@@ -134,7 +134,7 @@ def create_app(out_dir: Path, scenarios_dir: Path | None = None, allowed_hosts: 
         return Response(path.read_bytes(), media_type=MEDIA[path.suffix], headers=HEADERS)
 
     async def http_error(request: Request, exc: Exception) -> Response:
-        """404 and 405 in the shape of every other error (docs/serve.md): the field is the path or
+        """404 and 405 in the shape of every other error (docs/html.md, the web app): the field is the path or
         the method, the value what was asked, allowed what the app serves."""
         assert isinstance(exc, HTTPException)
         path, method = request.url.path, request.method
