@@ -91,6 +91,22 @@ def axis_shape(layout: ParallelLayout, cluster: ClusterSpec, axis: str) -> AxisS
     return axis_shape_for(layout, cluster.gpus_per_domain, axis, cluster.gpus_per_domain > cluster.gpus_per_node)
 
 
+DENSE_AXES = ("tp", "cp", "dp_cp")           # the axes whose collectives every step may run
+MOE_AXES = (*DENSE_AXES, "ep", "edp", "etp")  # and an MoE layer's
+
+
+def groups_uniform(layout: ParallelLayout, cluster: ClusterSpec, axes: tuple[str, ...]) -> bool:
+    """Whether every group of each axis in ``axes`` has one shape on ``cluster``'s scale-up domains,
+    i.e. whether ``axis_shape`` times them rather than refusing the layout (the sweep searches only
+    the layouts that a scenario could state: clustersim.sweep.space.shapes)."""
+    for axis in axes:
+        try:
+            axis_shape(layout, cluster, axis)
+        except InputError:
+            return False
+    return True
+
+
 def _uniform_approximation(size: int, touched: int, gpus_per_node: int) -> tuple[int, int]:
     """(ranks per domain, domains) of a uniform group of ``size`` ranks spread over at least
     ``touched`` domains: the fewest domains that divide the group evenly and fit in a domain."""

@@ -54,6 +54,7 @@ from dataclasses import dataclass, replace
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_MICRO_BATCHES
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout
+from clustersim.parallel.placement import DENSE_AXES, MOE_AXES, groups_uniform
 from clustersim.workload.model_spec import ModelSpec
 
 # Recompute policies a sweep tries by default: Megatron's (none, selective, full); a torchtitan
@@ -139,7 +140,8 @@ def shapes(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                 if global_batch % dp or not space.allows("dp", dp):
                     continue
                 if not model.is_moe:
-                    if space.allows("ep", 1) and space.allows("expert_tp", tp):
+                    if (space.allows("ep", 1) and space.allows("expert_tp", tp)
+                            and _placeable(Shape(tp, cp, pp, dp, 1), cluster, DENSE_AXES)):
                         out.append(Shape(tp, cp, pp, dp, 1))
                     continue
                 # MoE parallel folding: ep * etp divides the stage's tp * cp * dp ranks
@@ -149,9 +151,18 @@ def shapes(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                     for etp in divisors(tp):
                         if (tp * cp * dp) % (ep * etp) or model.moe_expert_ffn_hidden % etp:
                             continue
-                        if space.allows("expert_tp", etp):
-                            out.append(Shape(tp, cp, pp, dp, ep, 0 if etp == tp else etp))
+                        shape = Shape(tp, cp, pp, dp, ep, 0 if etp == tp else etp)
+                        if space.allows("expert_tp", etp) and _placeable(shape, cluster, MOE_AXES):
+                            out.append(shape)
     return out
+
+
+def _placeable(shape: Shape, cluster: ClusterSpec, axes: tuple[str, ...]) -> bool:
+    """Whether the shape's groups sit alike on the nodes (clustersim.parallel.placement.groups_uniform):
+    the loader refuses a layout whose groups of one axis differ in shape (tp 1 x dp 12 on nodes of 8)."""
+    layout = ParallelLayout(tp=shape.tp, cp=shape.cp, pp=shape.pp, dp=shape.dp, ep=shape.ep, expert_tp=shape.etp,
+                            global_batch=shape.dp)
+    return groups_uniform(layout, cluster, axes)
 
 
 NEW_SCHEDULES = ("zb-h1", "zb-v", "dualpipe", "dualpipe-v")
