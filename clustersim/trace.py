@@ -1,18 +1,17 @@
 """Chrome / Perfetto trace (JSON object format) of a simulated step.
 
-One process per simulated pipeline rank, one thread per stream (compute, dp, pp, and rs: ZeRO-3's
-reduce-scatter stream); timestamps in
-microseconds. Open in https://ui.perfetto.dev or chrome://tracing.
+One process per simulated pipeline rank, one thread per stream (compute, dp, pp, rs: ZeRO-3's
+reduce-scatter stream, and ep: the MoE all-to-alls overlapped with the kernels; the engine's
+STREAMS); timestamps in microseconds. Open in https://ui.perfetto.dev or chrome://tracing.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from clustersim.engine.timeline import Timeline
+from clustersim.engine.timeline import STREAMS, Timeline
 from clustersim.scenario import Scenario
 
-_STREAMS = ("compute", "dp", "pp", "rs")  # clustersim/engine/event.py STREAMS, plus compute and pp
 
 
 def trace_events(timeline: Timeline, scenario: Scenario, per_rank: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -28,11 +27,11 @@ def trace_events(timeline: Timeline, scenario: Scenario, per_rank: dict[str, Any
                 f"pipeline stage {r} (rank {first_gpu} and its tp/dp peers)")
         events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0, "args": {"name": name}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "args": {"sort_index": r}})
-        for t, stream in enumerate(_STREAMS):
+        for t, stream in enumerate(STREAMS):
             events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": t, "args": {"name": stream}})
-    spans = sorted(timeline.segments, key=lambda s: (s.rank, _STREAMS.index(s.stream), s.start_s, s.end_s, s.name))
+    spans = sorted(timeline.segments, key=lambda s: (s.rank, STREAMS.index(s.stream), s.start_s, s.end_s, s.name))
     for s in spans:
-        events.append({"ph": "X", "name": s.name, "cat": s.cause, "pid": s.rank, "tid": _STREAMS.index(s.stream),
+        events.append({"ph": "X", "name": s.name, "cat": s.cause, "pid": s.rank, "tid": STREAMS.index(s.stream),
                        "ts": round(s.start_s * 1e6, 3), "dur": round((s.end_s - s.start_s) * 1e6, 3)})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"scenario": scenario.name, "generator": "clustersim"}}

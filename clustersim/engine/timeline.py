@@ -17,12 +17,16 @@ from dataclasses import dataclass, field
 # host's share of the step (``host``, clustersim.compute.host)).
 CAUSES = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "offload",
           "straggler", "jitter", "host")
+# The streams a segment is recorded on (clustersim.engine.event): a rank's kernels, its data-parallel
+# and ZeRO-3 reduce-scatter collectives, its pipeline sends, and the MoE all-to-alls that run beside
+# the kernels under parallel.overlap_moe_expert_parallel_comm.
+STREAMS = ("compute", "dp", "pp", "rs", "ep")
 
 
 @dataclass(frozen=True, slots=True)
 class Segment:
     rank: int          # simulated rank: pipeline rank (+ pp x class in per-rank mode)
-    stream: str        # "compute" | "dp" | "pp"
+    stream: str        # one of STREAMS
     name: str
     cause: str         # one of CAUSES
     start_s: float
