@@ -25,6 +25,11 @@ def default_sequence_parallel(model: ModelSpec, tp: int) -> bool:
 
 def check_model(model: ModelSpec) -> None:
     """Rules that concern the model alone."""
+    if not model.is_mla and (model.kv_heads > model.heads or model.heads % model.kv_heads):
+        # grouped-query attention: each key/value head serves heads / kv_heads query heads
+        # (Ainslie et al. 2023, arXiv 2305.13245, §2.2); kv_heads = heads is multi-head attention
+        raise InputError("model.kv_heads", model.kv_heads,
+                         f"a divisor of model.heads ({model.heads}): each key/value head serves a group of query heads")
     if model.attention == "mha" and model.kv_heads != model.heads:
         raise InputError("model.attention", "mha",
                          f"gqa (or leave it out) when model.kv_heads ({model.kv_heads}) < model.heads ({model.heads})")

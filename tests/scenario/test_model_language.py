@@ -27,6 +27,11 @@ def _run(*sets: str) -> subprocess.CompletedProcess:
     (["model.attention_window=-128"], "model.attention_window", ">= 1"),
     (["model.attention_pattern=diagonal"], "model.attention_pattern", "'full', 'sliding' or 'chunked'"),
     (["model.attention_pattern=sliding"], "model.attention_window", "a window of at least 1 token"),
+    # more key/value heads than query heads, or a count that does not divide them: was simulated
+    # (a 9.9B "llama3-8b" that then ran out of memory; kv_heads 3 ran with exit 0)
+    (["model.kv_heads=64"], "model.kv_heads", "a divisor of model.heads (32)"),
+    (["model.kv_heads=3", "parallel.tp=1", "parallel.dp=8", "parallel.sequence_parallel=false"],
+     "model.kv_heads", "a divisor of model.heads (32)"),
     (["model.ffn_act=swish"], "model.ffn_act", "'gelu', 'swiglu', 'geglu', 'squared-relu' or 'relu'"),
     (["model.global_every=4"], "model.global_every", "unless attention_pattern is sliding or chunked"),
     (["model.preset=deepseek-v3", "model.head_dim=128"], "model.head_dim", "left out for attention: mla"),
