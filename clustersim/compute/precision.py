@@ -38,6 +38,7 @@ from clustersim.errors import InputError
 from clustersim.hardware.spec import GpuSpec
 
 LOW_PRECISION = ("fp8", "fp4")
+TRAINING_DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")   # training.dtype (clustersim.scenario.sections)
 FP8_RECIPES = ("tensorwise", "delayed", "blockwise", "mxfp8")
 FP4_RECIPES = ("nvfp4", "mxfp4")
 ELEMENT_BYTES = {"fp8": 1.0, "fp4": 0.5}  # E4M3/E5M2: 1 byte; E2M1: half a byte (OCP MX spec v1.0)
@@ -63,7 +64,9 @@ def default_recipe(dtype: str, gpu: GpuSpec) -> str:
 def resolve_recipe(dtype: str, fp8_recipe: str | None, fp4_recipe: str | None, gpu: GpuSpec) -> str:
     """The scaling recipe of a scenario; InputError naming the field when the GPU lacks it."""
     if dtype not in gpu.dtypes:
-        raise InputError("training.dtype", dtype, f"a dtype that {gpu.name} has: {', '.join(gpu.dtypes)}")
+        # the training dtypes this GPU runs (its profile also lists tf32, a matmul mode, not a training dtype)
+        have = [d for d in TRAINING_DTYPES if d in gpu.dtypes]
+        raise InputError("training.dtype", dtype, f"a training dtype that {gpu.name} runs: {', '.join(have)}")
     if fp8_recipe is not None and dtype != "fp8":
         raise InputError("training.fp8_recipe", fp8_recipe, "set only with training.dtype: fp8")
     if fp4_recipe is not None and dtype != "fp4":

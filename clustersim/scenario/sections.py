@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from clustersim.compute.precision import TRAINING_DTYPES
 from clustersim.frameworks import DEFAULT_FRAMEWORK
 from clustersim.goodput.config import GoodputSection
 from clustersim.limits import (
@@ -152,7 +153,7 @@ class ParallelSection(Section):
 
 
 class TrainingSection(Section):
-    dtype: Literal["bf16", "fp16", "fp8", "fp4", "fp32"] = "bf16"
+    dtype: Literal[TRAINING_DTYPES] = "bf16"
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["auto", "flash", "standard"] = "auto"
     adam_moments: Literal["fp32", "bf16"] = "fp32"   # Megatron --exp-avg-dtype / --exp-avg-sq-dtype

@@ -80,3 +80,17 @@ def test_arch_lookup_does_not_confuse_names():
     assert arch_for(load_gpu("b200-sxm-180gb")).name == "b200"
     # MI300X reaches 51% of peak in BF16 GEMMs (668.4 of 1307.4, stas00 MAMF table)
     assert arch_for(load_gpu("mi300x")).mamf_for("bf16")[0] == pytest.approx(668.4 / 1307.4)
+
+
+def test_a_dtype_the_gpu_lacks_lists_only_training_dtypes_it_runs() -> None:
+    """The A100 profile lists tf32 (a matmul mode); the message offered it as a training.dtype,
+    which the scenario then refused."""
+    from clustersim.compute.precision import TRAINING_DTYPES, resolve_recipe
+    from clustersim.errors import InputError
+
+    gpu = load_gpu("a100-sxm-80gb")
+    assert "tf32" in gpu.dtypes
+    with pytest.raises(InputError) as err:
+        resolve_recipe("fp8", None, None, gpu)
+    offered = err.value.allowed.split(": ")[1].split(", ")
+    assert offered == ["bf16", "fp16", "fp32"] and set(offered) <= set(TRAINING_DTYPES)
