@@ -1,10 +1,12 @@
 """The base of every section of the scenario file (pydantic): unknown keys are errors, instances
-are frozen, and a number field refuses true / false.
+are frozen, a number field refuses true / false and quoted numbers, a flag refuses anything but
+true / false.
 
 pydantic's lax mode reads ``true`` as 1 wherever an int is expected (bool is a subclass of int in
 Python), so ``layers: true`` or ``--set parallel.tp=true`` ran as 1: a mistake taken as a value.
 Strict mode would also refuse what a YAML user writes on purpose (a list where a tuple is kept),
-so only this one coercion is refused, for every field whose type does not name bool.
+so only these coercions are refused: a bool for a number, a string for a number ("2"), and a
+string or number for a flag ("y", "on", 1), each where the field's type does not name the other.
 """
 
 from __future__ import annotations
@@ -34,8 +36,17 @@ class Section(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, bool) and info.field_name is not None:
-            annotation = cls.model_fields[info.field_name].annotation
+        if info.field_name is None:
+            return value
+        annotation = cls.model_fields[info.field_name].annotation
+        if isinstance(value, bool):
             if _names(annotation, (int, float)) and not _names(annotation, (bool,)):
                 raise ValueError("a number, not true or false")
+        elif isinstance(value, (str, int, float)) and annotation is not Any and _names(annotation, (bool,)) \
+                and not _names(annotation, (str, int, float)):
+            # lax mode reads "y", "on", "1" and 1 as true: a flag is true or false
+            raise ValueError("true or false")
+        elif isinstance(value, str) and _names(annotation, (int, float)) and not _names(annotation, (str,)):
+            # lax mode reads "2" as 2: a quoted number is a mistake taken as a value
+            raise ValueError("a number, not a string")
         return value

@@ -66,3 +66,13 @@ def test_a_window_alone_means_sliding_and_a_long_window_changes_nothing() -> Non
     assert wide["step_time_s"] == full["step_time_s"] and wide["model_flops_per_step"] == full["model_flops_per_step"]
     assert narrow["step_time_s"] < full["step_time_s"] and narrow["model_flops_per_step"] < full["model_flops_per_step"]
     assert narrow["memory"]["peak_bytes_per_gpu"] == full["memory"]["peak_bytes_per_gpu"]   # flash keeps O(s)
+
+
+@pytest.mark.parametrize("setting,allowed", [
+    ("parallel.sequence_parallel=y", "true or false"),      # lax mode read "y", "on", "1", 1 as true
+    ("parallel.sequence_parallel=1", "true or false"),
+    ('parallel.tp="2"', "a number, not a string"),          # and a quoted number as the number
+])
+def test_flags_and_numbers_are_not_coerced(setting: str, allowed: str) -> None:
+    out = _run(setting)
+    assert out.returncode == 2 and allowed in out.stderr, out.stderr
