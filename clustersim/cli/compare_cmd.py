@@ -119,7 +119,11 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
         return
     table = Table(title=f"time to train {fmt_tokens(n_tokens)} tokens, cost and energy, ranked by {rank_by} "
                         f"(ranges: 80% intervals)")
-    for name in ("#", "cluster", "GPUs", "best layout", "step s", "MFU", "days", "cost $M", "energy MWh",
+    # one unit for the cost column, large enough for the dearest row ($M rounded every row of a
+    # 100B-token comparison to 0.01)
+    dearest = max((float(r["interval"]["cost_usd"][1]) for r in rows), default=0.0)  # type: ignore[index]
+    unit, scale = next((u, v) for u, v in (("$B", 1e9), ("$M", 1e6), ("$K", 1e3), ("$", 1.0)) if dearest >= v or v == 1.0)
+    for name in ("#", "cluster", "GPUs", "best layout", "step s", "MFU", "days", f"cost {unit}", "energy MWh",
                  "$/GPU-h", "kW"):
         table.add_column(name, justify="left" if name in ("cluster", "best layout") else "right")
     for r in rows:
@@ -130,7 +134,7 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
                       f"{r['mfu']:.1%}",
                       f"{float(r['time_to_train_s']) / SECONDS_PER_DAY:.1f} "  # type: ignore[arg-type]
                       f"({_span(iv['time_to_train_s'], SECONDS_PER_DAY, '.1f')})",  # type: ignore[index]
-                      f"{float(r['cost_usd']) / 1e6:.2f} ({_span(iv['cost_usd'], 1e6, '.2f')})",  # type: ignore[arg-type,index]
+                      f"{float(r['cost_usd']) / scale:.2f} ({_span(iv['cost_usd'], scale, '.2f')})",  # type: ignore[arg-type,index]
                       f"{float(r['energy_kwh']) / 1e3:,.0f} ({_span(iv['energy_kwh'], 1e3, ',.0f')})",  # type: ignore[arg-type,index]
                       f"{r['price_per_gpu_hour_usd']:.2f}", f"{r['facility_power_kw']:,.0f}")
     out = Console(width=max(Console().width, 170))

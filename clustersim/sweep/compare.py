@@ -32,7 +32,9 @@ from clustersim.scenario import Scenario
 SECONDS_PER_HOUR = 3600.0
 TOKEN_SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _TOKENS_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]?)\s*$")
-_TOKENS_ALLOWED = "a positive token count, a number with an optional suffix K, M, B or T (1e3..1e12), e.g. 1T or 300B"
+MIN_TOKENS = 1e3   # a training run of fewer tokens than this is a typo (0.5 was read as half a token)
+_TOKENS_ALLOWED = ("a token count of at least 1K: a number with an optional suffix K (1e3), M, B or T (1e12), "
+                   "e.g. 1T or 300B")
 
 
 def parse_tokens(text: str | float | int) -> float:
@@ -44,7 +46,7 @@ def parse_tokens(text: str | float | int) -> float:
         if not m or m.group(2).upper() not in TOKEN_SUFFIX:
             raise InputError("--tokens", text, _TOKENS_ALLOWED)
         value = float(m.group(1)) * TOKEN_SUFFIX[m.group(2).upper()]
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value) or value < MIN_TOKENS:
         raise InputError("--tokens", text, _TOKENS_ALLOWED)
     return value
 
@@ -79,6 +81,8 @@ def parse_prices(text: str | None, clusters: list[str]) -> dict[str, float]:
             raise InputError("--price-per-gpu-hour", item, "PRESET=PRICE pairs separated by commas")
         if name not in clusters:
             raise InputError("--price-per-gpu-hour", item, f"a preset given in --clusters: {', '.join(clusters)}")
+        if name in out:
+            raise InputError("--price-per-gpu-hour", item, f"one price per preset ({name} is priced twice)")
         out[name] = _price(value.strip(), item)
     return out
 
@@ -118,6 +122,9 @@ def parse_list(text: str, option: str, kind: type = str) -> list:
     items = [t.strip() for t in str(text).split(",") if t.strip()]
     if not items:
         raise InputError(option, text, "a comma-separated list")
+    repeated = sorted({t for t in items if items.count(t) > 1})
+    if repeated:   # a repeated cluster or size gave the same row twice
+        raise InputError(option, text, f"each item once ({', '.join(repeated)} repeated)")
     if kind is int:
         try:
             values = [int(t) for t in items]

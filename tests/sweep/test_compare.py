@@ -10,19 +10,27 @@ from clustersim import api
 from clustersim.errors import InputError
 from clustersim.hardware.load import load_cluster
 from clustersim.scenario import load_scenario
-from clustersim.sweep.compare import parse_prices, parse_tokens, scenario_on, train_cost
+from clustersim.sweep.compare import parse_list, parse_prices, parse_tokens, scenario_on, train_cost
 
 
 @pytest.mark.parametrize("text,tokens", [("1T", 1e12), ("300B", 3e11), ("2.5M", 2.5e6), ("7K", 7e3), ("1e9", 1e9),
-                                         ("42", 42.0), ("1t", 1e12), (" 15 T ", 15e12)])
+                                         ("1500", 1500.0), ("1t", 1e12), (" 15 T ", 15e12)])
 def test_parse_tokens(text, tokens):
     assert parse_tokens(text) == tokens
 
 
-@pytest.mark.parametrize("text", ["", "T", "1X", "-1T", "0", "one", "1TT", "nan"])
+# 0.5 and 42 tokens: fewer than one step trains (below MIN_TOKENS, 1K); read as a time to train 0.5 tokens
+@pytest.mark.parametrize("text", ["", "T", "1X", "-1T", "0", "one", "1TT", "nan", "0.5", "42"])
 def test_parse_tokens_rejects(text):
     with pytest.raises(InputError, match="--tokens"):
         parse_tokens(text)
+
+
+@pytest.mark.parametrize("text,option", [("dgx-h100,dgx-h100", "--clusters"), ("8,8", "--gpus")])
+def test_a_repeated_cluster_or_size_is_refused(text, option):
+    """Each gave the same row twice, ranked 1 and 2."""
+    with pytest.raises(InputError, match="repeated"):
+        parse_list(text, option, int if option == "--gpus" else str)
 
 
 def test_train_cost_by_hand():
@@ -40,7 +48,8 @@ def test_parse_prices():
     assert parse_prices(None, clusters) == {}
     assert parse_prices("2.5", clusters) == {"dgx-a100": 2.5, "dgx-h100": 2.5}
     assert parse_prices("dgx-h100=3, dgx-a100=1.5", clusters) == {"dgx-h100": 3.0, "dgx-a100": 1.5}
-    for bad in ("abc", "dgx-a100=abc", "dgx-a100=-1", "hgx-h200=3", "=2", "dgx-a100"):
+    for bad in ("abc", "dgx-a100=abc", "dgx-a100=-1", "hgx-h200=3", "=2", "dgx-a100",
+                "dgx-a100=3,dgx-a100=4"):   # priced twice: the last price was taken silently
         with pytest.raises(InputError, match="--price-per-gpu-hour"):
             parse_prices(bad, clusters)
 
