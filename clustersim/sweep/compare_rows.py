@@ -53,14 +53,18 @@ def _price(preset: str, prices: dict[str, float], cluster_price: float) -> float
 def _compare_one(job: tuple) -> dict[str, object]:
     """One cluster and size: a serial sweep (so that clusters run side by side in the pool) and
     its best layout's time to train, cost and energy with the 80% interval. Module level: picklable."""
-    preset, size, scenario, base_parallel, tokens, price, kwh_price, rerank, asked, evaluators = job
+    preset, size, scenario, base_parallel, tokens, price, kwh_price, rerank, asked, sized_by, evaluators = job
     n = size.nodes
     cluster = scenario.cluster
     try:
         result = run_sweep(SweepSpec(scenario, SearchSpace(), evaluators=evaluators), SerialExecutor(), rerank=rerank,
                            keep=max(1, rerank))
     except InputError as exc:
-        option, value = ("--gpus", asked) if asked else ("--nodes", n)
+        if sized_by is None:   # the scenario's own GPU count: name the cluster, not an option never given
+            raise InputError("--clusters", preset, f"a cluster that can run this job on {cluster.num_gpus} GPUs, the "
+                                                   f"scenario's count ({exc.allowed}); or compare another size with "
+                                                   "--gpus or --nodes") from None
+        option, value = ("--gpus", asked) if sized_by == "--gpus" else ("--nodes", n)
         raise InputError(option, value, f"a size at which {preset} can run this job ({exc.allowed})") from None
     best = result.top(1)[0]
     gpus_n = cluster.num_gpus
@@ -159,7 +163,7 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
             if pue is not None:
                 cluster = replace(cluster, pue=pue)
             jobs.append((preset, size, scenario_on(base, cluster), base.parallel, tokens, price, kwh_price, rerank,
-                         asked, evaluators))
+                         asked, "--nodes" if nodes else "--gpus" if gpus else None, evaluators))
     pool = make_executor(executor, scheduler, workers)
     order = longest_first(jobs)
     finished = [0]

@@ -86,3 +86,11 @@ def test_compare_json():
             lo, hi = iv[key]
             assert lo < r[key] < hi
     assert {r["cluster"]: r["price_per_gpu_hour_usd"] for r in rows} == {"dgx-a100": 1.0, "dgx-h100": 2.0}
+
+
+def test_compare_without_a_size_names_the_cluster_that_cannot_hold_the_job():
+    """No --gpus given: the refusal named --gpus ('got 8') anyway."""
+    p = run("compare", "scenarios/llama3_8b_h200x8.yaml", "--clusters", "dgx-h100", "--set", "model.preset=llama3-70b",
+            "--set", "parallel.global_batch=16", "--executor", "serial")
+    assert p.returncode == 2, p.stderr
+    assert "error: --clusters: got 'dgx-h100'" in p.stderr and "--gpus or --nodes" in p.stderr, p.stderr
