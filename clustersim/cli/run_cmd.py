@@ -162,10 +162,10 @@ def _runs(values: list[int]) -> list[tuple[int, int]]:
 @click.option("--tokens", default=None, help="Training tokens (1T, 300B): adds the energy of the whole run.")
 @click.option("--shared-fabric", is_flag=True,
               help="Several SCENARIOS as jobs on one fabric: their steps together, sharing the spine.")
-@click.option("--steps", type=int, default=3, show_default=True, help="With --shared-fabric: steps per job.")
+@click.option("--steps", type=int, default=None, help="With --shared-fabric: steps per job [default: 3].")
 def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overrides: tuple[str, ...],
         html_file: str | None, engine: str, profiles: tuple[str, ...], tokens: str | None, shared_fabric: bool,
-        steps: int) -> None:
+        steps: int | None) -> None:
     """Simulate one training step of SCENARIO (an embedded default when omitted); with
     --shared-fabric, the steps of several SCENARIOS sharing one fabric."""
     from clustersim.sweep.compare import parse_tokens
@@ -177,8 +177,13 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
         check_output_path(trace_file, "--trace")
     use_profiles(profiles)
     if shared_fabric or len(scenarios) > 1:
-        _run_shared(scenarios, overrides, as_json, steps, shared_fabric, trace_file or html_file, engine)
+        if tokens is not None:   # the shared-fabric report has no energy: --tokens was ignored
+            raise InputError("--tokens", tokens, "one scenario (not with --shared-fabric)")
+        _run_shared(scenarios, overrides, as_json, 3 if steps is None else steps, shared_fabric,
+                    trace_file or html_file, engine)
         return
+    if steps is not None:        # one step is simulated: --steps was ignored
+        raise InputError("--steps", steps, "only with --shared-fabric (several jobs' steps on one fabric)")
     scenario = scenarios[0] if scenarios else None
     raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
     sc = scenario_from_dict(raw)

@@ -50,7 +50,10 @@ def test_shared_fabric_bad_input_exits_2(tmp_path) -> None:
                                                            "nodes_per_leaf": 8, "oversubscription": 4.0}}))
     for args, field in (([str(a), "--shared-fabric"], "SCENARIO"),
                         ([str(a), str(a), "--shared-fabric", "--engine", "analytical"], "--engine"),
-                        ([str(a), str(b), "--shared-fabric"], "SCENARIO 2 cluster")):
+                        ([str(a), str(b), "--shared-fabric"], "SCENARIO 2 cluster"),
+                        # options of the other mode were ignored with exit 0
+                        ([str(a), str(a), "--shared-fabric", "--tokens", "1T"], "--tokens"),
+                        ([str(a), "--steps", "5"], "--steps")):
         res = subprocess.run([sys.executable, "-m", "clustersim", "run", *args], capture_output=True, text=True,
                              cwd=ROOT, timeout=120)
         assert res.returncode == 2, (args, res.stderr)
