@@ -89,9 +89,11 @@ def apply_overrides(data: dict[str, Any], assignments: list[str] | tuple[str, ..
         if "=" not in item:
             raise InputError("--set", item, "KEY=VALUE with a dotted KEY such as parallel.tp=4")
         key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        if not all(p.strip() for p in parts):   # "=4", ".tp=4", "parallel..tp=4": an empty key part
+            raise InputError("--set", item, "KEY=VALUE with a dotted KEY such as parallel.tp=4 (no empty part)")
         value = parse_override_value(raw, item)
         node: Any = out
-        parts = key.strip().split(".")
         for part in parts[:-1]:
             if isinstance(node, list):   # a list's entry by its index: cluster.groups.0.nodes
                 node = _entry(node, part, item)

@@ -224,3 +224,11 @@ def test_set_reaches_a_node_group_by_its_index() -> None:
     assert sc.cluster.num_nodes == 24 and sc.parallel.dp == 6
     with pytest.raises(InputError, match="an index from 0 to 1"):
         load_scenario(path, ["cluster.groups.2.nodes=4"])
+
+
+@pytest.mark.parametrize("item", ["=4", ".tp=4", "parallel..tp=4", "parallel. =4"])
+def test_set_with_an_empty_key_part_names_set(item: str) -> None:
+    """These were read as a key named '' ("scenario: got 4; allowed: unknown key")."""
+    with pytest.raises(InputError) as err:
+        load_scenario(None, [item])
+    assert err.value.field == "--set" and "no empty part" in str(err.value)
