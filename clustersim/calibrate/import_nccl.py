@@ -122,7 +122,7 @@ def read_runs(logs: list[tuple[str, str]], op: str | None) -> tuple[list[NcclTes
     """(runs with at least two ranks, their source names) from (name, text) pairs."""
     runs, sources = [], []
     for name, text in logs:
-        for run in parse_nccl_tests(text, op):
+        for run in parse_nccl_tests(text, op, name):
             if run.ranks >= 2:
                 runs.append(run)
                 sources.append(name)

@@ -174,9 +174,10 @@ def _parse_row(line: str, layout: tuple[str, ...] | None) -> NcclRow | None:
     return NcclRow(size, count, dtype, t * 1e-6, alg, bus, t_in * 1e-6, redop, root)
 
 
-def parse_nccl_tests(text: str, op: str | None = None) -> list[NcclTestsRun]:
+def parse_nccl_tests(text: str, op: str | None = None, source: str | None = None) -> list[NcclTestsRun]:
     """All test runs in a log, in order. ``op`` (nccl-tests name, e.g. all_reduce, or clustersim
-    name) names the collective where the log does not say which binary produced it."""
+    name) names the collective where the log does not say which binary produced it; ``source``
+    (the file's name) is what an error names."""
     if op is not None and op not in OPS and op not in OP_NAMES.values():
         raise InputError("--op", op, OPS)
     if op in OP_NAMES.values() and op not in OPS:
@@ -229,7 +230,7 @@ def parse_nccl_tests(text: str, op: str | None = None) -> list[NcclTestsRun]:
         current.rows.append(row)
     runs = [r for r in runs if r.rows]
     if not runs:
-        raise InputError("--nccl-tests", "log", "nccl-tests output with a results table "
+        raise InputError("--nccl-tests", source, "nccl-tests output with a results table "
                          "(lines `size count type [redop root] time algbw busbw #wrong ...`)")
     for run in runs:
         _name_op(run, op)

@@ -136,3 +136,20 @@ def test_torchtitan_configs_import_into_the_recompute_fields():
     assert (p["recompute"], p["recompute_every"]) == ("none", 2) and res.scenario["training"]["compile"] is True
     sc = scenario_from_dict(res.scenario)
     assert [pol.count("full") for pol in stage_policies(sc.parallel, sc.model.layers)] == [16]
+
+
+def test_low_precision_weight_copies_under_every_bf16_framework() -> None:
+    """fp8 added TE's quantized copy and its transpose to the bf16 weight (4 bytes), but with a
+    framework given (always, in a scenario) fp4 fell back to the bf16 weight's 2 bytes: an NVFP4
+    job's weights were counted like bf16 ones."""
+    from clustersim.compute.dtypes import weight_bytes
+    from clustersim.frameworks import framework_names, load_framework
+    from clustersim.memory.states import bytes_per_param
+
+    for name in framework_names():
+        fw = load_framework(name)
+        if fw.param_bytes != 2:
+            continue
+        assert bytes_per_param("bf16", fw)[0] == 2
+        assert bytes_per_param("fp8", fw)[0] == weight_bytes("fp8") == 4
+        assert bytes_per_param("fp4", fw)[0] == weight_bytes("fp4") == 3.125
