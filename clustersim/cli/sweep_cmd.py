@@ -14,6 +14,7 @@ from clustersim.errors import InputError, Interrupted
 from clustersim.html import check_html_path, write_html
 from clustersim.limits import MAX_RERANK, MAX_TOP
 from clustersim.scenario import Scenario, apply_overrides, read_scenario_dict, scenario_from_dict
+from clustersim.sweep.template import load_template
 from clustersim.sweep.constraints import parse_constraints, searched_overrides
 from clustersim.sweep.executors import EXECUTORS, make_executor
 from clustersim.sweep.objective import RANK_BY, RANK_BY_HELP
@@ -68,8 +69,9 @@ def top_table(rows: list[dict], title: str, ranked_field: str = "step_time_s", m
     return table
 
 
-def _template(scenario: str | None, overrides: tuple[str, ...]) -> tuple[dict, Scenario, list[str]]:
-    """(the scenario as data, the scenario, the ``--set`` items on searched dimensions). Those
+def _template(scenario: str | None, overrides: tuple[str, ...]) -> tuple[dict, Scenario, list[str], bool]:
+    """(the scenario as data, the scenario, the ``--set`` items on searched dimensions, whether the
+    template's layout is the scenario's own: clustersim.sweep.template). Those
     constrain the sweep as ``--fix`` does; they also set the scenario's own layout (the template,
     re-ranked beside the best) where it stays valid, and leave it as it is where not (``--set
     parallel.cp=2`` on a template that fills the cluster without CP)."""
@@ -78,11 +80,12 @@ def _template(scenario: str | None, overrides: tuple[str, ...]) -> tuple[dict, S
     if sets:
         try:
             raw = apply_overrides(data, [*rest, *sets])
-            return raw, scenario_from_dict(raw), sets
+            return raw, scenario_from_dict(raw), sets, True
         except InputError:
             pass
     raw = apply_overrides(data, rest)
-    return raw, scenario_from_dict(raw), sets
+    base, own = load_template(raw)   # the job's --set may leave the stated layout invalid
+    return raw, base, sets, own
 
 
 @click.command("sweep")
@@ -142,10 +145,10 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
         check_plot_path(plot)
     if html_file is not None:
         check_html_path(html_file)
-    raw, base, sets = _template(scenario, overrides)
+    raw, base, sets, own = _template(scenario, overrides)
     constraints = parse_constraints(base.model, fixes, maxima, sets, only_validated)
     spec = sweep_spec(base, gpus, SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes), constraints,
-                      evaluators=SWEEP_EVALUATORS)
+                      evaluators=SWEEP_EVALUATORS, own_layout=own)
     started = time.perf_counter()
     pool = make_executor(executor, scheduler, workers)
     written: list[str] = []

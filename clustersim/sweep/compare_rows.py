@@ -12,7 +12,8 @@ from dataclasses import replace
 
 from clustersim.energy import energy_report
 from clustersim.errors import InputError
-from clustersim.scenario import Scenario, load_scenario
+from clustersim.scenario import Scenario, apply_overrides, read_scenario_dict
+from clustersim.sweep.template import load_template
 from clustersim.sweep.compare import (
     ClusterSize,
     cluster_size,
@@ -57,8 +58,8 @@ def _compare_one(job: tuple) -> dict[str, object]:
     n = size.nodes
     cluster = scenario.cluster
     try:
-        result = run_sweep(SweepSpec(scenario, SearchSpace(), evaluators=evaluators), SerialExecutor(), rerank=rerank,
-                           keep=max(1, rerank))
+        result = run_sweep(SweepSpec(scenario, SearchSpace(), evaluators=evaluators, own_layout=base_parallel is not None),
+                           SerialExecutor(), rerank=rerank, keep=max(1, rerank))
     except InputError as exc:
         if sized_by is None:   # the scenario's own GPU count: name the cluster, not an option never given
             raise InputError("--clusters", preset, f"a cluster that can run this job on {cluster.num_gpus} GPUs, the "
@@ -73,14 +74,15 @@ def _compare_one(job: tuple) -> dict[str, object]:
     step = float(best["step_time_s"])  # type: ignore[arg-type]
     power = energy_report(cluster, step, tps * step)
     energy_kwh = power.run_energy_kwh(tokens)
-    own = own_layout_tokens_per_s(result)
+    own = None if base_parallel is None else own_layout_tokens_per_s(result)
     row: dict[str, object] = {
         "cluster": preset, "gpu": cluster.gpu.name, "nodes": n, "gpus": gpus_n, "gpus_requested": asked,
         "scale_up_domain": cluster.gpus_per_domain, "size_note": size.note,
         "best_layout": best["parallel"], "step_time_s": step, "mfu": best["mfu"],
         "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / gpus_n,
         "peak_bytes_per_gpu": best["peak_bytes_per_gpu"],
-        "scenario_layout": parallel_dict(layout_key(base_parallel), base_parallel.global_batch),
+        "scenario_layout": None if base_parallel is None else parallel_dict(layout_key(base_parallel),
+                                                                             base_parallel.global_batch),
         "scenario_layout_tokens_per_s_per_gpu": None if own is None else own / gpus_n,
         "tokens": tokens, "time_to_train_s": cost.time_to_train_s, "gpu_hours": cost.gpu_hours,
         "price_per_gpu_hour_usd": price, "gpu_cost_usd": cost.cost_usd,
@@ -152,7 +154,7 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     the closed form and the event engine of every sweep (clustersim.api.SWEEP_EVALUATORS)."""
     from clustersim.sweep.runner import check_uniform
 
-    base = load_scenario(scenario_path, overrides)
+    base, own = load_template(apply_overrides(read_scenario_dict(scenario_path), list(overrides)))
     check_uniform(base)
     kwh_price = parse_price_per_kwh(price_per_kwh)
     jobs = []
@@ -162,7 +164,8 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
             price = _price(preset, prices, cluster.gpu.price_per_gpu_hour_usd)
             if pue is not None:
                 cluster = replace(cluster, pue=pue)
-            jobs.append((preset, size, scenario_on(base, cluster), base.parallel, tokens, price, kwh_price, rerank,
+            jobs.append((preset, size, scenario_on(base, cluster), base.parallel if own else None, tokens, price,
+                         kwh_price, rerank,
                          asked, "--nodes" if nodes else "--gpus" if gpus else None, evaluators))
     pool = make_executor(executor, scheduler, workers)
     order = longest_first(jobs)

@@ -68,6 +68,9 @@ class SweepSpec:
     share_twins: bool = True
     # what narrowed ``space`` (``--fix``, ``--max``, ``--only-validated``; runner.sweep_spec applies them)
     constraints: Constraints = Constraints()
+    # whether the template's layout is the scenario's own (False: a stand-in, clustersim.sweep.template;
+    # it is then not re-ranked and reported as the scenario's layout)
+    own_layout: bool = True
     # the closed form and the event engine (clustersim.api.SWEEP_EVALUATORS), passed in from above
     evaluators: Evaluators = field(kw_only=True)
 

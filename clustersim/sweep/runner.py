@@ -215,6 +215,8 @@ def _incumbent_key(spec: SweepSpec) -> tuple[int, ...] | None:
     """The scenario's own layout, if the loader accepts it on this (possibly resized) cluster and
     it satisfies the sweep's constraints."""
     s = spec.scenario
+    if not spec.own_layout:
+        return None
     try:
         check_layout(s.model, s.cluster, s.parallel)
     except InputError:
