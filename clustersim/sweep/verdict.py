@@ -45,10 +45,27 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
     else:
         lines.append(f"#1's regime ({iv['regime']}) is NOT validated: " + "; ".join(iv["widened_for"]
                      or [f"{iv['evidence_runs']} measured runs"]))
+    tight = tight_line(rows[0])
+    if tight:
+        lines.append(tight)
     plain = plain_line(result, rows[0])
     if plain:
         lines.append(plain)
     return lines
+
+
+def tight_line(row: Mapping[str, Any]) -> str:
+    """When #1 is ``tight`` (its memory interval straddles the GPU's capacity): how far its predicted
+    peak is from the capacity, so that a peak above it does not read as a layout that fits."""
+    if row["memory_verdict"] != "tight":
+        return ""
+    peak, free = float(row["peak_bytes_per_gpu"]), float(row["free_bytes_per_gpu"])
+    capacity = peak + free
+    if free < 0:
+        return (f"#1's predicted peak ({peak / GiB:.1f} GiB) exceeds the GPU's {capacity / GiB:.1f} GiB: it fits "
+                "only at the low end of its memory interval, so no listed layout fits for certain")
+    return (f"#1 is tight: its predicted peak ({peak / GiB:.1f} GiB) leaves {free / GiB:.1f} GiB of "
+            f"{capacity / GiB:.1f}, within its memory interval's uncertainty")
 
 
 def _overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

@@ -324,3 +324,16 @@ def test_sweep_imports_neither_html_nor_cli():
         bad = {m for m in _imports(path) if m.startswith("clustersim.cli")}
         assert not bad, (path.name, bad)
     assert len((ROOT / "clustersim" / "sweep" / "runner.py").read_text().splitlines()) <= 600
+
+
+def test_a_tight_winner_over_capacity_is_said_not_to_fit_for_certain() -> None:
+    """A sweep whose #1 was 'tight' at 157.6 GiB on a 140.4 GiB GPU said nothing about it: the
+    verdict read as a layout that fits."""
+    from clustersim.sweep.verdict import tight_line
+    from clustersim.units import GiB
+
+    over = {"memory_verdict": "tight", "peak_bytes_per_gpu": 157.6 * GiB, "free_bytes_per_gpu": -17.2 * GiB}
+    assert "exceeds the GPU's 140.4 GiB" in tight_line(over) and "no listed layout fits for certain" in tight_line(over)
+    under = {**over, "peak_bytes_per_gpu": 139.0 * GiB, "free_bytes_per_gpu": 1.4 * GiB}
+    assert "leaves 1.4 GiB of 140.4" in tight_line(under)
+    assert tight_line({**under, "memory_verdict": "fits"}) == ""
