@@ -29,7 +29,7 @@ from clustersim.collectives import CollectivePlan
 from clustersim.engine.lane import ComputeLane
 from clustersim.engine.pair import PairCore, chain_of
 from clustersim.engine.timeline import SimResult, StepResult, Timeline
-from clustersim.engine.unit_runner import TIERS, Proc, UnitRunner, alone_total
+from clustersim.engine.unit_runner import TIERS, Proc, UnitRunner, alone_segments, alone_total
 from clustersim.network import FairShareLink
 from clustersim.plan.comm_plans import Item
 from clustersim.plan.compiled_unit import CompiledUnit
@@ -263,22 +263,29 @@ class _StepSim(UnitRunner):
         key = (g, kind)
         if rk.isolated[key]:
             return rk.totals[key]
-        if self.tl.record or not rk.private[key]:
+        if not rk.private[key]:
             return None
         return alone_total(self.plan, rk, g, kind)
 
-    def _run_fast(self, rank: int, units: tuple[CompiledUnit, ...], total: Total, label: str) -> Proc:
-        """A run of quiet units as one timeout; segments and totals as if run one by one."""
+    def _run_fast(self, rk: SimRank, g: int, kind: str, total: Total, label: str) -> Proc:
+        """A run of quiet units as one timeout. The step's numbers are the same whether the timeline
+        is recorded or not: the totals take ``total``'s seconds by cause either way, and a recorded
+        timeline only gains the segments, as if the units ran one by one (isolated units) or as
+        the run alone that gave ``total`` had them (``alone_total``), shifted to now."""
+        rank, tl = rk.index, self.tl
         time_s, by_cause = total
-        tl = self.tl
+        tl.add_totals(rank, by_cause)
         if tl.record:
             t = self.env.now
-            for unit in units:
-                for cause, sec in unit.by_cause:
-                    tl.add(rank, "compute", label if cause == "compute" else cause, cause, t, t + sec)
-                    t += sec
-        else:
-            tl.add_totals(rank, by_cause)
+            if rk.isolated[(g, kind)]:
+                for unit in rk.units[(g, kind)]:
+                    for cause, sec in unit.by_cause:
+                        tl.add_segment(rank, "compute", label if cause == "compute" else cause, cause, t, t + sec)
+                        t += sec
+            else:
+                for seg in alone_segments(self.plan, rank, g, kind):
+                    tl.add_segment(rank, "compute", seg.name.replace("alone", label), seg.cause,
+                                   t + seg.start_s, t + seg.end_s)
         yield self.env.timeout(time_s)
 
     def _wait_params(self, rank: int, g: int, event: simpy.Event | None) -> Proc:
@@ -295,7 +302,7 @@ class _StepSim(UnitRunner):
         ready = [self.param_ready.get((rank, g, u)) for u in range(len(units))] if self.param_ready else None
         total = self._quiet(rk, g, "F") if self.z3 is None else None
         if total is not None and (ready is None or all(e is None or e.triggered for e in ready)):
-            yield from self._run_fast(rank, units, total, label)
+            yield from self._run_fast(rk, g, "F", total, label)
             return
         gathers = self._gathers(rank, len(units), g, "F")
         for u, unit in enumerate(units):
@@ -310,7 +317,7 @@ class _StepSim(UnitRunner):
         z3 = self.z3
         total = self._quiet(rk, g, part) if z3 is None and not final else None
         if total is not None:
-            yield from self._run_fast(rank, units, total, label)
+            yield from self._run_fast(rk, g, part, total, label)
             return
         gathers = self._gathers(rank, len(units), g, "B") if part == "B" else None
         for b, unit in enumerate(units):

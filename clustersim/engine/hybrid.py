@@ -20,15 +20,19 @@ Each hand-over is exact when the closed-form part had no contention: part 2 chec
 transfers would occupy one link at once (counting the ones part 1 left running) and that no
 collective was enqueued; part 3 checks that transfers replayed only for their link occupancy
 finish when part 2 said. When a check fails the whole step runs in simpy. The result equals the
-all-simpy run to rounding (tests/engine/test_fast_paths.py); only the timeline is not recorded.
+all-simpy run to rounding (tests/engine/test_fast_paths.py); only the timeline is not recorded. A
+recorded step (``Recorded``: traces, pages) reports the hybrid's numbers with the all-simpy run's
+segments, so that ``run --json`` is byte-identical with and without ``--trace`` or ``--html``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from clustersim.engine.collapse import run_collapsed
 from clustersim.engine.event import EventEngine, Key, Resume, _StepSim
 from clustersim.engine.recurrence import Recurrence
-from clustersim.engine.timeline import SimResult
+from clustersim.engine.timeline import SimResult, Timeline
 from clustersim.engine.unit_runner import alone_total
 from clustersim.plan.step_plan import StepPlan
 
@@ -102,6 +106,22 @@ def simulate_hybrid(plan: StepPlan) -> SimResult | None:
     if not last.ghosts_ok or len(result.rank_end_s) != n:
         return None
     return result
+
+
+class Recorded:
+    """The event engine with its timeline recorded, as a timing model: the step's numbers are the
+    ones the model without a timeline gives (``Hybrid``), bit for bit, so that asking for a trace
+    or a page does not change the report; the segments come from the all-simpy run, which equals
+    it to rounding. Where the hybrid does not apply, the recorded run is that model's own answer
+    (recording changes no sum: ``Timeline.add_segment``)."""
+
+    def time(self, plan: StepPlan) -> SimResult:
+        recorded = EventEngine(record=True).time(plan)
+        fast = simulate_hybrid(plan)
+        if fast is None:
+            return recorded
+        timeline = Timeline(record=True, segments=recorded.timeline.segments, totals=fast.timeline.totals)
+        return replace(fast, timeline=timeline)
 
 
 class Hybrid:

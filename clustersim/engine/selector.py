@@ -4,8 +4,10 @@ Every timing model takes a step plan (clustersim.plan.step_plan: what every simu
 and answers with a ``StepResult`` (clustersim.engine.timeline) through one method, ``time(plan)``:
 
 * ``EventEngine`` (clustersim.engine.event): every action in simpy, links shared by processor
-  sharing; picked for engine "event" when the timeline is recorded (traces) or an exact run is
-  asked for;
+  sharing; picked for engine "event" when an exact run is asked for (with or without its
+  timeline);
+* ``Recorded`` (clustersim.engine.hybrid): engine "event" with the timeline recorded (traces,
+  pages): the hybrid's numbers, bit for bit, with the all-simpy run's segments;
 * ``Hybrid`` (clustersim.engine.hybrid): the event engine with the stretches where nothing can
   contend in closed form (the same result to rounding); engine "event" otherwise;
 * ``ClosedForm`` (clustersim.engine.closed_form): the recurrence without contention, identical
@@ -22,7 +24,7 @@ from typing import Protocol
 
 from clustersim.engine.closed_form import ClosedForm
 from clustersim.engine.event import EventEngine
-from clustersim.engine.hybrid import Hybrid
+from clustersim.engine.hybrid import Hybrid, Recorded
 from clustersim.engine.timeline import ClosedResult, SimResult, StepResult
 from clustersim.plan.plan_cache import PlanCache
 from clustersim.plan.step_plan import StepPlan
@@ -44,7 +46,9 @@ def timing_model(engine: str, record: bool = False, exact: bool = False) -> Timi
     if engine == "analytical":
         return ClosedForm(collapse=not exact)
     if engine == "event":
-        return EventEngine(record=True) if record else EventEngine(record=False) if exact else Hybrid()
+        if record:
+            return EventEngine(record=True) if exact else Recorded()
+        return EventEngine(record=False) if exact else Hybrid()
     raise ValueError(f"engine {engine!r}: one of {ENGINES}")
 
 

@@ -20,7 +20,7 @@ import simpy
 
 from clustersim.collectives import CollectivePlan, Phase
 from clustersim.engine.lane import ComputeLane
-from clustersim.engine.timeline import Timeline
+from clustersim.engine.timeline import Segment, Timeline
 from clustersim.network import FairShareLink
 from clustersim.plan.compiled_unit import CompiledUnit
 from clustersim.plan.step_plan import SimRank, StepPlan, Total
@@ -106,13 +106,21 @@ def alone_total(plan: StepPlan, rk: SimRank, g: int, kind: str) -> Total:
     return total
 
 
-def action_alone(plan: StepPlan, rank: int, g: int, kind: str) -> Total:
+def alone_segments(plan: StepPlan, rank: int, g: int, kind: str) -> list[Segment]:
+    """The compute segments of ``action_alone``'s run, from time 0 (labelled "alone"): what a
+    recorded timeline draws for an action whose duration ``alone_total`` gave."""
+    tl = Timeline(record=True)
+    action_alone(plan, rank, g, kind, tl)
+    return tl.segments
+
+
+def action_alone(plan: StepPlan, rank: int, g: int, kind: str, tl: Timeline | None = None) -> Total:
     """Duration and split by cause of one action of ``rank`` run alone in the event engine (its
-    collectives sharing its links only with each other)."""
+    collectives sharing its links only with each other); ``tl``: a timeline to record it in."""
     rk = plan.ranks[rank]
     units = rk.units[(g, kind)]
     env = simpy.Environment()   # one rank's lane and links only
-    sim = UnitRunner(env, Timeline(record=False), {rank: ComputeLane(env, rk.slowdown)},
+    sim = UnitRunner(env, tl if tl is not None else Timeline(record=False), {rank: ComputeLane(env, rk.slowdown)},
                      {rank: {tier: FairShareLink(env, f"alone.{tier}") for tier in TIERS}})
     end = [0.0]
 
