@@ -35,10 +35,18 @@ Not modelled: short-term (per-kernel) noise on top of the persistent spread (OS 
 noise, power-management steps), for which no microbenchmark is at hand; Llama 3's diurnal 1-2%
 (Llama 3 paper §3.3.4) moves all GPUs together and is no synchronisation cost.
 
-In per-rank mode the faults (``slow_gpus``, ``stragglers``) are GPUs far out in this
-distribution's tail that the engine already runs slower; the healthy spread only adds what lies
-beyond the slowest of them (``sync_wait_fraction``'s ``modelled_slowdown``), so the two do not
-count the same slowness twice.
+In per-rank mode the faults (``slow_gpus``, ``stragglers``) are GPUs out in this distribution's
+tail. The wait for the slowest GPU stays on every rank as on a healthy cluster, and the engine runs
+a faulty GPU only as much slower as it lies beyond the slowest GPU that wait already stands for
+(``speed_beyond_spread``: speed x (1 + the wait's fraction), at most nominal), so that the two do
+not count the same slowness twice: where the faulty GPU paces the step its kernels take
+``1 / speed`` of their time in all (its simulated slowdown times the wait), and where it does not
+(a stage with slack in its pipeline bubble) the step is still paced by the healthy spread, as on a
+healthy cluster. A faulty GPU is therefore never faster than the healthy cluster (the simulated
+speed is at most 1, the wait the same), and one within the spread (speed above ``1 / (1 + the
+fraction)``) costs nothing. An earlier rule took the slowest fault's slowdown off every rank's
+wait instead, which assumed that the fault paced the step: a GPU at 0.9 on a stage with slack
+made the step faster than the healthy cluster's.
 """
 
 from __future__ import annotations
@@ -72,8 +80,14 @@ def expected_max_normal(n: int) -> float:
     return total * step
 
 
-def sync_wait_fraction(num_gpus: int, modelled_slowdown: float = 0.0, sigma: float = SIGMA_GPU) -> float:
+def sync_wait_fraction(num_gpus: int, sigma: float = SIGMA_GPU) -> float:
     """Fraction of a rank's kernel time lost waiting for the slowest of ``num_gpus`` GPUs
-    (module docstring); ``modelled_slowdown``: how much slower (0.3 = 1.3x) the slowest GPU the
-    engine already simulates runs, which the healthy spread does not repeat."""
-    return max(0.0, sigma * expected_max_normal(num_gpus) - max(0.0, modelled_slowdown))
+    (module docstring)."""
+    return sigma * expected_max_normal(num_gpus)
+
+
+def speed_beyond_spread(speed: float, num_gpus: int) -> float:
+    """The compute speed the engines simulate for a faulty GPU at ``speed`` (fraction of nominal)
+    in a job of ``num_gpus`` GPUs: only the part of its slowness beyond the healthy spread's
+    slowest GPU, whose wait (``sync_wait_fraction``) every rank keeps (module docstring)."""
+    return min(1.0, speed * (1.0 + sync_wait_fraction(num_gpus)))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clustersim.compute.variation import speed_beyond_spread
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.plan.step_plan import Host, RankClass
 from clustersim.scenario import Scenario
@@ -95,9 +96,11 @@ def class_layout(scenario: Scenario, faults: FaultSpec, hosts_of=None, nics_on=N
         counts["slow_gpus" if kind == "slow_gpu" else "stragglers"] += 1
         t, c, d, p = coords_of(rank, par)
         who = Culprit(rank, kind, speed, rank // gpn, rank % gpn)
+        # simulated only beyond the healthy spread's slowest GPU, whose wait every rank keeps
+        simulated = speed_beyond_spread(speed, cluster.num_gpus)
         for dd in lockstep_replicas(d, c, par, moe):
-            if speed < slow.get((dd, p), (1.0, None))[0]:
-                slow[(dd, p)] = (speed, who)
+            if simulated < slow.get((dd, p), (1.0, None))[0]:
+                slow[(dd, p)] = (simulated, who)
     nic_speed = faults.nic_speeds()
     for node, nic in sorted(nic_speed):
         counts["slow_links"] += 1

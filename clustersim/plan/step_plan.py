@@ -331,9 +331,7 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
             send_s[id(got)] = got.time_s
         return got
 
-    # step_terms: the slowest GPU the classes already simulate, the barrier's latency
-    slowest = min(h.speed for cls in classes for h in cls.hosts)
-    modelled_slowdown = 1.0 / slowest - 1.0 if slowest > 0 else 0.0
+    # step_terms: the barrier's latency
     barrier_s = grad_norm_all_reduce_s(scenario)
     last_model = max(graph.model_stage)
     for c, cls in enumerate(classes):
@@ -395,7 +393,7 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
                                  dp.tail(list(stages), opt_s), final_b, stages,
                                  overlap_slowdown(host.scenario.cluster.gpu), send_at,
                                  {b: send_s[id(v)] for b, v in send_at.items()}, key,
-                                 step_terms.jitter_s(scenario, counts, totals, opt_s, modelled_slowdown),
+                                 step_terms.jitter_s(scenario, counts, totals, opt_s),
                                  step_terms.host_s(host.scenario, counts, totals, kernels, cls.num_micro_batches,
                                                    holds_data, barrier_s)))
     groups = [dp.grad_buckets, dp.param_gathers]

@@ -26,11 +26,12 @@ def compute_seconds(total: Total) -> float:
 
 
 def jitter_s(scenario: Scenario, actions: Mapping[tuple[int, str], int], totals: Mapping[tuple[int, str], Total],
-             optimizer_s: float, modelled_slowdown: float = 0.0) -> float:
+             optimizer_s: float) -> float:
     """The rank's kernel seconds in the step (its actions', ``actions``: how many of each
     (global stage, part), and its optimizer's) times the expected wait for the slowest of the
-    job's GPUs (clustersim.compute.variation)."""
-    frac = sync_wait_fraction(scenario.parallel.num_gpus, modelled_slowdown)
+    job's GPUs (clustersim.compute.variation; the same on a rank with a faulty GPU, which the
+    engines run at ``variation.speed_beyond_spread``)."""
+    frac = sync_wait_fraction(scenario.parallel.num_gpus)
     if frac <= 0.0:
         return 0.0
     return frac * (sum(n * compute_seconds(totals[key]) for key, n in actions.items()) + optimizer_s)

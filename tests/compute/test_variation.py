@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from clustersim.compute.variation import SIGMA_GPU, expected_max_normal, sync_wait_fraction
+from clustersim.compute.variation import SIGMA_GPU, expected_max_normal, speed_beyond_spread, sync_wait_fraction
 
 
 @pytest.mark.parametrize("n,exact", [(1, 0.0), (2, 1 / math.sqrt(math.pi)), (3, 1.5 / math.sqrt(math.pi)),
@@ -28,8 +28,13 @@ def test_one_gpu_waits_for_nobody_and_sigma_comes_from_the_two_sources() -> None
     assert math.isclose(sync_wait_fraction(8), SIGMA_GPU * expected_max_normal(8))
 
 
-def test_a_simulated_slow_gpu_takes_the_place_of_the_healthy_spread() -> None:
+def test_a_faulty_gpu_is_simulated_only_beyond_the_healthy_spread() -> None:
     n = 4096
     full = sync_wait_fraction(n)
-    assert math.isclose(sync_wait_fraction(n, modelled_slowdown=0.02), full - 0.02)
-    assert sync_wait_fraction(n, modelled_slowdown=0.3) == 0.0
+    assert math.isclose(speed_beyond_spread(0.5, n), 0.5 * (1 + full))
+    # its simulated slowdown times the wait every rank keeps is its whole slowness
+    assert math.isclose((1 / speed_beyond_spread(0.5, n)) * (1 + full), 1 / 0.5)
+    assert speed_beyond_spread(0.99, n) == 1.0 and speed_beyond_spread(1.0, n) == 1.0   # within the spread
+    speeds = [speed_beyond_spread(s / 100, n) for s in range(1, 101)]
+    assert all(a <= b <= 1.0 for a, b in zip(speeds, speeds[1:], strict=False))
+    assert speed_beyond_spread(0.5, 1) == 0.5   # one GPU: no spread
