@@ -7,7 +7,8 @@ master weights + Adam m, v (12) - "18 bytes, or 6 + 12/dp with the distributed o
 itself in fp32 (4; it is the master), fp32 gradient shards (4) and AdamW's m, v (8); DeepSpeed
 ZeRO 2 + 2 + 12 (Rajbhandari et al. 2020, arXiv 1910.02054, §3.1, K = 12). fp32 training keeps
 4 + 4 + 8 (no master copy). fp8 training under Megatron/TE adds an fp8 copy and its transpose
-(clustersim.compute.dtypes.weight_bytes: 2 + 1 + 1).
+(clustersim.compute.dtypes.weight_bytes: 2 + 1 + 1), fp4 (NVFP4) two 4-bit copies with their
+scales (2 + 2 x (0.5 + 1/16) = 3.125); fp4 ran at the bf16 weight's 2 bytes until 2026-11-27.
 
 ZeRO (same paper, Fig. 1): stage 1 shards the optimizer states over the data-parallel ranks,
 stage 2 also the gradients, stage 3 also the weights. Expert parameters of an MoE layer are
@@ -33,8 +34,8 @@ def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None) -> tuple
     if framework is None:
         return weight_bytes(dtype), GRAD_BYTES_PER_PARAM, ADAM_MIXED_BYTES_PER_PARAM
     w = framework.param_bytes
-    if dtype == "fp8" and framework.param_bytes == 2:   # TE keeps an fp8 copy and its transpose
-        w = weight_bytes("fp8")
+    if dtype in ("fp8", "fp4") and framework.param_bytes == 2:   # TE keeps low-precision copies beside it
+        w = weight_bytes(dtype)
     return w, framework.grad_bytes, framework.optimizer_bytes
 
 
