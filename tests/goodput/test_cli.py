@@ -67,6 +67,8 @@ def test_given_interval_is_used_and_never_beats_the_best(capsys: pytest.CaptureF
     (["--days", "5", "--node-storage-bw-GBps", "-1"], "--node-storage-bw-GBps"),
     (["--days", "5", "--snapshot-bw-GBps", "inf"], "--snapshot-bw-GBps"),
     (["--days", "5", "--checkpoint-interval-min", "0"], "--checkpoint-interval-min"),
+    # an interval longer than the run was cut to it silently (goodput outside its own Monte-Carlo range)
+    (["--days", "5", "--checkpoint-interval-min", "1e12"], "goodput.checkpoint_interval_min"),
     (["--days", "5", "--detect-s", "-1"], "--detect-s"),
     (["--days", "5", "--no-planned", "--planned-interval-h", "3"], "--no-planned"),
     (["--days", "5", "--set", "goodput.mtbf_h.switch=0"], "goodput.mtbf_h.switch"),
