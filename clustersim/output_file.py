@@ -6,7 +6,9 @@ goodput JSON, an imported scenario, a calibrated profile):
 * ``check_output_path`` refuses, with exit 2 naming the option, a path that cannot be written
   before the command spends its time: an empty path, a name longer than the file system allows,
   a directory, device or broken link, a folder on the way that is a file, or a folder that is not
-  writable. Missing folders are fine: the writer creates them.
+  writable. Missing folders are fine: the writer creates them. It also refuses a path that is one
+  of the command's input files (``inputs``: the same file by path, link or hard link), which the
+  rename would replace: ``calibrate --log x.log --out x.log`` lost the user's log.
 * ``atomic_write`` writes a temporary file in the target's folder (same file system), flushes and
   fsyncs it, gives it the mode a plain ``open`` would (0666 less the umask; mkstemp makes 0600),
   ``os.replace``s it over the target (atomic on POSIX and Windows) and fsyncs the folder so that
@@ -30,8 +32,10 @@ NAME_MAX_BYTES = 255          # NAME_MAX of Linux and macOS file systems (ext4, 
 _TMP_STEM_CHARS = 32          # the temporary file's name keeps this much of the target's, so it stays short
 
 
-def check_output_path(path: str | os.PathLike[str], option: str, suffixes: Iterable[str] = ()) -> Path:
-    """The output path ``path`` of ``option``, or exit 2 if it cannot be written (see the module)."""
+def check_output_path(path: str | os.PathLike[str], option: str, suffixes: Iterable[str] = (),
+                      inputs: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    """The output path ``path`` of ``option``, or exit 2 if it cannot be written, or is one of the
+    command's ``inputs`` (the files it reads: the rename would replace the user's file; see the module)."""
     text = os.fspath(path)
     if text == "":
         raise InputError(option, "", "a file name (an empty path names no file)")
@@ -50,7 +54,21 @@ def check_output_path(path: str | os.PathLike[str], option: str, suffixes: Itera
         raise InputError(option, text, f"a path whose folders are folders ({parent} is a file)")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(option, text, "a path in a writable directory (or one that can be created)")
+    _check_not_an_input(target, option, text, inputs)
     return target
+
+
+def _check_not_an_input(target: Path, option: str, text: str, inputs: Iterable[str | os.PathLike[str]]) -> None:
+    """Refuse an existing output that is the same file (path, link or hard link) as an input;
+    '-' (standard input) and inputs that do not exist are not files to compare."""
+    if not target.exists():
+        return
+    for given in inputs:
+        if os.fspath(given) in ("", "-") or not Path(given).exists():
+            continue
+        if os.path.samefile(target, given):
+            raise InputError(option, text, "a path that is not one of the command's input files "
+                                           f"({os.fspath(given)} is read by this command)")
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], None]) -> None:

@@ -172,10 +172,12 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     from clustersim.calibrate.runs import runs_from_csv, runs_from_logs, runs_from_specs
     from clustersim.hardware.load import describe, list_clusters, load_cluster
     from clustersim.inputs import read_text
+    from clustersim.output_file import check_output_path
     runs = runs_from_logs(logs, configs, base, nodes, overrides)
     runs += runs_from_specs(list(run_specs or []), overrides)
     for path in runs_csv or []:
         runs += runs_from_csv(path, overrides)
+    check_output_path(out, "--out", inputs=[p for r in runs for p in r.files])   # a --runs CSV's scenarios too
     presets = sorted({r.scenario["cluster"]["preset"] for r in runs})
     if base is not None and runs:
         for r in runs:  # --cluster names the machine every run ran on

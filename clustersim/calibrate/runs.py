@@ -39,6 +39,7 @@ class Run:
     grid_s: tuple[float, ...] = ()
     dates: list[str] = field(default_factory=list)
     option: str = "--log"      # the command-line option that gave it (--log, --run, --runs), for messages
+    files: tuple[Path, ...] = ()   # the files it was read from (log, config, CSV, scenario): never an output
 
     def predicted_s(self, scale: float) -> float:
         """Step time at compute_scale ``scale``, interpolated linearly in 1/scale."""
@@ -82,7 +83,8 @@ def runs_from_specs(specs: list[str], overrides: list[str]) -> list[Run]:
             raise InputError("--run", spec, "SCENARIO.yaml=SECONDS with SECONDS a number > 0 (the measured step "
                                             "time)") from None
         _step_time(t, "--run", spec)
-        runs.append(Run(Path(path).name, "scenario", _scenario(Path(path), "--run", spec, overrides), t, option="--run"))
+        runs.append(Run(Path(path).name, "scenario", _scenario(Path(path), "--run", spec, overrides), t, option="--run",
+                        files=(Path(path),)))
     return runs
 
 
@@ -140,7 +142,8 @@ def runs_from_csv(path: Path, overrides: list[str]) -> list[Run]:
             scenario_path = path.parent / scenario_path
         data = _scenario(scenario_path, where, row["scenario"], overrides)
         t = _step_time(_convert(data, column, value, where), where, f"{column} {row[column]}")
-        runs.append(Run(f"{path.name}:{i} {scenario_path.name}", "scenario", data, t, option="--runs"))
+        runs.append(Run(f"{path.name}:{i} {scenario_path.name}", "scenario", data, t, option="--runs",
+                        files=(path, scenario_path)))
     if not runs:
         raise InputError("--runs", str(path), "at least one row with a scenario")
     return runs
@@ -182,5 +185,6 @@ def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, node
         res = finish(res, overrides)
         if res.measured_step_time_s is None:
             raise InputError("--log", str(path), "a log with training step lines")
-        runs.append(Run(path.name, res.kind, res.scenario, res.measured_step_time_s, dates=dates))
+        runs.append(Run(path.name, res.kind, res.scenario, res.measured_step_time_s, dates=dates,
+                        files=(path, *([configs[i]] if cfg is not None else []))))
     return runs

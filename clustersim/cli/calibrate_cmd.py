@@ -53,7 +53,8 @@ def calibrate(nccl_logs: tuple[Path, ...], train_logs: tuple[Path, ...], configs
         raise InputError("calibrate", None, "at least one of --nccl-tests FILE, --log FILE, --run SCENARIO=SECONDS, "
                          "--runs FILE.csv, --trace FILE")
     _check_name(name)
-    out = check_output_path(out if out is not None else Path(f"{name}.yaml"), "--out")
+    inputs = [*nccl_logs, *train_logs, *configs, *runs_csv, *traces, *(s.rpartition("=")[0] for s in run_specs)]
+    out = check_output_path(out if out is not None else Path(f"{name}.yaml"), "--out", inputs=inputs)
     if train_logs or traces or run_specs or runs_csv:
         from clustersim.calibrate.machine import calibrate_machine
         result = calibrate_machine(nccl_logs=list(nccl_logs), logs=list(train_logs), configs=list(configs),

@@ -96,10 +96,11 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
                          "hyperscale site, 1.56 average), as cluster.pue")
     n_tokens = parse_tokens(tokens)
     prices = parse_prices(price, presets)
+    inputs = [p for p in (scenario, *profiles) if p is not None]
     if plot is not None:
-        check_plot_path(plot)
+        check_plot_path(plot, inputs=inputs)
     if html_file is not None:
-        check_html_path(html_file)
+        check_html_path(html_file, inputs=inputs)
     with progress_bar(not no_progress, {"sweeps": "compare"}, "sweeps") as update:
         def progress(done: int, total: int, cluster: str) -> None:
             if update:

@@ -161,7 +161,7 @@ def goodput(scenario: str | None, days: float, as_json: bool, out_file: str | No
     goodput, interruptions, lost GPU-hours and the checkpoint interval that maximises goodput."""
     check_days(days)
     if out_file is not None:
-        check_output_path(out_file, "--out")
+        check_output_path(out_file, "--out", inputs=[p for p in (scenario, *profiles) if p is not None])
     if no_planned and planned_interval_h is not None:
         raise InputError("--no-planned", True, "either --no-planned or --planned-interval-h, not both")
     for p in profiles:

@@ -38,7 +38,7 @@ def import_(kind: str, file: str, config: str | None, cluster: str | None, nodes
     from clustersim.importers import finish, given_model, import_text, read_input
     from clustersim.output_file import check_output_path, write_text_atomic
     if out is not None:
-        check_output_path(out, "--out")
+        check_output_path(out, "--out", inputs=[p for p in (file, config, hf_config) if p is not None])
     text, name = read_input(file, "FILE", f"a {kind} file")
     cfg = read_input(config, "--config", "a job config") if config else None
     result = finish(import_text(kind, text, name, config=cfg, cluster=cluster, nodes=nodes,

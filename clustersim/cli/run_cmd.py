@@ -171,10 +171,11 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
     from clustersim.sweep.compare import parse_tokens
 
     n_tokens = parse_tokens(tokens) if tokens is not None else None
+    inputs = (*scenarios, *profiles)
     if html_file is not None:
-        check_html_path(html_file)
+        check_html_path(html_file, inputs=inputs)
     if trace_file is not None:
-        check_output_path(trace_file, "--trace")
+        check_output_path(trace_file, "--trace", inputs=inputs)
     use_profiles(profiles)
     if shared_fabric or len(scenarios) > 1:
         if tokens is not None:   # the shared-fabric report has no energy: --tokens was ignored

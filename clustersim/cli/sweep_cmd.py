@@ -139,12 +139,13 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
     from clustersim.api import SWEEP_EVALUATORS
     from clustersim.hardware.load import use_profiles
     use_profiles(profiles)
+    inputs = [p for p in (scenario, *profiles) if p is not None]
     if out is not None:
-        check_table_path(out)
+        check_table_path(out, inputs=inputs)
     if plot is not None:
-        check_plot_path(plot)
+        check_plot_path(plot, inputs=inputs)
     if html_file is not None:
-        check_html_path(html_file)
+        check_html_path(html_file, inputs=inputs)
     raw, base, sets, own = _template(scenario, overrides)
     constraints = parse_constraints(base.model, fixes, maxima, sets, only_validated)
     spec = sweep_spec(base, gpus, SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes), constraints,

@@ -13,7 +13,7 @@ import functools
 import html
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -92,9 +92,11 @@ def render_page(title: str, header_html: str, body_html: str, charts: Mapping[st
     return "\n".join(parts)
 
 
-def check_html_path(path: str | os.PathLike[str], option: str = "--html") -> Path:
-    """Fail early (exit 2) on an HTML output that cannot be written, before any work is done."""
-    return check_output_path(path, option, HTML_SUFFIXES)
+def check_html_path(path: str | os.PathLike[str], option: str = "--html",
+                    inputs: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    """Fail early (exit 2) on an HTML output that cannot be written, or is one of the command's
+    ``inputs``, before any work is done."""
+    return check_output_path(path, option, HTML_SUFFIXES, inputs)
 
 
 def write_html(path: str | os.PathLike[str], text: str, option: str = "--html") -> None:

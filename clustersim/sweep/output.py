@@ -4,6 +4,7 @@ atomically, so that an interrupted sweep leaves a complete file or none (cluster
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -14,9 +15,11 @@ from clustersim.output_file import atomic_write, check_output_path
 TABLE_SUFFIXES = (".csv", ".parquet")
 
 
-def check_table_path(path: str | os.PathLike[str], option: str = "--out") -> Path:
-    """Fail early (exit 2) on an output that cannot be written, before any work is done."""
-    p = check_output_path(path, option, TABLE_SUFFIXES)
+def check_table_path(path: str | os.PathLike[str], option: str = "--out",
+                     inputs: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    """Fail early (exit 2) on an output that cannot be written, or is one of the command's
+    ``inputs``, before any work is done."""
+    p = check_output_path(path, option, TABLE_SUFFIXES, inputs)
     if p.suffix.lower() == ".parquet":
         try:
             import pyarrow  # noqa: F401

@@ -14,8 +14,9 @@ from clustersim.output_file import atomic_write, check_output_path
 GiB = 2**30
 
 
-def check_plot_path(path: str | os.PathLike[str], option: str = "--plot") -> None:
-    check_output_path(path, option, (".png", ".svg", ".pdf"))
+def check_plot_path(path: str | os.PathLike[str], option: str = "--plot",
+                    inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
+    check_output_path(path, option, (".png", ".svg", ".pdf"), inputs)
 
 
 def _figure() -> Any:

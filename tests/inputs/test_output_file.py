@@ -16,6 +16,8 @@ import pytest
 from clustersim.errors import InputError
 from clustersim.output_file import NAME_MAX_BYTES, check_output_path, write_json_atomic, write_text_atomic
 
+MEGATRON_LOG = Path(__file__).resolve().parents[2] / "validation" / "logs" / "megatron_h100" / "gpt_7.1b_96gpu.log"
+
 
 def _refused(path: str, option: str = "--out") -> InputError:
     with pytest.raises(InputError) as exc:
@@ -68,3 +70,43 @@ def test_commands_refuse_an_unwritable_output_before_the_work(tmp_path: Path, ar
     out = _cli(*args, cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr and args[-2] in out.stderr, out.stderr
+
+
+def test_an_output_that_is_one_of_the_inputs_is_refused(tmp_path: Path) -> None:
+    """The rename would replace the user's file: `calibrate --log x.log --out x.log` lost the log, exit 0."""
+    given = tmp_path / "x.log"
+    given.write_text("log\n")
+    (tmp_path / "link.log").symlink_to(given)
+    os.link(given, tmp_path / "hard.log")
+    (tmp_path / "sub").mkdir()
+    for out in (given, tmp_path / "link.log", tmp_path / "hard.log", tmp_path / "sub" / ".." / "x.log"):
+        with pytest.raises(InputError, match="not one of the command's input files") as exc:
+            check_output_path(out, "--out", inputs=["-", tmp_path / "missing.yaml", given])
+        assert exc.value.field == "--out"
+    assert check_output_path(tmp_path / "other.log", "--out", inputs=[given]) == tmp_path / "other.log"
+
+
+@pytest.mark.parametrize("args", [
+    ("calibrate", "--log", "x.log", "--cluster", "dgx-h100", "--out", "x.log"),
+    ("calibrate", "--run", "s.yaml=0.8", "--out", "s.yaml"),
+    ("calibrate", "--runs", "r.csv", "--out", "s.yaml"),            # a scenario the CSV names
+    ("calibrate", "--run", "s.yaml=0.8", "--nccl-tests", "x.log", "--out", "x.log"),
+    ("import", "megatron-log", "x.log", "--cluster", "dgx-h100", "--out", "x.log"),
+    ("run", "s.yaml", "--trace", "s.yaml"),
+    ("run", "s.yaml", "--profile", "p.html", "--html", "p.html"),
+    ("goodput", "s.yaml", "--days", "1", "--out", "s.yaml"),
+    ("sweep", "s.yaml", "--profile", "s.csv", "--out", "s.csv"),
+    ("compare", "s.yaml", "--clusters", "dgx-h100", "--profile", "p.html", "--html", "p.html"),
+])
+def test_commands_refuse_to_overwrite_their_input(tmp_path: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "s.yaml").write_text("model: {preset: llama3-8b}\ncluster: {preset: dgx-h100, nodes: 1}\n"
+                                     "parallel: {tp: 8, micro_batch: 1, global_batch: 8}\n")
+    (tmp_path / "x.log").write_text(MEGATRON_LOG.read_text())
+    for name in ("p.html", "s.csv"):
+        (tmp_path / name).write_text("gpus: {}\n")
+    (tmp_path / "r.csv").write_text("scenario,step_time_s\ns.yaml,0.8\n")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    out = _cli(*args, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert f"error: {args[-2]}: got '{args[-1]}'" in out.stderr and "input files" in out.stderr, out.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
