@@ -63,6 +63,8 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     ("goodput", "s.yaml", "--days", "1", "--out", "s.yaml/g.json"),
     ("run", "--trace", ""),
     ("calibrate", "--run", "s.yaml=1.7", "--out", ""),
+    *([("run", "--trace", "/proc/x.json"), ("run", "--html", "/proc/x.html"),   # no file can be created there
+       ("calibrate", "--run", "s.yaml=1.7", "--out", "/proc/x.yaml")] if Path("/proc/self").is_dir() else []),
 ])
 def test_commands_refuse_an_unwritable_output_before_the_work(tmp_path: Path, args: tuple[str, ...]) -> None:
     (tmp_path / "s.yaml").write_text("model: {preset: llama3-8b}\ncluster: {preset: dgx-h100, nodes: 1}\n"
@@ -110,3 +112,43 @@ def test_commands_refuse_to_overwrite_their_input(tmp_path: Path, args: tuple[st
     assert out.returncode == 2, out.stderr
     assert f"error: {args[-2]}: got '{args[-1]}'" in out.stderr and "input files" in out.stderr, out.stderr
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_link_is_written_through_and_a_loop_refused(tmp_path: Path) -> None:
+    """The writer replaces the file a link names (the temporary file sits beside it, so a link into
+    another file system no longer ends in EXDEV after the work); a loop of links is exit 2."""
+    real = tmp_path / "real" / "t.json"
+    real.parent.mkdir()
+    real.write_text("old")
+    (tmp_path / "link.json").symlink_to(real)
+    write_json_atomic(check_output_path(tmp_path / "link.json", "--trace"), [1])
+    assert (tmp_path / "link.json").is_symlink() and json.loads(real.read_text()) == [1]
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    assert "loop of symbolic links" in str(_refused(str(tmp_path / "loop" / "t.json"), "--trace"))
+
+
+def test_a_folder_where_no_file_can_be_created_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc passes os.access for root, then the temporary file fails after the work: the check makes
+    one (and removes it)."""
+    import tempfile
+
+    def no_files(*args: object, **kwargs: object) -> None:
+        raise FileNotFoundError(2, "No such file or directory")
+    check_output_path(tmp_path / "t.json", "--trace")
+    assert list(tmp_path.iterdir()) == []          # the probe leaves nothing behind
+    monkeypatch.setattr(tempfile, "mkstemp", no_files)
+    assert "where files can be created" in str(_refused(str(tmp_path / "t.json"), "--trace"))
+
+
+@pytest.mark.parametrize("target", ["/dev/stdout", "o.txt"])
+def test_the_file_behind_standard_output_is_refused(tmp_path: Path, target: str) -> None:
+    """`run --trace /dev/stdout > o.txt` ended in an EXDEV traceback after the simulation, and
+    `--trace o.txt > o.txt` would swap the file from under the report."""
+    if target == "/dev/stdout" and not Path("/dev/stdout").exists():
+        pytest.skip("no /dev/stdout here")
+    with (tmp_path / "o.txt").open("w") as stdout:
+        out = subprocess.run([sys.executable, "-m", "clustersim", "run", "--trace", target], stdout=stdout,
+                             stderr=subprocess.PIPE, text=True, timeout=300, cwd=tmp_path,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and "standard output" in out.stderr, out.stderr
