@@ -15,7 +15,8 @@ operation for its shape, on the uncalibrated GPU, and compared with its measured
   (clustersim.calibrate.fabric_fit). A kernel's time includes waiting for the slowest rank, so
   these err on the slow side; nccl-tests logs, when given, weigh as much.
 
-Kernels without shapes (no ``record_shapes``, no linked operator) are counted and reported,
+Kernels without shapes (no ``record_shapes``, no linked operator) and kernels without work (a
+GEMM or attention with a dimension of 0: an MoE expert given no tokens) are counted and reported,
 not fitted. Weights are the measured durations: the kernels that fill the step decide.
 """
 
@@ -98,6 +99,15 @@ def element_bytes(k: Kernel) -> float | None:
     return (sum(n) + n[0]) * size   # read every input, write one output of the first input's size
 
 
+def _no_work(dims: tuple[int, ...], k: Kernel, empty: dict[str, int]) -> bool:
+    """True (and counted in ``empty``) for a kernel whose shape has a dimension of 0: it does no
+    work, so the model prices it at nothing and it says nothing about the machine's rate."""
+    if all(dims):
+        return False
+    empty[k.category] = empty.get(k.category, 0) + 1
+    return True
+
+
 def _weighted_log_mean(pairs: list[tuple[float, float]]) -> float | None:
     """exp(sum w log r / sum w) over (ratio, weight) pairs."""
     total = sum(w for _, w in pairs)
@@ -112,6 +122,7 @@ def fit_traces(traces: list[Trace], cluster: ClusterSpec) -> KernelFit:
     from clustersim.compute.roofline import memory_time_s
     gpu: GpuSpec = replace(cluster.gpu, gemm_scale=1.0, attention_scale=1.0, hbm_efficiency=0.0, compute_scale=1.0)
     gemm, attn, mem = [], [], []
+    empty: dict[str, int] = {}
     fit = KernelFit({})
     for trace in traces:
         for cat, ks in sorted(trace.by_category().items()):
@@ -123,7 +134,7 @@ def fit_traces(traces: list[Trace], cluster: ClusterSpec) -> KernelFit:
                 continue
             if k.category == "gemm":
                 shape = gemm_shape(k)
-                if shape is None:
+                if shape is None or _no_work(shape, k, empty):
                     continue
                 m, n, kk, b = shape
                 dtype = _dtype(k)
@@ -136,7 +147,7 @@ def fit_traces(traces: list[Trace], cluster: ClusterSpec) -> KernelFit:
                     fit.counts["gemm"]["fitted"] += 1
             elif k.category in ("attention_fwd", "attention_bwd"):
                 shape = attention_shape(k)
-                if shape is None:
+                if shape is None or _no_work(shape[:4], k, empty):
                     continue
                 b, h, s, d, causal = shape
                 dtype = _dtype(k)
@@ -164,6 +175,9 @@ def fit_traces(traces: list[Trace], cluster: ClusterSpec) -> KernelFit:
     value = _weighted_log_mean(mem)
     if value is not None:
         fit.gpu_constants["hbm_efficiency"] = min(max(HBM_EFFICIENCY * value, 0.01), 1.0)
+    for cat, n in sorted(empty.items()):
+        fit.notes.append(f"trace: {n} {cat} kernels with a dimension of 0 (no work: an MoE expert given no tokens): "
+                         "counted, not fitted")
     for cat, c in sorted(fit.counts.items()):
         if c["kernels"] and not c["fitted"] and cat != "other":
             fit.notes.append(f"trace: {int(c['kernels'])} {cat} kernels without shapes or sizes (record_shapes=True "

@@ -95,3 +95,31 @@ def test_trace_cli_bad_input_writes_nothing(tmp_path, capsys):
     out = tmp_path / "never.yaml"
     code, _, err = _run(["calibrate", "--trace", str(path), "--cluster", "dgx-h100", "--out", str(out)], capsys)
     assert code == 2 and "kernel" in err and not out.exists()
+
+
+def test_kernels_without_work_are_counted_not_fitted(tmp_path, capsys):
+    """An MoE expert given no tokens launches `aten::mm` with Input Dims [[0, K], [K, N]] (and an
+    attention of batch 0 does no work either): the fit ended in ZeroDivisionError in the GEMM model's
+    tile quantization; such kernels are now skipped as kernels without shapes are, and reported."""
+    cluster = load_cluster("dgx-h100", 1)
+    data = gpu_trace(gpu=cluster.gpu, gemm_scale=0.8, attention_scale=0.7, hbm_efficiency=0.6, nccl_busbw_GBps=400)
+    bf = "c10::BFloat16"
+    for ext, (op, dims, kernel) in enumerate((("aten::mm", [[0, 4096], [4096, 12288]], GEMM_KERNELS[0]),
+                                              ("aten::_scaled_dot_product_flash_attention",
+                                               [[0, 32, 8192, 128]] * 3, FLASH_FWD)), start=900):
+        data["traceEvents"] += [
+            {"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": 5e6 + ext * 100, "dur": 8.0,
+             "args": {"External id": ext, "Input Dims": dims, "Input type": [bf] * len(dims),
+                      "Concrete Inputs": [""] * len(dims), "Sequence number": ext}},
+            {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": 5e6 + ext * 100 + 20, "dur": 5.0,
+             "args": {"External id": ext, "device": 0, "stream": 7, "correlation": 9000 + ext}}]
+    path = tmp_path / "moe.json"
+    write(path, data)
+    fit = fit_traces([read_trace(path)], cluster)
+    assert fit.gpu_constants["gemm_scale"] == pytest.approx(0.8, rel=1e-3)
+    assert fit.gpu_constants["attention_scale"] == pytest.approx(0.7, rel=1e-3)
+    assert any("1 gemm kernels with a dimension of 0" in n for n in fit.notes), fit.notes
+    assert any("1 attention_fwd kernels with a dimension of 0" in n for n in fit.notes), fit.notes
+    code, stdout, err = _run(["calibrate", "--trace", str(path), "--out", str(tmp_path / "p.yaml"), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["gpu"]["gemm_scale"] == pytest.approx(0.8, rel=1e-3)
