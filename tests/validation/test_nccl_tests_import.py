@@ -97,6 +97,16 @@ def test_not_a_log_is_an_input_error():
         parse_nccl_tests("hello\nworld\n")
 
 
+def test_a_log_without_a_table_is_named(tmp_path, capsys):
+    """Among several logs, the one without a results table is named (the message said 'log')."""
+    bad = tmp_path / "nccl_hdr.log"
+    bad.write_text("# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--nccl-tests", str(bad), "--nccl-tests", str(LOG), "--out", str(tmp_path / "p.yaml")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "error: --nccl-tests: got 'nccl_hdr.log'" in err, err
+
+
 def test_issue_h200_log_keeps_nvls_and_reproduces_large_sizes(tmp_path, capsys):
     """The issue: this log once gave a profile without NVLS, 26% low at 16 GiB, with a 3.1% fit
     error printed beside per-size errors of 30-36%. The errors checked here are recomputed from
