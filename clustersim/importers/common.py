@@ -124,17 +124,18 @@ MIN_STEP_TIME_S = 1e-6
 MAX_STEP_TIME_S = 86400.0
 
 
-def steady_state(points: list[tuple[int, float]], what: str) -> tuple[list[Iteration], float]:
+def steady_state(points: list[tuple[int, float]], what: str, source: str) -> tuple[list[Iteration], float]:
     """Drop warm-up and outliers; the measured step time is the median of the rest.
 
     Warm-up: the first logged line (it covers the first steps, which compile kernels, build NCCL
     communicators and grow the caching allocator) and every line ending at step
     ``WARMUP_ITERATIONS`` or earlier. Outliers: lines farther than ``MAD_CUTOFF`` scaled median
     absolute deviations from the median of the rest (a checkpoint save, an evaluation, a
-    straggling node), a robust rule that a few such lines cannot move.
+    straggling node), a robust rule that a few such lines cannot move. A log with nothing but
+    warm-up (``source``, read as ``what``) is an InputError: its times are not the steady step.
     """
     if not points:
-        raise InputError(what, None, "a log with at least one training step line")
+        raise InputError(what, source, "a log with at least one training step line")
     for it, t in points:
         if not (isinstance(t, (int, float)) and MIN_STEP_TIME_S <= t <= MAX_STEP_TIME_S):
             raise InputError(what, f"step {it}: {t!r} s", f"a measured step time between {MIN_STEP_TIME_S:g} s "
@@ -144,13 +145,16 @@ def steady_state(points: list[tuple[int, float]], what: str) -> tuple[list[Itera
     first = points[0][0]
     kept = []
     for it, t in points:
-        if len(points) > 1 and (it == first or it <= WARMUP_ITERATIONS):
+        if it == first or it <= WARMUP_ITERATIONS:
             out.append(Iteration(it, t, "warm-up"))
         else:
             kept.append((it, t))
-    if not kept:  # every line is warm-up: keep the last one rather than nothing
-        out = [i for i in out if i.iteration != points[-1][0]]
-        kept = [points[-1]]
+    if not kept:
+        raise InputError(what, source, "a log with a steady-state step line: the first logged line and lines ending "
+                         f"at step {WARMUP_ITERATIONS} or earlier are warm-up (kernel compilation, NCCL set-up), so "
+                         f"it needs at least 2 step lines, one ending after step {WARMUP_ITERATIONS}; this one holds "
+                         f"{len(points)} step line{'s' if len(points) > 1 else ''}, ending at step{'s' if len(points) > 1 else ''} "
+                         f"{', '.join(str(it) for it, _ in points[:8])}{', ...' if len(points) > 8 else ''}")
     times = [t for _, t in kept]
     med = statistics.median(times)
     mad = statistics.median(abs(t - med) for t in times) * MAD_SCALE

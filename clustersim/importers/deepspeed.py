@@ -217,7 +217,7 @@ def import_deepspeed_log(text: str, source: str, config_text: str | None, config
     cluster, beside = detected_cluster(cluster, "\n".join(lines[:400]))
     scenario, notes = scenario_from_config(cfg, cluster=cluster, nodes=nodes, name=f"imported from {source}")
     scenario["cluster"].update(beside)   # the GPU profile of a part without its own preset
-    iterations, median = steady_state(step_times(lines, scenario["parallel"]["global_batch"]), "deepspeed-log")
+    iterations, median = steady_state(step_times(lines, scenario["parallel"]["global_batch"]), "deepspeed-log", source)
     return ImportResult("deepspeed-log", source if config_text is None else f"{source} + {config_name}",
                         "deepspeed", scenario, iterations, median, notes=notes)
 

@@ -71,7 +71,7 @@ def import_megatron_log(text: str, source: str, cluster: str | None = None, node
         mapped = scenario_from_args(args, cluster, nodes, f"imported from {source}")
         framework, scenario, unknown, notes = mapped.framework, mapped.scenario, mapped.unknown, mapped.notes
     scenario.setdefault("cluster", {}).update(beside)   # the GPU profile of a part without its own preset
-    iterations, median = steady_state(points, "megatron-log")
+    iterations, median = steady_state(points, "megatron-log", source)
     steady_batches = [b for (it, _), b in zip(points, batches, strict=False) if it > iterations[0].iteration]
     par = scenario.setdefault("parallel", {})
     if steady_batches and steady_batches[-1] != par.get("global_batch"):

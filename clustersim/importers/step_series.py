@@ -118,6 +118,6 @@ def import_step_series(kind: str, points: list[tuple[int, float]], how: str, sou
         raise InputError("--log", source, "step times: at least one step (this file has none)")
     from clustersim.importers.config import import_config
     cfg = import_config(config[0], config[1], cluster, nodes)
-    iterations, median = steady_state(points, kind)
+    iterations, median = steady_state(points, "--log", source)
     return ImportResult(kind, source, cfg.framework, cfg.scenario, iterations, median, cfg.unknown,
                         notes=[*cfg.notes, f"step times from {how}"])

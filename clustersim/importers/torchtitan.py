@@ -408,7 +408,7 @@ def import_torchtitan_log(text: str, source: str, config_text: str | None, confi
     par = scenario["parallel"]
     world = par["dp"] * par["tp"] * par["pp"] * par["cp"]
     points = step_times(lines, par["global_batch"] * scenario["model"]["seq_len"], world)
-    iterations, median = steady_state(points, "torchtitan-log")
+    iterations, median = steady_state(points, "torchtitan-log", source)
     if not math.isfinite(median):
         raise InputError("torchtitan-log", source, "finite tps values")
     return ImportResult("torchtitan-log", f"{source} + {config_name}", "torchtitan", scenario, iterations, median,

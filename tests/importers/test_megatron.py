@@ -52,6 +52,25 @@ def test_log_import_json_keys_and_steady_state(tmp_path, capsys):
     assert load_scenario(out).parallel.dp == 48
 
 
+@pytest.mark.parametrize("iters, interval", [(1, 10), (3, 1)])
+def test_a_log_of_warm_up_only_is_exit_2_naming_it(tmp_path, capsys, iters, interval):
+    """A log cut after its first iteration line (or ending at step 3) holds no steady-state line
+    (docs/calibration.md, "Steady state"): its warm-up time (4.8 s against 0.8 s steady on the 7.1B
+    H100 log) was reported as the steady step, and calibrate fitted compute_scale 0.4 to it."""
+    log = tmp_path / "warm.log"
+    text = megatron_log(ARGS_16B, 1.2, first_step_s=6.0, iters=100, log_interval=interval, checkpoint_at=None)
+    lines = text.splitlines()
+    steps = [i for i, line in enumerate(lines) if "elapsed time per iteration" in line]
+    log.write_text("\n".join(lines[:steps[iters - 1] + 1]) + "\n")
+    code, stdout, err = _run(["import", "megatron-log", str(log), "--cluster", "dgx-h100", "--json"], capsys)
+    assert code == 2 and stdout == "", err
+    assert "error: megatron-log: got 'warm.log'" in err and "this one holds" in err, err
+    assert "at least 2 step lines, one ending after step 3" in err, err
+    code, _, err = _run(["calibrate", "--log", str(log), "--cluster", "dgx-h100", "--out", str(tmp_path / "p.yaml")],
+                        capsys)
+    assert code == 2 and "warm.log" in err and not (tmp_path / "p.yaml").exists(), err
+
+
 def test_legacy_log_and_unknown_flags(tmp_path):
     args = {**ARGS_16B, "use_legacy_models": True, "transformer_impl": "local", "some_new_flag_2030": 7,
             "recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}

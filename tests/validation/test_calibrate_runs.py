@@ -147,6 +147,21 @@ def _iteration_lines(step_s: float) -> str:
                      if "iteration" in line and "elapsed time per iteration" in line)
 
 
+@pytest.mark.parametrize("steps, steady", [((1,), False), ((1, 2), False), ((1, 2, 3), False), ((1, 4), True)])
+def test_step_times_of_warm_up_only_are_refused(jobs, tmp_path, capsys, steps, steady):
+    """A CSV of step times needs a line past the warm-up (the first line, steps <= 3), as a log does;
+    one row at step 1 was used as the steady step."""
+    p, _, t = jobs[0]
+    path = tmp_path / "steps.csv"
+    path.write_text("step,step_time_s\n" + "".join(f"{s},{t * (5 if i == 0 else 1)!r}\n" for i, s in enumerate(steps)))
+    code, stdout, err = _run(["calibrate", "--log", str(path), "--config", str(p), "--out",
+                              str(tmp_path / "p.yaml"), "--json"], capsys)
+    if steady:
+        assert code == 0 and json.loads(stdout)["runs"][0]["measured_step_time_s"] == pytest.approx(t), err
+    else:
+        assert code == 2 and "error: --log: got 'steps.csv'" in err and "steady-state" in err, err
+
+
 def test_megatron_log_without_arguments_block_takes_config(jobs, tmp_path, capsys):
     """A pasted excerpt (iteration lines only) is refused naming --config, and accepted with the job
     as a clustersim scenario or as Megatron-LM's command line."""
