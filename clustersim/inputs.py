@@ -19,13 +19,14 @@ before any expensive work starts:
 
 from __future__ import annotations
 
+import filecmp
 import json
 import math
 import os
 import re
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,33 @@ def read_text(path: str | os.PathLike[str], field: str, what: str = "a text file
     if not allow_empty and not text.strip():
         raise InputError(field, str(path), f"{what}; this file is empty")
     return text
+
+
+def check_distinct_files(paths: Sequence[str | os.PathLike[str]], field: str) -> None:
+    """Refuse a file given twice to ``field``: the same file (by path, symbolic or hard link) or a
+    copy (the same bytes). A measurement given twice is no second measurement: `calibrate --log
+    x.log --log x.log` counted as two runs and predicted each from the other with no error. Paths
+    that are not there are left to the reader, which names them."""
+    for i, path in enumerate(paths):
+        for earlier in paths[:i]:
+            same = _same_file(path, earlier)
+            if same:
+                raise InputError(field, os.fspath(path), f"each file once: this is {same} {os.fspath(earlier)}, "
+                                                         "given before (a repeated measurement is no new evidence)")
+
+
+def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> str:
+    """"the same file as" / "a copy of" when ``a`` is ``b`` or holds the same bytes, else ""."""
+    try:
+        if os.path.samefile(a, b):
+            return "the same file as"
+        sa, sb = os.stat(a), os.stat(b)
+        if stat.S_ISREG(sa.st_mode) and stat.S_ISREG(sb.st_mode) and sa.st_size == sb.st_size \
+                and filecmp.cmp(a, b, shallow=False):
+            return "a copy of"
+    except (OSError, ValueError):
+        pass
+    return ""
 
 
 def read_stdin_text(field: str, what: str = "text", max_bytes: int = MAX_LOG_BYTES) -> str:

@@ -26,6 +26,7 @@ at its fitted scale.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field, replace
@@ -178,6 +179,7 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     for path in runs_csv or []:
         runs += runs_from_csv(path, overrides)
     check_output_path(out, "--out", inputs=[p for r in runs for p in r.files])   # a --runs CSV's scenarios too
+    _check_distinct_runs(runs)
     presets = sorted({r.scenario["cluster"]["preset"] for r in runs})
     if base is not None and runs:
         for r in runs:  # --cluster names the machine every run ran on
@@ -277,6 +279,22 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
         nccl = NcclCalibration(tuple(nccl_runs), tuple(nccl_sources), base, fabric, tuple(rows), path, name, names)
     return MachineCalibration(base, name, path, runs, scale, loo, before, written, evidence, gpu_fit, nccl,
                               trace_notes, notes)
+
+
+def _check_distinct_runs(runs: list[Run]) -> None:
+    """Refuse a run given twice (the same job, its name aside, and the same measured step time: a
+    repeated --run, two equal rows of a --runs CSV, a log and its copy): it would count as
+    independent evidence, predicted from itself by leave-one-out with no error, and narrow the
+    calibrated interval."""
+    seen: dict[str, Run] = {}
+    for r in runs:
+        job = {k: v for k, v in r.scenario.items() if k != "name"}
+        key = json.dumps([job, r.measured_s], sort_keys=True, default=str)
+        if key in seen:
+            raise InputError(r.option, r.source, f"each run once: the same job and measured step time "
+                             f"({r.measured_s:.6g} s) as {seen[key].source}, given before (a repeated run is no new "
+                             "evidence: leave-one-out would predict it from itself)")
+        seen[key] = r
 
 
 def _source(runs: list[Run], nccl_sources: list[str], traces: list[Path]) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from clustersim.errors import InputError
+from clustersim.inputs import check_distinct_files
 from clustersim.limits import MAX_GPUS
 from clustersim.output_file import check_output_path
 
@@ -55,6 +56,8 @@ def calibrate(nccl_logs: tuple[Path, ...], train_logs: tuple[Path, ...], configs
     _check_name(name)
     inputs = [*nccl_logs, *train_logs, *configs, *runs_csv, *traces, *(s.rpartition("=")[0] for s in run_specs)]
     out = check_output_path(out if out is not None else Path(f"{name}.yaml"), "--out", inputs=inputs)
+    for option, paths in (("--nccl-tests", nccl_logs), ("--log", train_logs), ("--runs", runs_csv), ("--trace", traces)):
+        check_distinct_files(paths, option)
     if train_logs or traces or run_specs or runs_csv:
         from clustersim.calibrate.machine import calibrate_machine
         result = calibrate_machine(nccl_logs=list(nccl_logs), logs=list(train_logs), configs=list(configs),

@@ -249,3 +249,35 @@ def test_unknown_preset_names_profile_and_the_file(tmp_path, monkeypatch, capsys
     assert (tmp_path / "my-h100.yaml").exists()
     code, _, err = _run(["run", "--set", "cluster.preset=my-h100"], capsys)
     assert code == 2 and "--profile my-h100.yaml" in err, err
+
+
+def test_a_run_given_twice_is_refused(jobs, tmp_path, capsys):
+    """The same run several times counted as independent evidence: `--log M --log M --log M` reported
+    "leave-one-out: 3 runs, median |error| 0.0%" and narrowed the calibrated interval. A file given
+    twice (by path, link or copy), a repeated --run and two equal rows of a --runs CSV are exit 2,
+    naming the option and the repeated value; nothing is written."""
+    (p1, _, t1), (p2, _, t2) = jobs[0], jobs[1]
+    log = tmp_path / "steps.csv"
+    log.write_text("step,step_time_s\n" + "".join(f"{i},{t1!r}\n" for i in range(1, 12)))
+    copy = tmp_path / "copy.csv"
+    copy.write_text(log.read_text())
+    (tmp_path / "link.csv").symlink_to(log)
+    rows = tmp_path / "runs.csv"
+    rows.write_text(f"scenario,step_time_s\n{p1},{t1!r}\n{p2},{t2!r}\n{p1},{t1!r}\n")
+    out = tmp_path / "p.yaml"
+    for argv, option, value in [
+        (["--log", str(log), "--config", str(p1), "--log", str(log), "--config", str(p1)], "--log", str(log)),
+        (["--log", str(log), "--config", str(p1), "--log", str(copy), "--config", str(p1)], "--log", str(copy)),
+        (["--log", str(log), "--config", str(p1), "--log", str(tmp_path / "link.csv"), "--config", str(p1)], "--log",
+         str(tmp_path / "link.csv")),
+        (["--run", f"{p1}={t1!r}", "--run", f"{p2}={t2!r}", "--run", f"{p1}={t1!r}"], "--run", p1.name),
+        (["--runs", str(rows)], "--runs", f"runs.csv:4 {p1.name}"),
+        (["--runs", str(rows), "--runs", str(rows)], "--runs", str(rows)),
+    ]:
+        code, _, err = _run(["calibrate", *argv, "--out", str(out)], capsys)
+        assert code == 2 and f"error: {option}: got '{value}'" in err and "once" in err, (argv, err)
+        assert not out.exists()
+    # the same job measured at another step time is another measurement
+    code, _, err = _run(["calibrate", "--run", f"{p1}={t1!r}", "--run", f"{p1}={t1 * 1.02!r}", "--out", str(out)],
+                        capsys)
+    assert code == 0, err
