@@ -13,7 +13,6 @@ from clustersim.engine.timeline import STREAMS, Timeline
 from clustersim.scenario import Scenario
 
 
-
 def trace_events(timeline: Timeline, scenario: Scenario, per_rank: dict[str, Any] | None = None) -> dict[str, Any]:
     """``per_rank``: the report's ``faults`` object in per-rank mode (one process per simulated
     rank: pipeline stage p of rank class c is process c * pp + p)."""

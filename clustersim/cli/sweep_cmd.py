@@ -14,7 +14,6 @@ from clustersim.errors import InputError, Interrupted
 from clustersim.html import check_html_path, write_html
 from clustersim.limits import MAX_RERANK, MAX_TOP
 from clustersim.scenario import Scenario, apply_overrides, read_scenario_dict, scenario_from_dict
-from clustersim.sweep.template import load_template
 from clustersim.sweep.constraints import parse_constraints, searched_overrides
 from clustersim.sweep.executors import EXECUTORS, make_executor
 from clustersim.sweep.objective import RANK_BY, RANK_BY_HELP
@@ -22,6 +21,7 @@ from clustersim.sweep.output import check_table_path, write_table
 from clustersim.sweep.plot import check_plot_path, plot_result
 from clustersim.sweep.runner import run_sweep, sweep_spec
 from clustersim.sweep.space import SearchSpace
+from clustersim.sweep.template import load_template
 from clustersim.sweep.verdict import verdict
 
 GiB = 2**30

@@ -32,7 +32,6 @@ from clustersim.engine.timeline import SimResult, StepResult, Timeline
 from clustersim.engine.unit_runner import TIERS, Proc, UnitRunner, alone_segments, alone_total
 from clustersim.network import FairShareLink
 from clustersim.plan.comm_plans import Item
-from clustersim.plan.compiled_unit import CompiledUnit
 from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, Total
 from clustersim.plan.zero3 import gather_slots
 

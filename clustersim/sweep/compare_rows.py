@@ -13,7 +13,6 @@ from dataclasses import replace
 from clustersim.energy import energy_report
 from clustersim.errors import InputError
 from clustersim.scenario import Scenario, apply_overrides, read_scenario_dict
-from clustersim.sweep.template import load_template
 from clustersim.sweep.compare import (
     ClusterSize,
     cluster_size,
@@ -29,6 +28,7 @@ from clustersim.sweep.evaluators import Evaluators
 from clustersim.sweep.executors import SerialExecutor, make_executor
 from clustersim.sweep.runner import SweepResult, make_tasks, parallel_dict, run_sweep
 from clustersim.sweep.space import SearchSpace, layout_key
+from clustersim.sweep.template import load_template
 
 
 def own_layout_tokens_per_s(result: SweepResult) -> float | None:

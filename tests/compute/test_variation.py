@@ -6,7 +6,12 @@ import math
 
 import pytest
 
-from clustersim.compute.variation import SIGMA_GPU, expected_max_normal, speed_beyond_spread, sync_wait_fraction
+from clustersim.compute.variation import (
+    SIGMA_GPU,
+    expected_max_normal,
+    speed_beyond_spread,
+    sync_wait_fraction,
+)
 
 
 @pytest.mark.parametrize("n,exact", [(1, 0.0), (2, 1 / math.sqrt(math.pi)), (3, 1.5 / math.sqrt(math.pi)),

@@ -7,10 +7,9 @@ exited 2 on its first such candidate."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
-
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
