@@ -66,6 +66,7 @@ class NcclRow:
     in_place_time_s: float  # 0.0 when the log has no in-place column
     redop: str = ""         # "" when the log has no redop column
     root: int | None = None  # None when the log has no root column
+    wrong: int = 0          # nccl-tests' #wrong (out-of-place + in-place): elements that failed its check
 
     @property
     def measured_s(self) -> float:
@@ -168,10 +169,13 @@ def _parse_row(line: str, layout: tuple[str, ...] | None) -> NcclRow | None:
             t_in = float(rest[group + t_at])
         except ValueError:
             t_in = 0.0
+    wrong_at = bus_at + 1 if layout is None or "#wrong" not in layout else layout.index("#wrong") - base
+    wrong = sum(int(rest[i]) for i in (t_at + wrong_at, group + t_at + wrong_at)
+                if i < len(rest) and rest[i].isdigit())   # "N/A" when the test ran without its check (-c 0)
     if not (0 <= t <= MAX_ROW_TIME_US and 0 <= alg <= MAX_ROW_GBPS and 0 <= bus <= MAX_ROW_GBPS) \
             or size > MAX_SIZE_BYTES or not math.isfinite(t_in):
         return None  # not a measurement (NaN, inf, 1e308, a negative time): not a row
-    return NcclRow(size, count, dtype, t * 1e-6, alg, bus, t_in * 1e-6, redop, root)
+    return NcclRow(size, count, dtype, t * 1e-6, alg, bus, t_in * 1e-6, redop, root, wrong)
 
 
 def parse_nccl_tests(text: str, op: str | None = None, source: str | None = None) -> list[NcclTestsRun]:
@@ -232,6 +236,11 @@ def parse_nccl_tests(text: str, op: str | None = None, source: str | None = None
     if not runs:
         raise InputError("--nccl-tests", source, "nccl-tests output with a results table "
                          "(lines `size count type [redop root] time algbw busbw #wrong ...`)")
+    wrong = [row.size_bytes for run in runs for row in run.rows if row.wrong > 0]
+    if wrong:   # nccl-tests' own check failed: the collective returned wrong data, no measurement to fit
+        sizes = ", ".join(str(b) for b in wrong[:4]) + (", ..." if len(wrong) > 4 else "")
+        raise InputError("--nccl-tests", source, f"a log whose results pass nccl-tests' check: {len(wrong)} row(s) "
+                                                 f"report #wrong > 0 (sizes {sizes} B); rerun the test")
     for run in runs:
         _name_op(run, op)
     return runs

@@ -184,3 +184,19 @@ def test_unknown_gpu_needs_cluster(tmp_path, capsys):
     log.write_text(text)
     code, _, err = _run(["calibrate", "--nccl-tests", str(log), "--out", str(tmp_path / "p.yaml")], capsys)
     assert code == 2 and "--cluster" in err and "RTX 4090" in err
+
+
+@pytest.mark.parametrize("column", [-5, -1])   # the out-of-place or the in-place #wrong
+def test_rows_nccl_tests_marked_wrong_are_no_measurement(column):
+    """nccl-tests' own check (#wrong > 0: the collective returned wrong data) was ignored and the
+    rows fitted like any others; a log with such rows is refused, naming the file."""
+    lines = LOG.read_text().splitlines()
+    i = next(k for k, line in enumerate(lines) if line.split()[:1] == [str(2**24)])
+    toks = lines[i].split()
+    assert toks[column] == "0"
+    toks[column] = "1234"
+    lines[i] = "  ".join(toks)
+    with pytest.raises(InputError, match=r"#wrong > 0 \(sizes 16777216 B\)") as err:
+        parse_nccl_tests("\n".join(lines), source="bad.log")
+    assert err.value.field == "--nccl-tests" and err.value.value == "bad.log"
+    assert all(row.wrong == 0 for run in parse_nccl_tests(LOG.read_text()) for row in run.rows)
