@@ -106,6 +106,8 @@ class MachineCalibration:
     nccl: Any = None
     trace_notes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # every fitted factor, also where no run was given (traces or nccl-tests only: no evidence then)
+    factors: tuple[CalibratedFactor, ...] = ()
 
     def loo_errors(self) -> list[float]:
         return [p / r.measured_s - 1 for (_, p), r in zip(self.loo, self.runs, strict=False)]
@@ -129,6 +131,9 @@ class MachineCalibration:
         if self.evidence is not None:
             ev = evidence_to_json(self.evidence)
             out.update(factors=ev["factors"], cover=ev["cover"], calibration=ev)
+        elif self.factors:   # fitted to kernels or collectives only: the factors without run evidence
+            out["factors"] = evidence_to_json(CalibrationEvidence(runs=0, loo_rel_errors=(),
+                                                                  factors=self.factors))["factors"]
         if loo:
             out["leave_one_out"] = {"runs": len(loo), "median_abs_error_pct": round(statistics.median(
                 abs(e) for e in loo) * 100, 3), "max_abs_error_pct": round(max(abs(e) for e in loo) * 100, 3)}
@@ -278,7 +283,7 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
         names = {t: f"{name}-{t.replace('_', '-')}" for t in ("scale_up", "scale_out")}
         nccl = NcclCalibration(tuple(nccl_runs), tuple(nccl_sources), base, fabric, tuple(rows), path, name, names)
     return MachineCalibration(base, name, path, runs, scale, loo, before, written, evidence, gpu_fit, nccl,
-                              trace_notes, notes)
+                              trace_notes, notes, tuple(factors))
 
 
 def _check_distinct_runs(runs: list[Run]) -> None:

@@ -54,6 +54,11 @@ def test_planted_constants_are_found_again(tmp_path, capsys):
     out = tmp_path / "p.yaml"
     code, stdout, _ = _run(["calibrate", "--trace", str(path), "--out", str(out), "--json"], capsys)
     assert code == 0 and json.loads(stdout)["base_cluster"] == "dgx-h100"  # from deviceProperties
+    # the fitted factors are reported without runs too (a trace-only calibration printed nothing)
+    factors = {f["name"]: f["value"] for f in json.loads(stdout)["factors"]}
+    assert factors["gemm_scale"] == pytest.approx(0.8, rel=1e-3) and "scale_up.bw" in factors
+    code, stdout, _ = _run(["calibrate", "--trace", str(path), "--out", str(tmp_path / "q.yaml")], capsys)
+    assert code == 0 and "fitted factors:" in stdout and "gemm_scale: 1 -> 0.8" in stdout
     from clustersim.calibrate.profile import profile_in_env
     with profile_in_env(out):
         gpu = load_cluster("calibrated", 1).gpu
