@@ -20,7 +20,6 @@ hardware loader and every row predicted again.
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +36,6 @@ SMALL_WEIGHT = 0.05
 DEFAULT_MIN_SIZE_BYTES = units.MiB
 # GPU named in the log's rank lines -> the preset of its usual server (SXM boards only; a PCIe
 # board has no NVSwitch and needs --cluster). Only presets that exist are used.
-DEVICE_PRESETS = ((r"\bGB200\b", "gb200-nvl72"), (r"\bB200\b", "dgx-b200"), (r"\bH200\b", "hgx-h200"),
-                  (r"\bH800\b", "dgx-h800"), (r"\bH100 80GB HBM3\b|\bH100-SXM", "dgx-h100"),
-                  (r"\bA100-SXM", "dgx-a100"), (r"\bMI300X\b", "mi300x"))
-
 
 @dataclass(frozen=True, slots=True)
 class RowResult:
@@ -109,13 +104,18 @@ def _knob_json(name: str, value: float) -> float:
 
 
 def infer_base_cluster(device: str) -> str:
+    """The cluster preset of the GPU an nccl-tests log names (the importers' one map of GPU names,
+    clustersim.importers.common.GPU_CLUSTERS)."""
     from clustersim.hardware.load import list_clusters
-    presets = set(list_clusters())
-    for pattern, preset in DEVICE_PRESETS:
-        if re.search(pattern, device, re.IGNORECASE) and preset in presets:
-            return preset
-    raise InputError("--cluster", None, f"the cluster preset this log ran on (the log names the GPU "
-                     f"{device or 'nowhere'!r}, which matches no preset); one of {', '.join(sorted(presets))}")
+    from clustersim.importers.common import gpu_cluster_in
+    found = gpu_cluster_in(device) if device else None
+    # a part without a server preset of its own (H100 PCIe: a preset with another GPU and scale-up)
+    # is no preset to calibrate from: --cluster says which machine it is
+    preset = found["preset"] if found and len(found) == 1 else None
+    if preset is None:
+        raise InputError("--cluster", None, f"the cluster preset this log ran on (the log names the GPU "
+                         f"{device or 'nowhere'!r}, which matches no preset); one of {', '.join(sorted(list_clusters()))}")
+    return preset
 
 
 def read_runs(logs: list[tuple[str, str]], op: str | None) -> tuple[list[NcclTestsRun], list[str]]:
@@ -149,6 +149,7 @@ def observations(runs: list[NcclTestsRun], min_size_bytes: int) -> list[tuple[in
 def fit_nccl_tests(logs: list[tuple[str, str]], base_cluster: str | None, name: str, out: Path,
                    op: str | None = None, min_size_bytes: int = DEFAULT_MIN_SIZE_BYTES) -> NcclCalibration:
     """Fit, write ``out``, read it back and predict every row with it."""
+    from clustersim.calibrate.devices import check_devices
     from clustersim.hardware.load import describe, list_clusters, load_cluster
     runs, sources = read_runs(logs, op)
     if base_cluster is None:
@@ -157,6 +158,7 @@ def fit_nccl_tests(logs: list[tuple[str, str]], base_cluster: str | None, name: 
         raise InputError("--cluster", base_cluster, list_clusters())
     nodes = max(r.nodes for r in runs)
     base = load_cluster(base_cluster, nodes)
+    check_devices(base, [(src, r.device) for src, r in zip(sources, runs, strict=True)], "--nccl-tests")
     for run in runs:
         if run.ranks_per_node > base.gpus_per_node or run.ranks % max(1, run.nodes):
             raise InputError("--cluster", base_cluster, f"a preset with at least {run.ranks_per_node} GPUs per node "

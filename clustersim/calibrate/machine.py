@@ -174,6 +174,7 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
                       op: str | None, min_size_bytes: int, run_specs: list[str] | None = None,
                       runs_csv: list[Path] | None = None) -> MachineCalibration:
     from clustersim.calibrate import fabric_fit
+    from clustersim.calibrate.devices import check_devices
     from clustersim.calibrate.import_nccl import infer_base_cluster, observations, read_runs
     from clustersim.calibrate.runs import runs_from_csv, runs_from_logs, runs_from_specs
     from clustersim.hardware.load import describe, list_clusters, load_cluster
@@ -206,6 +207,8 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     if base not in list_clusters():
         raise InputError("--cluster", base, list_clusters())
     cluster = load_cluster(base, max([1] + [r.nodes for r in nccl_runs]))
+    check_devices(cluster, [(src, r.device) for src, r in zip(nccl_sources, nccl_runs, strict=True)]
+                   + [(t.source, t.device_name) for t in trace_data], "--nccl-tests" if nccl_runs else "--trace")
     base_cluster = cluster
     notes: list[str] = []
     factors: list[CalibratedFactor] = []

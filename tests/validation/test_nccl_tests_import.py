@@ -200,3 +200,15 @@ def test_rows_nccl_tests_marked_wrong_are_no_measurement(column):
         parse_nccl_tests("\n".join(lines), source="bad.log")
     assert err.value.field == "--nccl-tests" and err.value.value == "bad.log"
     assert all(row.wrong == 0 for run in parse_nccl_tests(LOG.read_text()) for row in run.rows)
+
+
+def test_a_log_of_another_gpu_than_the_clusters_is_refused(tmp_path, capsys):
+    """An H200's nccl-tests log with --cluster dgx-h100 wrote an "H100" profile with H200 numbers
+    (exit 0); the log's own GPU, or none given, still calibrates."""
+    code, _, err = _run(["calibrate", "--nccl-tests", str(H200), "--cluster", "dgx-h100",
+                         "--out", str(tmp_path / "p.yaml")], capsys)
+    assert code == 2 and "--cluster: got 'dgx-h100'" in err and "NVIDIA H200" in err and "hgx-h200" in err, err
+    assert not (tmp_path / "p.yaml").exists()
+    for extra in (["--cluster", "hgx-h200"], []):
+        code, _, err = _run(["calibrate", "--nccl-tests", str(H200), *extra, "--out", str(tmp_path / "q.yaml")], capsys)
+        assert code == 0, err
