@@ -30,6 +30,14 @@ def _names(annotation: Any, wanted: tuple[type, ...]) -> bool:
     return False
 
 
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 
@@ -46,7 +54,9 @@ class Section(BaseModel):
                 and not _names(annotation, (str, int, float)):
             # lax mode reads "y", "on", "1" and 1 as true: a flag is true or false
             raise ValueError("true or false")
-        elif isinstance(value, str) and _names(annotation, (int, float)) and not _names(annotation, (str,)):
-            # lax mode reads "2" as 2: a quoted number is a mistake taken as a value
+        elif isinstance(value, str) and _names(annotation, (int, float)) and not _names(annotation, (str,)) \
+                and _numeric(value):
+            # lax mode reads "2" as 2: a quoted number is a mistake taken as a value (other text
+            # gets pydantic's own message: "a whole number" ...)
             raise ValueError("a number, not a string")
         return value
