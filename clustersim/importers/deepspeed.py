@@ -152,10 +152,22 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
         cluster_d.update(nodes=1, gpus_per_node=world)
     stage, zero = _zero_stage(cfg)
     parallel: dict[str, Any] = {"dp": world, "micro_batch": micro, "global_batch": batch, "zero_stage": stage}
-    for key in ("offload_optimizer", "offload_param"):
+    # ZeRO-Offload / ZeRO-Infinity (deepspeed/runtime/zero/offload_config.py: device none | cpu | nvme;
+    # offload_param only with stage 3): cpu -> parallel.offload.optimizer / params; NVMe is not modelled
+    offload: dict[str, bool] = {}
+    for key, field in (("offload_optimizer", "optimizer"), ("offload_param", "params")):
         dev = config_table(zero.get(key), f"zero_optimization.{key}", 'an object such as {"device": "cpu"}').get("device")
-        if dev not in (None, "none"):
-            raise InputError(f"zero_optimization.{key}.device", dev, "none: offload is not modelled yet")
+        if dev in (None, "none"):
+            continue
+        if dev != "cpu":
+            raise InputError(f"zero_optimization.{key}.device", dev, "none or cpu (parallel.offload; NVMe offload "
+                             "is not modelled)")
+        if field == "params" and stage != 3:
+            raise InputError(f"zero_optimization.{key}.device", dev, "none below zero_optimization.stage 3 "
+                             "(DeepSpeed offloads parameters with ZeRO-3 only)")
+        offload[field] = True
+    if offload:
+        parallel["offload"] = offload
     ac = config_table(cfg.get("activation_checkpointing"), "activation_checkpointing",
                       'an object such as {"partition_activations": true}')
     if ac:

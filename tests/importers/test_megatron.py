@@ -80,8 +80,8 @@ def test_legacy_log_and_unknown_flags(tmp_path):
 
 
 @pytest.mark.parametrize("flag, value", [("pipeline_model_parallel_layout", "'Et*2|t*3|L'"),
-                                         ("decoder_first_pipeline_num_layers", 3), ("mtp_num_layers", 1),
-                                         ("moe_layer_freq", "[0]*3+[1]*29")])
+                                         ("decoder_first_pipeline_num_layers", 3), ("window_size", "[4096, 0]"),
+                                         ("num_distributed_optimizer_instances", 2)])
 def test_unmappable_layout_or_model_flag_is_named(flag, value, tmp_path, capsys):
     log = tmp_path / "x.log"
     log.write_text(megatron_log({**ARGS_16B, flag: value}, 1.0))
