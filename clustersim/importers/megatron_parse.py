@@ -98,29 +98,93 @@ TORCHRUN_FLAGS = {"nproc_per_node", "nproc-per-node", "nnodes", "node_rank", "no
                   "rdzv-backend", "rdzv_id", "rdzv-id", "standalone", "max_restarts", "max-restarts", "log_dir",
                   "log-dir", "redirects", "tee", "local_addr", "local-addr", "monitor_interval", "role", "no_python",
                   "module", "run_path"}
-_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=([^\s()\"']+|\"[^\"]*\"|'[^']*')\s*(?:#.*)?$")
-_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::-([^}]*))?\}|\$([A-Za-z_]\w*)")
+_ASSIGN = re.compile(r"^\s*(?:export\s+|declare\s+(?:-\w+\s+)?|local\s+|readonly\s+)?([A-Za-z_]\w*)=")
+# $NAME, ${NAME}, ${NAME:-default}, ${NAME-default} (bash parameter expansion; a positional $1 or ${1:-x} too)
+_VAR = re.compile(r"\$\{([A-Za-z_]\w*|\d+)(?:(:?-)((?:[^{}]|\{[^{}]*\})*))?\}|\$([A-Za-z_]\w*|\d)")
+
+
+def _assigned_word(rest: str) -> str | None:
+    """The value word of ``NAME=...`` up to unquoted white space (None for an array ``NAME=(``, an
+    unquoted command substitution ``$(...)``, or a command after the assignment: the reader runs
+    nothing; quoted text is taken as it stands)."""
+    i, quote, depth = 0, "", 0
+    while i < len(rest):
+        c = rest[i]
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "\"'":
+            quote = c
+        elif rest.startswith("${", i):
+            depth += 1
+            i += 1
+        elif c == "}" and depth:
+            depth -= 1
+        elif c.isspace() and not depth:
+            break
+        elif c in "();|&<>" and not depth:
+            return None
+        i += 1
+    tail = rest[i:].strip()
+    if quote or depth or (tail and not tail.startswith("#")):
+        return None
+    return rest[:i]
+
+
+def _unquote(word: str) -> str:
+    """A shell word without its quotes (single-quoted text is taken as it stands)."""
+    out, quote = [], ""
+    for c in word:
+        if quote:
+            if c == quote:
+                quote = ""
+            else:
+                out.append(c)
+        elif c in "\"'":
+            quote = c
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _expand(text: str, env: dict[str, str]) -> str:
+    """Substitute the file's own variables as bash would. ``${NAME:-default}`` / ``${NAME-default}`` of a
+    variable the file has not set gives the default: the job's environment and arguments are not the
+    file's, so its stated default is the value (``TP=${TP:-4}`` is 4); ``$NAME`` of an unset variable
+    stays as written (a flag holding it is reported unresolved)."""
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(4)
+        value = env.get(name)
+        if m.group(2) is not None:               # ${NAME-default}: unset; ${NAME:-default}: unset or empty
+            if value is None or (m.group(2) == ":-" and value == ""):
+                return _unquote(_expand(m.group(3), env))
+        return m.group(0) if value is None else value
+    for _ in range(3):  # values may hold other variables
+        new = _VAR.sub(sub, text)
+        if new == text:
+            break
+        text = new
+    return text
+
+
+def _shell_env(lines: list[str]) -> dict[str, str]:
+    """The simple assignments ``NAME=value`` of a script, in order (each value expanded with the
+    variables set before it; bash arrays ``NAME=( ... )`` are read as their flags directly)."""
+    env: dict[str, str] = {}
+    for line in lines:
+        m = _ASSIGN.match(line)
+        if not m:
+            continue
+        word = _assigned_word(line[m.end():])
+        if word is not None:
+            env[m.group(1)] = _unquote(_expand(word, env))
+    return env
 
 
 def _expand_variables(text: str) -> str:
     """Substitute simple ``NAME=value`` shell assignments of the same file into ``$NAME`` and
-    ``${NAME:-default}`` (bash arrays ``NAME=( ... )`` are read as their flags directly)."""
-    env: dict[str, str] = {}
-    for line in text.splitlines():
-        m = _ASSIGN.match(line)
-        if m:
-            env[m.group(1)] = m.group(2).strip("\"'")
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(3)
-        if name in env:
-            return env[name]
-        if m.group(2) is not None:
-            return m.group(2)
-        return m.group(0)
-    for _ in range(3):  # assignments may refer to each other
-        text = _VAR.sub(sub, text)
-    return text
+    ``${NAME:-default}`` (``_expand``)."""
+    return _expand(text, _shell_env(text.splitlines()))
 
 
 def _tokens(text: str) -> list[str]:
