@@ -181,6 +181,151 @@ def _shell_env(lines: list[str]) -> dict[str, str]:
     return env
 
 
+_IF = re.compile(r"^(if|elif)\s+(.*?)\s*(?:;\s*then)?\s*$")
+_KEYWORD_SPLIT = re.compile(r";\s*(?=(?:then|else|elif|fi)\b)|(?<=^then)\s+|(?<=^else)\s+")
+_FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
+_UNARY = {"-z": lambda v: v == "", "-n": lambda v: v != ""}
+_BINARY = {"=": lambda a, b: a == b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+_NUMERIC = {"-eq": lambda a, b: a == b, "-ne": lambda a, b: a != b, "-lt": lambda a, b: a < b,
+            "-le": lambda a, b: a <= b, "-gt": lambda a, b: a > b, "-ge": lambda a, b: a >= b}
+
+
+def _split_keywords(lines: list[str]) -> list[str]:
+    """One compound keyword per line: ``if C; then X; else Y; fi`` -> ``if C``, ``then``, ``X``,
+    ``else``, ``Y``, ``fi`` (a ``;`` inside quotes there is not told apart)."""
+    out: list[str] = []
+    for line in lines:
+        line = line.strip()
+        if not re.match(r"(?:if|elif|then|else)\b", line):
+            out.append(line)
+            continue
+        for piece in re.split(r";\s*(?=(?:then|else|elif|fi)\b)", line):
+            m = re.match(r"(then|else)\s+(\S.*)$", piece.strip())
+            out.extend([m.group(1), m.group(2)] if m else [piece.strip()])
+    return out
+
+
+def _test(words: list[str], double: bool) -> bool | None:
+    """One ``[ ... ]`` / ``[[ ... ]]`` / ``test`` expression on expanded words (None: not decidable here)."""
+    if words[:1] == ["!"]:
+        inner = _test(words[1:], double)
+        return None if inner is None else not inner
+    if len(words) == 1:
+        return words[0] != ""
+    if len(words) == 2 and words[0] in _UNARY:
+        return _UNARY[words[0]](words[1])
+    if len(words) == 3 and words[1] in _BINARY:
+        a, b = words[0], words[2]
+        if double and words[1] != "=" and any(c in b for c in "*?["):
+            import fnmatch
+            same = fnmatch.fnmatchcase(a, b)
+            return same if words[1] == "==" else not same
+        return _BINARY[words[1]](a, b)
+    if len(words) == 3 and words[1] in _NUMERIC:
+        try:
+            return _NUMERIC[words[1]](int(words[0]), int(words[2]))
+        except ValueError:
+            return None
+    return None            # file tests (-f, -d), commands, arithmetic: the reader runs nothing
+
+
+def _condition(cond: str, env: dict[str, str]) -> bool | None:
+    """The value of a bash condition on the file's own variables: ``[[ "$DTYPE" == "fp8" ]]``, ``[ -z
+    "$X" ]``, ``!``, ``&&``, ``||`` (left to right, as bash runs a list); None when it reads a variable the
+    file does not set (the job's environment decides it) or tests anything else."""
+    parts = re.split(r"\s*(&&|\|\|)\s*", cond.strip())
+    value: bool | None = None
+    op = ""
+    for i in range(0, len(parts), 2):
+        part = parts[i].strip()
+        neg = part.startswith("! ")
+        part = part[2:].strip() if neg else part
+        m = re.fullmatch(r"\[\[\s*(.*?)\s*\]\]|\[\s+(.*?)\s+\]|test\s+(.*)", part)
+        one: bool | None = None
+        if m:
+            body = next(g for g in m.groups() if g is not None)
+            names = [(v.group(1) or v.group(4), v.group(2)) for v in _VAR.finditer(body)]
+            if all(name in env or default is not None for name, default in names):
+                try:
+                    one = _test(shlex.split(_expand(body, env)), m.group(1) is not None)
+                except ValueError:
+                    one = None
+        if one is not None and neg:
+            one = not one
+        if i == 0:
+            value = one
+        elif op == "&&":
+            value = False if value is False or one is False else None if None in (value, one) else True
+        else:
+            value = True if value is True or one is True else None if None in (value, one) else False
+        if i + 1 < len(parts):
+            op = parts[i + 1]
+    return value
+
+
+def _branches(text: str) -> str:
+    """The script with the branches bash would not run removed: each ``if``/``elif`` condition on the
+    file's own variables is decided (``_condition``) with the assignments made before it. A condition that
+    cannot be decided keeps its lines where they hold no flag (``exit 1`` beside a file test), and is an
+    InputError naming the flags where they do: clustersim never takes a branch silently."""
+    env: dict[str, str] = {}
+    out: list[str] = []
+    # a frame per open if: [active (this branch runs), taken (an earlier branch ran), undecided, flags, head]
+    stack: list[list[Any]] = []
+
+    def live() -> bool:
+        return all(f[0] for f in stack)
+
+    lines = _split_keywords(text.splitlines())
+    for n, line in enumerate(lines):
+        m = _IF.match(line)
+        if m and m.group(1) == "if":
+            if not live():
+                stack.append([False, True, False, [], line])
+                continue
+            v = _condition(m.group(2), env)
+            stack.append([v is not False, v is True, v is None, [], line])
+            continue
+        if stack and (m or line == "else" or line == "fi" or line == "then"):
+            frame = stack[-1]
+            if line == "then":
+                continue
+            parent = all(f[0] for f in stack[:-1])
+            if line == "fi":
+                stack.pop()
+                if frame[2] and frame[3]:
+                    raise InputError(f"`{frame[4]}`", " ".join(dict.fromkeys(frame[3])),
+                                     "a condition on variables the file sets, which clustersim decides; this one "
+                                     "reads the job's environment or the file system, so neither branch is taken "
+                                     "silently: set the variables in the file or keep only the branch that runs")
+                continue
+            if frame[2]:                       # undecided chain: every branch kept, its flags collected
+                frame[0] = parent
+                continue
+            if line == "else":
+                frame[0] = parent and not frame[1]
+            else:                              # elif
+                v = _condition(m.group(2), env) if parent and not frame[1] else False
+                if v is None:
+                    frame[2] = True
+                frame[0] = parent and not frame[1] and v is not False
+                frame[1] = frame[1] or v is True
+            continue
+        if not live():
+            continue
+        if any(f[2] for f in stack):
+            for f in stack:
+                if f[2]:
+                    f[3].extend(_FLAG.findall(line))
+        am = _ASSIGN.match(line)
+        if am:
+            word = _assigned_word(line[am.end():])
+            if word is not None:
+                env[am.group(1)] = _unquote(_expand(word, env))
+        out.append(line)
+    return "\n".join(out)
+
+
 def _expand_variables(text: str) -> str:
     """Substitute simple ``NAME=value`` shell assignments of the same file into ``$NAME`` and
     ``${NAME:-default}`` (``_expand``)."""
@@ -193,7 +338,9 @@ def _tokens(text: str) -> list[str]:
     text = "\n".join(line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
                      for line in text.splitlines())
     text = re.sub(r"\\\r?\n", " ", text)                       # line continuations
+    text = _branches(text)                                      # if/elif/else as bash decides them
     text = _expand_variables(text)
+    text = re.sub(r"\"?\$\{\w+\[[@*]\]\}\"?", " ", text)        # "${ARR[@]}": arrays are read where defined
     text = re.sub(r"=\(", "=( ", text).replace(")", " ) ")            # bash arrays: NAME=( --flag value ... )
     try:
         words = shlex.split(text, comments=False)

@@ -41,3 +41,67 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --tensor-model-parallel-s
 """
     p = _import(script).scenario["parallel"]
     assert (p["tp"], p["pp"]) == (2, 2)     # ${PP-4} of an empty PP is empty: "2"
+
+
+# the shape of Megatron-LM's examples/llama/train_llama3_8b_h100_fp8.sh: FP8 flags in an if block on DTYPE
+BRANCHY = """#!/bin/bash
+DTYPE="{dtype}"
+PRETRAIN_SCRIPT_PATH="pretrain_gpt.py"
+TOKENIZER_ARG=${{3:-"MOCK"}} # Path to tokenizer model, or "MOCK"
+DTYPE_ARGS=()
+if [[ "$DTYPE" == "fp8" ]]; then
+    DTYPE_ARGS+=(
+        "--fp8-format hybrid"
+        "--fp8-amax-history-len 1024"
+    )
+fi
+if [[ "$TOKENIZER_ARG" == "MOCK" ]] || [[ -z "$TOKENIZER_ARG" ]]; then
+    DATA=( --tokenizer-type NullTokenizer --vocab-size 32000 )
+else
+    DATA=( --tokenizer-type HuggingFaceTokenizer --tokenizer-model $TOKENIZER_ARG --vocab-size 50000 )
+fi
+if [ ! -f "$PRETRAIN_SCRIPT_PATH" ]; then
+    echo "Error: pretrain_gpt.py not found at $PRETRAIN_SCRIPT_PATH"
+    exit 1
+fi
+torchrun --nproc_per_node 8 --nnodes 1 "$PRETRAIN_SCRIPT_PATH" --num-layers 32 --hidden-size 4096 \\
+    --num-attention-heads 32 --seq-length 4096 --bf16 ${{DTYPE_ARGS[@]}} ${{DATA[@]}}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+def test_if_blocks_on_the_files_own_variables_are_decided(dtype):
+    """With DTYPE="bf16" the script trains in bf16: its fp8 block was read anyway (dtype fp8); the
+    else branch's tokenizer replaced the MOCK branch's."""
+    sc = _import(BRANCHY.format(dtype=dtype)).scenario
+    assert sc["training"]["dtype"] == dtype
+    assert sc["model"]["vocab"] == 32128   # NullTokenizer's 32000 + EOD, padded to 128 (the MOCK branch)
+
+
+@pytest.mark.parametrize("cond, expected", [
+    ('[ "$TP" -gt 4 ]', "fp8"), ('[ "$TP" -le 4 ]', "bf16"), ("[[ $NAME == llama* ]]", "fp8"),
+    ('[ "$NAME" != "llama3" ] && [ -n "$TP" ]', "bf16"), ('! [ -z "$NAME" ]', "fp8"),
+])
+def test_conditions_elif_else_and_one_liners(cond, expected):
+    script = f"""TP=8
+NAME=llama3
+if {cond}; then EXTRA="--fp8-format hybrid"; elif [ "$TP" = 8 ]; then EXTRA="--fp16"; else EXTRA=""; fi
+torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py {MODEL.replace('--bf16', '')} --bf16 $EXTRA
+"""
+    if expected == "bf16":      # the elif branch: --fp16 beside --bf16 is refused, naming both
+        with pytest.raises(InputError) as exc:
+            _import(script)
+        assert exc.value.field == "--bf16 and --fp16"
+    else:
+        assert _import(script).scenario["training"]["dtype"] == expected
+
+
+def test_an_undecidable_condition_around_flags_is_refused_naming_them():
+    script = f"""if [[ "$SLURM_JOB_PARTITION" == "h100" ]]; then
+    EXTRA="--fp8-format hybrid --fp8-recipe delayed"
+fi
+torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py {MODEL} $EXTRA
+"""
+    with pytest.raises(InputError) as exc:
+        _import(script)
+    assert "SLURM_JOB_PARTITION" in exc.value.field and exc.value.value == "--fp8-format --fp8-recipe"
