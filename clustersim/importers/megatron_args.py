@@ -530,7 +530,12 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     per_vstage = int_arg(a, "num_layers_per_virtual_pipeline_stage")
     if not vpp and per_vstage:   # the embedding and loss count in the per-rank share (arguments.py validate_args)
         counted = layers + int(bool(split.get("account_for_embedding"))) + int(bool(split.get("account_for_loss")))
-        vpp = counted // (pp * per_vstage)
+        per_stage, rem = divmod(counted, pp)
+        if rem or per_stage % per_vstage:  # validate_args asserts both before dividing
+            raise InputError("--num-layers-per-virtual-pipeline-stage", per_vstage,
+                             f"a divisor of the {counted / pp:g} layers per pipeline stage ({counted} layers over pp "
+                             f"{pp}): Megatron-LM asserts layers per stage % layers per virtual stage == 0")
+        vpp = per_stage // per_vstage
     if not vpp and split.get("pipeline_layout"):  # the layout's stages are pp x virtual stages
         from clustersim.parallel.split import parse_layout
 

@@ -105,3 +105,19 @@ torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py {MODEL} $EXTRA
     with pytest.raises(InputError) as exc:
         _import(script)
     assert "SLURM_JOB_PARTITION" in exc.value.field and exc.value.value == "--fp8-format --fp8-recipe"
+
+
+@pytest.mark.parametrize("per_vstage, vpp", [(4, 2), (8, None), (3, "refused"), (5, "refused")])
+def test_layers_per_virtual_stage_must_divide_a_stage(per_vstage, vpp):
+    """32 layers on pp 4 with 3 layers per virtual stage was imported as virtual_stages 2 (32 // 12);
+    Megatron-LM's validate_args asserts 8 % 3 == 0."""
+    line = (f"torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py {MODEL} --tensor-model-parallel-size 2 "
+            f"--pipeline-model-parallel-size 4 --global-batch-size 128 "
+            f"--num-layers-per-virtual-pipeline-stage {per_vstage}")
+    if vpp == "refused":
+        with pytest.raises(InputError) as exc:
+            _import(line)
+        assert exc.value.field == "--num-layers-per-virtual-pipeline-stage"
+        return
+    p = _import(line).scenario["parallel"]
+    assert p.get("virtual_stages") == vpp and p["schedule"] == ("interleaved-1f1b" if vpp else "1f1b")
