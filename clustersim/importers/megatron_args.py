@@ -210,6 +210,10 @@ def _vocab(a: MegatronArgs, tp: int, notes: list[str]) -> int | None:
         return int_arg(a, "pad_vocab_size_to")
     raw = None
     tok = str(a.get("tokenizer_type", ""))
+    if not tok and a.script.rsplit("/", 1)[-1] == "pretrain_gpt.py":
+        # pretrain_gpt.py: pretrain(..., args_defaults={'tokenizer_type': 'GPT2BPETokenizer'})
+        tok = "GPT2BPETokenizer"
+        notes.append("no --tokenizer-type: pretrain_gpt.py's default GPT2BPETokenizer")
     if a.get("vocab_size"):
         raw = int_arg(a, "vocab_size") + (1 if tok == "NullTokenizer" else 0)  # NullTokenizer adds an EOD token
     elif tok == "GPT2BPETokenizer":
@@ -567,6 +571,10 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         training["attention"] = "standard"
     # cluster and size of the job
     world = int_arg(a, "world_size")
+    if world is None and a.launcher.get("nproc_per_node") and not a.launcher.get("nnodes") \
+            and "nnodes" not in a.unresolved and nodes is None:
+        a.launcher["nnodes"] = 1        # torchrun's --nnodes default "1:1" (torch/distributed/run.py)
+        notes.append("torchrun without --nnodes: one node (its default)")
     if world is None and a.launcher.get("nproc_per_node") and a.launcher.get("nnodes"):
         nn = a.launcher["nnodes"]
         if isinstance(nn, str) and ":" in nn:

@@ -32,6 +32,7 @@ class MegatronArgs:
     source: str                              # "arguments block" | "command line"
     launcher: dict[str, Any] = field(default_factory=dict)   # torchrun: nproc_per_node, nnodes
     unresolved: list[str] = field(default_factory=list)      # flags whose value was a shell variable
+    script: str = ""                                         # the launched script (pretrain_gpt.py), if seen
 
     def get(self, name: str, default: Any = None) -> Any:
         v = self.values.get(name, default)
@@ -404,7 +405,7 @@ def parse_command_line(text: str) -> MegatronArgs:
     if not values:
         raise InputError("megatron-args", "file", "a Megatron-LM command line or arguments file "
                          "(flags such as --num-layers 32 --tensor-model-parallel-size 8)")
-    return MegatronArgs(values, "command line", launcher, unresolved)
+    return MegatronArgs(values, "command line", launcher, unresolved, toks[script] if script is not None else "")
 
 
 # -- reading one value ------------------------------------------------------------------------

@@ -121,3 +121,20 @@ def test_layers_per_virtual_stage_must_divide_a_stage(per_vstage, vpp):
         return
     p = _import(line).scenario["parallel"]
     assert p.get("virtual_stages") == vpp and p["schedule"] == ("interleaved-1f1b" if vpp else "1f1b")
+
+
+@pytest.mark.parametrize("tp, vocab", [(1, 50304), (2, 50432), (8, 51200)])
+def test_pretrain_gpt_without_tokenizer_type_uses_gpt2_bpe(tp, vocab):
+    """pretrain_gpt.py passes args_defaults={'tokenizer_type': 'GPT2BPETokenizer'}: 50,257 tokens
+    padded to a multiple of 128 x tp (_vocab_size_with_padding); model.vocab was left unset (exit 2)."""
+    line = (f"torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+            f"--num-attention-heads 16 --seq-length 1024 --tensor-model-parallel-size {tp} "
+            "--vocab-file gpt2-vocab.json --merge-file gpt2-merges.txt --fp16")
+    assert _import(line).scenario["model"]["vocab"] == vocab
+
+
+def test_torchrun_without_nnodes_is_one_node():
+    line = f"torchrun --nproc-per-node 4 pretrain_gpt.py {MODEL}"
+    sc = _import(line).scenario
+    assert sc["cluster"] == {"preset": "dgx-h100", "nodes": 1, "gpus_per_node": 4} and sc["parallel"]["dp"] == 4
+    assert _import(f"torchrun --nproc-per-node 8 pretrain_gpt.py {MODEL}", nodes=2).scenario["cluster"]["nodes"] == 2
