@@ -10,7 +10,8 @@ pipeline_parallel_layers_per_stage, pipeline_parallel_first_stage_less_layers,
 pipeline_parallel_last_stage_less_layers, module_fqns_per_model_part`` (the split: ``_pipeline_split``)
 ([training] data_parallel_degree, tensor_parallel_degree; [experimental]
 pipeline_parallel_degree); ``[activation_checkpoint] mode, selective_ac_option``; ``[compile]
-enable`` ([training] compile); ``[float8]`` / ``[quantize.linear.float8]``.
+enable`` ([training] compile); ``[float8]`` / ``[quantize.linear.float8]`` and older fp8 keys
+(``_low_precision``).
 
 Log (torchtitan/train.py, components/metrics.py): "Building llama3 8B with ModelArgs(dim=4096,
 n_layers=32, ...)" (a JSON dump in 2025), "Building N-D device mesh with ['dp_shard', 'tp'], [32,
@@ -281,12 +282,8 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
     if param not in PARAM_DTYPES:
         raise InputError("training.mixed_precision_param", param, list(PARAM_DTYPES))
     dtype = PARAM_DTYPES[param]
-    raw_converters = model_cfg.get("converters", [])
-    converters = [str(c).lower() for c in (raw_converters if isinstance(raw_converters, list) else [raw_converters])]
-    if any("float8" in c for c in converters) or config_bool(_section(cfg, "float8").get(
-            "enable_float8_linear", False), "float8.enable_float8_linear"):
-        dtype = "fp8"
     train: dict[str, Any] = {"dtype": dtype}
+    train.update(_low_precision(cfg, model_cfg, training, cluster))
     if config_bool(_section(cfg, "compile").get("enable", False), "compile.enable") or \
             config_bool(training.get("compile", False), "training.compile"):
         train["compile"] = True
@@ -295,6 +292,35 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
     scenario = {"name": name, "framework": "torchtitan", "model": model, "cluster": cluster_d,
                 "parallel": parallel, "training": train}
     return scenario, notes
+
+
+def _low_precision(cfg: dict[str, Any], model_cfg: dict[str, Any], training: dict[str, Any],
+                   cluster: str | None) -> dict[str, str]:
+    """The float8 / MX training of a torchtitan config in each of its generations: ``[model] converters``
+    ``"float8"`` / ``"quantize.linear.float8"`` (2025-), ``"mx"`` / ``"quantize.linear.mx"`` (MXFP8,
+    torchao's MXLinear), ``[float8] enable_float8_linear`` (late 2024), ``[training] enable_float8_linear``,
+    ``enable_fp8_linear`` and ``fp8_linear = "dynamic" | "delayed"`` (2024 job_config.py). An MX
+    converter on a GPU without MXFP8 is refused by name."""
+    raw = model_cfg.get("converters", [])
+    converters = [str(c).lower() for c in (raw if isinstance(raw, list) else [raw])]
+    if any(c.split(".")[-1] == "mx" for c in converters):
+        from clustersim.hardware.load import describe
+        gpu = describe("gpus", describe("clusters", cluster)["gpu"]) if cluster else {}
+        if "mxfp8" not in (gpu.get("microscaling") or []):
+            raise InputError("model.converters", raw, f"converters the GPU runs: the MX converter trains in "
+                             f"MXFP8, which {cluster}'s GPU does not run natively (Blackwell does)")
+        return {"dtype": "fp8", "fp8_recipe": "mxfp8"}
+    old = training.get("fp8_linear")
+    if old not in (None, ""):
+        if old not in ("dynamic", "delayed"):
+            raise InputError("training.fp8_linear", old, '"dynamic", "delayed" or "" (torchtitan 2024)')
+        return {"dtype": "fp8", "fp8_recipe": "tensorwise" if old == "dynamic" else "delayed"}
+    if any("float8" in c for c in converters) or any(
+            config_bool(section.get(key, False), f"{where}.{key}")
+            for where, section in (("float8", _section(cfg, "float8")), ("training", training))
+            for key in ("enable_float8_linear", "enable_fp8_linear")):
+        return {"dtype": "fp8"}
+    return {}
 
 
 def _pipeline_split(par: dict[str, Any], pp: int, schedule: str, layers: int) -> dict[str, Any]:

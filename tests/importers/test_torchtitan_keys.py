@@ -1,0 +1,44 @@
+"""torchtitan keys that change cost and were dropped: fp8 in each generation of the
+job config (clustersim/importers/torchtitan.py _low_precision; docs/calibration.md, section 3)."""
+
+import pytest
+
+from clustersim.errors import InputError
+from clustersim.importers import finish, import_text
+
+BASE = """[model]
+name = "llama3"
+flavor = "8B"
+{model}
+[training]
+{training}
+seq_len = 8192
+[parallelism]
+data_parallel_shard_degree = -1
+"""
+
+
+def _import(model="", training="local_batch_size = 1", cluster="dgx-h100", extra=""):
+    text = BASE.format(model=model, training=training) + extra
+    return finish(import_text("torchtitan-toml", text, "job.toml", cluster=cluster, nodes=1), []).scenario
+
+
+@pytest.mark.parametrize("model, training, expected", [
+    ("", "batch_size = 1\nenable_fp8_linear = true", {"dtype": "fp8"}),                  # 2024-06
+    ("", 'batch_size = 1\nfp8_linear = "dynamic"', {"dtype": "fp8", "fp8_recipe": "tensorwise"}),
+    ("", 'batch_size = 1\nfp8_linear = "delayed"', {"dtype": "fp8", "fp8_recipe": "delayed"}),
+    ("", "batch_size = 1\nenable_float8_linear = true", {"dtype": "fp8"}),
+    ('converters = ["float8"]', "local_batch_size = 1", {"dtype": "fp8"}),
+    ("", 'batch_size = 1\nfp8_linear = ""', {"dtype": "bf16"}),
+])
+def test_fp8_in_every_generation_of_the_config(model, training, expected):
+    train = _import(model, training)["training"]
+    assert {k: train.get(k) for k in expected} == expected
+
+
+def test_mx_converter_is_mxfp8_where_the_gpu_runs_it():
+    assert _import('converters = ["quantize.linear.mx"]', cluster="dgx-b200")["training"] == \
+        {"dtype": "fp8", "fp8_recipe": "mxfp8"}
+    with pytest.raises(InputError) as exc:
+        _import('converters = ["mx"]')
+    assert exc.value.field == "model.converters"
