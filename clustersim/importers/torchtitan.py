@@ -11,7 +11,7 @@ pipeline_parallel_last_stage_less_layers, module_fqns_per_model_part`` (the spli
 ([training] data_parallel_degree, tensor_parallel_degree; [experimental]
 pipeline_parallel_degree); ``[activation_checkpoint] mode, selective_ac_option``; ``[compile]
 enable`` ([training] compile); ``[float8]`` / ``[quantize.linear.float8]`` and older fp8 keys
-(``_low_precision``).
+(``_low_precision``); ``[training] enable_cpu_offload``.
 
 Log (torchtitan/train.py, components/metrics.py): "Building llama3 8B with ModelArgs(dim=4096,
 n_layers=32, ...)" (a JSON dump in 2025), "Building N-D device mesh with ['dp_shard', 'tp'], [32,
@@ -289,6 +289,15 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
         train["compile"] = True
         notes.append("torch.compile: element-wise ops priced as fused kernels; the compiler's own "
                      "saved-tensor choices are not modelled")
+    if config_bool(training.get("enable_cpu_offload", False), "training.enable_cpu_offload"):
+        # FSDP2's CPUOffloadPolicy (torchtitan/models/llama3/infra/parallelize.py apply_fsdp, cpu_offload): shards,
+        # gradients and the optimizer step on the host; torchtitan applies it through fully_shard only
+        if parallel["zero_stage"] != 3:
+            raise InputError("training.enable_cpu_offload", True, "false without FSDP (data_parallel_shard_degree "
+                             "> 1): torchtitan offloads through FSDP2's CPUOffloadPolicy")
+        parallel["offload"] = {"params": True, "optimizer": True}
+        notes.append("enable_cpu_offload: FSDP2 CPU offload as parallel.offload params and optimizer (parameter "
+                     "shards, gradients and the Adam step on the host)")
     scenario = {"name": name, "framework": "torchtitan", "model": model, "cluster": cluster_d,
                 "parallel": parallel, "training": train}
     return scenario, notes

@@ -1,4 +1,4 @@
-"""torchtitan keys that change cost and were dropped: fp8 in each generation of the
+"""torchtitan keys that change cost and were dropped: CPU offload and fp8 in each generation of the
 job config (clustersim/importers/torchtitan.py _low_precision; docs/calibration.md, section 3)."""
 
 import pytest
@@ -21,6 +21,14 @@ data_parallel_shard_degree = -1
 def _import(model="", training="local_batch_size = 1", cluster="dgx-h100", extra=""):
     text = BASE.format(model=model, training=training) + extra
     return finish(import_text("torchtitan-toml", text, "job.toml", cluster=cluster, nodes=1), []).scenario
+
+
+def test_enable_cpu_offload_is_fsdp2_offload_of_params_and_optimizer():
+    sc = _import(training="local_batch_size = 1\nenable_cpu_offload = true")
+    assert sc["parallel"]["zero_stage"] == 3 and sc["parallel"]["offload"] == {"params": True, "optimizer": True}
+    with pytest.raises(InputError) as exc:
+        _import(training="local_batch_size = 1\nenable_cpu_offload = true", extra='data_parallel_type = "ddp"\n')
+    assert exc.value.field == "training.enable_cpu_offload"
 
 
 @pytest.mark.parametrize("model, training, expected", [
