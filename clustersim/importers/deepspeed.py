@@ -150,6 +150,11 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
         cluster_d["nodes"] = world // gpn
     else:
         cluster_d.update(nodes=1, gpus_per_node=world)
+    autos = [k for k in BATCH_KEYS if cfg.get(k) == AUTO]
+    if autos:   # the HF Trainer fills these in from its own arguments (transformers/integrations/deepspeed.py)
+        notes.append(f"{', '.join(autos)} \"auto\" (filled in by the HF Trainer): assumed micro-batch {micro}, global "
+                     f"batch {batch}; give the run's values with --set parallel.micro_batch=N --set "
+                     "parallel.global_batch=N")
     stage, zero = _zero_stage(cfg)
     parallel: dict[str, Any] = {"dp": world, "micro_batch": micro, "global_batch": batch, "zero_stage": stage}
     # ZeRO-Offload / ZeRO-Infinity (deepspeed/runtime/zero/offload_config.py: device none | cpu | nvme;
@@ -179,6 +184,9 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
                          "and fp16 together")
     # an explicit true before "auto" (the Trainer fills in the other one false); both "auto": bf16
     dtype = "bf16" if bf16 is True else "fp16" if fp16 is True else "bf16" if bf16 else "fp16" if fp16 else "fp32"
+    if AUTO in (bf16, fp16) and True not in (bf16, fp16):
+        notes.append(f'bf16/fp16 "enabled": "auto" (the HF Trainer\'s --bf16 / --fp16 decide): assumed {dtype}; '
+                     "give the run's with --set training.dtype=bf16|fp16|fp32")
     opt = config_table(cfg.get("optimizer"), "optimizer", 'an object such as {"type": "AdamW", "params": {...}}'
                        ).get("type", "adam")
     if not isinstance(opt, str):

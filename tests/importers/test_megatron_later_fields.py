@@ -117,3 +117,19 @@ def test_deepspeed_cpu_offload_maps_to_parallel_offload():
         with pytest.raises(InputError) as exc:
             _ds({**base, "zero_optimization": zero})
         assert exc.value.field == "zero_optimization.offload_param.device"
+
+
+def test_deepspeed_auto_values_are_stated_in_the_notes():
+    """The HF Trainer template's "auto" batch sizes and bf16/fp16 became micro-batch 1 and bf16 without a
+    word; every assumed value is now a note naming the --set that gives the run's."""
+    import json
+    cfg = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+           "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}}
+    res = import_text("deepspeed-json", json.dumps(cfg), "ds.json", cluster="dgx-h100", nodes=1)
+    notes = " ".join(res.notes)
+    assert "assumed micro-batch 1, global batch 8" in notes and "--set parallel.micro_batch=N" in notes
+    assert "assumed bf16" in notes and "--set training.dtype" in notes
+    plain = import_text("deepspeed-json", json.dumps({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2,
+                                                      "bf16": {"enabled": True}}), "ds.json", cluster="dgx-h100",
+                        nodes=1)
+    assert not any("assumed" in n for n in plain.notes)
