@@ -80,6 +80,7 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
     data: dict[str, Any] = result.scenario
     if model is not None or hf_config is not None:
         data.setdefault("model", {})
+        _refuse_a_second_model(data["model"], _named_model(model, hf_config))
         seq = data["model"].get("seq_len")
         data["model"] = _named_model(model, hf_config)
         if seq is not None:
@@ -99,6 +100,50 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
                          f"--set {err.field}=N, --model PRESET or --hf-config FILE") from None
     result.scenario = data
     return result
+
+
+def _model_spec(section: dict[str, Any]) -> Any:
+    """The ModelSpec a model section describes by itself (None where it is incomplete: no vocabulary, say)."""
+    from clustersim.workload.hf_config import read_hf_config
+    from clustersim.workload.model_fields import model_from_fields
+    from clustersim.workload.presets import MODEL_PRESETS
+    fields: dict[str, Any] = {}
+    if section.get("preset"):
+        fields.update(MODEL_PRESETS.get(str(section["preset"]), {}))
+    if section.get("hf_config"):
+        fields.update(read_hf_config(str(section["hf_config"])))
+    fields.update({k: v for k, v in section.items() if k not in ("preset", "hf_config", "name", "seq_len")})
+    fields["seq_len"] = 4096
+    try:
+        return model_from_fields("x", fields)
+    except (KeyError, TypeError, ValueError, InputError):
+        return None
+
+
+def _refuse_a_second_model(found: dict[str, Any], named: dict[str, str]) -> None:
+    """``--model`` / ``--hf-config`` name the model where the file does not say it (a DeepSpeed config, a
+    torchtitan flavor clustersim does not know, a command line without a known vocabulary); a file that
+    describes a whole model of its own and another named beside it is an InputError naming the option
+    (it replaced the file's model without a word)."""
+    own = {k: v for k, v in found.items() if k not in ("seq_len", "name")}
+    if not own or own == named:
+        return
+    mine = _model_spec(own)
+    if mine is None:
+        return
+    theirs = _model_spec(named)
+    if theirs is not None and theirs == mine:
+        return
+    option, value = ("--model", named["preset"]) if "preset" in named else ("--hf-config", named["hf_config"])
+    desc = own.get("preset") or found.get("name") or (f"{own.get('layers')} layers, hidden {own.get('hidden')}, "
+                                                      f"{own.get('heads')} heads")
+    if theirs is not None:
+        from dataclasses import fields
+        differ = [f.name for f in fields(mine) if f.name != "notes" and getattr(mine, f.name) != getattr(theirs, f.name)]
+        desc += f"; {value} differs in {', '.join(differ)}"
+    raise InputError(option, value, f"left out: the imported file describes its model ({desc}); --model and "
+                     "--hf-config name the model where the file does not say it; change one of its fields with "
+                     "--set model.KEY=VALUE")
 
 
 def read_input(path: str, field: str, what: str) -> tuple[str, str]:

@@ -133,3 +133,22 @@ def test_deepspeed_auto_values_are_stated_in_the_notes():
                                                       "bf16": {"enabled": True}}), "ds.json", cluster="dgx-h100",
                         nodes=1)
     assert not any("assumed" in n for n in plain.notes)
+
+
+def test_a_model_named_beside_a_file_that_describes_one_is_refused():
+    """--model / --hf-config replaced the model a Megatron command line or a torchtitan flavor describes
+    without a word; they are for files that do not describe one."""
+    line = ("torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+            "--ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 "
+            "--swiglu --untie-embeddings-and-output-weights --seq-length 8192 --padded-vocab-size 128256 --bf16")
+    res = import_text("megatron-args", line, "train.sh", cluster="dgx-h100")
+    with pytest.raises(InputError) as exc:
+        finish(res, [], model="llama3-70b")
+    assert exc.value.field == "--model" and "layers" in exc.value.allowed
+    res = import_text("megatron-args", line, "train.sh", cluster="dgx-h100")
+    assert finish(res, [], model="llama3-8b").scenario["model"]["preset"] == "llama3-8b"   # the same model
+    toml = '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nseq_len = 8192\n'
+    res = import_text("torchtitan-toml", toml, "job.toml", cluster="dgx-h100", nodes=1)
+    with pytest.raises(InputError) as exc:
+        finish(res, [], hf_config="tests/importers/hf_configs/Qwen3-8B/config.json")
+    assert exc.value.field == "--hf-config"
