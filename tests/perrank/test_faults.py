@@ -229,9 +229,9 @@ def test_one_slow_gpu_never_makes_the_step_faster_than_a_healthy_cluster(engine:
     # GPU paced the step (clustersim.compute.variation, module docstring).
     time = simulate if engine == "event" else estimate
     base = read_scenario_dict(None)
-    for rank in (3, 7, 8, 15):
+    for rank in (3, 8):   # a rank of the stage with slack and one of the stage that paces the step
         steps = []
-        for speed in (1.0, 0.999, 0.99, 0.97, 0.95, 0.9, 0.7, 0.5):
+        for speed in (1.0, 0.99, 0.97, 0.9, 0.5):
             data = apply_overrides(copy.deepcopy(base), [f"faults.slow_gpus=[{{rank: {rank}, speed: {speed}}}]"])
             report = time(scenario_from_dict(data))
             info = report.to_json()["faults"]
