@@ -156,9 +156,9 @@ def _expand(text: str, env: dict[str, str]) -> str:
     def sub(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(4)
         value = env.get(name)
-        if m.group(2) is not None:               # ${NAME-default}: unset; ${NAME:-default}: unset or empty
-            if value is None or (m.group(2) == ":-" and value == ""):
-                return _unquote(_expand(m.group(3), env))
+        # ${NAME-default}: unset; ${NAME:-default}: unset or empty
+        if m.group(2) is not None and (value is None or (m.group(2) == ":-" and value == "")):
+            return _unquote(_expand(m.group(3), env))
         return m.group(0) if value is None else value
     for _ in range(3):  # values may hold other variables
         new = _VAR.sub(sub, text)
@@ -278,7 +278,7 @@ def _branches(text: str) -> str:
         return all(f[0] for f in stack)
 
     lines = _split_keywords(text.splitlines())
-    for n, line in enumerate(lines):
+    for line in lines:
         m = _IF.match(line)
         if m and m.group(1) == "if":
             if not live():

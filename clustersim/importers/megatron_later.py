@@ -1,0 +1,156 @@
+"""Megatron-LM arguments of the features the scenario gained after the importer was written
+(``megatron_args.MAPPED_LATER``): multi-token prediction, the MoE layer pattern, MLA, node-limited
+routing, the token dispatcher, recompute modules, Adam moment dtypes, optimizer offload, the EP
+overlap and hierarchical context parallelism, each mapped to its scenario field or refused by name
+(Megatron-LM megatron/training/arguments.py names them)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from clustersim.errors import InputError
+from clustersim.importers.common import config_int
+from clustersim.importers.megatron_parse import MegatronArgs, int_arg, neutral, neutral_or_one
+
+
+def _flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def _moe_pattern(value: Any, layers: int) -> list[int]:
+    """Megatron's --moe-layer-freq as one 0/1 per layer (megatron/training/arguments.py moe_freq_type,
+    megatron/core/transformer/moe/moe_utils.py get_moe_layer_pattern: an int N puts MoE on the layers
+    i with i % N == 0; a string such as "([0]*3+[1]*58)" is a Python list expression, evaluated here
+    term by term (no eval); an arguments block prints the list)."""
+    flag = "--moe-layer-freq"
+    allowed = (f"an integer >= 1 or a list of {layers} zeros and ones such as \"([0]*3+[1]*{max(layers - 3, 1)})\" "
+               "(one per layer)")
+    if isinstance(value, bool):
+        raise InputError(flag, value, allowed)
+    if isinstance(value, int):
+        if value < 1:
+            raise InputError(flag, value, allowed)
+        return [int(i % value == 0) for i in range(layers)]
+    if isinstance(value, list):
+        pattern = value
+    else:
+        text = "".join(str(value).split()).strip("'\"")
+        while text.startswith("(") and text.endswith(")"):
+            text = text[1:-1]
+        if text.isdigit():
+            return _moe_pattern(int(text), layers)
+        pattern = []
+        for term in text.split("+"):
+            m = re.fullmatch(r"\[([\d,]*)\](?:\*(\d+))?", term)
+            if not m or len(pattern) > layers:
+                raise InputError(flag, value, allowed)
+            items = [int(x) for x in m.group(1).split(",") if x != ""]
+            pattern += items * int(m.group(2) or 1)
+    if len(pattern) != layers or any(x not in (0, 1) or isinstance(x, bool) for x in pattern):
+        raise InputError(flag, value, allowed)
+    return [int(x) for x in pattern]
+
+
+def _moe_layers(value: Any, layers: int) -> dict[str, int]:
+    """``model.moe.first_dense_layers`` and ``every`` for Megatron's --moe-layer-freq: the scenario's
+    rule (clustersim.workload.model_spec: layer i is MoE when i >= first_dense_layers and (i + 1) % every
+    == 0) must give the same layers, else the flag is refused by name."""
+    pattern = _moe_pattern(value, layers)
+    moe = [i for i, x in enumerate(pattern) if x]
+    if moe:
+        gaps = {b - a for a, b in zip(moe, moe[1:], strict=False)}
+        every = gaps.pop() if len(gaps) == 1 else 1 if not gaps else 0
+        for first in {moe[0], 0 if moe[0] + 1 == every else moe[0]}:
+            if every and [int(i >= first and (i + 1) % every == 0) for i in range(layers)] == pattern:
+                return {"first_dense_layers": first, **({"every": every} if every > 1 else {})}
+    raise InputError("--moe-layer-freq", value, "a layer pattern the scenario can state: leading dense layers "
+                     "(model.moe.first_dense_layers), then MoE on every layer or on every N-th layer counted "
+                     "from 1 (model.moe.every; layers N-1, 2N-1, ... after the dense ones)")
+
+
+# --multi-latent-attention's shape flags (megatron/training/arguments.py, MLA arguments) -> model fields;
+# --q-lora-rank left out is no query compression (0); the others must be given (no default is assumed)
+MLA_FLAGS = {"kv_lora_rank": "kv_lora_rank", "qk_head_dim": "qk_nope_head_dim",
+             "qk_pos_emb_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim"}
+# --recompute-modules choices of megatron/training/arguments.py that the scenario states
+# (parallel.recompute_modules); the others (mlp, moe, shared_experts, ...) are refused by name
+RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "layernorm", "moe_act")
+# --moe-token-dispatcher-type choices the scenario states (model.moe.token_dispatcher)
+TOKEN_DISPATCHERS = ("alltoall", "flex")
+
+
+def later_fields(a: MegatronArgs, model: dict[str, Any], parallel: dict[str, Any], training: dict[str, Any],
+                  layers: int, notes: list[str]) -> None:
+    """Arguments the scenario gained fields for (MAPPED_LATER): MTP, the MoE layer pattern, MLA, node-limited
+    routing, the token dispatcher, recompute modules, Adam moment dtypes, optimizer offload, the EP
+    overlap and hierarchical CP (Megatron-LM megatron/training/arguments.py names)."""
+    mtp = int_arg(a, "mtp_num_layers", lo=0)
+    if mtp:
+        model["mtp_layers"] = mtp
+    if a.get("multi_latent_attention"):
+        model["attention"] = "mla"
+        model.pop("head_dim", None)          # --kv-channels is no MLA head width
+        model.pop("qk_norm", None)           # with MLA, --qk-layernorm norms the latents (MLASelfAttention)
+        model["q_lora_rank"] = int_arg(a, "q_lora_rank", 0, lo=0) or 0
+        for arg, key in MLA_FLAGS.items():
+            v = int_arg(a, arg, lo=1)
+            if v is None:
+                raise InputError(_flag(arg), None, f"a number with --multi-latent-attention (model.{key}); "
+                                 "the file does not give it")
+            model[key] = v
+    moe = model.get("moe")
+    if moe is not None:
+        freq = a.get("moe_layer_freq")
+        if not neutral_or_one(freq):
+            moe.update(_moe_layers(freq, layers))
+        groups = int_arg(a, "moe_router_num_groups", lo=0)
+        if groups:
+            moe["router_num_groups"] = groups
+            moe["router_group_topk"] = int_arg(a, "moe_router_group_topk", 0, lo=0) or 0
+        disp = a.get("moe_token_dispatcher_type")
+        if disp not in (None, "None"):
+            if disp not in TOKEN_DISPATCHERS:
+                raise InputError("--moe-token-dispatcher-type", disp, f"{', '.join(TOKEN_DISPATCHERS)} "
+                                 "(model.moe.token_dispatcher; the others are not modelled)")
+            if disp != "alltoall":
+                moe["token_dispatcher"] = disp
+    if a.get("overlap_moe_expert_parallel_comm"):
+        parallel["overlap_moe_expert_parallel_comm"] = True
+    hcp = a.get("hierarchical_context_parallel_sizes")
+    if not neutral(hcp):
+        sizes = hcp if isinstance(hcp, list) else [hcp]
+        if len(sizes) != 2:
+            raise InputError("--hierarchical-context-parallel-sizes", hcp, "two sizes (all-to-all, ring) "
+                             "(parallel.hierarchical_cp_sizes)")
+        parallel["hierarchical_cp_sizes"] = [config_int(x, "--hierarchical-context-parallel-sizes") for x in sizes]
+    mods = a.get("recompute_modules")
+    if parallel.get("recompute") == "selective" and not neutral(mods):
+        mods = [str(m) for m in (mods if isinstance(mods, list) else [mods])]
+        bad = [m for m in mods if m not in RECOMPUTE_MODULES]
+        if bad:
+            raise InputError("--recompute-modules", " ".join(bad), f"{', '.join(RECOMPUTE_MODULES)} "
+                             "(parallel.recompute_modules; the others are not modelled)")
+        for mod, needs, has in (("mla_up_proj", "--multi-latent-attention", model.get("attention") == "mla"),
+                                ("moe_act", "--num-experts", moe is not None)):
+            if mod in mods and not has:
+                raise InputError("--recompute-modules", mod, f"modules of this model: {mod} needs {needs}")
+        extra = sorted({m for m in mods if m != "core_attn"})
+        if extra:
+            parallel["recompute_modules"] = extra
+        if "core_attn" not in mods:
+            notes.append("--recompute-modules without core_attn: clustersim's selective recompute always "
+                         "recomputes the attention core")
+    moments = {a.get(k) for k in ("exp_avg_dtype", "exp_avg_sq_dtype")} - {None, "None"}
+    if moments and moments != {"fp32"}:
+        if moments != {"bf16"} or a.get("exp_avg_dtype") != a.get("exp_avg_sq_dtype"):
+            raise InputError("--exp-avg-dtype / --exp-avg-sq-dtype",
+                             f"{a.get('exp_avg_dtype', 'fp32')} / {a.get('exp_avg_sq_dtype', 'fp32')}",
+                             "both fp32 or both bf16 (training.adam_moments)")
+        training["adam_moments"] = "bf16"
+    if a.get("optimizer_cpu_offload"):
+        frac = a.get("optimizer_offload_fraction", 1.0)
+        if frac not in (1, 1.0):     # HybridDeviceOptimizer keeps the rest on the GPU
+            raise InputError("--optimizer-offload-fraction", frac, "1.0 with --optimizer-cpu-offload: the scenario "
+                             "offloads the whole optimizer (parallel.offload.optimizer)")
+        parallel["offload"] = {"optimizer": True}
