@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -176,6 +177,9 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
         check_html_path(html_file, inputs=inputs)
     if trace_file is not None:
         check_output_path(trace_file, "--trace", inputs=inputs)
+        if html_file is not None and Path(trace_file).resolve() == Path(html_file).resolve():
+            # the page was written over the trace (or the other way round), exit 0
+            raise InputError("--trace", trace_file, "a file other than --html's (both would be written to it)")
     use_profiles(profiles)
     if shared_fabric or len(scenarios) > 1:
         if tokens is not None:   # the shared-fabric report has no energy: --tokens was ignored

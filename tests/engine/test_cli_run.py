@@ -88,3 +88,10 @@ def test_trace_of_overlapped_moe_all_to_alls_has_an_ep_thread(tmp_path: Path) ->
     events = json.loads(t.read_text())["traceEvents"]
     ep = {e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"] == "ep"}
     assert ep and any(e["ph"] == "X" and e["tid"] in ep for e in events)
+
+
+def test_trace_and_html_to_one_file_exit_2(tmp_path: Path) -> None:
+    """`--trace x.html --html x.html` wrote one over the other with exit 0."""
+    p = run("--trace", str(tmp_path / "x.html"), "--html", str(tmp_path / "x.html"))
+    assert p.returncode == 2 and "--trace" in p.stderr and "other than --html's" in p.stderr, p.stderr
+    assert not (tmp_path / "x.html").exists()
