@@ -173,17 +173,22 @@ def _shell_env(lines: list[str]) -> dict[str, str]:
     variables set before it; bash arrays ``NAME=( ... )`` are read as their flags directly)."""
     env: dict[str, str] = {}
     for line in lines:
-        m = _ASSIGN.match(line)
-        if not m:
-            continue
-        word = _assigned_word(line[m.end():])
-        if word is not None:
-            env[m.group(1)] = _unquote(_expand(word, env))
+        _assign(line, env)
     return env
 
 
+def _assign(line: str, env: dict[str, str]) -> None:
+    """Record ``line``'s simple assignment ``NAME=value`` in ``env``, its value expanded with the
+    variables set before it (nothing for other lines)."""
+    m = _ASSIGN.match(line)
+    if m:
+        word = _assigned_word(line[m.end():])
+        if word is not None:
+            env[m.group(1)] = _unquote(_expand(word, env))
+
+
 _IF = re.compile(r"^(if|elif)\s+(.*?)\s*(?:;\s*then)?\s*$")
-_KEYWORD_SPLIT = re.compile(r";\s*(?=(?:then|else|elif|fi)\b)|(?<=^then)\s+|(?<=^else)\s+")
+_KEYWORD_SPLIT = re.compile(r";\s*(?=(?:then|else|elif|fi)\b)")   # ``; then`` ``; else`` ``; elif`` ``; fi``
 _FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
 _UNARY = {"-z": lambda v: v == "", "-n": lambda v: v != ""}
 _BINARY = {"=": lambda a, b: a == b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
@@ -200,7 +205,7 @@ def _split_keywords(lines: list[str]) -> list[str]:
         if not re.match(r"(?:if|elif|then|else)\b", line):
             out.append(line)
             continue
-        for piece in re.split(r";\s*(?=(?:then|else|elif|fi)\b)", line):
+        for piece in _KEYWORD_SPLIT.split(line):
             m = re.match(r"(then|else)\s+(\S.*)$", piece.strip())
             out.extend([m.group(1), m.group(2)] if m else [piece.strip()])
     return out
@@ -318,11 +323,7 @@ def _branches(text: str) -> str:
             for f in stack:
                 if f[2]:
                     f[3].extend(_FLAG.findall(line))
-        am = _ASSIGN.match(line)
-        if am:
-            word = _assigned_word(line[am.end():])
-            if word is not None:
-                env[am.group(1)] = _unquote(_expand(word, env))
+        _assign(line, env)
         out.append(line)
     return "\n".join(out)
 
