@@ -95,10 +95,15 @@ class UnitRunner:
             tl.add(rank, "compute", f"wait {cause}", cause, start, env.now)
 
 
+def _alone_key(rk: SimRank, g: int, kind: str) -> tuple:
+    """What an action run alone depends on: the rank's slowdown and its compiled units (ranks on the
+    same host share them; keyed by the identity of units that the plan itself holds)."""
+    return (rk.slowdown, *(id(u) for u in rk.units[(g, kind)]))
+
+
 def alone_total(plan: StepPlan, rk: SimRank, g: int, kind: str) -> Total:
-    """``action_alone``, memoised in the plan's memo per compiled units (ranks on the same host share
-    them; keyed by the identity of units that the plan itself holds)."""
-    key = (rk.slowdown, *(id(u) for u in rk.units[(g, kind)]))
+    """``action_alone``, memoised in the plan's memo per compiled units (``_alone_key``)."""
+    key = _alone_key(rk, g, kind)
     alone = plan.memo.alone
     total = alone.get(key)
     if total is None:
@@ -108,10 +113,15 @@ def alone_total(plan: StepPlan, rk: SimRank, g: int, kind: str) -> Total:
 
 def alone_segments(plan: StepPlan, rank: int, g: int, kind: str) -> list[Segment]:
     """The compute segments of ``action_alone``'s run, from time 0 (labelled "alone"): what a
-    recorded timeline draws for an action whose duration ``alone_total`` gave."""
-    tl = Timeline(record=True)
-    action_alone(plan, rank, g, kind, tl)
-    return tl.segments
+    recorded timeline draws for an action whose duration ``alone_total`` gave; memoised as
+    ``alone_total`` is (one run per compiled units, not one per micro-batch)."""
+    key = _alone_key(plan.ranks[rank], g, kind)
+    segments = plan.memo.alone_segments.get(key)
+    if segments is None:
+        tl = Timeline(record=True)
+        action_alone(plan, rank, g, kind, tl)
+        segments = plan.memo.alone_segments[key] = tl.segments
+    return segments
 
 
 def action_alone(plan: StepPlan, rank: int, g: int, kind: str, tl: Timeline | None = None) -> Total:

@@ -119,12 +119,14 @@ class StepMemo:
     """What the timing models learn about one plan and keep with it (the plan's own memo, so
     it lives and dies with the plan): the event engine's duration of an action run alone, per
     compiled units (clustersim.engine.unit_runner.alone_total, for the hybrid engine), and the
-    steady-state tables of the periodic collapse (clustersim.engine.collapse)."""
+    steady-state tables of the periodic collapse (clustersim.engine.collapse), and that run's
+    segments where a timeline is recorded (unit_runner.alone_segments)."""
 
-    __slots__ = ("alone", "collapse_tables")
+    __slots__ = ("alone", "alone_segments", "collapse_tables")
 
     def __init__(self) -> None:
         self.alone: dict[tuple, Total] = {}
+        self.alone_segments: dict[tuple, list] = {}
         self.collapse_tables: tuple[list[list[int]], list[list[int]]] | None = None
 
 
