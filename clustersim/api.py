@@ -187,8 +187,10 @@ def compare_frame(scenario: str | Path | None = None, clusters: Sequence[str] = 
                   executor: str = "local", workers: int | None = None, rerank: int = 4) -> pd.DataFrame:
     """`clustersim compare` as a DataFrame: one row per cluster and node count with its best
     layout (``best_layout.tp`` ...), step time, MFU, time to train, GPU-hours and cost (and the
-    ``*_lo``/``*_hi`` columns of a row's interval, ``energy_kwh``, where the rows carry them).
-    ``scenario`` is a scenario file (or None: the embedded default), ``overrides`` its ``--set``."""
+    ``*_lo``/``*_hi`` columns of a row's interval, ``energy_kwh``, where the rows carry them); a
+    cluster and size on which no layout runs the job comes last, its ``cannot_run`` the reason and
+    its numbers empty. ``scenario`` is a scenario file (or None: the embedded default), ``overrides``
+    its ``--set``."""
     from clustersim.sweep.compare import parse_tokens
     from clustersim.sweep.compare_rows import compare_rows
 
@@ -199,10 +201,10 @@ def compare_frame(scenario: str | Path | None = None, clusters: Sequence[str] = 
         price_map = {c: float(prices) for c in presets}
     else:
         price_map = {str(k): float(v) for k, v in (prices or {}).items()}
-    rows = compare_rows(None if scenario is None else str(scenario), tuple(overrides), presets,
-                        list(nodes) if nodes else None, parse_tokens(tokens), price_map, executor, None, workers,
-                        rerank, evaluators=SWEEP_EVALUATORS)
-    return rows_frame(rows)
+    comparison = compare_rows(None if scenario is None else str(scenario), tuple(overrides), presets,
+                              list(nodes) if nodes else None, parse_tokens(tokens), price_map, executor, None, workers,
+                              rerank, evaluators=SWEEP_EVALUATORS)
+    return rows_frame(comparison.rows + comparison.cannot_run)
 
 
 def rows_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:

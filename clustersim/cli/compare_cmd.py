@@ -77,7 +77,8 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     """Which cluster trains SCENARIO's model fastest, cheapest and with the least energy: the best
     layout found by a sweep on each cluster and size, its step time, MFU, time to train --tokens,
     cost and energy, each with an 80% interval. Every cluster gets the same GPU count (--gpus, else
-    the scenario's); a row that cannot hold exactly that count says why under the table."""
+    the scenario's); a row that cannot hold exactly that count says why under the table, and so
+    does a cluster on which no layout runs the job (the others are still compared)."""
     from clustersim.api import SWEEP_EVALUATORS
     from clustersim.hardware.load import list_clusters, use_profiles
     use_profiles(profiles)
@@ -106,17 +107,18 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
             if update:
                 update("sweeps", done, total)
 
-        rows = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers,
-                            rerank, price_kwh, gpu_sizes, rank_by, pue, progress, evaluators=SWEEP_EVALUATORS)
+        comparison = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers,
+                                  rerank, price_kwh, gpu_sizes, rank_by, pue, progress, evaluators=SWEEP_EVALUATORS)
+    rows, cannot = comparison.rows, comparison.cannot_run
     if plot is not None:
         plot_compare(plot, rows, f"training {tokens} tokens: time, cost and energy (80% intervals)")
     if html_file is not None:
         from clustersim.html.compare_page import compare_page
 
         raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
-        write_html(html_file, compare_page(rows, n_tokens, raw))
+        write_html(html_file, compare_page(rows, n_tokens, raw, cannot))
     if as_json:
-        click.echo(json.dumps({"tokens": n_tokens, "rank_by": rank_by, "rows": rows}, indent=2))
+        click.echo(json.dumps({"tokens": n_tokens, "rank_by": rank_by, "rows": rows, "cannot_run": cannot}, indent=2))
         return
     table = Table(title=f"time to train {fmt_tokens(n_tokens)} tokens, cost and energy, ranked by {rank_by} "
                         f"(ranges: 80% intervals)")
@@ -143,6 +145,9 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     for r in rows:
         if r["size_note"]:
             out.print(f"* {r['cluster']}: {r['size_note']}", highlight=False)
+    for r in cannot:   # clusters on which no layout runs the job: not in the ranking, said under it
+        note = f"; {r['size_note']}" if r["size_note"] else ""
+        out.print(f"cannot run this job: {r['cluster']} on {r['gpus']} GPUs{note}: {r['cannot_run']}", highlight=False)
 
 
 __all__ = ["compare"]

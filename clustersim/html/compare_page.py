@@ -79,7 +79,15 @@ def size_notes(rows: Sequence[Mapping[str, Any]]) -> str:
     return f'<ul class="note" data-testid="size-notes">{notes}</ul>' if notes else ""
 
 
-def compare_page(rows: Sequence[Mapping[str, Any]], tokens: float, scenario: Mapping[str, Any] | None = None) -> str:
+def cannot_run_notes(cannot: Sequence[Mapping[str, Any]]) -> str:
+    """The clusters and sizes on which no layout runs the job (``cannot_run``), with the reason."""
+    notes = "".join(f"<li>{esc(str(r['cluster']))} on {esc(str(r['gpus']))} GPUs cannot run this job: "
+                    f"{esc(str(r['cannot_run']))}</li>" for r in cannot)
+    return f'<ul class="note" data-testid="cannot-run">{notes}</ul>' if notes else ""
+
+
+def compare_page(rows: Sequence[Mapping[str, Any]], tokens: float, scenario: Mapping[str, Any] | None = None,
+                 cannot_run: Sequence[Mapping[str, Any]] = ()) -> str:
     items = compare_charts(rows, tokens)
     model = ""
     if scenario is not None and isinstance(scenario.get("model"), Mapping):
@@ -89,7 +97,8 @@ def compare_page(rows: Sequence[Mapping[str, Any]], tokens: float, scenario: Map
     sections = "".join(f'<div id="{cid}" class="chart"></div>' for cid in items)
     body = (f'<section id="sec-charts"><h2>Time to train, cost and energy</h2>{sections}'
             '<p class="note">Whiskers show the 80% prediction interval where the rows carry one.</p></section>'
-            f'<section id="sec-rows"><h2>Every configuration</h2>{compare_table(rows)}{size_notes(rows)}</section>')
+            f'<section id="sec-rows"><h2>Every configuration</h2>{compare_table(rows)}{size_notes(rows)}'
+            f'{cannot_run_notes(cannot_run)}</section>')
     if scenario is not None:
         body += (f'<section id="sec-scenario"><h2>Scenario</h2><pre class="yaml" data-testid="scenario-yaml">'
                  f"{esc(scenario_yaml(scenario))}</pre></section>")

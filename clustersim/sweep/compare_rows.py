@@ -8,7 +8,7 @@ API (``api.compare_frame``) print or frame the rows.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from clustersim.energy import energy_report
 from clustersim.errors import InputError
@@ -26,7 +26,7 @@ from clustersim.sweep.compare import (
 from clustersim.sweep.evaluate import KEY_FIELDS, SweepSpec
 from clustersim.sweep.evaluators import Evaluators
 from clustersim.sweep.executors import SerialExecutor, make_executor
-from clustersim.sweep.runner import SweepResult, make_tasks, parallel_dict, run_sweep
+from clustersim.sweep.runner import NoLayoutError, SweepResult, make_tasks, parallel_dict, run_sweep
 from clustersim.sweep.space import SearchSpace, layout_key
 from clustersim.sweep.template import load_template
 
@@ -51,22 +51,42 @@ def _price(preset: str, prices: dict[str, float], cluster_price: float) -> float
     return price
 
 
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """``rows``: one per cluster and size that can run the job, ranked (``rank_rows``);
+    ``cannot_run``: the clusters and sizes on which no layout runs it (none valid, or none fits in
+    memory), in the order asked, each with the sweep's reason."""
+
+    rows: list[dict[str, object]]
+    cannot_run: list[dict[str, object]]
+
+
+def _size_error(preset: str, gpus: int, nodes: int, asked: int | None, sized_by: str | None,
+                reason: str) -> InputError:
+    """Exit 2 for a cluster and size that cannot run the job, naming what the user gave."""
+    if sized_by is None:   # the scenario's own GPU count: name the cluster, not an option never given
+        return InputError("--clusters", preset, f"a cluster that can run this job on {gpus} GPUs, the "
+                                                f"scenario's count ({reason}); or compare another size with "
+                                                "--gpus or --nodes")
+    option, value = ("--gpus", asked) if sized_by == "--gpus" else ("--nodes", nodes)
+    return InputError(option, value, f"a size at which {preset} can run this job ({reason})")
+
+
 def _compare_one(job: tuple) -> dict[str, object]:
     """One cluster and size: a serial sweep (so that clusters run side by side in the pool) and
-    its best layout's time to train, cost and energy with the 80% interval. Module level: picklable."""
+    its best layout's time to train, cost and energy with the 80% interval; where no layout runs
+    the job there, a row with ``cannot_run`` (the sweep's reason) instead. Module level: picklable."""
     preset, size, scenario, base_parallel, tokens, price, kwh_price, rerank, asked, sized_by, evaluators = job
     n = size.nodes
     cluster = scenario.cluster
     try:
         result = run_sweep(SweepSpec(scenario, SearchSpace(), evaluators=evaluators, own_layout=base_parallel is not None),
                            SerialExecutor(), rerank=rerank, keep=max(1, rerank))
+    except NoLayoutError as exc:
+        return {"cluster": preset, "gpu": cluster.gpu.name, "nodes": n, "gpus": cluster.num_gpus,
+                "gpus_requested": asked, "size_note": size.note, "cannot_run": exc.reason, "error": exc.allowed}
     except InputError as exc:
-        if sized_by is None:   # the scenario's own GPU count: name the cluster, not an option never given
-            raise InputError("--clusters", preset, f"a cluster that can run this job on {cluster.num_gpus} GPUs, the "
-                                                   f"scenario's count ({exc.allowed}); or compare another size with "
-                                                   "--gpus or --nodes") from None
-        option, value = ("--gpus", asked) if sized_by == "--gpus" else ("--nodes", n)
-        raise InputError(option, value, f"a size at which {preset} can run this job ({exc.allowed})") from None
+        raise _size_error(preset, cluster.num_gpus, n, asked, sized_by, exc.allowed) from None
     best = result.top(1)[0]
     gpus_n = cluster.num_gpus
     tps = float(best["tokens_per_s"])  # type: ignore[arg-type]
@@ -143,7 +163,7 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
                  workers: int | None, rerank: int, price_per_kwh: float | None = None,
                  gpus: list[int] | None = None, rank_by: str = "time", pue: float | None = None,
                  progress: Callable[[int, int, str], None] | None = None, *,
-                 evaluators: Evaluators) -> list[dict[str, object]]:
+                 evaluators: Evaluators) -> Comparison:
     """One row per cluster and size: the best layout, time to train, cost and energy with intervals.
 
     Sizes: ``nodes`` (node counts), else ``gpus`` (GPU counts), else the scenario's GPU count: the
@@ -151,7 +171,10 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     count says why in ``size_note``). Each cluster and size is one task of the executor (a serial
     sweep inside it): clusters run side by side, which costs less than spreading each small sweep
     over the pool. ``progress(done, total, cluster)`` is called as each finishes; ``evaluators``:
-    the closed form and the event engine of every sweep (clustersim.api.SWEEP_EVALUATORS)."""
+    the closed form and the event engine of every sweep (clustersim.api.SWEEP_EVALUATORS).
+
+    A cluster and size on which no layout runs the job is listed in ``cannot_run`` and the others
+    are still compared; where none can run it, InputError (exit 2) names the first."""
     from clustersim.sweep.runner import check_uniform
 
     base, own = load_template(apply_overrides(read_scenario_dict(scenario_path), list(overrides)))
@@ -180,11 +203,17 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
         if progress:
             progress(0, len(jobs), "")
         done = pool.run(_compare_one, [jobs[i] for i in order], on_done)
-        rows = [row for _, row in sorted(zip(order, done, strict=True), key=lambda x: x[0])]
+        results = [row for _, row in sorted(zip(order, done, strict=True), key=lambda x: x[0])]
     except KeyboardInterrupt:
         pool.terminate()  # Ctrl-C: stop the workers now (clustersim.cli prints one line, exit 130)
         raise
     finally:
         pool.close()
+    rows = [r for r in results if "cannot_run" not in r]
+    if not rows:   # no cluster can: exit 2 naming the first, as a single cluster's sweep would
+        first, job = results[0], jobs[0]
+        raise _size_error(str(first["cluster"]), int(first["gpus"]), int(first["nodes"]),  # type: ignore[call-overload]
+                          job[8], job[9], str(first["error"]))
+    cannot = [{k: v for k, v in r.items() if k != "error"} for r in results if "cannot_run" in r]
     note_unequal_nodes(rows)
-    return rank_rows(rows, rank_by)
+    return Comparison(rank_rows(rows, rank_by), cannot)

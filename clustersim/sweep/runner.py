@@ -131,28 +131,41 @@ def canonical_order(placed: list[list[tuple[int, int]]], parts: list[np.ndarray]
     return out
 
 
-def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> InputError:
+class NoLayoutError(InputError):
+    """No layout of the job runs on this cluster at this size (none valid, none within the
+    constraints, or none fits in memory): a fact about one cluster, which `compare` reports as a
+    row that cannot run the job instead of ending the comparison. ``reason``: that fact as a sentence."""
+
+    def __init__(self, field: str, value: object, allowed: str, reason: str) -> None:
+        super().__init__(field, value, allowed)
+        self.reason = reason
+
+
+def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> NoLayoutError:
     s = spec.scenario
     what = f"{s.model.name} on {s.cluster.num_gpus} GPUs of {s.cluster.name} (global_batch {s.parallel.global_batch})"
     c = spec.constraints
     if c and (table is None or table.shape[0] == 0):
         options = [o for o, on in (("--fix", c.fixed), ("--max", c.maxima), ("--only-validated", c.only_validated))
                    if on]
-        return InputError("/".join(options), c.describe(),
-                          f"constraints that some valid layout of {what} satisfies (without them the sweep "
-                          "searches tp dividing the heads inside a node, dp dividing the global batch, pp up to "
-                          f"the {s.model.layers} layers; --fix parallel.schedule needs a pipeline)")
+        return NoLayoutError("/".join(options), c.describe(),
+                             f"constraints that some valid layout of {what} satisfies (without them the sweep "
+                             "searches tp dividing the heads inside a node, dp dividing the global batch, pp up to "
+                             f"the {s.model.layers} layers; --fix parallel.schedule needs a pipeline)",
+                             f"no valid layout of {what} satisfies the constraints ({c.describe()})")
     if table is None or table.shape[0] == 0:
-        return InputError("--gpus", s.cluster.num_gpus,
-                          f"a GPU count that some valid layout of {what} can use (tp dividing heads "
-                          f"{s.model.heads} inside a node, dp dividing the global batch, pp <= layers "
-                          f"{s.model.layers})")
+        return NoLayoutError("--gpus", s.cluster.num_gpus,
+                             f"a GPU count that some valid layout of {what} can use (tp dividing heads "
+                             f"{s.model.heads} inside a node, dp dividing the global batch, pp <= layers "
+                             f"{s.model.layers})", f"no valid layout of {what}")
     least = float(np.min(table[:, COL["peak_bytes_per_gpu"]]))
     within = f" within the constraints ({c.describe()})" if c else ""
-    return InputError("--gpus", s.cluster.num_gpus,
-                      f"a GPU count on which some layout fits in memory: of {table.shape[0]} layouts of {what}"
-                      f"{within}, the smallest needs {least / 2**30:.1f} GiB per GPU, the GPU has "
-                      f"{s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB")
+    return NoLayoutError("--gpus", s.cluster.num_gpus,
+                         f"a GPU count on which some layout fits in memory: of {table.shape[0]} layouts of {what}"
+                         f"{within}, the smallest needs {least / 2**30:.1f} GiB per GPU, the GPU has "
+                         f"{s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB",
+                         f"none of {table.shape[0]} layouts of {what}{within} fits in memory: the smallest needs "
+                         f"{least / 2**30:.1f} GiB per GPU, the GPU has {s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB")
 
 
 def check_sweep_size(spec: SweepSpec, total: int) -> None:

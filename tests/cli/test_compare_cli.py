@@ -39,7 +39,7 @@ def test_rows_carry_the_request_and_report_progress() -> None:
     calls = []
     rows = compare_rows(None, tuple(SMALL[1::2]), ["dgx-a100"], None, 1e9, {}, "serial", None, None, 1, gpus=[8],
                         progress=lambda done, total, cluster: calls.append((done, total, cluster)),
-                        evaluators=SWEEP_EVALUATORS)
+                        evaluators=SWEEP_EVALUATORS).rows
     assert calls == [(0, 1, ""), (1, 1, "dgx-a100")]
     (row,) = rows
     assert (row["gpus"], row["gpus_requested"], row["size_note"]) == (8, 8, "")
@@ -81,3 +81,30 @@ def test_nodes_that_give_different_gpu_counts_are_noted() -> None:
     assert rows[0]["size_note"].startswith("18 nodes of 4 GPUs (--nodes counts nodes")
     assert rows[1]["size_note"].startswith("18 nodes of 8 GPUs")
     assert rows[2]["size_note"] == rows[3]["size_note"] == ""  # the same GPUs: nothing to say
+
+
+PART_FITS = ["--set", "model.preset=megatron-22b", "--set", "cluster.preset=dgx-a100", "--set", "cluster.nodes=1",
+             "--set", "parallel.tp=2", "--set", "parallel.pp=2", "--set", "parallel.dp=2",
+             "--set", "parallel.global_batch=16", "--executor", "serial", "--no-progress",
+             "--price-per-gpu-hour", "2"]
+
+
+def test_a_cluster_that_cannot_run_the_job_is_named_and_the_others_compared(capsys) -> None:
+    """22B on 8 GPUs fits on 80 GB A100s and on no layout of 40 GB ones: the comparison still
+    answers for the 80 GB cluster and names the other under the table and in --json (it used to
+    end with exit 2 for the whole comparison)."""
+    import json
+
+    code, out, err = _main(["compare", "--clusters", "dgx-a100-40gb,dgx-a100", "--json", *PART_FITS], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert [r["cluster"] for r in data["rows"]] == ["dgx-a100"] and data["rows"][0]["rank"] == 1
+    (cannot,) = data["cannot_run"]
+    assert (cannot["cluster"], cannot["gpus"]) == ("dgx-a100-40gb", 8)
+    assert "fits in memory" in cannot["cannot_run"] and "the GPU has 40.0 GiB" in cannot["cannot_run"]
+    code, out, err = _main(["compare", "--clusters", "dgx-a100-40gb,dgx-a100", *PART_FITS], capsys)
+    assert code == 0, err
+    assert "cannot run this job: dgx-a100-40gb on 8 GPUs: none of" in out
+    # no cluster can: exit 2 naming the first, as before
+    code, out, err = _main(["compare", "--clusters", "dgx-a100-40gb", *PART_FITS], capsys)
+    assert code == 2 and "--clusters: got 'dgx-a100-40gb'" in err and "the GPU has 40.0 GiB" in err
