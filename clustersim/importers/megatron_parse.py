@@ -17,6 +17,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.common import clean_line, config_int
+from clustersim.importers.shell_arith import arith_span, expand_arithmetic
 from clustersim.limits import MAX_COUNT
 
 # megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
@@ -107,10 +108,14 @@ _VAR = re.compile(r"\$\{([A-Za-z_]\w*|\d+)(?:(:?-)((?:[^{}]|\{[^{}]*\})*))?\}|\$
 def _assigned_word(rest: str) -> str | None:
     """The value word of ``NAME=...`` up to unquoted white space (None for an array ``NAME=(``, an
     unquoted command substitution ``$(...)``, or a command after the assignment: the reader runs
-    nothing; quoted text is taken as it stands)."""
+    nothing; quoted text is taken as it stands; an arithmetic expansion ``$((...))`` is one part
+    of the word, clustersim.importers.shell_arith)."""
     i, quote, depth = 0, "", 0
     while i < len(rest):
         c = rest[i]
+        if rest.startswith("$((", i) and (end := arith_span(rest, i)) is not None:
+            i = end
+            continue
         if quote:
             if c == quote:
                 quote = ""
@@ -152,7 +157,8 @@ def _expand(text: str, env: dict[str, str]) -> str:
     """Substitute the file's own variables as bash would. ``${NAME:-default}`` / ``${NAME-default}`` of a
     variable the file has not set gives the default: the job's environment and arguments are not the
     file's, so its stated default is the value (``TP=${TP:-4}`` is 4); ``$NAME`` of an unset variable
-    stays as written (a flag holding it is reported unresolved)."""
+    stays as written (a flag holding it is reported unresolved). ``$(( expr ))`` of set integer
+    variables becomes its value (clustersim.importers.shell_arith)."""
     def sub(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(4)
         value = env.get(name)
@@ -160,8 +166,8 @@ def _expand(text: str, env: dict[str, str]) -> str:
         if m.group(2) is not None and (value is None or (m.group(2) == ":-" and value == "")):
             return _unquote(_expand(m.group(3), env))
         return m.group(0) if value is None else value
-    for _ in range(3):  # values may hold other variables
-        new = _VAR.sub(sub, text)
+    for _ in range(3):  # values may hold other variables; then $(( arithmetic )) of them
+        new = expand_arithmetic(_VAR.sub(sub, text), env)
         if new == text:
             break
         text = new

@@ -138,3 +138,49 @@ def test_torchrun_without_nnodes_is_one_node():
     sc = _import(line).scenario
     assert sc["cluster"] == {"preset": "dgx-h100", "nodes": 1, "gpus_per_node": 4} and sc["parallel"]["dp"] == 4
     assert _import(f"torchrun --nproc-per-node 8 pretrain_gpt.py {MODEL}", nodes=2).scenario["cluster"]["nodes"] == 2
+
+
+def test_arithmetic_expansion_of_the_files_own_variables():
+    """``WORLD_SIZE=$(($GPUS_PER_NODE*$NNODES))`` and ``GBS=$((DP * 16))``, as launch scripts
+    compute sizes: the global batch was refused as a shell variable the file does not set."""
+    script = f"""#!/bin/bash
+GPUS_PER_NODE=8
+NNODES=2
+WORLD_SIZE=$(($GPUS_PER_NODE*$NNODES))
+TP=2
+PP=2
+DP=$(( WORLD_SIZE / (TP * PP) ))
+GBS=$((DP * 16))
+torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \\
+    --tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP \\
+    --micro-batch-size $(( GBS / DP / 8 )) --global-batch-size $GBS {MODEL}
+"""
+    sc = _import(script).scenario
+    p = sc["parallel"]
+    assert (p["tp"], p["pp"], p["dp"], p["micro_batch"], p["global_batch"], sc["cluster"]["nodes"]) == \
+        (2, 2, 4, 2, 64, 2)
+
+
+def test_arithmetic_on_a_variable_the_file_does_not_set_stays_unresolved():
+    script = f"""GBS=$((DP * 16))
+torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --global-batch-size $GBS {MODEL}
+"""
+    with pytest.raises(InputError) as err:
+        _import(script)
+    assert err.value.field == "--global-batch-size"
+
+
+@pytest.mark.parametrize(("expr", "env", "value"), [
+    ("2 + 3 * 4", {}, "14"), ("(2 + 3) * 4", {}, "20"), ("7 / 2", {}, "3"), ("-7 / 2", {}, "-3"),
+    ("-7 % 3", {}, "-1"), ("7 % -3", {}, "1"), ("2 ** 10", {}, "1024"), ("A*B", {"A": "3", "B": "5"}, "15"),
+    ("A + 1", {"A": "x"}, None), ("A + 1", {}, None), ("1 / 0", {}, None), ("1 % 0", {}, None),
+    ("10 ** 10 ** 10", {}, None), ("2 < 3", {}, None), ("__import__('os')", {}, None), ("1.5 * 2", {}, None),
+])
+def test_bash_arithmetic_in_integers(expr, env, value):
+    """GNU Bash Reference Manual §6.5: integer arithmetic, ``/`` truncating toward zero and ``%``
+    taking the dividend's sign (C); anything else is left as written (None)."""
+    from clustersim.importers.shell_arith import evaluate, expand_arithmetic
+
+    assert evaluate(expr, env) == value
+    text = f"--x $(({expr})) --y"
+    assert expand_arithmetic(text, env) == (text if value is None else f"--x {value} --y")
