@@ -26,7 +26,14 @@ from typing import Any
 from clustersim.errors import InputError
 from clustersim.importers.common import cluster_gpus_per_node
 from clustersim.importers.megatron_later import later_fields
-from clustersim.importers.megatron_parse import MegatronArgs, int_arg, neutral, neutral_or_one, size_arg
+from clustersim.importers.megatron_parse import (
+    FLAG_DEST,
+    MegatronArgs,
+    int_arg,
+    neutral,
+    neutral_or_one,
+    size_arg,
+)
 from clustersim.importers.megatron_split import PIPELINE_SPLIT_ARGS, check_split, pipeline_split
 
 # -- the mapping ------------------------------------------------------------------------------
@@ -137,6 +144,19 @@ NO_EFFECT = {"bf16", "fp16", "fp8", "fp4", "iteration", "consumed_train_samples"
              "app_tag_run_name", "app_tag_run_version", "retriever_report_topk_accuracies", "retriever_score_scaling",
              "retriever_seq_length", "standalone_embedding_stage", "num_key_value_heads",
              *PIPELINE_SPLIT_ARGS, "pp_partition_method", "pad_vocab_size_to", *MAPPED_LATER}
+# the mapped arguments that change the simulated step (a value clustersim cannot read is refused, not
+# defaulted): the model's shape, the layout, the batch, recompute, precision recipe, ZeRO
+COST_ARGS = frozenset({
+    "num_layers", "encoder_num_layers", "decoder_num_layers", "hidden_size", "num_attention_heads",
+    "num_query_groups", "num_key_value_heads", "ffn_hidden_size", "kv_channels", "seq_length", "vocab_size",
+    "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_expert_capacity_factor", "moe_grouped_gemm",
+    "moe_shared_expert_intermediate_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+    "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "cp_comm_type",
+    "virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage",
+    "num_virtual_stages_per_pipeline_rank", "micro_batch_size", "global_batch_size", "micro_batch_size_per_gpu",
+    "batch_size", "recompute_granularity", "recompute_method", "recompute_num_layers", "checkpoint_num_layers",
+    "zero_stage", "hidden_act", "activation_func", "model_parallel_size", "fp8", "fp4", "num_layers_per_stage",
+    "padded_vocab_size", "pad_vocab_size_to", "rampup_batch_size"})
 RECOMPUTE_METHODS = ("uniform", "block")   # --recompute-method choices (megatron/training/arguments.py)
 KNOWN_HF_VOCABS = ((r"llama-?3", 128256), (r"llama-?2", 32000), (r"mixtral|mistral-7b", 32000), (r"gpt-?2", 50257),
                    (r"qwen2", 151936), (r"deepseek-v3", 129280))
@@ -313,8 +333,21 @@ def _check_unsupported(a: MegatronArgs, num_layers: int, ffn: int | None) -> Non
                              f"its neutral value: it sets {what}, which clustersim does not model yet")
 
 
+def _check_resolved(a: MegatronArgs) -> None:
+    """A flag that changes the simulated cost and whose value the reader could not resolve (a shell
+    variable the file does not set, or one set in a branch it cannot decide) is refused by name."""
+    for flag in a.unresolved:
+        dest = FLAG_DEST.get(flag, (flag.replace("-", "_"), None))[0]
+        if dest in COST_ARGS or dest in MAPPED_LATER or dest in PIPELINE_SPLIT_ARGS:
+            why = ("set in a branch whose condition reads the job's environment or the file system, which "
+                   "clustersim does not decide" if flag in a.undecided else "a shell variable the file does not set")
+            raise InputError(f"--{flag}", "$...", f"a value the file states: this one is {why}; it changes "
+                                                  "the simulated cost, so it is not left at a default")
+
+
 def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, name: str) -> MappedScenario:
     """The scenario dict these arguments describe; InputError names what is missing or unsupported."""
+    _check_resolved(a)
     notes: list[str] = []
     layers = int_arg(a, "num_layers") or int_arg(a, "decoder_num_layers") or int_arg(a, "encoder_num_layers")
     for what, value, flag in (("the layer count", layers, "--num-layers"),
@@ -468,10 +501,6 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
                 "parallel": parallel, "training": training}
     unknown = sorted(n for n in a.values if not known(n))
     if a.unresolved:
-        notes.append("flags with unresolved shell variables ignored: " + ", ".join(sorted(set(a.unresolved))))
-        for flag in a.unresolved:
-            dest = flag.replace("-", "_")
-            if dest in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "tensor_model_parallel_size",
-                        "pipeline_model_parallel_size", "micro_batch_size", "global_batch_size"):
-                raise InputError(f"--{flag}", "$...", "a number: its value is a shell variable the file does not set")
+        notes.append("flags with unresolved shell variables ignored (none changes the simulated cost): "
+                     + ", ".join(sorted(set(a.unresolved))))
     return MappedScenario(scenario, scenario["framework"], unknown, notes)

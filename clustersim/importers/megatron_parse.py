@@ -18,6 +18,7 @@ from typing import Any
 from clustersim.errors import InputError
 from clustersim.importers.common import clean_line, config_int
 from clustersim.importers.shell_arith import arith_span, expand_arithmetic
+from clustersim.importers.shell_case import case_to_if
 from clustersim.limits import MAX_COUNT
 
 # megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
@@ -33,6 +34,7 @@ class MegatronArgs:
     source: str                              # "arguments block" | "command line"
     launcher: dict[str, Any] = field(default_factory=dict)   # torchrun: nproc_per_node, nnodes
     unresolved: list[str] = field(default_factory=list)      # flags whose value was a shell variable
+    undecided: list[str] = field(default_factory=list)       # ... one set in a branch the reader cannot decide
     script: str = ""                                         # the launched script (pretrain_gpt.py), if seen
 
     def get(self, name: str, default: Any = None) -> Any:
@@ -193,6 +195,7 @@ def _assign(line: str, env: dict[str, str]) -> None:
             env[m.group(1)] = _unquote(_expand(word, env))
 
 
+UNDECIDED = "CLUSTERSIM_UNDECIDED_BRANCH"   # stands for a value set in a branch the reader cannot decide
 _IF = re.compile(r"^(if|elif)\s+(.*?)\s*(?:;\s*then)?\s*$")
 _KEYWORD_SPLIT = re.compile(r";\s*(?=(?:then|else|elif|fi)\b)")   # ``; then`` ``; else`` ``; elif`` ``; fi``
 _FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
@@ -257,9 +260,11 @@ def _condition(cond: str, env: dict[str, str]) -> bool | None:
         if m:
             body = next(g for g in m.groups() if g is not None)
             names = [(v.group(1) or v.group(4), v.group(2)) for v in _VAR.finditer(body)]
-            if all(name in env or default is not None for name, default in names):
+            expanded = _expand(body, env)
+            # a variable set from one the file does not set (MODEL=$1) is no more known than that one
+            if all(name in env or default is not None for name, default in names) and "$" not in expanded:
                 try:
-                    one = _test(shlex.split(_expand(body, env)), m.group(1) is not None)
+                    one = _test(shlex.split(expanded), m.group(1) is not None)
                 except ValueError:
                     one = None
         if one is not None and neg:
@@ -288,7 +293,7 @@ def _branches(text: str) -> str:
     def live() -> bool:
         return all(f[0] for f in stack)
 
-    lines = _split_keywords(text.splitlines())
+    lines = _split_keywords(case_to_if(text.splitlines()))
     for line in lines:
         m = _IF.match(line)
         if m and m.group(1) == "if":
@@ -329,6 +334,9 @@ def _branches(text: str) -> str:
             for f in stack:
                 if f[2]:
                     f[3].extend(_FLAG.findall(line))
+            assigned = _ASSIGN.match(line)
+            if assigned:   # its value depends on the branch: unknown after it, never the last branch's
+                line = f"{assigned.group(1)}=${UNDECIDED}"
         _assign(line, env)
         out.append(line)
     return "\n".join(out)
@@ -379,6 +387,7 @@ def parse_command_line(text: str) -> MegatronArgs:
     values: dict[str, Any] = {}
     launcher: dict[str, Any] = {}
     unresolved: list[str] = []
+    undecided: list[str] = []
     i = 0
     while i < len(toks):
         tok = toks[i]
@@ -396,6 +405,8 @@ def parse_command_line(text: str) -> MegatronArgs:
         i = j
         if any("$" in v for v in vals):
             unresolved.append(name)
+            if any(UNDECIDED in v for v in vals):
+                undecided.append(name)
             continue
         if before_script and name in TORCHRUN_FLAGS:
             launcher[name.replace("-", "_")] = _number(vals[0]) if vals else True
@@ -412,7 +423,8 @@ def parse_command_line(text: str) -> MegatronArgs:
     if not values:
         raise InputError("megatron-args", "file", "a Megatron-LM command line or arguments file "
                          "(flags such as --num-layers 32 --tensor-model-parallel-size 8)")
-    return MegatronArgs(values, "command line", launcher, unresolved, toks[script] if script is not None else "")
+    return MegatronArgs(values, "command line", launcher, unresolved, undecided,
+                        toks[script] if script is not None else "")
 
 
 # -- reading one value ------------------------------------------------------------------------

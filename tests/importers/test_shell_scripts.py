@@ -184,3 +184,66 @@ def test_bash_arithmetic_in_integers(expr, env, value):
     assert evaluate(expr, env) == value
     text = f"--x $(({expr})) --y"
     assert expand_arithmetic(text, env) == (text if value is None else f"--x {value} --y")
+
+
+CASE_SCRIPT = """MODEL_SIZE={size}
+case $MODEL_SIZE in
+  7B)
+    HIDDEN=4096
+    LAYERS=32
+    ;;
+  13B|13b) HIDDEN=5120; LAYERS=40 ;;
+  *)
+    echo "unknown size"; exit 1
+    ;;
+esac
+torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers $LAYERS --hidden-size $HIDDEN \\
+    --num-attention-heads 32 --seq-length 4096 --tokenizer-type NullTokenizer --vocab-size 32000 --bf16 \\
+    --micro-batch-size 1 --global-batch-size 64
+"""
+
+
+@pytest.mark.parametrize(("size", "shape"), [("7B", (32, 4096)), ("13B", (40, 5120)), ("13b", (40, 5120)),
+                                             ('"7B"', (32, 4096))])
+def test_a_case_block_runs_the_matching_item_only(size, shape):
+    """Every item's assignments ran and the last won: a 7B script was read as 13B, exit 0."""
+    m = _import(CASE_SCRIPT.format(size=size)).scenario["model"]
+    assert (m["layers"], m["hidden"]) == shape
+
+
+def test_a_case_on_the_jobs_environment_is_refused_naming_the_flag():
+    with pytest.raises(InputError) as err:
+        _import(CASE_SCRIPT.format(size="${1}"))
+    assert err.value.field == "--num-layers" and "branch" in err.value.allowed
+
+
+def test_a_value_set_in_an_undecided_if_is_not_the_last_branchs():
+    """``if [ -f ... ]`` decides nothing here: a TP set in it was the else branch's 2 (or the
+    file's earlier value), silently."""
+    script = f"""TP=2
+if [ -f /etc/big_cluster ]; then
+  TP=8
+fi
+torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --tensor-model-parallel-size $TP {MODEL}
+"""
+    with pytest.raises(InputError) as err:
+        _import(script)
+    assert err.value.field == "--tensor-model-parallel-size" and "branch" in err.value.allowed
+
+
+def test_an_unresolved_flag_that_changes_the_cost_is_refused_and_others_noted():
+    """``--num-query-groups $GQA`` with GQA unset was ignored with a note (full multi-head attention
+    simulated); ``--lr $LR`` changes nothing simulated and stays a note."""
+    script = f"torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-query-groups $GQA {MODEL}\n"
+    with pytest.raises(InputError) as err:
+        _import(script)
+    assert err.value.field == "--num-query-groups"
+    mapped = _import(f"torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --lr $LR {MODEL}\n")
+    assert any("--lr" in n or "lr" in n for n in mapped.notes)
+
+
+def test_fall_through_case_items_are_refused():
+    script = CASE_SCRIPT.format(size="7B").replace("    ;;\n  13B", "    ;&\n  13B", 1)
+    with pytest.raises(InputError) as err:
+        _import(script)
+    assert err.value.field == "case"
