@@ -10,8 +10,9 @@
 3. **Re-rank** the best ``rerank`` groups' rows with the event engine (``api.simulate``), plus
    the scenario's own layout when it is valid on this cluster and within the constraints, plus
    the best plain 3D row with ``find_plain``; then, while the best row is a closed-form one (the
-   event engine slowed the rows above it), the best ``rerank`` rows not yet simulated, in up to
-   ``MAX_RERANK_ROUNDS`` more rounds, so that the answer is the event engine's.
+   event engine slowed the rows above it), the best ``rerank`` rows not yet simulated, in rounds
+   (twice as many rows per round after ``MAX_RERANK_ROUNDS``) until the best row is simulated, so
+   that the answer is always the event engine's.
 4. The ranking (clustersim.sweep.groups): group rows by the ranked value, then the other timed
    layouts, the bounded-out layouts (by bound), the layouts that do not fit. Ties are broken by
    the canonical layout key, so the order is total.
@@ -271,7 +272,7 @@ def _add_incumbent(spec: SweepSpec, table: np.ndarray, refined: np.ndarray | Non
     return table, refined, scale, i
 
 
-MAX_RERANK_ROUNDS = 4   # event-engine rounds after the first until the best row is its own (module doc, step 3)
+MAX_RERANK_ROUNDS = 4   # event-engine rounds of `rerank` rows; then each round doubles (module doc, step 3)
 
 
 def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int, keep: int,
@@ -313,13 +314,19 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
         simulate(wanted)
     # the event engine slows a row where its transfers contend, so a closed-form row may now lead:
     # re-rank in rounds until the best row carries the event engine's numbers (what `run` of it
-    # prints), at most MAX_RERANK_ROUNDS more rounds of the best `rerank` rows not yet simulated
-    for _ in range(MAX_RERANK_ROUNDS if wanted else 0):
+    # prints): the best `rerank` rows not yet simulated, twice as many after MAX_RERANK_ROUNDS rounds
+    # (where contention slows every row, so that the rounds stay few). Every round simulates the
+    # leading row, so the rounds end; a closed-form row never ships as #1.
+    batch, rounds = max(rerank, 1), 0
+    while wanted:
         order, _, is_row = ranked()
         rows = order[is_row]
         if not rows.size or not np.isnan(sim[int(rows[0]), 0]):
             break
-        more = [int(i) for i in rows[:max(rerank, 1)] if np.isnan(sim[int(i), 0])]
+        rounds += 1
+        if rounds > MAX_RERANK_ROUNDS:
+            batch *= 2
+        more = [int(i) for i in rows if np.isnan(sim[int(i), 0])][:batch]
         total[0] += len(more)
         simulate(more)
     order, grank, is_row = ranked(full=True)
