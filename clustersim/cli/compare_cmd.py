@@ -145,6 +145,12 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     for r in rows:
         if r["size_note"]:
             out.print(f"* {r['cluster']}: {r['size_note']}", highlight=False)
+    kept = next((r for r in [*rows, *cannot] if r["cluster_settings"]), None)
+    if kept is not None:   # the scenario's own cluster keys hold on its preset only
+        settings = ", ".join(f"{k}={v}" for k, v in kept["cluster_settings"].items())  # type: ignore[union-attr]
+        others = sorted({str(r["cluster"]) for r in [*rows, *cannot]} - {str(kept["cluster"])})
+        out.print(f"{kept['cluster']}: the scenario's cluster settings kept ({settings})"
+                  + (f"; {', '.join(others)} as shipped" if others else ""), highlight=False)
     for r in cannot:   # clusters on which no layout runs the job: not in the ranking, said under it
         note = f"; {r['size_note']}" if r["size_note"] else ""
         out.print(f"cannot run this job: {r['cluster']} on {r['gpus']} GPUs{note}: {r['cannot_run']}", highlight=False)

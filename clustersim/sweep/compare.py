@@ -176,7 +176,8 @@ def _splits_well(gpus: int, gpus_per_node: int, domain: int) -> bool:
     return 2 * _domain_split(gpus, gpus_per_node, domain) >= domain or gpus <= domain
 
 
-def cluster_size(preset: str, gpus: int | None = None, nodes: int | None = None) -> ClusterSize:
+def cluster_size(preset: str, gpus: int | None = None, nodes: int | None = None,
+                 settings: dict[str, object] | None = None) -> ClusterSize:
     """The size of ``preset`` for ``gpus`` GPUs (``--gpus``, or the scenario's count) or ``nodes``
     nodes (``--nodes``): the same GPU count on every cluster, so that the rows compare like with like.
 
@@ -188,12 +189,13 @@ def cluster_size(preset: str, gpus: int | None = None, nodes: int | None = None)
     ``--gpus`` rounds up to the next GPU count that splits so (76 -> 80: 2 x 40) and ``--nodes`` is
     refused, naming the counts that work.
     GPU counts that are no multiple of the node round up to whole nodes. Each departure from the
-    requested count or domain is in ``note``."""
+    requested count or domain is in ``note``. ``settings``: the scenario's cluster keys kept on this
+    preset (``compare_cluster``)."""
     if nodes is not None:
         check_at_most("--nodes", nodes, MAX_GPUS, "nodes")
     else:
         check_gpus("--gpus", int(gpus or 0))
-    base = load_cluster(preset, 1)
+    base = load_cluster(preset, 1, **(settings or {}))
     gpn, domain = base.gpus_per_node, base.scale_up_domain
     n = nodes if nodes is not None else -(-int(gpus or 0) // gpn)
     total = n * gpn
@@ -230,13 +232,29 @@ def _node_counts(gpus_per_node: int, domain: int, near: int) -> str:
             f"{domain // 2} to {domain} GPUs per domain; nearest: {nearest}")
 
 
-def compare_cluster(preset: str, size: ClusterSize | int) -> ClusterSpec:
-    """A shipped or user cluster preset at ``size`` (a ``ClusterSize``, or a node count)."""
+def own_cluster_settings(raw: dict[str, object]) -> tuple[str | None, dict[str, object]]:
+    """The scenario's cluster preset and the keys it sets on it (``scale_out``, ``nics_per_node``,
+    ``pue``, ``gpu``, ...: everything but ``preset`` and ``nodes``). `compare` keeps them on that
+    preset, which is then the user's cluster at another size; other presets are as shipped."""
+    from clustersim.scenario.loader import DEFAULT_CLUSTER_PRESET
+
+    section = raw.get("cluster")
+    if not isinstance(section, dict) or section.get("groups") is not None:
+        return None, {}
+    preset = section.get("preset") or DEFAULT_CLUSTER_PRESET
+    return str(preset), {k: v for k, v in section.items() if k not in ("preset", "nodes") and v is not None}
+
+
+def compare_cluster(preset: str, size: ClusterSize | int, settings: dict[str, object] | None = None) -> ClusterSpec:
+    """A shipped or user cluster preset at ``size`` (a ``ClusterSize``, or a node count), with
+    ``settings`` (cluster keys of the scenario, ``own_cluster_settings``) on it."""
     if isinstance(size, int):
         size = ClusterSize(size)
     check_at_most("--nodes", size.nodes, MAX_GPUS, "nodes")
-    cluster = load_cluster(preset, size.nodes, **({"scale_up_domain": size.scale_up_domain}
-                                                  if size.scale_up_domain else {}))
+    keys = dict(settings or {})
+    if size.scale_up_domain:
+        keys["scale_up_domain"] = size.scale_up_domain
+    cluster = load_cluster(preset, size.nodes, **keys)
     if cluster.num_gpus > MAX_GPUS:
         raise InputError("--nodes", size.nodes, f"a size of at most {MAX_GPUS:,} GPUs (clustersim's limit; "
                                                 f"{size.nodes:,} nodes of {preset} hold {cluster.num_gpus:,})")

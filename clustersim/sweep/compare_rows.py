@@ -17,6 +17,7 @@ from clustersim.sweep.compare import (
     ClusterSize,
     cluster_size,
     compare_cluster,
+    own_cluster_settings,
     parse_price_per_kwh,
     rank_rows,
     run_interval,
@@ -76,7 +77,7 @@ def _compare_one(job: tuple) -> dict[str, object]:
     """One cluster and size: a serial sweep (so that clusters run side by side in the pool) and
     its best layout's time to train, cost and energy with the 80% interval; where no layout runs
     the job there, a row with ``cannot_run`` (the sweep's reason) instead. Module level: picklable."""
-    preset, size, scenario, base_parallel, tokens, price, kwh_price, rerank, asked, sized_by, evaluators = job
+    preset, size, scenario, base_parallel, tokens, price, kwh_price, rerank, asked, sized_by, settings, evaluators = job
     n = size.nodes
     cluster = scenario.cluster
     try:
@@ -84,7 +85,8 @@ def _compare_one(job: tuple) -> dict[str, object]:
                            SerialExecutor(), rerank=rerank, keep=max(1, rerank))
     except NoLayoutError as exc:
         return {"cluster": preset, "gpu": cluster.gpu.name, "nodes": n, "gpus": cluster.num_gpus,
-                "gpus_requested": asked, "size_note": size.note, "cannot_run": exc.reason, "error": exc.allowed}
+                "gpus_requested": asked, "size_note": size.note, "cluster_settings": dict(settings),
+                "cannot_run": exc.reason, "error": exc.allowed}
     except InputError as exc:
         raise _size_error(preset, cluster.num_gpus, n, asked, sized_by, exc.allowed) from None
     best = result.top(1)[0]
@@ -97,7 +99,7 @@ def _compare_one(job: tuple) -> dict[str, object]:
     own = None if base_parallel is None else own_layout_tokens_per_s(result)
     row: dict[str, object] = {
         "cluster": preset, "gpu": cluster.gpu.name, "nodes": n, "gpus": gpus_n, "gpus_requested": asked,
-        "scale_up_domain": cluster.gpus_per_domain, "size_note": size.note,
+        "scale_up_domain": cluster.gpus_per_domain, "size_note": size.note, "cluster_settings": dict(settings),
         "best_layout": best["parallel"], "step_time_s": step, "mfu": best["mfu"],
         "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / gpus_n,
         "peak_bytes_per_gpu": best["peak_bytes_per_gpu"],
@@ -138,11 +140,12 @@ def longest_first(jobs: list[tuple]) -> list[int]:
     return sorted(range(len(jobs)), key=lambda i: (-work[i], i))
 
 
-def _sizes(preset: str, nodes: list[int] | None, gpus: list[int]) -> list[tuple[ClusterSize, int | None]]:
+def _sizes(preset: str, nodes: list[int] | None, gpus: list[int],
+           settings: dict[str, object]) -> list[tuple[ClusterSize, int | None]]:
     """(size, the GPU count asked for or None for --nodes) of each requested size of ``preset``."""
     if nodes:
-        return [(cluster_size(preset, nodes=n), None) for n in nodes]
-    return [(cluster_size(preset, g), g) for g in gpus]
+        return [(cluster_size(preset, nodes=n, settings=settings), None) for n in nodes]
+    return [(cluster_size(preset, g, settings=settings), g) for g in gpus]
 
 
 def note_unequal_nodes(rows: list[dict[str, object]]) -> None:
@@ -177,19 +180,22 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     are still compared; where none can run it, InputError (exit 2) names the first."""
     from clustersim.sweep.runner import check_uniform
 
-    base, own = load_template(apply_overrides(read_scenario_dict(scenario_path), list(overrides)))
+    raw = apply_overrides(read_scenario_dict(scenario_path), list(overrides))
+    base, own = load_template(raw)
     check_uniform(base)
+    own_preset, own_settings = own_cluster_settings(raw)
     kwh_price = parse_price_per_kwh(price_per_kwh)
     jobs = []
     for preset in clusters:
-        for size, asked in _sizes(preset, nodes, gpus or [base.cluster.num_gpus]):
-            cluster = compare_cluster(preset, size)
+        settings = own_settings if preset == own_preset else {}
+        for size, asked in _sizes(preset, nodes, gpus or [base.cluster.num_gpus], settings):
+            cluster = compare_cluster(preset, size, settings)
             price = _price(preset, prices, cluster.gpu.price_per_gpu_hour_usd)
             if pue is not None:
                 cluster = replace(cluster, pue=pue)
             jobs.append((preset, size, scenario_on(base, cluster), base.parallel if own else None, tokens, price,
                          kwh_price, rerank,
-                         asked, "--nodes" if nodes else "--gpus" if gpus else None, evaluators))
+                         asked, "--nodes" if nodes else "--gpus" if gpus else None, settings, evaluators))
     pool = make_executor(executor, scheduler, workers)
     order = longest_first(jobs)
     finished = [0]

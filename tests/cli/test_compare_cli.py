@@ -108,3 +108,22 @@ def test_a_cluster_that_cannot_run_the_job_is_named_and_the_others_compared(caps
     # no cluster can: exit 2 naming the first, as before
     code, out, err = _main(["compare", "--clusters", "dgx-a100-40gb", *PART_FITS], capsys)
     assert code == 2 and "--clusters: got 'dgx-a100-40gb'" in err and "the GPU has 40.0 GiB" in err
+
+
+def test_the_scenarios_cluster_settings_hold_on_its_own_preset(capsys) -> None:
+    """compare rebuilt every row from the stock preset: the 100G-Ethernet scenario's own layout
+    read 12,659 tokens/s/GPU on dgx-h100 where `run` of the scenario prints 8,984 (InfiniBand
+    instead of its eth-100g). Its preset keeps the scenario's cluster keys, and the row says so."""
+    import json
+
+    from clustersim import api
+    from clustersim.scenario import load_scenario
+
+    path = "scenarios/llama2_7b_h100x32_ethernet.yaml"
+    code, out, err = _main(["compare", path, "--clusters", "dgx-h100", "--json", "--executor", "serial",
+                            "--no-progress"], capsys)
+    assert code == 0, err
+    (row,) = json.loads(out)["rows"]
+    assert row["cluster_settings"] == {"scale_out": "eth-100g", "nics_per_node": 2}
+    report = api.simulate(load_scenario(path))
+    assert row["scenario_layout_tokens_per_s_per_gpu"] == pytest.approx(report.tokens_per_s / 32, rel=1e-12)
