@@ -71,13 +71,15 @@ def _bad(path: str, key: str, value: Any, allowed: str) -> InputError:
 def _family(cfg: dict[str, Any], path: str) -> str:
     model_type = cfg.get("model_type")
     if model_type is not None:
+        if not isinstance(model_type, str):
+            raise _bad(path, "model_type", model_type, "a string, one of " + ", ".join(sorted({*MODEL_TYPES, *WRAPPERS})))
         if model_type in MODEL_TYPES:
             return MODEL_TYPES[model_type]
         if model_type in WRAPPERS:
             return model_type
         raise _bad(path, "model_type", model_type, "one of " + ", ".join(sorted({*MODEL_TYPES, *WRAPPERS})))
     archs = cfg.get("architectures")
-    arch = archs[0] if isinstance(archs, list) and archs else None
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     if arch in ARCHITECTURES:
         return ARCHITECTURES[arch]
     raise _bad(path, "model_type", None, "a config.json naming its model_type (or architectures) among "
@@ -137,6 +139,8 @@ def _every(flags: list[bool], key: str, value: Any, path: str, what: str) -> int
 
 def _act(cfg: dict[str, Any], key: str, path: str) -> str:
     act = cfg.get(key, "silu")
+    if not isinstance(act, str):
+        raise _bad(path, key, act, "a string: silu (SwiGLU) or gelu / gelu_pytorch_tanh (GeGLU)")
     if act == "relu2":
         return "squared-relu"
     if act not in GATED_ACTS:
@@ -252,6 +256,8 @@ def _llama4(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
     MoE (HF Llama4TextConfig: moe_layers = range(step - 1, layers, step))."""
     layers = cfg["num_hidden_layers"]
     step = cfg["interleave_moe_layer_step"]
+    if isinstance(step, bool) or not isinstance(step, int) or step < 1:   # range(step - 1, layers, step) needs >= 1
+        raise _bad(path, "interleave_moe_layer_step", step, "a whole number >= 1 (every N-th layer is MoE)")
     moe = {**_moe(cfg, "num_local_experts", "intermediate_size"), "shared_experts": 1, "every": step}
     listed = cfg.get("moe_layers")
     if listed is not None and list(listed) != list(range(step - 1, layers, step)):

@@ -129,6 +129,14 @@ def _refused(tmp_path: Path, name: str, change, field_end: str) -> InputError:
     ("Llama-3.1-8B", lambda c: c.update(num_hidden_layers=True), "num_hidden_layers"),
     ("Llama-3.1-8B", lambda c: c.update(tie_word_embeddings="false"), "tie_word_embeddings"),
     ("Qwen3-30B-A3B", lambda c: c.update(num_experts=-128), "num_experts"),
+    # a list or an object where a name belongs, a step of null or 0: were tracebacks (exit 1)
+    ("Qwen3-8B", lambda c: c.update(model_type=["qwen3"]), "model_type"),
+    ("Qwen3-8B", lambda c: c.update(hidden_act=["silu"]), "hidden_act"),
+    ("gemma-3-27b-pt", lambda c: c["text_config"].update(hidden_activation={"name": "gelu"}), "hidden_activation"),
+    ("Llama-4-Scout-17B-16E", lambda c: c["text_config"].update(interleave_moe_layer_step=None),
+     "interleave_moe_layer_step"),
+    ("Llama-4-Scout-17B-16E", lambda c: c["text_config"].update(interleave_moe_layer_step=0),
+     "interleave_moe_layer_step"),
 ])
 def test_keys_that_change_cost_unmodelled_are_refused_by_name(tmp_path: Path, name, change, field) -> None:
     _refused(tmp_path, name, change, field)
