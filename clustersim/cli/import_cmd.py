@@ -9,6 +9,7 @@ and for logs ``measured_step_time_s`` (median of the steady-state iterations) an
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,18 @@ import yaml
 
 from clustersim.importers import KINDS
 from clustersim.limits import MAX_GPUS
+
+
+def _beside(scenario: dict, out: str) -> dict:
+    """The scenario as written to ``out``: a ``model.hf_config`` given as a path relative to where
+    `import` ran is made relative to ``out``'s folder, where the loader looks first (docs/scenario.md),
+    so the written file loads from anywhere; a repository id (Org/Name in the local cache) stays."""
+    model = scenario.get("model")
+    hf = model.get("hf_config") if isinstance(model, dict) else None
+    if not isinstance(hf, str) or os.path.isabs(hf) or not os.path.exists(hf):
+        return scenario
+    target = os.path.relpath(os.path.abspath(hf), os.path.dirname(os.path.abspath(out)))
+    return {**scenario, "model": {**model, "hf_config": target}}
 
 
 @click.command("import")
@@ -51,7 +64,7 @@ def import_(kind: str, file: str, config: str | None, cluster: str | None, nodes
         click.echo(f"note: {note}", err=True)
     if out is not None:
         header = f"# {result.scenario.get('name', 'imported')}: written by clustersim import {kind} {name}\n"
-        write_text_atomic(out, header + yaml.safe_dump(result.scenario, sort_keys=False))
+        write_text_atomic(out, header + yaml.safe_dump(_beside(result.scenario, out), sort_keys=False))
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=1) + "\n")
         return
