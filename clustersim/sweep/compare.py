@@ -136,8 +136,19 @@ def parse_list(text: str, option: str, kind: type = str) -> list:
     return items
 
 
-def scenario_on(scenario: Scenario, cluster: ClusterSpec) -> Scenario:
-    """The same job on another cluster; the dtype (and its low-precision recipe) must exist on its GPU."""
+def stated_recipe(raw: dict[str, object]) -> str | None:
+    """The low-precision recipe a scenario file states (``training.fp8_recipe`` / ``fp4_recipe``)."""
+    training = raw.get("training")
+    if not isinstance(training, dict):
+        return None
+    recipe = training.get("fp8_recipe") or training.get("fp4_recipe")
+    return None if recipe is None else str(recipe)
+
+
+def scenario_on(scenario: Scenario, cluster: ClusterSpec, stated: str | None = None) -> Scenario:
+    """The same job on another cluster; the dtype (and its low-precision recipe) must exist on its GPU.
+    ``stated``: the recipe the scenario file names (``stated_recipe``), which travels with the job
+    even where it is its own GPU's default (an mxfp8 job is no delayed-scaling job on an H100)."""
     if scenario.training.dtype not in cluster.gpu.dtypes:
         raise InputError("training.dtype", scenario.training.dtype,
                          f"a dtype that {cluster.gpu.name} ({cluster.name}) has: {', '.join(cluster.gpu.dtypes)}")
@@ -145,7 +156,8 @@ def scenario_on(scenario: Scenario, cluster: ClusterSpec) -> Scenario:
     recipe = ""
     if t.dtype in ("fp8", "fp4"):
         # the GPU's default recipe follows the GPU; an explicit one travels with the job and must run there
-        explicit = t.recipe if t.recipe and t.recipe != default_recipe(t.dtype, scenario.cluster.gpu) else None
+        explicit = stated or (t.recipe if t.recipe and t.recipe != default_recipe(t.dtype, scenario.cluster.gpu)
+                              else None)
         recipe = resolve_recipe(t.dtype, explicit if t.dtype == "fp8" else None,
                                 explicit if t.dtype == "fp4" else None, cluster.gpu)
     return replace(scenario, cluster=cluster, training=replace(t, recipe=recipe))

@@ -22,6 +22,7 @@ from clustersim.sweep.compare import (
     rank_rows,
     run_interval,
     scenario_on,
+    stated_recipe,
     train_cost,
 )
 from clustersim.sweep.evaluate import KEY_FIELDS, SweepSpec
@@ -185,15 +186,27 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     check_uniform(base)
     own_preset, own_settings = own_cluster_settings(raw)
     kwh_price = parse_price_per_kwh(price_per_kwh)
+    recipe = stated_recipe(raw)
     jobs = []
+    unfit: dict[int, tuple[dict[str, object], InputError]] = {}   # position among the rows -> why, the error
     for preset in clusters:
         settings = own_settings if preset == own_preset else {}
         for size, asked in _sizes(preset, nodes, gpus or [base.cluster.num_gpus], settings):
             cluster = compare_cluster(preset, size, settings)
+            try:   # the job's dtype or recipe this GPU does not run: that cluster cannot, the others are compared
+                scenario = scenario_on(base, cluster, recipe)
+            except InputError as exc:
+                if not exc.field.startswith("training."):
+                    raise
+                unfit[len(jobs) + len(unfit)] = ({
+                    "cluster": preset, "gpu": cluster.gpu.name, "nodes": size.nodes, "gpus": cluster.num_gpus,
+                    "gpus_requested": asked, "size_note": size.note, "cluster_settings": dict(settings),
+                    "cannot_run": f"{exc.field} {exc.value} does not run on {cluster.gpu.name}: {exc.allowed}"}, exc)
+                continue
             price = _price(preset, prices, cluster.gpu.price_per_gpu_hour_usd)
             if pue is not None:
                 cluster = replace(cluster, pue=pue)
-            jobs.append((preset, size, scenario_on(base, cluster), base.parallel if own else None, tokens, price,
+            jobs.append((preset, size, scenario, base.parallel if own else None, tokens, price,
                          kwh_price, rerank,
                          asked, "--nodes" if nodes else "--gpus" if gpus else None, settings, evaluators))
     pool = make_executor(executor, scheduler, workers)
@@ -208,8 +221,9 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     try:
         if progress:
             progress(0, len(jobs), "")
-        done = pool.run(_compare_one, [jobs[i] for i in order], on_done)
-        results = [row for _, row in sorted(zip(order, done, strict=True), key=lambda x: x[0])]
+        done = pool.run(_compare_one, [jobs[i] for i in order], on_done) if jobs else []
+        ran = iter([row for _, row in sorted(zip(order, done, strict=True), key=lambda x: x[0])])
+        results = [unfit[i][0] if i in unfit else next(ran) for i in range(len(jobs) + len(unfit))]
     except KeyboardInterrupt:
         pool.terminate()  # Ctrl-C: stop the workers now (clustersim.cli prints one line, exit 130)
         raise
@@ -217,6 +231,8 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
         pool.close()
     rows = [r for r in results if "cannot_run" not in r]
     if not rows:   # no cluster can: exit 2 naming the first, as a single cluster's sweep would
+        if 0 in unfit:
+            raise unfit[0][1]
         first, job = results[0], jobs[0]
         raise _size_error(str(first["cluster"]), int(first["gpus"]), int(first["nodes"]),  # type: ignore[call-overload]
                           job[8], job[9], str(first["error"]))

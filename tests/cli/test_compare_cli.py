@@ -127,3 +127,22 @@ def test_the_scenarios_cluster_settings_hold_on_its_own_preset(capsys) -> None:
     assert row["cluster_settings"] == {"scale_out": "eth-100g", "nics_per_node": 2}
     report = api.simulate(load_scenario(path))
     assert row["scenario_layout_tokens_per_s_per_gpu"] == pytest.approx(report.tokens_per_s / 32, rel=1e-12)
+
+
+def test_a_gpu_without_the_jobs_precision_cannot_run_it_and_a_stated_recipe_travels(capsys) -> None:
+    """The MI355X fp8 scenario states fp8_recipe: mxfp8. On dgx-h100 compare timed delayed scaling
+    instead (run and sweep refuse mxfp8 there), and an A100 (no fp8) ended the whole comparison
+    with exit 2. Both are now clusters that cannot run the job; dgx-b200 is compared."""
+    import json
+
+    code, out, err = _main(["compare", "scenarios/llama3_8b_mi355x8_fp8.yaml", "--clusters",
+                            "dgx-b200,dgx-h100,dgx-a100", "--json", "--executor", "serial", "--no-progress"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert [r["cluster"] for r in data["rows"]] == ["dgx-b200"]
+    why = {r["cluster"]: r["cannot_run"] for r in data["cannot_run"]}
+    assert why["dgx-h100"].startswith("training.fp8_recipe mxfp8 does not run on h100-sxm-80gb")
+    assert why["dgx-a100"].startswith("training.dtype fp8 does not run on a100-sxm-80gb")
+    code, out, err = _main(["compare", "scenarios/llama3_8b_mi355x8_fp8.yaml", "--clusters", "dgx-h100",
+                            "--executor", "serial", "--no-progress"], capsys)
+    assert code == 2 and "training.fp8_recipe: got 'mxfp8'" in err
