@@ -275,6 +275,22 @@ def _add_incumbent(spec: SweepSpec, table: np.ndarray, refined: np.ndarray | Non
 MAX_RERANK_ROUNDS = 4   # event-engine rounds of `rerank` rows; then each round doubles (module doc, step 3)
 
 
+def _roomier_twins(table: np.ndarray, rows: list[int]) -> list[int]:
+    """Members of the groups of ``rows`` (clustersim.sweep.groups: virtual stages, ZeRO 1 against 2)
+    with a closed-form time and less peak memory than the row: ranked by free memory, a group stands
+    for its roomiest member, and a re-ranked ZeRO-1 row kept its twin's 26 GiB out of sight."""
+    timed = np.flatnonzero(~np.isnan(table[:, COL["step_time_s"]]) & (table[:, COL["fits"]] == 1.0))
+    if not rows or not timed.size:
+        return []
+    codes = group_codes(table)
+    peak = table[:, COL["peak_bytes_per_gpu"]]
+    out: list[int] = []
+    for row in rows:
+        twins = timed[(codes[timed] == codes[row]) & (peak[timed] < peak[row])]
+        out += [int(i) for i in twins if int(i) not in rows and int(i) not in out]
+    return out
+
+
 def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int, keep: int,
             progress: Progress | None, refined: np.ndarray | None, rank_by: str, scale: np.ndarray | None,
             find_plain: bool) -> SweepResult:
@@ -296,6 +312,8 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
             wanted.append(int(plain[0]))
     if incumbent is not None and incumbent not in wanted:
         wanted.append(incumbent)
+    if rank_by == "memory-headroom":
+        wanted += _roomier_twins(table, wanted)
     finished, total = [0], [len(wanted)]
 
     def simulate(rows_: list[int]) -> None:

@@ -238,3 +238,25 @@ def test_the_winner_carries_event_engine_numbers_whatever_top() -> None:
     assert best[0] == best[1] == best[2]
     sets = [f"parallel.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in best[0][0].items()]
     assert api.simulate(load_scenario(root / scenario, sets)).step_time_s == best[0][1]
+
+
+def test_memory_headroom_ranks_a_group_by_its_roomiest_member() -> None:
+    """A re-ranked ZeRO-1 row stood for its group with 36.6 GiB free while its ZeRO-2 twin, same
+    6.04 s step, leaves 62.4 GiB: --rank-by memory-headroom put the wrong layout first. The twins
+    with less memory are re-ranked too, so the listed rows' free memory never increases down the
+    list and each is its group's roomiest."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([sys.executable, "-m", "clustersim", "sweep", "scenarios/llama3_8b_h200x8.yaml", "--top", "5",
+                        "--max", "pp=1", "--max", "cp=1", "--rank-by", "memory-headroom", "--json"],
+                       cwd=root, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    top = json.loads(p.stdout)["top"]
+    free = [row["free_bytes_per_gpu"] for row in top]
+    assert free == sorted(free, reverse=True)
+    assert top[0]["parallel"]["zero_stage"] == 2 and free[0] > 60 * 2**30
+    twins = [row for row in top if row["group"]["varies"].get("zero_stage") == [1, 2]]
+    assert len(twins) == 2 and all(row["parallel"]["zero_stage"] == 2 for row in twins)   # was 1 (36.6 GiB)
