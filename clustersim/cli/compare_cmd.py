@@ -12,7 +12,7 @@ from rich.table import Table
 from clustersim.cli.progress import progress_bar
 from clustersim.errors import InputError
 from clustersim.html import check_html_path, write_html
-from clustersim.html.fragments import fmt_tokens
+from clustersim.html.fragments import energy_unit, fmt_tokens
 from clustersim.limits import MAX_RERANK
 from clustersim.scenario import apply_overrides, read_scenario_dict
 from clustersim.scenario.sections import MAX_PUE, MIN_PUE
@@ -126,7 +126,9 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     # 100B-token comparison to 0.01)
     dearest = max((float(r["interval"]["cost_usd"][1]) for r in rows), default=0.0)  # type: ignore[index]
     unit, scale = next((u, v) for u, v in (("$B", 1e9), ("$M", 1e6), ("$K", 1e3), ("$", 1.0)) if dearest >= v or v == 1.0)
-    for name in ("#", "cluster", "GPUs", "best layout", "step s", "MFU", "days", f"cost {unit}", "energy MWh",
+    # and one for energy (whole MWh read "0 (0-0)" for a 10B-token comparison)
+    e_unit, e_scale = energy_unit(max((float(r["interval"]["energy_kwh"][1]) for r in rows), default=0.0))  # type: ignore[index]
+    for name in ("#", "cluster", "GPUs", "best layout", "step s", "MFU", "days", f"cost {unit}", f"energy {e_unit}",
                  "$/GPU-h", "kW"):
         table.add_column(name, justify="left" if name in ("cluster", "best layout") else "right")
     for r in rows:
@@ -138,7 +140,7 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
                       f"{float(r['time_to_train_s']) / SECONDS_PER_DAY:.1f} "  # type: ignore[arg-type]
                       f"({_span(iv['time_to_train_s'], SECONDS_PER_DAY, '.1f')})",  # type: ignore[index]
                       f"{float(r['cost_usd']) / scale:.2f} ({_span(iv['cost_usd'], scale, '.2f')})",  # type: ignore[arg-type,index]
-                      f"{float(r['energy_kwh']) / 1e3:,.0f} ({_span(iv['energy_kwh'], 1e3, ',.0f')})",  # type: ignore[arg-type,index]
+                      f"{float(r['energy_kwh']) / e_scale:,.0f} ({_span(iv['energy_kwh'], e_scale, ',.0f')})",  # type: ignore[arg-type,index]
                       f"{r['price_per_gpu_hour_usd']:.2f}", f"{r['facility_power_kw']:,.0f}")
     out = Console(width=max(Console().width, 170))
     out.print(table)

@@ -16,7 +16,7 @@ from clustersim.cli.does_not_fit import does_not_fit_lines
 from clustersim.errors import InputError
 from clustersim.hardware.load import use_profiles
 from clustersim.html import check_html_path, write_html
-from clustersim.html.fragments import MEMORY_ROWS, fmt_tokens, sampled_stages
+from clustersim.html.fragments import MEMORY_ROWS, fmt_energy_kwh, fmt_tokens, sampled_stages
 from clustersim.memory.report import PARTS
 from clustersim.output_file import check_output_path, write_json_atomic
 from clustersim.report import StepReport
@@ -97,7 +97,7 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
                   f"{e.facility_power_w / 1e3:,.1f} kW facility (PUE {e.pue:g})")
         line = f"{e.energy_per_step_kwh:.3f} kWh per step, {e.energy_per_token_j:.3f} J per token"
         if tokens is not None:
-            line += f", {e.run_energy_kwh(tokens) / 1e3:,.1f} MWh for {fmt_tokens(tokens)} tokens"
+            line += f", {fmt_energy_kwh(e.run_energy_kwh(tokens))} for {fmt_tokens(tokens)} tokens"
         t.add_row("energy", line)
     out.print(t)
     if ran:

@@ -28,6 +28,20 @@ def fmt_tokens(n: float) -> str:
     return f"{n:.4g}"
 
 
+ENERGY_UNITS = (("GWh", 1e6), ("MWh", 1e3), ("kWh", 1.0))   # (unit, kWh in one)
+
+
+def energy_unit(kwh: float) -> tuple[str, float]:
+    """The unit a ``kwh`` figure reads in with at least one whole unit (kWh below 1 MWh)."""
+    return next((u, v) for u, v in ENERGY_UNITS if kwh >= v or v == 1.0)
+
+
+def fmt_energy_kwh(kwh: float) -> str:
+    """368 -> "368 kWh", 2.5e4 -> "25.0 MWh", 3.1e6 -> "3.1 GWh"."""
+    unit, scale = energy_unit(kwh)
+    return f"{kwh / scale:,.1f} {unit}" if unit != "kWh" else f"{kwh:,.1f} kWh"
+
+
 def fmt_gib(n: float) -> str:
     return f"{n / GiB:.1f} GiB"
 

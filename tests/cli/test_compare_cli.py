@@ -146,3 +146,12 @@ def test_a_gpu_without_the_jobs_precision_cannot_run_it_and_a_stated_recipe_trav
     code, out, err = _main(["compare", "scenarios/llama3_8b_mi355x8_fp8.yaml", "--clusters", "dgx-h100",
                             "--executor", "serial", "--no-progress"], capsys)
     assert code == 2 and "training.fp8_recipe: got 'mxfp8'" in err
+
+
+@pytest.mark.parametrize(("kwh", "unit", "text"), [(368.0, "kWh", "368.0 kWh"), (0.4, "kWh", "0.4 kWh"),
+                                                   (25_000.0, "MWh", "25.0 MWh"), (3.1e6, "GWh", "3.1 GWh")])
+def test_energy_reads_in_a_unit_with_a_whole_number(kwh, unit, text) -> None:
+    """compare's energy column was whole MWh ("0 (0-0)" for 10B tokens), run's line "0.0 MWh"."""
+    from clustersim.html.fragments import energy_unit, fmt_energy_kwh
+
+    assert energy_unit(kwh)[0] == unit and fmt_energy_kwh(kwh) == text
