@@ -254,7 +254,27 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
         calibration=load_evidence(f"clusters.{preset}.calibration", d.get("calibration")),
     )
     check_domain(cluster)
+    check_fabric_roles(cluster, preset)
     return cluster
+
+
+# Which kinds of fabric can play which part (fabrics.yaml ``kind``): the network between nodes is
+# InfiniBand, RoCE or Ethernet; the links inside a node NVLink/NVSwitch, Infinity Fabric (xGMI) or,
+# on PCIe-only boards, PCIe; the host link PCIe (NVLink-C2C on Grace parts is a PCIe-class host link
+# here). A PCIe or NVLink fabric named as the network between nodes was accepted and came out faster
+# than InfiniBand.
+FABRIC_ROLES = {"scale_out": ("infiniband", "roce", "ethernet"), "scale_up": ("nvswitch", "xgmi", "pcie"),
+                "pcie": ("pcie",)}
+
+
+def check_fabric_roles(cluster: ClusterSpec, preset: str) -> None:
+    for key, kinds in FABRIC_ROLES.items():
+        fabric = getattr(cluster, key)
+        if fabric is not None and fabric.kind not in kinds:
+            allowed = sorted(n for n in list_fabrics() if _entry("fabrics", n).get("kind") in kinds)
+            raise InputError(f"cluster.{key}", fabric.name,
+                             f"a fabric of kind {' / '.join(kinds)} (this one is {fabric.kind}): {', '.join(allowed)}",
+                             choices=allowed)
 
 
 def with_nodes(cluster: ClusterSpec, num_nodes: int) -> ClusterSpec:

@@ -1,0 +1,23 @@
+"""A fabric plays the part its kind allows (clustersim.hardware.load.FABRIC_ROLES): a PCIe or
+NVLink fabric named as the network between nodes was accepted and came out faster than InfiniBand."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim.errors import InputError
+from clustersim.hardware.load import list_clusters, load_cluster
+from clustersim.scenario import load_scenario
+
+
+@pytest.mark.parametrize(("key", "value"), [("scale_out", "pcie6-x16"), ("scale_out", "nvlink5-nvl72"),
+                                            ("pcie", "nvlink5-nvl72"), ("scale_up", "ib-ndr")])
+def test_a_fabric_of_another_kind_is_refused_naming_the_key(key: str, value: str) -> None:
+    with pytest.raises(InputError) as err:
+        load_scenario(None, [f"cluster.{key}={value}"])
+    assert err.value.field == f"cluster.{key}" and "a fabric of kind" in err.value.allowed
+
+
+def test_every_shipped_cluster_uses_its_fabrics_in_their_parts() -> None:
+    for preset in list_clusters():
+        load_cluster(preset, 1)
