@@ -168,7 +168,8 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
             write_table(result.to_frame(), out)  # atomic: the whole table or no file
             written.append(out)
         s = spec.scenario
-        title = f"{s.model.name} on {s.cluster.num_gpus} GPUs ({s.cluster.name}), global batch {s.parallel.global_batch}"
+        title = (f"{s.model.name} on {s.cluster.num_gpus} GPUs ({s.cluster.name}, {s.cluster.gpu.name}), "
+                 f"global batch {s.parallel.global_batch}")
         if plot is not None:
             plot_result(result, plot, title)
             written.append(plot)
@@ -190,7 +191,8 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
         plain = result.best_plain()
         click.echo(json.dumps({"evaluated": result.evaluated, "feasible": result.fitting,
                                "estimated": result.estimated, "simulated": result.simulated,
-                               "gpus": s.cluster.num_gpus, "cluster": s.cluster.name, "model": s.model.name,
+                               "gpus": s.cluster.num_gpus, "cluster": s.cluster.name, "gpu": s.cluster.gpu.name,
+                               "model": s.model.name,
                                "rank_by": rank_by, "ranked_field": result.ranked_field,
                                "constraints": constraints.to_json(),
                                "groups": result.groups, "top": rows,
