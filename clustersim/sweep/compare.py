@@ -174,7 +174,7 @@ class ClusterSize:
     note: str = ""
 
 
-def _domain_split(gpus: int, gpus_per_node: int, domain: int) -> int:
+def domain_split(gpus: int, gpus_per_node: int, domain: int) -> int:
     """GPUs per scale-up domain for a job of ``gpus``: all of them up to one domain, else the most
     GPUs, in whole nodes and at most ``domain``, that split ``gpus`` into equal parts (``gpus_per_node``
     always does)."""
@@ -183,9 +183,9 @@ def _domain_split(gpus: int, gpus_per_node: int, domain: int) -> int:
     return max(d for d in range(gpus_per_node, domain + 1, gpus_per_node) if gpus % d == 0)
 
 
-def _splits_well(gpus: int, gpus_per_node: int, domain: int) -> bool:
+def splits_well(gpus: int, gpus_per_node: int, domain: int) -> bool:
     """``gpus`` fit in one domain or split into equal parts of at least half a domain each."""
-    return 2 * _domain_split(gpus, gpus_per_node, domain) >= domain or gpus <= domain
+    return 2 * domain_split(gpus, gpus_per_node, domain) >= domain or gpus <= domain
 
 
 def cluster_size(preset: str, gpus: int | None = None, nodes: int | None = None,
@@ -214,20 +214,29 @@ def cluster_size(preset: str, gpus: int | None = None, nodes: int | None = None,
     notes = [] if nodes is not None or total == gpus else [f"{total} GPUs, not {gpus}: whole nodes of {gpn}"]
     if not domain or domain <= gpn or total <= domain or total % domain == 0:
         return ClusterSize(n, 0, "; ".join(notes))
-    if not _splits_well(total, gpn, domain):
+    if not splits_well(total, gpn, domain):
         if nodes is not None:
             raise InputError("--nodes", nodes, f"for {preset} ({gpn} GPUs per node, {domain}-GPU scale-up domains): "
                                                f"{_node_counts(gpn, domain, nodes)}")
-        total = next(t for t in range(total, total + domain + 1, gpn) if _splits_well(t, gpn, domain))
+        total = next(t for t in range(total, total + domain + 1, gpn) if splits_well(t, gpn, domain))
         notes = [f"{total} GPUs, not {gpus}: the next count in whole nodes of {gpn} that splits into equal parts "
                  f"of at least {domain // 2} per {domain}-GPU scale-up domain"]
         n = total // gpn
         if total % domain == 0:
             return ClusterSize(n, 0, "; ".join(notes))
-    part = _domain_split(total, gpn, domain)
+    part = domain_split(total, gpn, domain)
     notes.append(f"as {total // part} x {part} GPUs: {part} of each {domain}-GPU scale-up domain ({total} is no "
                  f"multiple of {domain})")
     return ClusterSize(n, part, "; ".join(notes))
+
+
+def nearest_split(gpus: int, gpus_per_node: int, domain: int) -> str:
+    """The GPU counts nearest ``gpus`` in whole nodes that ``splits_well`` accepts, in words."""
+    below = next((g for g in range(gpus - gpus_per_node, 0, -gpus_per_node) if splits_well(g, gpus_per_node, domain)),
+                 None)
+    above = next(g for g in range(gpus + gpus_per_node, gpus + domain + gpus_per_node + 1, gpus_per_node)
+                 if splits_well(g, gpus_per_node, domain))
+    return " or ".join(str(g) for g in (below, above) if g is not None)
 
 
 def _node_counts(gpus_per_node: int, domain: int, near: int) -> str:
@@ -235,7 +244,7 @@ def _node_counts(gpus_per_node: int, domain: int, near: int) -> str:
     per = domain // gpus_per_node
 
     def ok(n: int) -> bool:
-        return _splits_well(n * gpus_per_node, gpus_per_node, domain)
+        return splits_well(n * gpus_per_node, gpus_per_node, domain)
 
     below = next((n for n in range(near - 1, 0, -1) if ok(n)), None)
     above = next(n for n in range(near + 1, near + per + 1) if ok(n))

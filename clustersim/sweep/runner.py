@@ -33,6 +33,7 @@ from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_SWEEP_LAYOUTS, check_gpus
 from clustersim.scenario import Scenario, check_layout
 from clustersim.sweep.bnb import Progress, Target, branch_and_bound, keys_of
+from clustersim.sweep.compare import domain_split, nearest_split, splits_well
 from clustersim.sweep.constraints import Constraints
 from clustersim.sweep.evaluate import (
     COL,
@@ -358,6 +359,15 @@ def resize_cluster(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
     gpn = cluster.gpus_per_node
     if gpus >= gpn and gpus % gpn == 0:
         resized = replace(cluster, num_nodes=gpus // gpn)
+        domain = cluster.scale_up_domain
+        if domain and gpus > domain and gpus % domain:
+            # no whole domains: the same part of each, as compare sizes it (sweep.compare.cluster_size:
+            # 100 GPUs of NVL72 racks = 2 x 50), or the counts that split so
+            if not splits_well(gpus, gpn, domain):
+                raise InputError("--gpus", gpus, f"whole {domain}-GPU scale-up domains of {cluster.name}, at most "
+                                                 "one, or equal parts of at least half a domain in whole nodes of "
+                                                 f"{gpn} (e.g. {domain}, {2 * domain}; nearest: {nearest_split(gpus, gpn, domain)})")
+            resized = replace(resized, scale_up_domain=domain_split(gpus, gpn, domain))
         check_domain(resized)  # whole scale-up domains (or at most one): InputError names the field
         return resized
     if gpus < gpn and gpn % gpus == 0:

@@ -46,3 +46,21 @@ def test_sweep_and_compare_answer_for_a_new_global_batch() -> None:
         assert layout["global_batch"] == 12 and 12 % (layout["dp"] * layout["micro_batch"]) == 0
         if command[0] == "compare":
             assert rows[0]["scenario_layout"] is None   # the stand-in is not reported as the scenario's
+
+
+def test_sweep_gpus_on_nvl72_split_as_compare_splits_them() -> None:
+    """`sweep --gpus 80` on NVL72 racks failed naming cluster.scale_up_domain (got 72), a key the
+    user never set, where compare runs the same count as 2 x 40. The sweep now sizes it the same
+    way, and a count that splits into no equal parts of at least half a rack is --gpus's error."""
+    import pytest
+
+    from clustersim.errors import InputError
+    from clustersim.hardware.load import load_cluster
+    from clustersim.sweep.runner import resize_cluster
+
+    rack = load_cluster("gb200-nvl72", 18)
+    assert (resize_cluster(rack, 80).num_gpus, resize_cluster(rack, 80).scale_up_domain) == (80, 40)
+    assert resize_cluster(rack, 144).scale_up_domain == 72
+    with pytest.raises(InputError) as err:
+        resize_cluster(rack, 84)
+    assert err.value.field == "--gpus" and "nearest: 80 or 88" in err.value.allowed
