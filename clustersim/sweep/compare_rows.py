@@ -48,7 +48,7 @@ def own_layout_tokens_per_s(result: SweepResult) -> float | None:
 def _price(preset: str, prices: dict[str, float], cluster_price: float) -> float:
     price = prices.get(preset, cluster_price)
     if price <= 0 and preset not in prices:
-        raise InputError("--price-per-gpu-hour", preset,
+        raise InputError("--price-per-gpu-hour", "(not given)" if not prices else ",".join(prices),
                          f"a price for {preset}: its GPU profile has none (e.g. --price-per-gpu-hour {preset}=4.5)")
     return price
 

@@ -37,8 +37,10 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
     if tied:
         lines.append(f"layouts {', '.join(f'#{i + 1}' for i in tied)} are indistinguishable from #1 within their "
                      f"{rows[0]['interval']['level']:.0%} intervals (the step-time intervals overlap)")
-    else:
+    elif len(rows) > 1:
         lines.append("#1 is faster than every other listed layout beyond their 80% intervals")
+    else:   # --top 1: nothing listed to compare it with
+        lines.append("#1 only: list more (--top N) to see which layouts its 80% interval cannot tell apart from it")
     iv = rows[0]["interval"]
     if iv["validated"]:
         lines.append(f"#1's regime ({iv['regime']}) is validated by {iv['evidence_runs']} measured runs")

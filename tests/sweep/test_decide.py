@@ -337,3 +337,18 @@ def test_a_tight_winner_over_capacity_is_said_not_to_fit_for_certain() -> None:
     under = {**over, "peak_bytes_per_gpu": 139.0 * GiB, "free_bytes_per_gpu": 1.4 * GiB}
     assert "leaves 1.4 GiB of 140.4" in tight_line(under)
     assert tight_line({**under, "memory_verdict": "fits"}) == ""
+
+
+def test_top_one_claims_nothing_about_layouts_it_does_not_list() -> None:
+    """With --top 1 the verdict said "#1 is faster than every other listed layout beyond their 80%
+    intervals": no other layout was listed."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([sys.executable, "-m", "clustersim", "sweep", "scenarios/llama3_8b_h200x8.yaml", "--max", "pp=1",
+                        "--max", "cp=1", "--top", "1", "--json"], cwd=root, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["verdict"][0].startswith("#1 only: list more (--top N)")
