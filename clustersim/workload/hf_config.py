@@ -56,7 +56,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                     "sliding_window": 4096, "sliding_window_pattern": 6},
     "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
     "llama4_text": {"tie_word_embeddings": False, "interleave_moe_layer_step": 1, "num_experts_per_tok": 1,
-                    "use_qk_norm": True},
+                    "use_qk_norm": True, "attention_chunk_size": 8192},
+    # MistralConfig(sliding_window=4096): a file without the key has the 4,096-token window (an
+    # explicit null has none); MixtralConfig's default is None
+    "mistral": {"sliding_window": 4096},
     "qwen3_moe": {"decoder_sparse_step": 1},
 }
 

@@ -235,3 +235,19 @@ def test_run_json_and_report_show_what_was_read(tmp_path: Path) -> None:
     assert "seq_len defaulted to 4096" in text and "active per token 3.35B" in text and "heads 32/4 x 128" in text
     stated = _cli("run", "--json", *common, "--set", "model.seq_len=2048")
     assert json.loads(stated.stdout)["model"]["seq_len"] == 2048
+
+
+@pytest.mark.parametrize(("name", "section", "key", "pattern", "window"), [
+    ("Mistral-7B-v0.1", None, "sliding_window", "sliding", 4096),            # MistralConfig(sliding_window=4096)
+    ("Llama-4-Scout-17B-16E", "text_config", "attention_chunk_size", "chunked", 8192),   # Llama4TextConfig
+])
+def test_a_left_out_window_takes_the_config_class_default(tmp_path: Path, name, section, key, pattern, window) -> None:
+    """transformers fills a key the file leaves out from the config class; the reader took full
+    attention instead (and an explicit null still means no window)."""
+    cfg = json.loads((HERE / name / "config.json").read_text())
+    inner = cfg[section] if section else cfg
+    inner.pop(key, None)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    fields = read_hf_config(str(path))
+    assert (fields["attention_pattern"], fields["attention_window"]) == (pattern, window)
