@@ -19,6 +19,7 @@ from clustersim.errors import InputError
 from clustersim.importers.common import clean_line, config_int
 from clustersim.importers.shell_arith import arith_span, expand_arithmetic
 from clustersim.importers.shell_case import case_to_if
+from clustersim.importers.shell_lists import and_or_to_if
 from clustersim.limits import MAX_COUNT
 
 # megatron/training/arguments.py _print_args: a title line, "  name ....... value" lines sorted by
@@ -293,7 +294,7 @@ def _branches(text: str) -> str:
     def live() -> bool:
         return all(f[0] for f in stack)
 
-    lines = _split_keywords(case_to_if(text.splitlines()))
+    lines = _split_keywords(and_or_to_if(case_to_if(text.splitlines())))
     for line in lines:
         m = _IF.match(line)
         if m and m.group(1) == "if":

@@ -247,3 +247,25 @@ def test_fall_through_case_items_are_refused():
     with pytest.raises(InputError) as err:
         _import(script)
     assert err.value.field == "case"
+
+
+AND_OR = """USE_FP8={fp8}
+ARGS=({model} --micro-batch-size 1 --global-batch-size 64)
+[ "$USE_FP8" = "1" ] && ARGS+=(--fp8-format hybrid)
+[[ $USE_FP8 == 1 ]] || ARGS+=(--recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
+torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py "${{ARGS[@]}}"
+"""
+
+
+@pytest.mark.parametrize(("fp8", "dtype", "recompute"), [("0", "bf16", "full"), ("1", "fp8", "none")])
+def test_a_command_guarded_by_a_test_runs_only_when_bash_would(fp8, dtype, recompute):
+    """``[ "$USE_FP8" = "1" ] && ARGS+=(--fp8-format hybrid)``: the guarded flags were always taken
+    (an fp8 job from a script that said USE_FP8=0)."""
+    sc = _import(AND_OR.format(fp8=fp8, model=MODEL)).scenario
+    assert (sc["training"]["dtype"], sc["parallel"]["recompute"]) == (dtype, recompute)
+
+
+def test_a_guard_on_the_jobs_environment_is_refused_naming_the_flags():
+    with pytest.raises(InputError) as err:
+        _import(AND_OR.format(fp8="$1", model=MODEL))
+    assert "--fp8-format" in str(err.value.value)
