@@ -1,5 +1,6 @@
-"""A fabric plays the part its kind allows (clustersim.hardware.load.FABRIC_ROLES): a PCIe or
-NVLink fabric named as the network between nodes was accepted and came out faster than InfiniBand."""
+"""A scenario names a fabric for a part its kind can play (clustersim.hardware.load.FABRIC_ROLES): a
+PCIe or NVLink fabric named as the network between nodes was accepted and came out faster than
+InfiniBand. Profiles are not held to it (validate's CPU clusters name one TCP link for both parts)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from clustersim.scenario import load_scenario
 
 
 @pytest.mark.parametrize(("key", "value"), [("scale_out", "pcie6-x16"), ("scale_out", "nvlink5-nvl72"),
-                                            ("pcie", "nvlink5-nvl72"), ("scale_up", "ib-ndr")])
+                                            ("pcie", "nvlink5-nvl72"), ("pcie", "ib-ndr")])
 def test_a_fabric_of_another_kind_is_refused_naming_the_key(key: str, value: str) -> None:
     with pytest.raises(InputError) as err:
         load_scenario(None, [f"cluster.{key}={value}"])
