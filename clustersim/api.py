@@ -105,7 +105,7 @@ def simulate_with_timeline(scenario: Scenario, record: bool = True,
     """The event-driven simulation and its raw result (timeline for traces). ``cache``: the run's
     memo of plans (clustersim.plan.plan_cache), kept by a caller that asks again; None: this call's own."""
     cache = cache or PlanCache()
-    scenario = balanced(scenario)
+    scenario = balanced(_as_scenario(scenario))
     check_step_budget(scenario, "event", cache.compiler)
     _schedule(scenario)
     result, info = _time(scenario, "event", cache, record)
@@ -116,16 +116,17 @@ def simulate_with_timeline(scenario: Scenario, record: bool = True,
     return report, result
 
 
-def simulate(scenario: Scenario, cache: PlanCache | None = None) -> StepReport:
-    """One step through the event engine (contention on shared links included)."""
-    return simulate_with_timeline(scenario, record=False, cache=cache)[0]
+def simulate(scenario: Scenario | str | Path | None, cache: PlanCache | None = None) -> StepReport:
+    """One step through the event engine (contention on shared links included); ``scenario`` a
+    Scenario, a scenario file or None (the embedded default)."""
+    return simulate_with_timeline(_as_scenario(scenario), record=False, cache=cache)[0]
 
 
-def estimate(scenario: Scenario, cache: PlanCache | None = None) -> StepReport:
-    """One step through the closed-form twin (no contention): fast, for sweeps. ``cache`` as for
-    ``simulate_with_timeline``."""
+def estimate(scenario: Scenario | str | Path | None, cache: PlanCache | None = None) -> StepReport:
+    """One step through the closed-form twin (no contention): fast, for sweeps. ``scenario`` as
+    for ``simulate``, ``cache`` as for ``simulate_with_timeline``."""
     cache = cache or PlanCache()
-    scenario = balanced(scenario)
+    scenario = balanced(_as_scenario(scenario))
     check_step_budget(scenario, "analytical", cache.compiler)
     _schedule(scenario)
     closed, info = _time(scenario, "analytical", cache)
@@ -151,6 +152,57 @@ def _as_scenario(scenario: Scenario | str | Path | None) -> Scenario:
     raise InputError("scenario", type(scenario).__name__, "a Scenario, a scenario file path, or None (the default)")
 
 
+# The public functions' arguments, checked as the command line's options are (click's ranges and
+# types), naming the parameter the caller passed.
+
+def _int_arg(name: str, value: object, lo: int, hi: int | None = None, none_ok: bool = False) -> int | None:
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
+        span = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise InputError(name, value, f"a whole number {span}" + (" or None" if none_ok else ""))
+    return value
+
+
+def _str_items(name: str, value: object) -> list[str]:
+    """A sequence of strings (one string is one item, not its characters)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise InputError(name, value, "a string or a list of strings")
+
+
+def _bool_arg(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(name, value, "True or False")
+    return value
+
+
+def _prices(value: object, presets: list[str]) -> dict[str, float]:
+    """``compare_frame``'s prices with the command line's checks: one price for every cluster, or a
+    price per cluster compared, each a finite number >= 0."""
+    import math
+
+    def one(v: object, where: object) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise InputError("prices", where, "USD per GPU-hour: a finite number >= 0, or {preset: price} of "
+                             "the clusters compared")
+        return float(v)
+
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if k not in presets:
+                raise InputError("prices", k, f"a cluster compared: {', '.join(presets)}")
+            out[str(k)] = one(v, f"{k}={v!r}")
+        return out
+    price = one(value, value)
+    return {c: price for c in presets}
+
+
 def sweep(scenario: Scenario | str | Path | None = None, *, gpus: int | None = None, top: int = 10,
           rerank: int | None = None, pareto: bool = False, executor: str = "local", workers: int | None = None,
           rank_by: str = "time", fix: Sequence[str] = (), at_most: Sequence[str] = (),
@@ -161,12 +213,18 @@ def sweep(scenario: Scenario | str | Path | None = None, *, gpus: int | None = N
     shows its top rows in Jupyter; ``.top(k)`` gives them as ``--json`` does, ``.to_frame()``
     every layout as a DataFrame; ``rerank`` defaults to ``top``."""
     import clustersim.html.sweep_notebook  # noqa: F401  (attaches SweepResult._repr_html_)
+    from clustersim.limits import MAX_RERANK, MAX_TOP
     from clustersim.sweep.constraints import parse_constraints
     from clustersim.sweep.executors import make_executor
     from clustersim.sweep.runner import run_sweep, sweep_spec
 
     base = _as_scenario(scenario)
-    constraints = parse_constraints(base.model, fix, at_most, (), only_validated)
+    gpus = _int_arg("gpus", gpus, 1, none_ok=True)
+    top = _int_arg("top", top, 1, MAX_TOP)  # type: ignore[assignment]
+    rerank = _int_arg("rerank", rerank, 0, MAX_RERANK, none_ok=True)
+    workers = _int_arg("workers", workers, 1, none_ok=True)
+    constraints = parse_constraints(base.model, _str_items("fix", fix), _str_items("at_most", at_most), (),
+                                    _bool_arg("only_validated", only_validated))
     spec = sweep_spec(base, gpus, None, constraints, evaluators=SWEEP_EVALUATORS)
     pool = make_executor(executor, None, workers)
     try:
@@ -184,25 +242,38 @@ def sweep_frame(scenario: Scenario | str | Path | None = None, **options: Any) -
 def compare_frame(scenario: str | Path | None = None, clusters: Sequence[str] = ("dgx-a100", "dgx-h100"), *,
                   nodes: Sequence[int] | None = None, tokens: str | float = "1T",
                   prices: Mapping[str, float] | float | None = None, overrides: Sequence[str] = (),
-                  executor: str = "local", workers: int | None = None, rerank: int = 4) -> pd.DataFrame:
+                  executor: str = "local", workers: int | None = None, rerank: int = 1) -> pd.DataFrame:
     """`clustersim compare` as a DataFrame: one row per cluster and node count with its best
     layout (``best_layout.tp`` ...), step time, MFU, time to train, GPU-hours and cost (and the
     ``*_lo``/``*_hi`` columns of a row's interval, ``energy_kwh``, where the rows carry them); a
     cluster and size on which no layout runs the job comes last, its ``cannot_run`` the reason and
     its numbers empty. ``scenario`` is a scenario file (or None: the embedded default), ``overrides``
-    its ``--set``."""
-    from clustersim.sweep.compare import parse_tokens
+    its ``--set``; the defaults are the command's (``rerank`` 1)."""
+    from clustersim.hardware.load import list_clusters
+    from clustersim.limits import MAX_RERANK
+    from clustersim.sweep.compare import check_compare_size, parse_tokens
     from clustersim.sweep.compare_rows import compare_rows
 
     if scenario is not None and not isinstance(scenario, (str, Path)):
         raise InputError("scenario", type(scenario).__name__, "a scenario file path, or None (the default)")
-    presets = list(clusters)
-    if isinstance(prices, (int, float)):
-        price_map = {c: float(prices) for c in presets}
-    else:
-        price_map = {str(k): float(v) for k, v in (prices or {}).items()}
-    comparison = compare_rows(None if scenario is None else str(scenario), tuple(overrides), presets,
-                              list(nodes) if nodes else None, parse_tokens(tokens), price_map, executor, None, workers,
+    presets = _str_items("clusters", clusters)
+    if not presets or len(set(presets)) != len(presets):
+        raise InputError("clusters", clusters, "one or more cluster presets, each once")
+    known = list_clusters()
+    for name in presets:
+        if name not in known:
+            raise InputError("clusters", name, known)
+    sizes = None
+    if nodes is not None:
+        sizes = [nodes] if isinstance(nodes, int) and not isinstance(nodes, bool) else nodes
+        if not isinstance(sizes, Sequence) or not sizes:
+            raise InputError("nodes", nodes, "a node count or a list of them")
+        sizes = [_int_arg("nodes", n, 1) for n in sizes]
+    check_compare_size(presets, sizes)
+    rerank = _int_arg("rerank", rerank, 1, MAX_RERANK)  # type: ignore[assignment]
+    workers = _int_arg("workers", workers, 1, none_ok=True)
+    comparison = compare_rows(None if scenario is None else str(scenario), tuple(_str_items("overrides", overrides)),
+                              presets, sizes, parse_tokens(tokens), _prices(prices, presets), executor, None, workers,
                               rerank, evaluators=SWEEP_EVALUATORS)
     return rows_frame(comparison.rows + comparison.cannot_run)
 

@@ -57,7 +57,7 @@ class InputError(ValueError):
             self.hint = did_you_mean(value, self.choices or ())
         else:  # "parallel.tpp" -> "did you mean parallel.tp?"
             self.hint = did_you_mean(key, self.choices or (), field[: -len(key)] if field.endswith(key) else "")
-        got = _short(repr(value)) + (f" ({self.hint})" if self.hint else "")
+        got = _short(_repr(value)) + (f" ({self.hint})" if self.hint else "")
         super().__init__(f"{_short(field)}: got {got}; allowed: {allowed}")
 
     def with_field(self, field: str) -> InputError:
@@ -75,6 +75,16 @@ def _rebuild(cls: type[InputError], field: str, value: object, allowed: str, cho
 
 
 MAX_SHOWN_CHARS = 300  # a hostile value (a pasted log, a 400-digit number) is shortened in the message
+
+
+def _repr(value: object) -> str:
+    """``repr(value)``; an integer too long for Python's int-to-text limit (4,300 digits) by its size."""
+    try:
+        return repr(value)
+    except ValueError:
+        if isinstance(value, int):
+            return f"an integer of {value.bit_length():,} bits"
+        raise
 
 
 def _short(text: str) -> str:

@@ -1,0 +1,58 @@
+"""The notebook API's arguments checked as the command line checks its options: InputError naming
+the parameter, never a traceback (ZeroDivisionError for gpus=0, IndexError for no clusters, a
+path to `estimate` as AttributeError) and never a value the command refuses (negative prices, top 0)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from clustersim import api
+from clustersim.errors import InputError
+
+S = "scenarios/llama3_8b_h200x8.yaml"
+
+
+def test_estimate_and_simulate_take_a_scenario_file_as_sweep_does() -> None:
+    assert api.estimate(S).step_time_s == api.estimate(api.load_scenario(S)).step_time_s
+    with pytest.raises(InputError) as err:
+        api.simulate(5)  # type: ignore[arg-type]
+    assert err.value.field == "scenario"
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"gpus": 0}, "gpus"), ({"gpus": "8"}, "gpus"), ({"top": 0}, "top"), ({"top": 2000}, "top"), ({"top": "5"}, "top"),
+    ({"rerank": -1}, "rerank"), ({"workers": 0}, "workers"), ({"only_validated": "no"}, "only_validated"),
+    ({"fix": 5}, "fix"),
+])
+def test_sweep_arguments(kwargs, field) -> None:
+    with pytest.raises(InputError) as err:
+        api.sweep(S, executor="serial", **kwargs)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"clusters": []}, "clusters"), ({"clusters": ["hgx-h200", "hgx-h200"]}, "clusters"),
+    ({"clusters": ["dgx-h1000"]}, "clusters"), ({"prices": -1}, "prices"), ({"prices": math.nan}, "prices"),
+    ({"prices": {"dgx-h100": 1.0}}, "prices"), ({"prices": "2"}, "prices"), ({"rerank": 0}, "rerank"),
+    ({"nodes": 0}, "nodes"),
+])
+def test_compare_frame_arguments(kwargs, field) -> None:
+    args = {"clusters": ["hgx-h200"], **kwargs}
+    with pytest.raises(InputError) as err:
+        api.compare_frame(S, executor="serial", **args)
+    assert err.value.field == field
+
+
+def test_one_string_is_one_constraint_not_its_characters() -> None:
+    """``fix="parallel.cp=1"`` was read character by character ("--fix: got 'p'")."""
+    one = api.sweep(S, fix="parallel.cp=1", at_most="parallel.tp=1", top=2, executor="serial").top(2)
+    listed = api.sweep(S, fix=["parallel.cp=1"], at_most=["parallel.tp=1"], top=2, executor="serial").top(2)
+    assert one == listed and all(r["parallel"]["cp"] == 1 and r["parallel"]["tp"] == 1 for r in one)
+
+
+def test_an_integer_beyond_the_int_to_text_limit_is_named_by_its_size() -> None:
+    with pytest.raises(InputError) as err:
+        api.scenario_from_dict({"model": {"preset": "llama3-8b"}, "parallel": {"global_batch": 10**5000}})
+    assert "an integer of 16,610 bits" in str(err.value)
