@@ -205,7 +205,7 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
     if html_file is not None:
         from clustersim.html.run_page import run_page
 
-        write_html(html_file, run_page(report, timeline, raw))
+        write_html(html_file, run_page(report, timeline, raw, n_tokens))
     if as_json:
         click.echo(json.dumps(report.to_json(n_tokens), indent=2))
     else:

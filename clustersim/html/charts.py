@@ -290,7 +290,7 @@ def pareto_chart(points: Mapping[str, Sequence[Any]], front: Mapping[str, Sequen
     Each mapping holds equal-length columns: ``peak_gib``, ``step_s``, ``label``, ``tokens_per_s``,
     ``mfu``, ``replica_gpus``, ``engine``.
     """
-    from bokeh.models import ColorBar, ColumnDataSource, HoverTool, LogColorMapper, Span
+    from bokeh.models import ColorBar, ColumnDataSource, FixedTicker, HoverTool, LogColorMapper, Span
     from bokeh.palettes import Viridis256
 
     tips = [("layout", "@label"), ("step time", "@step_s{0.000} s"), ("peak memory", "@peak_gib{0.0} GiB"),
@@ -309,8 +309,17 @@ def pareto_chart(points: Mapping[str, Sequence[Any]], front: Mapping[str, Sequen
     stars = fig.scatter("peak_gib", "step_s", source=ColumnDataSource(dict(top)), marker="star", size=14,
                         color="black", legend_label="top layouts")
     fig.add_layout(Span(location=capacity_bytes / GiB, dimension="height", line_color="grey", line_dash="dashed"))
+    # the axis reaches the capacity line (an automatic range follows the points only, and the
+    # layouts that fit all lie left of it)
+    peaks = [float(v) for col in (points, front, top) for v in col.get("peak_gib", [])]
+    fig.x_range.start = 0
+    fig.x_range.end = _r(max([*peaks, capacity_bytes / GiB]) * 1.05, 6)
     fig.add_tools(HoverTool(renderers=[dots, marks, stars], tooltips=tips))
-    fig.add_layout(ColorBar(color_mapper=mapper, title="GPUs per replica", width=10), "right")
+    # ticks at the replica sizes the points have (a log scale's own ticks read 1.1, 1.2, ... GPUs)
+    sizes = sorted(set(replica))
+    ticker = FixedTicker(ticks=sizes) if len(sizes) <= 12 else None
+    fig.add_layout(ColorBar(color_mapper=mapper, title="GPUs per replica", width=10,
+                            **({"ticker": ticker} if ticker is not None else {})), "right")
     fig.legend.location = "top_right"
     return chart_item(fig, {dot_source: points})
 

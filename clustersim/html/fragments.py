@@ -7,6 +7,7 @@ HTML. Keys that other parts of clustersim add over time (``interval``, ``memory.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -77,14 +78,30 @@ def layout_line(rj: Mapping[str, Any]) -> str:
     return " · ".join(f"{k} {p[k]}" for k in keys if k in p)
 
 
-def report_header(rj: Mapping[str, Any]) -> str:
+def hardware_line(rj: Mapping[str, Any]) -> str:
+    """``32 x dgx-a100 = 256 a100-sxm-80gb (nvlink3-nvswitch / ib-hdr)``; with node groups
+    (``heterogeneous`` of `run --json`) every group, the GPUs of each pipeline stage and the split,
+    as the readable report prints them (``cluster`` there holds only the first group's preset)."""
     c = rj.get("cluster", {})
+    het = rj.get("heterogeneous")
+    if isinstance(het, Mapping) and het.get("groups"):
+        groups = " + ".join(f"{g.get('nodes', '?')} x {g.get('preset', '?')}" for g in het["groups"])
+        text = f"{groups} = {rj.get('gpus', '?')} GPUs"
+        if het.get("stage_gpus"):
+            text += f"; stages on {', '.join(str(g) for g in het['stage_gpus'])}"
+        if het.get("layers_per_stage"):
+            text += f"; layers per stage {list(het['layers_per_stage'])}"
+        return text
+    return (f"{c.get('nodes', '?')} x {c.get('preset', '?')} = {rj.get('gpus', '?')} {c.get('gpu', '')} "
+            f"({c.get('scale_up', '')} / {c.get('scale_out', '')})")
+
+
+def report_header(rj: Mapping[str, Any]) -> str:
     m = rj.get("model", {})
     params = m.get("params")
     model = f"{m.get('name', '')} ({params / 1e9:.1f}B params)" if isinstance(params, (int, float)) else m.get("name", "")
     return (f"<h1>{esc(rj.get('name', 'clustersim report'))}</h1>"
-            f"<p>{esc(model)} on {esc(c.get('nodes', '?'))} x {esc(c.get('preset', '?'))} = {esc(rj.get('gpus', '?'))} "
-            f"{esc(c.get('gpu', ''))} ({esc(c.get('scale_up', ''))} / {esc(c.get('scale_out', ''))})</p>"
+            f"<p>{esc(model)} on {esc(hardware_line(rj))}</p>"
             f"<p>{esc(layout_line(rj))} · {esc(rj.get('dtype', ''))}"
             + (f" · {esc(rj['framework'])}" if rj.get("framework") else "")
             + f" · {esc(rj.get('engine', ''))} engine</p>")
@@ -120,6 +137,23 @@ def summary_cards(rj: Mapping[str, Any]) -> str:
     return f'<div class="cards">{"".join(cards)}</div>'
 
 
+def faults_note(rj: Mapping[str, Any]) -> str:
+    """Per-rank mode's faults (``faults`` of `run --json`): which GPU paced the step and what it
+    cost against a healthy cluster, as the readable report says it; empty without faults."""
+    f = rj.get("faults")
+    if not isinstance(f, Mapping) or "healthy_step_time_s" not in f:
+        return ""
+    text = ""
+    paced = f.get("paced_by")
+    if isinstance(paced, Mapping):
+        where = ", ".join(f"{k} {paced[k]}" for k in ("node", "gpu", "pp", "dp") if k in paced)
+        speed = f" at {float(paced['speed']):.2f}" if isinstance(paced.get("speed"), (int, float)) else ""
+        text += f"paced by rank {paced.get('rank', '?')} ({where}): {paced.get('kind', '')}{speed}; "
+    text += (f"cost {float(f.get('cost_s', 0)):+.4f} s ({float(f.get('cost_fraction', 0)) * 100:+.1f}%) against a "
+             f"healthy cluster ({float(f['healthy_step_time_s']):.4f} s)")
+    return f'<p class="note" data-testid="faults">{esc(text)}</p>'
+
+
 def interval_html(rj: Mapping[str, Any]) -> str:
     """The prediction interval as lo / value / hi rows with a range bar, or a note when absent."""
     iv = rj.get("interval")
@@ -127,7 +161,9 @@ def interval_html(rj: Mapping[str, Any]) -> str:
         return '<p class="note" data-testid="no-interval">This build reports no prediction interval.</p>'
     level = iv.get("level", 0.8)
     rows = []
-    for key, label, _ in INTERVAL_KEYS:
+    mem = rj.get("memory", {})
+    runs = not (isinstance(mem, Mapping) and (mem.get("verdict") == "does-not-fit" or mem.get("fits") is False))
+    for key, label, _ in INTERVAL_KEYS if runs else ():   # a job that cannot start has no time, rate or MFU
         lohi = pair(iv.get(key))
         if lohi is None or key not in rj:
             continue
@@ -142,7 +178,6 @@ def interval_html(rj: Mapping[str, Any]) -> str:
                f'<i style="left:{mark:.1f}%"></i></div>')
         rows.append(f'<tr><td class="l">{esc(label)}</td><td>{esc(fmt_metric(key, lo))}</td>'
                     f'<td>{esc(fmt_metric(key, value))}</td><td>{esc(fmt_metric(key, hi))}</td><td>{bar}</td></tr>')
-    mem = rj.get("memory", {})
     mem_iv = pair(mem.get("interval")) if isinstance(mem, Mapping) else None
     if mem_iv:
         rows.append(f'<tr><td class="l">peak memory</td><td>{esc(fmt_gib(mem_iv[0]))}</td>'
@@ -242,14 +277,23 @@ def rows_table(columns: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, A
 
 # The energy block of `run --json` (clustersim/energy.py EnergyReport.to_json): label, unit, format.
 ENERGY_ROWS: dict[str, tuple[str, str, str]] = {
-    "gpu_power_w": ("power per GPU", "W", ",.0f"), "node_power_w": ("power per node", "W", ",.0f"),
-    "it_power_kw": ("IT power, all nodes", "kW", ",.1f"), "pue": ("PUE (facility / IT)", "", ".2f"),
-    "facility_power_kw": ("facility power", "kW", ",.1f"), "energy_per_step_kwh": ("energy per step", "kWh", ",.3g"),
+    "gpu_power_w": ("power per GPU", "W", "sig4"), "node_power_w": ("power per node", "W", "sig4"),
+    "it_power_kw": ("IT power, all nodes", "kW", "sig4"), "pue": ("PUE (facility / IT)", "", ".2f"),
+    "facility_power_kw": ("facility power", "kW", "sig4"), "energy_per_step_kwh": ("energy per step", "kWh", ",.3g"),
     "energy_per_token_j": ("energy per token", "J", ",.3g"),
-    "energy_per_trillion_tokens_mwh": ("energy per 1T tokens", "MWh", ",.1f"),
+    "energy_per_trillion_tokens_mwh": ("energy per 1T tokens", "MWh", "sig4"),
     "load_fraction": ("power while training (share of TDP)", "", ".0%"),
-    "training_tokens": ("training tokens", "", "tokens"), "training_run_mwh": ("energy of the training run", "MWh", ",.1f"),
+    "training_tokens": ("training tokens", "", "tokens"), "training_run_mwh": ("energy of the training run", "MWh", "sig4"),
 }
+
+
+def sig4(x: float) -> str:
+    """At most four significant digits, thousands separated: 15876.1 -> "15,880", 12.093 -> "12.09", 532.0 -> "532"."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    decimals = 3 - math.floor(math.log10(abs(x)))
+    text = f"{round(x, decimals):,.{max(decimals, 0)}f}"
+    return text.rstrip("0").rstrip(".") if decimals > 0 else text
 _UNIT_SUFFIXES = (("_kwh", "kWh"), ("_mwh", "MWh"), ("_kw", "kW"), ("_w", "W"), ("_j", "J"), ("_s", "s"))
 
 
@@ -263,7 +307,7 @@ def _energy_row(key: str, value: Any) -> tuple[str, str, str]:
                 break
         label = stem.replace("_", " ")
     def number(x: float) -> str:
-        return fmt_tokens(x) if fmt == "tokens" else format(x, fmt)
+        return fmt_tokens(x) if fmt == "tokens" else sig4(x) if fmt == "sig4" else format(x, fmt)
 
     lohi = pair(value)
     if lohi:

@@ -35,16 +35,25 @@ def timeline_note(data: TimelineData | None, engine: str) -> str:
             "time it holds, and lists its seconds by cause on hover. Scroll to zoom, drag to pan.")
 
 
+def runs(rj: Mapping[str, Any]) -> bool:
+    """Whether the job can start: one that does not fit in memory has no step to draw (docs/html.md)."""
+    mem = rj.get("memory", {})
+    return not (isinstance(mem, Mapping) and (mem.get("verdict") == "does-not-fit" or mem.get("fits") is False))
+
+
 def run_charts(rj: Mapping[str, Any], stages: Sequence[Mapping[str, Any]],
                tdata: TimelineData | None) -> dict[str, Any]:
     """Chart JSON items by the id of the <div> they go into."""
     out: dict[str, Any] = {}
+    cap = float(rj["memory"]["capacity_bytes_per_gpu"])
+    if not runs(rj):
+        out["chart-memory"] = charts.memory_chart(stages, cap)
+        return out
     if tdata is not None and tdata.blocks:
         pp = rj.get("parallel", {}).get("pp", "?")
         out["chart-timeline"] = charts.timeline_chart(
             tdata, f"simulated step: {pp} pipeline stages, one lane per stage and stream")
     out["chart-breakdown"] = charts.breakdown_chart(rj["breakdown"], float(rj["step_time_s"]))
-    cap = float(rj["memory"]["capacity_bytes_per_gpu"])
     out["chart-memory"] = charts.memory_chart(stages, cap)
     return out
 
@@ -59,7 +68,7 @@ def run_sections(rj: Mapping[str, Any], stages: Sequence[Mapping[str, Any]], tda
         timeline = ('<div id="chart-timeline" class="chart"></div>'
                     + fragments.legend_html(legend, test_id="timeline-legend"))
     sections = {
-        "summary": fragments.summary_cards(rj),
+        "summary": fragments.summary_cards(rj) + fragments.faults_note(rj),
         "interval": fragments.interval_html(rj),
         "timeline": f'{timeline}<p class="note" data-testid="timeline-note">{esc(timeline_note(tdata, engine))}</p>',
         "breakdown": '<div id="chart-breakdown" class="chart"></div>' + fragments.breakdown_table(rj),
@@ -67,6 +76,11 @@ def run_sections(rj: Mapping[str, Any], stages: Sequence[Mapping[str, Any]], tda
     }
     if isinstance(rj.get("energy"), Mapping):  # `energy` of `run --json` (docs/output.md)
         sections["energy"] = fragments.energy_table(rj["energy"])
+    if not runs(rj):   # no step: no timeline, critical path or energy per step as if it had run
+        why = '<p class="note" data-testid="does-not-fit">Not shown: the job does not fit in GPU memory, so it cannot run.</p>'
+        for name in ("timeline", "breakdown", "energy"):
+            if name in sections:
+                sections[name] = why
     if scenario is not None:
         sections["scenario"] = f'<pre class="yaml" data-testid="scenario-yaml">{esc(scenario_yaml(scenario))}</pre>'
     return sections
@@ -82,9 +96,11 @@ def sections_html(sections: Mapping[str, str]) -> str:
                    for name, body in sections.items())
 
 
-def run_page(report: StepReport, timeline: Timeline | None = None, scenario: Mapping[str, Any] | None = None) -> str:
-    """The whole page of one run (``timeline``: the event engine's, recorded; None for the closed form)."""
-    rj = report.to_json()
+def run_page(report: StepReport, timeline: Timeline | None = None, scenario: Mapping[str, Any] | None = None,
+             tokens: float | None = None) -> str:
+    """The whole page of one run (``timeline``: the event engine's, recorded; None for the closed form;
+    ``tokens``: `run --tokens`, the whole run's energy)."""
+    rj = report.to_json(tokens)
     stages = stage_memory(report)
     tdata = timeline_data(timeline.segments, report.step_time_s) if timeline is not None and timeline.record else None
     body = sections_html(run_sections(rj, stages, tdata, scenario))

@@ -12,7 +12,7 @@ import yaml
 
 from clustersim.api import estimate, simulate_with_timeline
 from clustersim.html.compare_page import compare_page
-from clustersim.html.fragments import interval_html, summary_cards
+from clustersim.html.fragments import interval_html, sig4, summary_cards
 from clustersim.html.run_page import run_page, run_sections
 from clustersim.scenario import load_scenario, read_scenario_dict
 from tests.html.conftest import ROOT, SMALL, cli
@@ -135,7 +135,9 @@ def test_energy_section_appears_when_the_report_has_one() -> None:
     # run --json carries the energy object (clustersim.energy): words for its keys, rounded numbers
     energy = run_sections(rj, [], None, None)["energy"]
     assert "facility power" in energy and "facility_power_kw" not in energy
-    assert f"<td>{rj['energy']['facility_power_kw']:,.1f}</td>" in energy and "<td>kW</td>" in energy.replace(' class="l"', "")
+    assert f"<td>{sig4(rj['energy']['facility_power_kw'])}</td>" in energy and "<td>kW</td>" in energy.replace(' class="l"', "")
+    # at most four significant digits (docs/html.md): 15,876.1 kW read as such on 16,384 GPUs
+    assert sig4(15876.1) == "15,880" and sig4(12.09312) == "12.09" and sig4(532.0) == "532"
     del rj["energy"]
     assert "energy" not in run_sections(rj, [], None, None)
     # a key added later: its words, the unit from its suffix, four significant digits
@@ -143,3 +145,34 @@ def test_energy_section_appears_when_the_report_has_one() -> None:
     sections = run_sections(rj, [], None, None)
     assert "<td>step</td>" in sections["energy"].replace(' class="l"', "") and "5,123,000" not in sections["energy"]
     assert "5.123e+06" in sections["energy"] and "4e+06 - 6e+06" in sections["energy"]
+
+
+def test_a_mixed_cluster_page_names_every_group() -> None:
+    """The header read "on 32 x dgx-a100 = 256 a100-sxm-80gb" for 16 DGX A100 + 16 DGX H100."""
+    report = estimate(load_scenario(ROOT / "scenarios" / "llama3_70b_a100_h100_mixed.yaml"))
+    page = run_page(report)
+    assert "on 16 x dgx-a100 + 16 x dgx-h100 = 256 GPUs; stages on a100-sxm-80gb" in page
+    assert "32 x dgx-a100" not in page
+
+
+def test_a_job_that_does_not_fit_shows_no_time_anywhere() -> None:
+    """The interval table listed step time, tokens/s and MFU, and the page drew a timeline, a
+    critical path and energy per step, for a job that cannot start (docs/html.md)."""
+    report = estimate(load_scenario(ROOT / "scenarios" / "llama3_8b_h200x8.yaml",
+                                    ["cluster.preset=dgx-h100", "cluster.nodes=3", "parallel.tp=2", "parallel.dp=12",
+                                     "parallel.zero_stage=0", "parallel.recompute=none", "parallel.micro_batch=4",
+                                     "parallel.global_batch=96"]))
+    assert not report.memory.fits
+    page = run_page(report)
+    assert "tokens/s</td>" not in page and ">step time</td>" not in page
+    assert page.count('data-testid="does-not-fit"') == 3 and 'id="chart-timeline"' not in page
+
+
+def test_faults_and_the_runs_energy_are_on_the_page() -> None:
+    """Per-rank faults: the page showed the step time alone (the CLI names the GPU that paced it
+    and its cost); --tokens: the page left out the whole run's energy the CLI prints."""
+    sc = load_scenario(ROOT / SMALL, ["faults.slow_gpus=[{rank: 1, speed: 0.5}]"])
+    page = run_page(estimate(sc))
+    assert 'data-testid="faults">paced by rank' in page and "against a healthy cluster" in page
+    page = run_page(estimate(load_scenario(ROOT / SMALL)), tokens=15e12)
+    assert "energy of the training run" in page and "15T" in page
