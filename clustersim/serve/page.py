@@ -11,6 +11,7 @@ from typing import Any
 
 from clustersim.html.page import esc, inline_script, render_page, script_json, static_text
 from clustersim.html.run_page import SECTION_TITLES
+from clustersim.parallel.layout import RECOMPUTE, SCHEDULES
 from clustersim.scenario import DEFAULT_CLUSTER_PRESET as DEFAULT_CLUSTER
 
 APP_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
@@ -52,13 +53,13 @@ def controls_html(models: Sequence[str], clusters: Sequence[str], scenarios: Seq
         '<label for="global_batch">global batch (sequences)</label>'
         '<input type="number" id="global_batch" min="1" step="1">',
         '<label for="schedule">schedule</label>',
-        f'<select id="schedule">{_options(("1f1b", "interleaved-1f1b", "gpipe"))}</select>',
+        f'<select id="schedule">{_options(SCHEDULES)}</select>',
         '<label for="virtual_stages">virtual stages (interleaved)</label>'
         '<input type="number" id="virtual_stages" min="1" step="1">',
         '<label for="zero_stage">ZeRO stage</label>',
         f'<select id="zero_stage">{_options(("0", "1", "2", "3"))}</select>',
         '<label for="recompute">recompute</label>',
-        f'<select id="recompute">{_options(("none", "selective", "full"))}</select>',
+        f'<select id="recompute">{_options(RECOMPUTE)}</select>',
         '<label><input type="checkbox" id="sequence_parallel"> sequence parallelism</label>',
         '<label>engine</label>',
         '<label><input type="radio" name="engine" id="engine-analytical" value="analytical" checked> '

@@ -114,3 +114,27 @@ def test_web_app_slider_moves_the_numbers_and_a_bad_value_shows_the_cli_message(
         saved = Path(download.value.path()).read_text()
         assert yaml.safe_load(saved)["parallel"]["tp"] == 4
         assert errors == [] and requests == []
+
+
+def test_web_app_sends_the_scenario_as_it_states_what_the_controls_cannot_show(browser, server: Server) -> None:
+    """Applying YAML with micro_batch 3 sent 4 (the slider rounds to powers of two), a schedule
+    or recompute option the selects lacked was sent as '', and a cluster of node groups got a
+    cluster.nodes of 1: only the controls the user changes are written over the scenario now."""
+    text = ("name: mb3\nmodel: {preset: llama3-8b}\ncluster: {preset: dgx-h100, nodes: 2}\n"
+            "parallel: {tp: 2, pp: 2, micro_batch: 3, global_batch: 96, recompute: selective-op}\n")
+    with watched(browser) as (page, errors, requests):
+        page.goto(server.url + "/")
+        page.wait_for_selector("body[data-updates='1']", state="attached", timeout=TIMEOUT_MS)
+        page.locator("#yaml").fill(text)
+        page.locator("#apply-yaml").click()
+        page.wait_for_selector("body[data-updates='2']", state="attached", timeout=TIMEOUT_MS)
+        assert page.get_attribute("body", "data-error") == "false", page.inner_text("#error")
+        assert page.inner_text("#mb-out") == "3"
+        with page.expect_download(timeout=TIMEOUT_MS) as download:
+            page.locator("#download").click()
+        sent = yaml.safe_load(Path(download.value.path()).read_text())["parallel"]
+        assert (sent["micro_batch"], sent["recompute"]) == (3, "selective-op")
+        page.select_option("#start", "llama3_70b_a100_h100_mixed")
+        page.wait_for_selector("body[data-updates='3']", state="attached", timeout=TIMEOUT_MS)
+        assert page.get_attribute("body", "data-error") == "false", page.inner_text("#error")
+        assert requests == []

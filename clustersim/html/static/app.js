@@ -10,6 +10,10 @@
   var timer = null;
   var updates = 0, timelines = 0;
   var yamlEdited = false;   // the YAML box follows the controls until the user types in it
+  // Controls the user has changed since the scenario was loaded: only these are written over it,
+  // so a value the sliders cannot show (micro-batch 3, PP 256), a schedule or recompute option,
+  // or a cluster of node groups goes to the server as the scenario states it.
+  var touched = {};
   var $ = function (id) { return document.getElementById(id); };
 
   function clone(x) { return JSON.parse(JSON.stringify(x)); }
@@ -61,19 +65,26 @@
     document.body.dataset.gpus = String(s.gpus);
   }
 
+  // What a slider stands for: the scenario's own value until the user moves it.
+  var FIELD = { tp: "tp", pp: "pp", cp: "cp", ep: "ep", dp: "dp", mb: "micro_batch" };
+  function shown(id, value) {
+    var own = section("parallel")[FIELD[id]];
+    return (!touched[id] && own !== undefined) ? String(own) : value;
+  }
   function labels() {
     bound();
-    $("tp-out").textContent = String(Math.pow(2, Number($("tp").value)));
-    $("pp-out").textContent = $("pp").value;
-    $("cp-out").textContent = String(Math.pow(2, Number($("cp").value)));
-    $("ep-out").textContent = String(Math.pow(2, Number($("ep").value)));
+    $("tp-out").textContent = shown("tp", String(Math.pow(2, Number($("tp").value))));
+    $("pp-out").textContent = shown("pp", $("pp").value);
+    $("cp-out").textContent = shown("cp", String(Math.pow(2, Number($("cp").value))));
+    $("ep-out").textContent = shown("ep", String(Math.pow(2, Number($("ep").value))));
     $("dp-out").textContent = $("dp-auto").checked ? "auto" : String(Math.pow(2, Number($("dp").value)));
-    $("mb-out").textContent = String(Math.pow(2, Number($("mb").value)));
+    $("mb-out").textContent = shown("mb", String(Math.pow(2, Number($("mb").value))));
     $("dp").disabled = $("dp-auto").checked;
   }
 
   function fill(sc) {
     base = clone(sc);
+    touched = {};
     var c = section("cluster"), p = section("parallel");
     $("model").value = "";
     $("cluster").value = "";
@@ -97,27 +108,35 @@
     labels();
   }
 
-  // The scenario the controls describe: the base with the controls' fields written over it.
+  // The scenario the controls describe: the base with the fields of the changed controls written
+  // over it (``touched``); DP follows the rule of its checkbox once the GPUs or the degrees change.
   function current() {
     var sc = clone(base);
+    var t = touched;
     if ($("model").value) { sc.model = { preset: $("model").value }; }
     sc.cluster = (sc.cluster && typeof sc.cluster === "object") ? sc.cluster : {};
     if ($("cluster").value) { sc.cluster = { preset: $("cluster").value }; }
     if ($("framework").value) { sc.framework = $("framework").value; }
-    sc.cluster.nodes = $("nodes").value === "" ? $("nodes").value : Number($("nodes").value);
+    if (t.nodes || t.cluster) { sc.cluster.nodes = $("nodes").value === "" ? $("nodes").value : Number($("nodes").value); }
     var p = (sc.parallel && typeof sc.parallel === "object") ? sc.parallel : {};
-    p.tp = Math.pow(2, Number($("tp").value));
-    p.pp = Number($("pp").value);
-    p.cp = Math.pow(2, Number($("cp").value));
-    p.ep = Math.pow(2, Number($("ep").value));
-    if ($("dp-auto").checked) { delete p.dp; } else { p.dp = Math.pow(2, Number($("dp").value)); }
-    p.micro_batch = Math.pow(2, Number($("mb").value));
-    if ($("global_batch").value === "") { delete p.global_batch; } else { p.global_batch = Number($("global_batch").value); }
-    p.schedule = $("schedule").value;
-    p.virtual_stages = $("virtual_stages").value === "" ? $("virtual_stages").value : Number($("virtual_stages").value);
-    p.zero_stage = Number($("zero_stage").value);
-    p.recompute = $("recompute").value;
-    p.sequence_parallel = $("sequence_parallel").checked;
+    if (t.tp) { p.tp = Math.pow(2, Number($("tp").value)); }
+    if (t.pp) { p.pp = Number($("pp").value); }
+    if (t.cp) { p.cp = Math.pow(2, Number($("cp").value)); }
+    if (t.ep) { p.ep = Math.pow(2, Number($("ep").value)); }
+    if (t.tp || t.pp || t.cp || t.dp || t["dp-auto"] || t.nodes || t.cluster) {
+      if ($("dp-auto").checked) { delete p.dp; } else { p.dp = Math.pow(2, Number($("dp").value)); }
+    }
+    if (t.mb) { p.micro_batch = Math.pow(2, Number($("mb").value)); }
+    if (t.global_batch) {
+      if ($("global_batch").value === "") { delete p.global_batch; } else { p.global_batch = Number($("global_batch").value); }
+    }
+    if (t.schedule) { p.schedule = $("schedule").value; }
+    if (t.virtual_stages) {
+      p.virtual_stages = $("virtual_stages").value === "" ? $("virtual_stages").value : Number($("virtual_stages").value);
+    }
+    if (t.zero_stage) { p.zero_stage = Number($("zero_stage").value); }
+    if (t.recompute) { p.recompute = $("recompute").value; }
+    if (t.sequence_parallel) { p.sequence_parallel = $("sequence_parallel").checked; }
     sc.parallel = p;
     return sc;
   }
@@ -260,10 +279,11 @@
     update();
   }
 
-  ["tp", "pp", "cp", "ep", "dp", "mb"].forEach(function (id) { $(id).addEventListener("input", later); });
-  ["nodes", "global_batch", "virtual_stages"].forEach(function (id) { $(id).addEventListener("change", later); });
+  function changed(id) { return function () { touched[id] = true; later(); }; }
+  ["tp", "pp", "cp", "ep", "dp", "mb"].forEach(function (id) { $(id).addEventListener("input", changed(id)); });
+  ["nodes", "global_batch", "virtual_stages"].forEach(function (id) { $(id).addEventListener("change", changed(id)); });
   ["model", "cluster", "framework", "schedule", "zero_stage", "recompute", "sequence_parallel", "dp-auto",
-   "engine-analytical", "engine-event"].forEach(function (id) { $(id).addEventListener("change", later); });
+   "engine-analytical", "engine-event"].forEach(function (id) { $(id).addEventListener("change", changed(id)); });
   $("start").addEventListener("change", function () { start($("start").value); });
   $("download").addEventListener("click", download);
   $("save").addEventListener("click", save);
