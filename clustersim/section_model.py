@@ -11,6 +11,7 @@ string or number for a flag ("y", "on", 1), each where the field's type does not
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from typing import Any
@@ -58,5 +59,9 @@ class Section(BaseModel):
                 and _numeric(value):
             # lax mode reads "2" as 2: a quoted number is a mistake taken as a value (other text
             # gets pydantic's own message: "a whole number" ...)
+            if re.fullmatch(r"\s*[+-]?(\d+\.?\d*|\.\d+)[eE]\d+\s*", value):
+                # YAML 1.1 (PyYAML) reads 6.4e1 without a sign in its exponent as text
+                raise ValueError(f"a number, not a string: YAML reads {value.strip()} as text; write "
+                                 f"{value.strip().lower().replace('e', 'e+')} or the plain number")
             raise ValueError("a number, not a string")
         return value

@@ -72,6 +72,7 @@ def test_a_window_alone_means_sliding_and_a_long_window_changes_nothing() -> Non
     ("parallel.sequence_parallel=y", "true or false"),      # lax mode read "y", "on", "1", 1 as true
     ("parallel.sequence_parallel=1", "true or false"),
     ('parallel.tp="2"', "a number, not a string"),          # and a quoted number as the number
+    ("parallel.global_batch=6.4e1", "YAML reads 6.4e1 as text; write 6.4e+1"),   # YAML 1.1: no sign, no float
 ])
 def test_flags_and_numbers_are_not_coerced(setting: str, allowed: str) -> None:
     out = _run(setting)
