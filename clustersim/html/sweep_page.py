@@ -94,10 +94,10 @@ def top_table(top: list[dict[str, Any]], ranked_field: str = "step_time_s") -> s
     """The top rows; a column for the ranked value where it is not the step time."""
     rows = []
     for i, r in enumerate(top, start=1):
-        step = f"{float(r['step_time_s']):.4g}"
+        step = f"{float(r['step_time_s']):.3f}"   # as `clustersim sweep` prints it: 5.879 (4.951-6.980)
         st = fragments.pair((r.get("interval") or {}).get("step_time_s")) if isinstance(r.get("interval"), dict) else None
         if st:
-            step += f" ({st[0]:.4g}-{st[1]:.4g})"
+            step += f" ({st[0]:.3f}-{st[1]:.3f})"
         iv = r.get("interval") if isinstance(r.get("interval"), dict) else {}
         regime = str(iv.get("regime", "")) + (" (not validated)" if iv.get("validated") is False else "")
         rows.append({"rank": r.get("rank", i) or i, "layout": layout_label(r["parallel"]), "group": _group_note(r),
