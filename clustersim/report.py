@@ -40,8 +40,9 @@ class StepReport:
 
     @property
     def interval(self) -> Interval:
-        """The 80% interval of the step time (clustersim.uncertainty)."""
-        return step_interval(self.scenario)
+        """The 80% interval of the step time (clustersim.uncertainty), its low end no shorter than
+        the step at the GPUs' peak."""
+        return step_interval(self.scenario).within_peak(self.mfu)
 
     @property
     def mfu(self) -> float:

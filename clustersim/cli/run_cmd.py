@@ -25,6 +25,11 @@ from clustersim.trace import trace_events
 from clustersim.workload.model_summary import model_lines
 
 
+def _tflops(x: float) -> str:
+    """510.1; below 10 with three significant digits (a CPU profile's 0.0457 read "0.0")."""
+    return f"{x:.1f}" if x >= 10 else f"{x:.3g}"
+
+
 def _render(report: StepReport, tokens: float | None = None) -> None:
     sc = report.scenario
     par = sc.parallel
@@ -52,7 +57,7 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
         t_lo, t_hi = iv.of_rate(report.tokens_per_s)
         t.add_row("throughput", f"{report.tokens_per_s:,.0f} tokens/s ({t_lo:,.0f}-{t_hi:,.0f})")
         m_lo, m_hi = iv.of_rate(report.mfu)
-        t.add_row("TFLOP/s per GPU", f"{report.tflops_per_gpu:.1f}  (MFU {report.mfu * 100:.1f}%, "
+        t.add_row("TFLOP/s per GPU", f"{_tflops(report.tflops_per_gpu)}  (MFU {report.mfu * 100:.1f}%, "
                                      f"{m_lo * 100:.1f}-{m_hi * 100:.1f}%)")
         evidence = (f"regime {iv.regime}: {iv.evidence_runs} measured runs"
                     + ("; validated" if iv.validated else "; widened: " + "; ".join(iv.why) if iv.why else ""))

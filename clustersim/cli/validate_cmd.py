@@ -19,21 +19,31 @@ from clustersim.errors import InputError, Interrupted
               help="gloo on CPUs, nccl on GPUs")
 @click.option("--nprocs", type=int, default=4, show_default=True, help="ranks (the largest world size)")
 @click.option("--netns", is_flag=True, help="each rank in its own network namespace, rate-limited links (root)")
-@click.option("--quick", "level", flag_value="quick", default=True, help="the quick sweep (default)")
-@click.option("--full", "level", flag_value="full", help="the full sweep (more sizes, longer windows)")
-@click.option("--ci", "level", flag_value="ci", help="the tiny sweep CI runs (under a minute)")
+@click.option("--quick", is_flag=True, help="the quick sweep (default)")
+@click.option("--full", is_flag=True, help="the full sweep (more sizes, longer windows)")
+@click.option("--ci", is_flag=True, help="the tiny sweep CI runs (under a minute)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="directory for records.jsonl, the profile, the plot [validation/measurements/MODE]")
-@click.option("--rate-mbit", type=float, default=1000.0, show_default=True, help="--netns: link rate per port")
-@click.option("--delay-us", type=float, default=0.0, show_default=True,
-              help="--netns: added one-way delay (needs the netem qdisc)")
+@click.option("--rate-mbit", type=float, default=None, help="--netns: link rate per port [default: 1000]")
+@click.option("--delay-us", type=float, default=None, help="--netns: added one-way delay (needs the netem qdisc) "
+              "[default: 0]")
 @click.option("--fresh", is_flag=True, help="set earlier records aside and measure everything again")
 @click.option("--loo", is_flag=True, help="also predict every case by a calibration that did not see it "
               "(leave-one-out; refits the profile once per fit case)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
-def validate(backend: str, nprocs: int, netns: bool, level: str, out_dir: Path | None, rate_mbit: float,
-             delay_us: float, fresh: bool, loo: bool, as_json: bool) -> None:
+def validate(backend: str, nprocs: int, netns: bool, quick: bool, full: bool, ci: bool, out_dir: Path | None,
+             rate_mbit: float | None, delay_us: float | None, fresh: bool, loo: bool, as_json: bool) -> None:
     """Measure for real, calibrate, predict held-out cases, report the error."""
+    chosen = [name for name, on in (("quick", quick), ("full", full), ("ci", ci)) if on]
+    if len(chosen) > 1:   # the last one won: --quick --full ran the long sweep
+        raise InputError("--quick/--full/--ci", " ".join(f"--{c}" for c in chosen), "one of them: each picks one sweep")
+    level = chosen[0] if chosen else "quick"
+    if not netns:         # they shape the namespaces' links: without --netns they were dropped silently
+        for option, value in (("--rate-mbit", rate_mbit), ("--delay-us", delay_us)):
+            if value is not None:
+                raise InputError(option, value, "only with --netns (it shapes the links between the namespaces)")
+    rate_mbit = 1000.0 if rate_mbit is None else rate_mbit
+    delay_us = 0.0 if delay_us is None else delay_us
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -122,7 +122,7 @@ class SweepResult:
             peak, verdict = row[COL["peak_bytes_per_gpu"]], row[COL["verdict"]]
             step, tps, mfu = (float(row[COL[f]]) for f in ESTIMATE_FIELDS)
         key = tuple(int(v) for v in row[:N_KEY])
-        iv = step_interval(replace(s, parallel=layout_from_key(key, s.parallel)))
+        iv = step_interval(replace(s, parallel=layout_from_key(key, s.parallel))).within_peak(mfu)
         hours, usd = cost_per_million_tokens(s, step)
         out: dict[str, object] = {
             "rank": int(self.group_rank[i]) if self.group_rank is not None else 0,

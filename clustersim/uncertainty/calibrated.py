@@ -87,18 +87,21 @@ def calibrated_interval(f: Features, ev: CalibrationEvidence, regime: Evidence |
         var = (sum(x * x for x in r) + K_S * s_pool ** 2) / (len(r) + K_S)
         wides = _range_widenings(f, ev)
         var += sum(w * w for _, w in wides)
-        s = _holding_own_runs(ev, math.sqrt(var), wides)
+        base = math.sqrt(var)
+        s = _holding_own_runs(ev, base, wides)
         lo, hi = band(0.0, s)
         return Interval(LEVEL, lo, hi, f.regime, len(r), validated=len(r) >= 3 and not wides,
-                        why=tuple(w for w, _ in wides))
+                        why=tuple(w for w, _ in wides), holds_measured=s > base)
     _, var, n = regime_spread(regime, pooled)
     if covered:   # one run
         wides = [(f"calibrated from one run: no leave-one-out error; the spread of regime {f.regime}'s published "
                   "runs, centred on the calibrated prediction, x sqrt(2)", 0.0), *_range_widenings(f, ev)]
         var = 2 * var + sum(w * w for _, w in wides)
-        s = _holding_own_runs(ev, max(math.sqrt(var), S_MIN) * math.sqrt(1 + 1 / (n + K_S)), wides)
+        base = max(math.sqrt(var), S_MIN) * math.sqrt(1 + 1 / (n + K_S))
+        s = _holding_own_runs(ev, base, wides)
         lo, hi = band(0.0, s)
-        return Interval(LEVEL, lo, hi, f.regime, n, validated=False, why=tuple(w for w, _ in wides))
+        return Interval(LEVEL, lo, hi, f.regime, n, validated=False, why=tuple(w for w, _ in wides),
+                        holds_measured=s > base)
     else:
         wides = [(f"outside the calibration's cover ({', '.join(ev.cover)}; this scenario is {key}): the "
                   "uncalibrated spread, centred on the calibrated prediction", 0.0),

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from clustersim.compute.variation import sync_wait_fraction
@@ -96,10 +96,21 @@ class Interval:
     evidence_runs: int
     validated: bool                 # the regime is measured and nothing widened the band
     why: tuple[str, ...] = ()       # the widenings applied
+    holds_measured: bool = False    # widened to hold measured runs (calibration): they outrank the model's peak
 
     def of(self, predicted: float) -> tuple[float, float]:
         """The interval of a quantity proportional to the step time."""
         return predicted * self.lo_factor, predicted * self.hi_factor
+
+    def within_peak(self, mfu: float) -> Interval:
+        """The interval of a step predicted at ``mfu``: no step is shorter than its FLOPs at the
+        GPUs' peak (MFU 1), so the low end stops there. Matters where the prediction sits near the
+        peak, as on a profile whose peak is the measured GEMM rate (`clustersim validate`): the MFU
+        interval read 65-105%. An interval widened to hold measured runs keeps its low end: a run
+        measured faster than the profile's peak allows is evidence against the peak, not the run."""
+        if 0.0 < mfu <= 1.0 and self.lo_factor < mfu and not self.holds_measured:
+            return replace(self, lo_factor=mfu)
+        return self
 
     def of_rate(self, predicted: float) -> tuple[float, float]:
         """The interval of a quantity inversely proportional to the step time (MFU, tokens/s)."""
