@@ -72,6 +72,18 @@ def free_port(addr: str) -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """In a rank, before it runs: SIGTERM when clustersim dies, however it dies (Linux prctl
+    PR_SET_PDEATHSIG = 1; man 2 prctl), so that no rank outlives it and writes into the records
+    a rerun reads. Elsewhere nothing (the ranks are stopped by ``_stop_all``)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
 def _stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
     for p in procs:
         if p.poll() is None:
@@ -142,7 +154,8 @@ def _launch_and_watch(todo: list[dict[str, Any]], launch: RankLaunch, out_dir: P
                 # ranks itself (_stop_all) and keeps what they measured
                 procs.append(subprocess.Popen([*launch.prefixes[r], sys.executable, "-m", "validation.worker",
                                                str(plan_path)], cwd=root, env=env, stdout=log,
-                                              stderr=subprocess.STDOUT, start_new_session=True))
+                                              stderr=subprocess.STDOUT, start_new_session=True,
+                                              preexec_fn=_die_with_parent if sys.platform == "linux" else None))
         _watch(procs, todo, status_path, records_path, logs, progress)
     finally:
         _stop_all(procs)

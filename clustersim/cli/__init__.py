@@ -2,7 +2,7 @@
 so that `clustersim run` never pays for torch or dask.
 
 Exit codes (docs/output.md): 0 ok; 2 bad input; 3 the job does not fit in memory; 1 anything else;
-130 interrupted (Ctrl-C): one line on stderr says what was kept, never a traceback. The first
+130 interrupted (Ctrl-C; 143 SIGTERM, 129 SIGHUP, stopped alike): one line on stderr says what was kept, never a traceback. The first
 Ctrl-C stops the command; further ones are ignored while it cleans up (stops worker processes,
 removes temporary files), so that the clean-up itself cannot be cut short.
 """
@@ -83,28 +83,43 @@ def cli() -> None:
     """Predict step time, MFU and memory of distributed training on GPU clusters."""
 
 
+# SIGTERM (a job scheduler's kill, `timeout`) and SIGHUP (a closed terminal) stop the command as
+# Ctrl-C does: the clean-up runs (validate stops its ranks, a sweep its workers), what was measured
+# is kept and one line says so; the exit code is 128 + the signal (130 for Ctrl-C, 143 for SIGTERM).
+# Left at their defaults, they ended clustersim at once and validate's ranks ran on, orphaned,
+# writing into the records a rerun then read.
+_STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_received: list[int] = []
+
+
 def _first_interrupt(signum: int, frame: Any) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # later Ctrl-Cs must not cut the clean-up short
+    for sig in _STOPPING:   # later signals must not cut the clean-up short
+        signal.signal(sig, signal.SIG_IGN)
+    _received.append(signum)
     raise KeyboardInterrupt
 
 
 def _interrupted(note: str) -> None:
     click.echo(f"interrupted{': ' + note if note else ''}", err=True)
-    sys.exit(130)
+    sys.exit(128 + (_received[0] if _received else signal.SIGINT))
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: maps InputError to exit 2 with a one-line message, never a traceback."""
     # only in the main thread (signal.signal's rule), and not over a handler the caller installed
-    own = threading.current_thread() is threading.main_thread() and (
-        signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-    if own:
-        signal.signal(signal.SIGINT, _first_interrupt)
+    own: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in _STOPPING:
+            before = signal.getsignal(sig)
+            if before in (signal.default_int_handler, signal.SIG_DFL):
+                own[sig] = before
+                signal.signal(sig, _first_interrupt)
+    _received.clear()
     try:
         _main(argv)
     finally:
-        if own:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig, before in own.items():
+            signal.signal(sig, before)
 
 
 def _main(argv: list[str] | None) -> None:

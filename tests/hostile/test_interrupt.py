@@ -52,3 +52,39 @@ def test_validate_ctrl_c_keeps_the_records_measured(tmp_path: Path) -> None:
     _one_line(outcome.err)
     kept = [json.loads(line) for line in records.read_text().splitlines()]  # every line whole
     assert kept, "the records measured before Ctrl-C were lost"
+
+
+def _ranks_of(out: Path) -> list[int]:
+    """PIDs of validation ranks working on ``out``'s plan (from /proc; empty where /proc is absent)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"validation.worker" in args and str(out / "plan.json").encode() in args:
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+def test_validate_sigterm_stops_its_ranks_and_keeps_the_records(tmp_path: Path) -> None:
+    """SIGTERM (a scheduler's kill, `timeout`) ended clustersim at once: its ranks ran on, orphaned,
+    appending to the records that a rerun then read beside its own. Now as Ctrl-C: the ranks are
+    stopped, the records kept, one line, exit 128 + 15."""
+    out = tmp_path / "val"
+    records = out / "records.jsonl"
+    proc, started = start_subprocess(["validate", "--ci", "--nprocs", "2", "--out", str(out), "--fresh"],
+                                     cwd=tmp_path)
+    while time.perf_counter() - started < 90 and proc.poll() is None and not (
+            records.exists() and records.stat().st_size > 0):
+        time.sleep(0.1)
+    assert proc.poll() is None, "validate ended before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    outcome = finish(proc, started, timeout_s=40)
+    assert outcome.code == 128 + signal.SIGTERM, (outcome.code, outcome.err[-1000:])
+    _one_line(outcome.err)
+    assert [json.loads(line) for line in records.read_text().splitlines()]
+    deadline = time.perf_counter() + 10
+    while _ranks_of(out) and time.perf_counter() < deadline:
+        time.sleep(0.2)
+    assert _ranks_of(out) == [], "ranks outlived clustersim"
