@@ -48,7 +48,7 @@ def parse_size(option: str, text: str) -> int:
 def parse_sizes(text: str) -> list[int]:
     """``START:END[:FACTOR]`` -> sizes START, START*FACTOR, ... <= END (nccl-tests -b/-e/-f)."""
     parts = text.split(":")
-    allowed = "START:END[:FACTOR], e.g. 8B:16GiB or 1MiB:1GiB:4 (START <= END, FACTOR >= 2)"
+    allowed = "START:END[:FACTOR], e.g. 8B:16GiB or 1MiB:1GiB:4 (0 < START <= END, FACTOR >= 2)"
     if len(parts) not in (2, 3):
         raise InputError("--sizes", text, allowed)
     start, end = parse_size("--sizes", parts[0]), parse_size("--sizes", parts[1])
@@ -108,13 +108,28 @@ def resolve_cluster(preset: str, gpus: int | None, nodes: int | None,
     return cluster, GroupShape(per_domain, gpus // per_domain)
 
 
+_SPLIT_OPS = ("all_gather", "reduce_scatter", "all_to_all")   # the buffer is split over the ranks
+
+
 def _count(op: str, size: int, n: int) -> int:
     """nccl-tests' count column for float32: elements per rank buffer."""
     per = size // 4
-    return per // n if op in ("all_gather", "reduce_scatter", "all_to_all") else per
+    return per // n if op in _SPLIT_OPS else per
+
+
+def whole_elements(op: str, size: int, n: int) -> int:
+    """The size in whole float32 elements per rank, as nccl-tests rounds it (its count column):
+    3 bytes of all_reduce moved 3 bytes with count 0, and 100 bytes of all_gather on 8 ranks
+    12.5 bytes per rank. InputError where not one element is left."""
+    unit = 4 * (n if op in _SPLIT_OPS else 1)
+    if size < unit:
+        raise InputError("--size", size, f"at least {unit} bytes for {op} on {n} GPUs: one float32 element "
+                                          "per rank (nccl-tests' count)")
+    return size - size % unit
 
 
 def result(op: str, size: int, cluster: ClusterSpec, shape: GroupShape, algo: str | None, engine: str) -> dict:
+    size = whole_elements(op, size, shape.num_ranks)
     plan = plan_collective(op, float(size), cluster, shape, algo)
     time_s = plan.time_s if engine == "closed" else simulate_collective(op, float(size), cluster, shape, algo)
     algbw = size / time_s if time_s > 0 else 0.0
@@ -177,6 +192,12 @@ def collective(op: str, preset: str, gpus: int | None, nodes: int | None, gpus_p
         size_list = [parse_size("--size", size)]
     else:
         raise InputError("--size", None, "a size such as 1GiB, or --sizes START:END")
+    if sizes is not None:   # as nccl-tests: a range's sizes below one element per rank have no row
+        unit = 4 * (shape.num_ranks if op in _SPLIT_OPS else 1)
+        size_list = sorted({whole_elements(op, s, shape.num_ranks) for s in size_list if s >= unit})
+        if not size_list:
+            raise InputError("--sizes", sizes, f"a range reaching {unit} bytes for {op} on {shape.num_ranks} GPUs: "
+                                               "one float32 element per rank (nccl-tests' count)")
     rows = [result(op, s, cluster, shape, algo, engine) for s in size_list]
     if as_json:
         click.echo(json.dumps(rows if sizes is not None else rows[0], sort_keys=True))

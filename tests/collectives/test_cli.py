@@ -27,7 +27,9 @@ def test_sweep_json_list_and_table(capsys):
     code, out, _ = run(capsys, "all_gather", "--cluster", "dgx-h100", "--gpus", "16", "--sizes", "8B:1KiB", "--json")
     assert code == 0
     rows = json.loads(out)
-    assert [r["size_bytes"] for r in rows] == [8, 16, 32, 64, 128, 256, 512, 1024]
+    # as nccl-tests: below one float32 element per rank (64 B for all_gather on 16 GPUs) no row
+    assert [r["size_bytes"] for r in rows] == [64, 128, 256, 512, 1024]
+    assert [r["count"] for r in rows] == [1, 2, 4, 8, 16]
     code, out, _ = run(capsys, "all_reduce", "--sizes", "1MiB:4MiB", "--engine", "event")
     assert code == 0 and "busbw" in out and "4194304" in out
 
@@ -80,3 +82,17 @@ def test_nodes_and_gpus_per_node(capsys):
     assert code == 0 and json.loads(out)["nodes"] == 2
     code, _, err = run(capsys, "all_reduce", "--nodes", "2", "--gpus", "8", "--size", "1G")
     assert code == 2 and "--gpus" in err
+
+
+@pytest.mark.parametrize(("op", "size", "want"), [("all_reduce", "6B", 4), ("all_gather", "100B", 96),
+                                                  ("reduce_scatter", "257B", 256)])
+def test_a_size_is_taken_in_whole_elements_per_rank(capsys, op, size, want):
+    """3 bytes of all_reduce were timed with count 0, 100 bytes of all_gather on 8 GPUs as 12.5
+    bytes per rank: nccl-tests rounds the size down to whole float32 elements per rank."""
+    code, out, _ = run(capsys, op, "--size", size, "--json")
+    assert code == 0 and json.loads(out)["size_bytes"] == want
+
+
+def test_less_than_one_element_per_rank_is_refused(capsys):
+    code, _, err = run(capsys, "all_reduce", "--size", "3B")
+    assert code == 2 and "one float32 element per rank" in err
