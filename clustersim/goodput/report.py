@@ -121,6 +121,9 @@ def check_days(days: float) -> float:
 def goodput_report(step: StepReport, days: float, spec: GoodputSpec | None = None) -> GoodputReport:
     """A whole run of ``days`` days of the scenario behind ``step`` (its simulated step)."""
     days = check_days(days)
+    if days * 86400.0 < step.step_time_s:   # not one step: 0.86 s against an 8.2 s step read as 0.07 steps
+        raise InputError("--days", days, f"a run of at least one step ({step.step_time_s:.3g} s = "
+                                         f"{step.step_time_s / 86400.0:.3g} days)")
     sc = step.scenario
     spec = spec or sc.goodput or goodput_spec(None)
     classes = failure_classes(sc.cluster, spec.mtbf)
