@@ -330,6 +330,12 @@ def evaluate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[st
         fits["step_probe_compute_scale"] = {
             r["name"]: round(predict.probe_scale(r["params"], _names(opts)[2], opts.mode, r["probe_local_step_s"]), 4)
             for r in records if r.get("probe_local_step_s")}
+    if fits["step_probe_compute_scale"]:   # what the written profile alone does not carry
+        scales = sorted(fits["step_probe_compute_scale"].values())
+        notes.append(f"the step cases are predicted at the compute rate their local probe measured beside each step "
+                     f"(compute_scale {scales[0]:g}-{scales[-1]:g}; docs/validation.md, \"Steps and the machine's load\"): "
+                     "`clustersim run --profile` of the written profile has no probe and predicts these steps at "
+                     "the profile's own GEMM rate, so its errors on them can be larger than the table's")
     title = (f"clustersim validate: {opts.mode}, {opts.backend}, {opts.nprocs} ranks, {opts.level}"
              + (f", {opts.rate_mbit:g} Mbit/s" if opts.netns else ""))
     plot = save_plot(results, opts.out_dir / f"validation-{opts.mode}.png", title)

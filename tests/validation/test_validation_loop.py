@@ -64,6 +64,8 @@ def test_comparison_json_shape(ci_run):
         assert c["error_pct"] == pytest.approx((c["predicted_s"] - c["measured_s"]) / c["measured_s"] * 100, abs=1e-3)
     assert doc["summary"]["holdout"]["cases"] == sum(c["role"] == "holdout" for c in doc["cases"])
     assert result.plot_path.read_bytes()[:4] == b"\x89PNG"
+    # the step errors rest on each step's probe, which `run --profile` does not have: said beside them
+    assert any("`clustersim run --profile` of the written profile has no probe" in n for n in doc["notes"])
 
 
 def _small_cases(timeout_s=60):
