@@ -146,8 +146,9 @@ def measure(opts: ValidateOptions, progress: Callable[[int, int, str], None] | N
         ping_s = tcp_one_way_s([], [], "127.0.0.1", free_port("127.0.0.1"))
         extra["link"] = {"kind": "loopback" if opts.backend == "gloo" else "local-gpus",
                          "ping_one_way_us": round(ping_s * 1e6, 2)}
-        return run_cases(cases, loopback_launch(opts.nprocs, opts.backend), opts.out_dir, opts.level, cfg_id,
-                         extra, progress), extra["link"]
+        records = run_cases(cases, loopback_launch(opts.nprocs, opts.backend), opts.out_dir, opts.level, cfg_id,
+                            extra, progress)
+        return records, recorded_link(records, extra["link"])
     from clustersim.calibrate.netns import (
         NetnsTopology,
         NetnsUnavailable,
@@ -167,7 +168,20 @@ def measure(opts: ValidateOptions, progress: Callable[[int, int, str], None] | N
                             prefixes=tuple(tuple(topo.exec_prefix(r)) for r in range(n)),
                             netns=tuple(topo.ns(r) for r in range(n)))
         extra["link"] = link
-        return run_cases(cases, launch, opts.out_dir, opts.level, cfg_id, extra, progress), link
+        records = run_cases(cases, launch, opts.out_dir, opts.level, cfg_id, extra, progress)
+        return records, recorded_link(records, link)
+
+
+def recorded_link(records: list[dict[str, Any]], measured: dict[str, Any]) -> dict[str, Any]:
+    """The link the records were measured on (their ``env.link``, the first record's where resumed
+    records span sessions), else this call's ``measured``: a resumed run that measures nothing fits
+    and reports exactly what the first did (the ping taken again each call moved the profile's
+    latency and every prediction in the last digits, and stood beside records that said another)."""
+    for r in records:
+        link = (r.get("env") or {}).get("link")
+        if isinstance(link, dict) and "ping_one_way_us" in link:
+            return link
+    return measured
 
 
 # -- fitting ------------------------------------------------------------------------------

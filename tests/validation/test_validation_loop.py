@@ -194,3 +194,13 @@ def test_gpu_check_script_without_gpus_says_so():
     script = Path(__file__).resolve().parents[2] / "validation" / "gpu_check.sh"
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "CUDA GPUs" in proc.stderr
+
+
+def test_a_rerun_that_measures_nothing_reports_the_same(ci_run):
+    """Every case resumed: the TCP ping was taken again, so the profile's latency and every
+    prediction moved in the last digits, beside records that said another ping. The records'
+    link is used; the same records give the same JSON."""
+    out, result = ci_run
+    again = validate(ValidateOptions(backend="gloo", nprocs=2, netns=False, level="ci", out_dir=out))
+    assert json.dumps(again.to_json(), sort_keys=True) == json.dumps(result.to_json(), sort_keys=True)
+    assert again.link == read_records(out / "records.jsonl")[0]["env"]["link"]
