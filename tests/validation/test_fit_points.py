@@ -56,7 +56,9 @@ def test_selection_by_mode():
     assert {n for n, c in loop.used.items() if c == "fabric"} == {"all_reduce/w2/33554432", "all_reduce/w4/1048576"}
     assert "send_recv/w2/33554432" in loop.skipped
     huge = fit_points.select(records, "netns", {"burst_bytes": 10**9})   # every size under the burst
-    assert {n for n, c in huge.used.items() if c == "fabric"} == {"all_reduce/w2/33554432", "send_recv/w2/33554432"}
+    # the largest stand in, but not a ping-pong: under the burst it runs at 2 x the rate (docs/validation.md);
+    # `validate --netns --ci` failed its own check at random on it
+    assert {n for n, c in huge.used.items() if c == "fabric"} == {"all_reduce/w2/33554432"}
 
 
 def test_check_is_per_constant():
