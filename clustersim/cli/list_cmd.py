@@ -33,7 +33,11 @@ def _rows(kind: str) -> list[dict[str, object]]:
                          "fp8_TFLOPS": g.peak("fp8") / 1e12 if "fp8" in g.dtypes else None,
                          "fp4_TFLOPS": g.peak("fp4") / 1e12 if "fp4" in g.dtypes else None,
                          "hbm_GiB": round(g.hbm_capacity_bytes / 2**30, 1), "hbm_GBps": g.hbm_bw_bytes_per_s / 1e9,
-                         "description": g.description})
+                         # every dense peak the profile holds (a validate profile has fp32 alone), and
+                         # what the table leaves out
+                         "peak_TFLOPS": {dtype: value / 1e12 for dtype, value in g.peak_flops_per_s},
+                         "num_sms": g.num_sms, "tdp_w": g.tdp_w, "price_per_gpu_hour_usd": g.price_per_gpu_hour_usd,
+                         "gemm_efficiency": g.gemm_efficiency, "description": g.description})
         return rows
     if kind == "fabrics":
         rows = []
