@@ -28,7 +28,7 @@ _CASE = re.compile(r"^case\s+(.+?)\s+in\b\s*(.*)$")
 _PATTERN = re.compile(r"^\(?\s*([^()]*?)\s*\)\s*(.*)$")
 
 
-def _split_unquoted(text: str, sep: str) -> list[str]:
+def split_unquoted(text: str, sep: str) -> list[str]:
     """``text`` split at each ``sep`` outside quotes."""
     out, quote, start, i = [], "", 0, 0
     while i < len(text):
@@ -49,7 +49,7 @@ def _split_unquoted(text: str, sep: str) -> list[str]:
 
 def _condition(word: str, patterns: str) -> str:
     """``[[ WORD == P ]]`` for each ``|``-separated pattern, joined with ``||`` (``*`` matches all)."""
-    parts = [p.strip() for p in _split_unquoted(patterns, "|") if p.strip()]
+    parts = [p.strip() for p in split_unquoted(patterns, "|") if p.strip()]
     if "*" in parts:
         return "[ 1 = 1 ]"
     return " || ".join(f"[[ {word} == {p} ]]" for p in parts) or "[ 1 = 0 ]"
@@ -57,8 +57,8 @@ def _condition(word: str, patterns: str) -> str:
 
 def _item_body(word: str, line: str) -> tuple[list[str], str | None]:
     """An item's commands on ``line`` (one per ``;``) and what follows its ``;;`` (None: no ``;;`` yet)."""
-    body, *rest = _split_unquoted(line, ";;")
-    commands = _split_unquoted(body, ";")
+    body, *rest = split_unquoted(line, ";;")
+    commands = split_unquoted(body, ";")
     if any(s.startswith("&") for s in rest[:1]) or any(s.startswith("&") for s in commands[1:]):
         raise InputError("case", f"case {word} in", "items ended by ;; (one item runs); ;& and ;;& fall through "
                                                     "to the next item, which clustersim does not follow")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from clustersim.importers.shell_case import _split_unquoted
+from clustersim.importers.shell_case import split_unquoted
 
 _TEST = re.compile(r"^(!\s+)?(\[\[\s.*?\s\]\]|\[\s.*?\s\]|test\s[^&|]*?)\s*(&&|\|\|)\s*(.*)$")
 
@@ -50,7 +50,7 @@ def and_or_to_if(lines: list[str]) -> list[str]:
         if op == "||":
             out += [f"if {cond}", "else", command, "fi"]
             continue
-        then, *otherwise = _split_unquoted(command, "||")
+        then, *otherwise = split_unquoted(command, "||")
         out += [f"if {cond}", then.strip()]
         if otherwise:
             out += ["else", "||".join(otherwise).strip()]

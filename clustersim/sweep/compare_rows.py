@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from clustersim.energy import energy_report
 from clustersim.errors import InputError
+from clustersim.hardware.spec import ClusterSpec
 from clustersim.scenario import Scenario, apply_overrides, read_scenario_dict
 from clustersim.sweep.compare import (
     ClusterSize,
@@ -74,6 +75,13 @@ def _size_error(preset: str, gpus: int, nodes: int, asked: int | None, sized_by:
     return InputError(option, value, f"a size at which {preset} can run this job ({reason})")
 
 
+def _cannot_run(preset: str, cluster: ClusterSpec, size: ClusterSize, asked: int | None,
+                settings: dict[str, object], reason: str) -> dict[str, object]:
+    """The entry of ``Comparison.cannot_run`` for one cluster and size (docs/output.md)."""
+    return {"cluster": preset, "gpu": cluster.gpu.name, "nodes": size.nodes, "gpus": cluster.num_gpus,
+            "gpus_requested": asked, "size_note": size.note, "cluster_settings": dict(settings), "cannot_run": reason}
+
+
 def _compare_one(job: tuple) -> dict[str, object]:
     """One cluster and size: a serial sweep (so that clusters run side by side in the pool) and
     its best layout's time to train, cost and energy with the 80% interval; where no layout runs
@@ -85,9 +93,7 @@ def _compare_one(job: tuple) -> dict[str, object]:
         result = run_sweep(SweepSpec(scenario, SearchSpace(), evaluators=evaluators, own_layout=base_parallel is not None),
                            SerialExecutor(), rerank=rerank, keep=max(1, rerank))
     except NoLayoutError as exc:
-        return {"cluster": preset, "gpu": cluster.gpu.name, "nodes": n, "gpus": cluster.num_gpus,
-                "gpus_requested": asked, "size_note": size.note, "cluster_settings": dict(settings),
-                "cannot_run": exc.reason, "error": exc.allowed}
+        return {**_cannot_run(preset, cluster, size, asked, settings, exc.reason), "error": exc.allowed}
     except InputError as exc:
         raise _size_error(preset, cluster.num_gpus, n, asked, sized_by, exc.allowed) from None
     best = result.top(1)[0]
@@ -198,10 +204,9 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
             except InputError as exc:
                 if not exc.field.startswith("training."):
                     raise
-                unfit[len(jobs) + len(unfit)] = ({
-                    "cluster": preset, "gpu": cluster.gpu.name, "nodes": size.nodes, "gpus": cluster.num_gpus,
-                    "gpus_requested": asked, "size_note": size.note, "cluster_settings": dict(settings),
-                    "cannot_run": f"{exc.field} {exc.value} does not run on {cluster.gpu.name}: {exc.allowed}"}, exc)
+                unfit[len(jobs) + len(unfit)] = (_cannot_run(
+                    preset, cluster, size, asked, settings,
+                    f"{exc.field} {exc.value} does not run on {cluster.gpu.name}: {exc.allowed}"), exc)
                 continue
             price = _price(preset, prices, cluster.gpu.price_per_gpu_hour_usd)
             if pue is not None:

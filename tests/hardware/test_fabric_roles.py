@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from clustersim.errors import InputError
-from clustersim.hardware.load import list_clusters, load_cluster
+from clustersim.hardware.load import FABRIC_ROLES, list_clusters, load_cluster
 from clustersim.scenario import load_scenario
 
 
@@ -20,5 +20,9 @@ def test_a_fabric_of_another_kind_is_refused_naming_the_key(key: str, value: str
 
 
 def test_every_shipped_cluster_uses_its_fabrics_in_their_parts() -> None:
+    """The shipped presets hold the rule the scenario keys are held to."""
     for preset in list_clusters():
-        load_cluster(preset, 1)
+        c = load_cluster(preset, 1)
+        for key, kinds in FABRIC_ROLES.items():
+            fabric = getattr(c, key)
+            assert fabric is None or fabric.kind in kinds, (preset, key, fabric.kind)
