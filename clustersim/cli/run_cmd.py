@@ -190,7 +190,7 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
         if tokens is not None:   # the shared-fabric report has no energy: --tokens was ignored
             raise InputError("--tokens", tokens, "one scenario (not with --shared-fabric)")
         _run_shared(scenarios, overrides, as_json, 3 if steps is None else steps, shared_fabric,
-                    trace_file or html_file, engine)
+                    ("--trace", trace_file) if trace_file else ("--html", html_file) if html_file else None, engine)
         return
     if steps is not None:        # one step is simulated: --steps was ignored
         raise InputError("--steps", steps, "only with --shared-fabric (several jobs' steps on one fabric)")
@@ -222,14 +222,14 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
 
 
 def _run_shared(paths: tuple[str, ...], overrides: tuple[str, ...], as_json: bool, steps: int, shared: bool,
-                extra: str | None, engine: str) -> None:
+                extra: tuple[str, str] | None, engine: str) -> None:
     """`run A.yaml B.yaml --shared-fabric`: clustersim.engine.cosim."""
     from clustersim.engine.cosim import cosimulate
 
     if not shared:
         raise InputError("SCENARIO", list(paths), "one scenario, or several with --shared-fabric")
-    if extra:
-        raise InputError("--trace/--html", extra, "one scenario (not with --shared-fabric)")
+    if extra:   # (the option given, its file): the message names the one the user gave
+        raise InputError(extra[0], extra[1], "one scenario (not with --shared-fabric)")
     if engine != "event":
         raise InputError("--engine", engine, "event with --shared-fabric (the jobs meet on shared links)")
     out = cosimulate([scenario_from_dict(apply_overrides(read_scenario_dict(p), list(overrides))) for p in paths],

@@ -346,6 +346,8 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
         if rounds > MAX_RERANK_ROUNDS:
             batch *= 2
         more = [int(i) for i in rows if np.isnan(sim[int(i), 0])][:batch]
+        if rank_by == "memory-headroom":   # as the first round: a group stands for its roomiest member
+            more += [i for i in _roomier_twins(table, more) if np.isnan(sim[i, 0])]
         total[0] += len(more)
         simulate(more)
     order, grank, is_row = ranked(full=True)

@@ -53,7 +53,9 @@ def test_shared_fabric_bad_input_exits_2(tmp_path) -> None:
                         ([str(a), str(b), "--shared-fabric"], "SCENARIO 2 cluster"),
                         # options of the other mode were ignored with exit 0
                         ([str(a), str(a), "--shared-fabric", "--tokens", "1T"], "--tokens"),
-                        ([str(a), "--steps", "5"], "--steps")):
+                        ([str(a), "--steps", "5"], "--steps"),
+                        # the option given, not "--trace/--html"
+                        ([str(a), str(a), "--shared-fabric", "--html", str(tmp_path / "p.html")], "error: --html:")):
         res = subprocess.run([sys.executable, "-m", "clustersim", "run", *args], capture_output=True, text=True,
                              cwd=ROOT, timeout=120)
         assert res.returncode == 2, (args, res.stderr)
