@@ -117,11 +117,16 @@ def _count(op: str, size: int, n: int) -> int:
     return per // n if op in _SPLIT_OPS else per
 
 
+def element_unit(op: str, n: int) -> int:
+    """Bytes of one float32 element per rank: the buffer is split over the ranks for _SPLIT_OPS."""
+    return 4 * (n if op in _SPLIT_OPS else 1)
+
+
 def whole_elements(op: str, size: int, n: int) -> int:
     """The size in whole float32 elements per rank, as nccl-tests rounds it (its count column):
     3 bytes of all_reduce moved 3 bytes with count 0, and 100 bytes of all_gather on 8 ranks
     12.5 bytes per rank. InputError where not one element is left."""
-    unit = 4 * (n if op in _SPLIT_OPS else 1)
+    unit = element_unit(op, n)
     if size < unit:
         raise InputError("--size", size, f"at least {unit} bytes for {op} on {n} GPUs: one float32 element "
                                           "per rank (nccl-tests' count)")
@@ -193,7 +198,7 @@ def collective(op: str, preset: str, gpus: int | None, nodes: int | None, gpus_p
     else:
         raise InputError("--size", None, "a size such as 1GiB, or --sizes START:END")
     if sizes is not None:   # as nccl-tests: a range's sizes below one element per rank have no row
-        unit = 4 * (shape.num_ranks if op in _SPLIT_OPS else 1)
+        unit = element_unit(op, shape.num_ranks)
         size_list = sorted({whole_elements(op, s, shape.num_ranks) for s in size_list if s >= unit})
         if not size_list:
             raise InputError("--sizes", sizes, f"a range reaching {unit} bytes for {op} on {shape.num_ranks} GPUs: "

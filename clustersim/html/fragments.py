@@ -107,6 +107,17 @@ def report_header(rj: Mapping[str, Any]) -> str:
             + f" · {esc(rj.get('engine', ''))} engine</p>")
 
 
+def memory_verdict(mem: Mapping[str, Any]) -> str:
+    """``memory.verdict`` of `run --json` (or of one stage), from ``fits`` where it has no verdict."""
+    return str(mem.get("verdict") or ("fits" if mem.get("fits", True) else "does-not-fit"))
+
+
+def job_runs(rj: Mapping[str, Any]) -> bool:
+    """Whether the job can start: one that does not fit in memory has no step time, rate or MFU."""
+    mem = rj.get("memory", {})
+    return not isinstance(mem, Mapping) or memory_verdict(mem) != "does-not-fit"
+
+
 def summary_cards(rj: Mapping[str, Any]) -> str:
     """Step time (with its interval when present), throughput, MFU, memory."""
     iv = rj.get("interval") if isinstance(rj.get("interval"), Mapping) else {}
@@ -115,7 +126,7 @@ def summary_cards(rj: Mapping[str, Any]) -> str:
     sub = f"{st[0]:.4g}-{st[1]:.4g} s ({iv.get('level', 0.8):.0%} interval)" if st else f"{rj.get('engine', '')} engine"
     mem = rj.get("memory", {})
     peak, cap = float(mem.get("peak_bytes_per_gpu", 0)), float(mem.get("capacity_bytes_per_gpu", 0))
-    verdict = str(mem.get("verdict") or ("fits" if mem.get("fits", True) else "does-not-fit"))
+    verdict = memory_verdict(mem)
     mem_cls = "bad" if verdict == "does-not-fit" else ""
     tps = pair(iv.get("tokens_per_s")) if iv else None
     mfu = pair(iv.get("mfu")) if iv else None
@@ -161,9 +172,7 @@ def interval_html(rj: Mapping[str, Any]) -> str:
         return '<p class="note" data-testid="no-interval">This build reports no prediction interval.</p>'
     level = iv.get("level", 0.8)
     rows = []
-    mem = rj.get("memory", {})
-    runs = not (isinstance(mem, Mapping) and (mem.get("verdict") == "does-not-fit" or mem.get("fits") is False))
-    for key, label, _ in INTERVAL_KEYS if runs else ():   # a job that cannot start has no time, rate or MFU
+    for key, label, _ in INTERVAL_KEYS if job_runs(rj) else ():   # a job that cannot start has no time, rate or MFU
         lohi = pair(iv.get(key))
         if lohi is None or key not in rj:
             continue
@@ -178,6 +187,7 @@ def interval_html(rj: Mapping[str, Any]) -> str:
                f'<i style="left:{mark:.1f}%"></i></div>')
         rows.append(f'<tr><td class="l">{esc(label)}</td><td>{esc(fmt_metric(key, lo))}</td>'
                     f'<td>{esc(fmt_metric(key, value))}</td><td>{esc(fmt_metric(key, hi))}</td><td>{bar}</td></tr>')
+    mem = rj.get("memory", {})
     mem_iv = pair(mem.get("interval")) if isinstance(mem, Mapping) else None
     if mem_iv:
         rows.append(f'<tr><td class="l">peak memory</td><td>{esc(fmt_gib(mem_iv[0]))}</td>'
@@ -253,7 +263,7 @@ def memory_table(stages: Sequence[Mapping[str, Any]]) -> str:
     if all(ivs):
         body.append('<tr><td class="l">80% interval</td>'
                     + "".join(f"<td>{lo / GiB:.1f}-{hi / GiB:.1f}</td>" for lo, hi in ivs) + "</tr>")  # type: ignore[misc]
-    verdicts = [str(s.get("verdict") or ("fits" if s.get("fits", True) else "does-not-fit")) for s in shown]
+    verdicts = [memory_verdict(s) for s in shown]
     bad = ' class="bad"'
     body.append('<tr><td class="l">verdict</td>' + "".join(
         f'<td{bad if v == "does-not-fit" else ""}>{esc(v)}</td>' for v in verdicts) + "</tr>")

@@ -35,18 +35,12 @@ def timeline_note(data: TimelineData | None, engine: str) -> str:
             "time it holds, and lists its seconds by cause on hover. Scroll to zoom, drag to pan.")
 
 
-def runs(rj: Mapping[str, Any]) -> bool:
-    """Whether the job can start: one that does not fit in memory has no step to draw (docs/html.md)."""
-    mem = rj.get("memory", {})
-    return not (isinstance(mem, Mapping) and (mem.get("verdict") == "does-not-fit" or mem.get("fits") is False))
-
-
 def run_charts(rj: Mapping[str, Any], stages: Sequence[Mapping[str, Any]],
                tdata: TimelineData | None) -> dict[str, Any]:
     """Chart JSON items by the id of the <div> they go into."""
     out: dict[str, Any] = {}
     cap = float(rj["memory"]["capacity_bytes_per_gpu"])
-    if not runs(rj):
+    if not fragments.job_runs(rj):
         out["chart-memory"] = charts.memory_chart(stages, cap)
         return out
     if tdata is not None and tdata.blocks:
@@ -76,7 +70,7 @@ def run_sections(rj: Mapping[str, Any], stages: Sequence[Mapping[str, Any]], tda
     }
     if isinstance(rj.get("energy"), Mapping):  # `energy` of `run --json` (docs/output.md)
         sections["energy"] = fragments.energy_table(rj["energy"])
-    if not runs(rj):   # no step: no timeline, critical path or energy per step as if it had run
+    if not fragments.job_runs(rj):   # no step: no timeline, critical path or energy per step as if it had run
         why = '<p class="note" data-testid="does-not-fit">Not shown: the job does not fit in GPU memory, so it cannot run.</p>'
         for name in ("timeline", "breakdown", "energy"):
             if name in sections:
