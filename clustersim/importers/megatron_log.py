@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 
 from clustersim.errors import InputError
-from clustersim.importers.common import ImportResult, clean_lines, detected_cluster, steady_state
+from clustersim.importers.common import ImportResult, Iteration, clean_lines, detected_cluster, steady_state
 from clustersim.importers.megatron_args import scenario_from_args
-from clustersim.importers.megatron_parse import parse_args_block
+from clustersim.importers.megatron_parse import MegatronArgs, args_blocks
 
 # megatron/training/training.py training_log: ' iteration {:8d}/{:8d} |' ... ' elapsed time per
 # iteration (ms): {:.1f} |' ... ' global batch size: {:5d} |'. A negative, nan or inf time is read, and
@@ -30,18 +30,37 @@ ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*?)elapsed time p
 GLOBAL_BATCH = re.compile(r"global batch size:\s*(\d+)")
 
 
-def iteration_times(text: str) -> tuple[list[tuple[int, float]], list[int]]:
-    """(iteration, step seconds) per iteration line, and the global batch sizes printed."""
-    points, batches = [], []
+def iteration_times(text: str) -> list[tuple[int, float, int | None]]:
+    """(iteration, step seconds, the global batch size printed or None) per iteration line."""
+    points = []
     for line in clean_lines(text):
         m = ITERATION.search(line)
         if not m:
             continue
-        points.append((int(m.group(1)), float(m.group(4)) / 1e3))
         b = GLOBAL_BATCH.search(line)
-        if b:
-            batches.append(int(b.group(1)))
-    return points, batches
+        points.append((int(m.group(1)), float(m.group(4)) / 1e3, int(b.group(1)) if b else None))
+    return points
+
+
+def _last_job(text: str, blocks: list[tuple[int, MegatronArgs]], cluster: str | None, nodes: int | None,
+              source: str) -> tuple[str, str | None]:
+    """(the part of the log that ran the last arguments block's job, a note). A restarted run prints
+    one block per start; where the blocks describe different jobs (another layout, GPU count or
+    batch), the iteration lines before the last block belong to another job and are left out."""
+    if len(blocks) < 2:
+        return text, None
+    jobs = []
+    for _, args in blocks:
+        try:
+            jobs.append(scenario_from_args(args, cluster, nodes, source).scenario)
+        except InputError:
+            jobs.append(None)   # an earlier job clustersim cannot describe: not the last one's
+    if all(job == jobs[-1] for job in jobs):
+        return text, f"{len(blocks)} arguments blocks of the same job (a restarted run): every segment's iteration lines"
+    cut = blocks[-1][0]
+    return "\n".join(text.splitlines()[cut:]), (
+        f"{len(blocks)} arguments blocks describing different jobs (a restart with another layout): the job and "
+        "the iteration lines of the last one; the lines before it are another job's")
 
 
 def import_megatron_log(text: str, source: str, cluster: str | None = None, nodes: int | None = None,
@@ -49,10 +68,15 @@ def import_megatron_log(text: str, source: str, cluster: str | None = None, node
     """``config`` (text, name): the job, for a log whose arguments block is missing or cut (a pasted
     excerpt, a wrapper that does not print it); any format of clustersim.importers.config. Given,
     it describes the job even where the log has a block."""
-    args = parse_args_block(text)
-    points, batches = iteration_times(text)
+    blocks = args_blocks(text)
+    args = blocks[-1][1] if blocks else None
+    segment, restart_note = _last_job(text, blocks, cluster, nodes, source)
+    earlier = [(it, t) for it, t, _ in iteration_times(text[:len(text) - len(segment)])] if segment is not text else []
+    points = iteration_times(segment)
     if not points:
         what = "it has the arguments but no training iteration was logged" if args is not None else "it has none"
+        if earlier:
+            what = "no training iteration was logged after its last arguments block (the lines before it are another job's)"
         raise InputError("megatron-log", source, "a Megatron-LM training log with `iteration N/ M | ... | elapsed "
                          f"time per iteration (ms): X |` lines ({what})")
     cluster, beside = detected_cluster(cluster, text)
@@ -70,11 +94,22 @@ def import_megatron_log(text: str, source: str, cluster: str | None = None, node
     else:
         mapped = scenario_from_args(args, cluster, nodes, f"imported from {source}")
         framework, scenario, unknown, notes = mapped.framework, mapped.scenario, mapped.unknown, mapped.notes
+    if restart_note:
+        notes.append(restart_note)
     scenario.setdefault("cluster", {}).update(beside)   # the GPU profile of a part without its own preset
-    iterations, median = steady_state(points, "megatron-log", source)
-    steady_batches = [b for (it, _), b in zip(points, batches, strict=False) if it > iterations[0].iteration]
+    # a batch-size ramp (--rampup-batch-size): the step time is measured at the final global batch only
+    final_batch = next((b for _, _, b in reversed(points) if b is not None), None)
+    steady = [(it, t) for it, t, b in points if b is None or b == final_batch]
+    ramp = [Iteration(it, t, f"batch-size ramp (global batch {b}, not the final {final_batch})")
+            for it, t, b in points if b is not None and b != final_batch]
+    iterations, median = steady_state(steady, "megatron-log", source)
+    iterations = sorted([*iterations, *ramp, *(Iteration(it, t, "another job (before the last arguments block)")
+                                               for it, t in earlier)], key=lambda i: i.iteration)
     par = scenario.setdefault("parallel", {})
-    if steady_batches and steady_batches[-1] != par.get("global_batch"):
-        notes.append(f"global batch {steady_batches[-1]} from the iteration lines (a batch-size ramp)")
-        par["global_batch"] = steady_batches[-1]
+    if final_batch is not None and final_batch != par.get("global_batch"):
+        notes.append(f"global batch {final_batch} from the iteration lines (a batch-size ramp)")
+        par["global_batch"] = final_batch
+    if ramp:
+        notes.append(f"the step time is that of the lines at the final global batch {final_batch}; the {len(ramp)} "
+                     "lines of the ramp before it, at smaller batches, are left out")
     return ImportResult("megatron-log", source, framework, scenario, iterations, median, unknown, notes=notes)

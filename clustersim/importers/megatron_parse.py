@@ -53,8 +53,9 @@ def parse_value(text: str) -> Any:
     return value if not isinstance(value, float) or math.isfinite(value) else text  # 1e999 is not a number
 
 
-def parse_args_block(text: str) -> MegatronArgs | None:
-    """The last complete ``arguments`` block of a log (None if it has none)."""
+def args_blocks(text: str) -> list[tuple[int, MegatronArgs]]:
+    """Every complete ``arguments`` block of a log, in order, each with the index of its first
+    line in ``text.splitlines()`` (a restarted run prints one per start)."""
     lines = [clean_line(line) for line in text.splitlines()]
     start = None
     blocks = []
@@ -64,15 +65,21 @@ def parse_args_block(text: str) -> MegatronArgs | None:
         elif ARGS_END.search(line) and start is not None:
             blocks.append((start, i))
             start = None
-    if not blocks:
-        return None
-    a, b = blocks[-1]
-    values: dict[str, Any] = {}
-    for line in lines[a + 1:b]:
-        m = ARGS_LINE.match(line)
-        if m:
-            values[m.group(1)] = parse_value(m.group(2))
-    return MegatronArgs(values, "arguments block")
+    out = []
+    for a, b in blocks:
+        values: dict[str, Any] = {}
+        for line in lines[a + 1:b]:
+            m = ARGS_LINE.match(line)
+            if m:
+                values[m.group(1)] = parse_value(m.group(2))
+        out.append((a, MegatronArgs(values, "arguments block")))
+    return out
+
+
+def parse_args_block(text: str) -> MegatronArgs | None:
+    """The last complete ``arguments`` block of a log (None if it has none)."""
+    blocks = args_blocks(text)
+    return blocks[-1][1] if blocks else None
 
 
 # -- command lines ----------------------------------------------------------------------------

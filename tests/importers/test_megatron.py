@@ -306,3 +306,62 @@ def test_block_recompute_over_no_layer_recomputes_none(tmp_path, capsys):
                               "--json"], capsys)
     assert code == 0, err
     assert json.loads(stdout)["scenario"]["parallel"]["recompute"] == "none"
+
+
+def _ramped(log: str, batches: dict[int, tuple[int, float]]) -> str:
+    """``log`` with the iteration lines up to each key rewritten to a smaller global batch and step time."""
+    out = []
+    for line in log.splitlines():
+        m = re.search(r"iteration\s+(\d+)/", line)
+        if m:
+            it = int(m.group(1))
+            for upto, (gb, t_s) in sorted(batches.items()):
+                if it <= upto:
+                    line = re.sub(r"global batch size:\s*\d+", f"global batch size: {gb:5d}", line)
+                    line = re.sub(r"elapsed time per iteration \(ms\): [\d.]+",
+                                  f"elapsed time per iteration (ms): {t_s * 1e3:.1f}", line)
+                    break
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_a_batch_size_ramp_measures_the_step_at_the_final_batch(tmp_path, capsys):
+    """--rampup-batch-size: lines at smaller batches run shorter steps; the measured step is the
+    final batch's (it was the median of every line, 26% fast, and calibrate fitted a fast machine)."""
+    log = tmp_path / "ramp.log"
+    base = megatron_log({**ARGS_16B, "rampup_batch_size": [48, 48, 4800]}, 1.2345, iters=200, checkpoint_at=None)
+    log.write_text(_ramped(base, {60: (48, 0.4), 110: (96, 0.7), 150: (144, 1.0)}))
+    code, stdout, _ = _run(["import", "megatron-log", str(log), "--cluster", "dgx-h100", "--json"], capsys)
+    assert code == 0
+    doc = json.loads(stdout)
+    assert doc["measured_step_time_s"] == pytest.approx(1.2345, rel=0.02)
+    assert doc["scenario"]["parallel"]["global_batch"] == 192
+    ramp = [i for i in doc["iterations"] if (i["dropped"] or "").startswith("batch-size ramp")]
+    assert len(ramp) == 16 and all(i["iteration"] <= 150 for i in ramp)
+    assert any("final global batch 192" in n for n in doc["notes"])
+
+
+def test_a_restart_with_another_layout_pairs_the_last_job_with_its_own_lines(tmp_path, capsys):
+    """Two arguments blocks (48 then 96 data-parallel ranks): the scenario is the last block's and so
+    must be the step time (it was the first segment's, with the second dropped as outliers)."""
+    first = megatron_log(ARGS_16B, 2.0, iters=100, checkpoint_at=None)
+    second = megatron_log({**ARGS_16B, "world_size": 384, "data_parallel_size": 96}, 1.0, iters=100,
+                          checkpoint_at=None)
+    log = tmp_path / "restart.log"
+    log.write_text(first + "\n" + second)
+    code, stdout, _ = _run(["import", "megatron-log", str(log), "--cluster", "dgx-h100", "--json"], capsys)
+    assert code == 0
+    doc = json.loads(stdout)
+    assert doc["scenario"]["parallel"]["dp"] == 96
+    assert doc["measured_step_time_s"] == pytest.approx(1.0, rel=0.02)
+    assert any("different jobs" in n for n in doc["notes"])
+    other = [i for i in doc["iterations"] if (i["dropped"] or "").startswith("another job")]
+    assert len(other) == 11
+    # the same job restarted: both segments count
+    same = tmp_path / "same.log"
+    same.write_text(megatron_log(ARGS_16B, 1.5, iters=100, checkpoint_at=None) + "\n"
+                    + megatron_log(ARGS_16B, 1.5, iters=100, checkpoint_at=None))
+    code, stdout, _ = _run(["import", "megatron-log", str(same), "--cluster", "dgx-h100", "--json"], capsys)
+    doc = json.loads(stdout)
+    assert code == 0 and doc["measured_step_time_s"] == pytest.approx(1.5, rel=0.02)
+    assert not any((i["dropped"] or "").startswith("another job") for i in doc["iterations"])
