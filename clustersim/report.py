@@ -13,6 +13,20 @@ from clustersim.uncertainty import Interval, step_interval
 from clustersim.workload.model_summary import model_json
 
 
+def peak_flops_per_gpu(sc: Scenario) -> float:
+    """The dense peak FLOP/s of one GPU at the job's dtype, MFU's denominator (mixed GPUs: their mean)."""
+    dtype = sc.training.dtype
+    if sc.node_groups:
+        return sum(g.nodes * g.cluster.gpu.peak(dtype) for g in sc.node_groups) / sc.cluster.num_nodes
+    return sc.cluster.gpu.peak(dtype)
+
+
+def step_at_peak_s(sc: Scenario) -> float:
+    """The shortest step the GPUs' dense peak allows for the model's FLOPs (MFU 100%)."""
+    from clustersim.compute.flops import model_flops_per_step
+    return model_flops_per_step(sc.model, sc.parallel.global_batch) / (sc.cluster.num_gpus * peak_flops_per_gpu(sc))
+
+
 @dataclass(frozen=True, slots=True)
 class StepReport:
     scenario: Scenario
@@ -46,13 +60,7 @@ class StepReport:
 
     @property
     def mfu(self) -> float:
-        sc = self.scenario
-        dtype = sc.training.dtype
-        if sc.node_groups:  # mixed GPUs: the GPUs' mean peak
-            peak = sum(g.nodes * g.cluster.gpu.peak(dtype) for g in sc.node_groups) / sc.cluster.num_nodes
-        else:
-            peak = sc.cluster.gpu.peak(dtype)
-        return self.tflops_per_gpu * 1e12 / peak
+        return self.tflops_per_gpu * 1e12 / peak_flops_per_gpu(self.scenario)
 
     @property
     def energy(self) -> EnergyReport:

@@ -236,6 +236,8 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
                     for k, v in kernel_fit.gpu_constants.items()]
     # 3. steps
     for r in runs:
+        _check_below_peak(r, cluster)
+    for r in runs:
         r.grid_s = tuple(simulate_s(r.scenario, cluster, k) for k in SCALE_GRID)
     scale = fit_scale(runs)
     if runs:
@@ -287,6 +289,21 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
         nccl = NcclCalibration(tuple(nccl_runs), tuple(nccl_sources), base, fabric, tuple(rows), path, name, names)
     return MachineCalibration(base, name, path, runs, scale, loo, before, written, evidence, gpu_fit, nccl,
                               trace_notes, notes, tuple(factors))
+
+
+def _check_below_peak(run: Run, cluster: ClusterSpec) -> None:
+    """Refuse a measured step shorter than the model's FLOPs take at the GPUs' dense peak (MFU over
+    100%): no machine runs it, so the step time or the imported scenario is wrong, and a fit to it
+    would write a GPU faster than its peak."""
+    from clustersim.report import step_at_peak_s
+    sc = _scenario_on(run.scenario, cluster)
+    floor_s = step_at_peak_s(sc)
+    if run.measured_s < floor_s:
+        raise InputError(run.option, f"{run.source}: {run.measured_s:.6g} s",
+                         f"a step the GPUs can run: the model's FLOPs take {floor_s:.4g} s at the dense "
+                         f"{sc.training.dtype} peak of {sc.cluster.num_gpus} {sc.cluster.gpu.name} (MFU 100%; this "
+                         f"step is MFU {floor_s / run.measured_s:.0%}); check the step time and the imported scenario "
+                         "(clustersim import ... --json: GPU count, global batch, sequence length)")
 
 
 def _check_distinct_runs(runs: list[Run]) -> None:

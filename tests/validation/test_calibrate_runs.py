@@ -101,7 +101,9 @@ def test_runs_csv_converts_tokens_and_mfu(jobs, tmp_path, capsys):
     ("{p}=0", "> 0"), ("{p}=-2.5", "> 0"), ("{p}=fast", "SECONDS a number"), ("{p}", "SCENARIO.yaml=SECONDS"),
     ("missing.yaml=5.58", "does not exist"), (".=5.58", "is a directory"),
     # a step the model cannot explain: the message names --run, not --log (it said --log)
-    ("{p}=0.00001", "can explain"),
+    ("{p}=80000", "can explain"),
+    # faster than the GPUs' peak allows (it was fitted, or refused only as 'cannot explain')
+    ("{p}=0.00001", "MFU 100%"),
 ])
 def test_bad_run_is_exit_2_naming_it(jobs, tmp_path, capsys, spec, needle):
     out = tmp_path / "never.yaml"

@@ -121,3 +121,26 @@ def test_interval_uses_the_evidence(logs, tmp_path, capsys):
     generic = step_interval(scenario_from_dict({**data, "cluster": {"preset": "dgx-h100", "nodes": 1}}))
     assert calibrated.evidence_runs == 3
     assert (calibrated.lo_factor, calibrated.hi_factor) != (generic.lo_factor, generic.hi_factor)
+
+
+def test_a_step_faster_than_the_gpus_peak_allows_is_refused(tmp_path, capsys):
+    """A measured step shorter than the model's FLOPs at the dense peak (MFU over 100%) was fitted
+    to compute_scale 2.4, and `run` with the profile then printed MFU 120%; now it is exit 2 naming
+    the run, its MFU and the step at the peak, and no profile is written."""
+    from clustersim.report import step_at_peak_s
+    from clustersim.scenario import scenario_from_dict
+    args = _args(2, 4, 4096)
+    res = finish(import_text("megatron-log", megatron_log(args, 1.0), "x", cluster="dgx-h100"), [])
+    floor_s = step_at_peak_s(scenario_from_dict(res.scenario))
+    fast = tmp_path / "fast.log"
+    fast.write_text(megatron_log(args, floor_s / 1.2, checkpoint_at=None))
+    out = tmp_path / "m.yaml"
+    code, _, err = _run(["calibrate", "--log", str(fast), "--cluster", "dgx-h100", "--name", "m", "--out", str(out)],
+                        capsys)
+    assert code == 2 and "fast.log" in err and "MFU 100%" in err and "this step is MFU 120%" in err
+    assert not out.exists()
+    ok = tmp_path / "ok.log"   # the same job at MFU 95% calibrates
+    ok.write_text(megatron_log(args, floor_s / 0.95, checkpoint_at=None))
+    code, _, _ = _run(["calibrate", "--log", str(ok), "--cluster", "dgx-h100", "--name", "m", "--out", str(out)],
+                      capsys)
+    assert code == 0 and out.exists()
