@@ -199,6 +199,8 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
         settings = own_settings if preset == own_preset else {}
         for size, asked in _sizes(preset, nodes, gpus or [base.cluster.num_gpus], settings):
             cluster = compare_cluster(preset, size, settings)
+            if pue is not None:   # before the scenario is built on the cluster: its energy reads the PUE there
+                cluster = replace(cluster, pue=pue)
             try:   # the job's dtype or recipe this GPU does not run: that cluster cannot, the others are compared
                 scenario = scenario_on(base, cluster, recipe)
             except InputError as exc:
@@ -209,8 +211,6 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
                     f"{exc.field} {exc.value} does not run on {cluster.gpu.name}: {exc.allowed}"), exc)
                 continue
             price = _price(preset, prices, cluster.gpu.price_per_gpu_hour_usd)
-            if pue is not None:
-                cluster = replace(cluster, pue=pue)
             jobs.append((preset, size, scenario, base.parallel if own else None, tokens, price,
                          kwh_price, rerank,
                          asked, "--nodes" if nodes else "--gpus" if gpus else None, settings, evaluators))

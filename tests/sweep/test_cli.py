@@ -94,3 +94,18 @@ def test_compare_without_a_size_names_the_cluster_that_cannot_hold_the_job():
             "--set", "parallel.global_batch=16", "--executor", "serial")
     assert p.returncode == 2, p.stderr
     assert "error: --clusters: got 'dgx-h100'" in p.stderr and "--gpus or --nodes" in p.stderr, p.stderr
+
+
+def test_compare_pue_reaches_power_energy_and_cost():
+    """--pue was applied to the cluster after the job was built on it, so every row kept the
+    preset's PUE (1.56 on DGX) and its facility power, energy and cost whatever --pue said."""
+    rows = {}
+    for pue in ("1.2", "2.0"):
+        p = run("compare", *SMALL, "--clusters", "dgx-a100", "--pue", pue, "--tokens", "1B", "--executor", "serial",
+                "--json")
+        assert p.returncode == 0, p.stderr
+        rows[pue] = json.loads(p.stdout)["rows"][0]
+    lo, hi = rows["1.2"], rows["2.0"]
+    assert (lo["pue"], hi["pue"]) == (1.2, 2.0)
+    assert hi["facility_power_kw"] / lo["facility_power_kw"] == pytest.approx(2.0 / 1.2, rel=1e-6)
+    assert hi["energy_kwh"] / lo["energy_kwh"] == pytest.approx(2.0 / 1.2, rel=1e-6)
