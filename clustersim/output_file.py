@@ -136,6 +136,23 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], None
     _fsync_dir(folder)
 
 
+# Figure metadata that differs between two identical runs (a date, the library's name and version),
+# left out per format, and a fixed salt for the SVG element ids (matplotlib draws them at random):
+# identical inputs give identical files.
+_FIGURE_METADATA = {"png": {"Software": None}, "svg": {"Creator": None, "Date": None},
+                    "pdf": {"Producer": None, "Creator": None, "CreationDate": None}}
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str], dpi: int = 120) -> None:
+    """A matplotlib figure written atomically, its format from the suffix, without dates or ids
+    that change between runs."""
+    import matplotlib
+
+    fmt = str(path).rsplit(".", 1)[-1].lower()
+    with matplotlib.rc_context({"svg.hashsalt": "clustersim"}):
+        atomic_write(path, lambda f: fig.savefig(f, format=fmt, dpi=dpi, metadata=_FIGURE_METADATA.get(fmt, {})))
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     """``text`` as UTF-8, atomically."""
     data = text.encode("utf-8")

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from clustersim.output_file import save_figure
+
 
 @dataclass(frozen=True, slots=True)
 class CaseResult:
@@ -87,6 +89,6 @@ def save_plot(results: list[CaseResult], path: Path, title: str) -> Path:
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, metadata={"Software": None})
+    save_figure(fig, path, dpi=100)   # atomically (clustersim.output_file)
     plt.close(fig)
     return path

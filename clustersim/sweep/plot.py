@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from clustersim.output_file import atomic_write, check_output_path
+from clustersim.output_file import check_output_path, save_figure
 
 GiB = 2**30
 
@@ -29,10 +29,7 @@ def _figure() -> Any:
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> None:
-    fmt = str(path).rsplit(".", 1)[-1].lower()
-    # No "Software"/date metadata: identical sweeps give identical files.
-    metadata = {"Software": None} if fmt == "png" else {"Creator": None} if fmt == "svg" else {"Producer": None}
-    atomic_write(path, lambda f: fig.savefig(f, format=fmt, dpi=120, metadata=metadata))
+    save_figure(fig, path)   # identical sweeps give identical files (clustersim.output_file)
 
 
 def plot_sweep(path: str | os.PathLike[str], peak_bytes: Sequence[float], tokens_per_s: Sequence[float],

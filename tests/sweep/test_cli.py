@@ -109,3 +109,14 @@ def test_compare_pue_reaches_power_energy_and_cost():
     assert (lo["pue"], hi["pue"]) == (1.2, 2.0)
     assert hi["facility_power_kw"] / lo["facility_power_kw"] == pytest.approx(2.0 / 1.2, rel=1e-6)
     assert hi["energy_kwh"] / lo["energy_kwh"] == pytest.approx(2.0 / 1.2, rel=1e-6)
+
+
+@pytest.mark.parametrize("suffix", ["svg", "pdf", "png"])
+def test_the_plot_is_the_same_file_twice(tmp_path, suffix):
+    """The SVG carried its creation date and random element ids, the PDF its creation date: two
+    identical sweeps wrote different files (plot.py promised identical ones)."""
+    from clustersim.sweep.plot import plot_sweep
+    paths = [tmp_path / f"a.{suffix}", tmp_path / f"b.{suffix}"]
+    for path in paths:
+        plot_sweep(path, [1e9, 2e9, 3e9], [10.0, 30.0, 20.0], [1e9, 2e9], [10.0, 30.0], 80e9, "t", best=(2e9, 30.0))
+    assert paths[0].read_bytes() == paths[1].read_bytes()
