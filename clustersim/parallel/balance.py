@@ -74,7 +74,8 @@ def balance_micro_batches(total: int, per_micro_batch_s: Sequence[float], pp: in
     return tuple(counts)
 
 
-def check_layers_per_stage(counts: Sequence[int], layers: int, stages: int, pp: int = 0) -> tuple[int, ...]:
+def check_layers_per_stage(counts: Sequence[int], layers: int, stages: int, pp: int = 0,
+                           virtual: bool = False) -> tuple[int, ...]:
     """An explicit ``parallel.layers_per_stage``: one entry per global stage, summing to the layers.
 
     Every entry is >= 1 except the first and the last, which may be 0 when their pipeline rank
@@ -82,15 +83,22 @@ def check_layers_per_stage(counts: Sequence[int], layers: int, stages: int, pp: 
     chunk: a stage holding only the embedding, or only the multi-token-prediction modules and the
     loss, as Megatron-Core's ``--pipeline-model-parallel-layout`` allows (e.g. ``Et|(tt|)*30mL`` for
     DeepSeek-V3 on PP8 x VP4: megatron/core/transformer/pipeline_parallel_layer_layout.py,
-    Megatron-Bridge's DeepSeek-V3 H100 performance recipe)."""
+    Megatron-Bridge's DeepSeek-V3 H100 performance recipe). ``virtual``: a V schedule (zb-v,
+    dualpipe-v), whose ``stages = 2 pp`` model stages run two per rank in a V (rank r holds stages r
+    and 2 pp - 1 - r)."""
     out = tuple(counts)
-    ranks = pp or stages
+    v_shape = pp and stages == 2 * pp and virtual
+    ranks = 0 if v_shape else pp or stages
     inner = out[1:-1] if len(out) > 1 else out
-    allowed = (f"{stages} counts (pp * virtual_stages, in stage order chunk * pp + rank), each >= 1 (the first "
+    order = ("2 x pp: a V schedule's two chunks per rank, in model order (rank 0 holds the first and the last)"
+             if v_shape else "pp * virtual_stages, in stage order chunk * pp + rank")
+    allowed = (f"{stages} counts ({order}), each >= 1 (the first "
                f"and the last may be 0 if their rank holds layers in another chunk), summing to model.layers ({layers})")
     if len(out) != stages or any(not isinstance(n, int) or n < 0 for n in out) \
             or any(n < 1 for n in inner) or sum(out) != layers:
         raise InputError("parallel.layers_per_stage", list(counts), allowed)
-    if any(sum(out[r::ranks]) < 1 for r in range(ranks)):
+    if v_shape and out[0] + out[-1] < 1:
+        raise InputError("parallel.layers_per_stage", list(counts), allowed)
+    if ranks and any(sum(out[r::ranks]) < 1 for r in range(ranks)):
         raise InputError("parallel.layers_per_stage", list(counts), allowed)
     return out

@@ -30,6 +30,7 @@ from clustersim.parallel.balance import check_layers_per_stage
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.rules import default_sequence_parallel
 from clustersim.parallel.split import framework_split, split_is_set, weight_of
+from clustersim.parallel.stage_graph import stage_graph
 from clustersim.scenario.checks import check_layout, check_recompute
 from clustersim.scenario.faults import fault_spec
 from clustersim.scenario.node_groups import NodeGroup, load_groups
@@ -279,7 +280,10 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}
     explicit_layers = None
     if p.layers_per_stage is not None:
-        explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, p.pp * p.virtual_stages, p.pp)
+        # one entry per model stage: a V schedule has two per rank (they were taken per rank and not simulated)
+        stages = stage_graph(p.schedule, p.pp, p.virtual_stages).num_model_stages
+        explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, stages, p.pp,
+                                                 virtual=stages != p.pp * p.virtual_stages)
     recompute = _recompute_fields(p, model)
     split = {"first_stage_layers": p.first_stage_layers or 0, "last_stage_layers": p.last_stage_layers or 0,
              "account_for_embedding": weight_of("account_for_embedding", p.account_for_embedding),

@@ -235,3 +235,26 @@ def test_layout_counts_round_trip(counts, pp) -> None:
     stages[0] = "E" + stages[0]
     stages[-1] += "L"
     assert layout_counts("|".join(stages), sum(counts), 0, pp, len(counts)) == tuple(counts)
+
+
+@pytest.mark.parametrize("schedule", ["zb-v", "dualpipe-v"])
+def test_a_v_schedule_takes_one_count_per_model_stage_and_simulates_it(schedule):
+    """A V schedule's explicit split: pp counts were accepted, printed and not simulated (the step
+    and the memory verdict were the even split's: 'fits' for a layout whose last stage needs
+    120 GiB); now it takes 2 x pp counts in model order, and an uneven one moves memory and time."""
+    from clustersim.api import simulate
+    from clustersim.scenario import scenario_from_dict
+    base = {"model": {"preset": "llama3-8b", "seq_len": 4096}, "cluster": {"preset": "dgx-h100", "nodes": 1},
+            "parallel": {"tp": 1, "pp": 8, "dp": 1, "micro_batch": 1, "global_batch": 64, "schedule": schedule}}
+
+    def with_split(counts):
+        return scenario_from_dict({**base, "parallel": {**base["parallel"], "layers_per_stage": counts}})
+
+    with pytest.raises(InputError) as exc:
+        with_split([1, 1, 1, 1, 1, 1, 1, 25])
+    assert exc.value.field == "parallel.layers_per_stage" and "16 counts" in str(exc.value)
+    even, skewed = simulate(with_split([2] * 16)), simulate(with_split([3] + [2] * 14 + [1]))
+    plain = simulate(scenario_from_dict(base))
+    assert even.step_time_s == plain.step_time_s
+    assert skewed.step_time_s != even.step_time_s
+    assert skewed.memory_by_stage[0].allocated_peak_bytes > even.memory_by_stage[0].allocated_peak_bytes
