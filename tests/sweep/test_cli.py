@@ -120,3 +120,15 @@ def test_the_plot_is_the_same_file_twice(tmp_path, suffix):
     for path in paths:
         plot_sweep(path, [1e9, 2e9, 3e9], [10.0, 30.0, 20.0], [1e9, 2e9], [10.0, 30.0], 80e9, "t", best=(2e9, 30.0))
     assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
+def test_compare_layout_label_names_expert_parallelism_and_offload():
+    """The compare table's best layout left out ep, expert_tp and the optimizer offload: an MoE row
+    could not be reproduced from it (without the offload the layout did not fit)."""
+    from clustersim.cli.compare_cmd import layout_label
+    p = {"tp": 2, "pp": 2, "dp": 4, "cp": 1, "ep": 8, "expert_tp": 1, "micro_batch": 1, "zero_stage": 2,
+         "recompute": "none", "sequence_parallel": True, "schedule": "1f1b", "virtual_stages": 1,
+         "offload": {"optimizer": True}}
+    assert layout_label(p) == "tp2 pp2 dp4 ep8 etp1 mb1 z2 none sp offload optimizer 1f1b"
+    dense = {**p, "ep": 1, "expert_tp": None, "offload": None}
+    assert layout_label(dense) == "tp2 pp2 dp4 mb1 z2 none sp 1f1b"
