@@ -55,6 +55,10 @@ UNSUPPORTED: dict[str, tuple[str, Callable[[Any], bool]]] = {
     # parallel.offload.activations moves every layer's activations, so it is not the same job
     "cpu_offloading": ("the activations and weights of --cpu-offloading-num-layers layers offloaded to the CPU "
                        "(parallel.offload.activations offloads every layer's activations)", neutral),
+    # each changes what the step computes or holds, and was read as having no effect
+    "moe_layer_recompute": ("recompute of the whole MoE layer (as --recompute-modules moe)", neutral),
+    "first_last_layers_bf16": ("the first and last layers in BF16 under FP8", neutral),
+    "fp8_param_gather": ("FP8 parameters (their memory and FP8 all-gathers)", neutral),
     "encoder_tensor_model_parallel_size": ("an encoder with its own TP", neutral),
     "standalone_embedding_stage": ("a pipeline stage holding only the embedding", neutral),
     "encoder_pipeline_model_parallel_size": ("an encoder with its own PP", neutral),
@@ -79,7 +83,7 @@ NO_EFFECT_PREFIXES = ("log_", "save", "load", "data_", "tokenizer_", "lr", "min_
                       "position_embedding", "rotary_", "rope_", "add_", "qk_layernorm", "init_method",
                       "max_position_embeddings", "make_vocab_size", "tp_comm_", "calculate_per_token_loss",
                       "check_", "manual_gc", "deterministic", "enable_", "iter_per_epoch", "dataloader",
-                      "mock_data", "micro_batch_size_", "fp8_", "fp4_", "first_last_layers_bf16", "num_layers_at_",
+                      "mock_data", "micro_batch_size_", "fp8_", "fp4_", "num_layers_at_",
                       "accumulate_allreduce", "grad_reduce_in_bf16", "reset_", "eod_", "create_attention",
                       "use_rotary", "use_cpu_initialization", "perform_initialization", "local_rank", "rank",
                       "encoder_seq_length", "decoder_seq_length", "params_dtype", "fp16_lm_cross_entropy",
@@ -89,7 +93,7 @@ NO_EFFECT_PREFIXES = ("log_", "save", "load", "data_", "tokenizer_", "lr", "min_
                       "moe_router_bias", "moe_router_enable",
                       "moe_per_layer", "moe_permute", "moe_use_", "moe_enable", "moe_grouped_gemm",
                       "moe_pad", "moe_extended", "moe_shared_expert_overlap",
-                      "moe_layer_recompute", "moe_upcycling", "moe_apply", "moe_deepep", "moe_flex",
+                      "moe_upcycling", "moe_apply", "moe_deepep", "moe_flex",
                       "use_tp_pp_dp_mapping", "num_dataset_builder", "object_storage", "msc_", "yaml_cfg",
                       "config_logger", "result_rejected", "error_injection", "use_dist_ckpt", "dist_ckpt",
                       "async_save", "non_persistent", "auto_detect", "use_persistent", "pretrained_checkpoint",

@@ -33,7 +33,8 @@ def megatron_flags(sc: Scenario) -> list[str]:
     if not m.tie_embeddings:
         flags.append("--untie-embeddings-and-output-weights")
     if m.is_moe:
-        flags += [f"--num-experts {m.moe_experts}", f"--moe-router-topk {m.moe_top_k}"]
+        flags += [f"--num-experts {m.moe_experts}", f"--moe-router-topk {m.moe_top_k}",
+                  f"--moe-token-dispatcher-type {m.moe_token_dispatcher}"]   # Megatron's default is allgather
     flags += [f"--tensor-model-parallel-size {p.tp}", f"--pipeline-model-parallel-size {p.pp}",
               f"--context-parallel-size {p.cp}", f"--expert-model-parallel-size {p.ep}",
               f"--micro-batch-size {p.micro_batch}", f"--global-batch-size {p.global_batch}"]

@@ -109,6 +109,12 @@ def later_fields(a: MegatronArgs, model: dict[str, Any], parallel: dict[str, Any
             moe["router_num_groups"] = groups
             moe["router_group_topk"] = int_arg(a, "moe_router_group_topk", 0, lo=0) or 0
         disp = a.get("moe_token_dispatcher_type")
+        if disp is None and "moe_token_dispatcher_type" not in a.values:
+            # Megatron's argparse default (megatron/training/arguments.py: default='allgather'): a
+            # command line without the flag runs the allgather dispatcher, which is not modelled
+            raise InputError("--moe-token-dispatcher-type", "(not given: Megatron's default allgather)",
+                             f"{', '.join(TOKEN_DISPATCHERS)} stated on the command line (model.moe.token_dispatcher; "
+                             "the allgather dispatcher is not modelled)")
         if disp not in (None, "None"):
             if disp not in TOKEN_DISPATCHERS:
                 raise InputError("--moe-token-dispatcher-type", disp, f"{', '.join(TOKEN_DISPATCHERS)} "

@@ -59,7 +59,8 @@ def test_deepseek_v3_launch_maps_every_field_the_shipped_scenario_states():
 ])
 def test_moe_layer_freq_maps_to_dense_layers_and_every_or_is_refused(freq, expected):
     text = ("python pretrain_gpt.py --num-layers 6 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
-            f"--vocab-size 32000 --tokenizer-type NullTokenizer --num-experts 8 --moe-layer-freq {freq}")
+            f"--vocab-size 32000 --tokenizer-type NullTokenizer --num-experts 8 --moe-layer-freq {freq} "
+            "--moe-token-dispatcher-type alltoall")
     if expected is None:
         with pytest.raises(InputError) as exc:
             _import(text, "dgx-h100", 1)
@@ -96,6 +97,25 @@ def test_dispatcher_optimizer_offload_and_hierarchical_cp():
     with pytest.raises(InputError) as exc:
         _import(base + "--num-experts 8 --moe-token-dispatcher-type allgather", "dgx-h100", 1)
     assert exc.value.field == "--moe-token-dispatcher-type"
+    # left out, Megatron runs its default allgather: the same job as the refused one (it was alltoall)
+    with pytest.raises(InputError) as exc:
+        _import(base + "--num-experts 8", "dgx-h100", 1)
+    assert exc.value.field == "--moe-token-dispatcher-type" and "allgather" in str(exc.value)
+
+
+@pytest.mark.parametrize("flags, field", [
+    ("--num-experts 8 --moe-token-dispatcher-type alltoall --moe-layer-recompute", "--moe-layer-recompute"),
+    ("--fp8-format hybrid --first-last-layers-bf16 --num-layers-at-start-in-bf16 1", "--first-last-layers-bf16"),
+    ("--fp8-format hybrid --fp8-param-gather", "--fp8-param-gather"),
+])
+def test_flags_that_change_the_step_and_were_read_as_no_effect_are_refused(flags, field):
+    """--moe-layer-recompute imported as recompute none, --first-last-layers-bf16 as all-FP8 and
+    --fp8-param-gather as BF16 parameters, with no note; each is now exit 2 naming it."""
+    base = ("python pretrain_gpt.py --num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--vocab-size 32000 --tokenizer-type NullTokenizer --bf16 ")
+    with pytest.raises(InputError) as exc:
+        _import(base + flags, "dgx-h100", 1)
+    assert exc.value.field == field
 
 
 def _ds(cfg):
