@@ -101,6 +101,28 @@ def _enabled(cfg: dict[str, Any], key: str) -> bool | str:
         raise InputError(f"{key}.enabled", value, f'{exc.allowed} (JSON booleans), or "auto"') from None
 
 
+# ZeRO variants that change the collectives and the memory of ZeRO-3 and are not modelled (refused by
+# name; they were imported as plain ZeRO-3): ZeRO++ (Wang et al. 2023, arXiv 2306.10209: hpZ secondary
+# partition, qwZ quantized weights, qgZ quantized gradients; deepspeed/runtime/zero/config.py
+# zero_hpz_partition_size, zero_quantized_weights, zero_quantized_gradients) and MiCS (Zhang et al.
+# 2022, arXiv 2205.00119; mics_shard_size, mics_hierarchical_params_gather). Each key's neutral value.
+ZERO_VARIANTS = {"zero_hpz_partition_size": (1, "ZeRO++ hierarchical partitioning (hpZ)"),
+                 "zero_quantized_weights": (False, "ZeRO++ quantized weight all-gathers (qwZ)"),
+                 "zero_quantized_nontrainable_weights": (False, "ZeRO++ quantized weights"),
+                 "zero_quantized_gradients": (False, "ZeRO++ quantized gradient reduction (qgZ)"),
+                 "mics_shard_size": (-1, "MiCS sharding within groups"),
+                 "mics_hierarchical_params_gather": (False, "MiCS hierarchical all-gathers")}
+
+
+def _check_zero_variants(zero: dict[str, Any]) -> None:
+    for key, (neutral_value, what) in ZERO_VARIANTS.items():
+        value = zero.get(key, neutral_value)
+        if value not in (neutral_value, None) and not (key == "zero_hpz_partition_size" and value in (0, 1)) \
+                and not (key == "mics_shard_size" and value in (0, -1)):
+            raise InputError(f"zero_optimization.{key}", value, f"{neutral_value!r}: it sets {what}, which clustersim "
+                             "does not model (plain ZeRO-3 is parallel.zero_stage: 3)")
+
+
 def _zero_stage(cfg: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """(stage, the zero_optimization object). DeepSpeed still reads the old boolean form
     (``"zero_optimization": true`` is stage 1; deepspeed/runtime/zero/config.py read_zero_config_deprecated)."""
@@ -156,6 +178,7 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
                      f"batch {batch}; give the run's values with --set parallel.micro_batch=N --set "
                      "parallel.global_batch=N")
     stage, zero = _zero_stage(cfg)
+    _check_zero_variants(zero)
     parallel: dict[str, Any] = {"dp": world, "micro_batch": micro, "global_batch": batch, "zero_stage": stage}
     # ZeRO-Offload / ZeRO-Infinity (deepspeed/runtime/zero/offload_config.py: device none | cpu | nvme;
     # offload_param only with stage 3): cpu -> parallel.offload.optimizer / params; NVMe is not modelled

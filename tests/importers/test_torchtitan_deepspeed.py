@@ -240,3 +240,18 @@ def test_torchtitan_float32_params_train_in_fp32(tmp_path, capsys):
                           capsys)
     assert code == 0, err
     assert json.loads(out)["scenario"]["training"]["dtype"] == "fp32"
+
+
+@pytest.mark.parametrize("key, value", [("zero_hpz_partition_size", 8), ("zero_quantized_weights", True),
+                                        ("zero_quantized_gradients", True), ("mics_shard_size", 8)])
+def test_deepspeed_zero_variants_are_refused_by_name(key, value):
+    """ZeRO++ and MiCS change ZeRO-3's collectives and memory; they were imported as plain ZeRO-3
+    with no note."""
+    from clustersim.errors import InputError
+    cfg = deepspeed_config(train_batch=64, micro=2, accum=4, stage=3, dtype="bf16")
+    cfg["zero_optimization"][key] = value
+    with pytest.raises(InputError) as exc:
+        import_text("deepspeed-json", json.dumps(cfg), "ds.json", cluster="dgx-a100")
+    assert exc.value.field == f"zero_optimization.{key}"
+    cfg["zero_optimization"][key] = {"zero_hpz_partition_size": 1, "mics_shard_size": -1}.get(key, False)
+    import_text("deepspeed-json", json.dumps(cfg), "ds.json", cluster="dgx-a100")   # the neutral value imports
