@@ -152,6 +152,33 @@ def mesh_from_log(lines: list[str]) -> dict[str, int]:
     return {}
 
 
+# [parallelism] keys of torchtitan's JobConfig (torchtitan/config/job_config.py, class Parallelism, 2025)
+PARALLELISM_KEYS = frozenset((
+    "data_parallel_replicate_degree", "data_parallel_shard_degree", "enable_compiled_autograd",
+    "fsdp_reshard_after_forward", "tensor_parallel_degree", "disable_loss_parallel", "enable_async_tensor_parallel",
+    "pipeline_parallel_degree", "module_fqns_per_model_part", "pipeline_parallel_first_stage_less_layers",
+    "pipeline_parallel_last_stage_less_layers", "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule",
+    "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatch_size", "pipeline_parallel_split_points",
+    "context_parallel_degree", "context_parallel_rotate_method", "context_parallel_load_balancer",
+    "expert_parallel_degree", "expert_tensor_parallel_degree", "expert_parallel_comm_backend",
+    "data_parallel_type", "data_parallel_degree", "fsdp_bucket_cap_mb"))
+
+
+def _check_parallelism_keys(par: dict[str, Any], notes: list[str]) -> None:
+    """A [parallelism] key torchtitan does not have: one close to a known key is a typo and refused
+    naming both (a misspelt tensor_parallel_degree was read as TP 1); any other is noted as not read
+    (a key newer than this list)."""
+    import difflib
+    for key in sorted(par):
+        if key in PARALLELISM_KEYS:
+            continue
+        near = difflib.get_close_matches(key, sorted(PARALLELISM_KEYS), n=1, cutoff=0.8)
+        if near:
+            raise InputError(f"parallelism.{key}", par[key], f"a [parallelism] key of torchtitan's JobConfig (did you "
+                             f"mean {near[0]}?)")
+        notes.append(f"[parallelism] {key} = {par[key]!r}: not a key clustersim knows; not read")
+
+
 def _degree(par: dict[str, Any], *keys: str, default: int = 1) -> int:
     for k in keys:
         if k in par:
@@ -233,6 +260,12 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
                        "parallelism.pipeline_parallel_microbatch_size") if pp > 1 else local
     parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "ep": ep, "micro_batch": micro,
                                 "global_batch": global_batch, "sequence_parallel": tp > 1}
+    if ep > 1:   # torchtitan's default expert TP is 1 (JobConfig Parallelism.expert_tensor_parallel_degree), not tp
+        etp = _degree(par, "expert_tensor_parallel_degree", default=1)
+        if etp not in (1, tp):
+            raise InputError("parallelism.expert_tensor_parallel_degree", etp, f"1 or tensor_parallel_degree ({tp})")
+        parallel["expert_tp"] = etp
+    _check_parallelism_keys(_section(cfg, "parallelism"), notes)
     if str(par.get("data_parallel_type", "fsdp")).lower() == "ddp" or shard == 1:
         parallel["zero_stage"] = 0
     else:

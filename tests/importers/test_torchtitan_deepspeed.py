@@ -255,3 +255,32 @@ def test_deepspeed_zero_variants_are_refused_by_name(key, value):
     assert exc.value.field == f"zero_optimization.{key}"
     cfg["zero_optimization"][key] = {"zero_hpz_partition_size": 1, "mics_shard_size": -1}.get(key, False)
     import_text("deepspeed-json", json.dumps(cfg), "ds.json", cluster="dgx-a100")   # the neutral value imports
+
+
+MOE_TOML = """[model]
+name = "deepseek_v3"
+flavor = "671B"
+[training]
+local_batch_size = 4
+seq_len = 4096
+[parallelism]
+data_parallel_shard_degree = -1
+tensor_parallel_degree = 8
+expert_parallel_degree = 64
+"""
+
+
+def test_torchtitan_expert_tp_defaults_to_1_and_a_misspelt_key_is_named(tmp_path, capsys):
+    """torchtitan's expert_tensor_parallel_degree defaults to 1; it was left out of the scenario, whose
+    default is expert_tp = tp (DeepSeek-V3 at TP8: 195 GiB 'does not fit' against 90 GiB as run).
+    A misspelt [parallelism] key was silently ignored (tensor_paralel_degree = 8 imported as TP 1)."""
+    def scenario(text):
+        res = import_text("torchtitan-toml", text, "job.toml", cluster="dgx-h100", nodes=64,
+                          model={"preset": "deepseek-v3"})
+        return res.scenario["parallel"]
+    assert scenario(MOE_TOML)["expert_tp"] == 1
+    assert scenario(MOE_TOML + "expert_tensor_parallel_degree = 8\n")["expert_tp"] == 8
+    from clustersim.errors import InputError
+    with pytest.raises(InputError) as exc:
+        scenario(MOE_TOML.replace("tensor_parallel_degree = 8", "tensor_paralel_degree = 8"))
+    assert exc.value.field == "parallelism.tensor_paralel_degree" and "did you mean tensor_parallel_degree" in str(exc.value)
