@@ -471,14 +471,24 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
             and "nnodes" not in a.unresolved and nodes is None:
         a.launcher["nnodes"] = 1        # torchrun's --nnodes default "1:1" (torch/distributed/run.py)
         notes.append("torchrun without --nnodes: one node (its default)")
+    launched = None   # (nodes, ranks per node) of a torchrun launch line
     if world is None and a.launcher.get("nproc_per_node") and a.launcher.get("nnodes"):
         nn = a.launcher["nnodes"]
         if isinstance(nn, str) and ":" in nn:
             nn = int(nn.split(":")[-1])
-        world = int(a.launcher["nproc_per_node"]) * int(nn)
+        launched = (int(nn), int(a.launcher["nproc_per_node"]))
+        world = launched[0] * launched[1]
     gpn = cluster_gpus_per_node(cluster, "the arguments never name the GPU type")
     cluster_d: dict[str, Any] = {"preset": cluster}
-    if nodes is not None:
+    if launched is not None and nodes is None and launched[1] != gpn:
+        # torchrun placed --nproc-per-node ranks on each of --nnodes nodes: fewer than the node's GPUs
+        # is the job as launched (TP may then cross nodes), not world / GPUs per node full nodes
+        if launched[1] > gpn:
+            raise InputError("--nproc-per-node", launched[1], f"at most {cluster}'s {gpn} GPUs per node")
+        cluster_d.update(nodes=launched[0], gpus_per_node=launched[1])
+        notes.append(f"torchrun --nproc-per-node {launched[1]} on {launched[0]} nodes: {launched[1]} GPUs per node "
+                     "(cluster.gpus_per_node)")
+    elif nodes is not None:
         cluster_d["nodes"] = nodes
         if world is not None and world != nodes * gpn and world < gpn and nodes == 1:
             cluster_d["gpus_per_node"] = world
