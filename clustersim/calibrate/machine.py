@@ -209,6 +209,7 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     cluster = load_cluster(base, max([1] + [r.nodes for r in nccl_runs]))
     check_devices(cluster, [(src, r.device) for src, r in zip(nccl_sources, nccl_runs, strict=True)]
                    + [(t.source, t.device_name) for t in trace_data], "--nccl-tests" if nccl_runs else "--trace")
+    check_devices(cluster, [(r.source, r.device) for r in runs if r.device], "--log")   # a log's own GPU line
     base_cluster = cluster
     notes: list[str] = []
     factors: list[CalibratedFactor] = []

@@ -40,6 +40,7 @@ class Run:
     dates: list[str] = field(default_factory=list)
     option: str = "--log"      # the command-line option that gave it (--log, --run, --runs), for messages
     files: tuple[Path, ...] = ()   # the files it was read from (log, config, CSV, scenario): never an output
+    device: str = ""               # the log's line naming the GPU it ran on ("" if it names none)
 
     def predicted_s(self, scale: float) -> float:
         """Step time at compute_scale ``scale``, interpolated linearly in 1/scale."""
@@ -154,6 +155,7 @@ def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, node
     """``--log FILE ...`` with their ``--config`` (one per log, '-' for none, in order)."""
     from clustersim.importers import LOG_KINDS, detect_log_kind, finish, given_model, import_text
     from clustersim.importers import step_series as series
+    from clustersim.importers.common import gpu_line_in
     from clustersim.inputs import read_text
     if configs and len(configs) != len(logs):
         raise InputError("--config", [str(c) for c in configs], f"one per --log ({len(logs)}), '-' for a log "
@@ -163,6 +165,7 @@ def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, node
         cfg = None
         if configs and str(configs[i]) != "-":
             cfg = (read_text(configs[i], "--config", "a job config"), configs[i].name)
+        device = ""
         if series.is_tensorboard(path) or path.is_dir():
             points, how = series.tensorboard_points(path)
             res = series.import_step_series("tensorboard", points, how, path.name, cfg, base, nodes)
@@ -182,9 +185,10 @@ def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, node
                 res = import_text(kind, text, path.name, config=cfg, cluster=base, nodes=nodes,
                                   model=given_model(overrides))
             dates = _DATE.findall(text)
+            device = gpu_line_in(text) or ""
         res = finish(res, overrides)
         if res.measured_step_time_s is None:
             raise InputError("--log", str(path), "a log with training step lines")
         runs.append(Run(path.name, res.kind, res.scenario, res.measured_step_time_s, dates=dates,
-                        files=(path, *([configs[i]] if cfg is not None else []))))
+                        files=(path, *([configs[i]] if cfg is not None else [])), device=device))
     return runs

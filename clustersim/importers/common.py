@@ -177,6 +177,21 @@ def gpu_cluster_in(text: str) -> dict[str, str] | None:
     return None
 
 
+def gpu_line_in(text: str) -> str | None:
+    """The line (at most 160 characters) holding the GPU name ``gpu_cluster_in`` reads from the
+    text, to say what a log ran on (None if it names none)."""
+    from clustersim.hardware.load import list_clusters
+    presets = set(list_clusters())
+    for pattern, section in GPU_CLUSTERS:
+        m = re.search(pattern, text, re.IGNORECASE)
+        if m and section["preset"] in presets:
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            line = text[start:end if end >= 0 else len(text)].strip()
+            return line if len(line) <= 160 else text[max(m.start() - 40, 0):m.end() + 40].strip()
+    return None
+
+
 def gpu_preset_in(text: str) -> str | None:
     """The cluster preset of the first GPU name the text mentions (None if it names none)."""
     found = gpu_cluster_in(text)

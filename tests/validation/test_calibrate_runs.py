@@ -283,3 +283,22 @@ def test_a_run_given_twice_is_refused(jobs, tmp_path, capsys):
     code, _, err = _run(["calibrate", "--run", f"{p1}={t1!r}", "--run", f"{p1}={t1 * 1.02!r}", "--out", str(out)],
                         capsys)
     assert code == 0, err
+
+
+def test_a_log_of_another_gpu_than_the_cluster_is_refused(tmp_path, capsys):
+    """A torchtitan log that says it ran on A100 was fitted to --cluster dgx-h100 (compute_scale
+    0.61, no note), where an nccl-tests log of the same mismatch is refused; now the log is too."""
+    from validation.logs.formats import torchtitan_log, torchtitan_toml
+    args = ("TransformerModelArgs(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, vocab_size=128256, "
+            "multiple_of=1024, ffn_dim_multiplier=1.3, norm_eps=1e-05, rope_theta=500000, max_seq_len=8192)")
+    log, toml = tmp_path / "a100.log", tmp_path / "job.toml"
+    log.write_text(torchtitan_log(model_args=args, mesh=(["dp_shard"], [8]), gpu="NVIDIA A100-SXM4-80GB", tps=2500))
+    toml.write_text(torchtitan_toml(name="llama3", flavor="8B", local_batch=2, seq_len=8192))
+    out = tmp_path / "m.yaml"
+    code, _, err = _run(["calibrate", "--log", str(log), "--config", str(toml), "--cluster", "dgx-h100",
+                         "--out", str(out)], capsys)
+    assert code == 2 and "a100.log" in err and "A100-SXM4-80GB" in err and "--cluster dgx-a100" in err, err
+    assert not out.exists()
+    code, _, err = _run(["calibrate", "--log", str(log), "--config", str(toml), "--cluster", "dgx-a100",
+                         "--out", str(out)], capsys)
+    assert code == 0, err
