@@ -266,7 +266,12 @@ def _recompute(a: MegatronArgs, layers: int, pp: int, notes: list[str]) -> dict[
         return {"recompute": "selective"}
     if gran != "full":
         raise InputError("--recompute-granularity", gran, "full or selective")
-    method = a.get("recompute_method") or "uniform"
+    if a.get("recompute_method") in (None, "None") and a.get("recompute_granularity") == "full":
+        # Megatron-Core refuses full recompute without a method (TransformerConfig.__post_init__:
+        # "recompute_method must be block or uniform"); the legacy transformer raised at the first step
+        raise InputError("--recompute-method", None, f"{' or '.join(RECOMPUTE_METHODS)} with --recompute-granularity "
+                         "full (Megatron refuses full recompute without a method)")
+    method = a.get("recompute_method") or "uniform"   # --checkpoint-activations (2021): every layer
     if method not in RECOMPUTE_METHODS:
         raise InputError("--recompute-method", method, RECOMPUTE_METHODS)
     n = int_arg(a, "recompute_num_layers", 1, lo=0)
@@ -445,7 +450,9 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     elif pp > 1:
         parallel["schedule"] = "1f1b"
     if split:
-        check_split(parallel, layers)
+        check_split(parallel, layers, int_arg(a, "mtp_num_layers", 0, lo=0) or 0,
+                    core_weights=not neutral(a.get("account_for_embedding_in_pipeline_split"))
+                    or not neutral(a.get("account_for_loss_in_pipeline_split")))
     training: dict[str, Any] = {"dtype": _dtype(a)}
     later_fields(a, model, parallel, training, layers, notes)
     if a.get("rampup_batch_size") not in (None, "None"):

@@ -52,9 +52,13 @@ def pipeline_split(a, notes: list[str]) -> dict[str, Any]:
     return out
 
 
-def check_split(parallel: dict[str, Any], layers: int) -> None:
+def check_split(parallel: dict[str, Any], layers: int, mtp_layers: int = 0, core_weights: bool = False) -> None:
     """The split rule (clustersim.parallel.split) on the mapped fields, its InputError naming the
-    Megatron argument that set the offending value."""
+    Megatron argument that set the offending value; and Megatron-Core's own condition on the
+    embedding and loss in the split: the layers and those two divide evenly over pp x vp
+    (megatron/core/transformer/transformer_block.py get_num_layers_to_build), where clustersim's
+    rule (torchtitan's) would give the first stages one more. ``core_weights``: the two were set by
+    Megatron-Core's flags (DeepSpeed's ``--pp-partition-method`` balances without that condition)."""
     from types import SimpleNamespace
 
     from clustersim.parallel.split import framework_split
@@ -69,9 +73,16 @@ def check_split(parallel: dict[str, Any], layers: int) -> None:
                              account_for_loss=int(parallel.get("account_for_loss", 0)),
                              pipeline_layout=parallel.get("pipeline_layout", ""))
     try:
-        framework_split(layout, layers)
+        framework_split(layout, layers, mtp_layers)
     except InputError as exc:
         flag = flags.get(exc.field)
         if flag is None:
             raise
         raise InputError(f"--{flag.replace('_', '-')}", exc.value, exc.allowed) from None
+    e, loss = layout.account_for_embedding, layout.account_for_loss
+    stages = layout.pp * layout.virtual_stages
+    if core_weights and (e or loss) and (layers + e + loss) % stages:
+        flag = "account_for_embedding_in_pipeline_split" if e else "account_for_loss_in_pipeline_split"
+        raise InputError(f"--{flag.replace('_', '-')}", True,
+                         f"a split Megatron-Core runs: --num-layers ({layers}) plus the embedding and the loss it "
+                         f"counts ({layers + e + loss}) divisible by pipeline x virtual stages ({stages})")

@@ -183,3 +183,33 @@ srun bash -c "python -u -m torch.distributed.run --nproc_per_node 8 --nnodes 48 
     assert sc["parallel"]["zero_stage"] == 1     # bf16 with --zero-stage 0: BF16_Optimizer, its own ZeRO-1
     assert (sc["parallel"]["tp"], sc["parallel"]["pp"], sc["parallel"]["dp"]) == (4, 12, 8)
     assert scenario_from_dict(sc).parallel.layers_per_stage == (5,) + (6,) * 10 + (5,)
+
+
+def test_megatron_refuses_an_embedding_split_that_does_not_divide_and_full_recompute_without_method() -> None:
+    """Megatron-Core runs --account-for-embedding-in-pipeline-split only where the layers and the
+    embedding divide over pp (33 over 2 was imported as [16, 16]); and full recompute only with a
+    method. Both were imported; both are exit 2 naming the flag."""
+    with pytest.raises(InputError) as err:
+        megatron("--account-for-embedding-in-pipeline-split", layers=32, pp=2, nodes=2)
+    assert err.value.field == "--account-for-embedding-in-pipeline-split" and "33" in str(err.value)
+    assert megatron("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split",
+                    layers=30, pp=2, nodes=2)["parallel"]["account_for_loss"] is True   # 32 over 2 runs
+    with pytest.raises(InputError) as err:
+        megatron("--recompute-granularity full")
+    assert err.value.field == "--recompute-method"
+    assert megatron("--recompute-granularity full --recompute-method uniform")["parallel"]["recompute"] == "full"
+
+
+def test_megatron_deepseek_layout_with_its_mtp_module_imports() -> None:
+    """DeepSeek-V3's layout string from Megatron's MoE README, with the MTP module 'm' in the last
+    stage: the split check ran before --mtp-num-layers was read and refused it."""
+    text = ("torchrun --nproc_per_node 8 --nnodes 128 pretrain_gpt.py --num-layers 61 --hidden-size 7168 "
+            "--num-attention-heads 128 --seq-length 4096 --max-position-embeddings 4096 --tokenizer-type NullTokenizer "
+            "--vocab-size 129279 --make-vocab-size-divisible-by 1 --tensor-model-parallel-size 1 "
+            "--pipeline-model-parallel-size 16 --expert-tensor-parallel-size 1 --expert-model-parallel-size 64 --num-experts 256 --moe-router-topk 8 "
+            "--moe-token-dispatcher-type alltoall --moe-ffn-hidden-size 2048 --moe-layer-freq '([0]*3+[1]*58)' "
+            "--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 "
+            "--qk-pos-emb-head-dim 64 --v-head-dim 128 --mtp-num-layers 1 --micro-batch-size 1 "
+            "--global-batch-size 8192 --bf16 --pipeline-model-parallel-layout 'Et|(tt|)*30mL'")
+    sc = finish(import_text("megatron-args", text, "cmd", cluster="dgx-h100"), []).scenario
+    assert sc["parallel"]["pipeline_layout"] == "Et|(tt|)*30mL" and sc["model"]["mtp_layers"] == 1
