@@ -223,6 +223,12 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
         kernel_fit = fit_traces(trace_data, cluster)
         obs += kernel_fit.comm_observations
         trace_notes += kernel_fit.notes
+        if not (kernel_fit.gpu_constants or kernel_fit.comm_observations or runs or nccl_runs):
+            # a profile identical to its preset would read as a calibration
+            raise InputError("--trace", " ".join(p.name for p in traces),
+                             "a trace with kernels that fit a constant (GEMMs, attention or memory-bound kernels with "
+                             "shapes or sizes: record_shapes=True; NCCL kernels with sizes): nothing was fitted ("
+                             + "; ".join(kernel_fit.notes or ["no kernel of a fitted kind"]) + ")")
     fabric = fabric_fit.fit_fabrics(cluster, obs) if obs else None
     if fabric is not None:
         cluster = replace(fabric.cluster, num_nodes=cluster.num_nodes)

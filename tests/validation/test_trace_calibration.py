@@ -128,3 +128,16 @@ def test_kernels_without_work_are_counted_not_fitted(tmp_path, capsys):
     code, stdout, err = _run(["calibrate", "--trace", str(path), "--out", str(tmp_path / "p.yaml"), "--json"], capsys)
     assert code == 0, err
     assert json.loads(stdout)["gpu"]["gemm_scale"] == pytest.approx(0.8, rel=1e-3)
+
+
+def test_a_trace_with_nothing_fittable_is_refused(tmp_path, capsys):
+    """A trace whose only kernel has no shape (record_shapes off) fitted nothing, yet wrote a profile
+    identical to the preset and exited 0, as if calibrated."""
+    data = {"traceEvents": [{"ph": "X", "cat": "kernel", "name": GEMM_KERNELS[0], "pid": 0, "tid": 7, "ts": 10.0,
+                             "dur": 5.0, "args": {"device": 0, "stream": 7, "correlation": 1}}]}
+    path = tmp_path / "noshape.json"
+    write(path, data)
+    out = tmp_path / "never.yaml"
+    code, _, err = _run(["calibrate", "--trace", str(path), "--cluster", "dgx-h100", "--out", str(out)], capsys)
+    assert code == 2 and "nothing was fitted" in err and "record_shapes" in err, err
+    assert not out.exists()
