@@ -31,7 +31,7 @@ def _columns(result: SweepResult, rows: np.ndarray, engine: str) -> dict[str, li
     gb = result.spec.scenario.parallel.global_batch
     labels, replica = [], []
     for i in rows:
-        p = parallel_dict(tuple(int(v) for v in t[i, : len(KEY_FIELDS)]), gb)
+        p = parallel_dict(tuple(int(v) for v in t[i, : len(KEY_FIELDS)]), gb, result.spec.scenario.parallel.cp_comm)
         labels.append(layout_label(p))
         replica.append(int(p["tp"]) * int(p["pp"]) * int(p["cp"]))  # type: ignore[call-overload]
     return {"peak_gib": [round(float(t[i, COL["peak_bytes_per_gpu"]]) / GiB, 4) for i in rows],

@@ -18,13 +18,21 @@ from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 
 
+def a2a_required(model: ModelSpec) -> str:
+    """Why ``model`` runs context parallelism with the all-to-all exchange only ("" if it does not):
+    local attention layers or attention sinks (module docstring)."""
+    if model.has_local_attention:
+        return (f"a model with {model.attention_pattern} attention layers (Transformer Engine's context "
+                "parallelism runs local attention with the all-to-all exchange only)")
+    if model.attention_sinks:
+        return ("a model with attention sinks (Transformer Engine's context parallelism runs learned softmax "
+                "offsets with a2a only)")
+    return ""
+
+
 def check_attention_layout(model: ModelSpec, par: ParallelLayout) -> None:
     if par.cp <= 1 or par.cp_comm == "a2a":
         return
-    if model.has_local_attention:
-        raise InputError("parallel.cp_comm", par.cp_comm,
-                         f"a2a for a model with {model.attention_pattern} attention layers (Transformer Engine's "
-                         "context parallelism runs local attention with the all-to-all exchange only), or cp 1")
-    if model.attention_sinks:
-        raise InputError("parallel.cp_comm", par.cp_comm, "a2a for a model with attention sinks (Transformer "
-                         "Engine's context parallelism runs learned softmax offsets with a2a only), or cp 1")
+    why = a2a_required(model)
+    if why:
+        raise InputError("parallel.cp_comm", par.cp_comm, f"a2a for {why}, or cp 1")

@@ -62,8 +62,7 @@ def check_extensions(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout
     _check_recompute_modules(model, par)
     _check_experts(model, par)
     _check_schedule(model, par)
-    _check_cp(model, par)
-    check_attention_layout(model, par)   # local attention and sinks under CP (clustersim.parallel.attention_rules)
+    check_cp_layout(model, par)   # Ulysses' heads; local attention and sinks under CP (parallel.attention_rules)
     _check_offload(cluster, par)
 
 
@@ -131,6 +130,13 @@ def _check_schedule(model: ModelSpec, par: ParallelLayout) -> None:
         if s == "dualpipe-v" and m < 2 * pp:
             raise InputError("parallel.global_batch", par.global_batch,
                              f"a batch with at least 2 * pp ({2 * pp}) micro-batches for dualpipe-v; it has {m}")
+
+
+def check_cp_layout(model: ModelSpec, par: ParallelLayout) -> None:
+    """The rules on context parallelism's exchange: Ulysses' heads and local attention (the sweep
+    skips the grids they refuse: clustersim.sweep.space.shapes)."""
+    _check_cp(model, par)
+    check_attention_layout(model, par)
 
 
 def _check_cp(model: ModelSpec, par: ParallelLayout) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from clustersim.errors import BudgetError
 from clustersim.memory.report import VERDICTS
+from clustersim.parallel.attention_rules import a2a_required
 from clustersim.scenario import Scenario
 from clustersim.sweep.constraints import Constraints
 from clustersim.sweep.evaluators import Evaluators
@@ -73,6 +74,15 @@ class SweepSpec:
     own_layout: bool = True
     # the closed form and the event engine (clustersim.api.SWEEP_EVALUATORS), passed in from above
     evaluators: Evaluators = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        # a model whose attention runs under CP with a2a only (clustersim.parallel.attention_rules): the
+        # template's cp > 1 candidates take a2a, the exchange `run` accepts (they were timed with p2p,
+        # which `run` refuses for this model)
+        par = self.scenario.parallel
+        if par.cp_comm != "a2a" and a2a_required(self.scenario.model):
+            object.__setattr__(self, "scenario", replace(self.scenario, parallel=replace(par, cp_comm="a2a",
+                                                                                       hierarchical_cp_sizes=())))
 
     @property
     def own_screen(self) -> bool:

@@ -126,7 +126,7 @@ class SweepResult:
         hours, usd = cost_per_million_tokens(s, step)
         out: dict[str, object] = {
             "rank": int(self.group_rank[i]) if self.group_rank is not None else 0,
-            "parallel": parallel_dict(key, s.parallel.global_batch),
+            "parallel": parallel_dict(key, s.parallel.global_batch, s.parallel.cp_comm),
             "step_time_s": step, "tokens_per_s": tps, "mfu": mfu, "peak_bytes_per_gpu": int(peak),
             "free_bytes_per_gpu": int(s.cluster.gpu.hbm_capacity_bytes - int(peak)),
             "memory_verdict": VERDICTS[int(verdict)], "engine": "simulate" if ran else "estimate",
@@ -222,8 +222,10 @@ class SweepResult:
         return df
 
 
-def parallel_dict(key: tuple[int, ...], global_batch: int) -> dict[str, object]:
-    """A layout key as the scenario file's ``parallel:`` section (searched fields only)."""
+def parallel_dict(key: tuple[int, ...], global_batch: int, cp_comm: str = "p2p") -> dict[str, object]:
+    """A layout key as the scenario file's ``parallel:`` section (searched fields only, and the
+    template's context-parallel exchange where cp > 1 and it is not the default p2p: the row must
+    run as written)."""
     tp, cp, pp, dp, ep, etp, mb, zero, rec, sp, sched, v, off = key
     out: dict[str, object] = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": mb,
                               "global_batch": global_batch, "zero_stage": zero, "recompute": RECOMPUTE[rec],
@@ -232,4 +234,6 @@ def parallel_dict(key: tuple[int, ...], global_batch: int) -> dict[str, object]:
         out["expert_tp"] = etp
     if off:
         out["offload"] = {"optimizer": True}
+    if cp > 1 and cp_comm != "p2p":
+        out["cp_comm"] = cp_comm
     return out

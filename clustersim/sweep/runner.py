@@ -95,7 +95,8 @@ def _tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int], list[l
     gb = s.parallel.global_batch
     units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space, s.parallel.hsdp_replicas,
                                                     s.cluster.pcie is not None))
-             for shape in shapes(s.model, s.cluster, gb, spec.space) for mb in micro_batch_sizes(shape, gb, spec.space)]
+             for shape in shapes(s.model, s.cluster, gb, spec.space, s.parallel.cp_comm)
+             for mb in micro_batch_sizes(shape, gb, spec.space)]
     units = [u for u in units if u[2] > 0]
     total = sum(u[2] for u in units)
     target = max(32, math.ceil(total / max(1, workers * TASKS_PER_WORKER)))

@@ -51,10 +51,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_MICRO_BATCHES
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout
 from clustersim.parallel.placement import DENSE_AXES, MOE_AXES, groups_uniform
+from clustersim.parallel.rules import check_cp_layout
 from clustersim.workload.model_spec import ModelSpec
 
 # Recompute policies a sweep tries by default: Megatron's (none, selective, full); a torchtitan
@@ -121,8 +123,10 @@ def _tp_allowed(model: ModelSpec, cluster: ClusterSpec, tp: int, space: SearchSp
 
 
 def shapes(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
-           space: SearchSpace = SearchSpace()) -> list[Shape]:
-    """Every GPU grid that admits at least one valid micro-batch, in canonical order."""
+           space: SearchSpace = SearchSpace(), cp_comm: str = "p2p") -> list[Shape]:
+    """Every GPU grid that admits at least one valid micro-batch, in canonical order; ``cp_comm``:
+    the template's context-parallel exchange, whose rules (clustersim.parallel.rules.check_cp_layout)
+    a cp > 1 grid must satisfy."""
     gpus = cluster.num_gpus
     out: list[Shape] = []
     for tp in divisors(gpus):
@@ -132,6 +136,8 @@ def shapes(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
             if cp > 1 and model.seq_len % (2 * cp):
                 continue
             if (space.max_cp and cp > space.max_cp) or not space.allows("cp", cp):
+                continue
+            if cp > 1 and not _cp_allowed(model, tp, cp, cp_comm):
                 continue
             for pp in divisors(gpus // (tp * cp)):
                 if pp > model.layers or not space.allows("pp", pp):
@@ -155,6 +161,14 @@ def shapes(model: ModelSpec, cluster: ClusterSpec, global_batch: int,
                         if space.allows("expert_tp", etp) and _placeable(shape, cluster, MOE_AXES):
                             out.append(shape)
     return out
+
+
+def _cp_allowed(model: ModelSpec, tp: int, cp: int, cp_comm: str) -> bool:
+    try:
+        check_cp_layout(model, ParallelLayout(tp=tp, cp=cp, cp_comm=cp_comm, global_batch=1))
+    except InputError:
+        return False
+    return True
 
 
 def _placeable(shape: Shape, cluster: ClusterSpec, axes: tuple[str, ...]) -> bool:
@@ -283,7 +297,7 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
 def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayout,
                       space: SearchSpace = SearchSpace()) -> Iterator[ParallelLayout]:
     """Every valid layout (after symmetry pruning), shape by shape, in canonical order."""
-    for shape in shapes(model, cluster, template.global_batch, space):
+    for shape in shapes(model, cluster, template.global_batch, space, template.cp_comm):
         yield from shape_layouts(model, shape, template, space, has_host_link=cluster.pcie is not None)
 
 
@@ -334,7 +348,8 @@ def count_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayo
     gb = template.global_batch
     host = cluster.pcie is not None
     return sum(count_shape_layouts(model, shape, gb, mb, space, template.hsdp_replicas, host)
-               for shape in shapes(model, cluster, gb, space) for mb in micro_batch_sizes(shape, gb, space))
+               for shape in shapes(model, cluster, gb, space, template.cp_comm)
+               for mb in micro_batch_sizes(shape, gb, space))
 
 
 _SCHEDULE_INDEX = {name: i for i, name in enumerate(SCHEDULES)}

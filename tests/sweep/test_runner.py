@@ -260,3 +260,38 @@ def test_memory_headroom_ranks_a_group_by_its_roomiest_member() -> None:
     assert top[0]["parallel"]["zero_stage"] == 2 and free[0] > 60 * 2**30
     twins = [row for row in top if row["group"]["varies"].get("zero_stage") == [1, 2]]
     assert len(twins) == 2 and all(row["parallel"]["zero_stage"] == 2 for row in twins)   # was 1 (36.6 GiB)
+
+
+def test_a_sliding_window_model_is_swept_with_the_exchange_run_accepts():
+    """Context parallelism of a model with local attention runs with the all-to-all exchange only
+    (`run` refuses p2p). The sweep timed its cp > 1 layouts with the scenario's p2p (gpt-oss: 4.34 s
+    ranked where `run` of the layout gives 3.88 s) and ranked grids no exchange can run (tp8 cp8 of
+    mistral-7b: a2a needs cp dividing the heads per TP rank). Now every cp > 1 row says cp_comm
+    a2a and equals `api.simulate` of itself; grids the rules refuse are not searched."""
+    from clustersim.scenario import scenario_from_dict
+    from clustersim.sweep.constraints import parse_constraints
+    from clustersim.sweep.space import shapes
+    raw = {"model": {"preset": "mistral-7b", "seq_len": 16384}, "cluster": {"preset": "dgx-h100", "nodes": 2},
+           "parallel": {"tp": 2, "pp": 1, "dp": 4, "cp": 2, "cp_comm": "a2a", "global_batch": 8}}
+    sc = scenario_from_dict(raw)
+    p2p = scenario_from_dict({**raw, "parallel": {**raw["parallel"], "cp": 1, "dp": 8, "cp_comm": "p2p"}})
+    spec = sweep_spec(p2p, constraints=parse_constraints(p2p.model, ("parallel.cp=2", "parallel.pp=1",
+                                                                      "parallel.tp=2"), ()),
+                      evaluators=SWEEP_EVALUATORS)
+    assert spec.scenario.parallel.cp_comm == "a2a"
+    r = run_sweep(spec, SerialExecutor(), rerank=2, keep=2)
+    rows = r.top(2)
+    assert rows and all(row["parallel"]["cp"] == 2 and row["parallel"]["cp_comm"] == "a2a" for row in rows)
+    best = rows[0]
+    assert best["engine"] == "simulate"
+    own = scenario_from_dict({**raw, "parallel": {k: v for k, v in best["parallel"].items()}})
+    assert api.simulate(own).step_time_s == pytest.approx(best["step_time_s"], rel=1e-12)
+    assert sc.parallel.cp_comm == "a2a"
+    # tp 8 leaves 4 heads per TP rank: no cp 8 grid runs (p2p: the window; a2a: 8 does not divide 4)
+    grids = shapes(p2p.model, load_scenario_cluster(8), 8, cp_comm="a2a")
+    assert not any(s.tp == 8 and s.cp == 8 for s in grids) and any(s.tp == 8 and s.cp == 4 for s in grids)
+
+
+def load_scenario_cluster(nodes):
+    from clustersim.hardware.load import load_cluster
+    return load_cluster("dgx-h100", nodes)
