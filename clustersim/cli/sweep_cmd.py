@@ -187,6 +187,11 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
                f"({result.evaluated / elapsed_s:,.0f} layouts/s) on {executor}", err=True)
     rows = result.top(top_k)
     lines = verdict(result, rows)
+    if base.parallel.layers_per_stage and base.parallel.pp > 1:
+        # sweep_spec gives the split up with the pipeline depth it belongs to: say so, the own layout differs
+        lines.append(f"the scenario's pipeline split (layers per stage {list(base.parallel.layers_per_stage)}) is not "
+                     "searched: every layout here, the scenario's own among them, is split evenly; `clustersim run` "
+                     "times the scenario with its split")
     if as_json:
         plain = result.best_plain()
         click.echo(json.dumps({"evaluated": result.evaluated, "feasible": result.fitting,
