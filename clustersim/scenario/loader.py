@@ -217,6 +217,13 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
             notes += (f"seq_len defaulted to {hf_reader.DEFAULT_SEQ_LEN} (the config gives no training sequence length; "
                       "set model.seq_len)",)
     explicit = section.model_dump(exclude_none=True, exclude={"preset", "hf_config", "name", "moe"})
+    if explicit.get("attention_pattern") == "full" or ("attention_window" in section.model_fields_set
+                                                        and section.attention_window is None):
+        # full attention stated (or the window cleared with null) over a preset's or config's local
+        # layers: their window and local/global interleave go with them ("each explicit key replaces
+        # the one before it"; the preset's window made `attention_pattern: full` an error)
+        for key in ("attention_window", "global_every", "attention_pattern"):
+            fields.pop(key, None)
     fields.update(explicit)
     if section.moe is not None:  # explicit moe fields override the preset's one by one
         moe = dict(fields.get("moe") or {})

@@ -29,6 +29,12 @@ def _attention_fields(fields: dict[str, Any]) -> dict[str, Any]:
     if mla and head_dim is not None:
         raise InputError("model.head_dim", head_dim, "left out for attention: mla (its heads are "
                          "qk_nope_head_dim + qk_rope_head_dim wide)")
+    if mla and width is not None:
+        raise InputError("model.query_width", width, "left out for attention: mla (its query width is model.heads x "
+                         "(qk_nope_head_dim + qk_rope_head_dim))")
+    if mla and fields.get("attention_sinks"):
+        raise InputError("model.attention_sinks", True, "false for attention: mla (sinks are modelled for the "
+                         "standard attention of gpt-oss)")
     if head_dim is None and width is not None and not mla:
         if width % heads:
             raise InputError("model.query_width", width, f"model.heads x model.head_dim, a multiple of model.heads ({heads})")

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from clustersim.errors import InputError
 from clustersim.scenario import load_scenario
 
 
@@ -77,3 +78,30 @@ def test_a_window_alone_means_sliding_and_a_long_window_changes_nothing() -> Non
 def test_flags_and_numbers_are_not_coerced(setting: str, allowed: str) -> None:
     out = _run(setting)
     assert out.returncode == 2 and allowed in out.stderr, out.stderr
+
+
+def test_full_attention_or_a_null_window_clears_a_presets_local_layers():
+    """`attention_pattern: full` over mistral-7b's sliding window was refused naming a key the user
+    never wrote, and `attention_window: null` kept the window; both now give full attention, which
+    costs more than the preset's sliding window at a sequence longer than the window."""
+    from clustersim.api import simulate
+    from clustersim.scenario import scenario_from_dict
+    base = {"cluster": {"preset": "dgx-h100", "nodes": 1},
+            "parallel": {"tp": 8, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 8}}
+    sliding = scenario_from_dict({**base, "model": {"preset": "mistral-7b", "seq_len": 16384}})
+    full = scenario_from_dict({**base, "model": {"preset": "mistral-7b", "seq_len": 16384, "attention_pattern": "full"}})
+    cleared = scenario_from_dict({**base, "model": {"preset": "mistral-7b", "seq_len": 16384, "attention_window": None}})
+    assert sliding.model.attention_pattern == "sliding"
+    assert full.model.attention_pattern == cleared.model.attention_pattern == "full"
+    assert full.model.attention_window == 0
+    assert simulate(full).step_time_s > simulate(sliding).step_time_s
+
+
+@pytest.mark.parametrize("key, value", [("query_width", 12345), ("attention_sinks", True)])
+def test_mla_refuses_fields_of_standard_attention(key, value):
+    """On an MLA model query_width and attention_sinks were echoed and changed nothing."""
+    from clustersim.scenario import scenario_from_dict
+    with pytest.raises(InputError) as exc:
+        scenario_from_dict({"model": {"preset": "deepseek-v3", key: value}, "cluster": {"preset": "dgx-h100", "nodes": 1},
+                            "parallel": {"tp": 8, "pp": 1, "dp": 1, "global_batch": 8}})
+    assert exc.value.field == f"model.{key}"
