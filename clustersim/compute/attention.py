@@ -124,9 +124,13 @@ def fitted_times_s(arch: ArchData, batch: int, s_q: int, s_k: int, heads: int, h
     scores = batch * heads * s_q * s_k * frac
     visits = local[1] if local else _visits(s_k, causal)
     per_score = 2.0 * (head_dim + v_head_dim)
+    # no attention kernel outruns the GPU's best GEMM (MAMF, burst clocks): the fit, measured at head
+    # dims 64-128, would extrapolate its matmul part to the dense peak at wide heads (MFU over 100%)
+    ceiling = arch.mamf_for("bf16")[0]
     out = []
     for mult, (a, beta_s, blocks) in ((1.0, fit.fwd), (BWD_FLOP_RATIO, fit.bwd)):
-        out.append(scores * (mult * per_score / (peak * a) + beta_s) * (visits + blocks) / visits)
+        fitted = scores * (mult * per_score / (peak * a) + beta_s) * (visits + blocks) / visits
+        out.append(max(fitted, scores * mult * per_score / (peak * ceiling)))
     return out[0], out[1]
 
 
