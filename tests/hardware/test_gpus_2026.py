@@ -24,13 +24,15 @@ def test_clustersim_list_gpus_shows_them() -> None:
     assert all(name in out.stdout for name in NEW)
 
 
-@pytest.mark.parametrize("name,bf16,hbm_gib,bw", [
-    ("a100-sxm-40gb", 312, 40, 1555), ("a100-pcie-40gb", 312, 40, 1555), ("h100-pcie-80gb", 756, 80, 2000),
-    ("h100-nvl-94gb", 835.5, 94, 3900), ("gh200-144gb", 989, 141, 4800)])
-def test_datasheet_numbers(name: str, bf16: float, hbm_gib: float, bw: float) -> None:
+# capacity as nvidia-smi reports it where published (MiB): A100 40 GB 40536, H100 80 GB 81559 (a
+# 40 GB part at 40960 MiB read a job needing 39.97 GiB as fitting where 39.59 GiB exist)
+@pytest.mark.parametrize("name,bf16,hbm_mib,bw", [
+    ("a100-sxm-40gb", 312, 40536, 1555), ("a100-pcie-40gb", 312, 40536, 1555), ("h100-pcie-80gb", 756, 81559, 2000),
+    ("h100-nvl-94gb", 835.5, 94 * 1024, 3900), ("gh200-144gb", 989, 141 * 1024, 4800)])
+def test_datasheet_numbers(name: str, bf16: float, hbm_mib: float, bw: float) -> None:
     gpu = load_gpu(name)
     assert gpu.peak("bf16") == bf16 * 1e12
-    assert gpu.hbm_capacity_bytes == hbm_gib * 2**30
+    assert gpu.hbm_capacity_bytes == hbm_mib * 2**20
     assert gpu.hbm_bw_bytes_per_s == bw * 1e9
 
 
@@ -56,4 +58,4 @@ def test_a_run_on_dgx_a100_40gb_uses_the_40_gb_capacity() -> None:
                           "--set", "cluster.nodes=2"], capture_output=True, text=True, timeout=300)
     report = json.loads(out.stdout)
     assert report["cluster"]["gpu"] == "a100-sxm-40gb" and sc.cluster.gpu.name == "a100-sxm-40gb"
-    assert report["memory"]["capacity_bytes_per_gpu"] == 40 * 2**30
+    assert report["memory"]["capacity_bytes_per_gpu"] == 40536 * 2**20
