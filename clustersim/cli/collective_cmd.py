@@ -163,7 +163,7 @@ def _table(rows: list[dict], title: str) -> Table:
 @click.command("collective")
 @click.argument("op")
 @click.option("--cluster", "preset", default="dgx-h100", show_default=True, help="cluster preset (clustersim list clusters)")
-@click.option("--gpus", type=int, default=None, help="GPUs in the communicator [default: one node]")
+@click.option("--gpus", type=int, default=None, help="GPUs in the communicator [default: one scale-up domain]")
 @click.option("--nodes", type=int, default=None, help="nodes in the communicator (alternative to --gpus)")
 @click.option("--gpus-per-node", type=int, default=None, help="override the preset's GPUs per node")
 @click.option("--size", default=None, help="message size: bytes or 1GiB, 256MB ... (nccl-tests convention)")

@@ -129,7 +129,11 @@ def later_fields(a: MegatronArgs, model: dict[str, Any], parallel: dict[str, Any
         if len(sizes) != 2:
             raise InputError("--hierarchical-context-parallel-sizes", hcp, "two sizes (all-to-all, ring) "
                              "(parallel.hierarchical_cp_sizes)")
-        parallel["hierarchical_cp_sizes"] = [config_int(x, "--hierarchical-context-parallel-sizes") for x in sizes]
+        if parallel.get("cp_comm") == "a2a+p2p":
+            parallel["hierarchical_cp_sizes"] = [config_int(x, "--hierarchical-context-parallel-sizes") for x in sizes]
+        else:   # Megatron reads the sizes with --cp-comm-type a2a+p2p only
+            notes.append(f"--hierarchical-context-parallel-sizes {' '.join(map(str, sizes))}: not read without "
+                         "--cp-comm-type a2a+p2p (as Megatron)")
     mods = a.get("recompute_modules")
     if parallel.get("recompute") == "selective" and not neutral(mods):
         mods = [str(m) for m in (mods if isinstance(mods, list) else [mods])]

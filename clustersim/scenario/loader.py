@@ -366,6 +366,9 @@ def _hierarchical_cp(p: ParallelSection, gpus_per_node: int) -> tuple[int, int] 
     --hierarchical-context-parallel-sizes with a2a+p2p; left out, the all-to-all takes the largest
     divisor of cp whose group (times tp) stays inside one node and the ring spans the rest."""
     if p.cp_comm != "a2a+p2p":
+        if p.hierarchical_cp_sizes is not None:   # it was accepted and ignored (negative sizes too)
+            raise InputError("parallel.hierarchical_cp_sizes", list(p.hierarchical_cp_sizes),
+                             "left out unless parallel.cp_comm is a2a+p2p")
         return None
     if p.hierarchical_cp_sizes is not None:
         a2a, p2p = p.hierarchical_cp_sizes

@@ -232,3 +232,10 @@ def test_set_with_an_empty_key_part_names_set(item: str) -> None:
     with pytest.raises(InputError) as err:
         load_scenario(None, [item])
     assert err.value.field == "--set" and "no empty part" in str(err.value)
+
+
+@pytest.mark.parametrize("sizes", [[-1, -2], [2, 2]])
+def test_hierarchical_cp_sizes_without_a2a_p2p_are_refused(sizes) -> None:
+    """Under the default cp_comm p2p the sizes were accepted and ignored, negative ones too."""
+    err = _error(_with(parallel={"hierarchical_cp_sizes": sizes}))
+    assert err.field == "parallel.hierarchical_cp_sizes" and "a2a+p2p" in err.allowed
