@@ -47,8 +47,8 @@ from clustersim.workload.model_fields import model_from_fields
 from clustersim.workload.model_spec import ModelSpec
 from clustersim.workload.presets import MODEL_PRESETS
 
-DEFAULT_SCENARIO_YAML = """\
-name: llama3-8b on 2 DGX H100 (embedded default)
+DEFAULT_NAME = "llama3-8b on 2 DGX H100 (embedded default)"
+DEFAULT_SCENARIO_YAML = f"name: {DEFAULT_NAME}\n" + """\
 model: {preset: llama3-8b}
 cluster: {preset: dgx-h100, nodes: 2}
 parallel: {tp: 2, pp: 2, dp: 4, micro_batch: 1, global_batch: 64, schedule: 1f1b,
@@ -101,6 +101,9 @@ def apply_overrides(data: dict[str, Any], assignments: list[str] | tuple[str, ..
                 continue
             child = node.get(part)
             if child is None:
+                if parts[parts.index(part) + 1].isdigit():   # an entry of a list the scenario does not have
+                    raise InputError("--set", item, f"an index into a list the scenario has; {part} is not set "
+                                     f"(set the whole list: --set '{'.'.join(parts[:parts.index(part) + 1])}=[...]')")
                 child = node[part] = {}
             if not isinstance(child, dict | list):
                 raise InputError("--set", item, f"a key below a section; {part} is not a section")
@@ -109,6 +112,9 @@ def apply_overrides(data: dict[str, Any], assignments: list[str] | tuple[str, ..
             node[_index(node, parts[-1], item)] = value
         else:
             node[parts[-1]] = value
+    changed = [item.split("=", 1)[0].strip() for item in assignments if item.split("=", 1)[0].strip() != "name"]
+    if changed and out.get("name") == DEFAULT_NAME:   # the embedded default's title no longer describes it
+        out["name"] = f"embedded default with --set {', '.join(changed)}"
     return out
 
 

@@ -239,3 +239,15 @@ def test_hierarchical_cp_sizes_without_a2a_p2p_are_refused(sizes) -> None:
     """Under the default cp_comm p2p the sizes were accepted and ignored, negative ones too."""
     err = _error(_with(parallel={"hierarchical_cp_sizes": sizes}))
     assert err.field == "parallel.hierarchical_cp_sizes" and "a2a+p2p" in err.allowed
+
+
+def test_set_into_a_list_the_scenario_lacks_names_the_list_and_the_default_title_follows() -> None:
+    """`--set cluster.groups.0.nodes=8` on a scenario without groups built {'0': ...} and was refused
+    as 'a list' expected; and the embedded default kept its title '... on 2 DGX H100' on 4 nodes."""
+    with pytest.raises(InputError) as err:
+        load_scenario(None, ["cluster.groups.0.nodes=8"])
+    assert err.value.field == "--set" and "groups is not set" in str(err.value)
+    assert load_scenario(None).name == "llama3-8b on 2 DGX H100 (embedded default)"
+    sc = load_scenario(None, ["cluster.nodes=4", "parallel.dp=8"])
+    assert sc.name == "embedded default with --set cluster.nodes, parallel.dp"
+    assert load_scenario(None, ["name=mine", "cluster.nodes=4", "parallel.dp=8"]).name == "mine"
