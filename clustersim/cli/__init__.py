@@ -12,7 +12,9 @@ from __future__ import annotations
 import gc
 import importlib
 import importlib.util
+import os
 import signal
+import stat
 import sys
 import threading
 from typing import Any
@@ -122,7 +124,27 @@ def main(argv: list[str] | None = None) -> None:
             signal.signal(sig, before)
 
 
+def _stdout_kind() -> int:
+    """st_mode and st_rdev of what stdout is now (0 where it cannot be read)."""
+    try:
+        st = os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return hash((stat.S_IFMT(st.st_mode), st.st_rdev))
+
+
+def _pipe_closed(before: int) -> bool:
+    """Whether rich's broken-pipe handler (Console.on_broken_pipe: stdout pointed at /dev/null, then
+    SystemExit(1)) ran: stdout was something else when the command started and is /dev/null now."""
+    try:
+        null = os.stat(os.devnull)
+    except OSError:
+        return False
+    return before != _stdout_kind() == hash((stat.S_IFMT(null.st_mode), null.st_rdev))
+
+
 def _main(argv: list[str] | None) -> None:
+    stdout_before = _stdout_kind()
     try:
         cli.main(args=argv, standalone_mode=False)
     except Interrupted as exc:
@@ -138,6 +160,20 @@ def _main(argv: list[str] | None) -> None:
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    except SystemExit:
+    except BrokenPipeError:   # the reader closed stdout (`clustersim run | head -1`): as a shell's SIGPIPE
+        _quiet_stdout()
+        sys.exit(128 + signal.SIGPIPE)
+    except SystemExit as exc:
+        if exc.code == 1 and _pipe_closed(stdout_before):   # rich's exit on a closed pipe is no defect
+            sys.exit(128 + signal.SIGPIPE)
         raise
     sys.exit(0)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush of a closed pipe stays silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

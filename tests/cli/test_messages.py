@@ -119,3 +119,17 @@ def test_type_errors_in_the_command_lines_words(override: str, allowed: str) -> 
     err = _error(override)
     assert err.allowed.startswith(allowed), err.allowed
     assert "Input should" not in str(err) and "Section" not in str(err) and "instance" not in str(err)
+
+
+@pytest.mark.parametrize("argv", [["run"], ["list", "gpus"]])
+def test_a_reader_that_closes_stdout_early_is_no_defect(argv):
+    """`clustersim run | head -1` exited 1 ('a defect: please report it', docs/output.md) with nothing
+    said: rich's handler of the closed pipe exits 1. It is now 141, as a shell reports SIGPIPE."""
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-m", "clustersim", *argv], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    p.stdout.close()   # the reader is gone before the first line
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 141, err
+    assert b"Traceback" not in err
