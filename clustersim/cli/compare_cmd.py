@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from clustersim.cli.progress import progress_bar
-from clustersim.errors import InputError
+from clustersim.errors import InputError, Interrupted
 from clustersim.html import check_html_path, write_html
 from clustersim.html.fragments import energy_unit, fmt_tokens
 from clustersim.limits import MAX_RERANK
@@ -113,21 +113,30 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
         check_plot_path(plot, inputs=inputs)
     if html_file is not None:
         check_html_path(html_file, inputs=inputs)
-    with progress_bar(not no_progress, {"sweeps": "compare"}, "sweeps") as update:
-        def progress(done: int, total: int, cluster: str) -> None:
-            if update:
-                update("sweeps", done, total)
+    written: list[str] = []
+    try:
+        with progress_bar(not no_progress, {"sweeps": "compare"}, "sweeps") as update:
+            def progress(done: int, total: int, cluster: str) -> None:
+                if update:
+                    update("sweeps", done, total)
 
-        comparison = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler, workers,
-                                  rerank, price_kwh, gpu_sizes, rank_by, pue, progress, evaluators=SWEEP_EVALUATORS)
-    rows, cannot = comparison.rows, comparison.cannot_run
-    if plot is not None:
-        plot_compare(plot, rows, f"training {tokens} tokens: time, cost and energy (80% intervals)")
-    if html_file is not None:
-        from clustersim.html.compare_page import compare_page
+            comparison = compare_rows(scenario, overrides, presets, sizes, n_tokens, prices, executor, scheduler,
+                                      workers, rerank, price_kwh, gpu_sizes, rank_by, pue, progress,
+                                      evaluators=SWEEP_EVALUATORS)
+        rows, cannot = comparison.rows, comparison.cannot_run
+        if plot is not None:
+            plot_compare(plot, rows, f"training {tokens} tokens: time, cost and energy (80% intervals)")
+            written.append(plot)
+        if html_file is not None:
+            from clustersim.html.compare_page import compare_page
 
-        raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
-        write_html(html_file, compare_page(rows, n_tokens, raw, cannot))
+            raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
+            write_html(html_file, compare_page(rows, n_tokens, raw, cannot))
+            written.append(html_file)
+    except KeyboardInterrupt:   # as sweep: one line says which files were kept (docs/output.md, exit 130)
+        missing = [f for f in (plot, html_file) if f and f not in written]
+        raise Interrupted("compare stopped" + (f"; {' and '.join(missing)} not written" if missing else "")
+                          + (f"; {' and '.join(written)} written in full" if written else "")) from None
     if as_json:
         click.echo(json.dumps({"tokens": n_tokens, "rank_by": rank_by, "rows": rows, "cannot_run": cannot}, indent=2))
         return

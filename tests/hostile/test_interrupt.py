@@ -41,6 +41,20 @@ def test_sweep_ctrl_c_leaves_no_half_written_out(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "a half-written --out or a temporary file was left"
 
 
+def test_compare_ctrl_c_says_which_files_were_not_written(tmp_path: Path) -> None:
+    """compare said only 'interrupted' where sweep names what it kept (docs/output.md: one line
+    says what was kept)."""
+    page = tmp_path / "compare.html"
+    proc, started = start_subprocess(["compare", "--set", "model.preset=gpt3-175b", "--gpus", "4096", "--clusters",
+                                      "dgx-a100,dgx-h100", "--executor", "serial", "--html", str(page)], cwd=tmp_path)
+    _interrupt_when(proc, started, lambda: time.perf_counter() - started > 4.0)
+    outcome = finish(proc, started, timeout_s=30)
+    assert outcome.code == 130, (outcome.code, outcome.err[-1000:])
+    line = _one_line(outcome.err)
+    assert "compare stopped" in line and "compare.html not written" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_validate_ctrl_c_keeps_the_records_measured(tmp_path: Path) -> None:
     out = tmp_path / "val"
     records = out / "records.jsonl"
