@@ -62,8 +62,9 @@ class ModelSpec(HashMemo):
     ``moe_shared_experts`` always-active experts of the same width. ``moe_capacity_factor`` > 0
     caps each expert at that multiple of its average load (0 = dropless); ``moe_imbalance`` is
     the load of the busiest expert-parallel rank over the average (1 = perfectly balanced).
-    ``moe_every`` N > 1: of the layers after the first dense ones, only layers N-1, 2N-1, ...
-    (0-based) are MoE (Llama 4 Maverick's interleave_moe_layer_step 2, Qwen-MoE's
+    ``moe_every`` N > 1: layer i (0-based, counted over the whole stack) is MoE when (i + 1) is a
+    multiple of N and i is past the first dense ones: layers N-1, 2N-1, ... from the first
+    MoE-eligible one on (Llama 4 Maverick's interleave_moe_layer_step 2, Qwen-MoE's
     decoder_sparse_step; Megatron's --moe-layer-freq as a list).
     Node-limited routing (DeepSeek-V3 §2.1.2; Megatron ``--moe-router-num-groups`` /
     ``--moe-router-group-topk``): the experts form ``moe_router_num_groups`` groups and a token
