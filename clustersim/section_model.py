@@ -31,6 +31,16 @@ def _names(annotation: Any, wanted: tuple[type, ...]) -> bool:
     return False
 
 
+def _list_of(annotation: Any, wanted: tuple[type, ...]) -> bool:
+    """Whether ``annotation`` is, or is a union holding, a list or tuple of one of ``wanted``."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_list_of(a, wanted) for a in typing.get_args(annotation))
+    if origin in (list, tuple):
+        return any(_names(a, wanted) and not _names(a, (bool,)) for a in typing.get_args(annotation) if a is not ...)
+    return False
+
+
 def _numeric(text: str) -> bool:
     try:
         float(text)
@@ -51,6 +61,10 @@ class Section(BaseModel):
         if isinstance(value, bool):
             if _names(annotation, (int, float)) and not _names(annotation, (bool,)):
                 raise ValueError("a number, not true or false")
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, bool) for v in value) \
+                and _list_of(annotation, (int, float)):
+            # a list of counts (parallel.layers_per_stage) read true as 1
+            raise ValueError("numbers, not true or false")
         elif isinstance(value, (str, int, float)) and annotation is not Any and _names(annotation, (bool,)) \
                 and not _names(annotation, (str, int, float)):
             # lax mode reads "y", "on", "1" and 1 as true: a flag is true or false

@@ -23,13 +23,18 @@ def default_sequence_parallel(model: ModelSpec, tp: int) -> bool:
     return model.is_moe and tp > 1
 
 
-def check_model(model: ModelSpec) -> None:
-    """Rules that concern the model alone."""
+def check_kv_heads(model: ModelSpec) -> None:
+    """Grouped-query attention: each key/value head serves heads / kv_heads query heads (Ainslie et
+    al. 2023, arXiv 2305.13245, §2.2); kv_heads = heads is multi-head attention. Checked before the
+    layout's own rules on kv_heads, so that the model's fault is not blamed on tp."""
     if not model.is_mla and (model.kv_heads > model.heads or model.heads % model.kv_heads):
-        # grouped-query attention: each key/value head serves heads / kv_heads query heads
-        # (Ainslie et al. 2023, arXiv 2305.13245, §2.2); kv_heads = heads is multi-head attention
         raise InputError("model.kv_heads", model.kv_heads,
                          f"a divisor of model.heads ({model.heads}): each key/value head serves a group of query heads")
+
+
+def check_model(model: ModelSpec) -> None:
+    """Rules that concern the model alone."""
+    check_kv_heads(model)
     if model.attention == "mha" and model.kv_heads != model.heads:
         raise InputError("model.attention", "mha",
                          f"gqa (or leave it out) when model.kv_heads ({model.kv_heads}) < model.heads ({model.heads})")

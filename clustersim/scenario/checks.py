@@ -12,7 +12,7 @@ from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_MICRO_BATCHES
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.pipeline import layout_stage_layers
-from clustersim.parallel.rules import check_extensions
+from clustersim.parallel.rules import check_extensions, check_kv_heads
 from clustersim.workload.model_spec import ModelSpec
 
 
@@ -32,6 +32,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
         raise InputError("parallel.tp", par.tp, f"a divisor or multiple of the scale-up domain ({domain} GPUs)")
     if model.heads % par.tp:
         raise InputError("parallel.tp", par.tp, f"a divisor of model.heads ({model.heads})")
+    check_kv_heads(model)   # the model's own fault first, not blamed on tp
     if model.kv_heads % par.tp and par.tp % model.kv_heads:
         raise InputError("parallel.tp", par.tp,
                          f"a divisor or multiple of model.kv_heads ({model.kv_heads})")

@@ -251,3 +251,16 @@ def test_set_into_a_list_the_scenario_lacks_names_the_list_and_the_default_title
     sc = load_scenario(None, ["cluster.nodes=4", "parallel.dp=8"])
     assert sc.name == "embedded default with --set cluster.nodes, parallel.dp"
     assert load_scenario(None, ["name=mine", "cluster.nodes=4", "parallel.dp=8"]).name == "mine"
+
+
+def test_kv_heads_that_do_not_divide_the_heads_are_named_before_tp() -> None:
+    """kv_heads 3 of 32 heads with tp 4 was refused as 'parallel.tp: a divisor or multiple of
+    model.kv_heads (3)', blaming the layout for the model's fault."""
+    err = _error(_with(model={"preset": "llama3-8b", "kv_heads": 3}, parallel={"tp": 4, "pp": 1, "dp": 4}))
+    assert err.field == "model.kv_heads"
+
+
+def test_a_list_of_counts_refuses_true_and_false() -> None:
+    """layers_per_stage [31, true] was read as [31, 1]; scalar counts already refused booleans."""
+    err = _error(_with(parallel={"layers_per_stage": [31, True]}))
+    assert err.field == "parallel.layers_per_stage" and "not true or false" in str(err)
