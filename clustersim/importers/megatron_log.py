@@ -42,6 +42,24 @@ def iteration_times(text: str) -> list[tuple[int, float, int | None]]:
     return points
 
 
+WORLD = re.compile(r"using world size:\s*(\d+)")   # megatron/training/arguments.py, printed at start-up
+
+
+def _check_world(text: str, scenario: dict, config_name: str) -> None:
+    """The GPU count the log states against the --config job's: a config of another run paired
+    the log's step time with another layout (a 16-GPU log read with a 32-GPU config)."""
+    found = WORLD.findall(text)
+    if not found:
+        return
+    par = scenario.get("parallel", {})
+    world = 1
+    for key in ("tp", "pp", "cp", "dp"):
+        world *= int(par.get(key) or 1)
+    if "dp" in par and world != int(found[-1]):
+        raise InputError("--config", config_name, f"the config of the run this log measured: the log says world size "
+                         f"{found[-1]}, the config's layout runs {world} GPUs")
+
+
 def _last_job(text: str, blocks: list[tuple[int, MegatronArgs]], cluster: str | None, nodes: int | None,
               source: str) -> tuple[str, str | None]:
     """(the part of the log that ran the last arguments block's job, a note). A restarted run prints
@@ -86,6 +104,7 @@ def import_megatron_log(text: str, source: str, cluster: str | None = None, node
         framework, scenario, unknown, notes = cfg.framework, cfg.scenario, cfg.unknown, list(cfg.notes)
         if args is None:
             notes.append(f"no complete arguments block in {source}: the job from {config[1]}")
+        _check_world(segment, scenario, config[1])
     elif args is None:
         raise InputError("megatron-log", source, "a log with its `------------------------ arguments "
                          "------------------------` block (Megatron-LM prints it at start-up on rank 0), or the "

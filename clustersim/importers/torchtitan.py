@@ -458,6 +458,27 @@ def step_times(lines: list[str], tokens_per_step: int, world: int) -> list[tuple
     return points
 
 
+# torchtitan/train.py (2025-): "Trainer is initialized with local batch size L, global batch size G,
+# gradient accumulation steps A, sequence length S, total steps T (warmup W)"
+TRAINER_LINE = re.compile(r"Trainer is initialized with local batch size (\d+), global batch size (\d+),.*?"
+                          r"sequence length (\d+)")
+
+
+def _check_log_against_config(lines: list[str], global_batch: int, seq_len: int, config_name: str) -> None:
+    """The batch and sequence length the log states against the config's: the step time is tps
+    over the config's tokens per step, so a config of another run gave a step time off by their
+    ratio (8x for a log at global batch 8 read with a config of 64)."""
+    for line in lines:
+        m = TRAINER_LINE.search(line)
+        if m:
+            said = (int(m.group(2)), int(m.group(3)))
+            if said != (global_batch, seq_len):
+                raise InputError("--config", config_name, f"the config of the run this log measured: the log says "
+                                 f"global batch {said[0]}, sequence length {said[1]}; the config gives global batch "
+                                 f"{global_batch}, sequence length {seq_len}")
+            return
+
+
 def import_torchtitan_log(text: str, source: str, config_text: str | None, config_name: str,
                           cluster: str | None = None, nodes: int | None = None,
                           given: dict[str, Any] | None = None) -> ImportResult:
@@ -474,6 +495,7 @@ def import_torchtitan_log(text: str, source: str, config_text: str | None, confi
                                          mesh=mesh_from_log(lines), name=f"imported from {source}", given=given)
     scenario["cluster"].update(beside)   # the GPU profile of a part without its own preset
     par = scenario["parallel"]
+    _check_log_against_config(lines, par["global_batch"], scenario["model"]["seq_len"], config_name)
     world = par["dp"] * par["tp"] * par["pp"] * par["cp"]
     points = step_times(lines, par["global_batch"] * scenario["model"]["seq_len"], world)
     iterations, median = steady_state(points, "torchtitan-log", source)

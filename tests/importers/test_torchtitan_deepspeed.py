@@ -284,3 +284,34 @@ def test_torchtitan_expert_tp_defaults_to_1_and_a_misspelt_key_is_named(tmp_path
     with pytest.raises(InputError) as exc:
         scenario(MOE_TOML.replace("tensor_parallel_degree = 8", "tensor_paralel_degree = 8"))
     assert exc.value.field == "parallelism.tensor_paralel_degree" and "did you mean tensor_parallel_degree" in str(exc.value)
+
+
+def test_a_config_of_another_run_than_the_log_is_refused(tmp_path, capsys):
+    """torchtitan prints the batch and sequence length it runs; a TOML of another run (global batch
+    64 for a log at 8) gave a step time 8x the log's, with the TOML's float8 besides."""
+    trainer = ("[rank0]:[titan] 2025-06-10 10:00:14,518 - root - INFO - Trainer is initialized with local batch "
+               "size 1, global batch size 8, gradient accumulation steps 1, sequence length 8192, total steps 1000 "
+               "(warmup 200)\n")
+    log = trainer + torchtitan_log(model_args=LLAMA3_8B_ARGS, mesh=(["dp_shard"], [8]), gpu="NVIDIA H100 80GB HBM3",
+                                   tps=5762)
+    other = torchtitan_toml(name="llama3", flavor="8B", local_batch=8, seq_len=8192)
+    from clustersim.errors import InputError
+    with pytest.raises(InputError) as exc:
+        import_text("torchtitan-log", log, "train.log", config=(other, "other.toml"))
+    assert exc.value.field == "--config" and "global batch 8" in str(exc.value) and "global batch 64" in str(exc.value)
+    own = torchtitan_toml(name="llama3", flavor="8B", local_batch=1, seq_len=8192)
+    res = import_text("torchtitan-log", log, "train.log", config=(own, "own.toml"))
+    assert res.measured_step_time_s == pytest.approx(8 * 8192 / (5762 * 8), rel=0.02)
+
+
+def test_a_megatron_log_with_a_config_of_another_gpu_count_is_refused():
+    from clustersim.errors import InputError
+    from tests.importers.test_megatron import ARGS_16B
+    from validation.logs.formats import megatron_log
+    log = megatron_log(ARGS_16B, 1.0)   # world size 192
+    other = ("torchrun --nproc-per-node 8 --nnodes 4 pretrain_gpt.py --num-layers 32 --hidden-size 6144 "
+             "--num-attention-heads 48 --seq-length 4096 --tokenizer-type NullTokenizer --vocab-size 131072 "
+             "--tensor-model-parallel-size 4 --global-batch-size 192 --bf16")
+    with pytest.raises(InputError) as exc:
+        import_text("megatron-log", log, "train.log", config=(other, "launch.sh"), cluster="dgx-h100")
+    assert exc.value.field == "--config" and "world size 192" in str(exc.value) and "32 GPUs" in str(exc.value)
