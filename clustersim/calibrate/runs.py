@@ -25,7 +25,7 @@ from clustersim.importers.common import MAX_STEP_TIME_S, MIN_STEP_TIME_S
 # compute_scale values each run is simulated at; the fit interpolates between them (clustersim.calibrate.machine)
 SCALE_GRID = (0.4, 0.5, 0.625, 0.8, 1.0, 1.25, 1.6, 2.0, 2.5)
 _DATE = re.compile(r"\b(20\d\d-\d\d-\d\d)[T ]\d\d:\d\d")
-RUNS_COLUMNS = ("step_time_s", "tokens_per_s", "mfu")
+RUNS_COLUMNS = ("step_time_s", "step_time_ms", "tokens_per_s", "mfu")
 
 
 @dataclass
@@ -97,6 +97,8 @@ def _convert(data: dict[str, Any], column: str, value: float, where: str) -> flo
     sc = scenario_from_dict(data)
     if column == "step_time_s":
         return value
+    if column == "step_time_ms":   # as --log CSVs take it (clustersim.importers.step_series)
+        return value / 1e3
     if column == "tokens_per_s":
         return sc.parallel.global_batch * sc.model.seq_len / value
     peak = sc.cluster.gpu.peak(sc.training.dtype)
@@ -121,7 +123,7 @@ def _number(text: str, column: str, where: str) -> float:
 def runs_from_csv(path: Path, overrides: list[str]) -> list[Run]:
     """``--runs FILE.csv``: one run per row."""
     from clustersim.inputs import read_text
-    text = read_text(path, "--runs", "a CSV of runs (scenario, step_time_s | tokens_per_s | mfu)")
+    text = read_text(path, "--runs", "a CSV of runs (scenario, step_time_s | step_time_ms | tokens_per_s | mfu)")
     rows = list(csv.DictReader(io.StringIO(text)))
     header = [h.strip() for h in next(csv.reader(io.StringIO(text)), [])]
     value_cols = [c for c in RUNS_COLUMNS if c in header]
@@ -133,10 +135,14 @@ def runs_from_csv(path: Path, overrides: list[str]) -> list[Run]:
         row = {(k or "").strip(): (v or "") for k, v in row.items()}
         if not row["scenario"].strip():
             continue
-        column = next((c for c in value_cols if row.get(c, "").strip()), None)
+        given = [c for c in value_cols if row.get(c, "").strip()]
+        column = given[0] if given else None
         where = f"--runs {path.name} line {i}"
         if column is None:
             raise InputError(where, row, f"a value in one of {', '.join(value_cols)}")
+        if len(given) > 1:   # which one was measured? (the first was taken, the others ignored)
+            raise InputError(where, {c: row[c] for c in given}, f"one measurement per row: a value in one of "
+                             f"{', '.join(value_cols)}, the others empty")
         value = _number(row[column], column, where)
         scenario_path = Path(row["scenario"].strip())
         if not scenario_path.is_absolute():

@@ -302,3 +302,18 @@ def test_a_log_of_another_gpu_than_the_cluster_is_refused(tmp_path, capsys):
     code, _, err = _run(["calibrate", "--log", str(log), "--config", str(toml), "--cluster", "dgx-a100",
                          "--out", str(out)], capsys)
     assert code == 0, err
+
+
+def test_runs_csv_takes_milliseconds_and_refuses_two_measurements_in_a_row(jobs, tmp_path, capsys):
+    """A step_time_ms column was refused (--log CSVs take it), and a row with both step_time_s and
+    mfu silently used the first."""
+    p, _, t = jobs[0]
+    ms = tmp_path / "ms.csv"
+    ms.write_text(f"scenario,step_time_ms\n{p},{t * 1e3!r}\n")
+    code, stdout, err = _run(["calibrate", "--runs", str(ms), "--out", str(tmp_path / "m.yaml"), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["runs"][0]["measured_step_time_s"] == pytest.approx(t, rel=1e-9)
+    both = tmp_path / "both.csv"
+    both.write_text(f"scenario,step_time_s,mfu\n{p},{t!r},20%\n")
+    code, _, err = _run(["calibrate", "--runs", str(both), "--out", str(tmp_path / "b.yaml")], capsys)
+    assert code == 2 and "one measurement per row" in err and "line 2" in err
