@@ -63,7 +63,10 @@ def config_int(value: Any, key: str, lo: int = 1, hi: int = MAX_COUNT) -> int:
     ok = isinstance(value, int) and not isinstance(value, bool) or (
         isinstance(value, float) and math.isfinite(value) and value.is_integer())
     if not ok or not lo <= int(value) <= hi:
-        raise InputError(key, value, f"an integer from {lo} to {hi:,}")
+        # a bound of +-MAX_COUNT only guards the arithmetic: "an integer" says what is meant
+        span = (f"an integer up to {hi:,}" if lo <= -MAX_COUNT and ok else "an integer" if lo <= -MAX_COUNT
+                else f"an integer from {lo} to {hi:,}")
+        raise InputError(key, value, span)
     return int(value)
 
 

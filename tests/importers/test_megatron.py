@@ -365,3 +365,11 @@ def test_a_restart_with_another_layout_pairs_the_last_job_with_its_own_lines(tmp
     doc = json.loads(stdout)
     assert code == 0 and doc["measured_step_time_s"] == pytest.approx(1.5, rel=0.02)
     assert not any((i["dropped"] or "").startswith("another job") for i in doc["iterations"])
+
+
+def test_a_non_number_for_a_count_says_an_integer_without_the_arithmetic_guard(capsys):
+    """`--num-layers abc` was refused as 'an integer from -1099511627776 to ...'."""
+    with pytest.raises(InputError) as exc:
+        import_text("megatron-args", "python pretrain_gpt.py --num-layers abc --hidden-size 512", "x",
+                    cluster="dgx-h100", nodes=1)
+    assert exc.value.field == "--num-layers" and exc.value.allowed == "an integer"
