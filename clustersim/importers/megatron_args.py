@@ -35,6 +35,7 @@ from clustersim.importers.megatron_parse import (
     size_arg,
 )
 from clustersim.importers.megatron_split import PIPELINE_SPLIT_ARGS, check_split, pipeline_split
+from clustersim.parallel.layout import CP_COMMS
 
 # -- the mapping ------------------------------------------------------------------------------
 
@@ -425,7 +426,11 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
                              "does not model a separate expert TP yet")
         parallel["expert_tp"] = etp
     if a.get("cp_comm_type") not in (None, "p2p", ["p2p"]) and supports("parallel.cp_comm"):
-        parallel["cp_comm"] = a.get("cp_comm_type")
+        cp_comm = a.get("cp_comm_type")
+        if cp_comm not in CP_COMMS:   # named as the flag (the scenario's field was named)
+            raise InputError("--cp-comm-type", cp_comm, f"{', '.join(CP_COMMS)} (parallel.cp_comm; "
+                             "all_gather and per-layer lists are not modelled)")
+        parallel["cp_comm"] = cp_comm
     if a.get("ddp_bucket_size"):
         parallel["dp_bucket_params"] = int_arg(a, "ddp_bucket_size")
     parallel.update(_recompute(a, layers, pp, notes))

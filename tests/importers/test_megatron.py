@@ -373,3 +373,13 @@ def test_a_non_number_for_a_count_says_an_integer_without_the_arithmetic_guard(c
         import_text("megatron-args", "python pretrain_gpt.py --num-layers abc --hidden-size 512", "x",
                     cluster="dgx-h100", nodes=1)
     assert exc.value.field == "--num-layers" and exc.value.allowed == "an integer"
+
+
+def test_a_cp_comm_type_not_modelled_is_named_as_the_flag():
+    """`--cp-comm-type allgather` was refused naming the scenario's parallel.cp_comm, a field the user
+    never wrote."""
+    with pytest.raises(InputError) as exc:
+        import_text("megatron-args", "python pretrain_gpt.py --num-layers 4 --hidden-size 512 --num-attention-heads 8 "
+                    "--seq-length 1024 --tokenizer-type NullTokenizer --vocab-size 32000 --context-parallel-size 2 "
+                    "--cp-comm-type allgather", "x", cluster="dgx-h100", nodes=1)
+    assert exc.value.field == "--cp-comm-type" and "a2a+p2p" in str(exc.value)
