@@ -36,8 +36,10 @@ def _rows(kind: str) -> list[dict[str, object]]:
                          # every dense peak the profile holds (a validate profile has fp32 alone), and
                          # what the table leaves out
                          "peak_TFLOPS": {dtype: value / 1e12 for dtype, value in g.peak_flops_per_s},
-                         "num_sms": g.num_sms, "tdp_w": g.tdp_w, "price_per_gpu_hour_usd": g.price_per_gpu_hour_usd,
-                         "gemm_efficiency": g.gemm_efficiency, "description": g.description})
+                         # null where the profile gives none (no price; GEMM efficiency from the shape model)
+                         "num_sms": g.num_sms, "tdp_w": g.tdp_w,
+                         "price_per_gpu_hour_usd": g.price_per_gpu_hour_usd or None,
+                         "gemm_efficiency": g.gemm_efficiency or None, "description": g.description})
         return rows
     if kind == "fabrics":
         rows = []

@@ -68,3 +68,16 @@ def test_parameter_counts_line_up_to_two_decimals(capsys, monkeypatch) -> None:
     cells = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.split() and line.split()[0] in rows}
     assert cells["glm-4.5"] == f"{rows['glm-4.5']['params_B']:.2f}" == "352.80"
     assert all(len(cell.split(".")[1]) == 2 for cell in cells.values()), cells
+
+
+def test_list_gpus_json_says_null_where_a_profile_gives_no_value():
+    """An unpriced GPU read price 0.0 and every GPU gemm_efficiency 0.0 (the sweep's JSON says null
+    for 'no price'); 0 is no price and no fixed efficiency."""
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "clustersim", "list", "gpus", "--json"], capture_output=True,
+                         text=True, timeout=120)
+    rows = {g["name"]: g for g in json.loads(out.stdout)}
+    assert rows["a100-sxm-40gb"]["price_per_gpu_hour_usd"] is None and rows["a100-sxm-80gb"]["price_per_gpu_hour_usd"] > 0
+    assert all(g["gemm_efficiency"] is None or 0 < g["gemm_efficiency"] <= 1 for g in rows.values())
