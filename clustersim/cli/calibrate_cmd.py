@@ -87,13 +87,15 @@ def print_nccl_report(nccl) -> None:  # noqa: ANN001 - NcclCalibration, imported
     d = nccl.to_json()
     out = Console(width=max(Console().width, 120))
     for i, r in enumerate(d["runs"]):
-        out.print(f"run {i}: {r['op']} on {r['ranks']} ranks / {r['nodes']} hosts ({r['device']}, NCCL "
+        hosts = "1 host" if r["nodes"] == 1 else f"{r['nodes']} hosts"
+        out.print(f"run {i}: {r['op']} on {r['ranks']} ranks / {hosts} ({r['device']}, NCCL "
                   f"{r['nccl_version'] or '?'}) from {r['source']}; collective named by {r['op_from']}")
     for k, v in d["knobs"].items():
         unit = "GB/s" if k.endswith("bw") else "us"
         out.print(f"  {k}: {v['base']:.4g} -> {v['fitted']:.4g} {unit}")
     t = Table(title=f"nccl-tests rows predicted with the profile as written ({d['profile']})")
-    for col in ("run", "op", "size", "measured busbw", "predicted busbw", "error", "algo", "fitted"):
+    # the error is the time's (predicted / measured - 1), beside the bandwidths it is read from
+    for col in ("run", "op", "size", "measured busbw", "predicted busbw", "time error", "algo", "fitted"):
         t.add_column(col, justify="left" if col in ("op", "algo") else "right")
     for r in d["rows"]:
         t.add_row(str(r["run"]), r["op"], units.format_size(r["size_bytes"]), f"{r['measured_busbw_GBps']:.2f}",
