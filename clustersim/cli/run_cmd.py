@@ -88,7 +88,9 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
                  + (f" NIC {who['nic']}" if "nic" in who else "")
                  + f"; stage {who['pp']}, replica {who['dp']}): {who['kind']} at {who['speed']:.2f}")
         t.add_row("per-rank", f"{f['classes']} classes of replicas, {f['simulated_ranks']} simulated ranks; "
-                              f"{f['slow_gpus']} slow GPUs, {f['stragglers']} stragglers, {f['slow_links']} slow links")
+                              + ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for n, what in (
+                                  (f["slow_gpus"], "slow GPU"), (f["stragglers"], "straggler"),
+                                  (f["slow_links"], "slow link"))))
         t.add_row("paced by", paced)
         t.add_row("cost", f"{f['cost_s']:+.4f} s ({f['cost_fraction']:+.1%}) against a healthy cluster "
                           f"({f['healthy_step_time_s']:.4f} s)")

@@ -35,7 +35,9 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
     lines = []
     tied = result.indistinguishable(rows)
     if tied:
-        lines.append(f"layouts {', '.join(f'#{i + 1}' for i in tied)} are indistinguishable from #1 within their "
+        which = (f"layouts {', '.join(f'#{i + 1}' for i in tied)} are" if len(tied) > 1
+                 else f"layout #{tied[0] + 1} is")
+        lines.append(f"{which} indistinguishable from #1 within their "
                      f"{rows[0]['interval']['level']:.0%} intervals (the step-time intervals overlap)")
     elif len(rows) > 1:
         lines.append("#1 is faster than every other listed layout beyond their 80% intervals")
