@@ -93,6 +93,11 @@ def model_from_fields(name: str, fields: dict[str, Any], notes: tuple[str, ...] 
         vision_params=fields.get("vision_params") or 0,
         **_attention_fields(fields),
     )
+    if not model.is_moe and every > 1:   # a dense model has no MoE layer to space out
+        raise InputError("model.moe.every", every, "left out unless model.moe.experts is set")
+    if model.global_every > model.layers:   # no layer would be global: the pattern is then all local
+        raise InputError("model.global_every", model.global_every, f"2..{model.layers} (model.layers), or 0 for "
+                         "every layer local")
     if model.is_moe and every > 1 and not model.num_moe_layers:
         raise InputError("model.moe.every", every, f"1..{model.layers - model.moe_first_dense_layers} "
                          "(some layer after moe.first_dense_layers must be a MoE layer)")

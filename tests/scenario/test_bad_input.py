@@ -264,3 +264,13 @@ def test_a_list_of_counts_refuses_true_and_false() -> None:
     """layers_per_stage [31, true] was read as [31, 1]; scalar counts already refused booleans."""
     err = _error(_with(parallel={"layers_per_stage": [31, True]}))
     assert err.field == "parallel.layers_per_stage" and "not true or false" in str(err)
+
+
+@pytest.mark.parametrize("model, field", [
+    ({"preset": "llama3-8b", "moe": {"every": 2}}, "model.moe.every"),          # a dense model: nothing to space
+    ({"preset": "gemma3-27b", "global_every": 1000}, "model.global_every"),      # no layer would be global
+])
+def test_patterns_that_change_nothing_are_refused(model, field) -> None:
+    """moe.every on a dense model and a global_every beyond the layers were accepted and ignored."""
+    err = _error(_with(model=model, parallel={"tp": 8, "pp": 1, "dp": 2}))
+    assert err.field == field
