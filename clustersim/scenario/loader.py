@@ -155,10 +155,26 @@ def _section_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+_TYPE_TAG = re.compile(r"^(bool|int|float|str|none|list\[.*\]|tuple\[.*\]|function-\w+\[.*\])$")
+
+
+def _field_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The field's path without pydantic's tag of the union member it tried (``...account_for_embedding.bool``)."""
+    while loc and isinstance(loc[-1], str) and _TYPE_TAG.match(loc[-1]):
+        loc = loc[:-1]
+    return loc
+
+
 def _pydantic_to_input_error(exc: ValidationError, data: dict[str, Any]) -> InputError:
-    err = exc.errors()[0]
-    loc = tuple(err["loc"])
+    errors = exc.errors()
+    err = errors[0]
+    loc = _field_loc(tuple(err["loc"]))
     field = ".".join(str(p) for p in loc) or "scenario"
+    members = [e for e in errors if _field_loc(tuple(e["loc"])) == loc and tuple(e["loc"]) != loc]
+    if len(members) > 1:   # a union (true, false or a number): every member's words, once each
+        words = list(dict.fromkeys(_PYDANTIC_WORDS.get(e["type"]) or str(e["msg"]).removeprefix("Input should be ")
+                                   for e in members))
+        return InputError(field, err.get("input"), " or ".join(words))
     value = err.get("input")
     if err["type"] == "extra_forbidden":
         keys = _allowed_for(ScenarioFile, loc)

@@ -274,3 +274,11 @@ def test_patterns_that_change_nothing_are_refused(model, field) -> None:
     """moe.every on a dense model and a global_every beyond the layers were accepted and ignored."""
     err = _error(_with(model=model, parallel={"tp": 8, "pp": 1, "dp": 2}))
     assert err.field == field
+
+
+def test_a_union_field_is_named_without_pydantics_member_tag() -> None:
+    """account_for_embedding: 1.5 was named 'parallel.account_for_embedding.bool' with only the
+    boolean's words; the field takes true, false or a number of layers."""
+    err = _error(_with(parallel={"account_for_embedding": 1.5}))
+    assert err.field == "parallel.account_for_embedding"
+    assert "true or false" in err.allowed and "whole number" in err.allowed
