@@ -47,7 +47,7 @@ def print_report(cal: Any) -> None:  # noqa: ANN401 - MachineCalibration (cluste
     if d.get("cover"):
         out.print(f"covers: {', '.join(d['cover'])} (runs on {d['calibration']['gpus'][0]}-"
                   f"{d['calibration']['gpus'][1]} GPUs, {', '.join(d['calibration']['frameworks'])}); scenarios of "
-                  "other kinds (MoE, ZeRO-3/FSDP, CP, FP8 where not listed) keep the uncalibrated interval width")
+                  "a kind not listed here keep the uncalibrated interval width")
     if d.get("nccl_tests"):
         s = d["nccl_tests"]["summary"]
         out.print(f"nccl-tests: {s['rows_fitted']} rows fitted, median |error| {s['fit_median_abs_err_pct']}%")
