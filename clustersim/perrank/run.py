@@ -109,17 +109,35 @@ def _culprit_json(who: Culprit | None, scenario: Scenario) -> dict[str, Any] | N
     return out
 
 
-def paced_by(prp: PerRankPlan, last_action_s: tuple[float, ...]) -> Culprit | None:
-    """The most degraded GPU or NIC of the class whose pipeline finished last; else the slowest
-    NIC in a stage's data-parallel collectives."""
+COMM_CAUSES = ("dp_comm", "pp_comm", "ep_comm", "cp_comm")   # what a slower NIC stretches
+
+
+def paced_by(prp: PerRankPlan, last_action_s: tuple[float, ...], healthy: StepResult) -> Culprit | None:
+    """The fault that costs the step the most, estimated from the healthy step's busy time of the
+    culprit's pipeline stage: a GPU at speed s stretches the stage's compute by 1/s - 1, a NIC its
+    communication. The culprits are those of every class whose pipeline finished last (classes in
+    lockstep, as ZeRO-3's gathers make them, tie: the first of them was taken, often the healthy
+    one, and nothing was named) and the stages' slowest NICs. A GPU and a NIC are weighed by what
+    they slow, not by their speeds (a NIC at 0.3 was named over a GPU at 0.5 that cost 1,000 times
+    more). One node has no NIC traffic: its slow links pace nothing."""
     pp = prp.plan.pp
     layout = prp.layout
     ends = [max(last_action_s[c * pp:(c + 1) * pp]) for c in range(len(layout.classes))]
-    slowest = max(range(len(ends)), key=lambda c: (ends[c], -c))
-    found = [w for w in layout.culprits[slowest] if w is not None]
-    if not found:
-        found = [w for w in layout.dp_culprits if w is not None]
-    return min(found, key=lambda w: (w.speed, w.rank)) if found else None
+    top = max(ends)
+    tied = [c for c in range(len(ends)) if ends[c] >= top - 1e-12 * max(1.0, top)]
+    found = [w for c in tied for w in layout.culprits[c] if w is not None]
+    found += [w for w in layout.dp_culprits if w is not None and w not in found]
+    if prp.plan.scenario.cluster.num_nodes == 1:
+        found = [w for w in found if w.kind != "slow_link"]
+    par = prp.plan.scenario.parallel
+
+    def loss_s(w: Culprit) -> float:
+        stage = coords_of(w.rank, par)[3]
+        busy = healthy.busy(min(stage, len(healthy.rank_end_s) - 1))
+        exposed = sum(busy.get(c, 0.0) for c in COMM_CAUSES) if w.kind == "slow_link" else busy.get("compute", 0.0)
+        return exposed * (1 / w.speed - 1)
+
+    return max(found, key=lambda w: (loss_s(w), -w.speed, -w.rank)) if found else None
 
 
 def _info(prp: PerRankPlan, step_s: float, healthy_s: float, who: Culprit | None) -> dict[str, Any]:
@@ -152,7 +170,7 @@ def time_per_rank(scenario: Scenario, engine: str, record: bool = False,
     healthy = time_plan(_healthy_plan(prp, cache), engine)
     rank = _same_rank(prp, result.critical_rank, cache)
     breakdown = straggler_split(result.breakdown, _healthy_causes(healthy, healthy.busy(rank), rank))
-    who = paced_by(prp, result.last_action_s)
+    who = paced_by(prp, result.last_action_s, healthy)
     return replace(result, breakdown=breakdown), _info(prp, result.step_time_s, healthy.step_time_s, who)
 
 

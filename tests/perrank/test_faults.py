@@ -240,3 +240,20 @@ def test_one_slow_gpu_never_makes_the_step_faster_than_a_healthy_cluster(engine:
             steps.append(report.step_time_s)
         assert steps == sorted(steps), (rank, steps)   # slower GPU, no faster step
         assert steps[-1] > steps[0]
+
+
+def test_paced_by_names_the_fault_that_costs_the_most() -> None:
+    """ZeRO-3 keeps the replicas in lockstep, so every class ends at once and the tie went to the
+    healthy class: a GPU at half speed cost 78% and nothing was named. A NIC at 0.3 (3 ms) was
+    named over a GPU at 0.5 (3 s): speeds of different things were compared. A slow link on a
+    single node, which carries no traffic, was named as pacing a step it did not change."""
+    from clustersim.api import simulate
+    from clustersim.scenario import load_scenario
+
+    def paced(*sets):
+        return simulate(load_scenario(None, list(sets))).to_json()["faults"]["paced_by"]
+
+    assert paced("parallel.zero_stage=3", "faults.slow_gpus=[{rank: 8, speed: 0.5}]")["rank"] == 8
+    both = paced("faults.slow_gpus=[{rank: 8, speed: 0.5}]", "faults.slow_links=[{node: 0, nic: 0, speed: 0.3}]")
+    assert (both["rank"], both["kind"]) == (8, "slow_gpu")
+    assert paced("cluster.nodes=1", "parallel.dp=2", "faults.slow_links=[{node: 0, nic: 3, speed: 0.1}]") is None
