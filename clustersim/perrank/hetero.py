@@ -22,7 +22,8 @@ import functools
 from dataclasses import replace
 
 from clustersim.parallel.balance import balance_layers, balance_micro_batches
-from clustersim.parallel.pipeline import layout_stage_layers
+from clustersim.parallel.pipeline import layout_stage_layers, stage_layers
+from clustersim.parallel.stage_graph import stage_graph
 from clustersim.plan.compiled_unit import compile_unit
 from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import Scenario
@@ -84,6 +85,13 @@ def resolve(scenario: Scenario, balance: str, explicit_layers: tuple[int, ...] |
     hosts = [[host_group(scenario, d, p, slow) for p in range(pp)] for d in range(dp)]
     vs = variants(scenario)
     layers = explicit_layers
+    graph = stage_graph(par.schedule, pp, v)
+    if layers is None and any(tuple(graph.rank_model_stages(r)) != tuple(c * pp + r for c in range(v))
+                              for r in range(pp)):
+        # a V or DualPipe graph holds other stages than chunk * pp + rank on a rank: the balance
+        # below would split by the wrong stages (DualPipe: slower than even; V: a split reported and
+        # never simulated), so the layers stay even (docs/perrank.md)
+        layers = stage_layers(scenario.model.layers, pp, v)
     if layers is None:
         per_layer, fixed = [], []
         for p in range(pp):

@@ -257,3 +257,19 @@ def test_paced_by_names_the_fault_that_costs_the_most() -> None:
     both = paced("faults.slow_gpus=[{rank: 8, speed: 0.5}]", "faults.slow_links=[{node: 0, nic: 0, speed: 0.3}]")
     assert (both["rank"], both["kind"]) == (8, "slow_gpu")
     assert paced("cluster.nodes=1", "parallel.dp=2", "faults.slow_links=[{node: 0, nic: 3, speed: 0.1}]") is None
+
+
+@pytest.mark.parametrize("schedule", ["zb-v", "dualpipe", "dualpipe-v"])
+def test_mixed_gpus_under_v_or_dualpipe_keep_the_even_split(schedule) -> None:
+    """The balance splits layers as chunk * pp + rank, which a V or DualPipe graph does not hold:
+    under zb-v the balanced split was reported and never simulated, under DualPipe it was applied
+    and ran slower than even. Both keep the even split, as docs/perrank.md says."""
+    from pathlib import Path
+
+    from clustersim.api import simulate
+    from clustersim.scenario import load_scenario
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "llama3_70b_a100_h100_mixed.yaml"
+    auto = simulate(load_scenario(path, [f"parallel.schedule={schedule}"])).to_json()
+    even = simulate(load_scenario(path, [f"parallel.schedule={schedule}", "parallel.balance=even"])).to_json()
+    assert auto["step_time_s"] == even["step_time_s"]
+    assert auto["heterogeneous"]["layers_per_stage"] == even["heterogeneous"]["layers_per_stage"] == [20, 20, 20, 20]
