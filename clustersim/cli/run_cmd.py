@@ -234,8 +234,15 @@ def _run_shared(paths: tuple[str, ...], overrides: tuple[str, ...], as_json: boo
         raise InputError(extra[0], extra[1], "one scenario (not with --shared-fabric)")
     if engine != "event":
         raise InputError("--engine", engine, "event with --shared-fabric (the jobs meet on shared links)")
-    out = cosimulate([scenario_from_dict(apply_overrides(read_scenario_dict(p), list(overrides))) for p in paths],
-                     steps)
+    scenarios = [scenario_from_dict(apply_overrides(read_scenario_dict(p), list(overrides))) for p in paths]
+    for path, sc in zip(paths, scenarios, strict=True):   # a job that cannot start shares no fabric: exit 3 as run
+        memory = estimate(sc).memory
+        if not memory.fits:
+            lines = does_not_fit_lines(memory, sc.cluster.num_gpus, path, overrides)
+            click.echo(f"{lines[0]} ({path}: {sc.name})", err=True)
+            click.echo(lines[1], err=True)
+            sys.exit(3)
+    out = cosimulate(scenarios, steps)
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return

@@ -74,3 +74,18 @@ def test_steps_are_bounded_before_any_simulation() -> None:
     for steps in (0, MAX_SHARED_FABRIC_STEPS + 1, 1000):
         with pytest.raises(InputError, match="--steps"):
             cosimulate(jobs, steps=steps)
+
+
+def test_a_job_that_does_not_fit_shares_no_fabric(tmp_path) -> None:
+    """`run A B --shared-fabric` simulated a job that `run A` refuses with exit 3 (237.9 GiB on 80 GB
+    GPUs) and exited 0; it is now exit 3 naming the job, before any simulation."""
+    fits = tmp_path / "fits.yaml"
+    fits.write_text(json.dumps(_moe("A", 4.0)))
+    big = tmp_path / "big.yaml"
+    job = _moe("B", 4.0)
+    big.write_text(json.dumps({**job, "model": {"preset": "mixtral-8x7b", "seq_len": 16384},
+                               "parallel": {**job["parallel"], "micro_batch": 8, "recompute": "none", "zero_stage": 0}}))
+    res = subprocess.run([sys.executable, "-m", "clustersim", "run", str(fits), str(big), "--shared-fabric",
+                          "--steps", "1", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 3, res.stderr
+    assert "does not fit" in res.stderr and "big.yaml" in res.stderr and not res.stdout.strip()
