@@ -273,3 +273,15 @@ def test_mixed_gpus_under_v_or_dualpipe_keep_the_even_split(schedule) -> None:
     even = simulate(load_scenario(path, [f"parallel.schedule={schedule}", "parallel.balance=even"])).to_json()
     assert auto["step_time_s"] == even["step_time_s"]
     assert auto["heterogeneous"]["layers_per_stage"] == even["heterogeneous"]["layers_per_stage"] == [20, 20, 20, 20]
+
+
+def test_the_straggler_line_is_the_net_wait_beyond_the_healthy_step() -> None:
+    """A slow link turned part of the bubble into a pipeline-transfer wait: only the waits that grew
+    were moved, so the line read 0.10 s for a fault that cost 0.013 s (closed form). The line is
+    now the net growth of the waits, the cost here, and the causes still add up to the step."""
+    from clustersim.api import estimate
+    from clustersim.scenario import load_scenario
+    rep = estimate(load_scenario(None, ["faults.slow_links=[{node: 0, nic: 0, speed: 0.1}]"]))
+    j = rep.to_json()
+    assert j["breakdown"]["straggler"] == pytest.approx(j["faults"]["cost_s"], rel=1e-6)
+    assert sum(j["breakdown"].values()) == pytest.approx(j["step_time_s"], rel=1e-12)
