@@ -72,7 +72,13 @@ def make_job(scenario: Scenario, total_nodes: int, nodes_per_leaf: int) -> Job:
     if scenario.faults is not None or scenario.node_groups:
         raise InputError("SCENARIO", scenario.name, "jobs without faults: and cluster.groups on a shared fabric")
     cluster = scenario.cluster
-    per_leaf = max(1, round(nodes_per_leaf * cluster.num_nodes / total_nodes))
+    # the job's nodes under each leaf: its share of the leaf, never more than the job has, and
+    # rounded down so that the jobs' shares fit in the leaf (a 2-node job was given 16 per leaf, and
+    # 4 + 1 nodes were put under a 4-node leaf); a fabric no larger than one leaf holds every job whole
+    if total_nodes <= nodes_per_leaf:
+        per_leaf = cluster.num_nodes
+    else:
+        per_leaf = min(cluster.num_nodes, max(1, nodes_per_leaf * cluster.num_nodes // total_nodes))
     own = replace(scenario, cluster=replace(cluster, nodes_per_leaf=per_leaf, oversubscription=1.0))
     plan = build_plan(own)
     pp = scenario.parallel.pp

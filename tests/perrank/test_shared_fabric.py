@@ -89,3 +89,15 @@ def test_a_job_that_does_not_fit_shares_no_fabric(tmp_path) -> None:
                           "--steps", "1", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 3, res.stderr
     assert "does not fit" in res.stderr and "big.yaml" in res.stderr and not res.stdout.strip()
+
+
+def test_each_jobs_share_of_a_leaf_fits_the_job_and_the_leaf() -> None:
+    """A 2-node job was given 16 nodes per leaf, and an 8-node and a 1-node job 4 + 1 nodes under a
+    4-node leaf (rounding): each share is now at most the job's nodes, and the shares fit the leaf."""
+    small = {**_moe("S", 4.0), "model": {"preset": "llama3-8b"},
+             "cluster": {"preset": "dgx-h100", "nodes": 1, "nodes_per_leaf": 4, "oversubscription": 4.0},
+             "parallel": {"tp": 8, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 8}}
+    out = cosimulate([scenario_from_dict(_moe("A", 4.0)), scenario_from_dict(small)], steps=1)["shared_fabric"]
+    shares = [j["nodes_per_leaf"] for j in out["jobs"]]
+    assert all(share <= j["nodes"] for share, j in zip(shares, out["jobs"], strict=True))
+    assert sum(shares) <= out["nodes_per_leaf"]
