@@ -18,12 +18,20 @@ def trace_events(timeline: Timeline, scenario: Scenario, per_rank: dict[str, Any
     rank: pipeline stage p of rank class c is process c * pp + p)."""
     par = scenario.parallel
     events: list[dict[str, Any]] = []
-    classes = len(per_rank["replicas_per_class"]) if per_rank else 1
+    # rank classes (faults, mixed GPUs): one process per simulated rank, as many as the timeline holds
+    # (a mixed cluster without faults has classes too, and its second class's events had no process)
+    simulated = max((seg.rank for seg in timeline.segments), default=0) + 1
+    classes = len(per_rank["replicas_per_class"]) if per_rank else max(1, -(-simulated // par.pp))
     for r in range(par.pp * classes):
         c, p = divmod(r, par.pp)
         first_gpu = p * par.tp * par.cp * par.dp
-        name = (f"class {c} ({per_rank['replicas_per_class'][c]} replicas) stage {p}" if per_rank else
-                f"pipeline stage {r} (rank {first_gpu} and its tp/dp peers)")
+        if per_rank:
+            n = per_rank["replicas_per_class"][c]
+            name = f"class {c} ({n} replica{'' if n == 1 else 's'}) stage {p}"
+        elif classes > 1:
+            name = f"class {c} stage {p} (replicas on one kind of GPU)"
+        else:
+            name = f"pipeline stage {r} (rank {first_gpu} and its tp/dp peers)"
         events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0, "args": {"name": name}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "args": {"sort_index": r}})
         for t, stream in enumerate(STREAMS):

@@ -96,6 +96,7 @@ def run_page(report: StepReport, timeline: Timeline | None = None, scenario: Map
     ``tokens``: `run --tokens`, the whole run's energy)."""
     rj = report.to_json(tokens)
     stages = stage_memory(report)
-    tdata = timeline_data(timeline.segments, report.step_time_s) if timeline is not None and timeline.record else None
+    tdata = (timeline_data(timeline.segments, report.step_time_s, pp=report.scenario.parallel.pp)
+             if timeline is not None and timeline.record else None)
     body = sections_html(run_sections(rj, stages, tdata, scenario))
     return render_page(f"clustersim: {rj['name']}", fragments.report_header(rj), body, run_charts(rj, stages, tdata))

@@ -107,13 +107,24 @@ def _count(segs: Sequence[Segment], res_s: float) -> int:
     return n
 
 
-def timeline_data(segments: Sequence[Segment], step_time_s: float, max_blocks: int = MAX_BLOCKS) -> TimelineData:
-    """Lanes and blocks of a step (module docstring: how segments are merged past ``max_blocks``)."""
+def lane_name(rank: int, stream: str, pp: int, classes: int) -> str:
+    """A simulated rank's lane: its pipeline stage, and its rank class where there are several
+    (faults, mixed GPUs: rank = class x pp + stage; they were all called 'stage r')."""
+    c, p = divmod(rank, pp)
+    return f"class {c} stage {p} {stream}" if classes > 1 else f"stage {rank} {stream}"
+
+
+def timeline_data(segments: Sequence[Segment], step_time_s: float, max_blocks: int = MAX_BLOCKS,
+                  pp: int = 0) -> TimelineData:
+    """Lanes and blocks of a step (module docstring: how segments are merged past ``max_blocks``);
+    ``pp``: the pipeline depth, to name the lanes of several rank classes (0: one class)."""
     if max_blocks < 1:
         raise ValueError(f"max_blocks must be >= 1, got {max_blocks}")
     by_lane = _by_lane(segments)
     keys = sorted(by_lane)
-    names = tuple(f"stage {r} {stream}" for r, _, stream in keys)
+    ranks = max((r for r, _, _ in keys), default=0) + 1
+    classes = -(-ranks // pp) if pp else 1
+    names = tuple(lane_name(r, stream, pp or ranks, classes) for r, _, stream in keys)
     res_s = 0.0
     if len(segments) > max_blocks:
         span = max(step_time_s, max((s.end_s for s in segments), default=0.0))

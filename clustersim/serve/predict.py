@@ -67,7 +67,7 @@ def predict(body: dict[str, Any]) -> dict[str, Any]:
     if engine == "event":
         report, result = simulate_with_timeline(sc, record=want_timeline)
         if want_timeline:
-            tdata = timeline_data(result.timeline.segments, report.step_time_s)
+            tdata = timeline_data(result.timeline.segments, report.step_time_s, pp=report.scenario.parallel.pp)
     else:
         report = estimate(sc)
     elapsed_s = time.perf_counter() - started

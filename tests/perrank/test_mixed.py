@@ -123,3 +123,23 @@ def test_an_unknown_group_key_lists_the_group_keys_not_the_cluster_keys() -> Non
         scenario_from_dict(_raw("cluster.groups=[{preset: dgx-a100, nodes: 16, colour: red}]"))
     assert err.value.choices == ("preset", "nodes", "gpu", "gpus_per_node", "scale_up", "scale_out",
                                  "nics_per_node", "pcie")
+
+
+def test_every_lane_of_rank_classes_is_named_in_the_trace_and_the_page() -> None:
+    """A mixed cluster at pp 1 has two rank classes: the trace named only process 0 (7,803 events on
+    an unnamed process 1), and the HTML lanes of classes said 'stage 0', 'stage 1' at pp 1."""
+    from pathlib import Path
+
+    from clustersim.api import simulate_with_timeline
+    from clustersim.html.timeline_data import timeline_data
+    from clustersim.scenario import load_scenario
+    from clustersim.trace import trace_events
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "llama3_70b_a100_h100_mixed.yaml"
+    sc = load_scenario(path, ["parallel.pp=1", "parallel.dp=32", "parallel.global_batch=64"])
+    report, result = simulate_with_timeline(sc, record=True)
+    events = trace_events(result.timeline, sc, report.per_rank)["traceEvents"]
+    named = {e["pid"] for e in events if e.get("name") == "process_name"}
+    used = {e["pid"] for e in events if e.get("ph") == "X"}
+    assert used and used <= named and len(used) == 2
+    lanes = timeline_data(result.timeline.segments, report.step_time_s, pp=sc.parallel.pp).lanes
+    assert any(name.startswith("class 1 stage 0") for name in lanes) and not any("stage 1" in n for n in lanes)
