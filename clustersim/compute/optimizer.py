@@ -45,7 +45,13 @@ def optimizer_step_time_s(params_per_gpu: int, layout: ParallelLayout, gpu: GpuS
     """Time of one Adam step for ``params_per_gpu`` (the model-parallel shard before ZeRO sharding)."""
     shard = math.ceil(params_per_gpu / layout.dp) if layout.zero_stage >= 1 else params_per_gpu
     per_param = ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM
-    return adam_kernel_s(shard * per_param, gpu)
+    return adam_kernel_s(shard * (per_param - moment_saving_bytes(layout.optimizer_moments)), gpu)
+
+
+def moment_saving_bytes(moments: int) -> int:
+    """Bytes per parameter an optimizer with ``moments`` fp32 moments streams fewer than Adam's two:
+    each moment is read and written once (8 bytes; SGD with momentum: 38 - 8 = 30)."""
+    return (2 - moments) * 8
 
 
 def adam_kernel_s(size_bytes: float, gpu: GpuSpec) -> float:

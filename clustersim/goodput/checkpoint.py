@@ -64,21 +64,22 @@ class CheckpointCost:
         return self.snapshot_s + self.write_s
 
 
-def checkpoint_bytes_per_param(dtype: str) -> int:
-    """Saved bytes per parameter: the parameter in its storage dtype plus the optimizer states.
+def checkpoint_bytes_per_param(dtype: str, moments: int = 2) -> int:
+    """Saved bytes per parameter: the parameter in its storage dtype plus the optimizer states
+    (``moments``: Adam's 2, SGD's momentum 1, 4 bytes each).
 
     fp8 training keeps bf16 parameters (the fp8 copies are caches, not in the state dict:
     clustersim.compute.dtypes.weight_bytes), so fp8 saves 2 bytes like bf16; fp32 saves 4.
     """
     param = 4 if dtype == "fp32" else 2
     optim = ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM
-    return param + optim
+    return param + optim - (2 - moments) * 4
 
 
 def checkpoint_cost(scenario: Scenario, memories: Sequence[MemoryReport], spec: GoodputSpec) -> CheckpointCost:
     """Checkpoint sizes and times for ``scenario`` with one MemoryReport per pipeline stage."""
     cluster, par, dtype = scenario.cluster, scenario.parallel, scenario.training.dtype
-    size = float(scenario.model.total_params()) * checkpoint_bytes_per_param(dtype)
+    size = float(scenario.model.total_params()) * checkpoint_bytes_per_param(dtype, par.optimizer_moments)
     # weights as saved (fp8's extra copies are not saved); replicas over the data-parallel group
     saved_weight = (4 if dtype == "fp32" else 2) / weight_bytes(dtype)
     replicas = par.dp * par.cp

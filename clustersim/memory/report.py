@@ -163,9 +163,9 @@ def states(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: i
     (Adam moments in ``layout.adam_moment_bytes``)."""
     dense, expert = stage_params(model, layout, stage_layers, first, last, moe_layers)
     d_group, e_group = shard_groups(layout)
-    mb = layout.adam_moment_bytes
-    w1, g1, o1 = state_bytes(dense, d_group, layout.zero_stage, dtype, framework, mb)
-    w2, g2, o2 = state_bytes(expert, e_group, layout.zero_stage, dtype, framework, mb)
+    mb, moments = layout.adam_moment_bytes, layout.optimizer_moments
+    w1, g1, o1 = state_bytes(dense, d_group, layout.zero_stage, dtype, framework, mb, moments)
+    w2, g2, o2 = state_bytes(expert, e_group, layout.zero_stage, dtype, framework, mb, moments)
     return int(round(w1 + w2)), int(round(g1 + g2)), int(round(o1 + o2))
 
 

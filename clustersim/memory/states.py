@@ -40,13 +40,17 @@ def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None) -> tuple
 
 
 def state_bytes(params: float, dp: int, zero_stage: int, dtype: str,
-                framework: FrameworkSpec | None = None, moment_bytes: int = 4) -> tuple[float, float, float]:
+                framework: FrameworkSpec | None = None, moment_bytes: int = 4,
+                moments: int = 2) -> tuple[float, float, float]:
     """(weights, gradients, optimizer states) in bytes for ``params`` parameters sharded over ``dp``.
     ``moment_bytes`` 2: Adam's moments kept in BF16 (DeepSeek-V3 §3.3.3; Megatron
-    ``--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16``)."""
+    ``--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16``). ``moments``
+    1: SGD with momentum keeps one fp32 buffer where Adam keeps m and v (torch.optim.SGD
+    ``momentum_buffer``; the master copy stays): 4 bytes fewer per parameter."""
     wb, gb, ob = bytes_per_param(dtype, framework)
+    ob -= (2 - moments) * 4
     if dtype != "fp32":
-        ob -= 2 * (4 - moment_bytes)   # two moments, each 4 - moment_bytes smaller
+        ob -= moments * (4 - moment_bytes)   # each moment 4 - moment_bytes smaller
     w, g, o = params * wb, params * gb, params * ob
     return (w / dp if zero_stage >= 3 else w,
             g / dp if zero_stage >= 2 else g,

@@ -62,6 +62,9 @@ class ParallelLayout:
     recompute_modules: tuple[str, ...] = ()
     # bytes of each Adam moment (scenario training.adam_moments: fp32 4, bf16 2)
     adam_moment_bytes: int = 4
+    # the optimizer's moments per parameter (scenario training.optimizer): Adam's m and v 2, SGD's
+    # momentum 1 (torch.optim.SGD with momentum; Megatron --optimizer sgd)
+    optimizer_moments: int = 2
     # ZeRO-3 as torch FSDP (scenario parallel.fsdp): version 1 or 2, 0 = the framework's own ZeRO-3;
     # units whose parameter gather may run ahead of use; free gathered parameters after forward;
     # HSDP replica groups (shard over dp / hsdp_replicas ranks, replicate across them)

@@ -24,7 +24,7 @@ GPUDirect traffic is (one x16 link per GPU on DGX/HGX boards).
 from __future__ import annotations
 
 from clustersim.collectives import CollectivePlan, GroupShape, Phase
-from clustersim.compute.optimizer import ADAM_MIXED_BYTES_PER_PARAM
+from clustersim.compute.optimizer import ADAM_MIXED_BYTES_PER_PARAM, moment_saving_bytes
 from clustersim.scenario import Scenario
 
 HOST_DRAM_BW_BYTES_PER_S_PER_NODE = 2 * 8 * 38.4e9   # DGX H100: 2 sockets x 8 DDR5-4800 channels
@@ -53,5 +53,5 @@ def host_optimizer_time_s(scenario: Scenario, params_per_gpu: int) -> float:
     par = scenario.parallel
     shard = params_per_gpu / (par.dp * par.cp) if par.zero_stage >= 1 else params_per_gpu
     per_gpu_bw = HOST_DRAM_BW_BYTES_PER_S_PER_NODE / scenario.cluster.gpus_per_node
-    adam_s = shard * ADAM_MIXED_BYTES_PER_PARAM / per_gpu_bw
+    adam_s = shard * (ADAM_MIXED_BYTES_PER_PARAM - moment_saving_bytes(par.optimizer_moments)) / per_gpu_bw
     return host_copy_s(scenario, shard * 4) + adam_s + host_copy_s(scenario, shard * 2)

@@ -330,7 +330,8 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
                             "hierarchical_cp_sizes": _hierarchical_cp(p, cluster.gpus_per_node),
                             "offload_optimizer": p.offload.optimizer, "offload_activations": p.offload.activations,
                             "offload_params": p.offload.params,
-                            "adam_moment_bytes": 2 if raw.training.adam_moments == "bf16" else 4})
+                            "adam_moment_bytes": 2 if raw.training.adam_moments == "bf16" else 4,
+                            "optimizer_moments": 1 if raw.training.optimizer == "sgd" else 2})
     if split_is_set(par):   # Megatron-Core's / torchtitan's own split, resolved once (clustersim.parallel.split)
         explicit_layers = framework_split(par, model.layers, model.mtp_layers)
         par = replace(par, layers_per_stage=explicit_layers)
@@ -342,6 +343,12 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise InputError("training.fp8_recipe" if t.dtype == "fp8" else "training.fp4_recipe", sorted(recipes),
                          "one scaling recipe that every group's GPUs run (set it explicitly)")
     recipe = recipes.pop()
+    if t.adam_moments == "bf16" and (t.optimizer != "adam" or t.dtype == "fp32"):
+        # Megatron's precision-aware optimizer keeps Adam's m and v in bf16 beside fp32 master
+        # weights; neither SGD's momentum nor fp32 training has them (it was accepted and ignored)
+        why = "training.optimizer sgd" if t.optimizer != "adam" else "training.dtype fp32"
+        raise InputError("training.adam_moments", "bf16", f"fp32 with {why} (bf16 moments are Adam's under mixed "
+                         "precision)")
     check_layout(model, cluster, par)
     check_recompute(model, par)
     attention = framework.attention if t.attention == "auto" else t.attention

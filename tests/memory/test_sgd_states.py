@@ -1,0 +1,33 @@
+"""training.optimizer: sgd keeps one fp32 moment where Adam keeps two (memory, step, checkpoint)."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim.api import simulate
+from clustersim.errors import InputError
+from clustersim.scenario import load_scenario
+
+
+def _report(*sets):
+    return simulate(load_scenario(None, ["parallel.zero_stage=0", *sets])).to_json()
+
+
+def test_sgd_keeps_one_moment_and_streams_fewer_bytes():
+    """`training.optimizer: sgd` changed nothing: memory, step and optimizer time were Adam's."""
+    adam, sgd = _report(), _report("training.optimizer=sgd")
+    params = load_scenario(None).model.total_params()
+    # Megatron-Core: fp32 master + m + v = 12 bytes; SGD: master + momentum = 8 (per parameter of the
+    # GPU's shard: tp 2 x pp 2 split the model, ZeRO 0 keeps them unsharded over dp)
+    ratio = sgd["memory"]["optimizer_states"] / adam["memory"]["optimizer_states"]
+    assert ratio == pytest.approx(8 / 12, rel=1e-6)
+    assert sgd["breakdown"]["optimizer"] < adam["breakdown"]["optimizer"]
+    assert sgd["memory"]["weights"] == adam["memory"]["weights"] and params > 0
+
+
+@pytest.mark.parametrize("sets", [("training.optimizer=sgd", "training.adam_moments=bf16"),
+                                  ("training.dtype=fp32", "training.adam_moments=bf16")])
+def test_bf16_moments_need_adam_under_mixed_precision(sets):
+    with pytest.raises(InputError) as exc:
+        load_scenario(None, list(sets))
+    assert exc.value.field == "training.adam_moments"
