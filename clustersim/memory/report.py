@@ -211,7 +211,7 @@ def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpe
                                       kernels, policies, backward, ends, moe_layers)
     st, act, host = offload(layout, st, act, in_flight, stage_layers, last)
     return assemble(st, act, transient, held, nccl_buffer_bytes(layout), cluster.gpu.hbm_capacity_bytes,
-                    interval_factors(model, layout, framework), stage, host)
+                    interval_factors(model, layout, framework, dtype), stage, host)
 
 
 def offload(layout: ParallelLayout, states_: tuple[int, int, int], activations: float, in_flight: float,

@@ -119,10 +119,10 @@ class MemoryModel:
         if units is None:
             units = memo.layer_units[ukey] = layer_units(self.model, p, self.dtype, self.framework, self.kernels, pol,
                                                     share)
-        fkey = (p.cp,)
+        fkey = (p.cp, p.offload_optimizer, p.offload_activations, p.offload_params, p.hsdp_replicas)
         factors = memo.factors.get(fkey)
         if factors is None:
-            factors = memo.factors[fkey] = interval_factors(self.model, p, self.framework)
+            factors = memo.factors[fkey] = interval_factors(self.model, p, self.framework, self.dtype)
         return StaticParts(st, buf, pol, units, factors)
 
     def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool,

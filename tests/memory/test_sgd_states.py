@@ -31,3 +31,16 @@ def test_bf16_moments_need_adam_under_mixed_precision(sets):
     with pytest.raises(InputError) as exc:
         load_scenario(None, list(sets))
     assert exc.value.field == "training.adam_moments"
+
+
+@pytest.mark.parametrize("sets", [("training.dtype=fp8", "cluster.preset=dgx-b200", "cluster.nodes=2"),
+                                  ("parallel.offload.optimizer=true",),
+                                  ("parallel.zero_stage=3", "parallel.fsdp.hsdp_replicas=2")])
+def test_the_memory_interval_widens_where_the_table_has_no_such_run(sets):
+    """FP8/FP4, host offload and HSDP have no run in the memory table (the torchtitan Float8 runs
+    outside it came out 11-25% above the prediction), yet kept the evidenced +-4% band."""
+    j = simulate(load_scenario(None, list(sets))).to_json()["memory"]
+    base = simulate(load_scenario(None)).to_json()["memory"]
+    # hi = reserved peak x the table's 90th percentile (1.043), doubled margin without evidence (1.086)
+    assert base["interval"][1] / base["reserved_peak_bytes"] == pytest.approx(1.043, rel=1e-3)
+    assert j["interval"][1] / j["reserved_peak_bytes"] == pytest.approx(1.086, rel=1e-3)
