@@ -82,7 +82,11 @@ def zero3_in_flight_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, 
         and framework.name == "torchtitan" and layout.pp > 1
     stage_units = layer * stage_layers + vocab_unit * (int(first) + int(last))
     if layout.reshard_after_forward and not torchtitan_pp:
-        params = (1 + layout.fsdp_prefetch) * unit * wb
+        # the 1 + prefetch largest of the stage's units, each once: a prefetch past the last unit
+        # gathers nothing more (fsdp.prefetch 64 counted 64 units on a stage of 32 layers), and the
+        # embedding, a stage's largest unit, is one unit (prefetch 1 counted two of its size)
+        sizes = sorted([vocab_unit] * (int(first) + int(last)) + [layer] * stage_layers, reverse=True)
+        params = sum(sizes[:1 + layout.fsdp_prefetch]) * wb
         if last and fsdp2:
             params += vocab_unit * wb            # the [norm, output] unit is not resharded after forward
     else:
