@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from clustersim.api import simulate
@@ -50,7 +52,8 @@ def test_fsdp_prefetch_never_gathers_more_than_the_stage_holds():
     """parallel.fsdp.prefetch had no ceiling: 64 counted 63.6 GiB of gathered parameters on a stage
     whose every unit together is 15 GiB (the verdict went from fits to tight)."""
     def buffers(*sets):
-        return simulate(load_scenario("scenarios/llama3_8b_h200x8.yaml",
+        path = Path(__file__).resolve().parents[2] / "scenarios" / "llama3_8b_h200x8.yaml"
+        return simulate(load_scenario(path,
                                       ["parallel.zero_stage=3", *sets])).to_json()["memory"]["comm_buffers"]
     whole = buffers("parallel.fsdp.reshard_after_forward=false")
     assert buffers("parallel.fsdp.prefetch=64") == whole
