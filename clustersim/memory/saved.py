@@ -223,9 +223,15 @@ def layer_saved(model: ModelSpec, layout: ParallelLayout, dtype: str, kernels: K
     mask = [Saved("bias_dropout_add", "dropout mask", kernels.mask_bytes * c.repl * c.h)] if c.dropout else []
     post_attn = _norm(c, kernels, "post_attn_norm") if c.sandwich else []
     post_mlp = _norm(c, kernels, "post_mlp_norm") if c.sandwich else []
-    out = [*_norm(c, kernels, "input_norm"), Saved("qkv", "input = norm output", c.a * c.repl * c.h),
+    # Megatron's --recompute-modules layernorm (parallel.recompute_modules, with selective): the norms'
+    # outputs, the QKV and fc1 inputs, are rebuilt in the backward, not kept (as the MoE path drops them:
+    # clustersim.memory.moe_saved; the dense path kept them and charged only the recompute's time)
+    norm_out = "layernorm" not in (layout.recompute_modules if policy == "selective" else ())
+    qkv_in = [Saved("qkv", "input = norm output", c.a * c.repl * c.h)] if norm_out else []
+    fc1_in = [Saved("fc1", "input = norm output", c.a * c.repl * c.h)] if norm_out else []
+    out = [*_norm(c, kernels, "input_norm"), *qkv_in,
            *_qk_norm(c, kernels), *_attention_core(c, kernels, policy), *post_attn, *mask,
-           *_norm(c, kernels, "pre_mlp_norm"), Saved("fc1", "input = norm output", c.a * c.repl * c.h),
+           *_norm(c, kernels, "pre_mlp_norm"), *fc1_in,
            *_mlp(c, kernels, model), *post_mlp, *mask]
     return tuple(out)
 

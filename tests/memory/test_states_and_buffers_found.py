@@ -58,3 +58,15 @@ def test_fsdp_prefetch_never_gathers_more_than_the_stage_holds():
     whole = buffers("parallel.fsdp.reshard_after_forward=false")
     assert buffers("parallel.fsdp.prefetch=64") == whole
     assert buffers("parallel.fsdp.prefetch=1") < buffers("parallel.fsdp.prefetch=8") <= whole
+
+
+def test_recomputed_norms_are_not_kept_on_a_dense_model():
+    """--recompute-modules layernorm recomputed the norms (time) and kept their outputs (memory) on
+    a dense model; the MoE path dropped them. The two norm outputs per layer are now not kept."""
+    from clustersim.memory.saved import layer_saved
+    sc = load_scenario(None)
+    kept = {(s.op, s.tensor) for s in layer_saved(sc.model, sc.parallel, "bf16")}
+    from dataclasses import replace
+    norms = replace(sc.parallel, recompute_modules=("layernorm",))
+    dropped = {(s.op, s.tensor) for s in layer_saved(sc.model, norms, "bf16")}
+    assert kept - dropped == {("qkv", "input = norm output"), ("fc1", "input = norm output")}
