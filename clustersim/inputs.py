@@ -59,7 +59,11 @@ def read_bytes(path: str | os.PathLike[str], field: str, max_bytes: int, what: s
     try:
         st = p.stat()
     except OSError as exc:
-        raise InputError(field, str(path), f"a path to an existing file: {what} ({exc.strerror or exc})") from None
+        hint = ""
+        if not p.is_absolute() and p.parts[:1] == ("scenarios",):   # the README's examples, outside a checkout
+            hint = ("; the example scenarios ship with the repository (its scenarios/ folder): run from a clone's "
+                    "root, or write your own (docs/scenario.md)")
+        raise InputError(field, str(path), f"a path to an existing file: {what} ({exc.strerror or exc}){hint}") from None
     if not stat.S_ISREG(st.st_mode):
         raise InputError(field, str(path), f"a regular file holding {what} (this is not a regular file)")
     if st.st_size > max_bytes:

@@ -133,3 +133,13 @@ def test_a_reader_that_closes_stdout_early_is_no_defect(argv):
     _, err = p.communicate(timeout=300)
     assert p.returncode == 141, err
     assert b"Traceback" not in err
+
+
+def test_a_readme_example_run_outside_a_checkout_says_where_the_scenarios_are(tmp_path, monkeypatch, capsys):
+    """An installed user running the README's `clustersim sweep scenarios/...` from another folder
+    was told only that the file does not exist."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", "scenarios/gpt3_175b_a100x1024.yaml"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "ship with the repository" in err and "clone" in err
