@@ -21,6 +21,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.common import MAX_STEP_TIME_S, MIN_STEP_TIME_S
+from clustersim.importers.step_series import TIME_COLUMNS
 
 # compute_scale values each run is simulated at; the fit interpolates between them (clustersim.calibrate.machine)
 SCALE_GRID = (0.4, 0.5, 0.625, 0.8, 1.0, 1.25, 1.6, 2.0, 2.5)
@@ -95,10 +96,8 @@ def _convert(data: dict[str, Any], column: str, value: float, where: str) -> flo
     from clustersim.compute.flops import model_flops_per_step
     from clustersim.scenario import scenario_from_dict
     sc = scenario_from_dict(data)
-    if column == "step_time_s":
-        return value
-    if column == "step_time_ms":   # as --log CSVs take it (clustersim.importers.step_series)
-        return value / 1e3
+    if column in TIME_COLUMNS:   # step_time_s / step_time_ms, as --log CSVs read them
+        return value * TIME_COLUMNS[column]
     if column == "tokens_per_s":
         return sc.parallel.global_batch * sc.model.seq_len / value
     peak = sc.cluster.gpu.peak(sc.training.dtype)

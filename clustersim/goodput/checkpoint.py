@@ -31,7 +31,7 @@ from clustersim.compute.dtypes import weight_bytes
 from clustersim.errors import InputError
 from clustersim.goodput.config import GoodputSpec
 from clustersim.memory.report import MemoryReport
-from clustersim.memory.states import ADAM_FP32_BYTES_PER_PARAM, ADAM_MIXED_BYTES_PER_PARAM
+from clustersim.memory.states import ADAM_FP32_BYTES_PER_PARAM, ADAM_MIXED_BYTES_PER_PARAM, fewer_moment_bytes
 from clustersim.scenario import Scenario
 from clustersim.units import GiB
 
@@ -73,7 +73,7 @@ def checkpoint_bytes_per_param(dtype: str, moments: int = 2) -> int:
     """
     param = 4 if dtype == "fp32" else 2
     optim = ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM
-    return param + optim - (2 - moments) * 4
+    return param + optim - fewer_moment_bytes(moments)
 
 
 def checkpoint_cost(scenario: Scenario, memories: Sequence[MemoryReport], spec: GoodputSpec) -> CheckpointCost:

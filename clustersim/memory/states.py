@@ -39,6 +39,11 @@ def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None) -> tuple
     return w, framework.grad_bytes, framework.optimizer_bytes
 
 
+def fewer_moment_bytes(moments: int) -> int:
+    """Optimizer-state bytes per parameter fewer than Adam's two fp32 moments (SGD with momentum: 4)."""
+    return (2 - moments) * 4
+
+
 def state_bytes(params: float, dp: int, zero_stage: int, dtype: str,
                 framework: FrameworkSpec | None = None, moment_bytes: int = 4,
                 moments: int = 2) -> tuple[float, float, float]:
@@ -48,7 +53,7 @@ def state_bytes(params: float, dp: int, zero_stage: int, dtype: str,
     1: SGD with momentum keeps one fp32 buffer where Adam keeps m and v (torch.optim.SGD
     ``momentum_buffer``; the master copy stays): 4 bytes fewer per parameter."""
     wb, gb, ob = bytes_per_param(dtype, framework)
-    ob -= (2 - moments) * 4
+    ob -= fewer_moment_bytes(moments)
     if dtype != "fp32":
         ob -= moments * (4 - moment_bytes)   # each moment 4 - moment_bytes smaller
     w, g, o = params * wb, params * gb, params * ob
