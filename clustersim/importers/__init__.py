@@ -93,6 +93,13 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
         scenario_from_dict(data)  # InputError (exit 2) if the imported scenario is not valid
     except InputError as err:
         if not (err.field.startswith("model.") and err.value is None):
+            given = {o.split("=", 1)[0].strip() for o in overrides}
+            if (err.field.split(".")[0] in ("model", "cluster", "parallel", "training")
+                    and err.field not in given and "read from" not in err.allowed):
+                # a field the importer wrote: say where it came from, so the flag can be found (fp8 on an
+                # A100 named only training.dtype, a field the user never wrote)
+                raise InputError(err.field, err.value, f"{err.allowed} (the value the {result.kind} importer read "
+                                 f"from {result.source})") from None
             raise
         # a model field the file does not give (a command line's vocabulary, say): the loader's rule, and
         # how to give it here

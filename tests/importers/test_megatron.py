@@ -383,3 +383,17 @@ def test_a_cp_comm_type_not_modelled_is_named_as_the_flag():
                     "--seq-length 1024 --tokenizer-type NullTokenizer --vocab-size 32000 --context-parallel-size 2 "
                     "--cp-comm-type allgather", "x", cluster="dgx-h100", nodes=1)
     assert exc.value.field == "--cp-comm-type" and "a2a+p2p" in str(exc.value)
+
+
+def test_an_imported_value_the_scenario_refuses_says_where_it_was_read():
+    """--fp8-format on an A100 was refused naming only training.dtype, a field the user never wrote."""
+    with pytest.raises(InputError) as exc:
+        finish(import_text("megatron-args", "python pretrain_gpt.py --num-layers 4 --hidden-size 512 "
+                           "--num-attention-heads 8 --seq-length 1024 --tokenizer-type NullTokenizer --vocab-size 32000 "
+                           "--fp8-format hybrid --bf16", "run.sh", cluster="dgx-a100", nodes=1), [])
+    assert exc.value.field == "training.dtype" and "megatron-args importer read from run.sh" in str(exc.value)
+    with pytest.raises(InputError) as exc:   # the user's own --set is not blamed on the file
+        finish(import_text("megatron-args", "python pretrain_gpt.py --num-layers 4 --hidden-size 512 "
+                           "--num-attention-heads 8 --seq-length 1024 --tokenizer-type NullTokenizer --vocab-size 32000 "
+                           "--bf16", "run.sh", cluster="dgx-a100", nodes=1), ["training.dtype=fp8"])
+    assert exc.value.field == "training.dtype" and "read from" not in str(exc.value)
