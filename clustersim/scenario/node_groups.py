@@ -83,6 +83,10 @@ def load_groups(groups: list[ClusterGroupSection], fabric: dict) -> tuple[Cluste
     if len(gpn) > 1:
         raise InputError("cluster.groups", [f"{g.preset}: {g.cluster.gpus_per_node}" for g in out],
                          "groups with the same GPUs per node (a tensor-parallel group must not straddle node types)")
+    vendors = {g.cluster.gpu.vendor for g in out}
+    if len(vendors) > 1:   # NCCL (NVIDIA) and RCCL (AMD) run no collective between each other's GPUs
+        raise InputError("cluster.groups", [f"{g.preset}: {g.cluster.gpu.vendor}" for g in out],
+                         "groups of one GPU vendor (one collective library, NCCL or RCCL, spans the job)")
     return out[0].cluster, tuple(out)
 
 

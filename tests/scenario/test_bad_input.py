@@ -282,3 +282,11 @@ def test_a_union_field_is_named_without_pydantics_member_tag() -> None:
     err = _error(_with(parallel={"account_for_embedding": 1.5}))
     assert err.field == "parallel.account_for_embedding"
     assert "true or false" in err.allowed and "whole number" in err.allowed
+
+
+def test_node_groups_of_two_gpu_vendors_are_refused() -> None:
+    """A100 and MI300X groups were accepted: no collective library spans NVIDIA and AMD GPUs."""
+    data = _with(parallel={"tp": 8, "pp": 1, "dp": 2})
+    data["cluster"] = {"groups": [{"preset": "dgx-a100", "nodes": 1}, {"preset": "mi300x", "nodes": 1}]}
+    err = _error(data)
+    assert err.field == "cluster.groups" and "vendor" in err.allowed
