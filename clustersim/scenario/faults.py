@@ -90,10 +90,19 @@ def fault_spec(section: FaultsSection, cluster: ClusterSpec, nics_per_node: tupl
     """Check the section against ``cluster`` (ranks, nodes and NICs that exist) and resolve it.
     ``nics_per_node``: per node, where node groups differ (mixed clusters)."""
     gpus = cluster.num_gpus
+    seen: dict[int, int] = {}
     for i, g in enumerate(section.slow_gpus):
         if g.rank >= gpus:
             raise InputError(f"faults.slow_gpus.{i}.rank", g.rank, f"a GPU rank 0..{gpus - 1} ({gpus} GPUs)")
+        if g.rank in seen:   # which speed is it? (both were accepted, one silently taken)
+            raise InputError(f"faults.slow_gpus.{i}.rank", g.rank, f"each GPU once (entry {seen[g.rank]} names it too)")
+        seen[g.rank] = i
+    links: dict[tuple[int, int], int] = {}
     for i, link in enumerate(section.slow_links):
+        if (link.node, link.nic) in links:
+            raise InputError(f"faults.slow_links.{i}", {"node": link.node, "nic": link.nic},
+                             f"each NIC once (entry {links[(link.node, link.nic)]} names it too)")
+        links[(link.node, link.nic)] = i
         if link.node >= cluster.num_nodes:
             raise InputError(f"faults.slow_links.{i}.node", link.node, f"a node 0..{cluster.num_nodes - 1}")
         nics = nics_per_node[link.node] if nics_per_node else cluster.nics_per_node

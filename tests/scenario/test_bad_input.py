@@ -290,3 +290,11 @@ def test_node_groups_of_two_gpu_vendors_are_refused() -> None:
     data["cluster"] = {"groups": [{"preset": "dgx-a100", "nodes": 1}, {"preset": "mi300x", "nodes": 1}]}
     err = _error(data)
     assert err.field == "cluster.groups" and "vendor" in err.allowed
+
+
+def test_a_gpu_or_nic_named_twice_among_the_faults_is_refused() -> None:
+    """Two speeds for one GPU were accepted and one silently taken."""
+    err = _error(_with(faults={"slow_gpus": [{"rank": 3, "speed": 0.5}, {"rank": 3, "speed": 0.8}]}))
+    assert err.field == "faults.slow_gpus.1.rank" and "entry 0" in err.allowed
+    err = _error(_with(faults={"slow_links": [{"node": 0, "nic": 1, "speed": 0.5}, {"node": 0, "nic": 1, "speed": 0.8}]}))
+    assert err.field == "faults.slow_links.1"
