@@ -249,7 +249,7 @@ def _run_shared(paths: tuple[str, ...], overrides: tuple[str, ...], as_json: boo
     f = out["shared_fabric"]
     console = Console(width=100)
     console.print(f"[bold]{len(f['jobs'])} jobs on one fabric[/bold]: {f['nodes']} nodes, {f['nodes_per_leaf']} per "
-                  f"leaf, oversubscription {f['oversubscription']:g}:1, {f['steps']} steps each")
+                  f"leaf, oversubscription {f['oversubscription']:g}:1, {f['steps']} step{'' if f['steps'] == 1 else 's'} each")
     t = Table()
     for col in ("job", "nodes", "per leaf", "alone s", "shared s", "slowdown"):
         t.add_column(col, justify="right")

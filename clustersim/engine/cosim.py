@@ -70,7 +70,7 @@ def _plans(rk: SimRank, plan: StepPlan) -> list[CollectivePlan]:
 
 def make_job(scenario: Scenario, total_nodes: int, nodes_per_leaf: int) -> Job:
     if scenario.faults is not None or scenario.node_groups:
-        raise InputError("SCENARIO", scenario.name, "jobs without faults: and cluster.groups on a shared fabric")
+        raise InputError("SCENARIO", scenario.name, "jobs on one kind of GPU without faults on a shared fabric (no faults: section, no cluster.groups)")
     cluster = scenario.cluster
     # the job's nodes under each leaf: its share of the leaf, never more than the job has, and
     # rounded down so that the jobs' shares fit in the leaf (a 2-node job was given 16 per leaf, and
