@@ -238,8 +238,9 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
     gpn = cluster_gpus_per_node(cluster, "the config does not name the GPU")
     if shard == -1:
         if nodes is None:
-            raise InputError("--nodes", None, "the node count: data_parallel_shard_degree is -1 (all remaining "
-                             "ranks) and the log shows no device mesh")
+            raise InputError("--nodes", None, "the node count (--nodes N): data_parallel_shard_degree is -1 (all "
+                             "remaining ranks), so the TOML does not give the GPU count; a training log's device "
+                             "mesh line would")
         shard = nodes * gpn // (replicate * tp * pp * cp)
     dp = replicate * shard
     world = dp * tp * pp * cp
