@@ -49,8 +49,10 @@ def main() -> None:
         print(json.dumps({"rows": out, "summary": summary}, indent=2))
         return
     t = Table(title="per-GPU memory: predicted vs published")
-    for col in ("run", "metric", "published GiB", "predicted GiB", "error", "outcome", "verdict", "interval GiB",
-                "capacity"):
+    # the interval is the verdict's, of the whole device (reserved + CUDA context + NCCL), against the
+    # capacity; the predicted column is the published metric's counterpart (allocated or reserved)
+    for col in ("run", "metric", "published GiB", "predicted GiB", "error", "outcome", "verdict",
+                "device interval GiB", "capacity"):
         t.add_column(col, justify="left" if col in ("run", "metric", "outcome", "verdict") else "right")
     for row in out:
         pub = "-" if row["published_gib"] is None else f"{row['published_gib']:.1f}"
