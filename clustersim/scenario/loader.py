@@ -203,7 +203,8 @@ _SECTION_TYPES = ("dict_type", "model_type", "model_attributes_type")
 _PYDANTIC_WORDS = {"int_parsing": "a whole number", "int_type": "a whole number",
                    "int_from_float": "a whole number (this one has a fractional part)",
                    "float_parsing": "a number", "float_type": "a number", "bool_parsing": "true or false",
-                   "bool_type": "true or false", "string_type": "text", "list_type": "a list",
+                   "bool_type": "true or false", "string_type": "text", "list_type": "a list, such as [a, b]",
+                   "tuple_type": "a list, such as [a, b]",
                    "finite_number": "a finite number"}
 
 

@@ -113,6 +113,8 @@ def test_a_tab_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str
     ("parallel.sequence_parallel=maybe", "true or false"), ("name=[1]", "text"),
     ("model=3", "a mapping (KEY: VALUE) with keys preset, "), ("parallel.offload=x", "a mapping (KEY: VALUE) with keys optimizer, "),
     ("cluster.groups=3", "a list"),
+    # a tuple-typed list field said "a valid tuple", pydantic's words
+    ("parallel.recompute_modules=foo", "a list, such as [a, b]"),
 ])
 def test_type_errors_in_the_command_lines_words(override: str, allowed: str) -> None:
     """No pydantic text ("Input should be a valid dictionary or instance of ModelSection")."""
