@@ -169,30 +169,35 @@ def steady_state(points: list[tuple[int, float]], what: str, source: str) -> tup
     return out, statistics.median(steady)
 
 
-def gpu_cluster_in(text: str) -> dict[str, str] | None:
-    """The cluster section (preset, and the GPU profile where the part has no preset of its own) of
-    the first GPU name the text mentions, in ``GPU_CLUSTERS``' order (None if it names none)."""
-    from clustersim.hardware.load import list_clusters
-    presets = set(list_clusters())
-    for pattern, section in GPU_CLUSTERS:
-        if re.search(pattern, text, re.IGNORECASE) and section["preset"] in presets:
-            return dict(section)
-    return None
-
-
-def gpu_line_in(text: str) -> str | None:
-    """The line (at most 160 characters) holding the GPU name ``gpu_cluster_in`` reads from the
-    text, to say what a log ran on (None if it names none)."""
+def _gpu_match(text: str) -> tuple[re.Match[str], dict[str, str]] | None:
+    """The first GPU name the text mentions, in ``GPU_CLUSTERS``' order, and its cluster section."""
     from clustersim.hardware.load import list_clusters
     presets = set(list_clusters())
     for pattern, section in GPU_CLUSTERS:
         m = re.search(pattern, text, re.IGNORECASE)
         if m and section["preset"] in presets:
-            start = text.rfind("\n", 0, m.start()) + 1
-            end = text.find("\n", m.end())
-            line = text[start:end if end >= 0 else len(text)].strip()
-            return line if len(line) <= 160 else text[max(m.start() - 40, 0):m.end() + 40].strip()
+            return m, section
     return None
+
+
+def gpu_cluster_in(text: str) -> dict[str, str] | None:
+    """The cluster section (preset, and the GPU profile where the part has no preset of its own) of
+    the first GPU name the text mentions, in ``GPU_CLUSTERS``' order (None if it names none)."""
+    found = _gpu_match(text)
+    return dict(found[1]) if found else None
+
+
+def gpu_line_in(text: str) -> str | None:
+    """The line (at most 160 characters) holding the GPU name ``gpu_cluster_in`` reads from the
+    text, to say what a log ran on (None if it names none)."""
+    found = _gpu_match(text)
+    if found is None:
+        return None
+    m = found[0]
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", m.end())
+    line = text[start:end if end >= 0 else len(text)].strip()
+    return line if len(line) <= 160 else text[max(m.start() - 40, 0):m.end() + 40].strip()
 
 
 def gpu_preset_in(text: str) -> str | None:

@@ -106,20 +106,19 @@ def _enabled(cfg: dict[str, Any], key: str) -> bool | str:
 # partition, qwZ quantized weights, qgZ quantized gradients; deepspeed/runtime/zero/config.py
 # zero_hpz_partition_size, zero_quantized_weights, zero_quantized_gradients) and MiCS (Zhang et al.
 # 2022, arXiv 2205.00119; mics_shard_size, mics_hierarchical_params_gather). Each key's neutral value.
-ZERO_VARIANTS = {"zero_hpz_partition_size": (1, "ZeRO++ hierarchical partitioning (hpZ)"),
-                 "zero_quantized_weights": (False, "ZeRO++ quantized weight all-gathers (qwZ)"),
-                 "zero_quantized_nontrainable_weights": (False, "ZeRO++ quantized weights"),
-                 "zero_quantized_gradients": (False, "ZeRO++ quantized gradient reduction (qgZ)"),
-                 "mics_shard_size": (-1, "MiCS sharding within groups"),
-                 "mics_hierarchical_params_gather": (False, "MiCS hierarchical all-gathers")}
+ZERO_VARIANTS = {"zero_hpz_partition_size": ((1, 0), "ZeRO++ hierarchical partitioning (hpZ)"),
+                 "zero_quantized_weights": ((False,), "ZeRO++ quantized weight all-gathers (qwZ)"),
+                 "zero_quantized_nontrainable_weights": ((False,), "ZeRO++ quantized weights"),
+                 "zero_quantized_gradients": ((False,), "ZeRO++ quantized gradient reduction (qgZ)"),
+                 "mics_shard_size": ((-1, 0), "MiCS sharding within groups"),
+                 "mics_hierarchical_params_gather": ((False,), "MiCS hierarchical all-gathers")}
 
 
 def _check_zero_variants(zero: dict[str, Any]) -> None:
-    for key, (neutral_value, what) in ZERO_VARIANTS.items():
-        value = zero.get(key, neutral_value)
-        if value not in (neutral_value, None) and not (key == "zero_hpz_partition_size" and value in (0, 1)) \
-                and not (key == "mics_shard_size" and value in (0, -1)):
-            raise InputError(f"zero_optimization.{key}", value, f"{neutral_value!r}: it sets {what}, which clustersim "
+    for key, (neutral, what) in ZERO_VARIANTS.items():
+        value = zero.get(key)
+        if value is not None and value not in neutral:
+            raise InputError(f"zero_optimization.{key}", value, f"{neutral[0]!r}: it sets {what}, which clustersim "
                              "does not model (plain ZeRO-3 is parallel.zero_stage: 3)")
 
 

@@ -61,12 +61,13 @@ def _check_world(text: str, scenario: dict, config_name: str) -> None:
 
 
 def _last_job(text: str, blocks: list[tuple[int, MegatronArgs]], cluster: str | None, nodes: int | None,
-              source: str) -> tuple[str, str | None]:
-    """(the part of the log that ran the last arguments block's job, a note). A restarted run prints
+              source: str) -> tuple[str, str, str | None]:
+    """(the part of the log that ran the last arguments block's job, the part before it that ran
+    another job ("" if none), a note). A restarted run prints
     one block per start; where the blocks describe different jobs (another layout, GPU count or
     batch), the iteration lines before the last block belong to another job and are left out."""
     if len(blocks) < 2:
-        return text, None
+        return text, "", None
     jobs = []
     for _, args in blocks:
         try:
@@ -74,9 +75,10 @@ def _last_job(text: str, blocks: list[tuple[int, MegatronArgs]], cluster: str | 
         except InputError:
             jobs.append(None)   # an earlier job clustersim cannot describe: not the last one's
     if all(job == jobs[-1] for job in jobs):
-        return text, f"{len(blocks)} arguments blocks of the same job (a restarted run): every segment's iteration lines"
+        return text, "", f"{len(blocks)} arguments blocks of the same job (a restarted run): every segment's iteration lines"
+    lines = text.splitlines()
     cut = blocks[-1][0]
-    return "\n".join(text.splitlines()[cut:]), (
+    return "\n".join(lines[cut:]), "\n".join(lines[:cut]), (
         f"{len(blocks)} arguments blocks describing different jobs (a restart with another layout): the job and "
         "the iteration lines of the last one; the lines before it are another job's")
 
@@ -88,8 +90,8 @@ def import_megatron_log(text: str, source: str, cluster: str | None = None, node
     it describes the job even where the log has a block."""
     blocks = args_blocks(text)
     args = blocks[-1][1] if blocks else None
-    segment, restart_note = _last_job(text, blocks, cluster, nodes, source)
-    earlier = [(it, t) for it, t, _ in iteration_times(text[:len(text) - len(segment)])] if segment is not text else []
+    segment, before, restart_note = _last_job(text, blocks, cluster, nodes, source)
+    earlier = [(it, t) for it, t, _ in iteration_times(before)]
     points = iteration_times(segment)
     if not points:
         what = "it has the arguments but no training iteration was logged" if args is not None else "it has none"

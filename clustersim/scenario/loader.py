@@ -95,15 +95,15 @@ def apply_overrides(data: dict[str, Any], assignments: list[str] | tuple[str, ..
             raise InputError("--set", item, "KEY=VALUE with a dotted KEY such as parallel.tp=4 (no empty part)")
         value = parse_override_value(raw, item)
         node: Any = out
-        for part in parts[:-1]:
+        for depth, part in enumerate(parts[:-1]):
             if isinstance(node, list):   # a list's entry by its index: cluster.groups.0.nodes
                 node = _entry(node, part, item)
                 continue
             child = node.get(part)
             if child is None:
-                if parts[parts.index(part) + 1].isdigit():   # an entry of a list the scenario does not have
+                if parts[depth + 1].isdigit():   # an entry of a list the scenario does not have
                     raise InputError("--set", item, f"an index into a list the scenario has; {part} is not set "
-                                     f"(set the whole list: --set '{'.'.join(parts[:parts.index(part) + 1])}=[...]')")
+                                     f"(set the whole list: --set '{'.'.join(parts[:depth + 1])}=[...]')")
                 child = node[part] = {}
             if not isinstance(child, dict | list):
                 raise InputError("--set", item, f"a key below a section; {part} is not a section")
