@@ -28,6 +28,16 @@ def test_node_power_falls_back_to_tdp_plus_host_share():
     assert energy.node_max_power_w(load_cluster("gb200-nvl72", 18)) == pytest.approx(6700)
 
 
+def test_a_preset_with_another_gpu_or_gpu_count_takes_the_per_gpu_rule():
+    """dgx-h100 with gb300 GPUs kept the DGX H100's 10.2 kW (8 x 1.4 kW GPUs drawing more than
+    the node), and with 4 GPUs per node the same 10.2 kW (energy per token doubled)."""
+    assert energy.node_max_power_w(load_cluster("dgx-h100", 1)) == pytest.approx(10_200)
+    assert energy.node_max_power_w(load_cluster("dgx-h100", 1, gpu="h100-sxm-80gb")) == pytest.approx(10_200)
+    gb300 = load_cluster("dgx-h100", 1, gpu="gb300")
+    assert energy.node_max_power_w(gb300) == pytest.approx(8 * (gb300.gpu.tdp_w + energy.HOST_W_PER_GPU))
+    assert energy.node_max_power_w(load_cluster("dgx-h100", 1, gpus_per_node=4)) == pytest.approx(4 * (700 + 575))
+
+
 def test_pue_override_and_run_json():
     s = load_scenario(None, ["cluster.pue=1.1"])
     out = estimate(s).to_json(tokens=2e12)

@@ -254,12 +254,15 @@ _BY_NAME = (
 
 
 def arch_for(gpu: GpuSpec) -> ArchData:
-    """Pick the measurement set by the GPU profile's name (a100-pcie-*, a100-*, h100-pcie-*, h100-nvl-*,
-    h100-*, h800-*, h200-*, gh200-*,
-    h20-*, b200-*, b300-*, gb200-*, gb300-*, mi300x-*, mi325x-*, mi355x-*); others get FALLBACK."""
+    """Pick the measurement set by the GPU profile's name: a name that *begins* with a shipped
+    GPU's family (a100-pcie-*, a100-*, h100-pcie-*, h100-nvl-*, h100-*, h800-*, h200-*, gh200-*,
+    h20-*, b200-*, b300-*, gb200-*, gb300-*, mi300*, mi325*, mi350*, mi355*), not followed by a
+    further digit, as the shipped profiles and the calibrated ones (``<shipped name>-<fit name>``)
+    are named; any other name gets FALLBACK. A family named anywhere else in the name does not
+    count: "rtx-a1000" is no A100, "h2000" no H200."""
     name = gpu.name.lower()
     for key, arch in _BY_NAME:
-        if key in name:
+        if name.startswith(key) and not name[len(key):len(key) + 1].isdigit():
             return arch
     return FALLBACK
 

@@ -223,6 +223,7 @@ def check_domain(cluster: ClusterSpec) -> None:
 def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) -> ClusterSpec:
     """Build a cluster from a preset plus contract overrides (gpu, gpus_per_node, scale_up, ...)."""
     d = _entry("clusters", preset)
+    preset_node = (d.get("gpu"), d.get("gpus_per_node"))
     for key, value in overrides.items():
         if key not in CLUSTER_OVERRIDE_KEYS:
             raise InputError(f"cluster.{key}", value, CLUSTER_OVERRIDE_KEYS)
@@ -248,7 +249,9 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
         topology=str(d.get("topology", "fat-tree")),
         nodes_per_pod=int(d.get("nodes_per_pod", 0)),
         pod_oversubscription=float(d.get("pod_oversubscription", 1.0)),
-        node_power_w=float(d.get("node_power_kW", 0.0)) * 1e3,
+        # the preset's datasheet node power holds for its own GPUs only: with another GPU or
+        # another count per node, clustersim.energy's per-GPU rule (TDP + host share) applies
+        node_power_w=float(d.get("node_power_kW", 0.0)) * 1e3 if (d["gpu"], d["gpus_per_node"]) == preset_node else 0.0,
         pue=float(d.get("pue", 0.0)),
         description=str(d.get("description", "")),
         calibration=load_evidence(f"clusters.{preset}.calibration", d.get("calibration")),

@@ -82,6 +82,17 @@ def test_arch_lookup_does_not_confuse_names():
     assert arch_for(load_gpu("mi300x")).mamf_for("bf16")[0] == pytest.approx(668.4 / 1307.4)
 
 
+@pytest.mark.parametrize("name,arch", [("rtx-a1000", "generic"), ("my-h100", "generic"), ("h2000-x", "generic"),
+                                       ("h100-sxm-80gb-mine", "h100"), ("a100-sxm-40gb", "a100"),
+                                       ("mi300a", "mi300x")])
+def test_a_user_gpu_takes_measurements_only_by_its_name_prefix(name, arch):
+    """A user's own GPU named "rtx-a1000" took the A100's GEMM efficiency and its evidence (its
+    interval narrowed) because "a100" is inside the name."""
+    from dataclasses import replace
+    g = replace(load_gpu("h100-sxm-80gb"), name=name)
+    assert arch_for(g).name == arch
+
+
 def test_a_dtype_the_gpu_lacks_lists_only_training_dtypes_it_runs() -> None:
     """The A100 profile lists tf32 (a matmul mode); the message offered it as a training.dtype,
     which the scenario then refused."""

@@ -36,6 +36,16 @@ def test_datasheet_numbers(name: str, bf16: float, hbm_mib: float, bw: float) ->
     assert gpu.hbm_bw_bytes_per_s == bw * 1e9
 
 
+# Blackwell as nvidia-smi reports it (public dumps): the profiles held the marketing 180/186/288 GB
+# as GiB, 7% more than a B300 has (a job at 260 GiB read "fits" on a 268.6 GiB GPU)
+@pytest.mark.parametrize("name,hbm_mib,tdp_w", [("b200-sxm-180gb", 183359, 1000), ("b300-sxm-288gb", 275040, 1100),
+                                                ("gb200", 189471, 1200), ("gb300", 284208, 1400)])
+def test_blackwell_capacity_and_power_cap_as_the_driver_reports(name: str, hbm_mib: int, tdp_w: float) -> None:
+    gpu = load_gpu(name)
+    assert gpu.hbm_capacity_bytes == hbm_mib * 2**20
+    assert gpu.tdp_w == tdp_w
+
+
 def test_measured_gemm_rates_where_published() -> None:
     """stas00/ml-engineering MAMF table: A100 PCIe 252.9 of 312, GH200 828.6 of 989 (BF16); no
     H100 PCIe / NVL measurement, so those borrow H100 SXM's fraction and say so."""
