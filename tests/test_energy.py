@@ -48,3 +48,11 @@ def test_pue_override_and_run_json():
     assert e["energy_per_step_kwh"] == pytest.approx(e["facility_power_kw"] * out["step_time_s"] / 3600)
     assert set(e) >= {"gpu_power_w", "node_power_w", "it_power_kw", "pue", "facility_power_kw",
                       "energy_per_step_kwh", "energy_per_token_j", "energy_per_trillion_tokens_mwh"}
+
+
+def test_a_mixed_cluster_takes_the_scenario_pue():
+    """`cluster.pue` with node groups was refused ("set it per group") and the groups refuse the key."""
+    from pathlib import Path
+    s = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "llama3_70b_a100_h100_mixed.yaml",
+                      ["cluster.pue=1.2"])
+    assert all(g.cluster.pue == 1.2 for g in s.node_groups)

@@ -240,7 +240,10 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
         gpus_per_node=d["gpus_per_node"],
         scale_up=load_fabric(d["scale_up"]),
         scale_out=load_fabric(d["scale_out"]),
-        nics_per_node=d.get("nics_per_node", 1),
+        # a preset given fewer GPUs per node keeps one NIC per GPU at most (check_nics)
+        nics_per_node=(min(d.get("nics_per_node", 1), d["gpus_per_node"])
+                       if overrides.get("gpus_per_node") is not None and overrides.get("nics_per_node") is None
+                       else d.get("nics_per_node", 1)),
         nodes_per_leaf=d.get("nodes_per_leaf", 32),
         oversubscription=float(d.get("oversubscription", 1.0)),
         pcie=load_fabric(d["pcie"]) if d.get("pcie") else None,
@@ -258,7 +261,20 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
     )
     check_domain(cluster)
     check_fabric_roles(cluster, overrides)
+    check_nics(cluster, preset, overrides)
     return cluster
+
+
+def check_nics(cluster: ClusterSpec, preset: str, overrides: dict[str, Any]) -> None:
+    """A node has at most one NIC per GPU here: each GPU drives its own port (docs/network.md), so
+    a second NIC per GPU would add nothing, and the extra NICs were dropped without a word."""
+    if cluster.nics_per_node <= cluster.gpus_per_node:
+        return
+    key = "cluster.nics_per_node" if overrides.get("nics_per_node") is not None else f"clusters.{preset}.nics_per_node"
+    raise InputError(key, cluster.nics_per_node,
+                     f"at most gpus_per_node ({cluster.gpus_per_node}), one NIC per GPU; describe several NICs "
+                     f"per GPU as one per GPU whose scale-out "
+                     f"fabric has their summed bandwidth (a fabric of your own, docs/hardware.md)")
 
 
 # Which kinds of fabric a scenario may name for a part (fabrics.yaml ``kind``): the network between
@@ -266,7 +282,8 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
 # network between nodes was accepted and came out faster than InfiniBand. Profiles are not held to
 # it: `clustersim validate` writes CPU clusters whose ranks talk over one measured TCP link, named
 # for both parts.
-FABRIC_ROLES = {"scale_out": ("infiniband", "roce", "ethernet"), "pcie": ("pcie",)}
+FABRIC_ROLES = {"scale_out": ("infiniband", "roce", "ethernet"), "pcie": ("pcie",),
+                "scale_up": ("nvswitch", "xgmi", "pcie")}
 
 
 def check_fabric_roles(cluster: ClusterSpec, overrides: dict[str, Any]) -> None:

@@ -367,12 +367,14 @@ DEFAULT_CLUSTER_PRESET = "dgx-h100"  # a scenario's cluster without a preset
 
 def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, ...]]:
     """The cluster spec (and, with ``cluster.groups``, the node groups)."""
-    fabric = {k: v for k, v in (("nodes_per_leaf", c.nodes_per_leaf), ("oversubscription", c.oversubscription))
+    # the fabric and the data centre are the whole job's, with or without node groups
+    fabric = {k: v for k, v in (("nodes_per_leaf", c.nodes_per_leaf), ("oversubscription", c.oversubscription),
+                                ("pue", c.pue))
               if v is not None}
     if c.groups is not None:
         if not c.groups:
             raise InputError("cluster.groups", [], "one or more node groups: [{preset: NAME, nodes: N}, ...]")
-        extra = sorted(k for k, v in c.model_dump(exclude={"groups", "nodes_per_leaf", "oversubscription"}).items()
+        extra = sorted(k for k, v in c.model_dump(exclude={"groups", "nodes_per_leaf", "oversubscription", "pue"}).items()
                        if v is not None)
         if extra:
             raise InputError(f"cluster.{extra[0]}", getattr(c, extra[0]),
@@ -381,7 +383,7 @@ def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, .
     overrides = c.model_dump(exclude={"preset", "nodes", "groups"}, exclude_none=True)
     preset = c.preset or DEFAULT_CLUSTER_PRESET
     try:
-        cluster = load_cluster(preset, c.nodes or 1, **overrides)
+        cluster = load_cluster(preset, c.nodes, **overrides)   # None: the profile's own nodes, else 1
     except InputError as exc:  # name the scenario key whose value the profile lookup rejected
         if exc.field.startswith("cluster."):
             raise

@@ -84,7 +84,7 @@ class ModelSection(Section):
 
 class ClusterSection(NodeHardware):
     """``cluster:``: the node hardware keys (preset None: dgx-h100 or the groups' presets; nodes None:
-    1 or the groups' total), node groups, and the fabric."""
+    the preset's own `nodes` (a profile's; 1 if it has none) or the groups' total), node groups, and the fabric."""
 
     groups: list[ClusterGroupSection] | None = Field(None, max_length=MAX_NODE_GROUPS)  # mixed GPUs (perrank.hetero)
     nodes_per_leaf: int | None = Field(None, ge=1, le=MAX_GPUS)
