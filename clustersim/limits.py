@@ -53,6 +53,11 @@ MAX_MICRO_BATCHES = 4096
 # = 274,658 MiB); 1e12 leaves six orders of magnitude and keeps every product of profile numbers
 # far from float64's 1.8e308. Counts in a profile (GPUs per node, SMs, links) stay <= MAX_GPUS.
 MAX_PROFILE_NUMBER = 1e12
+# and no positive one below 1e-6 (in its unit: 1 KB/s, 1 MFLOP/s): a GPU of 1e-300 TFLOPS or a link of
+# 1e-300 GB/s gave 300-digit step times; the smallest real numbers are switch latencies of 0.1 us
+MIN_PROFILE_NUMBER = 1e-6
+# Power usage effectiveness: facility power over IT power (>= 1 by definition; 100 is no data centre)
+MIN_PUE, MAX_PUE = 1.0, 100.0
 # Fabric oversubscription (1 = non-blocking; real fat trees are built 1:1 to about 1:7).
 MAX_OVERSUBSCRIPTION = 1024.0
 

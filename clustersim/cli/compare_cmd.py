@@ -13,9 +13,8 @@ from clustersim.cli.progress import progress_bar
 from clustersim.errors import InputError, Interrupted
 from clustersim.html import check_html_path, write_html
 from clustersim.html.fragments import energy_unit, fmt_tokens
-from clustersim.limits import MAX_RERANK
+from clustersim.limits import MAX_PUE, MAX_RERANK, MIN_PUE
 from clustersim.scenario import apply_overrides, read_scenario_dict
-from clustersim.scenario.sections import MAX_PUE, MIN_PUE
 from clustersim.sweep.compare import RANK_KEYS, check_compare_size, parse_list, parse_prices, parse_tokens
 from clustersim.sweep.compare_rows import compare_rows
 from clustersim.sweep.executors import EXECUTORS

@@ -24,7 +24,7 @@ from clustersim.hardware.spec import (
     SCALE_OUT_TOPOLOGIES,
     VENDORS,
 )
-from clustersim.limits import MAX_GPUS, MAX_PROFILE_NUMBER
+from clustersim.limits import MAX_GPUS, MAX_PROFILE_NUMBER, MAX_PUE, MIN_PROFILE_NUMBER, MIN_PUE
 
 Check = Callable[[Any], str | None]  # None when the value is fine, else what is allowed
 
@@ -36,7 +36,12 @@ def _number(value: Any) -> bool:
 
 
 def positive(value: Any) -> str | None:
-    return None if _number(value) and value > 0 else f"a positive number (at most {MAX_PROFILE_NUMBER:g})"
+    return None if _number(value) and value >= MIN_PROFILE_NUMBER else \
+        f"a positive number from {MIN_PROFILE_NUMBER:g} to {MAX_PROFILE_NUMBER:g}"
+
+
+def pue_value(value: Any) -> str | None:
+    return None if _number(value) and MIN_PUE <= value <= MAX_PUE else f"a number from {MIN_PUE:g} to {MAX_PUE:g}"
 
 
 def non_negative(value: Any) -> str | None:
@@ -98,7 +103,7 @@ CLUSTER_KEYS: dict[str, Check] = {
     "nics_per_node": positive_int, "pcie": text, "nodes_per_leaf": positive_int, "oversubscription": at_least_one,
     "host_memory_GiB": positive, "nodes": positive_int, "scale_up_domain": positive_int,
     "topology": one_of(SCALE_OUT_TOPOLOGIES), "nodes_per_pod": positive_int, "pod_oversubscription": at_least_one,
-    "node_power_kW": positive, "pue": at_least_one,
+    "node_power_kW": positive, "pue": pue_value,
     "calibration": lambda v: None,  # checked in full by evidence.load_evidence (check_entry)
 }
 CLUSTER_REQUIRED = ("gpu", "gpus_per_node", "scale_up", "scale_out")

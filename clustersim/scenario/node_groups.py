@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from clustersim.errors import InputError
-from clustersim.hardware.load import load_cluster
+from clustersim.hardware.load import describe, list_clusters, load_cluster
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_GPUS, MAX_PER_NODE
 from clustersim.section_model import Section
@@ -68,6 +68,14 @@ def load_groups(groups: list[ClusterGroupSection], fabric: dict) -> tuple[Cluste
     """The node groups of ``cluster.groups`` and the cluster spec that stands for the whole job
     (group 0's hardware, every group's nodes). ``fabric``: nodes_per_leaf / oversubscription."""
     total = sum(g.nodes for g in groups)
+    # GPUs per node first: a group of another node size (an NVL72 tray beside DGX nodes) otherwise
+    # fails its scale-up domain check against a GPU count that is no job's
+    known = set(list_clusters())
+    per_node = [g.gpus_per_node or (describe("clusters", g.preset).get("gpus_per_node") if g.preset in known else None)
+                for g in groups]
+    if len({n for n in per_node if n is not None}) > 1:
+        raise InputError("cluster.groups", [f"{g.preset}: {n}" for g, n in zip(groups, per_node, strict=True)],
+                         "groups with the same GPUs per node (a tensor-parallel group must not straddle node types)")
     out: list[NodeGroup] = []
     first = 0
     for i, g in enumerate(groups):

@@ -20,6 +20,8 @@ from clustersim.limits import (
     MAX_MODEL_DIM,
     MAX_NODE_GROUPS,
     MAX_OVERSUBSCRIPTION,
+    MAX_PUE,
+    MIN_PUE,
 )
 from clustersim.scenario.faults import FaultsSection
 from clustersim.scenario.node_groups import ClusterGroupSection, NodeHardware
@@ -28,7 +30,6 @@ from clustersim.section_model import Section
 DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
 
 PosInt = Field(ge=1)
-MIN_PUE, MAX_PUE = 1.0, 100.0   # power usage effectiveness: facility power over IT power (>= 1 by definition)
 
 
 

@@ -114,3 +114,20 @@ def test_cli_profile_with_a_bad_entry_exits_2(tmp_path: Path) -> None:
     assert p.returncode == 2, p.stderr
     assert "mine.yaml: gpus.unused-gpu.peak_TFLOPS.bf16" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("entry,field", [
+    ("gpus:\n  slow:\n    peak_TFLOPS: {bf16: 100}\n    hbm_bw_GBps: 1.0e-300\n    hbm_capacity_GiB: 80\n", "hbm_bw_GBps"),
+    ("gpus:\n  slow:\n    peak_TFLOPS: {bf16: 100}\n    hbm_bw_GBps: 1000\n    hbm_capacity_GiB: 80\n"
+     "    compute_scale: 1.0e-300\n", "compute_scale"),
+    ("clusters:\n  farm:\n    gpu: h100-sxm-80gb\n    gpus_per_node: 8\n    scale_up: nvlink4-nvswitch\n"
+     "    scale_out: ib-ndr\n    pue: 1000\n", "pue")])
+def test_profile_numbers_have_a_floor_and_pue_the_scenario_bounds(tmp_path: Path, entry: str, field: str) -> None:
+    """A GPU of 1e-300 GB/s gave a 300-digit step time with exit 0; a profile PUE of 1000 was taken
+    where the scenario and --pue stop at 100."""
+    path = tmp_path / "mine.yaml"
+    path.write_text(entry)
+    p = subprocess.run([sys.executable, "-m", "clustersim", "collective", "all_reduce", "--profile", str(path),
+                        "--size", "1MiB"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert f".{field}" in p.stderr and "Traceback" not in p.stderr

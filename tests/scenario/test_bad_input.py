@@ -298,3 +298,12 @@ def test_a_gpu_or_nic_named_twice_among_the_faults_is_refused() -> None:
     assert err.field == "faults.slow_gpus.1.rank" and "entry 0" in err.allowed
     err = _error(_with(faults={"slow_links": [{"node": 0, "nic": 1, "speed": 0.5}, {"node": 0, "nic": 1, "speed": 0.8}]}))
     assert err.field == "faults.slow_links.1"
+
+
+def test_a_group_of_another_node_size_is_named_as_such() -> None:
+    """An NVL72 group beside DGX nodes said 'scale_up_domain: got 72; allowed: a divisor of the GPU
+    count 128' (a count that is no job's) instead of naming the different node sizes."""
+    path = str(Path(__file__).resolve().parents[2] / "scenarios" / "llama3_70b_a100_h100_mixed.yaml")
+    with pytest.raises(InputError) as err:
+        load_scenario(path, ["cluster.groups.1.preset=gb200-nvl72"])
+    assert err.value.field == "cluster.groups" and "same GPUs per node" in err.value.allowed
