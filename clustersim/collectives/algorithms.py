@@ -30,10 +30,23 @@ def _hop(cluster: ClusterSpec, hw: str, algo: str, proto: str) -> float:
     fabric = cluster.scale_out if hw == nt.HW_NET else cluster.scale_up
     ll_hop = nt.HW_LAT_S[hw]["ring"]["LL"]
     extra = max(0.0, fabric.latency_s - ll_hop)
+    if hw == nt.HW_NET:
+        extra += spine_hops(cluster) * fabric.switch_latency_s
     # a fabric measured faster than NCCL's LL hop (a profile fitted to nccl-tests output) scales
     # the whole table by latency / LL hop; the shipped profiles sit at the LL hop or above
     scale = min(1.0, fabric.latency_s / ll_hop)
     return nt.HW_LAT_S[hw][algo][proto] * scale + extra
+
+
+def spine_hops(cluster: ClusterSpec) -> int:
+    """Switches beyond the leaf that a network step passes in a job spanning several leaves (up to
+    a spine and down: 2; across pods, 2 more through the third tier). NCCL's NET hop latency is
+    measured through one switch; each further one adds the fabric's ``switch_latency_us``. Every
+    ring step waits for its slowest hop, the one crossing leaves (docs/network.md)."""
+    if cluster.topology == "rail-only" or cluster.num_nodes <= cluster.nodes_per_leaf:
+        return 0
+    pod = cluster.nodes_per_pod
+    return 4 if pod and cluster.num_nodes > pod else 2
 
 
 def _pipelined(latency_s: float, up: Port | None, out: Port | None) -> tuple[Phase, ...]:
@@ -102,7 +115,7 @@ def _ring_ports(wire_up: float, wire_out: float, eff: float, cap: float,
     if shape.ranks_per_node > 1:
         up = (wire_up, min(ports.scale_up_bw(cluster, shape.ranks_per_node) * eff, cap))
     if shape.num_nodes > 1:
-        out = (wire_out, min(ports.nic_bw_per_rank(cluster, shape) * eff, cap))
+        out = (wire_out, min(ports.nic_bw_per_rank(cluster, shape) * eff * ports.spine_factor(cluster, shape, 0.0), cap))
     return up, out
 
 
@@ -189,7 +202,7 @@ def nvls_tree(op: str, proto: str, size: float, cluster: ClusterSpec, shape: Gro
         return None
     up = (size * (p + 1) / p, min(ports.nvls_bw(cluster), ports.nvls_max_algbw(cluster) * (p + 1) / p))
     node_out = size if n_nodes == 2 else 2.0 * size
-    out = (node_out / p, ports.nic_bw_per_rank(cluster, shape) * nt.NVLS_EFF)
+    out = (node_out / p, ports.nic_bw_per_rank(cluster, shape) * nt.NVLS_EFF * ports.spine_factor(cluster, shape, 0.0))
     lat = _nvls_base_latency(cluster, "nvls_tree") + 2 * _log2i(n_nodes) * _hop(cluster, nt.HW_NET, "nvls_tree", "Simple")
     return _pipelined(lat, up, out)
 
@@ -326,7 +339,7 @@ def p2p(op: str, proto: str, size: float, cluster: ClusterSpec, shape: GroupShap
         return None
     eff = nt.RING_PROTO_EFF[proto]
     if shape.num_nodes > 1:
-        tier, bw, hw = "scale_out", ports.nic_bw_per_rank(cluster, shape) * eff, nt.HW_NET
+        tier, bw, hw = "scale_out", ports.nic_bw_per_rank(cluster, shape) * eff * ports.spine_factor(cluster, shape, 0.0), nt.HW_NET
     else:
         tier, bw, hw = "scale_up", ports.scale_up_link_bw(cluster) * eff, ports.scale_up_hw(cluster)
     lat = nt.base_lat(cluster.gpu.vendor, "ring", proto) + _hop(cluster, hw, "ring", proto)

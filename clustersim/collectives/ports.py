@@ -104,10 +104,13 @@ def spine_factor(cluster: ClusterSpec, shape: GroupShape, cross_fraction: float)
         return 1.0
     factor = 1.0
     if shape.num_nodes > cluster.nodes_per_leaf and cluster.oversubscription > 1.0:
-        factor = max(factor, cross_fraction * cluster.oversubscription)
+        # at least one node of the leaf sends its whole stream across (a ring's one crossing hop
+        # per leaf, which ``cross_fraction`` 0 stands for): the leaf's uplinks, nodes_per_leaf /
+        # oversubscription NICs' worth, carry it at full rate only while that is at least one NIC
+        factor = max(factor, max(cross_fraction, 1.0 / cluster.nodes_per_leaf) * cluster.oversubscription)
     pod = cluster.nodes_per_pod
     if pod and shape.num_nodes > pod and cluster.pod_oversubscription > 1.0:
-        cross_pod = min(cross_fraction, (shape.num_nodes - pod) / max(1, shape.num_nodes - 1))
+        cross_pod = max(min(cross_fraction, (shape.num_nodes - pod) / max(1, shape.num_nodes - 1)), 1.0 / pod)
         factor = max(factor, cross_pod * cluster.oversubscription * cluster.pod_oversubscription)
     return 1.0 / factor
 

@@ -61,3 +61,32 @@ def test_large_cluster_uses_symmetry():
     flows = sum(len(f) for _, f in lower(plan, cluster))
     assert flows <= 16
     assert simulate_collective("all_reduce", 8 * 2**30, cluster, GroupShape(8, 128)) == pytest.approx(plan.time_s, rel=0.01)
+
+
+def test_a_ring_across_leaves_thinner_than_one_nic_is_throttled_in_both_engines():
+    """One node per leaf at 8:1 leaves a ring's crossing hop an eighth of a NIC: the event engine
+    saw it (24.7 GB/s) and the closed form (and so `run`) did not (194.6 GB/s)."""
+    cluster = load_cluster("dgx-h100", 4, nodes_per_leaf=1, oversubscription=8.0)
+    shape = GroupShape(8, 4)
+    thin = plan_collective("all_reduce", 2**32, cluster, shape, "ring").time_s
+    assert simulate_collective("all_reduce", 2**32, cluster, shape, "ring") == pytest.approx(thin, rel=0.01)
+    full = plan_collective("all_reduce", 2**32, load_cluster("dgx-h100", 4, nodes_per_leaf=1), shape, "ring").time_s
+    assert thin > 7 * full
+    # a leaf whose uplinks hold at least one NIC's rate carries the ring at full rate, as before
+    wide = load_cluster("dgx-h100", 4, nodes_per_leaf=2, oversubscription=2.0)
+    assert plan_collective("all_reduce", 2**32, wide, shape, "ring").time_s == pytest.approx(full)
+
+
+def test_switch_latency_counts_where_the_job_spans_leaves():
+    """`switch_latency_us` (docs/network.md: per further switch hop) was written onto graph edges
+    that no timing read: 5,000 us per hop left every collective unchanged."""
+    from dataclasses import replace
+
+    from clustersim.collectives.algorithms import spine_hops
+    one_leaf, two_leaves = load_cluster("dgx-h100", 4, nodes_per_leaf=4), load_cluster("dgx-h100", 8, nodes_per_leaf=4)
+    assert spine_hops(one_leaf) == 0 and spine_hops(two_leaves) == 2
+    slow = replace(two_leaves, scale_out=replace(two_leaves.scale_out, switch_latency_s=1e-3))
+    shape = GroupShape(1, 8, 8)
+    base = plan_collective("all_reduce", 4096.0, two_leaves, shape, "ring").time_s
+    # a ring all-reduce over 8 nodes: 2 x 7 network steps, each 2 switches x 1 ms further
+    assert plan_collective("all_reduce", 4096.0, slow, shape, "ring").time_s == pytest.approx(base + 14 * 2e-3, rel=1e-3)
