@@ -232,9 +232,14 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
         fields.update(MODEL_PRESETS[section.preset])
     notes: tuple[str, ...] = ()
     if section.hf_config is not None:
-        fields.update(read_hf_config(section.hf_config))
+        # the config.json is the whole architecture: a preset beside it (the embedded default's, or
+        # one left in the file) would lend it fields the config never sets (a dense Mistral file over
+        # mixtral-8x7b ran as a 46.7B MoE)
+        fields = dict(read_hf_config(section.hf_config))
         name = section.name or hf_reader.model_name(section.hf_config)
         notes = (f"read from {hf_reader.locate(section.hf_config)}",)
+        if section.preset is not None:
+            notes += (f"model.preset {section.preset} set aside: model.hf_config gives the architecture",)
         if section.seq_len is None and "seq_len" not in fields:   # a job setting, not the config's context
             fields["seq_len"] = hf_reader.DEFAULT_SEQ_LEN
             notes += (f"seq_len defaulted to {hf_reader.DEFAULT_SEQ_LEN} (the config gives no training sequence length; "

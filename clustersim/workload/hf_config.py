@@ -24,12 +24,14 @@ The training sequence length is a job setting: it is never read from the config
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.inputs import MAX_YAML_BYTES, read_json_file
+from clustersim.inputs import MAX_YAML_BYTES, read_json_file, read_text
+from clustersim.limits import MAX_LAYERS
 from clustersim.workload.hf_config_keys import (
     ARCHITECTURES,
     BOOLEAN_KEYS,
@@ -54,7 +56,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                     "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
                     "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
                     "sliding_window": 4096, "sliding_window_pattern": 6},
-    "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128},
+    "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128, "head_dim": 64},
+    # Qwen3Config(head_dim=128): a file without the key has 128-wide heads (not hidden / heads)
+    "qwen3": {"head_dim": 128},
     "llama4_text": {"tie_word_embeddings": False, "interleave_moe_layer_step": 1, "num_experts_per_tok": 1,
                     "use_qk_norm": True, "attention_chunk_size": 8192},
     # MistralConfig(sliding_window=4096): a file without the key has the 4,096-token window (an
@@ -144,8 +148,6 @@ def _act(cfg: dict[str, Any], key: str, path: str) -> str:
     act = cfg.get(key, "silu")
     if not isinstance(act, str):
         raise _bad(path, key, act, "a string: silu (SwiGLU) or gelu / gelu_pytorch_tanh (GeGLU)")
-    if act == "relu2":
-        return "squared-relu"
     if act not in GATED_ACTS:
         raise _bad(path, key, act, "silu (SwiGLU) or gelu / gelu_pytorch_tanh (GeGLU): these families' MLPs are "
                    "gated")
@@ -195,6 +197,9 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
     if "_sliding_window_pattern" in cfg:   # the name transformers >= 4.53 saves Gemma 3's pattern under
         cfg = {"sliding_window_pattern": cfg["_sliding_window_pattern"], **cfg}
     cfg = {**DEFAULTS.get(family, {}), **cfg}
+    layers = cfg.get("num_hidden_layers")
+    if isinstance(layers, int) and layers > MAX_LAYERS:   # before any per-layer list is built
+        raise _bad(path, "num_hidden_layers", layers, f"a number <= {MAX_LAYERS}")
     fields: dict[str, Any] = {
         "layers": cfg.get("num_hidden_layers"), "hidden": cfg.get("hidden_size"),
         "heads": cfg.get("num_attention_heads"), "kv_heads": cfg.get("num_key_value_heads"),
@@ -221,6 +226,10 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
     if family in ("qwen3", "qwen3_moe"):
         fields["qk_norm"] = True
     if family == "qwen3_moe":
+        if "num_local_experts" in cfg:   # transformers v5 saves num_experts under this name
+            if "num_experts" in cfg and cfg["num_experts"] != cfg["num_local_experts"]:
+                raise _bad(path, "num_local_experts", cfg["num_local_experts"], f"num_experts ({cfg['num_experts']})")
+            cfg.setdefault("num_experts", cfg["num_local_experts"])
         fields["moe"] = {**_moe(cfg, "num_experts", "moe_intermediate_size"), "every": cfg["decoder_sparse_step"]}
     if family == "gpt_oss":
         if "experts_per_token" in cfg and "num_experts_per_tok" in cfg \
@@ -247,6 +256,11 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
             fields[key] = cfg.get(key)
         fields["q_lora_rank"] = cfg.get("q_lora_rank") or 0
         fields["head_dim"] = None
+        qk = cfg.get("qk_head_dim")   # DeepseekV3Config saves the sum it derives
+        if qk is not None and isinstance(cfg.get("qk_nope_head_dim"), int) and isinstance(cfg.get("qk_rope_head_dim"), int) \
+                and qk != cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]:
+            raise _bad(path, "qk_head_dim", qk, f"qk_nope_head_dim + qk_rope_head_dim "
+                       f"({cfg['qk_nope_head_dim'] + cfg['qk_rope_head_dim']})")
     if family == "glm4_moe" and cfg.get("use_qk_norm"):
         fields["qk_norm"] = True
     return fields
@@ -263,16 +277,25 @@ def _llama4(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
         raise _bad(path, "interleave_moe_layer_step", step, "a whole number >= 1 (every N-th layer is MoE)")
     moe = {**_moe(cfg, "num_local_experts", "intermediate_size"), "shared_experts": 1, "every": step}
     listed = cfg.get("moe_layers")
-    if listed is not None and list(listed) != list(range(step - 1, layers, step)):
+    if listed is not None and (not isinstance(listed, list) or listed != list(range(step - 1, layers, step))):
         raise _bad(path, "moe_layers", listed, f"layers {step - 1}, {2 * step - 1}, ... (every "
                    f"interleave_moe_layer_step = {step}-th layer): other patterns are not modelled")
     fields["moe"] = moe
     fields["ffn_hidden"] = cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size")
     fields["qk_norm"] = bool(cfg.get("use_qk_norm"))
     chunk = cfg.get("attention_chunk_size")
-    nope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(layers)]   # HF default interval 4
+    interval = cfg.get("no_rope_layer_interval", 4)   # HF Llama4TextConfig: every 4th layer NoPE by default
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        raise _bad(path, "no_rope_layer_interval", interval, "a whole number >= 1 (every N-th layer is NoPE)")
+    nope = cfg.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(layers)]
     if not isinstance(nope, list) or len(nope) != layers:
         raise _bad(path, "no_rope_layers", nope, f"a list of {layers} entries (1: RoPE and chunked, 0: NoPE and global)")
+    types = cfg.get("layer_types")   # transformers >= 4.57 saves the pattern no_rope_layers gives
+    if types is not None:
+        want = ["chunked_attention" if rope else "full_attention" for rope in nope]
+        if types != want:
+            raise _bad(path, "layer_types", types, "chunked_attention on the RoPE layers and full_attention on the "
+                       "NoPE ones, as no_rope_layers gives them: other patterns are not modelled")
     if chunk:
         fields["attention_pattern"], fields["attention_window"] = "chunked", chunk
         fields["global_every"] = _every([not r for r in nope], "no_rope_layers", nope, path, "NoPE layers")
@@ -281,8 +304,13 @@ def _llama4(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
 def read_hf_config(path: str) -> dict[str, Any]:
     """The scenario's model fields of a Hugging Face ``config.json`` (no ``seq_len``: a job setting).
     Their types and bounds are checked by the scenario loader, as for explicit model fields."""
-    cfg = read_json_file(locate(path), "model.hf_config", "a Hugging Face config.json, the model folder holding "
-                         "one, or a repository id (Org/Name) in the local Hugging Face cache", max_bytes=MAX_YAML_BYTES)
+    what = "a Hugging Face config.json, the model folder holding one, or a repository id (Org/Name) in the local " \
+           "Hugging Face cache"
+    try:
+        cfg = read_json_file(locate(path), "model.hf_config", what, max_bytes=MAX_YAML_BYTES)
+    except InputError as exc:   # a family clustersim does not read is named first, whatever else its file holds
+        _unknown_family_first(locate(path), path)
+        raise exc from None
     if not isinstance(cfg, dict):
         raise InputError("model.hf_config", path, "a config.json holding a JSON object")
     family = _family(cfg, path)
@@ -294,6 +322,17 @@ def read_hf_config(path: str) -> dict[str, Any]:
     if family == "llama4_text" and "vision_config" in outer:   # Meta's totals count the tower
         fields["vision_params"] = llama4_vision_params(outer["vision_config"], fields["hidden"], path)
     return fields
+
+
+def _unknown_family_first(found: str, path: str) -> None:
+    """Exit 2 naming ``model_type`` when a file the strict reader refused (non-finite numbers, as
+    nemotron_h's ``time_step_limit: [0.0, Infinity]``) is of a family clustersim does not read."""
+    try:
+        loose = json.loads(read_text(found, "model.hf_config", "a config.json", MAX_YAML_BYTES))
+    except (InputError, ValueError, RecursionError):
+        return
+    if isinstance(loose, dict) and isinstance(loose.get("model_type"), str):
+        _family(loose, path)
 
 
 def hub_cache() -> Path:

@@ -68,7 +68,7 @@ COMMON_MODELLED: dict[str, str] = {
     "num_key_value_heads": "kv_heads",
     "intermediate_size": "ffn_hidden",
     "vocab_size": "vocab",
-    "hidden_act": "ffn_act (silu -> swiglu, gelu_pytorch_tanh -> geglu, relu2 -> squared-relu)",
+    "hidden_act": "ffn_act (silu -> swiglu, gelu_pytorch_tanh -> geglu: these families' MLPs are gated)",
     "tie_word_embeddings": "tie_embeddings",
     "head_dim": "head_dim",
     "attention_dropout": "dropout (a rate above 0: true; 0 or null: the family's convention, none for these families)",
@@ -122,7 +122,8 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
     "qwen3_moe": {   # Qwen/Qwen3-30B-A3B, Qwen3-235B-A22B, Qwen3-Coder-480B-A35B
         "modelled": {"num_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
                      "moe_intermediate_size": "moe.expert_ffn_hidden",
-                     "decoder_sparse_step": "moe.every"},
+                     "decoder_sparse_step": "moe.every",
+                     "num_local_experts": "moe.experts (the name transformers v5 saves num_experts under)"},
         # Qwen3-Coder-480B-A35B's file also states three keys that transformers' Qwen3-MoE model
         # does not read (its layer always has QK-norm, no Q/K/V bias and no shared expert)
         "irrelevant": {**QWEN_WINDOW_IRRELEVANT,
@@ -142,7 +143,9 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
                      "intermediate_size": "moe.expert_ffn_hidden (every layer is MoE)",
                      "sliding_window": "attention_window", "layer_types": "attention_pattern sliding, global_every"},
         "irrelevant": {"initial_context_length": "YaRN's original context (a RoPE constant)",
-                       "swiglu_limit": "a clamp inside the SwiGLU (the same element-wise work)"},
+                       "swiglu_limit": "a clamp inside the SwiGLU (the same element-wise work)",
+                       "swiglu_alpha": "the sigmoid's scale inside gpt-oss's SwiGLU (transformers v5 saves it): the "
+                                       "same element-wise work"},
         "refused": {},
     },
     "gemma3_text": {   # google/gemma-3-*-pt text_config; sandwich norms are part of the architecture
@@ -169,7 +172,10 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
                      "interleave_moe_layer_step": "moe.every", "moe_layers": "checked against moe.every",
                      "attention_chunk_size": "attention_pattern chunked, attention_window",
                      "no_rope_layers": "global_every (the NoPE layers attend over the whole sequence)",
-                     "use_qk_norm": "qk_norm (an L2 norm of Q and K)"},
+                     "use_qk_norm": "qk_norm (an L2 norm of Q and K)",
+                     "no_rope_layer_interval": "global_every when no_rope_layers is absent (every N-th layer NoPE)",
+                     "layer_types": "checked against no_rope_layers (chunked on the RoPE layers, full on the NoPE "
+                                    "ones), as transformers >= 4.57 saves it"},
         "irrelevant": {"attn_scale": "the temperature tuning of the NoPE layers (a scale)",
                        "attn_temperature_tuning": "as attn_scale", "floor_scale": "as attn_scale",
                        "cache_implementation": "the inference KV cache",
@@ -184,8 +190,11 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
                      "topk_group": "moe.router_group_topk", "kv_lora_rank": "kv_lora_rank (attention mla)",
                      "q_lora_rank": "q_lora_rank", "qk_nope_head_dim": "qk_nope_head_dim",
                      "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim",
-                     "num_nextn_predict_layers": "mtp_layers"},
-        "irrelevant": {"aux_loss_alpha": "the weight of the sequence-wise balance loss",
+                     "num_nextn_predict_layers": "mtp_layers",
+                     "qk_head_dim": "checked: qk_nope_head_dim + qk_rope_head_dim (DeepseekV3Config saves the sum)"},
+        "irrelevant": {"rope_interleave": "the order of RoPE's rotated pairs (DeepseekV3Config saves it): the same "
+                                          "element-wise work",
+                       "aux_loss_alpha": "the weight of the sequence-wise balance loss",
                        "seq_aux": "whether that loss is sequence-wise",
                        "ep_size": "the expert parallelism of the inference code, not the job's parallel.ep",
                        "routed_scaling_factor": "a scale on the routed experts' output",
@@ -215,7 +224,7 @@ INTEGER_KEYS = frozenset({
     "vocab_size", "head_dim", "num_local_experts", "num_experts", "num_experts_per_tok", "experts_per_token",
     "moe_intermediate_size", "decoder_sparse_step", "n_routed_experts", "n_shared_experts", "first_k_dense_replace",
     "n_group", "topk_group", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-    "num_nextn_predict_layers", "sliding_window", "sliding_window_pattern", "_sliding_window_pattern",
+    "num_nextn_predict_layers", "qk_head_dim", "no_rope_layer_interval", "sliding_window", "sliding_window_pattern", "_sliding_window_pattern",
     "attention_chunk_size", "interleave_moe_layer_step", "intermediate_size_mlp"})
 BOOLEAN_KEYS = frozenset({"tie_word_embeddings", "use_qk_norm"})
 
