@@ -38,7 +38,11 @@ def trace_events(timeline: Timeline, scenario: Scenario, per_rank: dict[str, Any
             events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": t, "args": {"name": stream}})
     spans = sorted(timeline.segments, key=lambda s: (s.rank, STREAMS.index(s.stream), s.start_s, s.end_s, s.name))
     for s in spans:
+        # both ends rounded to the nanosecond and the duration their difference: rounding the start
+        # and the duration apart let an event end 1 ns after the next one on its track began, and
+        # Perfetto wants the events of a track to nest
+        start_us, end_us = round(s.start_s * 1e6, 3), round(s.end_s * 1e6, 3)
         events.append({"ph": "X", "name": s.name, "cat": s.cause, "pid": s.rank, "tid": STREAMS.index(s.stream),
-                       "ts": round(s.start_s * 1e6, 3), "dur": round((s.end_s - s.start_s) * 1e6, 3)})
+                       "ts": start_us, "dur": round(end_us - start_us, 3)})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"scenario": scenario.name, "generator": "clustersim"}}
