@@ -77,6 +77,11 @@ def _goodput_section(data: dict[str, Any], options: dict[str, Any], mtbf: dict[s
     return section
 
 
+def _sec(seconds: float) -> str:
+    """Seconds as every line of the report prints them: a tenth below 10 s, whole above."""
+    return f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}"
+
+
 def _render(r: GoodputReport) -> None:
     j = r.to_json()
     out = Console(width=110)
@@ -90,8 +95,12 @@ def _render(r: GoodputReport) -> None:
     t.add_row("goodput", f"{j['goodput']:.1%}  (Monte-Carlo p10-p90 {g['p10']:.1%}-{g['p90']:.1%}, "
                          f"{mc['trials']} runs, seed {mc['seed']})")
     if not g["p10"] <= j["goodput"] <= g["p90"]:   # the headline is the expectation over many such runs
-        t.add_row("", "the headline is the long-run expectation (Daly); in a window this short most runs see "
-                      "no failure or one, so read the Monte-Carlo range")
+        if j["interruptions"] <= 3:
+            t.add_row("", "the headline is the long-run expectation (Daly); in a window this short most runs see "
+                          "no failure or one, so read the Monte-Carlo range")
+        else:   # thousands of interruptions: not a short window, but runs that start fresh and stop at its end
+            t.add_row("", "the headline is the long-run expectation (Daly); the Monte-Carlo runs start fresh and "
+                          "stop at the window's end, so read their range for this window")
     i = mc["interruptions"]
     t.add_row("interruptions", f"{j['interruptions']:.0f}  (p10-p90 {i['p10']:.0f}-{i['p90']:.0f}); "
                                f"job MTBF {j['job_mtbf_h']:.2f} h")
@@ -104,10 +113,11 @@ def _render(r: GoodputReport) -> None:
                                      f"Daly {j['daly_interval_min']:.1f} min")
     c = j["checkpoint"]
     t.add_row("checkpoint", f"{c['mode']}: {c['size_bytes'] / units.TB:.2f} TB, {c['per_gpu_bytes'] / units.GiB:.2f} GiB "
-                            f"per GPU; blocks {c['blocking_s']:.2f} s, write {c['write_s']:.1f} s, load {c['load_s']:.1f} s")
+                            f"per GPU; blocks {c['blocking_s']:.2f} s, write {_sec(c['write_s'])} s, "
+                            f"load {_sec(c['load_s'])} s")
     rs = j["restart_s"]
-    t.add_row("restart", f"{rs['after_failure'] / 60:.1f} min after a failure (detect {rs['detect']:.0f} s, "
-                         f"re-queue {rs['requeue']:.0f} s, init {rs['init']:.0f} s, load {rs['load']:.0f} s)")
+    t.add_row("restart", f"{rs['after_failure'] / 60:.1f} min after a failure (detect {_sec(rs['detect'])} s, "
+                         f"re-queue {_sec(rs['requeue'])} s, init {_sec(rs['init'])} s, load {_sec(rs['load'])} s)")
     out.print(t)
     by = Table(title="interruptions by cause (expected)")
     for col in ("cause", "components", "MTBF h", "interruptions"):

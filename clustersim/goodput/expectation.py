@@ -75,7 +75,9 @@ def fractions(p: RunParams, interval_s: np.ndarray | float) -> dict[str, np.ndar
     s = _period_s(p, tau)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         kept_failure = tau * np.exp(-big * p.lag_s) / np.expm1(big * s)          # E[interval * n(Z)]
-        compute = -np.expm1(-big * tau) / (big * -np.expm1(-big * s))           # E[c(Z)]
+        # E[c(Z)], divided in this order: big x (1 - e^-big s) underflowed to 0 for MTBFs past ~1e160 h
+        # (no failures: goodput 0 and 11,520 GPU-hours lost)
+        compute = (-np.expm1(-big * tau) / big) / -np.expm1(-big * s)
         run_s = 1.0 / big                                                       # E[Z]
         p_u, p_p = lam / big, mu / big
         restart_u = math.expm1(lam * p.restart_failure_s) / lam if lam * p.restart_failure_s < 700 else math.inf
@@ -95,7 +97,7 @@ def fractions(p: RunParams, interval_s: np.ndarray | float) -> dict[str, np.ndar
         cycle = restart + ckpt + rework + kept       # = E[restart phase] + E[Z] (+ final saves)
         out = {name: np.where(np.isfinite(cycle), part / cycle, 0.0)
                for name, part in (("goodput", kept), ("checkpoint", ckpt), ("rework", rework))}
-        out["restart"] = 1.0 - out["goodput"] - out["checkpoint"] - out["rework"]
+        out["restart"] = np.maximum(1.0 - out["goodput"] - out["checkpoint"] - out["rework"], 0.0)   # rounding
         out["planned_per_s"] = np.where(np.isfinite(cycle), mu * run_s / cycle, 0.0)
     return out
 

@@ -127,3 +127,25 @@ def test_llama3_405b_against_the_paper(capsys: pytest.CaptureFixture[str]) -> No
     assert out["monte_carlo"]["interruptions"]["p10"] < 466 < out["monte_carlo"]["interruptions"]["p90"]
     assert out["goodput"] > 0.90
     assert out["daly_interval_min"] == pytest.approx(out["optimal_checkpoint_interval_min"], rel=0.05)
+
+
+def test_a_cluster_that_never_fails_keeps_its_goodput() -> None:
+    """Every MTBF at 1e200 hours ("no failures": infinity is refused) gave goodput 0, a one-step
+    checkpoint interval and 11,520 lost GPU-hours: big x (1 - e^-big s) underflowed to 0."""
+    classes = ("gpu", "node", "nic", "switch", "software")
+    p = goodput("--days", "30", "--no-planned", *[a for c in classes for a in ("--mtbf", f"{c}=1e200")], "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["goodput"] > 0.9999 and d["optimal_goodput"] > 0.9999
+    assert d["lost_gpu_hours"] < 1.0 and all(v >= 0 for v in d["lost_hours"].values())
+
+
+def test_readable_notes_fit_the_window() -> None:
+    """With 11,520 interruptions the note said 'in a window this short most runs see no failure or
+    one'; and the checkpoint load printed '0.1 s' on one line and '0 s' on the next."""
+    p = goodput("--days", "30", "--mtbf", "gpu=1", "--storage-write-bw-GBps", "0.1")
+    assert p.returncode == 0, p.stderr
+    assert "no failure or one" not in p.stdout
+    p = goodput("--days", "10")
+    loads = [line.split("load ")[-1].split(" s")[0] for line in p.stdout.splitlines() if "load " in line]
+    assert len(loads) == 2 and loads[0] == loads[1], loads
