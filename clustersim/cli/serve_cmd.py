@@ -11,6 +11,7 @@ import click
 
 from clustersim.errors import InputError
 from clustersim.hardware.load import add_profile_file
+from clustersim.output_file import check_output_path
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -50,6 +51,10 @@ def _check_out(out: str) -> Path:
     parent = p.resolve().parent
     if not p.exists() and not parent.is_dir():
         raise InputError("--out", out, "a folder in an existing directory")
+    try:   # a folder where no page can be saved (/proc, /sys, read-only) is refused now, not at "Save"
+        check_output_path(p / "page.html", "--out")
+    except InputError as exc:
+        raise InputError("--out", out, f"a folder where pages can be saved ({exc.allowed})") from None
     return p
 
 

@@ -171,6 +171,11 @@ def test_serve_refuses_a_busy_port_and_a_file_as_output_folder(server: Server, t
     bad = subprocess.run([sys.executable, "-m", "clustersim", "serve", "--port", str(free_port()), "--out", str(f)],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--out" in bad.stderr
+    # a folder where nothing can be created started, then "Save to folder" answered HTTP 500
+    if Path("/proc").is_dir():
+        proc = subprocess.run([sys.executable, "-m", "clustersim", "serve", "--port", str(free_port()), "--out",
+                               "/proc/clustersim-x"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and "--out" in proc.stderr and "pages can be saved" in proc.stderr
 
 
 def test_listens_on_loopback_only_by_default(server: Server) -> None:
