@@ -48,8 +48,8 @@ def check_work(sc: Scenario, engine: str) -> None:
             "a smaller layout: the web app runs the closed form"
         raise InputError("engine", engine,
                          f"{what} up to pp x virtual_stages x micro-batches = {limit:,} (this layout: {par.pp} x "
-                         f"{par.virtual_stages} x {par.num_micro_batches} = {work:,}); `clustersim run` has no "
-                         "such limit")
+                         f"{par.virtual_stages} x {par.num_micro_batches} = {work:,}); `clustersim run` takes "
+                         "larger layouts, up to its own operation budgets (docs/hostile-input.md)")
 
 
 def predict(body: dict[str, Any]) -> dict[str, Any]:
