@@ -8,6 +8,8 @@ first, and the sweep's final sort (clustersim.sweep.rank) fixes the order of equ
 
 from __future__ import annotations
 
+import concurrent.futures.process
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -114,6 +116,25 @@ class LocalExecutor:
                 p.terminate()
         for p in procs:
             p.join(timeout=5)
+        # the pool's manager thread closes its wake-up pipe once the workers are gone; the
+        # interpreter's exit hook would then write to the closed pipe and print a traceback
+        # ("OSError: Bad file descriptor" after Ctrl-C): let it finish and drop it from the hook
+        thread = getattr(self._pool, "_executor_manager_thread", None)
+        if thread is not None:
+            thread.join(timeout=5)
+            wakeups = getattr(concurrent.futures.process, "_threads_wakeups", None)
+            wakeup = wakeups.get(thread) if wakeups is not None else None
+            if wakeup is not None:
+                wakeup.wakeup = _quiet(wakeup.wakeup)
+
+
+def _quiet(wakeup: Callable[[], None]) -> Callable[[], None]:
+    """The pool's wake-up, silent when its pipe is already closed (the exit hook still wakes a
+    manager thread that is alive, so the interpreter never waits on it)."""
+    def call() -> None:
+        with contextlib.suppress(OSError):
+            wakeup()
+    return call
 
 
 class DaskExecutor:
