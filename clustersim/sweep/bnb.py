@@ -94,7 +94,8 @@ def branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, kee
     the edge are replayed first (``max`` with their bound) and the round starts again, so every
     layout left out has a final bound above the threshold (tests/sweep/test_replay.py)."""
     clear = table[:, COL["verdict"]] == 0.0
-    by_clear = np.unique(target.groups[clear]).size >= keep
+    clear_groups = np.unique(target.groups[clear]).size
+    by_clear = clear_groups >= keep
     fits = np.flatnonzero(clear if by_clear else table[:, COL["fits"]] == 1.0)
     krank = key_codes(table)  # orders rows like their keys
     bcol = COL["bound_step_time_s"]
@@ -153,10 +154,21 @@ def branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, kee
         known = picked[~np.isnan(steps) & feasible]
         values = table[known, COL["step_time_s"]] * (1.0 if scale is None else scale[known])
         codes, best = _group_best(groups[known], values)
-        threshold = np.sort(best)[keep - 1] if best.size >= keep else math.inf
         rest = order
         b = bound(rest)
-        below = b <= threshold
+        if by_clear:
+            threshold = np.sort(best)[keep - 1] if best.size >= keep else math.inf
+            below = b <= threshold
+        else:
+            # fewer than keep groups fit for certain: all of them rank first, whatever their
+            # time, so a fitting layout is wanted until its group's best is known (pruning it
+            # against the tight rows' threshold made #1 depend on --top); the tight layouts race
+            # for the keep - clear_groups places left
+            tight = ~clear[known]
+            _, tight_best = _group_best(groups[known][tight], values[tight])
+            left = keep - clear_groups
+            threshold = np.sort(tight_best)[left - 1] if tight_best.size >= left else math.inf
+            below = (b <= threshold) | clear[rest]
         if plain is not None:
             on = plain[known]
             plain_best = values[on].min() if on.any() else math.inf

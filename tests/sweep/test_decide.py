@@ -352,3 +352,18 @@ def test_top_one_claims_nothing_about_layouts_it_does_not_list() -> None:
                         "--max", "cp=1", "--top", "1", "--json"], cwd=root, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["verdict"][0].startswith("#1 only: list more (--top N)")
+
+
+def test_first_row_does_not_depend_on_top_when_tight_layouts_are_faster() -> None:
+    """llama3-70b on 16 H100: with fewer than --top layouts fitting for certain, fitting layouts
+    slower than the K-th tight one were pruned, so #1 was 5.6554 s (1F1B) at --top 5 and
+    5.3698 s (interleaved, fits) at --top 1; docs/sweep.md: #1 does not depend on --top."""
+    s = load_scenario(None, ["model.preset=llama3-70b", "model.seq_len=4096", "cluster.nodes=2", "parallel.tp=8",
+                             "parallel.pp=2", "parallel.dp=1", "parallel.micro_batch=1", "parallel.global_batch=16",
+                             "parallel.recompute=full"])
+    firsts = []
+    for keep in (1, 5):
+        r = run_sweep(sweep_spec(s, evaluators=SWEEP_EVALUATORS), SerialExecutor(), rerank=1, keep=keep)
+        top = r.top(1)[0]
+        firsts.append((top["memory_verdict"], round(top["step_time_s"], 9), top["parallel"]["schedule"]))
+    assert firsts[0] == firsts[1] and firsts[0][0] == "fits", firsts
