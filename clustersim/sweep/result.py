@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +28,14 @@ from clustersim.uncertainty import step_interval
 N_KEY = len(KEY_FIELDS)
 # fields whose values a group row lists when its members differ (numbers as [least, most])
 _RANGE_FIELDS = ("virtual_stages", "zero_stage")
+
+
+def intervals_overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two rows' 80% step-time intervals overlap, on both sides: a row below #1 may be
+    slower (time ranking) or faster (a tight row, or ``--rank-by memory-headroom``)."""
+    lo_a, hi_a = a["interval"]["step_time_s"]
+    lo_b, hi_b = b["interval"]["step_time_s"]
+    return bool(lo_a <= hi_b and lo_b <= hi_a)
 
 
 @dataclass(frozen=True)
@@ -178,9 +188,7 @@ class SweepResult:
         best row's: within the prediction's uncertainty they may be as fast as the winner."""
         if not rows:
             return []
-        lo_best = rows[0]["interval"]["step_time_s"]  # type: ignore[index]
-        return [i for i, r in enumerate(rows[1:], start=1)
-                if r["interval"]["step_time_s"][0] <= lo_best[1]]  # type: ignore[index]
+        return [i for i, r in enumerate(rows[1:], start=1) if intervals_overlap(rows[0], r)]
 
     def pareto(self) -> np.ndarray:
         """Row indices of the Pareto front (closed-form tokens/s against peak memory)."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from clustersim.sweep.evaluate import COL
 from clustersim.sweep.objective import not_plain_reasons, plain_mask
-from clustersim.sweep.result import SweepResult
+from clustersim.sweep.result import SweepResult, intervals_overlap
 from clustersim.units import GiB
 
 
@@ -72,12 +72,6 @@ def tight_line(row: Mapping[str, Any]) -> str:
             f"{capacity / GiB:.1f}, within its memory interval's uncertainty")
 
 
-def _overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    lo_a, hi_a = a["interval"]["step_time_s"]
-    lo_b, hi_b = b["interval"]["step_time_s"]
-    return lo_a <= hi_b and lo_b <= hi_a
-
-
 def _versus(field: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     """``a`` against ``b`` in one ranked metric, in words."""
     x, y = float(a[field]), float(b[field])
@@ -110,7 +104,7 @@ def plain_line(result: SweepResult, best: Mapping[str, Any]) -> str | None:
     parts = [_versus("step_time_s", best, other)]
     if result.ranked_field != "step_time_s":
         parts.append(_versus(result.ranked_field, best, other))
-    inside = ("their 80% step-time intervals overlap: within the uncertainty" if _overlap(best, other)
+    inside = ("their 80% step-time intervals overlap: within the uncertainty" if intervals_overlap(best, other)
               else "their 80% step-time intervals do not overlap: beyond the uncertainty")
     return (f"{head}; against the best plain 3D layout, #{k} ({layout_label(other['parallel'])}): "
             f"{'; '.join(parts)}; {inside}")

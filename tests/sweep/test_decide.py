@@ -367,3 +367,15 @@ def test_first_row_does_not_depend_on_top_when_tight_layouts_are_faster() -> Non
         top = r.top(1)[0]
         firsts.append((top["memory_verdict"], round(top["step_time_s"], 9), top["parallel"]["schedule"]))
     assert firsts[0] == firsts[1] and firsts[0][0] == "fits", firsts
+
+
+def test_a_row_whose_interval_lies_below_the_first_is_not_indistinguishable() -> None:
+    """A tight #2 at [4.372, 5.246] s under #1's [5.289, 6.455] was listed as indistinguishable
+    ('the step-time intervals overlap'): the test was one-sided."""
+    from clustersim.sweep.result import SweepResult
+
+    def row(lo: float, hi: float) -> dict:
+        return {"interval": {"step_time_s": [lo, hi]}}
+
+    rows = [row(5.289, 6.455), row(4.372, 5.246), row(5.0, 5.3), row(6.4, 7.0), row(6.5, 7.0)]
+    assert SweepResult.indistinguishable(None, rows) == [2, 3]   # type: ignore[arg-type]
