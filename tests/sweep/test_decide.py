@@ -379,3 +379,15 @@ def test_a_row_whose_interval_lies_below_the_first_is_not_indistinguishable() ->
 
     rows = [row(5.289, 6.455), row(4.372, 5.246), row(5.0, 5.3), row(6.4, 7.0), row(6.5, 7.0)]
     assert SweepResult.indistinguishable(None, rows) == [2, 3]   # type: ignore[arg-type]
+
+
+def test_equal_step_times_go_to_the_layout_with_more_free_memory() -> None:
+    """llama3-8b on 24 MI300X: GPipe (150.7 GiB) ranked #1 over 1F1B (33.4 GiB) on a difference in
+    the 14th digit of the same step time, where ties go to free memory (docs/sweep.md)."""
+    p = subprocess.run([sys.executable, "-m", "clustersim", "sweep", "scenarios/llama3_8b_h200x8.yaml", "--set",
+                        "cluster.preset=mi300x", "--gpus", "24", "--top", "2", "--no-progress", "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    first, second = json.loads(p.stdout)["top"][:2]
+    assert abs(first["step_time_s"] - second["step_time_s"]) < 1e-9   # the case: one step, two schedules
+    assert first["peak_bytes_per_gpu"] < second["peak_bytes_per_gpu"], (first["parallel"], second["parallel"])
