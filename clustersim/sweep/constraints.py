@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from clustersim.errors import InputError
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES
-from clustersim.sweep.space import LIMITED, NEW_SCHEDULES, SearchSpace
+from clustersim.sweep.space import LIMITED, SearchSpace
 from clustersim.workload.model_spec import ModelSpec
 
 # the scenario keys of the searched dimensions -> the layout key's field
@@ -29,7 +29,6 @@ SEARCHED = {
 _NAMES = {field: key for key, field in SEARCHED.items()}
 _INTEGER = (*LIMITED, "zero_stage")
 _BOOLS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
-_DENSE_SCHEDULES = tuple(s for s in SCHEDULES if s not in NEW_SCHEDULES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,12 +132,13 @@ def _value(field: str, text: str, option: str, item: str, model: ModelSpec) -> o
             raise InputError(option, item, f"false: the sweep offloads the optimizer of MoE models only "
                                            f"({model.name} is dense)")
         return value
-    allowed = RECOMPUTE if field == "recompute" else SCHEDULES if model.is_moe else _DENSE_SCHEDULES
+    # a dense model's sweep searches gpipe / 1f1b / interleaved by itself; fixing the schedule to a
+    # zero-bubble or DualPipe one (--fix or --set) searches that one (clustersim.sweep.space.asked_for)
+    allowed = RECOMPUTE if field == "recompute" else SCHEDULES
     if raw not in allowed:
         close = difflib.get_close_matches(raw, list(allowed), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        what = "a recompute policy" if field == "recompute" else \
-            "a schedule" + ("" if model.is_moe else " the sweep searches for dense models")
+        what = "a recompute policy" if field == "recompute" else "a schedule"
         raise InputError(option, item, f"{what}{hint}: {', '.join(allowed)}")
     return raw
 
