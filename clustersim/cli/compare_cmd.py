@@ -19,6 +19,7 @@ from clustersim.sweep.compare import RANK_KEYS, check_compare_size, parse_list, 
 from clustersim.sweep.compare_rows import compare_rows
 from clustersim.sweep.executors import EXECUTORS
 from clustersim.sweep.plot import check_plot_path, plot_compare
+from clustersim.units import GiB
 
 SECONDS_PER_DAY = 86400.0
 
@@ -166,6 +167,14 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     for r in rows:
         if r["size_note"]:
             out.print(f"* {r['cluster']}: {r['size_note']}", highlight=False)
+    for r in rows:   # a best layout that fits only at the low end of its memory interval
+        if r["memory_verdict"] == "tight":
+            peak, free = float(r["peak_bytes_per_gpu"]), float(r["free_bytes_per_gpu"])
+            where = (f"exceeds the GPU's {(peak + free) / GiB:.1f} GiB" if free < 0 else
+                     f"leaves {free / GiB:.1f} GiB of {(peak + free) / GiB:.1f}")
+            out.print(f"{r['cluster']}: no layout fits for certain; the best, tight, has a predicted peak of "
+                      f"{peak / GiB:.1f} GiB that {where} (it fits only at the low end of its memory interval)",
+                      highlight=False)
     kept = next((r for r in [*rows, *cannot] if r["cluster_settings"]), None)
     if kept is not None:   # the scenario's own cluster keys hold on its preset only
         settings = ", ".join(f"{k}={v}" for k, v in kept["cluster_settings"].items())  # type: ignore[union-attr]

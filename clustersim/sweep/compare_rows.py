@@ -110,6 +110,9 @@ def _compare_one(job: tuple) -> dict[str, object]:
         "best_layout": best["parallel"], "step_time_s": step, "mfu": best["mfu"],
         "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / gpus_n,
         "peak_bytes_per_gpu": best["peak_bytes_per_gpu"],
+        # "tight": the best layout fits only at the low end of its memory interval (its predicted
+        # peak may exceed the GPU): the row says so, as the sweep's verdict does
+        "memory_verdict": best["memory_verdict"], "free_bytes_per_gpu": best["free_bytes_per_gpu"],
         "scenario_layout": None if base_parallel is None else parallel_dict(layout_key(base_parallel),
                                                                              base_parallel.global_batch,
                                                                              base_parallel.cp_comm),

@@ -142,3 +142,24 @@ def test_scenario_on_moves_the_default_recipe_with_the_gpu():
     assert scenario_on(blockwise, load_cluster("dgx-b200", 2)).training.recipe == "blockwise"
     with pytest.raises(InputError, match="training.dtype"):
         scenario_on(load_scenario(None, ["cluster.preset=dgx-b200", "training.dtype=fp4"]), load_cluster("dgx-h100", 2))
+
+
+def test_a_tight_best_layout_says_so(tmp_path) -> None:
+    """llama3-70b at 8k on 16 H100: the row read as a normal answer (days, cost) although its
+    predicted peak, 81.9 GiB, exceeds the GPU's 79.6 GiB; the JSON rows had no memory verdict."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    f = tmp_path / "s.yaml"
+    f.write_text("model: {preset: llama3-70b, seq_len: 8192}\ncluster: {preset: dgx-h100, nodes: 2}\n"
+                 "parallel: {tp: 8, pp: 2, dp: 1, micro_batch: 1, global_batch: 16, recompute: full}\n")
+    root = Path(__file__).resolve().parents[2]
+    args = [sys.executable, "-m", "clustersim", "compare", str(f), "--clusters", "dgx-h100", "--tokens", "10B",
+            "--no-progress"]
+    p = subprocess.run([*args, "--json"], cwd=root, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    row = json.loads(p.stdout)["rows"][0]
+    assert row["memory_verdict"] == "tight" and row["free_bytes_per_gpu"] < 0
+    p = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=600)
+    assert "dgx-h100: no layout fits for certain" in " ".join(p.stdout.split())
