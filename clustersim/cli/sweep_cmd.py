@@ -192,6 +192,12 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
         lines.append(f"the scenario's pipeline split (layers per stage {list(base.parallel.layers_per_stage)}) is not "
                      "searched: every layout here, the scenario's own among them, is split evenly; `clustersim run` "
                      "times the scenario with its split")
+    split = s.cluster.scale_up_domain
+    if split and split != base.cluster.scale_up_domain:
+        # --gpus that is no whole number of domains runs as equal parts of each (sweep.runner.resize_cluster)
+        lines.append(f"{s.cluster.num_gpus} GPUs of {s.cluster.name} run as {s.cluster.num_gpus // split} x {split}: "
+                     f"{split} of each {base.cluster.scale_up_domain}-GPU scale-up domain; `clustersim run` of a row "
+                     f"needs --set cluster.scale_up_domain={split}")
     if as_json:
         plain = result.best_plain()
         click.echo(json.dumps({"evaluated": result.evaluated, "feasible": result.fitting,

@@ -403,3 +403,13 @@ def test_a_dense_sweep_searches_a_zero_bubble_schedule_when_it_is_fixed():
     assert rows and all(row["parallel"]["schedule"] == "zb-h1" for row in rows)
     # unasked, a dense sweep keeps GPipe / 1F1B / interleaved (docs/sweep.md)
     assert all(row["parallel"]["schedule"] in ("gpipe", "1f1b", "interleaved-1f1b") for row in _sweep().top(10))
+
+
+def test_a_split_scale_up_domain_is_said() -> None:
+    """`sweep --gpus 96` on NVL72 racks ran as 2 x 48-GPU domains without a word, and `run` of its
+    rows was refused until the user guessed cluster.scale_up_domain=48."""
+    p = subprocess.run([sys.executable, "-m", "clustersim", "sweep", "scenarios/llama3_8b_h200x8.yaml", "--set",
+                        "cluster.preset=gb200-nvl72", "--gpus", "96", "--top", "1", "--no-progress", "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert any("--set cluster.scale_up_domain=48" in line for line in json.loads(p.stdout)["verdict"])
