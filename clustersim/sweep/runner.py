@@ -163,6 +163,16 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> NoLayoutError:
                              f"{s.model.layers})", f"no valid layout of {what}")
     least = float(np.min(table[:, COL["peak_bytes_per_gpu"]]))
     within = f" within the constraints ({c.describe()})" if c else ""
+    if c:   # the constraints cut what fits: name them (the GPU count may be fine without them)
+        options = [o for o, on in (("--fix", c.fixed), ("--max", c.maxima), ("--only-validated", c.only_validated))
+                   if on]
+        return NoLayoutError("/".join(options), c.describe(),
+                             f"constraints under which some layout fits in memory: of {table.shape[0]} layouts of "
+                             f"{what}{within}, the smallest needs {least / 2**30:.1f} GiB per GPU, the GPU has "
+                             f"{s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB (or more GPUs: --gpus)",
+                             f"none of {table.shape[0]} layouts of {what}{within} fits in memory: the smallest "
+                             f"needs {least / 2**30:.1f} GiB per GPU, the GPU has "
+                             f"{s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB")
     return NoLayoutError("--gpus", s.cluster.num_gpus,
                          f"a GPU count on which some layout fits in memory: of {table.shape[0]} layouts of {what}"
                          f"{within}, the smallest needs {least / 2**30:.1f} GiB per GPU, the GPU has "

@@ -413,3 +413,13 @@ def test_a_split_scale_up_domain_is_said() -> None:
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     assert any("--set cluster.scale_up_domain=48" in line for line in json.loads(p.stdout)["verdict"])
+
+
+def test_nothing_fitting_under_a_constraint_names_the_constraint() -> None:
+    """`--fix tp=1` for llama3-70b on 16 H100 said '--gpus: got 16' though no --gpus was given."""
+    s = load_scenario(None, ["model.preset=llama3-70b", "model.seq_len=4096", "cluster.nodes=2", "parallel.tp=8",
+                             "parallel.pp=2", "parallel.dp=1", "parallel.global_batch=16", "parallel.recompute=full"])
+    c = parse_constraints(s.model, ("tp=1",), ())
+    with pytest.raises(InputError) as e:
+        run_sweep(sweep_spec(s, constraints=c, evaluators=SWEEP_EVALUATORS), SerialExecutor(), keep=1)
+    assert e.value.field == "--fix" and "tp=1" in str(e.value.value)
