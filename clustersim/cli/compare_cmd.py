@@ -19,32 +19,10 @@ from clustersim.sweep.compare import RANK_KEYS, check_compare_size, parse_list, 
 from clustersim.sweep.compare_rows import compare_rows
 from clustersim.sweep.executors import EXECUTORS
 from clustersim.sweep.plot import check_plot_path, plot_compare
+from clustersim.sweep.verdict import layout_label
 from clustersim.units import GiB
 
 SECONDS_PER_DAY = 86400.0
-
-
-def layout_label(p: dict[str, object]) -> str:
-    """``tp8 pp8 dp16 mb1 z1 sel sp 1f1b`` - a short form for tables, with every setting that
-    tells the layout apart where it is not the default (ep, expert_tp, cp_comm, offload): the row
-    must be reproducible from its label."""
-    sched = str(p["schedule"]) + (f" v{p['virtual_stages']}" if int(p["virtual_stages"]) > 1 else "")  # type: ignore[call-overload]
-    parts = [f"tp{p['tp']}", f"pp{p['pp']}", f"dp{p['dp']}"]
-    if int(p["cp"]) > 1:  # type: ignore[call-overload]
-        parts.append(f"cp{p['cp']}")
-    if int(p.get("ep") or 1) > 1:  # type: ignore[call-overload]
-        parts.append(f"ep{p['ep']}")
-    if p.get("expert_tp") and p["expert_tp"] != p["tp"]:
-        parts.append(f"etp{p['expert_tp']}")
-    if p.get("cp_comm") and int(p["cp"]) > 1:  # type: ignore[call-overload]
-        parts.append(str(p["cp_comm"]))
-    parts += [f"mb{p['micro_batch']}", f"z{p['zero_stage']}", str(p["recompute"])]
-    if p["sequence_parallel"]:
-        parts.append("sp")
-    offload = p.get("offload")
-    if isinstance(offload, dict) and any(offload.values()):
-        parts.append("offload " + "+".join(k for k, v in offload.items() if v))
-    return " ".join([*parts, sched])
 
 
 def _span(values: object, scale: float, fmt: str) -> str:

@@ -58,7 +58,8 @@ def top_table(rows: list[dict], title: str, ranked_field: str = "step_time_s", m
         zero = str(p["zero_stage"]) + (" (1|2)" if "zero_stage" in varies else "")
         lo, hi = iv["step_time_s"]
         regime = iv["regime"] + ("" if iv["validated"] else " (not validated)")
-        table.add_row(str(row["rank"]), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]),
+        cp = f"{p['cp']} {p['cp_comm']}" if int(p["cp"]) > 1 and p.get("cp_comm") else str(p["cp"])   # the exchange
+        table.add_row(str(row["rank"]), str(p["tp"]), str(p["pp"]), str(p["dp"]), cp,
                       *([str(p["ep"]), str(p.get("expert_tp") or p["tp"]), "y" if p.get("offload") else "n"]
                         if moe else []), str(p["micro_batch"]), zero, p["recompute"],
                       "y" if p["sequence_parallel"] else "n", sched,

@@ -13,15 +13,24 @@ from clustersim.units import GiB
 
 
 def layout_label(p: Mapping[str, Any]) -> str:
-    """``tp8 pp8 dp16 mb1 z1 selective sp 1f1b``: a layout in a few words."""
+    """``tp8 pp8 dp16 mb1 z1 selective sp 1f1b``: a layout in a few words, with every setting that
+    tells it apart where it is not the default (ep, expert_tp, the CP exchange, offload), so that
+    the row can be reproduced from its label (the sweep's verdict lines and compare's table)."""
     parts = [f"tp{p['tp']}", f"pp{p['pp']}", f"dp{p['dp']}"]
     if int(p.get("cp", 1)) > 1:
         parts.append(f"cp{p['cp']}")
-    if int(p.get("ep", 1)) > 1:
+    if int(p.get("ep") or 1) > 1:
         parts.append(f"ep{p['ep']}")
+    if p.get("expert_tp") and p["expert_tp"] != p["tp"]:
+        parts.append(f"etp{p['expert_tp']}")
+    if p.get("cp_comm") and int(p.get("cp", 1)) > 1:
+        parts.append(str(p["cp_comm"]))
     parts += [f"mb{p['micro_batch']}", f"z{p['zero_stage']}", str(p["recompute"])]
     if p.get("sequence_parallel"):
         parts.append("sp")
+    offload = p.get("offload")
+    if isinstance(offload, dict) and any(offload.values()):
+        parts.append("offload " + "+".join(k for k, v in offload.items() if v))
     sched = str(p["schedule"]) + (f" v{p['virtual_stages']}" if int(p.get("virtual_stages", 1)) > 1 else "")
     return " ".join([*parts, sched])
 

@@ -423,3 +423,15 @@ def test_nothing_fitting_under_a_constraint_names_the_constraint() -> None:
     with pytest.raises(InputError) as e:
         run_sweep(sweep_spec(s, constraints=c, evaluators=SWEEP_EVALUATORS), SerialExecutor(), keep=1)
     assert e.value.field == "--fix" and "tp=1" in str(e.value.value)
+
+
+def test_a_row_label_carries_the_cp_exchange() -> None:
+    """gpt-oss and Gemma 3 rows run CP with a2a: the sweep's table and its verdict lines left it out,
+    so `run` of the row's degrees was refused (cp_comm p2p); one label for sweep and compare now."""
+    from clustersim.sweep.verdict import layout_label
+    p = {"tp": 4, "pp": 1, "dp": 1, "cp": 2, "cp_comm": "a2a", "ep": 1, "micro_batch": 1, "zero_stage": 3,
+         "recompute": "full", "sequence_parallel": True, "schedule": "1f1b", "virtual_stages": 1}
+    assert layout_label(p) == "tp4 pp1 dp1 cp2 a2a mb1 z3 full sp 1f1b"
+    assert "a2a" not in layout_label({**p, "cp": 1})
+    src = (ROOT / "clustersim" / "cli" / "sweep_cmd.py").read_text()
+    assert "p['cp_comm']" in src and "def layout_label" not in (ROOT / "clustersim" / "cli" / "compare_cmd.py").read_text()
