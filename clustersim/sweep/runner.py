@@ -347,16 +347,28 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
     # prints): the best `rerank` rows not yet simulated, twice as many after MAX_RERANK_ROUNDS rounds
     # (where contention slows every row, so that the rounds stay few). Every round simulates the
     # leading row, so the rounds end; a closed-form row never ships as #1.
+    # The best plain 3D row likewise: when the event engine slows it, the next plain row (a
+    # closed-form one) takes its place and is simulated in turn.
     batch, rounds = max(rerank, 1), 0
     while wanted:
         order, _, is_row = ranked()
         rows = order[is_row]
-        if not rows.size or not np.isnan(sim[int(rows[0]), 0]):
+        lead_done = not rows.size or not np.isnan(sim[int(rows[0]), 0])
+        plain_row = None
+        if find_plain and rows.size:
+            plain = rows[plain_mask(table[rows])]
+            if plain.size and np.isnan(sim[int(plain[0]), 0]):
+                plain_row = int(plain[0])
+        if lead_done and plain_row is None:
             break
-        rounds += 1
-        if rounds > MAX_RERANK_ROUNDS:
-            batch *= 2
-        more = [int(i) for i in rows if np.isnan(sim[int(i), 0])][:batch]
+        more = []
+        if not lead_done:
+            rounds += 1
+            if rounds > MAX_RERANK_ROUNDS:
+                batch *= 2
+            more = [int(i) for i in rows if np.isnan(sim[int(i), 0])][:batch]
+        if plain_row is not None and plain_row not in more:
+            more.append(plain_row)
         if rank_by == "memory-headroom":   # as the first round: a group stands for its roomiest member
             more += [i for i in _roomier_twins(table, more) if np.isnan(sim[i, 0])]
         total[0] += len(more)
