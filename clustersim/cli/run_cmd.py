@@ -13,7 +13,7 @@ from rich.table import Table
 from clustersim import units
 from clustersim.api import estimate, simulate_with_timeline
 from clustersim.cli.does_not_fit import does_not_fit_lines
-from clustersim.errors import InputError
+from clustersim.errors import InputError, Interrupted
 from clustersim.hardware.load import use_profiles
 from clustersim.html import check_html_path, write_html
 from clustersim.html.fragments import MEMORY_ROWS, fmt_energy_kwh, fmt_tokens, sampled_stages
@@ -199,28 +199,44 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
     scenario = scenarios[0] if scenarios else None
     raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
     sc = scenario_from_dict(raw)
+    if engine == "analytical" and trace_file is not None:
+        raise InputError("--trace", trace_file, "only with --engine event")
+    written: list[str] = []
+    try:
+        report = _run_one(sc, raw, engine, trace_file, html_file, n_tokens, written)
+        if as_json:
+            click.echo(json.dumps(report.to_json(n_tokens), indent=2))
+        else:
+            _render(report, n_tokens)
+    except KeyboardInterrupt:   # Ctrl-C: one line says which files are whole and which were not written
+        missing = [f for f in (trace_file, html_file) if f and f not in written]
+        raise Interrupted("run stopped" + (f"; {' and '.join(missing)} not written" if missing else "")
+                          + (f"; {' and '.join(written)} written in full" if written else "")) from None
+    if not report.memory.fits:
+        for line in does_not_fit_lines(report.memory, report.num_gpus, scenario, overrides, profiles):
+            click.echo(line, err=True)
+        sys.exit(3)
+
+
+def _run_one(sc, raw: dict, engine: str, trace_file: str | None, html_file: str | None, n_tokens: float | None,
+             written: list[str]):
+    """One scenario's report, its trace and page written (each whole or not at all); ``written``
+    collects the files as they are done."""
     timeline = None
     if engine == "analytical":
-        if trace_file is not None:
-            raise InputError("--trace", trace_file, "only with --engine event")
         report = estimate(sc)
     else:
         report, result = simulate_with_timeline(sc, record=bool(trace_file or html_file))
         timeline = result.timeline
         if trace_file is not None:
             write_json_atomic(trace_file, trace_events(result.timeline, sc, report.per_rank))
+            written.append(trace_file)
     if html_file is not None:
         from clustersim.html.run_page import run_page
 
         write_html(html_file, run_page(report, timeline, raw, n_tokens))
-    if as_json:
-        click.echo(json.dumps(report.to_json(n_tokens), indent=2))
-    else:
-        _render(report, n_tokens)
-    if not report.memory.fits:
-        for line in does_not_fit_lines(report.memory, report.num_gpus, scenario, overrides, profiles):
-            click.echo(line, err=True)
-        sys.exit(3)
+        written.append(html_file)
+    return report
 
 
 def _run_shared(paths: tuple[str, ...], overrides: tuple[str, ...], as_json: bool, steps: int, shared: bool,

@@ -115,3 +115,24 @@ def test_trace_events_of_a_track_nest(tmp_path: Path) -> None:
                 ends.pop()
             assert not ends or end <= ends[-1], (start, end, ends[-1])
             ends.append(end)
+
+
+def test_ctrl_c_after_the_trace_says_which_file_is_whole(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Ctrl-C between the trace and the page exited 130 with 'interrupted' alone: the trace was
+    complete and kept, the page not written, and nothing said so."""
+    import pytest
+
+    import clustersim.html.run_page as page
+    from clustersim.cli import main
+
+    def interrupted(*args: object, **kwargs: object) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(page, "run_page", interrupted)
+    trace, html = tmp_path / "t.json", tmp_path / "p.html"
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--trace", str(trace), "--html", str(html)])
+    assert exc.value.code == 130
+    err = capsys.readouterr().err
+    assert f"{html} not written" in err and f"{trace} written in full" in err
+    assert trace.exists() and not html.exists()
