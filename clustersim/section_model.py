@@ -49,6 +49,20 @@ def _numeric(text: str) -> bool:
     return True
 
 
+def yaml_float(text: str) -> str | None:
+    """``text`` in exponent notation as YAML 1.1 reads it as a number (``1e400`` -> ``1.0e+400``,
+    ``6.4e1`` -> ``6.4e+1``), or None when ``text`` is not in exponent notation."""
+    m = re.fullmatch(r"\s*([+-]?)(\d+\.?\d*|\.\d+)[eE]([+-]?)(\d+)\s*", text)
+    if m is None:
+        return None
+    sign, mantissa, exp_sign, exponent = m.groups()
+    if "." not in mantissa:
+        mantissa += ".0"
+    elif mantissa.startswith("."):
+        mantissa = "0" + mantissa
+    return f"{sign}{mantissa}e{exp_sign or '+'}{exponent}"
+
+
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 
@@ -73,9 +87,11 @@ class Section(BaseModel):
                 and _numeric(value):
             # lax mode reads "2" as 2: a quoted number is a mistake taken as a value (other text
             # gets pydantic's own message: "a whole number" ...)
-            if re.fullmatch(r"\s*[+-]?(\d+\.?\d*|\.\d+)[eE]\d+\s*", value):
-                # YAML 1.1 (PyYAML) reads 6.4e1 without a sign in its exponent as text
+            written = yaml_float(value)
+            if written is not None:
+                # YAML 1.1 (PyYAML) reads exponent notation as a number only with a dot in the mantissa
+                # and a sign in the exponent (6.4e1 and 1e+4 are text)
                 raise ValueError(f"a number, not a string: YAML reads {value.strip()} as text; write "
-                                 f"{value.strip().lower().replace('e', 'e+')} or the plain number")
+                                 f"{written} or the plain number")
             raise ValueError("a number, not a string")
         return value

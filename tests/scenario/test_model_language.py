@@ -74,6 +74,9 @@ def test_a_window_alone_means_sliding_and_a_long_window_changes_nothing() -> Non
     ("parallel.sequence_parallel=1", "true or false"),
     ('parallel.tp="2"', "a number, not a string"),          # and a quoted number as the number
     ("parallel.global_batch=6.4e1", "YAML reads 6.4e1 as text; write 6.4e+1"),   # YAML 1.1: no sign, no float
+    # the hint said "write 1e+400", which YAML reads as text too (no dot), and 1e+400 then got
+    # only "a number, not a string"
+    ("parallel.tp=1e400", "write 1.0e+400"), ("parallel.tp=1e+400", "YAML reads 1e+400 as text; write 1.0e+400"),
 ])
 def test_flags_and_numbers_are_not_coerced(setting: str, allowed: str) -> None:
     out = _run(setting)
