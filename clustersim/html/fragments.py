@@ -245,12 +245,15 @@ MEMORY_ROWS = (("weights", "weights"), ("gradients", "gradients"), ("optimizer_s
                ("allocated_peak_bytes", "allocated peak"), ("reserved_peak_bytes", "reserved peak"))
 
 
-def memory_table(stages: Sequence[Mapping[str, Any]]) -> str:
-    """Memory per GPU by part (rows) and pipeline stage (columns, sampled past eight), in GiB: as
-    the command line prints it, and narrow enough for a page of 1,400 px."""
+def memory_table(stages: Sequence[Mapping[str, Any]], verdict_stage: int | None = None) -> str:
+    """Memory per GPU by part (rows) and pipeline stage (columns, sampled past eight), in GiB: the
+    stages the command line samples (the first, the last, the one the verdict comes from,
+    ``verdict_stage``, and a stride; it shows as many as its width allows), narrow enough for a
+    page of 1,400 px. Without ``verdict_stage``, the stage of the highest peak."""
     if not stages:
         return ""
-    worst = max(range(len(stages)), key=lambda i: (float(stages[i].get("peak_bytes_per_gpu", 0)), -i))
+    worst = verdict_stage if verdict_stage is not None else \
+        max(range(len(stages)), key=lambda i: (float(stages[i].get("peak_bytes_per_gpu", 0)), -i))
     shown = [stages[i] for i in sampled_stages(len(stages), worst)]
     head = "".join(f"<th>stage {esc(s.get('stage', i))}</th>" for i, s in enumerate(shown))
     body = []

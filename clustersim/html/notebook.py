@@ -36,7 +36,7 @@ def report_html(report: StepReport) -> str:
     rj = report.to_json()
     stages = [m.to_json() for m in report.memory_by_stage]
     return (f'{_STYLE}<div class="clustersim-nb">{fragments.report_header(rj)}{fragments.summary_cards(rj)}'
-            f"{fragments.interval_html(rj)}{fragments.breakdown_table(rj)}{fragments.memory_table(stages)}</div>")
+            f"{fragments.interval_html(rj)}{fragments.breakdown_table(rj)}{fragments.memory_table(stages, rj['memory'].get('stage'))}</div>")
 
 
 def _report_repr_html(self: StepReport) -> str:

@@ -66,7 +66,7 @@ def run_sections(rj: Mapping[str, Any], stages: Sequence[Mapping[str, Any]], tda
         "interval": fragments.interval_html(rj),
         "timeline": f'{timeline}<p class="note" data-testid="timeline-note">{esc(timeline_note(tdata, engine))}</p>',
         "breakdown": '<div id="chart-breakdown" class="chart"></div>' + fragments.breakdown_table(rj),
-        "memory": '<div id="chart-memory" class="chart"></div>' + fragments.memory_table(stages),
+        "memory": '<div id="chart-memory" class="chart"></div>' + fragments.memory_table(stages, rj["memory"].get("stage")),
     }
     if isinstance(rj.get("energy"), Mapping):  # `energy` of `run --json` (docs/output.md)
         sections["energy"] = fragments.energy_table(rj["energy"])

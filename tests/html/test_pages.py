@@ -176,3 +176,13 @@ def test_faults_and_the_runs_energy_are_on_the_page() -> None:
     assert 'data-testid="faults">paced by rank' in page and "against a healthy cluster" in page
     page = run_page(estimate(load_scenario(ROOT / SMALL)), tokens=15e12)
     assert "energy of the training run" in page and "15T" in page
+
+
+def test_the_memory_table_samples_the_verdicts_stage_as_the_command_line() -> None:
+    """The page took the stage of the highest peak where the command line takes the stage the
+    memory verdict comes from: the two showed different stages of the same report."""
+    from clustersim.html.fragments import memory_table, sampled_stages
+    stages = [{"stage": i, "peak_bytes_per_gpu": 1e9 * (2 if i == 3 else 1)} for i in range(16)]
+    html = memory_table(stages, verdict_stage=9)
+    shown = [int(h.split("</th>")[0]) for h in html.split("<th>stage ")[1:]]
+    assert shown == sampled_stages(16, 9) and 9 in shown
