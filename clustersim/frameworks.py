@@ -25,6 +25,7 @@ ZERO3_IMPLS = ("megatron-fsdp", "fsdp1", "fsdp2", "deepspeed")
 REDUCE_DTYPES = ("fp32", "bf16")
 ZERO1_REDUCE_OPS = ("reduce_scatter", "all_reduce")
 TP_BACKWARD_OVERLAP = ("always", "with-sp", "never")
+PP_SEND_BLOCKING = ("always", "except-interleaved", "never")
 _BOOLS = ("overlap_grad_reduce", "overlap_param_gather")
 ELEMENTWISE = ("fused", "eager")
 
@@ -40,6 +41,8 @@ class FrameworkSpec:
     overlap_grad_reduce: bool    # data-parallel gradient reduction overlapped with the backward pass
     overlap_param_gather: bool   # ZeRO-1/2 parameter all-gather overlapped with the next forward pass
     tp_backward_overlap: str     # backward TP collectives beside the GEMMs: always | with-sp | never
+    # pipeline sends that hold the sender until the transfer is done: always | except-interleaved | never
+    pp_send_blocking: str
     zero3: str              # ZeRO-3 implementation: megatron-fsdp | fsdp1 | fsdp2 | deepspeed
     grad_reduce_dtype: str  # dtype of the data-parallel gradient reduction: fp32 | bf16
     zero1_grad_reduce: str  # the collective reducing the gradients under ZeRO-1: reduce_scatter | all_reduce
@@ -60,7 +63,7 @@ class FrameworkSpec:
 
 
 _CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_dtype": REDUCE_DTYPES,
-            "zero1_grad_reduce": ZERO1_REDUCE_OPS,
+            "zero1_grad_reduce": ZERO1_REDUCE_OPS, "pp_send_blocking": PP_SEND_BLOCKING,
             "elementwise": ELEMENTWISE}
 _INTS = {"param_bytes": (2, 4), "grad_bytes": (2, 4), "optimizer_bytes": (8, 12, 16),
          "grad_buffer_bytes_per_param": tuple(range(0, 33)),
@@ -143,3 +146,15 @@ def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: Fram
     if zero_stage == 3 and zero3_impl(fsdp_version, framework) == "deepspeed":
         return "bf16"
     return framework.grad_reduce_dtype if framework is not None else "fp32"
+
+
+def blocking_sends(framework: FrameworkSpec, schedule: str, overlap_p2p_comm: bool | None) -> bool:
+    """Whether a pipeline send holds its sender until the transfer is done (the one rule; the plan
+    carries it to both engines): ``parallel.overlap_p2p_comm`` when the scenario sets it, else the
+    framework's ``pp_send_blocking`` (Megatron-Core: every schedule but the interleaved one, which
+    overlaps by default)."""
+    if overlap_p2p_comm is not None:
+        return not overlap_p2p_comm
+    if framework.pp_send_blocking == "except-interleaved":
+        return schedule in ("1f1b", "gpipe")
+    return framework.pp_send_blocking == "always"

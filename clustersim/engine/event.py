@@ -387,9 +387,18 @@ class _StepSim(UnitRunner):
                     for name, plan in self.plan.dp.grad_buckets.get((x.stage, u), ()):
                         self._enqueue(rank, "dp", name, plan)
 
-    def _sends(self, rank: int, a: RankAction) -> None:
+    def _sends(self, rank: int, a: RankAction) -> Proc:
+        """Start the action's sends; where sends block (``parallel.blocking_sends``), wait for them."""
         for key, boundary in a.sends:
             self._send(rank, key[0], key, boundary)
+        if a.sends and self.plan.scenario.parallel.blocking_sends:
+            start = self.env.now
+            for key, _ in a.sends:
+                event = self._arrival(key)
+                if not event.triggered:
+                    yield event
+            if self.env.now > start:
+                self.tl.add(rank, "compute", f"send {a}", "pp_comm", start, self.env.now)
 
     def _rank(self, rk: SimRank, first: int) -> Proc:
         env = self.env
@@ -409,8 +418,8 @@ class _StepSim(UnitRunner):
                     if x.needs is not None:
                         yield from self._wait_arrival(rank, x.needs)
                 yield from self._pair(rk, action, other)
-                self._sends(rank, action)
-                self._sends(rank, other)
+                yield from self._sends(rank, action)
+                yield from self._sends(rank, other)
                 i += 2
             else:
                 if action.needs is not None:
@@ -419,7 +428,7 @@ class _StepSim(UnitRunner):
                     yield from self._forward(rk, action.stage, str(action))
                 else:
                     yield from self._backward(rk, action.stage, str(action), action.final, action.part)
-                self._sends(rank, action)
+                yield from self._sends(rank, action)
                 i += 1
             self.nxt[rank] = i
             self.clock[rank] = env.now

@@ -221,6 +221,7 @@ class Recurrence:
         to wait for, no gradient to reduce, no ZeRO-3) run here as ``_step`` runs them - the same
         operations in the same order - without its calls; every other action through ``_step``."""
         ranks, nxt, arrival = self.plan.ranks, self.nxt, self.arrival
+        blocking = self.plan.scenario.parallel.blocking_sends
         gathered = self._gathered_stages
         fast = self._z3 is None
         moved = False
@@ -286,6 +287,10 @@ class Recurrence:
                         w = waiting.pop(key, None)
                         if w is not None:
                             todo.append(w)
+                if blocking and a.sends:   # the sender waits for its transfers (docs/engine.md)
+                    done = max(arrival[key][1] for key, _ in a.sends)
+                    causes["pp_comm"] += done - clock
+                    clock = state.clock = done
                 i += 1
             if i > start:
                 nxt[k] = i
@@ -365,6 +370,8 @@ class Recurrence:
     def _sends(self, rk: SimRank, state: RankState, a: RankAction) -> None:
         for key, boundary in a.sends:
             self._send(rk, state, boundary, key)
+        if a.sends and self.plan.scenario.parallel.blocking_sends:   # the sender waits for its transfers
+            state.wait(max(self.arrival[key][1] for key, _ in a.sends), "pp_comm")
 
     def _pair(self, rk: SimRank, state: RankState, a: RankAction, b: RankAction) -> None:
         """An overlapped forward & backward pair (clustersim.engine.pair) in closed form."""

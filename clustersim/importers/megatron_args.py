@@ -79,7 +79,7 @@ NO_EFFECT_PREFIXES = ("log_", "save", "load", "data_", "tokenizer_", "lr", "min_
                       "straggler_", "rerun_", "inference_", "distributed_timeout", "distributed_backend",
                       "use_checkpoint", "finetune", "pretrained", "clip_grad", "loss_scale", "initial_loss_scale",
                       "min_loss_scale", "hysteresis", "bias_", "masked_softmax", "apply_", "persist_layer_norm",
-                      "gradient_accumulation_fusion", "async_", "overlap_p2p", "empty_unused", "no_",
+                      "gradient_accumulation_fusion", "async_", "empty_unused", "no_",
                       "hidden_dropout", "attention_dropout", "normalization", "norm_epsilon", "layernorm_",
                       "position_embedding", "rotary_", "rope_", "add_", "qk_layernorm", "init_method",
                       "max_position_embeddings", "make_vocab_size", "tp_comm_", "calculate_per_token_loss",
@@ -122,7 +122,8 @@ NO_EFFECT = {"bf16", "fp16", "fp8", "fp4", "iteration", "consumed_train_samples"
              "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_activations",
              "checkpoint_activations", "distribute_saved_activations", "distribute_checkpointed_activations",
              "checkpoint_num_layers", "use_distributed_optimizer", "use_torch_fsdp2", "use_custom_fsdp",
-             "use_megatron_fsdp", "data_parallel_sharding_strategy", "overlap_grad_reduce",
+             "use_megatron_fsdp", "data_parallel_sharding_strategy", "overlap_grad_reduce", "overlap_p2p_comm",
+             "overlap_p2p_comm_warmup_flush",
              "overlap_param_gather", "tp_comm_overlap", "ddp_bucket_size", "sequence_parallel",
              "virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage",
              "num_virtual_stages_per_pipeline_rank", "micro_batch_size", "global_batch_size", "num_layers",
@@ -452,6 +453,10 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         vpp = len(parse_layout(split["pipeline_layout"])) // pp
     if vpp and vpp > 1:
         parallel.update(schedule="interleaved-1f1b", virtual_stages=vpp)
+        # the interleaved schedule overlaps its sends unless --no-overlap-p2p-communication (the
+        # non-interleaved one always waits for them: clustersim.frameworks.blocking_sends)
+        if a.get("overlap_p2p_comm") not in (None, "None"):
+            parallel["overlap_p2p_comm"] = not neutral(a.get("overlap_p2p_comm"))
     elif pp > 1:
         parallel["schedule"] = "1f1b"
     if split:

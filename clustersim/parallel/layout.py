@@ -40,6 +40,8 @@ class ParallelLayout:
     recompute: str = "none"
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    # a pipeline send holds its sender until the transfer is done (clustersim.frameworks.blocking_sends)
+    blocking_sends: bool = False
     tp_comm_overlap: bool = False
     # Gradient bucket size in parameters; 0 = the framework's (clustersim.frameworks.grad_bucket_params)
     # (megatron/core/distributed/distributed_data_parallel.py, bucket_size)

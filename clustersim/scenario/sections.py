@@ -135,6 +135,9 @@ class ParallelSection(Section):
     recompute_num_layers: int | None = None
     overlap_grad_reduce: bool | None = None     # None: the framework's default
     overlap_param_gather: bool | None = None    # None: the framework's default
+    # pipeline sends overlapped with the next compute (true) or holding the sender until done (false);
+    # None: the framework's (clustersim.frameworks.blocking_sends)
+    overlap_p2p_comm: bool | None = None
     tp_comm_overlap: bool = False
     dp_bucket_params: int = Field(0, ge=0, le=MAX_COUNT)
     expert_tp: int | None = Field(None, ge=1, le=MAX_GPUS)  # None: tp (Megatron's default ETP)

@@ -213,3 +213,13 @@ def test_megatron_deepseek_layout_with_its_mtp_module_imports() -> None:
             "--global-batch-size 8192 --bf16 --pipeline-model-parallel-layout 'Et|(tt|)*30mL'")
     sc = finish(import_text("megatron-args", text, "cmd", cluster="dgx-h100"), []).scenario
     assert sc["parallel"]["pipeline_layout"] == "Et|(tt|)*30mL" and sc["model"]["mtp_layers"] == 1
+
+
+def test_megatron_no_overlap_p2p_communication_makes_interleaved_sends_wait() -> None:
+    """--no-overlap-p2p-communication was filed under 'no effect'; it holds every interleaved send
+    until its transfer is done (the zero-bubble paper's runs set it)."""
+    sc = megatron("--num-layers-per-virtual-pipeline-stage 4 --no-overlap-p2p-communication")
+    assert sc["parallel"]["schedule"] == "interleaved-1f1b" and sc["parallel"]["overlap_p2p_comm"] is False
+    assert scenario_from_dict(sc).parallel.blocking_sends
+    plain = megatron("--num-layers-per-virtual-pipeline-stage 4")
+    assert "overlap_p2p_comm" not in plain["parallel"] and not scenario_from_dict(plain).parallel.blocking_sends
