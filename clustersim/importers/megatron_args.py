@@ -49,6 +49,9 @@ UNSUPPORTED: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "heterogeneous_layers_config_encoded_json": ("heterogeneous layers", neutral),
     "linear_attention_freq": ("linear-attention layers", neutral),
     "window_size": ("sliding-window attention", neutral),
+    # a fork's per-stage layer list (Iluvatar's DeepSparkHub Megatron): dropped, it ran the even split
+    "num_layers_per_stage": ("a pipeline split of a Megatron fork (write it as parallel.layers_per_stage)", neutral),
+
     "num_experts_per_layer": ("per-layer expert counts", neutral),
     "moe_shared_expert_intermediate_size": ("shared experts", neutral),
     # Megatron-Core's layer-wise offload (megatron/core/transformer/transformer_config.py
@@ -116,7 +119,7 @@ NO_EFFECT_PREFIXES = ("log_", "save", "load", "data_", "tokenizer_", "lr", "min_
                       "short_", "pipeline_model_parallel_split_rank", "use_mp_args", "use_flash_attn_",
                       "async_tensor", "kitchen_", "muon_", "rl_", "grpo_")
 NO_EFFECT = {"bf16", "fp16", "fp8", "fp4", "iteration", "consumed_train_samples", "consumed_valid_samples",
-             "skipped_train_samples", "padded_vocab_size", "world_size", "data_parallel_size", "swiglu",
+             "skipped_train_samples", "padded_vocab_size", "world_size", "data_parallel_size", "swiglu", "glu_activation",
              "group_query_attention", "untie_embeddings_and_output_weights", "transformer_impl",
              "use_legacy_models", "use_mcore_models", "use_flash_attn", "attention_backend", "optimizer",
              "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_activations",
@@ -133,7 +136,7 @@ NO_EFFECT = {"bf16", "fp16", "fp8", "fp4", "iteration", "consumed_train_samples"
              "pipeline_model_parallel_size", "context_parallel_size", "expert_model_parallel_size",
              "expert_tensor_parallel_size", "cp_comm_type", "deepspeed", "zero_stage", "deepspeed_config",
              "tokenizer_type", "tokenizer_model", "use_dist_ckpt", "no_load_optim", "exit_on_missing_checkpoint",
-             "num_layers_per_stage", "hidden_act", "activation_func", "dataloader_type", "bias_activation_fusion",
+             "hidden_act", "microbatch_group_size_per_vp_stage", "microbatch_group_size_per_virtual_pipeline_stage", "activation_func", "dataloader_type", "bias_activation_fusion",
              "qk_layernorm", "test_mode", "model_name", "use_rope_scaling", "rotary_base", "rotary_percent",
              "rotary_interleaved", "rotary_seq_len_interpolation_factor", "position_embedding_type",
              "add_qkv_bias", "train_samples", "train_iters", "log_interval", "eval_interval", "eval_iters",
@@ -161,8 +164,10 @@ COST_ARGS = frozenset({
     "virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage",
     "num_virtual_stages_per_pipeline_rank", "micro_batch_size", "global_batch_size", "micro_batch_size_per_gpu",
     "batch_size", "recompute_granularity", "recompute_method", "recompute_num_layers", "checkpoint_num_layers",
-    "zero_stage", "hidden_act", "activation_func", "model_parallel_size", "fp8", "fp4", "num_layers_per_stage",
+    "zero_stage", "hidden_act", "activation_func", "model_parallel_size", "fp8", "fp4", "glu_activation",
     "padded_vocab_size", "pad_vocab_size_to", "rampup_batch_size"})
+# Megatron-DeepSpeed's --glu-activation (megatron/model/glu_activations.py GLU_ACTIVATIONS): the gated MLPs
+GLU_ACTS = {"geglu": "geglu", "swiglu": "swiglu"}
 RECOMPUTE_METHODS = ("uniform", "block")   # --recompute-method choices (megatron/training/arguments.py)
 KNOWN_HF_VOCABS = ((r"llama-?3", 128256), (r"llama-?2", 32000), (r"mixtral|mistral-7b", 32000), (r"gpt-?2", 50257),
                    (r"qwen2", 151936), (r"deepseek-v3", 129280))
@@ -392,6 +397,12 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         model["qk_norm"] = True           # --qk-layernorm: a norm over each query and key head
     if a.get("squared_relu"):
         model["ffn_act"] = "squared-relu"  # --squared-relu (Nemotron-4's MLP)
+    glu = a.get("glu_activation")   # Megatron-DeepSpeed (BigScience, GLM-130B's LargeScale): a gated MLP
+    if not neutral(glu):
+        if glu not in GLU_ACTS:
+            raise InputError("--glu-activation", glu, "geglu or swiglu (the gated MLPs clustersim models; liglu and "
+                             "reglu are not)")
+        model["ffn_act"] = GLU_ACTS[glu]
     if a.get("group_query_attention") and a.get("num_query_groups"):
         model["kv_heads"] = int_arg(a, "num_query_groups")
     elif a.get("num_key_value_heads") and a.get("num_key_value_heads") != heads:   # Megatron-DeepSpeed's GQA
@@ -451,6 +462,15 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         from clustersim.parallel.split import parse_layout
 
         vpp = len(parse_layout(split["pipeline_layout"])) // pp
+    # the flag's dest (a log's name) or its own name (a command line); validate_args sets None to pp
+    group = a.get("microbatch_group_size_per_vp_stage")
+    if group in (None, "None"):
+        group = a.get("microbatch_group_size_per_virtual_pipeline_stage")
+    if vpp and vpp > 1 and group not in (None, "None", pp):
+        # Megatron-Core's interleaved warm-up in groups of N micro-batches (schedules.py
+        # get_pp_rank_microbatches): clustersim's interleaved schedule runs groups of pp
+        raise InputError("--microbatch-group-size-per-virtual-pipeline-stage", group,
+                         f"the pipeline size ({pp}): interleaved groups of another size are not modelled")
     if vpp and vpp > 1:
         parallel.update(schedule="interleaved-1f1b", virtual_stages=vpp)
         # the interleaved schedule overlaps its sends unless --no-overlap-p2p-communication (the
@@ -478,10 +498,17 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     if opt not in ("adam", "sgd", "adamw"):
         notes.append(f"optimizer {opt} is priced as Adam")
     backend = str(a.get("attention_backend", "")).lower()
-    if a.get("use_flash_attn") or backend.endswith("flash"):
+    flash_flags = [k for k in a.values if k.startswith("use_flash_attn")]   # Megatron-DeepSpeed: _v1, _v2, _triton
+    if a.get("use_flash_attn") or backend.endswith("flash") or any(a.get(k) for k in flash_flags):
         training["attention"] = "flash"
     elif backend.endswith("unfused") or backend.endswith("local"):
         training["attention"] = "standard"
+    elif framework_of(a) in ("deepspeed", "deepspeed-bf16"):
+        # Megatron-DeepSpeed runs its fused scale-mask-softmax unless a --use-flash-attn flag says
+        # otherwise (megatron/model/transformer.py ParallelAttention: flash only with use_flash_attn)
+        training["attention"] = "standard"
+        notes.append("Megatron-DeepSpeed without --use-flash-attn: its fused-softmax attention (training.attention "
+                     "standard)")
     # cluster and size of the job
     world = int_arg(a, "world_size")
     if world is None and a.launcher.get("nproc_per_node") and not a.launcher.get("nnodes") \

@@ -1,0 +1,45 @@
+"""Megatron-DeepSpeed launch lines as BigScience and GLM-130B published them, and flags of
+Megatron forks: each read as the job it runs, or refused by name (never dropped)."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim.errors import InputError
+from clustersim.importers import finish, import_text
+
+GLM = ("torchrun --nnodes 4 --nproc_per_node 8 pretrain_glm.py --tensor-model-parallel-size 4 "
+       "--pipeline-model-parallel-size 8 --num-layers 70 --hidden-size 12288 --num-attention-heads 96 "
+       "--ffn-hidden-size 32768 --seq-length 2048 --micro-batch-size 1 --global-batch-size 64 --fp16 "
+       "--padded-vocab-size 150528 --checkpoint-activations --deepspeed --zero-stage 1 {extra}")
+
+
+def _import(extra: str) -> dict:
+    return finish(import_text("megatron-args", GLM.format(extra=extra), "cmd", cluster="dgx-a100"), []).scenario
+
+
+def test_glu_activation_and_the_attention_megatron_deepspeed_runs() -> None:
+    """GLM-130B's `--glu-activation geglu` was ignored (a plain GeLU MLP, 25% fewer MLP FLOPs) and a
+    line without --use-flash-attn got flash attention: 52.9 s against 88.5 s measured (-40%)."""
+    sc = _import("--glu-activation geglu")
+    assert sc["framework"] == "deepspeed" and sc["model"]["ffn_act"] == "geglu"
+    assert sc["training"]["attention"] == "standard"
+    assert _import("--use-flash-attn-v2")["training"]["attention"] == "flash"
+
+
+@pytest.mark.parametrize("extra,flag", [
+    ("--glu-activation liglu", "--glu-activation"),
+    ("--num-layers-per-stage 1 3 4 4 2 5 1 3", "--num-layers-per-stage"),   # Iluvatar's fork: was dropped
+])
+def test_flags_that_change_the_job_are_refused_by_name(extra: str, flag: str) -> None:
+    with pytest.raises(InputError) as err:
+        _import(extra)
+    assert err.value.field == flag
+
+
+def test_an_interleaved_micro_batch_group_other_than_pp_is_refused() -> None:
+    text = GLM.format(extra="--num-layers-per-virtual-pipeline-stage 1 --microbatch-group-size-per-virtual-pipeline-"
+                            "stage 5").replace("--num-layers 70", "--num-layers 16").replace("--deepspeed --zero-stage 1", "")
+    with pytest.raises(InputError) as err:
+        finish(import_text("megatron-args", text, "cmd", cluster="dgx-a100"), [])
+    assert err.value.field == "--microbatch-group-size-per-virtual-pipeline-stage"
