@@ -43,3 +43,18 @@ def test_an_interleaved_micro_batch_group_other_than_pp_is_refused() -> None:
     with pytest.raises(InputError) as err:
         finish(import_text("megatron-args", text, "cmd", cluster="dgx-a100"), [])
     assert err.value.field == "--microbatch-group-size-per-virtual-pipeline-stage"
+
+
+@pytest.mark.parametrize("extra,flag", [
+    ("--num-virtual-stages-per-pipeline-rank 3", "--num-virtual-stages-per-pipeline-rank"),   # 2 layers per rank
+    ("--num-virtual-stages-per-pipeline-rank 2 --num-layers-per-virtual-pipeline-stage 1",
+     "--num-layers-per-virtual-pipeline-stage"),
+    ("--num-layers-per-virtual-pipeline-stage 1 --decoder-first-pipeline-num-layers 1 "
+     "--decoder-last-pipeline-num-layers 1", "--num-layers-per-virtual-pipeline-stage"),
+])
+def test_layouts_megatron_asserts_on_are_refused(extra: str, flag: str) -> None:
+    """Each of these makes Megatron-LM stop at start-up; they were imported and simulated."""
+    text = GLM.format(extra=extra).replace("--num-layers 70", "--num-layers 16").replace("--deepspeed --zero-stage 1", "")
+    with pytest.raises(InputError) as err:
+        finish(import_text("megatron-args", text, "cmd", cluster="dgx-a100"), [])
+    assert err.value.field == flag
