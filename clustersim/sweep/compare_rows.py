@@ -26,6 +26,7 @@ from clustersim.sweep.compare import (
     stated_recipe,
     train_cost,
 )
+from clustersim.sweep.constraints import parse_constraints, searched_overrides
 from clustersim.sweep.evaluate import KEY_FIELDS, SweepSpec
 from clustersim.sweep.evaluators import Evaluators
 from clustersim.sweep.executors import SerialExecutor, make_executor
@@ -86,11 +87,14 @@ def _compare_one(job: tuple) -> dict[str, object]:
     """One cluster and size: a serial sweep (so that clusters run side by side in the pool) and
     its best layout's time to train, cost and energy with the 80% interval; where no layout runs
     the job there, a row with ``cannot_run`` (the sweep's reason) instead. Module level: picklable."""
-    preset, size, scenario, base_parallel, tokens, price, kwh_price, rerank, asked, sized_by, settings, evaluators = job
+    (preset, size, scenario, base_parallel, tokens, price, kwh_price, rerank, asked, sized_by, settings, constraints,
+     evaluators) = job
     n = size.nodes
     cluster = scenario.cluster
     try:
-        result = run_sweep(SweepSpec(scenario, SearchSpace(), evaluators=evaluators, own_layout=base_parallel is not None),
+        space = constraints.apply(SearchSpace(), scenario.model)
+        result = run_sweep(SweepSpec(scenario, space, constraints=constraints, evaluators=evaluators,
+                                     own_layout=base_parallel is not None),
                            SerialExecutor(), rerank=rerank, keep=max(1, rerank))
     except NoLayoutError as exc:
         return {**_cannot_run(preset, cluster, size, asked, settings, exc.reason), "error": exc.allowed}
@@ -194,6 +198,10 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
     raw = apply_overrides(read_scenario_dict(scenario_path), list(overrides))
     base, own = load_template(raw)
     check_uniform(base)
+    # --set on a searched dimension constrains every cluster's search, as sweep's --set does (it was
+    # applied to the template only, which the search then left: `--set parallel.tp=2` changed nothing)
+    fixes, _ = searched_overrides(overrides)
+    constraints = parse_constraints(base.model, (), (), fixes)
     own_preset, own_settings = own_cluster_settings(raw)
     kwh_price = parse_price_per_kwh(price_per_kwh)
     recipe = stated_recipe(raw)
@@ -217,7 +225,8 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
             price = _price(preset, prices, cluster.gpu.price_per_gpu_hour_usd)
             jobs.append((preset, size, scenario, base.parallel if own else None, tokens, price,
                          kwh_price, rerank,
-                         asked, "--nodes" if nodes else "--gpus" if gpus else None, settings, evaluators))
+                         asked, "--nodes" if nodes else "--gpus" if gpus else None, settings, constraints,
+                         evaluators))
     pool = make_executor(executor, scheduler, workers)
     order = longest_first(jobs)
     finished = [0]

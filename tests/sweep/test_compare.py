@@ -163,3 +163,13 @@ def test_a_tight_best_layout_says_so(tmp_path) -> None:
     assert row["memory_verdict"] == "tight" and row["free_bytes_per_gpu"] < 0
     p = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=600)
     assert "dgx-h100: no layout fits for certain" in " ".join(p.stdout.split())
+
+
+def test_set_on_a_searched_dimension_constrains_every_cluster() -> None:
+    """`compare --set parallel.tp=2` (and api.compare_frame(overrides=...)) returned the same rows as
+    without it, and took `parallel.tp=x` with exit 0: the search left the template's value."""
+    frame = api.compare_frame(None, ["dgx-h100"], tokens=1e9, overrides=["parallel.tp=2"], executor="serial")
+    assert set(frame["best_layout.tp"]) == {2}
+    with pytest.raises(InputError) as err:
+        api.compare_frame(None, ["dgx-h100"], tokens=1e9, overrides=["parallel.tp=x"], executor="serial")
+    assert err.value.field == "--set"
