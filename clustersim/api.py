@@ -22,7 +22,7 @@ from clustersim.plan.budget import check_step_budget
 from clustersim.plan.memory_plan import InFlight, rank_memory, schedule_in_flight, worst_stage
 from clustersim.plan.plan_cache import PlanCache
 from clustersim.report import StepReport
-from clustersim.scenario import Scenario, load_scenario, scenario_from_dict
+from clustersim.scenario import Scenario, check_layout, load_scenario, scenario_from_dict
 from clustersim.sweep.evaluators import Evaluators
 
 if TYPE_CHECKING:
@@ -146,6 +146,9 @@ SWEEP_EVALUATORS = Evaluators(estimate=estimate, simulate=simulate, bounds_hold=
 
 def _as_scenario(scenario: Scenario | str | Path | None) -> Scenario:
     if isinstance(scenario, Scenario):
+        # a Scenario built or changed in code (dataclasses.replace) meets the loader's layout rules
+        # too: micro_batch 3 under global_batch 64 ran 60 samples and reported 64's tokens/s
+        check_layout(scenario.model, scenario.cluster, scenario.parallel)
         return scenario
     if scenario is None or isinstance(scenario, (str, Path)):
         return load_scenario(scenario)
