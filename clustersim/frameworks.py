@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.inputs import read_yaml_file
@@ -158,3 +159,9 @@ def blocking_sends(framework: FrameworkSpec, schedule: str, overlap_p2p_comm: bo
     if framework.pp_send_blocking == "except-interleaved":
         return schedule in ("1f1b", "gpipe")
     return framework.pp_send_blocking == "always"
+
+
+def sends_block(framework: FrameworkSpec, par: Any) -> bool:
+    """``blocking_sends`` of a layout (a ``ParallelLayout``: its schedule and ``overlap_p2p_comm``),
+    as the engines and the sweep's replay bound read it for every layout they time."""
+    return blocking_sends(framework, par.schedule, par.overlap_p2p_comm)

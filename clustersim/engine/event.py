@@ -30,6 +30,7 @@ from clustersim.engine.lane import ComputeLane
 from clustersim.engine.pair import PairCore, chain_of
 from clustersim.engine.timeline import SimResult, StepResult, Timeline
 from clustersim.engine.unit_runner import TIERS, Proc, UnitRunner, alone_segments, alone_total
+from clustersim.frameworks import sends_block
 from clustersim.network import FairShareLink
 from clustersim.plan.comm_plans import Item
 from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, Total
@@ -128,6 +129,7 @@ class _StepSim(UnitRunner):
                  start: Resume | None = None, stop_quiet: bool = False, env: simpy.Environment | None = None,
                  name: str = "") -> None:
         self.plan = plan
+        self.blocking = sends_block(plan.scenario.framework, plan.scenario.parallel)   # docs/engine.md
         self.sc = plan.scenario
         self.pp = plan.pp
         self.num_global = plan.num_global
@@ -388,10 +390,10 @@ class _StepSim(UnitRunner):
                         self._enqueue(rank, "dp", name, plan)
 
     def _sends(self, rank: int, a: RankAction) -> Proc:
-        """Start the action's sends; where sends block (``parallel.blocking_sends``), wait for them."""
+        """Start the action's sends; where sends block (clustersim.frameworks.sends_block), wait for them."""
         for key, boundary in a.sends:
             self._send(rank, key[0], key, boundary)
-        if a.sends and self.plan.scenario.parallel.blocking_sends:
+        if a.sends and self.blocking:
             start = self.env.now
             for key, _ in a.sends:
                 event = self._arrival(key)

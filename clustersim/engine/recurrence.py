@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from clustersim.engine.pair import chain_of, pair_timing
 from clustersim.engine.timeline import CAUSES, ClosedResult, StepResult
+from clustersim.frameworks import sends_block
 from clustersim.plan.comm_plans import Item
 from clustersim.plan.compiled_unit import CompiledUnit, unit_timing
 from clustersim.plan.overlap import Interval
@@ -131,6 +132,8 @@ class Recurrence:
 
     def __init__(self, plan: StepPlan, check_links: bool = False, alone: Alone | None = None) -> None:
         self.plan = plan
+        # a send holds its sender until the transfer is done (docs/engine.md, "Pipeline transfers")
+        self.blocking = sends_block(plan.scenario.framework, plan.scenario.parallel)
         self.ranks = [RankState(rk.slowdown) for rk in plan.ranks]
         self.nxt = [0] * len(plan.ranks)
         self.arrival: dict[Key, tuple[float, float]] = {}  # produced, not yet consumed: (send start, arrival)
@@ -221,7 +224,7 @@ class Recurrence:
         to wait for, no gradient to reduce, no ZeRO-3) run here as ``_step`` runs them - the same
         operations in the same order - without its calls; every other action through ``_step``."""
         ranks, nxt, arrival = self.plan.ranks, self.nxt, self.arrival
-        blocking = self.plan.scenario.parallel.blocking_sends
+        blocking = self.blocking
         gathered = self._gathered_stages
         fast = self._z3 is None
         moved = False
@@ -370,7 +373,7 @@ class Recurrence:
     def _sends(self, rk: SimRank, state: RankState, a: RankAction) -> None:
         for key, boundary in a.sends:
             self._send(rk, state, boundary, key)
-        if a.sends and self.plan.scenario.parallel.blocking_sends:   # the sender waits for its transfers
+        if a.sends and self.blocking:   # the sender waits for its transfers
             state.wait(max(self.arrival[key][1] for key, _ in a.sends), "pp_comm")
 
     def _pair(self, rk: SimRank, state: RankState, a: RankAction, b: RankAction) -> None:

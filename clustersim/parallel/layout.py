@@ -40,8 +40,9 @@ class ParallelLayout:
     recompute: str = "none"
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
-    # a pipeline send holds its sender until the transfer is done (clustersim.frameworks.blocking_sends)
-    blocking_sends: bool = False
+    # pipeline sends overlapped (true) or holding the sender until done (false); None: the
+    # framework's rule for the schedule (clustersim.frameworks.blocking_sends, read by the engines)
+    overlap_p2p_comm: bool | None = None
     tp_comm_overlap: bool = False
     # Gradient bucket size in parameters; 0 = the framework's (clustersim.frameworks.grad_bucket_params)
     # (megatron/core/distributed/distributed_data_parallel.py, bucket_size)

@@ -50,12 +50,14 @@ def list_schedule(needs: Sequence[Sequence[Events]], sends: Sequence[Sequence[Ev
                   durations: Sequence[Sequence[float]], num_events: int,
                   delay: float | Sequence[Sequence[float]] = 0.0,
                   release: Sequence[Sequence[float]] | None = None,
-                  floor: Sequence[Sequence[float]] | None = None) -> Timeline:
+                  floor: Sequence[Sequence[float]] | None = None, blocking: bool = False) -> Timeline:
     """Run the list schedule (module docstring). Per rank ``r`` and action ``i``: ``needs[r][i]``
     the events it awaits, ``sends[r][i]`` the events it produces (arriving ``delay`` after its
     end: one number for every transfer, or ``delay[r][i]`` per action), ``durations[r][i]`` its
     duration; optionally ``release[r][i]`` an earliest start and
-    ``floor[r][i]`` an earliest end. Events are integers below ``num_events``.
+    ``floor[r][i]`` an earliest end. Events are integers below ``num_events``. ``blocking``: an
+    action that sends holds its rank until its outputs have arrived (Megatron's non-interleaved
+    sends: clustersim.frameworks.blocking_sends); its recorded end is before that wait.
 
     Returns the ``Timeline``; where a rank cannot move (an input never arrives) it stops there,
     and ``ran`` says where (the caller names the deadlock)."""
@@ -104,6 +106,8 @@ def list_schedule(needs: Sequence[Sequence[Events]], sends: Sequence[Sequence[Ev
                     at = t + (delay if dl is None else dl[i])  # type: ignore[operator]
                     for e in out:
                         arrivals[e] = at
+                    if blocking and at > t:
+                        t = at
                 i += 1
             if i != pos[r]:
                 pos[r], clock[r] = i, t

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from clustersim.compute.precision import resolve_recipe
 from clustersim.errors import InputError
-from clustersim.frameworks import blocking_sends, load_framework
+from clustersim.frameworks import load_framework
 from clustersim.goodput.config import goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
@@ -324,9 +324,8 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
              "account_for_embedding": weight_of("account_for_embedding", p.account_for_embedding),
              "account_for_loss": weight_of("account_for_loss", p.account_for_loss),
              "pipeline_layout": p.pipeline_layout or ""}
-    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", "layers_per_stage", "balance", "overlap_p2p_comm",
-                                                    *recompute, *split}), **split,
-                            "blocking_sends": blocking_sends(framework, p.schedule, p.overlap_p2p_comm),
+    par = ParallelLayout(**{**p.model_dump(exclude={"fsdp", "offload", "layers_per_stage", "balance", *recompute,
+                                                    *split}), **split,
                             **overlaps, **recompute, "dp": dp, "global_batch": global_batch,
                             "sequence_parallel": default_sequence_parallel(model, p.tp) if p.sequence_parallel is None
                             else p.sequence_parallel,

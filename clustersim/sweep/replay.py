@@ -42,6 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from clustersim.frameworks import sends_block
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.list_schedule import list_schedule
 from clustersim.plan.overlap import overlap_slowdown
@@ -75,7 +76,8 @@ class ReplayTimes(NamedTuple):
 
 def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
                  durations: dict[tuple[int, str], UnitSeconds], p2p_s: float, ep_overlap: bool = False,
-                 slowdown: float = 0.0, ready: tuple[tuple[GatherGate, ...], ...] = ()) -> ReplayTimes:
+                 slowdown: float = 0.0, ready: tuple[tuple[GatherGate, ...], ...] = (),
+                 blocking: bool = False) -> ReplayTimes:
     """``replay_ends`` and, per rank, each of its stages' final backward (or W) as (global stage,
     when it enqueues the stage's gradient buckets at the earliest: the start of an action alone,
     which enqueues them unit by unit, or the end of a pair, which enqueues them after both
@@ -84,7 +86,8 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
     ``ready`` (``dpbound.RankStream.ready``, per rank; empty: none): per stage g of the rank,
     when its first and its last parameter gather end (``dpbound.GatherGate``); a forward of g starts no earlier
     than the first and ends no earlier than the last (each unit waits for its own gather, and
-    a pair waits for all of its forward's before it starts)."""
+    a pair waits for all of its forward's before it starts). ``blocking``: every send holds its
+    rank until it arrives, as the engines wait (clustersim.frameworks.sends_block)."""
     prog = indexed_program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
     # each kind of action's duration: alone its compiled time, a pair ``pair_s``
     seconds = [durations[k[0]][0] if len(k) == 1 else pair_s(durations[k[0]], durations[k[1]], slowdown)
@@ -107,7 +110,7 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
                 fl.append(last)
             release.append(rel)
             floor.append(fl)
-    run = list_schedule(prog.needs, prog.sends, times, prog.num_events, p2p_s, release, floor)
+    run = list_schedule(prog.needs, prog.sends, times, prog.num_events, p2p_s, release, floor, blocking)
     if not run.complete:
         raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
     finals = tuple(tuple((g, run.ends[r][i] if at_end else run.starts[r][i]) for i, g, at_end in prog.finals[r])
@@ -127,8 +130,9 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
     profile = sc.profile(layout)
     p2p = terms.p2p_s(layout, u.p2p_bytes)
     # the ends depend on the layout only through these (ZeRO stages and offload share them)
+    blocking = sends_block(sc.base.framework, layout)
     key = (classes.class_key(layout), layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
-           p2p, layout.overlap_moe_expert_parallel_comm)
+           p2p, layout.overlap_moe_expert_parallel_comm, blocking)
     streams = sc.streams.rank_streams(layout) if sc.dp_term else ()
     ready = tuple(x.ready for x in streams) if any(x.ready for x in streams) else ()
     key += (ready,)
@@ -137,7 +141,7 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
         times = sc.memo.replays[key] = replay_times(
             layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
             stage_durations(sc.base.model, layout, classes.part_times(layout)), p2p,
-            layout.overlap_moe_expert_parallel_comm, overlap_slowdown(sc.base.cluster.gpu), ready)
+            layout.overlap_moe_expert_parallel_comm, overlap_slowdown(sc.base.cluster.gpu), ready, blocking)
     ends, finals = times
     floor = sc.jitter_floor_s(layout, profile)   # each rank's wait for the slowest GPU (total_s adds it too)
     if profile.backward_chain:

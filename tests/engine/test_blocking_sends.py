@@ -10,7 +10,7 @@ import math
 import pytest
 
 from clustersim.engine.selector import estimate_step, simulate_step
-from clustersim.frameworks import blocking_sends, load_framework
+from clustersim.frameworks import blocking_sends, load_framework, sends_block
 from clustersim.scenario import scenario_from_dict
 
 
@@ -38,7 +38,8 @@ def _job(**parallel: object):
                                       dict(schedule="gpipe")], ids=["1f1b", "interleaved", "gpipe"])
 def test_both_engines_wait_alike_and_the_wait_is_pp_comm(parallel):
     blocking, overlapped = _job(**parallel), _job(**parallel, overlap_p2p_comm=True)
-    assert blocking.parallel.blocking_sends and not overlapped.parallel.blocking_sends
+    assert sends_block(blocking.framework, blocking.parallel) and not sends_block(overlapped.framework,
+                                                                                    overlapped.parallel)
     closed, walked = estimate_step(blocking), estimate_step(blocking, collapse=False)
     event, simpy = simulate_step(blocking, record=False), simulate_step(blocking, record=True, hybrid=False)
     for other in (walked, event, simpy):

@@ -220,6 +220,9 @@ def test_megatron_no_overlap_p2p_communication_makes_interleaved_sends_wait() ->
     until its transfer is done (the zero-bubble paper's runs set it)."""
     sc = megatron("--num-layers-per-virtual-pipeline-stage 4 --no-overlap-p2p-communication")
     assert sc["parallel"]["schedule"] == "interleaved-1f1b" and sc["parallel"]["overlap_p2p_comm"] is False
-    assert scenario_from_dict(sc).parallel.blocking_sends
+    from clustersim.frameworks import sends_block
+    s = scenario_from_dict(sc)
+    assert sends_block(s.framework, s.parallel)
     plain = megatron("--num-layers-per-virtual-pipeline-stage 4")
-    assert "overlap_p2p_comm" not in plain["parallel"] and not scenario_from_dict(plain).parallel.blocking_sends
+    p = scenario_from_dict(plain)
+    assert "overlap_p2p_comm" not in plain["parallel"] and not sends_block(p.framework, p.parallel)

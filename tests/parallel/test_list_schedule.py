@@ -118,7 +118,17 @@ def test_closed_form_without_streams_is_the_kernel():
                  for rk in plan.ranks]
         durations = [[rk.totals[(a.stage, a.part)].time_s for a in rk.actions] for rk in plan.ranks]
         delays = [[rk.send_at_s[a.sends[0][1]] if a.sends else 0.0 for a in rk.actions] for rk in plan.ranks]
-        run = list_schedule(needs, sends, durations, len(events), delays)
+        run = list_schedule(needs, sends, durations, len(events), delays, blocking=rec.blocking)
         assert run.complete
+        assert rec.blocking is (schedule != "interleaved-1f1b")   # Megatron-Core's sends (frameworks.sends_block)
         # to rounding: the closed form adds a final backward's units one by one
         assert run.clock == pytest.approx(closed, rel=1e-12)
+
+
+def test_a_blocking_send_holds_its_rank_until_it_arrives():
+    """Two actions on one rank, the first sending with a 0.5 s transfer: blocking, the second
+    starts at 1.5 s (Megatron's send_forward_recv_backward waits); overlapped, at 1 s."""
+    free = list_schedule([[(), ()]], [[(0,), ()]], [[1.0, 1.0]], 1, delay=0.5)
+    held = list_schedule([[(), ()]], [[(0,), ()]], [[1.0, 1.0]], 1, delay=0.5, blocking=True)
+    assert free.starts[0] == [0.0, 1.0] and held.starts[0] == [0.0, 1.5]
+    assert held.ends[0][0] == 1.0 and held.clock == (2.5,)
