@@ -46,6 +46,7 @@ from clustersim.importers.common import (
 )
 from clustersim.importers.megatron_args import supports
 from clustersim.inputs import MAX_DEPTH, check_structure
+from clustersim.parallel.split import weighted_counts
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -66,7 +67,12 @@ AC_MODES = ("none", "full", "selective")
 # [training] mixed_precision_param: Literal["bfloat16", "float32"] (job_config.py; the 2024 argparse choices)
 PARAM_DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved-1f1b",
-             "zbvzerobubble": "zb-v", "interleavedzerobubble": "zb-h1", "dualpipev": "dualpipe-v"}
+             "zbvzerobubble": "zb-v", "dualpipev": "dualpipe-v"}
+# torchtitan schedules clustersim has no counterpart for, and why (the importer names them)
+UNMODELLED_SCHEDULES = {
+    "interleavedzerobubble": "InterleavedZeroBubble runs two or more stages per rank with the weight gradients "
+                             "split off; clustersim's zero-bubble schedules are ZB-H1 (one stage per rank) and "
+                             "ZB-V (two, in a V): write ZBVZeroBubble, or Interleaved1F1B"}
 
 STEP = re.compile(r"\bstep:\s*(\d+)\s.*?\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?![\w.])")
 MESH_OLD = re.compile(r"Building \d+-D device mesh with \[([^\]]*)\],\s*\[([^\]]*)\]")
@@ -280,6 +286,9 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
             parallel["fsdp"] = fsdp
     if pp > 1:
         sched = str(par.get("pipeline_parallel_schedule", "1F1B")).lower().replace("_", "")
+        if sched in UNMODELLED_SCHEDULES:   # it was read as ZB-H1 with one stage per rank, its stages dropped
+            raise InputError("parallelism.pipeline_parallel_schedule", par.get("pipeline_parallel_schedule"),
+                             UNMODELLED_SCHEDULES[sched])
         if sched not in SCHEDULES:
             raise InputError("parallelism.pipeline_parallel_schedule", par.get("pipeline_parallel_schedule"),
                              ", ".join(SCHEDULES))
@@ -397,17 +406,47 @@ def _pipeline_split(par: dict[str, Any], pp: int, schedule: str, layers: int) ->
     # clustersim's model stages: pp per chunk (interleaved), two per rank (V), one per rank otherwise
     stages = pp * (per_rank if schedule == "interleaved-1f1b" else 2 if schedule in ("zb-v", "dualpipe-v") else 1)
     fqns = par.get("module_fqns_per_model_part")
+    points = par.get("pipeline_parallel_split_points")
+    if points and not fqns:
+        # torchtitan before 3c84ce095 (2025-07-30): `pipeline_parallel_split_points or generate_split_points(...)`,
+        # each point "layers.N" starting a stage at block N; it was listed and never read
+        return {**out, "pipeline_layout": _layout(_split_point_counts(points, stages, layers))}
+    if first == 0 and last == 0 and not fqns:
+        # no weights: torchtitan still puts the extra blocks on the first stages
+        # (_generate_llm_fqn_per_model_part), where clustersim's own even split would centre them
+        return {**out, "pipeline_layout": _layout(list(weighted_counts(layers, stages, 0, 0)))}
     if fqns:
         if schedule in ("zb-v", "dualpipe-v"):
             raise InputError("parallelism.module_fqns_per_model_part", fqns,
                              f"left out with {schedule} (clustersim splits a V schedule by its own rule)")
-        counts = _fqn_counts(fqns, stages, layers)
-        parts = ["t" * n for n in counts]
-        out["pipeline_layout"] = "|".join(["E" + parts[0], *parts[1:-1], parts[-1] + "L"] if len(parts) > 1
-                                          else ["E" + parts[0] + "L"])
+        out["pipeline_layout"] = _layout(_fqn_counts(fqns, stages, layers))
         return out
     out.update(account_for_embedding=first, account_for_loss=last)
     return out
+
+
+def _layout(counts: list[int]) -> str:
+    """Blocks per stage as a pipeline_layout string: the embedding first, the output and loss last."""
+    parts = ["t" * n for n in counts]
+    return "|".join(["E" + parts[0], *parts[1:-1], parts[-1] + "L"] if len(parts) > 1 else ["E" + parts[0] + "L"])
+
+
+def _split_point_counts(points: Any, stages: int, layers: int) -> list[int]:
+    """Blocks per stage of ``pipeline_parallel_split_points`` ("layers.N": a stage starts at block N)."""
+    field = "parallelism.pipeline_parallel_split_points"
+    allowed = f"{stages - 1} names layers.N in increasing order, 0 < N < {layers} (one per stage after the first)"
+    if not isinstance(points, list) or len(points) != stages - 1:
+        raise InputError(field, points, allowed)
+    starts = []
+    for p in points:
+        m = re.fullmatch(r"layers\.(\d+)", str(p).strip())
+        if m is None:
+            raise InputError(field, points, allowed)
+        starts.append(int(m.group(1)))
+    bounds = [0, *starts, layers]
+    if any(b >= a for a, b in zip(bounds[1:], bounds, strict=False)) or not starts[0] > 0 or starts[-1] >= layers:
+        raise InputError(field, points, allowed)
+    return [b - a for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def _fqn_counts(fqns: Any, stages: int, layers: int) -> list[int]:

@@ -226,3 +226,28 @@ def test_megatron_no_overlap_p2p_communication_makes_interleaved_sends_wait() ->
     plain = megatron("--num-layers-per-virtual-pipeline-stage 4")
     p = scenario_from_dict(plain)
     assert "overlap_p2p_comm" not in plain["parallel"] and not sends_block(p.framework, p.parallel)
+
+
+def test_torchtitan_split_points_set_the_split() -> None:
+    """pipeline_parallel_split_points was listed as known and never read: the even split ran
+    (8, 9, 8, 7) where the points ask for 2, 10, 10, 10 (+20% step time)."""
+    sc = titan(pipeline_parallel_split_points=["layers.2", "layers.12", "layers.22"])
+    assert scenario_from_dict(sc).parallel.layers_per_stage == (2, 10, 10, 10)
+    with pytest.raises(InputError) as err:
+        titan(pipeline_parallel_split_points=["layers.12", "layers.2", "layers.22"])
+    assert err.value.field == "parallelism.pipeline_parallel_split_points"
+
+
+def test_torchtitan_without_weights_puts_extra_layers_first() -> None:
+    """first/last_stage_less_layers = 0 fell back to clustersim's split (5, 5, 6, 6, 5, 5 for 32
+    layers over 6 stages); torchtitan gives the first stages the extra layers: 6, 6, 5, 5, 5, 5."""
+    sc = titan(pp=2, pipeline_parallel_schedule="Interleaved1F1B", pipeline_parallel_layers_per_stage=6,
+               pipeline_parallel_first_stage_less_layers=0, pipeline_parallel_last_stage_less_layers=0)
+    assert scenario_from_dict(sc).parallel.layers_per_stage == (6, 6, 5, 5, 5, 5)
+
+
+def test_torchtitan_interleaved_zero_bubble_is_named_not_dropped() -> None:
+    """InterleavedZeroBubble was read as ZB-H1 with one stage per rank, its stages per rank dropped."""
+    with pytest.raises(InputError) as err:
+        titan(pipeline_parallel_schedule="InterleavedZeroBubble")
+    assert err.value.field == "parallelism.pipeline_parallel_schedule" and "ZBVZeroBubble" in err.value.allowed
