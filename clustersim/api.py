@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,13 +120,19 @@ def simulate_with_timeline(scenario: Scenario, record: bool = True,
 def simulate(scenario: Scenario | str | Path | None, cache: PlanCache | None = None) -> StepReport:
     """One step through the event engine (contention on shared links included); ``scenario`` a
     Scenario, a scenario file or None (the embedded default)."""
-    return simulate_with_timeline(_as_scenario(scenario), record=False, cache=cache)[0]
+    return simulate_with_timeline(_as_scenario(scenario), record=False, cache=_cache(cache))[0]
+
+
+def _cache(cache: object) -> PlanCache | None:
+    if cache is not None and not isinstance(cache, PlanCache):
+        raise InputError("cache", type(cache).__name__, "a PlanCache (clustersim.plan.plan_cache), or None")
+    return cache
 
 
 def estimate(scenario: Scenario | str | Path | None, cache: PlanCache | None = None) -> StepReport:
     """One step through the closed-form twin (no contention): fast, for sweeps. ``scenario`` as
     for ``simulate``, ``cache`` as for ``simulate_with_timeline``."""
-    cache = cache or PlanCache()
+    cache = _cache(cache) or PlanCache()
     scenario = balanced(_as_scenario(scenario))
     check_step_budget(scenario, "analytical", cache.compiler)
     _schedule(scenario)
@@ -159,12 +166,14 @@ def _as_scenario(scenario: Scenario | str | Path | None) -> Scenario:
 # types), naming the parameter the caller passed.
 
 def _int_arg(name: str, value: object, lo: int, hi: int | None = None, none_ok: bool = False) -> int | None:
+    """A whole number (numpy's too: a notebook's numbers often come from a DataFrame)."""
     if value is None and none_ok:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo \
+            or (hi is not None and value > hi):
         span = f"{lo}..{hi}" if hi is not None else f">= {lo}"
         raise InputError(name, value, f"a whole number {span}" + (" or None" if none_ok else ""))
-    return value
+    return int(value)
 
 
 def _str_items(name: str, value: object) -> list[str]:
@@ -214,7 +223,7 @@ def sweep(scenario: Scenario | str | Path | None = None, *, gpus: int | None = N
     (resized to ``gpus``), ranked by ``rank_by`` (time, p90, cost, memory-headroom) within the
     constraints (``fix``/``at_most``: ``"parallel.cp=1"`` items as for ``--fix``/``--max``). The result
     shows its top rows in Jupyter; ``.top(k)`` gives them as ``--json`` does, ``.to_frame()``
-    every layout as a DataFrame; ``rerank`` defaults to ``top``."""
+    every layout as a DataFrame; ``rerank`` defaults to ``top``, at most 8 (as the command line)."""
     import clustersim.html.sweep_notebook  # noqa: F401  (attaches SweepResult._repr_html_)
     from clustersim.limits import MAX_RERANK, MAX_TOP
     from clustersim.sweep.constraints import parse_constraints
@@ -268,7 +277,9 @@ def compare_frame(scenario: str | Path | None = None, clusters: Sequence[str] = 
             raise InputError("clusters", name, known)
     sizes = None
     if nodes is not None:
-        sizes = [nodes] if isinstance(nodes, int) and not isinstance(nodes, bool) else nodes
+        sizes = [nodes] if isinstance(nodes, numbers.Integral) and not isinstance(nodes, bool) else nodes
+        if hasattr(sizes, "tolist"):   # a numpy array
+            sizes = sizes.tolist()
         if not isinstance(sizes, Sequence) or not sizes:
             raise InputError("nodes", nodes, "a node count or a list of them")
         sizes = [_int_arg("nodes", n, 1) for n in sizes]
@@ -313,4 +324,14 @@ def report_html(report: StepReport, timeline: Any = None, scenario: Mapping[str,
     from ``simulate_with_timeline``; ``scenario``: the scenario mapping to show as YAML)."""
     from clustersim.html.run_page import run_page
 
+    if not isinstance(report, StepReport):
+        raise InputError("report", type(report).__name__, "a StepReport (api.estimate, api.simulate)")
+    if timeline is not None and not hasattr(timeline, "record"):
+        raise InputError("timeline", type(timeline).__name__, "a Timeline (simulate_with_timeline(...)[1].timeline) "
+                         "or None")
+    if isinstance(scenario, Scenario):
+        raise InputError("scenario", "a Scenario", "the scenario as a mapping (its YAML, as read_scenario_dict "
+                         "gives it), or None")
+    if scenario is not None and not isinstance(scenario, Mapping):
+        raise InputError("scenario", type(scenario).__name__, "a mapping (read_scenario_dict), or None")
     return run_page(report, timeline, scenario)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from clustersim.energy import EnergyReport, energy_report, mixed_energy_report
 from clustersim.engine.timeline import CAUSES
+from clustersim.errors import InputError
 from clustersim.memory import MemoryReport
 from clustersim.scenario import Scenario
 from clustersim.uncertainty import Interval, step_interval
@@ -73,6 +75,10 @@ class StepReport:
 
     def to_json(self, tokens: float | None = None) -> dict[str, Any]:
         """The keys of docs/output.md, `run --json`; ``tokens`` adds the energy of a whole training run on that many tokens."""
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, (int, float))
+                                   or not math.isfinite(tokens) or tokens <= 0):
+            raise InputError("tokens", tokens, "a number of training tokens > 0 (2e12, not '2T': "
+                             "clustersim.sweep.compare.parse_tokens reads text), or None")
         sc = self.scenario
         par = sc.parallel
         out: dict[str, Any] = {

@@ -74,3 +74,34 @@ def test_a_scenario_changed_in_code_meets_the_layout_rules() -> None:
             assert "global_batch" in exc.allowed
         else:
             raise AssertionError(f"{call.__name__} took a layout the loader refuses")
+
+
+def test_bad_arguments_to_the_public_calls_are_named() -> None:
+    """These were bare TypeError / AttributeError / ValueError tracebacks, or (to_json(-1)) a
+    negative energy: the API checks its arguments as the command line's options are."""
+    import numpy as np
+    import pytest
+
+    from clustersim import api
+    from clustersim.errors import InputError
+    report = api.estimate(None)
+    sc = api.load_scenario(None)
+    cases = [(lambda: api.report_html(report, scenario=sc), "scenario"), (lambda: api.report_html(None), "report"),
+             (lambda: report.to_json("1T"), "tokens"), (lambda: report.to_json(-1), "tokens"),
+             (lambda: report.to_json(True), "tokens"), (lambda: api.load_scenario(None, [3]), "overrides"),
+             (lambda: api.load_scenario(None, "parallel.tp=2"), "overrides"),
+             (lambda: api.estimate(None, cache="x"), "cache")]
+    for call, field in cases:
+        with pytest.raises(InputError) as err:
+            call()
+        assert err.value.field == field
+    # numpy's integers, as a DataFrame gives them, are whole numbers
+    assert api.sweep(None, gpus=np.int64(16), top=np.int64(1), rerank=1).top(1)
+
+
+def test_the_notebook_view_of_a_job_that_does_not_fit_has_no_critical_path() -> None:
+    from clustersim import api
+    report = api.estimate(api.load_scenario(None, ["parallel.micro_batch=16", "parallel.recompute=none"]))
+    assert not report.memory.fits
+    html = report._repr_html_()
+    assert "No critical path" in html and ">compute<" not in html

@@ -35,8 +35,11 @@ def report_html(report: StepReport) -> str:
     """A StepReport as an HTML fragment: numbers, interval, breakdown, memory per stage."""
     rj = report.to_json()
     stages = [m.to_json() for m in report.memory_by_stage]
+    # a job that does not fit has no critical path to show, as the command line and the page say
+    breakdown = fragments.breakdown_table(rj) if fragments.job_runs(rj) else \
+        '<p class="note">No critical path: the job does not fit in GPU memory, so it cannot run.</p>'
     return (f'{_STYLE}<div class="clustersim-nb">{fragments.report_header(rj)}{fragments.summary_cards(rj)}'
-            f"{fragments.interval_html(rj)}{fragments.breakdown_table(rj)}{fragments.memory_table(stages, rj['memory'].get('stage'))}</div>")
+            f"{fragments.interval_html(rj)}{breakdown}{fragments.memory_table(stages, rj['memory'].get('stage'))}</div>")
 
 
 def _report_repr_html(self: StepReport) -> str:

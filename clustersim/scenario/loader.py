@@ -418,5 +418,8 @@ def _hierarchical_cp(p: ParallelSection, gpus_per_node: int) -> tuple[int, int] 
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
-    """Read, override and validate a scenario (the embedded default when ``path`` is None)."""
+    """Read, override and validate a scenario (the embedded default when ``path`` is None);
+    ``overrides``: ``KEY=VALUE`` strings, as ``--set`` takes them."""
+    if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
+        raise InputError("overrides", overrides, "a list of KEY=VALUE strings, such as ['parallel.tp=2']")
     return scenario_from_dict(apply_overrides(read_scenario_dict(path), list(overrides)))
