@@ -230,14 +230,25 @@ def sweep(scenario: Scenario | str | Path | None = None, *, gpus: int | None = N
     from clustersim.sweep.executors import make_executor
     from clustersim.sweep.runner import run_sweep, sweep_spec
 
-    base = _as_scenario(scenario)
+    from clustersim.scenario import read_scenario_dict
+    from clustersim.sweep.template import load_template
+
+    own = True
+    if isinstance(scenario, Scenario):
+        base = _as_scenario(scenario)
+    elif scenario is None or isinstance(scenario, (str, Path)):
+        # a file whose stated layout does not fit its cluster is a template, as `clustersim sweep`
+        # reads it (docs/sweep.md): the model, cluster and batch are kept, the layout searched
+        base, own = load_template(read_scenario_dict(scenario))
+    else:
+        raise InputError("scenario", type(scenario).__name__, "a Scenario, a scenario file path, or None")
     gpus = _int_arg("gpus", gpus, 1, none_ok=True)
     top = _int_arg("top", top, 1, MAX_TOP)  # type: ignore[assignment]
     rerank = _int_arg("rerank", rerank, 0, MAX_RERANK, none_ok=True)
     workers = _int_arg("workers", workers, 1, none_ok=True)
     constraints = parse_constraints(base.model, _str_items("fix", fix), _str_items("at_most", at_most), (),
                                     _bool_arg("only_validated", only_validated))
-    spec = sweep_spec(base, gpus, None, constraints, evaluators=SWEEP_EVALUATORS)
+    spec = sweep_spec(base, gpus, None, constraints, evaluators=SWEEP_EVALUATORS, own_layout=own)
     pool = make_executor(executor, None, workers)
     try:
         return run_sweep(spec, pool, rerank=rerank, keep=top, pareto=pareto, rank_by=rank_by, find_plain=True)

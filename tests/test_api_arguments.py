@@ -105,3 +105,13 @@ def test_the_notebook_view_of_a_job_that_does_not_fit_has_no_critical_path() -> 
     assert not report.memory.fits
     html = report._repr_html_()
     assert "No critical path" in html and ">compute<" not in html
+
+
+def test_api_sweep_reads_a_file_as_a_template_as_the_command_line(tmp_path) -> None:
+    """A file stating dp 8 on 16 GPUs sweeps from the command line (its layout a template) and
+    was refused by api.sweep ('tp(1) * pp(1) * cp(1) * dp(8) = 8')."""
+    from clustersim import api
+    f = tmp_path / "s.yaml"
+    f.write_text("model: {preset: llama3-8b}\ncluster: {preset: dgx-h100, nodes: 2}\n"
+                 "parallel: {tp: 1, pp: 1, dp: 8, micro_batch: 1, global_batch: 64}\n")
+    assert api.sweep(f, top=1, rerank=1, executor="serial").top(1)
