@@ -226,11 +226,10 @@ def sweep(scenario: Scenario | str | Path | None = None, *, gpus: int | None = N
     every layout as a DataFrame; ``rerank`` defaults to ``top``, at most 8 (as the command line)."""
     import clustersim.html.sweep_notebook  # noqa: F401  (attaches SweepResult._repr_html_)
     from clustersim.limits import MAX_RERANK, MAX_TOP
+    from clustersim.scenario import read_scenario_dict
     from clustersim.sweep.constraints import parse_constraints
     from clustersim.sweep.executors import make_executor
     from clustersim.sweep.runner import run_sweep, sweep_spec
-
-    from clustersim.scenario import read_scenario_dict
     from clustersim.sweep.template import load_template
 
     own = True
