@@ -297,6 +297,12 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise InputError("cluster.nodes", cluster.num_nodes, f"a cluster of at most {MAX_GPUS:,} GPUs (clustersim's "
                          f"limit; {cluster.num_nodes:,} nodes x {cluster.gpus_per_node} GPUs = {cluster.num_gpus:,})")
     p = raw.parallel
+    if p.pipeline_layout and "virtual_stages" not in p.model_fields_set and p.schedule == "interleaved-1f1b":
+        # the layout's stages are pp x virtual stages (docs/scenario.md: it sets the virtual stages too)
+        from clustersim.parallel.split import parse_layout
+        stages = len(parse_layout(p.pipeline_layout))
+        if p.pp > 0 and stages % p.pp == 0:
+            p = p.model_copy(update={"virtual_stages": stages // p.pp})
     if p.dp is None:
         denom = p.tp * p.pp * p.cp
         if cluster.num_gpus % denom:

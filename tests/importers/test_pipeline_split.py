@@ -251,3 +251,13 @@ def test_torchtitan_interleaved_zero_bubble_is_named_not_dropped() -> None:
     with pytest.raises(InputError) as err:
         titan(pipeline_parallel_schedule="InterleavedZeroBubble")
     assert err.value.field == "parallelism.pipeline_parallel_schedule" and "ZBVZeroBubble" in err.value.allowed
+
+
+def test_a_layout_sets_the_virtual_stages_in_a_scenario() -> None:
+    """docs/scenario.md: pipeline_layout 'sets the virtual stages too'; a scenario that left
+    virtual_stages out was refused ('4 stages (pp * virtual_stages) ...; it has 8')."""
+    sc = scenario_from_dict({"model": {"layers": 8, "hidden": 1024, "heads": 16, "vocab": 32000, "seq_len": 2048},
+                             "cluster": {"preset": "dgx-h100", "nodes": 1, "gpus_per_node": 4},
+                             "parallel": {"tp": 1, "pp": 4, "dp": 1, "global_batch": 16, "schedule": "interleaved-1f1b",
+                                          "pipeline_layout": "Et|t|t|t|t|t|t|tL"}})
+    assert sc.parallel.virtual_stages == 2 and sc.parallel.layers_per_stage == (1,) * 8
