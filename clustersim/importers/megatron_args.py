@@ -36,6 +36,7 @@ from clustersim.importers.megatron_parse import (
 )
 from clustersim.importers.megatron_split import PIPELINE_SPLIT_ARGS, check_split, pipeline_split
 from clustersim.parallel.layout import CP_COMMS
+from clustersim.parallel.split import weighted_counts
 
 # -- the mapping ------------------------------------------------------------------------------
 
@@ -470,6 +471,14 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         parallel["dp_bucket_params"] = int_arg(a, "ddp_bucket_size")
     parallel.update(_recompute(a, layers, pp, notes))
     split = pipeline_split(a, notes)
+    method = str(a.get("pp_partition_method") or "").strip("'\"")
+    if a.values.get("deepspeed") and not split and pp > 1 and layers % pp and method in ("", "type:transformer"):
+        # Megatron-DeepSpeed's GPTModelPipe partitions 'type:transformer' by default: DeepSpeed's
+        # partition_balanced over the transformer layers gives the extra layers to the first stages
+        # (deepspeed/runtime/utils.py; 70 layers on 8: 9 x 6, 8 x 2), where clustersim centres them
+        split = {"layers_per_stage": list(weighted_counts(layers, pp, 0, 0))}
+        notes.append(f"--pp-partition-method {method or 'type:transformer (the default)'}: DeepSpeed's balanced "
+                     f"split, the extra layers on the first stages {split['layers_per_stage']}")
     parallel.update(split)
     vpp = int_arg(a, "virtual_pipeline_model_parallel_size") or int_arg(a, "num_virtual_stages_per_pipeline_rank")
     per_vstage = int_arg(a, "num_layers_per_virtual_pipeline_stage")

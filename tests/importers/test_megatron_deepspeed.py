@@ -58,3 +58,11 @@ def test_layouts_megatron_asserts_on_are_refused(extra: str, flag: str) -> None:
     with pytest.raises(InputError) as err:
         finish(import_text("megatron-args", text, "cmd", cluster="dgx-a100"), [])
     assert err.value.field == flag
+
+
+def test_megatron_deepspeed_default_partition_puts_extra_layers_first() -> None:
+    """'type:transformer' (GPTModelPipe's default) is DeepSpeed's partition_balanced: 70 layers on
+    PP8 run 9 x 6 then 8 x 2; clustersim's even split centred them (8, 9, ..., 9, 8)."""
+    sc = _import("")
+    assert sc["parallel"]["layers_per_stage"] == [9, 9, 9, 9, 9, 9, 8, 8]
+    assert "layers_per_stage" not in _import("--pp-partition-method 'type:transformer|embedding'")["parallel"]
