@@ -149,19 +149,20 @@ def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: Fram
     return framework.grad_reduce_dtype if framework is not None else "fp32"
 
 
-def blocking_sends(framework: FrameworkSpec, schedule: str, overlap_p2p_comm: bool | None) -> bool:
+def blocking_sends(framework: FrameworkSpec, schedule: str, overlap_p2p_comm: bool | None,
+                   virtual_stages: int = 2) -> bool:
     """Whether a pipeline send holds its sender until the transfer is done (the one rule; the plan
     carries it to both engines): ``parallel.overlap_p2p_comm`` when the scenario sets it, else the
     framework's ``pp_send_blocking`` (Megatron-Core: every schedule but the interleaved one, which
-    overlaps by default)."""
+    overlaps by default; with one virtual stage Megatron runs its non-interleaved schedule)."""
     if overlap_p2p_comm is not None:
         return not overlap_p2p_comm
     if framework.pp_send_blocking == "except-interleaved":
-        return schedule in ("1f1b", "gpipe")
+        return schedule in ("1f1b", "gpipe") or (schedule == "interleaved-1f1b" and virtual_stages == 1)
     return framework.pp_send_blocking == "always"
 
 
 def sends_block(framework: FrameworkSpec, par: Any) -> bool:
     """``blocking_sends`` of a layout (a ``ParallelLayout``: its schedule and ``overlap_p2p_comm``),
     as the engines and the sweep's replay bound read it for every layout they time."""
-    return blocking_sends(framework, par.schedule, par.overlap_p2p_comm)
+    return blocking_sends(framework, par.schedule, par.overlap_p2p_comm, par.virtual_stages)
