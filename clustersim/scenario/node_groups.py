@@ -68,8 +68,9 @@ def load_groups(groups: list[ClusterGroupSection], fabric: dict) -> tuple[Cluste
     """The node groups of ``cluster.groups`` and the cluster spec that stands for the whole job
     (group 0's hardware, every group's nodes). ``fabric``: nodes_per_leaf / oversubscription."""
     total = sum(g.nodes for g in groups)
-    # GPUs per node first: a group of another node size (an NVL72 tray beside DGX nodes) otherwise
-    # fails its scale-up domain check against a GPU count that is no job's
+    # GPUs per node, checked once and before the groups load: a group of another node size (an
+    # NVL72 tray beside DGX nodes) otherwise failed its scale-up domain check against a GPU count
+    # that is no job's (an unknown preset fails in load_cluster, naming it)
     known = set(list_clusters())
     per_node = [g.gpus_per_node or (describe("clusters", g.preset).get("gpus_per_node") if g.preset in known else None)
                 for g in groups]
@@ -87,10 +88,6 @@ def load_groups(groups: list[ClusterGroupSection], fabric: dict) -> tuple[Cluste
                              exc.allowed) from None
         out.append(NodeGroup(g.preset, g.nodes, first, cluster))
         first += g.nodes
-    gpn = {g.cluster.gpus_per_node for g in out}
-    if len(gpn) > 1:
-        raise InputError("cluster.groups", [f"{g.preset}: {g.cluster.gpus_per_node}" for g in out],
-                         "groups with the same GPUs per node (a tensor-parallel group must not straddle node types)")
     vendors = {g.cluster.gpu.vendor for g in out}
     if len(vendors) > 1:   # NCCL (NVIDIA) and RCCL (AMD) run no collective between each other's GPUs
         raise InputError("cluster.groups", [f"{g.preset}: {g.cluster.gpu.vendor}" for g in out],
