@@ -137,4 +137,11 @@ def test_web_app_sends_the_scenario_as_it_states_what_the_controls_cannot_show(b
         page.select_option("#start", "llama3_70b_a100_h100_mixed")
         page.wait_for_selector("body[data-updates='3']", state="attached", timeout=TIMEOUT_MS)
         assert page.get_attribute("body", "data-error") == "false", page.inner_text("#error")
+        # the mixed cluster's 32 nodes (256 GPUs), not 1 node of 8 GPUs; a new node count ends the
+        # groups instead of sending {groups, nodes} ("cluster.nodes: absent with cluster.groups")
+        assert page.input_value("#nodes") == "32" and page.get_attribute("body", "data-gpus") == "256"
+        page.locator("#nodes").fill("16")
+        page.locator("#nodes").dispatch_event("change")
+        page.wait_for_selector("body[data-updates='4']", state="attached", timeout=TIMEOUT_MS)
+        assert page.get_attribute("body", "data-error") == "false", page.inner_text("#error")
         assert requests == []

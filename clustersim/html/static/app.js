@@ -19,6 +19,11 @@
   function clone(x) { return JSON.parse(JSON.stringify(x)); }
   function section(name) { var p = base[name]; return (p && typeof p === "object") ? p : {}; }
   function log2(x) { return Math.max(0, Math.round(Math.log2(Math.max(1, Number(x) || 1)))); }
+  // a cluster of node groups (cluster.groups): its first group's hardware, every group's nodes
+  function group0(c) { return (Array.isArray(c.groups) && c.groups.length && c.groups[0]) || null; }
+  function groupNodes(c) {
+    return Array.isArray(c.groups) ? c.groups.reduce(function (n, g) { return n + (Number(g && g.nodes) || 0); }, 0) : 0;
+  }
 
   function showError(message) {
     var el = $("error");
@@ -38,10 +43,10 @@
   // GPUs of the cluster the controls describe, and of one scale-up domain (NVLink / xGMI): the
   // scenario's own overrides while its preset is kept, else the chosen preset's (cfg.clusters).
   function shape() {
-    var c = section("cluster"), own = !$("cluster").value;
-    var preset = $("cluster").value || c.preset || cfg.default_cluster;
+    var c = section("cluster"), own = !$("cluster").value, g0 = group0(c);
+    var preset = $("cluster").value || c.preset || (own && g0 && g0.preset) || cfg.default_cluster;
     var s = cfg.clusters[preset] || { gpus_per_node: 8, scale_up_domain: 8 };
-    var gpn = Number((own && c.gpus_per_node) || s.gpus_per_node);
+    var gpn = Number((own && (c.gpus_per_node || (g0 && g0.gpus_per_node))) || s.gpus_per_node);
     var domain = Number((own && c.scale_up_domain) || s.scale_up_domain || gpn);
     var gpus = Math.max(1, Number($("nodes").value) || 1) * gpn;
     return { gpus: gpus, domain: Math.min(domain, gpus) };
@@ -89,7 +94,7 @@
     $("model").value = "";
     $("cluster").value = "";
     $("framework").value = "";
-    $("nodes").value = c.nodes || 1;
+    $("nodes").value = c.nodes || groupNodes(c) || 1;
     bound();
     $("tp").value = log2(p.tp || 1);
     $("pp").value = p.pp || 1;
@@ -117,6 +122,11 @@
     sc.cluster = (sc.cluster && typeof sc.cluster === "object") ? sc.cluster : {};
     if ($("cluster").value) { sc.cluster = { preset: $("cluster").value }; }
     if ($("framework").value) { sc.framework = $("framework").value; }
+    if ((t.nodes || t.cluster) && Array.isArray(sc.cluster.groups)) {
+      // a new node count ends the node groups (docs/html.md): the first group's preset, that many nodes
+      var g0 = group0(sc.cluster) || {};
+      sc.cluster = { preset: sc.cluster.preset || g0.preset };
+    }
     if (t.nodes || t.cluster) { sc.cluster.nodes = $("nodes").value === "" ? $("nodes").value : Number($("nodes").value); }
     var p = (sc.parallel && typeof sc.parallel === "object") ? sc.parallel : {};
     if (t.tp) { p.tp = Math.pow(2, Number($("tp").value)); }
