@@ -34,7 +34,13 @@ from clustersim.importers.megatron_parse import (
     neutral_or_one,
     size_arg,
 )
-from clustersim.importers.megatron_split import PIPELINE_SPLIT_ARGS, check_split, pipeline_split
+from clustersim.importers.megatron_split import (
+    PIPELINE_SPLIT_ARGS,
+    check_split,
+    check_split_asserts,
+    partition_method,
+    pipeline_split,
+)
 from clustersim.parallel.layout import CP_COMMS
 from clustersim.parallel.split import weighted_counts
 
@@ -338,29 +344,6 @@ def _dtype(a: MegatronArgs) -> str:
     return "fp32"
 
 
-def _check_megatron_split_asserts(a: MegatronArgs, layers: int, pp: int, vpp: int | None, per_vstage: int | None,
-                                  split: dict[str, Any]) -> None:
-    """What Megatron-LM's validate_args and Megatron-Core's layer count assert about the pipeline
-    (megatron/training/arguments.py; megatron/core/transformer/transformer_block.py
-    get_num_layers_to_build): such a job never starts, so it is refused, not simulated."""
-    if a.values.get("deepspeed"):   # Megatron-DeepSpeed splits with DeepSpeed's partitioner instead
-        return
-    first_last = a.get("decoder_first_pipeline_num_layers") or a.get("decoder_last_pipeline_num_layers")
-    if per_vstage and vpp and a.get("num_layers_per_virtual_pipeline_stage") is not None \
-            and (a.get("virtual_pipeline_model_parallel_size") or a.get("num_virtual_stages_per_pipeline_rank")) \
-            and a.source != "arguments block":   # a log prints both (validate_args derives one)
-        raise InputError("--num-layers-per-virtual-pipeline-stage", per_vstage,
-                         "not together with --num-virtual-stages-per-pipeline-rank (Megatron-LM asserts: no more "
-                         "than one)")
-    if per_vstage and first_last:
-        raise InputError("--num-layers-per-virtual-pipeline-stage", per_vstage,
-                         "--num-virtual-stages-per-pipeline-rank with --decoder-first/last-pipeline-num-layers "
-                         "(Megatron-LM asserts)")
-    if vpp and vpp > 1 and not split and not per_vstage and layers % pp == 0 and (layers // pp) % vpp:
-        raise InputError("--num-virtual-stages-per-pipeline-rank", vpp,
-                         f"a divisor of the {layers // pp} layers per pipeline rank (Megatron-Core asserts)")
-
-
 def _check_unsupported(a: MegatronArgs, num_layers: int, ffn: int | None) -> None:
     for name, (what, harmless) in UNSUPPORTED.items():
         if name not in a.values:
@@ -471,7 +454,7 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         parallel["dp_bucket_params"] = int_arg(a, "ddp_bucket_size")
     parallel.update(_recompute(a, layers, pp, notes))
     split = pipeline_split(a, notes)
-    method = str(a.get("pp_partition_method") or "").strip("'\"")
+    method = partition_method(a)
     if a.values.get("deepspeed") and not split and pp > 1 and layers % pp and method in ("", "type:transformer"):
         # Megatron-DeepSpeed's GPTModelPipe partitions 'type:transformer' by default: DeepSpeed's
         # partition_balanced over the transformer layers gives the extra layers to the first stages
@@ -482,7 +465,7 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     parallel.update(split)
     vpp = int_arg(a, "virtual_pipeline_model_parallel_size") or int_arg(a, "num_virtual_stages_per_pipeline_rank")
     per_vstage = int_arg(a, "num_layers_per_virtual_pipeline_stage")
-    _check_megatron_split_asserts(a, layers, pp, vpp, per_vstage, split)
+    check_split_asserts(a, layers, pp, vpp, per_vstage, split)
     if not vpp and per_vstage:   # the embedding and loss count in the per-rank share (arguments.py validate_args)
         counted = layers + int(bool(split.get("account_for_embedding"))) + int(bool(split.get("account_for_loss")))
         per_stage, rem = divmod(counted, pp)

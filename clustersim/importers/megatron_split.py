@@ -20,6 +20,11 @@ PIPELINE_SPLIT_ARGS = {"decoder_first_pipeline_num_layers": "first_stage_layers"
                        "pipeline_model_parallel_layout": "pipeline_layout"}
 
 
+def partition_method(a) -> str:
+    """Megatron-DeepSpeed's ``--pp-partition-method`` as written (quotes stripped; "" when absent)."""
+    return str(a.get("pp_partition_method") or "").strip("'\"")
+
+
 def pipeline_split(a, notes: list[str]) -> dict[str, Any]:
     """The scenario's split fields from Megatron-Core's pipeline split arguments, and from
     Megatron-DeepSpeed's ``--pp-partition-method`` (DeepSpeed's PipelineModule ``type:REGEX``
@@ -38,7 +43,7 @@ def pipeline_split(a, notes: list[str]) -> dict[str, Any]:
             out[key] = True
         else:
             out[key] = int_arg(a, arg)
-    method = str(a.get("pp_partition_method") or "").strip("'\"")
+    method = partition_method(a)
     try:
         counts_embedding = method.startswith("type:") and re.search(method[5:], "EmbeddingPipe", re.IGNORECASE)
     except re.error:
@@ -86,3 +91,26 @@ def check_split(parallel: dict[str, Any], layers: int, mtp_layers: int = 0, core
         raise InputError(f"--{flag.replace('_', '-')}", True,
                          f"a split Megatron-Core runs: --num-layers ({layers}) plus the embedding and the loss it "
                          f"counts ({layers + e + loss}) divisible by pipeline x virtual stages ({stages})")
+
+
+def check_split_asserts(a, layers: int, pp: int, vpp: int | None, per_vstage: int | None,
+                        split: dict[str, Any]) -> None:
+    """What Megatron-LM's validate_args and Megatron-Core's layer count assert about the pipeline
+    (megatron/training/arguments.py; megatron/core/transformer/transformer_block.py
+    get_num_layers_to_build): such a job never starts, so it is refused, not simulated."""
+    if a.values.get("deepspeed"):   # Megatron-DeepSpeed splits with DeepSpeed's partitioner instead
+        return
+    first_last = a.get("decoder_first_pipeline_num_layers") or a.get("decoder_last_pipeline_num_layers")
+    if per_vstage and vpp and a.get("num_layers_per_virtual_pipeline_stage") is not None \
+            and (a.get("virtual_pipeline_model_parallel_size") or a.get("num_virtual_stages_per_pipeline_rank")) \
+            and a.source != "arguments block":   # a log prints both (validate_args derives one)
+        raise InputError("--num-layers-per-virtual-pipeline-stage", per_vstage,
+                         "not together with --num-virtual-stages-per-pipeline-rank (Megatron-LM asserts: no more "
+                         "than one)")
+    if per_vstage and first_last:
+        raise InputError("--num-layers-per-virtual-pipeline-stage", per_vstage,
+                         "--num-virtual-stages-per-pipeline-rank with --decoder-first/last-pipeline-num-layers "
+                         "(Megatron-LM asserts)")
+    if vpp and vpp > 1 and not split and not per_vstage and layers % pp == 0 and (layers // pp) % vpp:
+        raise InputError("--num-virtual-stages-per-pipeline-rank", vpp,
+                         f"a divisor of the {layers // pp} layers per pipeline rank (Megatron-Core asserts)")

@@ -149,9 +149,7 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> NoLayoutError:
     what = f"{s.model.name} on {s.cluster.num_gpus} GPUs of {s.cluster.name} (global_batch {s.parallel.global_batch})"
     c = spec.constraints
     if c and (table is None or table.shape[0] == 0):
-        options = [o for o, on in (("--fix", c.fixed), ("--max", c.maxima), ("--only-validated", c.only_validated))
-                   if on]
-        return NoLayoutError("/".join(options), c.describe(),
+        return NoLayoutError(_constraint_options(c), c.describe(),
                              f"constraints that some valid layout of {what} satisfies (without them the sweep "
                              "searches tp dividing the heads inside a node, dp dividing the global batch, pp up to "
                              f"the {s.model.layers} layers; --fix parallel.schedule needs a pipeline)",
@@ -164,9 +162,7 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> NoLayoutError:
     least = float(np.min(table[:, COL["peak_bytes_per_gpu"]]))
     within = f" within the constraints ({c.describe()})" if c else ""
     if c:   # the constraints cut what fits: name them (the GPU count may be fine without them)
-        options = [o for o, on in (("--fix", c.fixed), ("--max", c.maxima), ("--only-validated", c.only_validated))
-                   if on]
-        return NoLayoutError("/".join(options), c.describe(),
+        return NoLayoutError(_constraint_options(c), c.describe(),
                              f"constraints under which some layout fits in memory: of {table.shape[0]} layouts of "
                              f"{what}{within}, the smallest needs {least / 2**30:.1f} GiB per GPU, the GPU has "
                              f"{s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB (or more GPUs: --gpus)",
@@ -179,6 +175,12 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> NoLayoutError:
                          f"{s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB",
                          f"none of {table.shape[0]} layouts of {what}{within} fits in memory: the smallest needs "
                          f"{least / 2**30:.1f} GiB per GPU, the GPU has {s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB")
+
+
+def _constraint_options(c: Constraints) -> str:
+    """The options that set constraints ``c`` (``--fix/--max``), as an error names its field."""
+    return "/".join(o for o, on in (("--fix", c.fixed), ("--max", c.maxima), ("--only-validated", c.only_validated))
+                    if on)
 
 
 def check_sweep_size(spec: SweepSpec, total: int) -> None:
