@@ -91,6 +91,11 @@ def program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
         actions = action_skeleton(schedule, pp, num_micro_batches, virtual_stages, ep_overlap, graph)
     out = []
     for acts in actions:
+        if not any(a.paired for a in acts):   # every action alone (the classic schedules): one pass
+            out.append(tuple([ProgramStep((a.needs,) if a.needs is not None else (), ((a.stage, a.part),),
+                                          tuple([s[0] for s in a.sends]), (a.stage,) if a.final else ())
+                              for a in acts]))
+            continue
         prog, i = [], 0
         while i < len(acts):
             group = (acts[i], acts[i + 1]) if acts[i].paired else (acts[i],)
@@ -128,16 +133,30 @@ def indexed_program(schedule: str, pp: int, num_micro_batches: int, virtual_stag
     events: dict[object, int] = {}
     kinds: dict[Kind, int] = {}
     needs, sends, kind, forward, pair_forward, finals = [], [], [], [], [], []
+    def event(key: object) -> int:
+        got = events.get(key)
+        if got is None:
+            got = events[key] = len(events)
+        return got
+
     for prog in progs:
         nd, sd, kd, fw, pf, fin = [], [], [], [], [], []
         for i, (waits, parts, sent, final) in enumerate(prog):
-            nd.append(tuple(events.setdefault(k, len(events)) for k in waits))
-            sd.append(tuple(events.setdefault(k, len(events)) for k in sent))
-            kd.append(kinds.setdefault(parts, len(kinds)))
-            alone = len(parts) == 1
-            fw.append(parts[0][0] if alone and parts[0][1] == "F" else -1)
-            pf.append(() if alone else tuple(g for g, part in parts if part == "F"))
-            fin.extend((i, g, not alone) for g in final)
+            nd.append((event(waits[0]),) if len(waits) == 1 else tuple([event(k) for k in waits]))
+            sd.append((event(sent[0]),) if len(sent) == 1 else tuple([event(k) for k in sent]))
+            k = kinds.get(parts)
+            if k is None:
+                k = kinds[parts] = len(kinds)
+            kd.append(k)
+            if len(parts) == 1:
+                fw.append(parts[0][0] if parts[0][1] == "F" else -1)
+                pf.append(())
+                if final:
+                    fin.extend([(i, g, False) for g in final])
+            else:
+                fw.append(-1)
+                pf.append(tuple([g for g, part in parts if part == "F"]))
+                fin.extend([(i, g, True) for g in final])
         needs.append(tuple(nd))
         sends.append(tuple(sd))
         kind.append(tuple(kd))
