@@ -137,6 +137,13 @@ def _check_schedule(model: ModelSpec, par: ParallelLayout) -> None:
                              f"a batch with at least 2 * pp ({2 * pp}) micro-batches for dualpipe-v; it has {m}")
 
 
+def sp_divides(model: ModelSpec, tp: int, cp: int) -> bool:
+    """Whether sequence parallelism can split each CP rank's share of the sequence over the TP
+    group (Megatron-LM tensor_parallel/mappings.py ``_split_along_first_dim`` asserts that the
+    first dimension divides by the TP size): the loader's rule and the sweep's."""
+    return model.seq_len % cp == 0 and (model.seq_len // cp) % tp == 0
+
+
 def check_cp_layout(model: ModelSpec, par: ParallelLayout) -> None:
     """The rules on context parallelism's exchange: Ulysses' heads and local attention (the sweep
     skips the grids they refuse: clustersim.sweep.space.shapes)."""
@@ -152,6 +159,16 @@ def _check_cp(model: ModelSpec, par: ParallelLayout) -> None:
         raise InputError("parallel.cp_comm", par.cp_comm,
                          f"p2p, or an all-to-all size ({par.cp_a2a}) dividing the heads per TP rank ({heads}): "
                          "Ulysses splits attention heads over the all-to-all group")
+    # the key/value heads too: Transformer Engine's all-to-all attention asserts that q's and k's
+    # head counts are multiples of the CP size (AttnFuncWithCPAndQKVOA2A, "The number of attention
+    # heads needs to be divisible by CP size!"); a TP rank holds kv_heads / tp of them, one where
+    # tp is a multiple of kv_heads (replicated); MLA up-projects a key and value per head
+    kv = heads if model.attention == "mla" else max(1, model.kv_heads // par.tp)
+    if kv % par.cp_a2a:
+        raise InputError("parallel.cp_comm", par.cp_comm,
+                         f"p2p, or an all-to-all size ({par.cp_a2a}) dividing the key/value heads per TP rank "
+                         f"({kv}: model.kv_heads {model.kv_heads} over tp {par.tp}): Ulysses splits the key and "
+                         "value heads over the all-to-all group too")
 
 
 def _check_offload(cluster: ClusterSpec, par: ParallelLayout) -> None:

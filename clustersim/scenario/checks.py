@@ -12,7 +12,7 @@ from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_MICRO_BATCHES
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.pipeline import layout_stage_layers
-from clustersim.parallel.rules import check_extensions, check_kv_heads
+from clustersim.parallel.rules import check_extensions, check_kv_heads, sp_divides
 from clustersim.workload.model_spec import ModelSpec
 
 
@@ -62,8 +62,10 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelLayout) ->
                          " as the interleaved schedule requires")
     if model.seq_len % (2 * par.cp) and par.cp > 1:
         raise InputError("parallel.cp", par.cp, f"a cp with model.seq_len ({model.seq_len}) divisible by 2 * cp")
-    if par.sequence_parallel and model.seq_len % par.tp:
-        raise InputError("parallel.sequence_parallel", True, f"false, or tp dividing model.seq_len ({model.seq_len})")
+    if par.sequence_parallel and not sp_divides(model, par.tp, par.cp):
+        where = f"model.seq_len ({model.seq_len})" if par.cp == 1 else \
+            f"each CP rank's share of the sequence (model.seq_len {model.seq_len} / cp {par.cp} = {model.seq_len // par.cp})"
+        raise InputError("parallel.sequence_parallel", True, f"false, or tp ({par.tp}) dividing {where}")
     if par.zero_stage == 3 and (par.dp * par.cp) % par.hsdp_replicas:
         raise InputError("parallel.fsdp.hsdp_replicas", par.hsdp_replicas,
                          f"a divisor of dp * cp ({par.dp * par.cp})")

@@ -16,7 +16,7 @@ Rules, each one the loader's own (``clustersim.scenario.check_layout``) unless m
   micro-batches per pipeline;
 - the interleaved schedule needs ``pp > 1`` and a micro-batch count that is a multiple of pp;
 - ``cp > 1`` needs ``seq_len`` divisible by ``2 * cp`` (load-balanced causal split);
-- sequence parallelism needs ``tp`` dividing ``seq_len``;
+- sequence parallelism needs ``tp`` dividing each CP rank's share of ``seq_len``;
 - for MoE models ``ep`` divides the expert count and ``dp * cp``; dense models have ``ep = 1``;
 - ZeRO-3 with HSDP (``parallel.fsdp.hsdp_replicas`` in the template) needs the replica count to
   divide ``dp * cp``.
@@ -56,7 +56,7 @@ from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_MICRO_BATCHES
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout
 from clustersim.parallel.placement import DENSE_AXES, MOE_AXES, groups_uniform
-from clustersim.parallel.rules import check_cp_layout
+from clustersim.parallel.rules import check_cp_layout, sp_divides
 from clustersim.workload.model_spec import ModelSpec
 
 # Recompute policies a sweep tries by default: Megatron's (none, selective, full); a torchtitan
@@ -251,8 +251,8 @@ def sequence_parallel_options(model: ModelSpec, shape: Shape, space: SearchSpace
     if shape.tp == 1 and False in space.sequence_parallel:
         return [False]
     if model.is_moe and shape.tp > 1:
-        return [True] if True in space.sequence_parallel and model.seq_len % shape.tp == 0 else []
-    return [sp for sp in space.sequence_parallel if not sp or (shape.tp > 1 and model.seq_len % shape.tp == 0)]
+        return [True] if True in space.sequence_parallel and sp_divides(model, shape.tp, shape.cp) else []
+    return [sp for sp in space.sequence_parallel if not sp or (shape.tp > 1 and sp_divides(model, shape.tp, shape.cp))]
 
 
 def zero_options(shape: Shape, space: SearchSpace, hsdp_replicas: int = 1) -> list[int]:

@@ -40,6 +40,13 @@ def _run(*sets: str) -> subprocess.CompletedProcess:
     (["model.preset=mixtral-8x7b", "model.moe.every=40", "parallel.ep=1"], "model.moe.every", "1..32"),
     (["model.preset=gpt-oss-20b", "parallel.tp=1", "parallel.pp=1", "parallel.cp=2", "parallel.dp=8",
       "parallel.ep=8", "parallel.sequence_parallel=false"], "parallel.cp_comm", "a2a"),
+    # Ulysses splits the key/value heads too: 8 KV heads over tp 2 leave 4 per rank, not a multiple
+    # of cp 8 (ran with exit 0, the kernel's heads rounded)
+    (["parallel.tp=2", "parallel.pp=1", "parallel.cp=8", "parallel.dp=1", "parallel.cp_comm=a2a"],
+     "parallel.cp_comm", "dividing the key/value heads per TP rank (4: model.kv_heads 8 over tp 2)"),
+    # SP splits a CP rank's share of the sequence: 8200 / 4 = 2050 tokens over tp 4 (ran, rounded)
+    (["model.seq_len=8200", "parallel.tp=4", "parallel.pp=1", "parallel.cp=4", "parallel.dp=1"],
+     "parallel.sequence_parallel", "tp (4) dividing each CP rank's share of the sequence"),
 ])
 def test_bad_model_fields_exit_2_naming_the_field(sets: list[str], field: str, allowed: str) -> None:
     out = _run(*sets)

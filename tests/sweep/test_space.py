@@ -26,6 +26,8 @@ CASES = [
     (dict(layers=6, hidden=96, heads=6, vocab=100, seq_len=64), 2, 4, 12),
     (dict(layers=4, hidden=64, heads=4, vocab=100, seq_len=48), 1, 8, 16),
     (dict(layers=8, hidden=128, heads=8, kv_heads=2, vocab=100, seq_len=32), 2, 4, 8),
+    # tp 8 divides the sequence (24) but not a CP rank's share of it (12): no SP there
+    (dict(layers=4, hidden=64, heads=8, vocab=100, seq_len=24), 2, 8, 4),
 ]
 
 
@@ -129,3 +131,15 @@ def test_constraints_enumerate_the_space_they_filter(fields, nodes, gpn, gb, fix
             if c.allows(parallel_dict(layout_key(p), gb))]
     got = [layout_key(p) for p in enumerate_layouts(model, cluster, template, space)]
     assert got == want and count_layouts(model, cluster, template, space) == len(got)
+
+
+def test_ulysses_grids_split_the_key_value_heads_too():
+    """An all-to-all CP group splits the key/value heads of a TP rank as well as its query heads
+    (Transformer Engine asserts both): with 2 KV heads only tp 1 with cp 2 is a Ulysses grid
+    (before, cp 4 and 8 over tp 1, cp 2 and 4 over tp 2 and cp 2 over tp 4 were enumerated)."""
+    model = model_from_fields("m", dict(layers=4, hidden=64, heads=8, kv_heads=2, vocab=100, seq_len=64))
+    cluster = load_cluster("dgx-a100", 1, gpus_per_node=8, nics_per_node=8)
+    listed = list(enumerate_layouts(model, cluster, ParallelLayout(global_batch=8, cp_comm="a2a")))
+    for p in listed:
+        check_layout(model, cluster, p)
+    assert {(p.tp, p.cp) for p in listed if p.cp > 1} == {(1, 2)}
