@@ -171,6 +171,9 @@ def _window_layers(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> No
         fields["global_every"] = cfg["sliding_window_pattern"]
     if window:
         fields["attention_pattern"], fields["attention_window"] = "sliding", window
+    elif "global_every" in fields:   # layers marked local, with no window to bound them
+        why = "layer_types marks sliding_attention layers" if types is not None else "sliding_window_pattern is set"
+        raise _bad(path, "sliding_window", window, f"a window of at least 1 token ({why})")
 
 
 def _moe(cfg: dict[str, Any], experts: str, width: str | None, shared: str | None = None) -> dict[str, Any]:

@@ -114,6 +114,9 @@ def _refused(tmp_path: Path, name: str, change, field_end: str) -> InputError:
     ("gpt-oss-120b", lambda c: c.update(layer_types=["sliding_attention"] * 3 + ["full_attention"] * 33),
      "layer_types"),
     ("gpt-oss-120b", lambda c: c.update(experts_per_token=2), "experts_per_token"),
+    # local layers with no window: named the scenario's global_every, a field the user never wrote
+    ("gpt-oss-120b", lambda c: c.update(sliding_window=0), "sliding_window"),
+    ("gemma-3-27b-pt", lambda c: c["text_config"].update(sliding_window=None), "sliding_window"),
     ("Llama-4-Maverick-17B-128E", lambda c: c["text_config"].update(moe_layers=[0, 5, 9]), "moe_layers"),
     ("Llama-4-Scout-17B-16E", lambda c: c["text_config"].update(no_rope_layers=[1, 1, 0] + [1] * 45), "no_rope_layers"),
     ("Llama-3.1-8B", lambda c: c.update(hidden_act="relu"), "hidden_act"),
