@@ -9,9 +9,11 @@ builds exactly the scenario's (already padded) vocabulary of V rows.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from typing import Any
 
+from clustersim.errors import InputError
 from clustersim.scenario import Scenario
 
 
@@ -35,6 +37,8 @@ def megatron_flags(sc: Scenario) -> list[str]:
     if m.is_moe:
         flags += [f"--num-experts {m.moe_experts}", f"--moe-router-topk {m.moe_top_k}",
                   f"--moe-token-dispatcher-type {m.moe_token_dispatcher}"]   # Megatron's default is allgather
+        if m.moe_expert_ffn_hidden != m.ffn_hidden:
+            flags.append(f"--moe-ffn-hidden-size {m.moe_expert_ffn_hidden}")
     flags += [f"--tensor-model-parallel-size {p.tp}", f"--pipeline-model-parallel-size {p.pp}",
               f"--context-parallel-size {p.cp}", f"--expert-model-parallel-size {p.ep}",
               f"--micro-batch-size {p.micro_batch}", f"--global-batch-size {p.global_batch}"]
@@ -42,6 +46,8 @@ def megatron_flags(sc: Scenario) -> list[str]:
         flags.append(f"--expert-tensor-parallel-size {p.expert_tp}")   # MoE parallel folding (ETP)
     if p.sequence_parallel:
         flags.append("--sequence-parallel")
+    if p.cp > 1 and p.cp_comm != "p2p":
+        flags.append(f"--cp-comm-type {p.cp_comm}")
     split = _split_flags(sc)
     if p.virtual_stages > 1 and not p.pipeline_layout and "--pipeline-model-parallel-layout" not in " ".join(split):
         flags.append(f"--num-virtual-stages-per-pipeline-rank {p.virtual_stages}")
@@ -104,10 +110,38 @@ def _split_flags(sc: Scenario) -> list[str]:
 
 
 def megatron_command(sc: Scenario, script: str = "pretrain_gpt.py") -> str:
-    """``torchrun --nproc-per-node G --nnodes N pretrain_gpt.py FLAGS`` with one flag per line."""
+    """``torchrun --nproc-per-node G --nnodes N pretrain_gpt.py FLAGS`` with one flag per line.
+
+    The launch is read back with the importer before it is returned: a scenario field that these
+    flags do not carry (a sliding window, a GeGLU MLP, a CP exchange, ...) is refused naming it
+    (InputError) rather than exported as a different, smaller model."""
     c = sc.cluster
     head = f"torchrun --nproc-per-node {c.gpus_per_node} --nnodes {c.num_nodes} {script}"
-    return " \\\n    ".join([head, *megatron_flags(sc)]) + "\n"
+    text = " \\\n    ".join([head, *megatron_flags(sc)]) + "\n"
+    _check_round_trip(sc, text)
+    return text
+
+
+# fields that a launch may say another way: the name, and how the pipeline split is stated (the
+# split itself, parallel.layers_per_stage with the counts resolved, must come back the same)
+_SAID_OTHERWISE = frozenset({"name", "account_for_embedding", "account_for_loss", "first_stage_layers",
+                             "last_stage_layers", "pipeline_layout"})
+
+
+def _check_round_trip(sc: Scenario, text: str) -> None:
+    """InputError naming the first model, parallel or training field that ``text`` imports as
+    something else than ``sc`` has."""
+    from clustersim.importers import finish, import_text  # (the package imports its formats at load)
+    from clustersim.scenario import scenario_from_dict
+
+    back = scenario_from_dict(finish(import_text("megatron-args", text, "cmd", cluster=sc.cluster.name), []).scenario)
+    for part in ("model", "parallel", "training"):
+        mine, theirs = getattr(sc, part), getattr(back, part)
+        for f in dataclasses.fields(mine):
+            if f.name not in _SAID_OTHERWISE and getattr(mine, f.name) != getattr(theirs, f.name):
+                raise InputError(f"{part}.{f.name}", getattr(mine, f.name),
+                                 f"what the Megatron-LM export can write ({getattr(theirs, f.name)!r} after a round "
+                                 "trip through its flags: no flag here carries this value)")
 
 
 def cluster_overrides(data: dict[str, Any]) -> list[str]:

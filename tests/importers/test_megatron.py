@@ -397,3 +397,37 @@ def test_an_imported_value_the_scenario_refuses_says_where_it_was_read():
                            "--num-attention-heads 8 --seq-length 1024 --tokenizer-type NullTokenizer --vocab-size 32000 "
                            "--bf16", "run.sh", cluster="dgx-a100", nodes=1), ["training.dtype=fp8"])
     assert exc.value.field == "training.dtype" and "read from" not in str(exc.value)
+
+
+@pytest.mark.parametrize("sets,field", [
+    # Gemma 3: GeGLU and 5 of 6 layers on a 1,024-token window; exported as GeLU with full attention
+    # (a 19.8B model for a 27.0B one), it now names the first field the flags cannot carry
+    (["model.preset=gemma3-27b", "model.seq_len=4096", "parallel.tp=8", "parallel.pp=1", "parallel.dp=2",
+      "parallel.global_batch=16"], "model.ffn_act"),
+    (["model.preset=gpt-oss-20b", "parallel.tp=1", "parallel.pp=1", "parallel.dp=16", "parallel.ep=8",
+      "parallel.global_batch=16", "parallel.sequence_parallel=false"], "model.attention_pattern"),
+])
+def test_export_refuses_what_its_flags_cannot_carry(sets, field):
+    from clustersim.importers.megatron_export import megatron_command
+    from clustersim.scenario import load_scenario
+
+    with pytest.raises(InputError) as exc:
+        megatron_command(load_scenario(None, sets))
+    assert exc.value.field == field
+
+
+@pytest.mark.parametrize("sets", [
+    # the expert width (768 beside a dense 6144) and the Ulysses exchange were dropped on export
+    ["model.preset=qwen3-30b-a3b", "parallel.tp=1", "parallel.pp=1", "parallel.dp=16", "parallel.ep=8",
+     "parallel.global_batch=16", "parallel.sequence_parallel=false"],
+    ["parallel.tp=2", "parallel.pp=1", "parallel.cp=4", "parallel.dp=2", "parallel.cp_comm=a2a"],
+])
+def test_export_writes_the_expert_width_and_the_cp_exchange(sets):
+    from clustersim.importers.megatron_export import megatron_command
+    from clustersim.scenario import load_scenario
+
+    sc = load_scenario(None, sets)
+    back = scenario_from_dict(finish(import_text("megatron-args", megatron_command(sc), "cmd", cluster="dgx-h100"),
+                                     []).scenario)
+    assert (back.model.moe_expert_ffn_hidden, back.parallel.cp_comm, back.model.total_params()) == \
+        (sc.model.moe_expert_ffn_hidden, sc.parallel.cp_comm, sc.model.total_params())
