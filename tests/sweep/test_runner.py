@@ -287,9 +287,11 @@ def test_a_sliding_window_model_is_swept_with_the_exchange_run_accepts():
     own = scenario_from_dict({**raw, "parallel": {k: v for k, v in best["parallel"].items()}})
     assert api.simulate(own).step_time_s == pytest.approx(best["step_time_s"], rel=1e-12)
     assert sc.parallel.cp_comm == "a2a"
-    # tp 8 leaves 4 heads per TP rank: no cp 8 grid runs (p2p: the window; a2a: 8 does not divide 4)
+    # tp 8 leaves 4 heads and 1 key/value head per TP rank: no cp > 1 grid runs over it (p2p: the
+    # window; a2a: 8 does not divide 4, and no cp > 1 divides the one KV head, which Transformer
+    # Engine's all-to-all asserts); tp 2 leaves 16 and 4: cp 4 runs
     grids = shapes(p2p.model, load_scenario_cluster(8), 8, cp_comm="a2a")
-    assert not any(s.tp == 8 and s.cp == 8 for s in grids) and any(s.tp == 8 and s.cp == 4 for s in grids)
+    assert not any(s.tp == 8 and s.cp > 1 for s in grids) and any(s.tp == 2 and s.cp == 4 for s in grids)
 
 
 def load_scenario_cluster(nodes):
