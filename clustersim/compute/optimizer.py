@@ -9,8 +9,9 @@ fp32 parameter, momentum and variance, K = 12 bytes, plus the fp32 gradient that
 fp32 training has no separate master copy and no low-precision copy: 4 + 4 + 8 read, 12 written,
 + 8 for norm and zeroing = 36 bytes.
 
-With ZeRO stage >= 1 (Megatron's distributed optimizer) each data-parallel rank updates only its
-1/dp shard of the states.
+With ZeRO stage >= 1 (Megatron's distributed optimizer) each rank updates only its shard of the
+states: the dense ones over the data-parallel (x context-parallel) group, the experts' over the
+expert-data-parallel group (the memory report's groups).
 
 The fused optimizer kernels (``multi_tensor_apply`` over lists of parameters) stream their bytes
 at ``OPTIMIZER_HBM_EFFICIENCY`` of the HBM peak, below the 0.85 of plain element-wise kernels:
@@ -27,25 +28,28 @@ reads) once more per step: ``FrameworkSpec.grad_buffer_bytes_per_param`` bytes p
 
 from __future__ import annotations
 
-import math
-
 from clustersim.compute.roofline import HBM_EFFICIENCY, KERNEL_FLOOR_S, memory_time_s
 from clustersim.hardware.spec import GpuSpec
 from clustersim.parallel.layout import ParallelLayout
 
 ADAM_MIXED_BYTES_PER_PARAM = 38
 ADAM_FP32_BYTES_PER_PARAM = 36
+GRAD_ZEROING_BYTES_PER_PARAM = 4   # zeroing the fp32 gradient for the next step: one 4-byte write
 ADAMW_FUSED_BYTES_PER_PARAM = 28   # torch fused AdamW, fp32: read p, g, m, v; write p, m, v (the measurement)
 # fused AdamW, 1e9 fp32 params, 11.2468 ms on an H100 SXM (3.35 TB/s): module docstring
 OPTIMIZER_HBM_EFFICIENCY = ADAMW_FUSED_BYTES_PER_PARAM * 1e9 / 11.246812e-3 / 3350e9
 
 
-def optimizer_step_time_s(params_per_gpu: int, layout: ParallelLayout, gpu: GpuSpec,
-                          dtype: str = "bf16") -> float:
-    """Time of one Adam step for ``params_per_gpu`` (the model-parallel shard before ZeRO sharding)."""
-    shard = math.ceil(params_per_gpu / layout.dp) if layout.zero_stage >= 1 else params_per_gpu
+def optimizer_step_time_s(shard_params: int, layout: ParallelLayout, gpu: GpuSpec,
+                          dtype: str = "bf16", buffer_zeroed: bool = False) -> float:
+    """Time of one Adam step over the ``shard_params`` parameters whose states this GPU steps
+    (ZeRO's shard: clustersim.memory.report.state_shard_params). ``buffer_zeroed``: the
+    framework's own pass over the whole gradient buffer zeroes it (``grad_buffer_time_s``; every
+    framework with such a pass zeroes there: clustersim/data/frameworks.yaml), so the Adam bytes
+    leave out the zeroing (it was counted twice)."""
     per_param = ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM
-    return adam_kernel_s(shard * (per_param - moment_saving_bytes(layout.optimizer_moments)), gpu)
+    per_param -= GRAD_ZEROING_BYTES_PER_PARAM if buffer_zeroed else 0
+    return adam_kernel_s(shard_params * (per_param - moment_saving_bytes(layout.optimizer_moments)), gpu)
 
 
 def moment_saving_bytes(moments: int) -> int:

@@ -157,6 +157,16 @@ def shard_groups(layout: ParallelLayout) -> tuple[int, int]:
     return dense, max(1, layout.edp)
 
 
+def state_shard_params(layout: ParallelLayout, dense: int, expert: int) -> int:
+    """Parameters whose optimizer states one GPU holds and steps: all of them without ZeRO, else
+    its shard of each over ``shard_groups`` (the optimizer step's time reads the same shard as
+    its memory: clustersim.plan.optimizer_step)."""
+    if layout.zero_stage < 1:
+        return dense + expert
+    d_group, e_group = shard_groups(layout)
+    return math.ceil(dense / d_group) + math.ceil(expert / e_group)
+
+
 def states(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool, last: bool,
            framework: FrameworkSpec | None, moe_layers: int | None = None) -> tuple[int, int, int]:
     """(weights, gradients, optimizer states) of one GPU, rounded to bytes, before offload
@@ -283,4 +293,4 @@ def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage
 __all__ = ["NCCL_BYTES_PER_COMMUNICATOR", "PARTS", "VERDICTS", "MemoryReport", "activation_parts", "assemble",
            "peak_numbers", "verdict_index",
            "memory_report", "moe_count", "moe_share", "offload",
-           "shard_groups", "stage_params", "states"]
+           "shard_groups", "stage_params", "state_shard_params", "states"]

@@ -48,10 +48,10 @@ def host_copy_plan(scenario: Scenario, size_bytes: float) -> CollectivePlan:
     return CollectivePlan("host_copy", "dma", size_bytes, GroupShape(1, 1), phases)
 
 
-def host_optimizer_time_s(scenario: Scenario, params_per_gpu: int) -> float:
-    """ZeRO-Offload optimizer step of one GPU's shard: gradients down, host Adam, parameters up."""
+def host_optimizer_time_s(scenario: Scenario, shard: int) -> float:
+    """ZeRO-Offload optimizer step of one GPU's ``shard`` of parameters (its ZeRO shard:
+    clustersim.memory.report.state_shard_params): gradients down, host Adam, parameters up."""
     par = scenario.parallel
-    shard = params_per_gpu / (par.dp * par.cp) if par.zero_stage >= 1 else params_per_gpu
     per_gpu_bw = HOST_DRAM_BW_BYTES_PER_S_PER_NODE / scenario.cluster.gpus_per_node
     adam_s = shard * (ADAM_MIXED_BYTES_PER_PARAM - moment_saving_bytes(par.optimizer_moments)) / per_gpu_bw
     return host_copy_s(scenario, shard * 4) + adam_s + host_copy_s(scenario, shard * 2)

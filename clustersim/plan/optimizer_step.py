@@ -22,17 +22,22 @@ from __future__ import annotations
 from clustersim.collectives import GroupShape, plan_collective
 from clustersim.compute import optimizer_step_time_s
 from clustersim.compute.optimizer import grad_buffer_time_s
+from clustersim.memory.report import state_shard_params
 from clustersim.plan.host_offload import host_optimizer_time_s
 from clustersim.scenario import Scenario
 
 
-def optimizer_step_s(scenario: Scenario, params_per_gpu: int) -> float:
-    """Seconds of the optimizer step of a rank holding ``params_per_gpu`` parameters (module docstring)."""
+def optimizer_step_s(scenario: Scenario, params_per_gpu: int, expert_params_per_gpu: int = 0) -> float:
+    """Seconds of the optimizer step of a rank holding ``params_per_gpu`` parameters, of which
+    ``expert_params_per_gpu`` are experts' (module docstring). Adam steps the rank's ZeRO shard of
+    each, as its memory holds them (clustersim.memory.report.state_shard_params: experts over the
+    expert-data-parallel group, which is smaller than the data-parallel one)."""
     par, gpu = scenario.parallel, scenario.cluster.gpu
     buffer_bytes = (scenario.framework.grad_buffer_bytes_per_param
                     if par.zero_stage <= 2 and par.dp * par.cp > 1 else 0)
-    step_s = (host_optimizer_time_s(scenario, params_per_gpu) if par.offload_optimizer
-              else optimizer_step_time_s(params_per_gpu, par, gpu))
+    shard = state_shard_params(par, params_per_gpu - expert_params_per_gpu, expert_params_per_gpu)
+    step_s = (host_optimizer_time_s(scenario, shard) if par.offload_optimizer
+              else optimizer_step_time_s(shard, par, gpu, scenario.training.dtype, buffer_bytes > 0))
     return step_s + grad_buffer_time_s(params_per_gpu, buffer_bytes, gpu) + grad_norm_all_reduce_s(scenario)
 
 

@@ -239,7 +239,9 @@ def build_step_work(scenario: Scenario) -> StepWork:
                                  moe_layers=sum(k.moe for k in layer_kinds)))
     stages = tuple(StageWork(index=g, **model_stages[graph.model_stage[g]]) for g in range(graph.num_stages))
     params_per_rank = tuple(sum(stages[graph.stage(r, c)].params for c in range(graph.chunks)) for r in range(par.pp))
-    opt = tuple(optimizer_step_s(scenario, p) for p in params_per_rank)
+    experts_per_rank = tuple(sum(sum(stages[graph.stage(r, c)].unit_expert_params) for c in range(graph.chunks))
+                             for r in range(par.pp))
+    opt = tuple(optimizer_step_s(scenario, p, e) for p, e in zip(params_per_rank, experts_per_rank, strict=True))
     # Pipeline p2p: Megatron splits the [s, b, h] activation across the TP ranks before sending
     # (scatter-gather optimisation, Narayanan et al. 2021 §4.1), so each GPU sends 1/tp of it.
     # Activations cross stages in the compute dtype, fp8 training keeping bf16 activations.

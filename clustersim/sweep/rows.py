@@ -88,7 +88,7 @@ class VectorRows:
         bounds = self.bounds
         statics = [(off, p, {}) for off, p in by_off]
         uparams = (u.layer_params, u.first_params, u.last_params, u.layer_all_params, u.moe_all_params,
-                   u.layer_expert_params)
+                   u.layer_expert_params, u.layer_all_expert_params, u.moe_all_expert_params)
         jitter = bounds.jitter_terms(statics[0][1])
         for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
             if not schedule_zero_ok(sched, zero):
@@ -119,7 +119,7 @@ class VectorRows:
                 if exact:
                     bound = bounds.total_s(p, u, prof, pipe_s, exact, (sched, v))
                 else:  # total_s below the second level
-                    skey = (pkey, off, p.dp, p.cp, p.zero_stage, uparams)
+                    skey = (pkey, off, p.dp, p.cp, p.edp, p.zero_stage, uparams)
                     terms = self._steps.get(skey)
                     if terms is None:
                         terms = self._steps[skey] = bounds.step_terms(p, u, prof)

@@ -128,9 +128,9 @@ class StepTerms:
         (no embedding or head counted): every rank's own step takes at least that long."""
         if profile.backward_chain:  # rank 0 holds the embedding, and the head only when pp == 1
             return self.rank_optimizer_s(layout, u, profile, 0)
-        params0 = min(m * u.moe_all_params + (held - m) * u.layer_all_params
-                      for (held, _), m in zip(profile.ranks, profile.moe_held, strict=True))
-        return self.step_s(layout, params0)
+        return min(self.step_s(layout, m * u.moe_all_params + (held - m) * u.layer_all_params,
+                               m * u.moe_all_expert_params + (held - m) * u.layer_all_expert_params)
+                   for (held, _), m in zip(profile.ranks, profile.moe_held, strict=True))
 
     def rank_optimizer_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, rank: int) -> float:
         """Pipeline rank ``rank``'s optimizer step, at most the engine's (its layers, the
@@ -138,14 +138,18 @@ class StepTerms:
         (held, _), m = profile.ranks[rank], profile.moe_held[rank] if self.base.model.is_moe else 0
         params = m * u.moe_all_params + (held - m) * u.layer_all_params \
             + (u.first_params if profile.firsts[rank] else 0) + (u.last_params if profile.lasts[rank] else 0)
-        return self.step_s(layout, params)
+        return self.step_s(layout, params, m * u.moe_all_expert_params + (held - m) * u.layer_all_expert_params)
 
-    def step_s(self, layout: ParallelLayout, params: int) -> float:
-        """The optimizer step of a rank holding ``params`` parameters (``plan.optimizer_step``):
-        Adam (or the host's), the passes over the whole gradient buffer and the gradient norm's
-        all-reduce (all monotone in the parameters)."""
-        key = (params, layout.dp, layout.cp, layout.zero_stage, layout.offload_optimizer, layout.num_gpus)
+    def step_s(self, layout: ParallelLayout, params: int, expert_params: int = 0) -> float:
+        """The optimizer step of a rank holding ``params`` parameters, ``expert_params`` of them
+        experts' (``plan.optimizer_step``): Adam (or the host's) over the ZeRO shard, the passes
+        over the whole gradient buffer and the gradient norm's all-reduce (all monotone in the
+        parameters; a layer of the cheaper kind counted with its own experts keeps the shard at
+        most the engine's: a MoE layer's dense part over dp plus its experts over edp <= dp is at
+        least its total over dp, more than a dense layer's)."""
+        key = (params, expert_params, layout.dp, layout.cp, layout.edp, layout.hsdp_replicas, layout.zero_stage,
+               layout.offload_optimizer, layout.num_gpus)
         opt = self.memo.optimizer.get(key)
         if opt is None:
-            opt = self.memo.optimizer[key] = optimizer_step_s(replace(self.base, parallel=layout), params)
+            opt = self.memo.optimizer[key] = optimizer_step_s(replace(self.base, parallel=layout), params, expert_params)
         return opt

@@ -54,6 +54,8 @@ class UnitTimes:
     layer_all_params: int = 0  # the first layer's parameters with its experts (the optimizer steps them all)
     moe_all_params: int = 0    # the last layer's (a MoE layer in a MoE model)
     layer_expert_params: int = 0  # expert parameters of a layer, the least over the layers (0: a dense layer)
+    layer_all_expert_params: int = 0  # the experts' share of layer_all_params (the optimizer steps them over edp)
+    moe_all_expert_params: int = 0    # the experts' share of moe_all_params
 
 
 PARTS = ("F", "B", "Bi", "W")
@@ -145,6 +147,8 @@ def class_times(rep: Scenario, unit_time: Callable[[Work], float]) -> UnitTimes:
         layer_all_params=params[k + n] + stage.unit_expert_params[k + n],
         moe_all_params=params[1 + k] + stage.unit_expert_params[1 + k],
         layer_expert_params=min(stage.unit_expert_params[1 + k:1 + k + n]),
+        layer_all_expert_params=stage.unit_expert_params[k + n],
+        moe_all_expert_params=stage.unit_expert_params[1 + k],
         p2p_bytes=work.p2p_bytes)
 
 
