@@ -257,7 +257,10 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
         node_power_w=float(d.get("node_power_kW", 0.0)) * 1e3 if (d["gpu"], d["gpus_per_node"]) == preset_node else 0.0,
         pue=float(d.get("pue", 0.0)),
         description=str(d.get("description", "")),
-        calibration=load_evidence(f"clusters.{preset}.calibration", d.get("calibration")),
+        # a calibration holds for the GPU it was fitted on: with another (cluster.gpu), no fitted
+        # factor applies and the scenario is an uncalibrated one (docs/calibration.md)
+        calibration=(load_evidence(f"clusters.{preset}.calibration", d.get("calibration"))
+                     if d["gpu"] == preset_node[0] else None),
     )
     check_domain(cluster)
     check_fabric_roles(cluster, overrides)

@@ -317,3 +317,31 @@ def test_runs_csv_takes_milliseconds_and_refuses_two_measurements_in_a_row(jobs,
     both.write_text(f"scenario,step_time_s,mfu\n{p},{t!r},20%\n")
     code, _, err = _run(["calibrate", "--runs", str(both), "--out", str(tmp_path / "b.yaml")], capsys)
     assert code == 2 and "one measurement per row" in err and "line 2" in err
+
+
+def test_a_calibration_holds_for_its_own_gpu_only(jobs, tmp_path, capsys):
+    """A calibrated preset run with `cluster.gpu` set to another GPU kept the calibration: the
+    uncalibrated H100's step came with `covered: true`, compute_scale 0.8 in `calibration.factors`
+    and the calibrated band, and on a B200 the "no measured run on b200 GPUs" widening was dropped.
+    Now no fitted factor and no calibrated band apply on another GPU: the scenario is uncalibrated."""
+    out = tmp_path / "m.yaml"
+    argv = ["calibrate", "--cluster", "dgx-h100", "--name", "gpu-h100", "--out", str(out)]
+    for p, _, t in jobs:
+        argv += ["--run", f"{p}={t!r}"]
+    assert _run(argv, capsys)[0] == 0
+    p = str(jobs[0][0])
+    for gpu in ("h100-sxm-80gb", "b200-sxm-180gb"):
+        code, stdout, err = _run(["run", p, "--profile", str(out), "--set", "cluster.preset=gpu-h100", "--set",
+                                  f"cluster.gpu={gpu}", "--json"], capsys)
+        assert code == 0, err
+        doc = json.loads(stdout)
+        code, stdout, err = _run(["run", p, "--set", f"cluster.gpu={gpu}", "--json"], capsys)
+        plain = json.loads(stdout)
+        assert "calibration" not in doc
+        assert doc["step_time_s"] == plain["step_time_s"] and doc["interval"] == plain["interval"]
+    assert "no measured run on b200 GPUs" in doc["interval"]["widened_for"]
+    # the calibrated GPU itself, named, keeps the calibration
+    code, stdout, err = _run(["run", p, "--profile", str(out), "--set", "cluster.preset=gpu-h100", "--set",
+                              "cluster.gpu=h100-sxm-80gb-gpu-h100", "--json"], capsys)
+    assert code == 0 and json.loads(stdout)["calibration"]["covered"] is True, err
+
