@@ -180,17 +180,15 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     from clustersim.hardware.load import describe, list_clusters, load_cluster
     from clustersim.inputs import read_text
     from clustersim.output_file import check_output_path
+    if base is not None and base not in list_clusters():   # before a run is read on it
+        raise InputError("--cluster", base, list_clusters())
     runs = runs_from_logs(logs, configs, base, nodes, overrides)
-    runs += runs_from_specs(list(run_specs or []), overrides)
+    runs += runs_from_specs(list(run_specs or []), overrides, base)
     for path in runs_csv or []:
-        runs += runs_from_csv(path, overrides)
+        runs += runs_from_csv(path, overrides, base)
     check_output_path(out, "--out", inputs=[p for r in runs for p in r.files])   # a --runs CSV's scenarios too
     _check_distinct_runs(runs)
-    presets = sorted({r.scenario["cluster"]["preset"] for r in runs})
-    if base is not None and runs:
-        for r in runs:  # --cluster names the machine every run ran on
-            r.scenario = {**r.scenario, "cluster": {**r.scenario["cluster"], "preset": base}}
-        presets = [base]
+    presets = sorted({r.scenario["cluster"]["preset"] for r in runs})   # --cluster replaced them (runs.on_cluster)
     if len(presets) > 1:
         raise InputError("--cluster", presets, "one cluster preset for all runs (one machine is fitted)")
     nccl_texts = [(p.name, read_text(p, "--nccl-tests", "an nccl-tests output file")) for p in nccl_logs]
@@ -206,6 +204,7 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
         raise InputError("--cluster", None, f"the cluster preset of the machine: one of {', '.join(list_clusters())}")
     if base not in list_clusters():
         raise InputError("--cluster", base, list_clusters())
+    _check_preset_hardware(runs, base, describe("clusters", base))
     cluster = load_cluster(base, max([1] + [r.nodes for r in nccl_runs]))
     check_devices(cluster, [(src, r.device) for src, r in zip(nccl_sources, nccl_runs, strict=True)]
                    + [(t.source, t.device_name) for t in trace_data], "--nccl-tests" if nccl_runs else "--trace")
@@ -311,6 +310,25 @@ def _check_below_peak(run: Run, cluster: ClusterSpec) -> None:
                          f"{sc.training.dtype} peak of {sc.cluster.num_gpus} {sc.cluster.gpu.name} (MFU 100%; this "
                          f"step is MFU {floor_s / run.measured_s:.0%}); check the step time and the imported scenario "
                          "(clustersim import ... --json: GPU count, global batch, sequence length)")
+
+
+def _check_preset_hardware(runs: list[Run], base: str, preset: dict[str, Any]) -> None:
+    """Refuse a run whose cluster differs from the base preset's hardware (``--set cluster.KEY``,
+    a ``cluster:`` field of a --run scenario): the fit simulates every run on the preset's hardware
+    (its nodes and GPUs per node aside) and writes a profile of that machine, so such a run was
+    fitted as if on the preset (an Ethernet run fitted as InfiniBand; an H200 run as an H100) and
+    the profile written predicted it 15x off. GPUs per node may differ (a run on part of a node)."""
+    from clustersim.hardware.load import CLUSTER_OVERRIDE_KEYS
+    for r in runs:
+        for key in CLUSTER_OVERRIDE_KEYS:
+            value = r.scenario["cluster"].get(key)
+            if key == "gpus_per_node" or value is None or value == preset.get(key):
+                continue
+            raise InputError(f"cluster.{key}", f"{r.source}: {value}",
+                             f"{base}'s {key} ({preset.get(key, 'not set')}), or no cluster.{key}: calibrate fits "
+                             f"one preset's hardware, and this run ({r.option}) ran on other hardware; describe its "
+                             "machine as a cluster preset of its own (a profile file in CLUSTERSIM_PROFILES, "
+                             "docs/hardware.md) and name it with --cluster")
 
 
 def _check_distinct_runs(runs: list[Run]) -> None:

@@ -61,18 +61,25 @@ def _step_time(value: float, field_: str, what: str) -> float:
     return value
 
 
-def _scenario(path: Path, field_: str, spec: str, overrides: list[str]) -> dict[str, Any]:
+def on_cluster(data: dict[str, Any], base: str | None) -> dict[str, Any]:
+    """The scenario on ``--cluster``'s preset: it names the machine every run ran on (it replaces
+    the runs' ``cluster.preset``; docs/calibration.md). Before anything is read off the scenario (an
+    MFU is converted with --cluster's GPU, not the scenario's)."""
+    return data if base is None else {**data, "cluster": {**data.get("cluster", {}), "preset": base}}
+
+
+def _scenario(path: Path, field_: str, spec: str, overrides: list[str], base: str | None) -> dict[str, Any]:
     from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "is not a file" if path.exists() else "does not exist"
         form = "SCENARIO.yaml=SECONDS with a scenario file" if field_ == "--run" else "a scenario file"
         raise InputError(field_, spec, f"{form} that exists ({path} {what})")
-    data = apply_overrides(read_scenario_dict(path), overrides)
+    data = on_cluster(apply_overrides(read_scenario_dict(path), overrides), base)
     scenario_from_dict(data)   # exit 2 naming the field if the scenario is not valid
     return data
 
 
-def runs_from_specs(specs: list[str], overrides: list[str]) -> list[Run]:
+def runs_from_specs(specs: list[str], overrides: list[str], base: str | None = None) -> list[Run]:
     """``--run SCENARIO.yaml=SECONDS``, each."""
     runs = []
     for spec in specs:
@@ -85,8 +92,8 @@ def runs_from_specs(specs: list[str], overrides: list[str]) -> list[Run]:
             raise InputError("--run", spec, "SCENARIO.yaml=SECONDS with SECONDS a number > 0 (the measured step "
                                             "time)") from None
         _step_time(t, "--run", spec)
-        runs.append(Run(Path(path).name, "scenario", _scenario(Path(path), "--run", spec, overrides), t, option="--run",
-                        files=(Path(path),)))
+        runs.append(Run(Path(path).name, "scenario", _scenario(Path(path), "--run", spec, overrides, base), t,
+                        option="--run", files=(Path(path),)))
     return runs
 
 
@@ -119,7 +126,7 @@ def _number(text: str, column: str, where: str) -> float:
     return v
 
 
-def runs_from_csv(path: Path, overrides: list[str]) -> list[Run]:
+def runs_from_csv(path: Path, overrides: list[str], base: str | None = None) -> list[Run]:
     """``--runs FILE.csv``: one run per row."""
     from clustersim.inputs import read_text
     text = read_text(path, "--runs", "a CSV of runs (scenario, step_time_s | step_time_ms | tokens_per_s | mfu)")
@@ -146,7 +153,7 @@ def runs_from_csv(path: Path, overrides: list[str]) -> list[Run]:
         scenario_path = Path(row["scenario"].strip())
         if not scenario_path.is_absolute():
             scenario_path = path.parent / scenario_path
-        data = _scenario(scenario_path, where, row["scenario"], overrides)
+        data = _scenario(scenario_path, where, row["scenario"], overrides, base)
         t = _step_time(_convert(data, column, value, where), where, f"{column} {row[column]}")
         runs.append(Run(f"{path.name}:{i} {scenario_path.name}", "scenario", data, t, option="--runs",
                         files=(path, scenario_path)))
@@ -194,6 +201,6 @@ def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, node
         res = finish(res, overrides)
         if res.measured_step_time_s is None:
             raise InputError("--log", str(path), "a log with training step lines")
-        runs.append(Run(path.name, res.kind, res.scenario, res.measured_step_time_s, dates=dates,
+        runs.append(Run(path.name, res.kind, on_cluster(res.scenario, base), res.measured_step_time_s, dates=dates,
                         files=(path, *([configs[i]] if cfg is not None else [])), device=device))
     return runs

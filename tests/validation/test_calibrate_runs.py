@@ -345,3 +345,44 @@ def test_a_calibration_holds_for_its_own_gpu_only(jobs, tmp_path, capsys):
                               "cluster.gpu=h100-sxm-80gb-gpu-h100", "--json"], capsys)
     assert code == 0 and json.loads(stdout)["calibration"]["covered"] is True, err
 
+
+@pytest.mark.parametrize("how", ["set", "scenario"])
+def test_a_run_on_other_hardware_than_the_preset_is_refused(jobs, tmp_path, capsys, how):
+    """calibrate swapped in the preset's hardware and kept only the run's nodes and GPUs per node:
+    `--set cluster.nics_per_node=1` was fitted with 8 NICs, a --run scenario on Ethernet as
+    InfiniBand (the profile written then predicted 15 s for the measured 1.0 s). A run's cluster
+    field that differs from the preset is exit 2 naming it; nothing is written."""
+    p, sc, t = jobs[0]
+    out = tmp_path / "never.yaml"
+    if how == "set":
+        argv = ["--run", f"{p}={t!r}", "--set", "cluster.nics_per_node=1"]
+        field = "cluster.nics_per_node"
+    else:
+        eth = tmp_path / "eth.yaml"
+        eth.write_text(yaml.safe_dump({**sc, "cluster": {**sc["cluster"], "scale_out": "eth-25g"}}))
+        argv = ["--run", f"{eth}={t!r}"]
+        field = "cluster.scale_out"
+    code, _, err = _run(["calibrate", *argv, "--cluster", "dgx-h100", "--out", str(out)], capsys)
+    assert code == 2 and f"error: {field}: got" in err and "dgx-h100's" in err and "one preset's hardware" in err, err
+    assert not out.exists()
+    # the preset's own value is no other hardware
+    code, _, err = _run(["calibrate", "--run", f"{p}={t!r}", "--set", "cluster.nics_per_node=8", "--out", str(out)],
+                        capsys)
+    assert code == 0, err
+
+
+def test_runs_csv_mfu_is_converted_on_the_cluster_option(jobs, tmp_path, capsys):
+    """A --runs MFU was converted with the scenario's preset GPU, not --cluster's (which replaces
+    the runs' cluster.preset): an A100 scenario's 40% on --cluster dgx-h100 became the A100's step."""
+    p, sc, t = jobs[0]
+    a100 = tmp_path / "a100.yaml"
+    a100.write_text(yaml.safe_dump({**sc, "cluster": {**sc["cluster"], "preset": "dgx-a100"}}))
+    steps = []
+    for scenario in (p, a100):
+        rows = tmp_path / "mfu.csv"
+        rows.write_text(f"scenario,mfu\n{scenario},20%\n")
+        code, stdout, err = _run(["calibrate", "--runs", str(rows), "--cluster", "dgx-h100", "--out",
+                                  str(tmp_path / "m.yaml"), "--json"], capsys)
+        assert code == 0, err
+        steps.append(json.loads(stdout)["runs"][0]["measured_step_time_s"])
+    assert steps[1] == pytest.approx(steps[0], rel=1e-12)
