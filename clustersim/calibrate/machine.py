@@ -188,6 +188,7 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
         runs += runs_from_csv(path, overrides, base)
     check_output_path(out, "--out", inputs=[p for r in runs for p in r.files])   # a --runs CSV's scenarios too
     _check_distinct_runs(runs)
+    runs, notes = _merge_repeats(runs)
     presets = sorted({r.scenario["cluster"]["preset"] for r in runs})   # --cluster replaced them (runs.on_cluster)
     if len(presets) > 1:
         raise InputError("--cluster", presets, "one cluster preset for all runs (one machine is fitted)")
@@ -210,7 +211,6 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
                    + [(t.source, t.device_name) for t in trace_data], "--nccl-tests" if nccl_runs else "--trace")
     check_devices(cluster, [(r.source, r.device) for r in runs if r.device], "--log")   # a log's own GPU line
     base_cluster = cluster
-    notes: list[str] = []
     factors: list[CalibratedFactor] = []
     # 1. fabrics
     obs = [o for _, o in observations(nccl_runs, min_size_bytes) if o.weight > 0] if nccl_runs else []
@@ -331,6 +331,35 @@ def _check_preset_hardware(runs: list[Run], base: str, preset: dict[str, Any]) -
                              "docs/hardware.md) and name it with --cluster")
 
 
+def _job(r: Run) -> str:
+    """The job a run measured: its scenario, its name aside."""
+    return json.dumps({k: v for k, v in r.scenario.items() if k != "name"}, sort_keys=True, default=str)
+
+
+def _merge_repeats(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """Measurements of one job (reruns: the same scenario at other step times) as one run at their
+    median step time, and a note for each: they are one job's evidence, not several. Counted as
+    several, leave-one-out predicted each from its reruns (errors of 0.1%) and the calibrated
+    interval narrowed (10.6% wide and "validated" from three reruns of one job, 25.9% from one)."""
+    by_job: dict[str, list[Run]] = {}
+    for r in runs:
+        by_job.setdefault(_job(r), []).append(r)
+    out, notes = [], []
+    for group in by_job.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        first, times = group[0], [r.measured_s for r in group]
+        median = statistics.median(times)
+        out.append(replace(first, source=f"{first.source} (median of {len(group)} measurements)", measured_s=median,
+                           dates=sorted({d for r in group for d in r.dates}),
+                           files=tuple(dict.fromkeys(p for r in group for p in r.files))))
+        notes.append(f"{', '.join(r.source for r in group)}: {len(group)} measurements of one job "
+                     f"({min(times):.6g}-{max(times):.6g} s) taken as one run at their median {median:.6g} s (reruns "
+                     "are one job's evidence: leave-one-out leaves out the job)")
+    return out, notes
+
+
 def _check_distinct_runs(runs: list[Run]) -> None:
     """Refuse a run given twice (the same job, its name aside, and the same measured step time: a
     repeated --run, two equal rows of a --runs CSV, a log and its copy): it would count as
@@ -338,8 +367,7 @@ def _check_distinct_runs(runs: list[Run]) -> None:
     calibrated interval."""
     seen: dict[str, Run] = {}
     for r in runs:
-        job = {k: v for k, v in r.scenario.items() if k != "name"}
-        key = json.dumps([job, r.measured_s], sort_keys=True, default=str)
+        key = json.dumps([_job(r), r.measured_s])
         if key in seen:
             raise InputError(r.option, r.source, f"each run once: the same job and measured step time "
                              f"({r.measured_s:.6g} s) as {seen[key].source}, given before (a repeated run is no new "

@@ -279,10 +279,28 @@ def test_a_run_given_twice_is_refused(jobs, tmp_path, capsys):
         code, _, err = _run(["calibrate", *argv, "--out", str(out)], capsys)
         assert code == 2 and f"error: {option}: got '{value}'" in err and "once" in err, (argv, err)
         assert not out.exists()
-    # the same job measured at another step time is another measurement
+    # the same job measured at another step time is a rerun (test_reruns_of_one_job_are_one_run)
     code, _, err = _run(["calibrate", "--run", f"{p1}={t1!r}", "--run", f"{p1}={t1 * 1.02!r}", "--out", str(out)],
                         capsys)
     assert code == 0, err
+
+
+def test_reruns_of_one_job_are_one_run(jobs, tmp_path, capsys):
+    """Three reruns of one job at near step times counted as three runs: leave-one-out predicted
+    each from the others (0.1%) and the interval was "validated" and narrower than from one run.
+    Now they are one run at their median, with a note; with another job, leave-one-out has two."""
+    (p1, _, t1), (p2, _, t2) = jobs[0], jobs[1]
+    reruns = ["--run", f"{p1}={t1 * 1.001!r}", "--run", f"{p1}={t1 * 0.999!r}", "--run", f"{p1}={t1!r}"]
+    code, stdout, err = _run(["calibrate", *reruns, "--out", str(tmp_path / "r.yaml"), "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(stdout)
+    (run,) = doc["runs"]
+    assert run["measured_step_time_s"] == pytest.approx(t1, rel=1e-12) and "median of 3" in run["source"]
+    assert doc["leave_one_out"]["runs"] == 0 and any("3 measurements of one job" in n for n in doc["notes"])
+    code, stdout, err = _run(["calibrate", *reruns, "--run", f"{p2}={t2!r}", "--out", str(tmp_path / "s.yaml"),
+                              "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["leave_one_out"]["runs"] == 2
 
 
 def test_a_log_of_another_gpu_than_the_cluster_is_refused(tmp_path, capsys):
