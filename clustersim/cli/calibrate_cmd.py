@@ -114,6 +114,10 @@ def _check_name(name: str) -> None:
     import re
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
         raise InputError("--name", name, "letters, digits, '-', '_' and '.' (at most 64), starting with a letter or digit")
+    from clustersim.hardware.load import shipped_names
+    if name in shipped_names("clusters"):   # the profile would shadow the shipped preset wherever it is loaded
+        raise InputError("--name", name, "a name that is not a shipped cluster preset (the calibrated preset would "
+                         f"replace {name} for every scenario run with the profile): e.g. {name}-calibrated")
 
 
 def _parse_size(text: str) -> int:

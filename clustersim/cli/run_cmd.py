@@ -14,7 +14,7 @@ from clustersim import units
 from clustersim.api import estimate, simulate_with_timeline
 from clustersim.cli.does_not_fit import does_not_fit_lines
 from clustersim.errors import InputError, Interrupted
-from clustersim.hardware.load import use_profiles
+from clustersim.hardware.load import check_profiles_used, use_profiles
 from clustersim.html import check_html_path, write_html
 from clustersim.html.fragments import MEMORY_ROWS, fmt_energy_kwh, fmt_tokens, sampled_stages
 from clustersim.memory.report import PARTS
@@ -199,6 +199,8 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
     scenario = scenarios[0] if scenarios else None
     raw = apply_overrides(read_scenario_dict(scenario), list(overrides))
     sc = scenario_from_dict(raw)
+    if not sc.node_groups:
+        check_profiles_used(profiles, sc.cluster)
     if engine == "analytical" and trace_file is not None:
         raise InputError("--trace", trace_file, "only with --engine event")
     written: list[str] = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import replace
@@ -50,16 +51,59 @@ def add_profile_file(path: str | os.PathLike[str]) -> None:
     _user_files.append(p.resolve())
 
 
+def shipped_names(section: str) -> set[str]:
+    """The names of the shipped profiles' ``section`` (gpus, fabrics, clusters)."""
+    return set(_read_yaml(shipped_profile_dir() / f"{section}.yaml"))
+
+
+def _names_in(path: Path) -> dict[str, set[str]]:
+    """The entry names of a profile file, by section."""
+    data = _read_yaml(path)
+    return {s: set((data.get(s) or {}) if isinstance(data, dict) else ()) for s in SECTIONS}
+
+
+def _check_distinct_names(paths: list[Path]) -> None:
+    """Two --profile files that define one name: the later one won without a word (two calibrations
+    both written as preset `calibrated`). Exit 2 naming the name and both files."""
+    seen: dict[tuple[str, str], Path] = {}
+    for p in dict.fromkeys(paths):   # one file given twice is one file
+        for section, names in _names_in(p).items():
+            for name in sorted(names):
+                if (section, name) in seen:
+                    raise InputError("--profile", str(p), f"profile files with distinct names: {section}.{name} is "
+                                     f"defined in {seen[(section, name)]} and in {p}; write one of them under "
+                                     "another name (calibrate --name)")
+                seen[(section, name)] = p
+
+
 def use_profiles(paths: list[str] | tuple[str, ...]) -> None:
     """``--profile FILE ...`` of run, sweep and compare: register the files in this process and in
     CLUSTERSIM_PROFILES, so that worker processes (sweep's process pool, Dask on this machine)
     load the same presets."""
     for p in paths:
         add_profile_file(p)
+    _check_distinct_names([Path(p).resolve() for p in paths])
     if paths:
         old = os.environ.get("CLUSTERSIM_PROFILES")
         os.environ["CLUSTERSIM_PROFILES"] = os.pathsep.join([*filter(None, [old]), *(str(Path(p).resolve())
                                                                                      for p in paths)])
+
+
+def check_profiles_used(paths: list[str] | tuple[str, ...], cluster: ClusterSpec) -> None:
+    """A --profile file with a calibrated cluster preset that the scenario does not use (its
+    cluster.preset, GPU and fabrics are none of the file's): `run j71.yaml --profile one.yaml`
+    without `cluster.preset: one` applied nothing and said nothing. Exit 2 naming cluster.preset
+    and the file's presets."""
+    used = {"clusters": {cluster.name}, "gpus": {cluster.gpu.name},
+            "fabrics": {f.name for f in (cluster.scale_up, cluster.scale_out, cluster.pcie) if f is not None}}
+    for p in paths:
+        names = _names_in(Path(p))
+        calibrated = sorted(n for n in names["clusters"] if "calibration" in (_entry("clusters", n) or {}))
+        if calibrated and not any(names[s] & used[s] for s in SECTIONS):
+            raise InputError("cluster.preset", cluster.name,
+                             f"a cluster preset of --profile {p} ({', '.join(sorted(names['clusters']))}): its "
+                             f"calibration applies only with cluster.preset {' or '.join(calibrated)} (--set "
+                             f"cluster.preset={calibrated[0]}); this scenario uses nothing of the file")
 
 
 @contextlib.contextmanager
@@ -265,7 +309,34 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
     check_domain(cluster)
     check_fabric_roles(cluster, overrides)
     check_nics(cluster, preset, overrides)
+    check_factors_applied(cluster, preset)
     return cluster
+
+
+_FABRIC_KNOBS = {"bw": lambda f: f.bw_bytes_per_s * f.efficiency, "latency": lambda f: f.latency_s,
+                 "nvls_bw": lambda f: f.nvls_bw_bytes_per_s, "nvls_latency": lambda f: f.nvls_latency_s}
+
+
+def check_factors_applied(cluster: ClusterSpec, preset: str) -> None:
+    """A calibrated cluster whose GPU or fabrics no longer hold the factors its ``calibration:``
+    reports (a profile edited after calibrate: compute_scale 0.5 applied while the calibration
+    showed 0.909 and the fit's before and after, the run it was fitted to outside its own
+    interval). Exit 2 naming the field: the factors reported must be the factors applied."""
+    ev = cluster.calibration
+    for i, f in enumerate(ev.factors if ev is not None else ()):
+        tier, _, knob = f.name.rpartition(".")
+        if tier in ("scale_up", "scale_out") and knob in _FABRIC_KNOBS:
+            fabric = getattr(cluster, tier)
+            applied, where = _FABRIC_KNOBS[knob](fabric), f"fabrics.{fabric.name} ({tier} {knob})"
+        elif not tier and f.name in ("compute_scale", "gemm_scale", "attention_scale", "hbm_efficiency"):
+            applied, where = getattr(cluster.gpu, f.name), f"gpus.{cluster.gpu.name}.{f.name}"
+        else:
+            continue
+        if not math.isclose(applied, f.value, rel_tol=1e-4):
+            raise InputError(where, f"{applied:.6g}", f"the value clusters.{preset}.calibration.factors[{i}] "
+                             f"reports, {f.value:.6g} (the fit's before and after and its interval hold for it): "
+                             "a profile edited after calibrate no longer says what was applied; calibrate again, "
+                             "or remove its calibration mapping")
 
 
 def check_nics(cluster: ClusterSpec, preset: str, overrides: dict[str, Any]) -> None:

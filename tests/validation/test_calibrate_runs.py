@@ -404,3 +404,58 @@ def test_runs_csv_mfu_is_converted_on_the_cluster_option(jobs, tmp_path, capsys)
         assert code == 0, err
         steps.append(json.loads(stdout)["runs"][0]["measured_step_time_s"])
     assert steps[1] == pytest.approx(steps[0], rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def one_profile(jobs, tmp_path_factory):
+    """A profile calibrated on one run of jobs[0], cluster preset `one-h100`."""
+    out = tmp_path_factory.mktemp("one") / "one.yaml"
+    p, _, t = jobs[0]
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--run", f"{p}={t!r}", "--name", "one-h100", "--out", str(out)])
+    assert exc.value.code == 0
+    return out
+
+
+def test_a_profile_the_scenario_does_not_use_is_named(jobs, one_profile, capsys):
+    """`run job.yaml --profile one.yaml` without `cluster.preset: one` applied nothing and said
+    nothing (no calibration key, no note). Now exit 2 naming cluster.preset and the file's preset."""
+    p = str(jobs[0][0])
+    code, _, err = _run(["run", p, "--profile", str(one_profile), "--json"], capsys)
+    assert code == 2 and "error: cluster.preset: got 'dgx-h100'" in err and "cluster.preset=one-h100" in err, err
+    code, stdout, err = _run(["run", p, "--profile", str(one_profile), "--set", "cluster.preset=one-h100", "--json"],
+                             capsys)
+    assert code == 0 and "calibration" in json.loads(stdout), err
+
+
+def test_a_profile_edited_after_calibrate_is_refused(jobs, one_profile, tmp_path, capsys):
+    """compute_scale edited to 0.5 was applied while the calibration block still reported the fitted
+    value and the fit's before and after (the measured run outside its own interval). Now exit 2
+    naming the GPU's field and the value the calibration reports."""
+    text = one_profile.read_text()
+    fitted = yaml.safe_load(text)["clusters"]["one-h100"]["calibration"]["factors"][0]["value"]
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(text.replace(f"compute_scale: {fitted}  #", "compute_scale: 0.5  #"))
+    assert edited.read_text() != text
+    code, _, err = _run(["run", str(jobs[0][0]), "--profile", str(edited), "--set", "cluster.preset=one-h100"], capsys)
+    assert code == 2 and "gpus.h100-sxm-80gb-one-h100.compute_scale: got '0.5'" in err and f"{fitted:.6g}" in err, err
+
+
+def test_profiles_defining_one_name_and_a_shipped_name_are_refused(jobs, one_profile, tmp_path, capsys):
+    """Two profiles defining preset `calibrated`: the last won silently; `calibrate --name dgx-h100`
+    wrote a profile that shadowed the shipped preset. Both are exit 2 naming the name."""
+    p, _, t = jobs[0]
+    other = tmp_path / "other" / "one.yaml"
+    other.parent.mkdir()
+    other.write_text(one_profile.read_text())
+    code, _, err = _run(["run", str(p), "--profile", str(one_profile), "--profile", str(other), "--set",
+                         "cluster.preset=one-h100"], capsys)
+    assert code == 2 and "error: --profile" in err and "one-h100" in err and str(other) in err, err
+    # the same file twice is one file
+    code, _, err = _run(["run", str(p), "--profile", str(one_profile), "--profile", str(one_profile), "--set",
+                         "cluster.preset=one-h100"], capsys)
+    assert code == 0, err
+    out = tmp_path / "never.yaml"
+    code, _, err = _run(["calibrate", "--run", f"{p}={t!r}", "--name", "dgx-h100", "--out", str(out)], capsys)
+    assert code == 2 and "error: --name: got 'dgx-h100'" in err and "shipped cluster preset" in err, err
+    assert not out.exists()
