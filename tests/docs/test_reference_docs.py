@@ -166,6 +166,23 @@ def test_run_json_keys_match_output_doc(capsys: pytest.CaptureFixture[str]) -> N
     assert always <= got, f"listed as always present, missing from the default run: {sorted(always - got)}"
 
 
+def test_calibrated_run_json_keys_match_output_doc(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A run on a calibrated cluster adds `calibration` (the table omitted it): every key listed."""
+    from clustersim.hardware.load import profiles_restored
+
+    profile = tmp_path / "cal.yaml"
+    _cli_json(["calibrate", "--log", str(MEGATRON_LOG), "--cluster", "dgx-h100", "--name", "doc-cal", "--out",
+               str(profile), "--json"], capsys)
+    with profiles_restored():
+        out = _cli_json(["run", "--profile", str(profile), "--set", "cluster.preset=doc-cal", "--json"], capsys)
+    rows = _json_doc_rows("run")
+    got, listed = _flatten(out), set(rows)
+    assert "calibration.covered" in got
+    assert got <= listed, f"keys of run --json that docs/output.md does not list: {sorted(got - listed)}"
+    calibration = {key for key in listed if key.startswith("calibration")}
+    assert calibration <= got, f"listed but not in a calibrated run: {sorted(calibration - got)}"
+
+
 def test_every_command_option_is_documented() -> None:
     import importlib
 
