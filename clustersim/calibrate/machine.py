@@ -37,7 +37,13 @@ from clustersim import units
 from clustersim.calibrate.profile import entry_from_raw, profile_in_env, render_entries, write_profile
 from clustersim.calibrate.runs import SCALE_GRID, Run
 from clustersim.errors import InputError
-from clustersim.hardware.spec import CalibratedFactor, CalibratedRun, CalibrationEvidence, ClusterSpec
+from clustersim.hardware.spec import (
+    CalibratedFactor,
+    CalibratedRun,
+    CalibrationEvidence,
+    ClusterSpec,
+    at_range_edge,
+)
 
 __all__ = ["SCALE_GRID", "MachineCalibration", "Run", "calibrate_machine", "fit_scale", "simulate_s"]
 
@@ -249,7 +255,7 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     if runs:
         factors.append(CalibratedFactor("compute_scale", scale, cluster.gpu.compute_scale,
                                         tuple(r.source for r in runs)))
-    if runs and not SCALE_GRID[0] * 1.01 < scale < SCALE_GRID[-1] / 1.01:
+    if runs and at_range_edge(scale):
         notes.append(f"compute_scale {scale:.3f} sits at the edge of {SCALE_GRID[0]}..{SCALE_GRID[-1]}: the runs are "
                      "far from the model; check the imported scenarios (clustersim import ... --json)")
     loo = []

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from clustersim.errors import InputError
+from clustersim.hardware.spec import COMPUTE_SCALE_RANGE
 from clustersim.importers.common import MAX_STEP_TIME_S, MIN_STEP_TIME_S
 from clustersim.importers.step_series import TIME_COLUMNS
 
 # compute_scale values each run is simulated at; the fit interpolates between them (clustersim.calibrate.machine)
-SCALE_GRID = (0.4, 0.5, 0.625, 0.8, 1.0, 1.25, 1.6, 2.0, 2.5)
+SCALE_GRID = (COMPUTE_SCALE_RANGE[0], 0.5, 0.625, 0.8, 1.0, 1.25, 1.6, 2.0, COMPUTE_SCALE_RANGE[1])
 _DATE = re.compile(r"\b(20\d\d-\d\d-\d\d)[T ]\d\d:\d\d")
 RUNS_COLUMNS = ("step_time_s", "step_time_ms", "tokens_per_s", "mfu")
 

@@ -96,6 +96,17 @@ class FabricSpec:
         return self.bw_bytes_per_s * self.efficiency
 
 
+# the range `clustersim calibrate` fits compute_scale in (its step fit's grid, calibrate.runs.SCALE_GRID)
+COMPUTE_SCALE_RANGE = (0.4, 2.5)
+
+
+def at_range_edge(compute_scale: float) -> bool:
+    """A fitted compute_scale within 1% of an end of COMPUTE_SCALE_RANGE: the fit stopped there,
+    the runs are far from the model."""
+    lo, hi = COMPUTE_SCALE_RANGE
+    return not lo * 1.01 < compute_scale < hi / 1.01
+
+
 @dataclass(frozen=True, slots=True)
 class CalibratedFactor:
     """One constant `clustersim calibrate` fitted: its value, the base preset's, and the runs or

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from clustersim.hardware.spec import CalibrationEvidence
+from clustersim.hardware.spec import CalibrationEvidence, at_range_edge
 from clustersim.uncertainty.interval import (
     K_S,
     LEVEL,
@@ -71,8 +71,9 @@ def _holding_own_runs(ev: CalibrationEvidence, s: float, wides: list[tuple[str, 
     own = _own_runs_spread(ev)
     if own <= max(s, S_MIN):
         return s
+    edge = any(f.name == "compute_scale" and at_range_edge(f.value) for f in ev.factors)
     wides.append((f"widened to hold the calibration's own runs: the calibrated model misses one by "
-                  f"{math.expm1(own * Z_80):.0%} (a fit at the edge of its range)", 0.0))
+                  f"{math.expm1(own * Z_80):.0%}" + (" (a fit at the edge of its range)" if edge else ""), 0.0))
     return own
 
 

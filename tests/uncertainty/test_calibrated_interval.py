@@ -168,3 +168,20 @@ def test_a_fit_stopped_at_the_edge_of_its_range_holds_its_own_run(tmp_path, fact
         lo, hi = doc["interval"]["step_time_s"]
         assert lo <= measured <= hi, (measured, lo, hi)
         assert any("hold the calibration's own runs" in w for w in doc["interval"]["widened_for"])
+        assert any("edge of its range" in w for w in doc["interval"]["widened_for"])
+
+
+@pytest.mark.parametrize(("scale", "edge"), [(1.108, False), (0.4, True), (2.5, True)])
+def test_edge_of_range_is_said_only_at_a_bound(scale, edge):
+    """Widened to hold its own runs, the interval said "(a fit at the edge of its range)" also for
+    compute_scale 1.108 (all six Megatron logs, one missed by 32%): now only at 0.4 or 2.5."""
+    from clustersim.hardware.spec import CalibratedFactor, CalibratedRun
+    ev = CalibrationEvidence(runs=2, loo_rel_errors=(0.01, -0.01), cover=("dense 3D",), min_gpus=8, max_gpus=8,
+                             frameworks=("megatron-core",),
+                             factors=(CalibratedFactor("compute_scale", scale, 1.0, ("a", "b")),),
+                             per_run=(CalibratedRun("a", 1.32, 1.0, 1.0), CalibratedRun("b", 1.0, 1.0, 1.0)))
+    f = features(scenario_from_dict({**POOL[0], "cluster": {"preset": "dgx-h100", "nodes": 1}}))
+    regimes, pooled = _stored()
+    iv = calibrated_interval(f, ev, regimes.get(f.regime), pooled, frozenset({f.generation}))
+    (why,) = [w for w in iv.why if "hold the calibration's own runs" in w]
+    assert ("edge of its range" in why) is edge, why
