@@ -195,8 +195,13 @@ def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, node
                                  "... tps: ...`, DeepSpeed `...SamplesPerSec=...`), a TensorBoard event file or a "
                                  "CSV of step times")
             else:
-                res = import_text(kind, text, path.name, config=cfg, cluster=base, nodes=nodes,
-                                  model=given_model(overrides))
+                try:
+                    res = import_text(kind, text, path.name, config=cfg, cluster=base, nodes=nodes,
+                                      model=given_model(overrides))
+                except InputError as err:   # a bad line of the log: name the option given (the value names the file)
+                    if err.field != kind:
+                        raise
+                    raise err.with_field(f"--log ({kind})") from None
             dates = _DATE.findall(text)
             device = gpu_line_in(text) or ""
         res = finish(res, overrides)

@@ -141,7 +141,7 @@ def steady_state(points: list[tuple[int, float]], what: str, source: str) -> tup
         raise InputError(what, source, "a log with at least one training step line")
     for it, t in points:
         if not (isinstance(t, (int, float)) and MIN_STEP_TIME_S <= t <= MAX_STEP_TIME_S):
-            raise InputError(what, f"step {it}: {t!r} s", f"a measured step time between {MIN_STEP_TIME_S:g} s "
+            raise InputError(what, f"{source} step {it}: {t!r} s", f"a measured step time between {MIN_STEP_TIME_S:g} s "
                                                          f"and {MAX_STEP_TIME_S:g} s (a day)")
     points = sorted(dict(points).items())          # one line per step; a repeated step keeps the last
     out: list[Iteration] = []

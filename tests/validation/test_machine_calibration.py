@@ -144,3 +144,30 @@ def test_a_step_faster_than_the_gpus_peak_allows_is_refused(tmp_path, capsys):
     code, _, _ = _run(["calibrate", "--log", str(ok), "--cluster", "dgx-h100", "--name", "m", "--out", str(out)],
                       capsys)
     assert code == 0 and out.exists()
+
+
+def test_a_bad_step_line_names_its_file_and_option(logs, tmp_path, capsys):
+    """`calibrate --log a --log nan.log --log b` said "error: megatron-log: got 'step 60: nan s'":
+    neither the file nor the option. Now both."""
+    text = logs[0].read_text()
+    line = next(ln for ln in text.splitlines() if "elapsed time per iteration (ms):" in ln and "iteration       20/" in ln)
+    ms = line.split("elapsed time per iteration (ms):")[1].split("|")[0]
+    bad = tmp_path / "nan71.log"
+    bad.write_text(text.replace(line, line.replace(ms, " nan ")))
+    out = tmp_path / "never.yaml"
+    code, _, err = _run(["calibrate", "--log", str(logs[1]), "--log", str(bad), "--log", str(logs[2]), "--cluster",
+                         "dgx-h100", "--out", str(out)], capsys)
+    assert code == 2 and "error: --log (megatron-log): got 'nan71.log step 20: nan s'" in err, err
+    assert not out.exists()
+
+
+def test_nodes_that_contradict_the_logs_world_size_name_the_option(logs, tmp_path, capsys):
+    """`--nodes 24` on a log of world size 96 blamed the log ("cluster.nodes(24) ... the value the
+    megatron-log importer read from gpt_7.1b_96gpu.log"). Now exit 2 naming --nodes."""
+    out = tmp_path / "never.yaml"
+    code, _, err = _run(["calibrate", "--log", str(logs[0]), "--cluster", "dgx-h100", "--nodes", "3", "--out",
+                         str(out)], capsys)
+    assert code == 2 and "error: --nodes: got 3" in err and "world size 8" in err and "importer read" not in err, err
+    code, _, err = _run(["calibrate", "--log", str(logs[0]), "--cluster", "dgx-h100", "--nodes", "1", "--out",
+                         str(out)], capsys)
+    assert code == 0, err
