@@ -19,7 +19,7 @@ than on others, persistently:
 ``SIGMA_GPU`` is the mean of the two, 1.6% of a GPU's kernel time (one sigma). The expected
 time of the slowest of ``n`` GPUs is then ``1 + SIGMA_GPU * E[max of n standard normals]``
 (the order statistic; about ``sqrt(2 ln n)`` for large n): 0 for one GPU, 1.42 sigma for 8,
-3.26 for 1,024 and 3.89 for 16,384.
+3.25 for 1,024 and 3.97 for 16,384.
 
 Which GPUs wait for which: a blocking TP/CP/EP collective in every layer makes a model-parallel
 group run at the pace of its slowest member, a pipeline runs at the pace of its slowest stage,
