@@ -61,6 +61,7 @@ class FrameworkSpec:
     loss_saved_bytes_per_logit: int  # what the cross-entropy keeps for the backward, per logit of one GPU
     loss_peak_bytes_per_logit: int   # logits and their copies alive at once while the loss runs, per logit
     zero_bucket_params: int  # data-parallel gradient bucket (elements); 0 = Megatron-Core's (grad_bucket_params)
+    pipeline_zero_max: int   # the highest ZeRO stage the framework runs with pp > 1 (pipeline_zero_ok)
 
 
 _CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_dtype": REDUCE_DTYPES,
@@ -69,7 +70,8 @@ _CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_d
 _INTS = {"param_bytes": (2, 4), "grad_bytes": (2, 4), "optimizer_bytes": (8, 12, 16),
          "grad_buffer_bytes_per_param": tuple(range(0, 33)),
          "micro_batch_grad_bytes_per_param": tuple(range(0, 33)),
-         "loss_saved_bytes_per_logit": (0, 2, 4, 6), "loss_peak_bytes_per_logit": tuple(range(0, 17))}
+         "loss_saved_bytes_per_logit": (0, 2, 4, 6), "loss_peak_bytes_per_logit": tuple(range(0, 17)),
+         "pipeline_zero_max": (0, 1, 2, 3)}
 
 
 # Megatron-Core's default gradient bucket: max(40M, 1M x the data-parallel size counted with context
@@ -117,6 +119,20 @@ def _catalog() -> dict[str, FrameworkSpec]:
             raise InputError(f"{where}.zero_bucket_params", entry["zero_bucket_params"], "an integer >= 0")
         out[name] = FrameworkSpec(name=name, **{k: entry[k] for k in keys})
     return out
+
+
+def pipeline_zero_ok(pipeline_zero_max: int, pp: int, zero_stage: int) -> bool:
+    """Whether a framework whose pipeline runs ZeRO up to ``pipeline_zero_max`` runs ``zero_stage``
+    with ``pp`` stages (DeepSpeed's PipelineEngine: at most ZeRO-1): the loader's rule and the sweep's."""
+    return pp == 1 or zero_stage <= pipeline_zero_max
+
+
+def check_pipeline_zero(framework: FrameworkSpec, pp: int, zero_stage: int) -> None:
+    """InputError naming parallel.zero_stage where ``framework`` does not run it with pipeline parallelism."""
+    if not pipeline_zero_ok(framework.pipeline_zero_max, pp, zero_stage):
+        raise InputError("parallel.zero_stage", zero_stage,
+                         f"at most {framework.pipeline_zero_max} with pp > 1 under framework {framework.name} (its "
+                         "pipeline engine refuses ZeRO-2 and ZeRO-3: 'incompatible with pipeline parallelism'), or pp 1")
 
 
 def framework_names() -> tuple[str, ...]:

@@ -432,6 +432,7 @@ def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace |
     if space is None:
         space = SearchSpace(recompute=TORCHTITAN_RECOMPUTE) if scenario.framework.name == "torchtitan" \
             else SearchSpace()
+    space = replace(space, pipeline_zero_max=scenario.framework.pipeline_zero_max)
     constraints = constraints or Constraints()
     space = constraints.apply(space, scenario.model)
     if constraints.only_validated:

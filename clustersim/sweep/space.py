@@ -52,6 +52,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from clustersim.errors import InputError
+from clustersim.frameworks import pipeline_zero_ok
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_MICRO_BATCHES
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout
@@ -82,6 +83,8 @@ class SearchSpace:
     # (field, lowest, highest) with the field one of LIMITED; the enumeration below skips what
     # falls outside, so a constrained sweep screens only the layouts it may pick
     limits: tuple[tuple[str, int, int], ...] = ()
+    # the highest ZeRO stage the framework runs with pp > 1 (clustersim.frameworks.pipeline_zero_ok)
+    pipeline_zero_max: int = 3
 
     def allows(self, name: str, value: int) -> bool:
         """Whether ``value`` of ``name`` (one of LIMITED) lies within every limit on it."""
@@ -256,11 +259,13 @@ def sequence_parallel_options(model: ModelSpec, shape: Shape, space: SearchSpace
 
 
 def zero_options(shape: Shape, space: SearchSpace, hsdp_replicas: int = 1) -> list[int]:
-    """ZeRO stages of a shape (S2: stage 0 only without data-parallel replicas); ZeRO-3 only
+    """ZeRO stages of a shape (S2: stage 0 only without data-parallel replicas; with pp > 1 none
+    above the framework's ``pipeline_zero_max``: DeepSpeed's pipeline runs ZeRO 0-1); ZeRO-3 only
     where the template's HSDP replica count divides dp * cp (the loader's rule)."""
     if shape.dp * shape.cp == 1:
         return [0] if 0 in space.zero_stages else []
-    return [z for z in space.zero_stages if z != 3 or (shape.dp * shape.cp) % hsdp_replicas == 0]
+    return [z for z in space.zero_stages if (z != 3 or (shape.dp * shape.cp) % hsdp_replicas == 0)
+            and pipeline_zero_ok(space.pipeline_zero_max, shape.pp, z)]
 
 
 def micro_batch_sizes(shape: Shape, global_batch: int, space: SearchSpace = SearchSpace()) -> list[int]:

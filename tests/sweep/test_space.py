@@ -143,3 +143,28 @@ def test_ulysses_grids_split_the_key_value_heads_too():
     for p in listed:
         check_layout(model, cluster, p)
     assert {(p.tp, p.cp) for p in listed if p.cp > 1} == {(1, 2)}
+
+
+def test_deepspeed_pipelines_run_zero_0_and_1_only():
+    """DeepSpeed's PipelineEngine asserts ZeRO < 2 ('ZeRO-2 and ZeRO-3 are incompatible with
+    pipeline parallelism'): `run` refuses it naming parallel.zero_stage, and a DeepSpeed sweep
+    enumerates ZeRO-2/3 only without a pipeline (it searched and could rank them before)."""
+    from clustersim.api import SWEEP_EVALUATORS
+    from clustersim.scenario import scenario_from_dict
+    from clustersim.sweep.runner import sweep_spec
+
+    raw = {"framework": "deepspeed", "model": {"preset": "llama3-8b", "seq_len": 2048},
+           "cluster": {"preset": "dgx-h100", "nodes": 1},
+           "parallel": {"tp": 1, "pp": 2, "dp": 4, "zero_stage": 2, "global_batch": 16}}
+    with pytest.raises(InputError) as exc:
+        scenario_from_dict(raw)
+    assert exc.value.field == "parallel.zero_stage"
+    sc = scenario_from_dict({**raw, "parallel": {**raw["parallel"], "zero_stage": 1}})
+    spec = sweep_spec(sc, evaluators=SWEEP_EVALUATORS)
+    listed = list(enumerate_layouts(sc.model, sc.cluster, sc.parallel, spec.space))
+    assert {p.zero_stage for p in listed if p.pp > 1} == {0, 1}
+    assert {p.zero_stage for p in listed if p.pp == 1} == {0, 1, 2, 3}
+    for p in listed[::50]:
+        scenario_from_dict({**raw, "parallel": {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp,
+                                                "zero_stage": p.zero_stage, "global_batch": 16,
+                                                "micro_batch": p.micro_batch}})
