@@ -45,8 +45,8 @@ def _layer_fwd_flops(model: ModelSpec, tokens: int, batch: int, moe: bool, local
         proj = 2 * tokens * h * (q + 2 * model.kv_hidden) + 2 * tokens * q * h
         core = 4 * batch * span * q
     if moe:
-        experts = model.moe_top_k + model.moe_shared_experts
-        mlp = 2 * tokens * h * model.moe_expert_ffn_hidden * model.num_mlp_matrices * experts
+        width = model.moe_top_k * model.moe_expert_ffn_hidden + model.moe_shared_ffn_hidden
+        mlp = 2 * tokens * h * width * model.num_mlp_matrices
         mlp += 2 * tokens * h * model.moe_experts   # router
     else:
         mlp = 2 * tokens * h * model.ffn_hidden * model.num_mlp_matrices

@@ -24,7 +24,7 @@ MoEAlltoAllTokenDispatcher; experts.py TEGroupedMLP):
 6. ``ep_combine``: the reverse all-to-all (BF16), then ``unpermute`` sums the ``k`` weighted copies.
 
 Shared experts (DeepSeekMoE, arXiv 2401.06066 §3.2; Megatron SharedExpertMLP) are a dense MLP of
-width ``shared * ffn_e`` split over the attention TP group, with its own SP all-gather and
+width ``moe_shared_ffn_hidden`` (``shared * ffn_e``) split over the attention TP group, with its own SP all-gather and
 reduce-scatter. Backward: the mirror image; the dispatch's gradient is a combine and the
 combine's gradient a dispatch (both BF16).
 """
@@ -66,7 +66,7 @@ class _Moe:
         self.expert_tokens = math.ceil(self.pairs * self.etp * self.load)   # pairs the busiest rank computes
         self.per_expert = max(1, math.ceil(self.expert_tokens / self.local_experts))
         self.ffn = math.ceil(m.moe_expert_ffn_hidden / self.etp)
-        self.shared_ffn = math.ceil(m.moe_shared_experts * m.moe_expert_ffn_hidden / c.tp)
+        self.shared_ffn = math.ceil(m.moe_shared_ffn_hidden / c.tp)
         per_node, nodes = ep_placement(self.ep, self.etp, c.gpus_per_node)
         self.nodes = nodes
         self.spread = spread(m, self.ep, nodes)
@@ -186,8 +186,7 @@ def _grouped(op: Op, experts: int) -> Op:
 def moe_params_per_gpu(model, tp: int, ep: int, etp: int) -> tuple[int, int]:
     """(dense, expert) parameters of one MoE MLP on one GPU: the router (replicated) and the
     shared experts (split over tp) are dense; the routed experts split over ep and etp."""
-    shared = model.moe_shared_experts * model.num_mlp_matrices * model.hidden \
-        * math.ceil(model.moe_expert_ffn_hidden / tp)
+    shared = model.num_mlp_matrices * model.hidden * math.ceil(model.moe_shared_ffn_hidden / tp)
     router = model.hidden * model.moe_experts
     routed = max(1, model.moe_experts // ep) * model.num_mlp_matrices * model.hidden \
         * math.ceil(model.moe_expert_ffn_hidden / etp)

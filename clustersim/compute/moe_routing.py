@@ -5,7 +5,10 @@
   all-to-all, whose time is that of its most loaded receiver). A capacity factor ``c`` caps
   every expert at ``c`` times its average load (GShard, Lepikhin et al. 2020, arXiv 2006.16668
   §2.2; Megatron ``--moe-expert-capacity-factor``), so the busiest rank sees ``min(imbalance, c)``;
-  dropless MoE (no capacity factor) sees ``imbalance``.
+  dropless MoE (no capacity factor) sees ``imbalance``. With the input padded to capacity
+  (Megatron ``--moe-pad-expert-input-to-capacity``, megatron/core/transformer/moe/token_dispatcher.py:
+  every expert's tokens padded up to its capacity before the all-to-all), every rank computes and
+  exchanges exactly ``c`` times the mean load, however balanced the routing.
 * **Spread** (``spread``): the expected number of distinct nodes and of distinct expert ranks
   that one token's ``top_k`` experts sit on. Experts are laid out in order (``E / ep`` per EP
   rank, ``E / nodes`` per node of the EP group). Without a group limit the ``k`` experts are
@@ -32,6 +35,8 @@ from clustersim.workload.model_spec import ModelSpec
 
 def load_factor(model: ModelSpec) -> float:
     """Busiest expert rank's token-expert pairs over the average (see module docstring)."""
+    if model.moe_capacity_factor > 0 and model.moe_pad_to_capacity:
+        return model.moe_capacity_factor
     if model.moe_capacity_factor > 0:
         return min(model.moe_imbalance, model.moe_capacity_factor)
     return model.moe_imbalance

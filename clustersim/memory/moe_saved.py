@@ -38,7 +38,7 @@ def _moe_bytes(model: ModelSpec, layout: ParallelLayout, a_b: int, lin_b: int) -
     the fp32 router probabilities of its ``t`` tokens, the permuted tokens each expert GEMM reads
     (``t k etp x load`` on the busiest rank, clustersim.compute.moe), the SwiGLU input (gate and
     up, ``f_e / etp`` wide) and the fc2 input; shared experts as a dense MLP of width
-    ``shared f_e / tp`` on the TP-gathered tokens plus their gathered input."""
+    ``moe_shared_ffn_hidden / tp`` on the TP-gathered tokens plus their gathered input."""
     tp, etp = layout.tp, layout.etp
     tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
     t = math.ceil(tokens / tp) if tp > 1 else tokens
@@ -46,7 +46,7 @@ def _moe_bytes(model: ModelSpec, layout: ParallelLayout, a_b: int, lin_b: int) -
     f = math.ceil(model.moe_expert_ffn_hidden / etp)
     kept = activation_saved_widths(model)   # 2 for SwiGLU/GeGLU (gate and up), 1 GeLU, 0 ReLU
     routed = pairs * ((model.hidden + f) * lin_b + f * kept * a_b) + t * model.moe_experts * 4
-    shared_f = math.ceil(model.moe_shared_experts * model.moe_expert_ffn_hidden / tp)
+    shared_f = math.ceil(model.moe_shared_ffn_hidden / tp)
     shared = tokens * shared_f * (kept * a_b + lin_b) if shared_f else 0.0
     return float(routed + shared)
 

@@ -38,9 +38,11 @@ class MoeSection(Section):
     experts: int = Field(0, ge=0, le=MAX_EXPERTS)
     top_k: int = Field(0, ge=0, le=MAX_EXPERTS)
     shared_experts: int = Field(0, ge=0, le=MAX_EXPERTS)
+    shared_ffn_hidden: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)  # None: shared_experts x expert_ffn_hidden
     expert_ffn_hidden: int | None = Field(None, ge=1, le=MAX_MODEL_DIM)  # None: model.ffn_hidden
     first_dense_layers: int = Field(0, ge=0, le=MAX_LAYERS)
     capacity_factor: float | None = Field(None, gt=0)      # None: dropless
+    pad_to_capacity: bool = False    # every expert's input padded to its capacity (needs capacity_factor)
     imbalance: float = Field(1.0, ge=1.0, le=MAX_EXPERTS)   # at most every token at one expert
     router_num_groups: int = Field(0, ge=0, le=MAX_EXPERTS)  # node-limited routing (Megatron names)
     router_group_topk: int = Field(0, ge=0, le=MAX_EXPERTS)

@@ -11,6 +11,9 @@ value and what is allowed (exit 2):
   alone means ``sliding``), ``global_every`` (>= 2: every N-th layer attends over the whole
   sequence; only with a local pattern).
 * ``moe.every`` (>= 1: every N-th layer after the dense ones is MoE; some layer must be).
+* ``moe.shared_ffn_hidden`` (the shared experts' total width, Megatron's
+  ``--moe-shared-expert-intermediate-size``): with ``moe.shared_experts`` also given, it must equal
+  ``shared_experts x expert width``.
 """
 
 from __future__ import annotations
@@ -62,6 +65,19 @@ def _attention_fields(fields: dict[str, Any]) -> dict[str, Any]:
             "global_every": every}
 
 
+def _shared_ffn(moe: dict[str, Any], fields: dict[str, Any]) -> int:
+    """The shared experts' total width when ``moe.shared_ffn_hidden`` states it (0: shared_experts x
+    the expert width); with ``moe.shared_experts`` as well the two must agree."""
+    width = moe.get("shared_ffn_hidden") or 0
+    count = moe.get("shared_experts") or 0
+    expert = moe.get("expert_ffn_hidden") or fields.get("ffn_hidden") or 4 * fields["hidden"]
+    if width and count and width != count * expert:
+        raise InputError("model.moe.shared_ffn_hidden", width, f"model.moe.shared_experts x the expert width = {count} "
+                         f"x {expert} = {count * expert}, or set model.moe.shared_experts to 0 (the width alone "
+                         "sets the shared experts)")
+    return int(width)
+
+
 def model_from_fields(name: str, fields: dict[str, Any], notes: tuple[str, ...] = ()) -> ModelSpec:
     """The ModelSpec of a scenario's resolved ``model:`` fields (preset, HF config and explicit
     fields merged; the moe section as a dict or a pydantic section); ``notes``: how they were read."""
@@ -76,10 +92,12 @@ def model_from_fields(name: str, fields: dict[str, Any], notes: tuple[str, ...] 
         ffn_act=fields.get("ffn_act") or "gelu", moe_experts=moe.get("experts", 0) or 0,
         moe_top_k=moe.get("top_k", 0) or 0, tie_embeddings=bool(fields.get("tie_embeddings") or False),
         moe_shared_experts=moe.get("shared_experts") or 0,
+        moe_shared_ffn_hidden=_shared_ffn(moe, fields),
         moe_expert_ffn_hidden=moe.get("expert_ffn_hidden") or 0,
         moe_first_dense_layers=moe.get("first_dense_layers") or 0,
         moe_capacity_factor=float(moe.get("capacity_factor") or 0.0),
         moe_imbalance=float(moe.get("imbalance") or 1.0),
+        moe_pad_to_capacity=bool(moe.get("pad_to_capacity") or False),
         moe_router_num_groups=moe.get("router_num_groups") or 0,
         moe_router_group_topk=moe.get("router_group_topk") or 0,
         moe_token_dispatcher=moe.get("token_dispatcher") or "alltoall",
@@ -93,6 +111,9 @@ def model_from_fields(name: str, fields: dict[str, Any], notes: tuple[str, ...] 
         vision_params=fields.get("vision_params") or 0,
         **_attention_fields(fields),
     )
+    if model.moe_pad_to_capacity and not model.moe_capacity_factor:
+        raise InputError("model.moe.pad_to_capacity", True, "false unless model.moe.capacity_factor is set (the "
+                         "padding fills each expert up to its capacity; Megatron refuses it without one)")
     if not model.is_moe and every > 1:   # a dense model has no MoE layer to space out
         raise InputError("model.moe.every", every, "left out unless model.moe.experts is set")
     if model.global_every > model.layers:   # no layer would be global: the pattern is then all local

@@ -59,9 +59,14 @@ class ModelSpec(HashMemo):
     names): every layer after the first ``moe_first_dense_layers`` (dense MLPs of width
     ``ffn_hidden``) replaces its MLP by ``moe_experts`` routed experts of width
     ``moe_expert_ffn_hidden`` (0 = ``ffn_hidden``), ``moe_top_k`` of them per token, plus
-    ``moe_shared_experts`` always-active experts of the same width. ``moe_capacity_factor`` > 0
+    ``moe_shared_experts`` always-active experts of the same width, or shared experts of total width
+    ``moe_shared_ffn_hidden`` (Megatron-Core's ``--moe-shared-expert-intermediate-size``, the
+    total size of its one SharedExpertMLP; 0 = ``moe_shared_experts x moe_expert_ffn_hidden``).
+    ``moe_capacity_factor`` > 0
     caps each expert at that multiple of its average load (0 = dropless); ``moe_imbalance`` is
     the load of the busiest expert-parallel rank over the average (1 = perfectly balanced).
+    ``moe_pad_to_capacity``: every expert's input is padded to its capacity (Megatron
+    ``--moe-pad-expert-input-to-capacity``), so every rank computes and exchanges the capacity.
     ``moe_every`` N > 1: layer i (0-based, counted over the whole stack) is MoE when (i + 1) is a
     multiple of N and i is past the first dense ones: layers N-1, 2N-1, ... from the first
     MoE-eligible one on (Llama 4 Maverick's interleave_moe_layer_step 2, Qwen-MoE's
@@ -91,10 +96,12 @@ class ModelSpec(HashMemo):
     moe_top_k: int = 0
     tie_embeddings: bool = False
     moe_shared_experts: int = 0
+    moe_shared_ffn_hidden: int = 0  # total width of the shared experts; 0 -> moe_shared_experts x moe_expert_ffn_hidden
     moe_expert_ffn_hidden: int = 0  # 0 -> ffn_hidden
     moe_first_dense_layers: int = 0
     moe_capacity_factor: float = 0.0  # 0 -> dropless
     moe_imbalance: float = 1.0
+    moe_pad_to_capacity: bool = False
     moe_router_num_groups: int = 0
     moe_router_group_topk: int = 0
     moe_token_dispatcher: str = "alltoall"
@@ -124,6 +131,8 @@ class ModelSpec(HashMemo):
             object.__setattr__(self, "ffn_hidden", 4 * self.hidden)
         if self.moe_expert_ffn_hidden == 0:
             object.__setattr__(self, "moe_expert_ffn_hidden", self.ffn_hidden)
+        if self.moe_shared_ffn_hidden == 0:
+            object.__setattr__(self, "moe_shared_ffn_hidden", self.moe_shared_experts * self.moe_expert_ffn_hidden)
         if not self.attention:
             object.__setattr__(self, "attention", "gqa" if self.kv_heads < self.heads else "mha")
         if self.attention == "mla":
@@ -227,9 +236,13 @@ class ModelSpec(HashMemo):
         """One (routed or shared) expert of width moe_expert_ffn_hidden."""
         return self.num_mlp_matrices * self.hidden * self.moe_expert_ffn_hidden
 
+    def shared_expert_params(self) -> int:
+        """The shared experts of one MoE layer: a dense MLP of width moe_shared_ffn_hidden."""
+        return self.num_mlp_matrices * self.hidden * self.moe_shared_ffn_hidden
+
     def moe_mlp_params(self) -> int:
         """Routed and shared experts and the router of one MoE layer."""
-        return (self.moe_experts + self.moe_shared_experts) * self.expert_params() + self.hidden * self.moe_experts
+        return self.moe_experts * self.expert_params() + self.shared_expert_params() + self.hidden * self.moe_experts
 
     def layer_params(self, moe: bool | None = None) -> int:
         """One transformer layer: attention, MLP (all experts and the router for MoE), two norms.
@@ -292,7 +305,7 @@ class ModelSpec(HashMemo):
 
     def active_params(self) -> int:
         """Parameters one token passes through (routed experts: top_k of them; MTP excluded)."""
-        moe = self.attention_params() + (self.moe_top_k + self.moe_shared_experts) * self.expert_params() \
+        moe = self.attention_params() + self.moe_top_k * self.expert_params() + self.shared_expert_params() \
             + self.hidden * self.moe_experts + self.norm_params()
         layers = self.num_moe_layers * moe + self.num_dense_layers * self.layer_params(False)
         return layers + self.end_params()

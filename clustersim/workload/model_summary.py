@@ -32,6 +32,7 @@ def model_json(model: ModelSpec) -> dict[str, Any]:
         "attention_sinks": model.attention_sinks, "sandwich_norm": model.sandwich_norm,
         "mtp_layers": model.mtp_layers,
         "moe": {"experts": model.moe_experts, "top_k": model.moe_top_k, "shared_experts": model.moe_shared_experts,
+                "shared_ffn_hidden": model.moe_shared_ffn_hidden if model.is_moe else 0,
                 "expert_ffn_hidden": model.moe_expert_ffn_hidden if model.is_moe else 0,
                 "first_dense_layers": model.moe_first_dense_layers, "every": model.moe_every,
                 "moe_layers": model.num_moe_layers},
@@ -63,7 +64,8 @@ def model_lines(model: ModelSpec) -> list[str]:
              f"vocab {m.vocab}, seq_len {m.seq_len}")
     if m.is_moe:
         shape += (f"; MoE {m.num_moe_layers} layers x {m.moe_experts} experts (top {m.moe_top_k}"
-                  + (f", {m.moe_shared_experts} shared" if m.moe_shared_experts else "") + f", width {m.moe_expert_ffn_hidden})")
+                  + (f", {m.moe_shared_experts} shared" if m.moe_shared_experts
+                     else f", shared width {m.moe_shared_ffn_hidden}" if m.moe_shared_ffn_hidden else "") + f", width {m.moe_expert_ffn_hidden})")
     mtp = m.mtp_modules_params()
     lines = [f"  shape {shape}",
              f"  params {m.main_params() / 1e9:.2f}B, active per token {m.active_params() / 1e9:.2f}B"
