@@ -26,6 +26,7 @@ from typing import Any
 from clustersim.errors import InputError
 from clustersim.importers.common import cluster_gpus_per_node
 from clustersim.importers.megatron_later import later_fields
+from clustersim.importers.megatron_moe import DS_MOE_ARGS, MOE_MAPPED, moe_fields
 from clustersim.importers.megatron_parse import (
     FLAG_DEST,
     MegatronArgs,
@@ -60,7 +61,13 @@ UNSUPPORTED: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "num_layers_per_stage": ("a pipeline split of a Megatron fork (write it as parallel.layers_per_stage)", neutral),
 
     "num_experts_per_layer": ("per-layer expert counts", neutral),
-    "moe_shared_expert_intermediate_size": ("shared experts", neutral),
+    # Megatron-Core: the shared expert computed during the dispatch all-to-all (moe_layer.py); clustersim
+    # runs it after the combine
+    "moe_shared_expert_overlap": ("the shared expert overlapped with the dispatch all-to-all (clustersim runs "
+                                  "it after the combine)", neutral),
+    # Megatron <= 0.9: the experts split over tp x ep instead of expert TP (transformer_config.py)
+    "moe_extended_tp": ("extended tensor parallelism of the experts (Megatron <= 0.9; write it as "
+                        "--expert-tensor-parallel-size)", neutral),
     # Megatron-Core's layer-wise offload (megatron/core/transformer/transformer_config.py
     # cpu_offloading_num_layers, < num_layers): activations and weights of some layers; the scenario's
     # parallel.offload.activations moves every layer's activations, so it is not the same job
@@ -102,8 +109,7 @@ NO_EFFECT_PREFIXES = ("log_", "save", "load", "data_", "tokenizer_", "lr", "min_
                       "ft_", "kv_", "moe_aux", "moe_z_loss", "moe_router_load", "moe_input_jitter",
                       "moe_token_drop", "moe_router_pre", "moe_router_score", "moe_router_dtype",
                       "moe_router_bias", "moe_router_enable",
-                      "moe_per_layer", "moe_permute", "moe_use_", "moe_enable", "moe_grouped_gemm",
-                      "moe_pad", "moe_extended", "moe_shared_expert_overlap",
+                      "moe_per_layer", "moe_permute", "moe_use_", "moe_enable",
                       "moe_upcycling", "moe_apply", "moe_deepep", "moe_flex",
                       "use_tp_pp_dp_mapping", "num_dataset_builder", "object_storage", "msc_", "yaml_cfg",
                       "config_logger", "result_rejected", "error_injection", "use_dist_ckpt", "dist_ckpt",
@@ -150,7 +156,7 @@ NO_EFFECT = {"bf16", "fp16", "fp8", "fp4", "iteration", "consumed_train_samples"
              "save_interval", "micro_batch_size_per_gpu", "adam_beta1", "adam_beta2", "adam_eps", "init_method_std",
              "clip_grad", "weight_decay", "lr", "min_lr", "lr_decay_style", "lr_warmup_fraction", "lr_warmup_iters",
              "lr_decay_iters", "split", "data_path", "vocab_file", "merge_file", "mock_data", "distributed_backend",
-             "moe_grouped_gemm", "moe_token_dispatcher_type", "moe_aux_loss_coeff", "moe_router_load_balancing_type",
+             "moe_token_dispatcher_type", "moe_aux_loss_coeff", "moe_router_load_balancing_type",
              "batch_size", "clone_scatter_output_in_embedding", "cross_entropy_loss_fusion",
              "defer_embedding_wgrad_compute", "delay_grad_reduce", "delay_param_gather", "deprecated_use_mcore_models",
              "end_weight_decay", "start_weight_decay", "logging_level", "max_tokens_to_oom", "mmap_bin_files",
@@ -159,14 +165,15 @@ NO_EFFECT = {"bf16", "fp16", "fp8", "fp4", "iteration", "consumed_train_samples"
              "vocab_extra_ids", "model_parallel_size", "adlr_autoresume", "adlr_autoresume_interval",
              "app_tag_run_name", "app_tag_run_version", "retriever_report_topk_accuracies", "retriever_score_scaling",
              "retriever_seq_length", "standalone_embedding_stage", "num_key_value_heads",
-             *PIPELINE_SPLIT_ARGS, "pp_partition_method", "pad_vocab_size_to", *MAPPED_LATER}
+             *PIPELINE_SPLIT_ARGS, "pp_partition_method", "pad_vocab_size_to", *MAPPED_LATER,
+             *MOE_MAPPED, *DS_MOE_ARGS}
 # the mapped arguments that change the simulated step (a value clustersim cannot read is refused, not
 # defaulted): the model's shape, the layout, the batch, recompute, precision recipe, ZeRO
 COST_ARGS = frozenset({
     "num_layers", "encoder_num_layers", "decoder_num_layers", "hidden_size", "num_attention_heads",
     "num_query_groups", "num_key_value_heads", "ffn_hidden_size", "kv_channels", "seq_length", "vocab_size",
-    "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_expert_capacity_factor", "moe_grouped_gemm",
-    "moe_shared_expert_intermediate_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+    "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_expert_capacity_factor",
+    "moe_pad_expert_input_to_capacity", "moe_shared_expert_intermediate_size", *DS_MOE_ARGS, "tensor_model_parallel_size", "pipeline_model_parallel_size",
     "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "cp_comm_type",
     "virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage",
     "num_virtual_stages_per_pipeline_rank", "micro_batch_size", "global_batch_size", "micro_batch_size_per_gpu",
@@ -349,8 +356,6 @@ def _check_unsupported(a: MegatronArgs, num_layers: int, ffn: int | None) -> Non
         if name not in a.values:
             continue
         value = a.values[name]
-        if name == "moe_shared_expert_intermediate_size" and supports("model.moe.shared_experts"):
-            continue
         if not harmless(value):
             raise InputError(f"--{name.replace('_', '-')}", value,
                              f"its neutral value: it sets {what}, which clustersim does not model yet")
@@ -417,20 +422,9 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     vocab = _vocab(a, tp, notes)
     if vocab is not None:   # else left out: importers.finish asks for it after --set / --model / --hf-config
         model["vocab"] = vocab
-    experts = int_arg(a, "num_experts")
-    if experts:
-        model["moe"] = {"experts": experts, "top_k": int_arg(a, "moe_router_topk", 2)}
-        moe_ffn = int_arg(a, "moe_ffn_hidden_size")
-        if moe_ffn and moe_ffn != ffn:
-            if supports("model.moe.expert_ffn_hidden"):
-                model["moe"]["expert_ffn_hidden"] = moe_ffn
-            else:
-                model["ffn_hidden"] = moe_ffn      # every layer is MoE (moe_layer_freq 1): experts set the MLP
-        if a.get("moe_expert_capacity_factor") not in (None, "None") and supports("model.moe.capacity_factor"):
-            model["moe"]["capacity_factor"] = float(a.get("moe_expert_capacity_factor"))
-        shared = int_arg(a, "moe_shared_expert_intermediate_size")
-        if shared and supports("model.moe.shared_experts"):
-            model["moe"]["shared_experts"] = max(1, round(shared / (moe_ffn or ffn)))
+    moe = moe_fields(a, ffn, notes)
+    if moe is not None:
+        model["moe"] = moe
     etp = int_arg(a, "expert_tensor_parallel_size", lo=1)
     parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep,
                                 "sequence_parallel": bool(a.get("sequence_parallel")) and tp > 1,
