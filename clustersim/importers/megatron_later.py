@@ -18,11 +18,83 @@ def _flag(name: str) -> str:
     return f"--{name.replace('_', '-')}"
 
 
+def _list_expression(text: str, limit: int) -> list[int] | int | None:
+    """A Python expression of integer lists, integers, ``+``, ``*`` and parentheses, such as
+    Megatron's documented "([1]*3+[0]*1)*3", evaluated without eval (None if it is anything else,
+    or a list longer than ``limit``)."""
+    toks = re.findall(r"\d+|[\[\](),+*]|\S", text)
+    pos = 0
+
+    def peek() -> str:
+        return toks[pos] if pos < len(toks) else ""
+
+    def take(tok: str) -> None:
+        nonlocal pos
+        if peek() != tok:
+            raise ValueError(tok)
+        pos += 1
+
+    def atom() -> list[int] | int:
+        nonlocal pos
+        tok = peek()
+        if tok.isdigit():
+            pos += 1
+            return int(tok)
+        if tok == "(":
+            take("(")
+            inner = expr()
+            take(")")
+            return inner
+        take("[")
+        items: list[int] = []
+        while peek() != "]":
+            if not peek().isdigit():
+                raise ValueError(peek())
+            items.append(int(peek()))
+            pos += 1
+            if peek() == ",":
+                pos += 1
+        take("]")
+        return items
+
+    def term() -> list[int] | int:
+        nonlocal pos
+        left = atom()
+        while peek() == "*":
+            pos += 1
+            right = atom()
+            if isinstance(left, list) and isinstance(right, list):
+                raise ValueError("*")
+            n = len(left) * right if isinstance(left, list) else len(right) * left if isinstance(right, list) else 0
+            if n > limit:
+                raise ValueError("long")
+            left = left * right   # type: ignore[operator]
+        return left
+
+    def expr() -> list[int] | int:
+        nonlocal pos
+        left = term()
+        while peek() == "+":
+            pos += 1
+            right = term()
+            if isinstance(left, list) != isinstance(right, list) or (isinstance(left, list)
+                                                                    and len(left) + len(right) > limit):
+                raise ValueError("+")
+            left = left + right   # type: ignore[operator]
+        return left
+
+    try:
+        value = expr()
+    except ValueError:
+        return None
+    return value if pos == len(toks) else None
+
+
 def _moe_pattern(value: Any, layers: int) -> list[int]:
     """Megatron's --moe-layer-freq as one 0/1 per layer (megatron/training/arguments.py moe_freq_type,
     megatron/core/transformer/moe/moe_utils.py get_moe_layer_pattern: an int N puts MoE on the layers
-    i with i % N == 0; a string such as "([0]*3+[1]*58)" is a Python list expression, evaluated here
-    term by term (no eval); an arguments block prints the list)."""
+    i with i % N == 0; a string such as "([0]*3+[1]*58)" or "([1]*3+[0]*1)*3" is a Python list
+    expression, evaluated here by _list_expression (no eval); an arguments block prints the list)."""
     flag = "--moe-layer-freq"
     allowed = (f"an integer >= 1 or a list of {layers} zeros and ones such as \"([0]*3+[1]*{max(layers - 3, 1)})\" "
                "(one per layer)")
@@ -35,18 +107,12 @@ def _moe_pattern(value: Any, layers: int) -> list[int]:
     if isinstance(value, list):
         pattern = value
     else:
-        text = "".join(str(value).split()).strip("'\"")
-        while text.startswith("(") and text.endswith(")"):
-            text = text[1:-1]
-        if text.isdigit():
-            return _moe_pattern(int(text), layers)
-        pattern = []
-        for term in text.split("+"):
-            m = re.fullmatch(r"\[([\d,]*)\](?:\*(\d+))?", term)
-            if not m or len(pattern) > layers:
-                raise InputError(flag, value, allowed)
-            items = [int(x) for x in m.group(1).split(",") if x != ""]
-            pattern += items * int(m.group(2) or 1)
+        parsed = _list_expression(str(value).strip().strip("'\""), layers)
+        if parsed is None:
+            raise InputError(flag, value, allowed)
+        if isinstance(parsed, int):
+            return _moe_pattern(parsed, layers)
+        pattern = parsed
     if len(pattern) != layers or any(x not in (0, 1) or isinstance(x, bool) for x in pattern):
         raise InputError(flag, value, allowed)
     return [int(x) for x in pattern]

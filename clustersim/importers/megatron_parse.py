@@ -356,6 +356,26 @@ def _expand_variables(text: str) -> str:
     return _expand(text, _shell_env(text.splitlines()))
 
 
+def _pad_parens(text: str) -> str:
+    """Every ``)`` outside quotes as a word of its own (a bash array's end); one inside quotes is
+    the value's (Megatron's --moe-layer-freq "([1]*3+[0]*1)*3" is kept as written)."""
+    out, quote, escaped = [], "", False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == ")":
+            out.append(" ) ")
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
 def _tokens(text: str) -> list[str]:
     # comments first: bash ends a comment at the newline, so a backslash inside one continues nothing
     # (BLOOM's tr11-176B-ml.slurm comments out "#    --universal-checkpoint \" before `export CMD=`)
@@ -365,7 +385,7 @@ def _tokens(text: str) -> list[str]:
     text = _branches(text)                                      # if/elif/else as bash decides them
     text = _expand_variables(text)
     text = re.sub(r"\"?\$\{\w+\[[@*]\]\}\"?", " ", text)        # "${ARR[@]}": arrays are read where defined
-    text = re.sub(r"=\(", "=( ", text).replace(")", " ) ")            # bash arrays: NAME=( --flag value ... )
+    text = _pad_parens(re.sub(r"=\(", "=( ", text))          # bash arrays: NAME=( --flag value ... )
     try:
         words = shlex.split(text, comments=False)
     except ValueError as exc:

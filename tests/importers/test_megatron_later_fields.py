@@ -56,6 +56,13 @@ def test_deepseek_v3_launch_maps_every_field_the_shipped_scenario_states():
     ("'[0]*5+[1]'", {"first_dense_layers": 5}),
     ("'[1]*3'", None),                             # 3 entries for 6 layers
     ("'[0]*6'", None),                             # no MoE layer
+    # Megatron's documented syntax (arguments.py --moe-layer-freq help): parentheses and a repeat of a sum
+    ('"([0]*1+[1]*1)*3"', {"every": 2}),
+    ("'(([0]*1+[1]*1)*2+[0,1])'", {"every": 2}),
+    ('"3*([0]+[1])"', {"every": 2}),
+    ('"([1]*2+[0]*1)*2"', None),                   # a pattern the scenario cannot state: refused, not read
+    ("'[1]*(2+4)'", {"first_dense_layers": 0}),
+    ("'__import__(1)'", None),
 ])
 def test_moe_layer_freq_maps_to_dense_layers_and_every_or_is_refused(freq, expected):
     text = ("python pretrain_gpt.py --num-layers 6 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
@@ -172,3 +179,13 @@ def test_a_model_named_beside_a_file_that_describes_one_is_refused():
     with pytest.raises(InputError) as exc:
         finish(res, [], hf_config="tests/importers/hf_configs/Qwen3-8B/config.json")
     assert exc.value.field == "--hf-config"
+
+
+def test_a_refused_moe_layer_freq_is_shown_as_written():
+    """The reader split a quoted ")" off as a bash array's end: the value came back '([1]*2+[0]*1 ) *2'."""
+    text = ("python pretrain_gpt.py --num-layers 6 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--vocab-size 32000 --tokenizer-type NullTokenizer --num-experts 8 --moe-layer-freq \"([1]*2+[0]*1)*2\" "
+            "--moe-token-dispatcher-type alltoall")
+    with pytest.raises(InputError) as exc:
+        _import(text, "dgx-h100", 1)
+    assert exc.value.field == "--moe-layer-freq" and exc.value.value == "([1]*2+[0]*1)*2"
