@@ -80,11 +80,9 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
     data: dict[str, Any] = result.scenario
     if model is not None or hf_config is not None:
         data.setdefault("model", {})
-        _refuse_a_second_model(data["model"], _named_model(model, hf_config))
-        seq = data["model"].get("seq_len")
-        data["model"] = _named_model(model, hf_config)
-        if seq is not None:
-            data["model"]["seq_len"] = seq
+        own, ran = _split_run_fields(data["model"])
+        _refuse_a_second_model(own, _named_model(model, hf_config))
+        data["model"] = {**_named_model(model, hf_config), **ran}
     data = apply_overrides(data, overrides)
     if not data.get("model"):
         raise InputError("--model", None, "the model: a DeepSpeed config does not describe it; pass --model PRESET "
@@ -107,6 +105,24 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
                          f"--set {err.field}=N, --model PRESET or --hf-config FILE") from None
     result.scenario = data
     return result
+
+
+def _split_run_fields(section: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the model the file describes, how the job ran it): the sequence length and the MoE token
+    dispatcher (torchtitan's expert_parallel_comm_backend) are kept under a model named with --model
+    or --hf-config; the rest is the model, which must then agree with the named one."""
+    own = dict(section)
+    ran: dict[str, Any] = {}
+    if own.get("seq_len") is not None:
+        ran["seq_len"] = own.pop("seq_len")
+    moe = dict(own.get("moe") or {})
+    if "token_dispatcher" in moe:
+        ran["moe"] = {"token_dispatcher": moe.pop("token_dispatcher")}
+        if moe:
+            own["moe"] = moe
+        else:
+            own.pop("moe")
+    return own, ran
 
 
 def _model_spec(section: dict[str, Any]) -> Any:

@@ -185,6 +185,25 @@ def _check_parallelism_keys(par: dict[str, Any], notes: list[str]) -> None:
         notes.append(f"[parallelism] {key} = {par[key]!r}: not a key clustersim knows; not read")
 
 
+# [parallelism] expert_parallel_comm_backend (torchtitan/config/job_config.py: "standard" PyTorch
+# all-to-all, "deepep" DeepEP's kernels; "no effect for non-MoE models or when ep = 1") -> the
+# scenario's token dispatcher (DeepEP is the backend of the flex dispatcher, docs/moe.md)
+EP_COMM_BACKENDS = {"standard": "alltoall", "deepep": "flex"}
+
+
+def _comm_backend(par: dict[str, Any], ep: int, model: dict[str, Any], notes: list[str]) -> None:
+    backend = par.get("expert_parallel_comm_backend", "standard")
+    if backend not in EP_COMM_BACKENDS:
+        raise InputError("parallelism.expert_parallel_comm_backend", backend, ", ".join(EP_COMM_BACKENDS))
+    if EP_COMM_BACKENDS[backend] == "alltoall":
+        return
+    if ep == 1:
+        notes.append(f"expert_parallel_comm_backend = \"{backend}\": no effect with expert_parallel_degree 1 "
+                     "(as torchtitan)")
+        return
+    model["moe"] = {**model.get("moe", {}), "token_dispatcher": EP_COMM_BACKENDS[backend]}
+
+
 def _degree(par: dict[str, Any], *keys: str, default: int = 1) -> int:
     for k in keys:
         if k in par:
@@ -272,6 +291,7 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
         if etp not in (1, tp):
             raise InputError("parallelism.expert_tensor_parallel_degree", etp, f"1 or tensor_parallel_degree ({tp})")
         parallel["expert_tp"] = etp
+    _comm_backend(par, ep, model, notes)
     _check_parallelism_keys(_section(cfg, "parallelism"), notes)
     if str(par.get("data_parallel_type", "fsdp")).lower() == "ddp" or shard == 1:
         parallel["zero_stage"] = 0

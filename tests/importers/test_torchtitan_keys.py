@@ -50,3 +50,38 @@ def test_mx_converter_is_mxfp8_where_the_gpu_runs_it():
     with pytest.raises(InputError) as exc:
         _import('converters = ["mx"]')
     assert exc.value.field == "model.converters"
+
+
+MOE_TOML = """[model]
+name = "deepseek_v3"
+flavor = "671B"
+[training]
+local_batch_size = 1
+seq_len = 4096
+[parallelism]
+data_parallel_shard_degree = -1
+expert_parallel_degree = {ep}
+{extra}
+"""
+
+
+def _moe_import(ep=32, extra=""):
+    result = import_text("torchtitan-toml", MOE_TOML.format(ep=ep, extra=extra), "job.toml", cluster="dgx-h100",
+                         nodes=32, model={"preset": "deepseek-v3"})
+    return finish(result, [], model="deepseek-v3")
+
+
+def test_deepep_backend_is_the_flex_dispatcher():
+    """expert_parallel_comm_backend = "deepep" was listed as known and never read (priced as the
+    all-to-all dispatcher)."""
+    from clustersim.scenario import scenario_from_dict
+    sc = _moe_import(extra='expert_parallel_comm_backend = "deepep"').scenario
+    assert sc["model"]["moe"] == {"token_dispatcher": "flex"}
+    spec = scenario_from_dict(sc).model
+    assert spec.moe_token_dispatcher == "flex" and spec.moe_experts == 256   # the preset kept under it
+    assert "moe" not in _moe_import(extra='expert_parallel_comm_backend = "standard"').scenario["model"]
+    quiet = _moe_import(ep=1, extra='expert_parallel_comm_backend = "deepep"')   # no effect without EP
+    assert "moe" not in quiet.scenario["model"] and any("deepep" in n for n in quiet.notes)
+    with pytest.raises(InputError) as exc:
+        _moe_import(extra='expert_parallel_comm_backend = "nccl"')
+    assert exc.value.field == "parallelism.expert_parallel_comm_backend"
