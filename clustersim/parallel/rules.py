@@ -95,15 +95,18 @@ def _check_experts(model: ModelSpec, par: ParallelLayout) -> None:
         return
     if model.moe_experts % par.ep:
         raise InputError("parallel.ep", par.ep, f"a divisor of model.moe.experts ({model.moe_experts})")
+    if model.moe_expert_ffn_hidden % par.etp:
+        raise InputError("parallel.expert_tp", par.etp,
+                         f"a divisor of the expert width ({model.moe_expert_ffn_hidden})")
     if stage_ranks % (par.ep * par.etp):
-        raise InputError("parallel.ep", par.ep,
+        # the size that breaks it is named: expert_tp when it was set and ep alone divides the ranks
+        field, value = ("parallel.expert_tp", par.expert_tp) if par.expert_tp and stage_ranks % par.ep == 0 \
+            else ("parallel.ep", par.ep)
+        raise InputError(field, value,
                          f"ep * expert_tp ({par.ep} * {par.etp}) dividing tp * cp * dp ({stage_ranks}): MoE parallel "
                          "folding puts the experts on the ranks of one pipeline stage"
                          + ("" if par.expert_tp else "; parallel.expert_tp left out is tp, as in Megatron-Core: "
                             "set it (1 for ETP1)"))
-    if model.moe_expert_ffn_hidden % par.etp:
-        raise InputError("parallel.expert_tp", par.etp,
-                         f"a divisor of the expert width ({model.moe_expert_ffn_hidden})")
     if par.tp > 1 and not par.sequence_parallel:
         # Megatron-Core MoELayer.forward raises in training when TP > 1 runs without SP
         raise InputError("parallel.sequence_parallel", False, "true when tp > 1 for a MoE model (Megatron-Core); "

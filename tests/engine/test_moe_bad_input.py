@@ -21,6 +21,11 @@ BASE = ["model.preset=mixtral-8x22b", "model.layers=4", "cluster.preset=dgx-h100
      "model.moe.capacity_factor"),
     (["model.moe={experts: 8, top_k: 2, capacity_factor: -1.5}", "parallel.pp=1", "parallel.dp=16"],
      "model.moe.capacity_factor"),
+    # an expert TP that breaks the folding or the expert width is named, not parallel.ep (it was)
+    (["parallel.pp=1", "parallel.dp=16", "parallel.ep=8", "parallel.expert_tp=3"], "parallel.expert_tp"),
+    (["parallel.pp=1", "parallel.dp=16", "parallel.ep=8", "parallel.expert_tp=4"], "parallel.expert_tp"),
+    (["model.moe={experts: 8, top_k: 2, pad_to_capacity: true}", "parallel.pp=1", "parallel.dp=16"],
+     "model.moe.pad_to_capacity"),
 ])
 def test_bad_moe_input_exits_2_naming_the_field(overrides, field, capsys):
     args = ["run"]
