@@ -113,6 +113,51 @@ def _check_experts(model: ModelSpec, par: ParallelLayout) -> None:
                          "left out, it is on")
     if par.overlap_moe_expert_parallel_comm and par.ep == 1:
         raise InputError("parallel.overlap_moe_expert_parallel_comm", True, "false unless parallel.ep > 1")
+    problem = ep_overlap_conflict(model, par)
+    if problem:
+        raise InputError("parallel.overlap_moe_expert_parallel_comm", True, problem)
+
+
+# Megatron-Core's asserts for --overlap-moe-expert-parallel-comm (megatron/core/transformer/
+# transformer_config.py, TransformerConfig.__post_init__): virtual_pipeline_model_parallel_size set
+# when pp > 1; recompute_granularity not full and no recompute_method / recompute_num_layers; bf16
+# or fp16; mtp_num_layers None or 1. DualPipe (DeepSeek's, not Megatron's) pairs its own chunks.
+EP_OVERLAP_SCHEDULES = ("interleaved-1f1b", "dualpipe", "dualpipe-v")
+EP_OVERLAP_DTYPES = ("bf16", "fp16", "fp8", "fp4")   # fp8 / fp4 train over bf16 (Megatron's --bf16 with --fp8-format)
+
+
+def ep_overlap_allows_schedule(schedule: str, pp: int) -> bool:
+    return pp == 1 or schedule in EP_OVERLAP_SCHEDULES
+
+
+def ep_overlap_allows_recompute(recompute: str, recompute_every: int = 0) -> bool:
+    """No whole-layer recompute: Megatron's overlap drives each layer's sub-modules itself."""
+    return recompute != "full" and not recompute_every
+
+
+def ep_overlap_conflict(model: ModelSpec, par: ParallelLayout) -> str | None:
+    """What the EP all-to-all overlap cannot run with in ``par`` (None: nothing); the sweep filters
+    its layouts by the same predicates."""
+    if not par.overlap_moe_expert_parallel_comm:
+        return None
+    if not ep_overlap_allows_schedule(par.schedule, par.pp):
+        return (f"false with parallel.schedule {par.schedule} on pp {par.pp}: Megatron-Core asserts "
+                "virtual_pipeline_model_parallel_size is set when pp > 1 (parallel.schedule interleaved-1f1b; "
+                "dualpipe and dualpipe-v pair their own chunks)")
+    if not ep_overlap_allows_recompute(par.recompute, par.recompute_every):
+        what = f"recompute_every {par.recompute_every}" if par.recompute_every else "recompute full"
+        return (f"false with parallel.{what}: Megatron-Core refuses whole-layer recompute (and a recompute "
+                "method) with the EP overlap")
+    if model.mtp_layers > 1:
+        return (f"false with model.mtp_layers {model.mtp_layers}: Megatron-Core's EP overlap supports one MTP "
+                "layer at most")
+    return None
+
+
+def check_ep_overlap_dtype(par: ParallelLayout, dtype: str) -> None:
+    if par.overlap_moe_expert_parallel_comm and dtype not in EP_OVERLAP_DTYPES:
+        raise InputError("parallel.overlap_moe_expert_parallel_comm", True, f"false with training.dtype {dtype}: "
+                         "Megatron-Core runs the EP overlap with bf16 or fp16 only")
 
 
 def _check_schedule(model: ModelSpec, par: ParallelLayout) -> None:

@@ -28,7 +28,7 @@ from clustersim.inputs import parse_override_value, read_yaml_file
 from clustersim.limits import MAX_GPUS
 from clustersim.parallel.balance import check_layers_per_stage
 from clustersim.parallel.layout import ParallelLayout
-from clustersim.parallel.rules import default_sequence_parallel
+from clustersim.parallel.rules import check_ep_overlap_dtype, default_sequence_parallel
 from clustersim.parallel.split import framework_split, split_is_set, weight_of
 from clustersim.parallel.stage_graph import stage_graph
 from clustersim.scenario.checks import check_layout, check_recompute
@@ -363,6 +363,7 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
                          "precision)")
     check_layout(model, cluster, par)
     check_pipeline_zero(framework, par.pp, par.zero_stage)
+    check_ep_overlap_dtype(par, t.dtype)
     check_recompute(model, par)
     attention = framework.attention if t.attention == "auto" else t.attention
     training = TrainingSpec(dtype=t.dtype, optimizer=t.optimizer, attention=attention, compile=t.compile,

@@ -47,6 +47,7 @@ from clustersim.sweep.space import (
     Shape,
     layout_from_key,
     offload_options,
+    recompute_options,
     schedule_options,
     schedule_zero_ok,
     sequence_parallel_options,
@@ -289,11 +290,11 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
     collect: VectorRows | None = None
     for mb in micro_batches:
         nmb = gb // (shape.dp * mb)
-        scheds = schedule_options(shape, nmb, layers, space, model.is_moe)
+        scheds = schedule_options(shape, nmb, layers, space, model.is_moe, tmpl.overlap_moe_expert_parallel_comm)
         profiles = [sc.profile_of(s, shape.pp, nmb, v) for s, v in scheds]
         bounds: dict[tuple[str, bool, bool], list[float]] = {}
         for zero in zeros:
-            for rec in space.recompute:
+            for rec in recompute_options(space, tmpl.overlap_moe_expert_parallel_comm):
                 for sp in sps:
                     # the template carries the options the sweep does not search (overlaps, FSDP
                     # settings, partial recompute)

@@ -57,7 +57,12 @@ from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_MICRO_BATCHES
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout
 from clustersim.parallel.placement import DENSE_AXES, MOE_AXES, groups_uniform
-from clustersim.parallel.rules import check_cp_layout, sp_divides
+from clustersim.parallel.rules import (
+    check_cp_layout,
+    ep_overlap_allows_recompute,
+    ep_overlap_allows_schedule,
+    sp_divides,
+)
 from clustersim.workload.model_spec import ModelSpec
 
 # Recompute policies a sweep tries by default: Megatron's (none, selective, full); a torchtitan
@@ -186,7 +191,7 @@ NEW_SCHEDULES = ("zb-h1", "zb-v", "dualpipe", "dualpipe-v")
 
 
 def schedule_options(shape: Shape, num_micro_batches: int, layers: int,
-                     space: SearchSpace, moe: bool = False) -> list[tuple[str, int]]:
+                     space: SearchSpace, moe: bool = False, ep_overlap: bool = False) -> list[tuple[str, int]]:
     """(schedule, virtual_stages) pairs valid for this shape and micro-batch count (S3, S4, S5).
     The zero-bubble and DualPipe schedules (searched for MoE models) follow the loader's rules
     (clustersim.parallel.rules): a pipeline (S5: with pp = 1 they run 1F1B's passes), two chunks
@@ -196,7 +201,7 @@ def schedule_options(shape: Shape, num_micro_batches: int, layers: int,
     pipelined = pp > 1 and m > 1
     one = space.allows("virtual_stages", 1)
     for schedule in SCHEDULES:
-        if schedule not in space.schedules:
+        if schedule not in space.schedules or (ep_overlap and not ep_overlap_allows_schedule(schedule, pp)):
             continue
         if schedule == "gpipe":
             if one and (pipelined or "1f1b" not in space.schedules):  # S3
@@ -285,6 +290,7 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
     ``micro_batches`` restricts the micro-batch sizes (a task's share of the shape).
     """
     per_replica = template.global_batch // shape.dp
+    ep_overlap = template.overlap_moe_expert_parallel_comm
     sps = sequence_parallel_options(model, shape, space)
     zeros = zero_options(shape, space, template.hsdp_replicas)
     offloads = offload_options(model, space, has_host_link)
@@ -292,9 +298,9 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
     for mb in micro_batches if micro_batches is not None else micro_batch_sizes(shape, template.global_batch,
                                                                                    space):
         nmb = per_replica // mb
-        scheds = schedule_options(shape, nmb, model.layers, space, model.is_moe)
+        scheds = schedule_options(shape, nmb, model.layers, space, model.is_moe, ep_overlap)
         for zero in zeros:
-            for recompute in space.recompute:
+            for recompute in recompute_options(space, ep_overlap):
                 for sp in sps:
                     for schedule, v in scheds:
                         if not schedule_zero_ok(schedule, zero):
@@ -316,14 +322,14 @@ def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, template: Parallel
 
 
 def schedule_counts(shape: Shape, num_micro_batches: int, layers: int, space: SearchSpace,
-                    moe: bool = False) -> dict[str, int]:
+                    moe: bool = False, ep_overlap: bool = False) -> dict[str, int]:
     """How many (schedule, virtual_stages) pairs ``schedule_options`` gives per schedule, in O(1):
     the interleaved schedule's virtual stages are counted, not listed (up to layers / pp of them)."""
     pp, m = shape.pp, num_micro_batches
     pipelined = pp > 1 and m > 1
     out: dict[str, int] = {}
     for schedule in SCHEDULES:
-        if schedule not in space.schedules:
+        if schedule not in space.schedules or (ep_overlap and not ep_overlap_allows_schedule(schedule, pp)):
             continue
         one = space.allows("virtual_stages", 1)
         if schedule == "gpipe":
@@ -340,20 +346,27 @@ def schedule_counts(shape: Shape, num_micro_batches: int, layers: int, space: Se
 
 
 def count_schedule_options(shape: Shape, num_micro_batches: int, layers: int, space: SearchSpace,
-                           moe: bool = False) -> int:
+                           moe: bool = False, ep_overlap: bool = False) -> int:
     """len(schedule_options(...)) in O(1)."""
-    return sum(schedule_counts(shape, num_micro_batches, layers, space, moe).values())
+    return sum(schedule_counts(shape, num_micro_batches, layers, space, moe, ep_overlap).values())
+
+
+def recompute_options(space: SearchSpace, ep_overlap: bool = False) -> tuple[str, ...]:
+    """The searched recompute modes; with the EP overlap, none that recomputes whole layers
+    (clustersim.parallel.rules.ep_overlap_allows_recompute)."""
+    return tuple(r for r in space.recompute if not ep_overlap or ep_overlap_allows_recompute(r))
 
 
 def count_shape_layouts(model: ModelSpec, shape: Shape, global_batch: int, micro_batch: int,
                         space: SearchSpace = SearchSpace(), hsdp_replicas: int = 1,
-                        has_host_link: bool = True) -> int:
+                        has_host_link: bool = True, ep_overlap: bool = False) -> int:
     """len(shape_layouts(...)) for one micro-batch size, without building the layouts."""
     sps = len(sequence_parallel_options(model, shape, space))
     zeros = zero_options(shape, space, hsdp_replicas)
-    counts = schedule_counts(shape, global_batch // (shape.dp * micro_batch), model.layers, space, model.is_moe)
+    counts = schedule_counts(shape, global_batch // (shape.dp * micro_batch), model.layers, space, model.is_moe,
+                             ep_overlap)
     pairs = sum(n for s, n in counts.items() for z in zeros if schedule_zero_ok(s, z))
-    return pairs * len(space.recompute) * sps * len(offload_options(model, space, has_host_link))
+    return pairs * len(recompute_options(space, ep_overlap)) * sps * len(offload_options(model, space, has_host_link))
 
 
 def count_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayout,
@@ -361,7 +374,8 @@ def count_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayo
     """len(list(enumerate_layouts(...))) without building the layouts."""
     gb = template.global_batch
     host = cluster.pcie is not None
-    return sum(count_shape_layouts(model, shape, gb, mb, space, template.hsdp_replicas, host)
+    return sum(count_shape_layouts(model, shape, gb, mb, space, template.hsdp_replicas, host,
+                                   template.overlap_moe_expert_parallel_comm)
                for shape in shapes(model, cluster, gb, space, template.cp_comm)
                for mb in micro_batch_sizes(shape, gb, space))
 

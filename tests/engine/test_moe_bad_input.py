@@ -28,14 +28,43 @@ BASE = ["model.preset=mixtral-8x22b", "model.layers=4", "cluster.preset=dgx-h100
      "model.moe.pad_to_capacity"),
 ])
 def test_bad_moe_input_exits_2_naming_the_field(overrides, field, capsys):
+    _exits_2_naming(BASE + overrides, field, capsys)
+
+
+# the layouts Megatron-Core's TransformerConfig refuses with --overlap-moe-expert-parallel-comm
+# (pp > 1 without virtual stages, full recompute, MTP > 1, fp32): accepted and priced before
+OVERLAP = ["parallel.overlap_moe_expert_parallel_comm=true", "parallel.ep=8"]
+
+
+@pytest.mark.parametrize("overrides", [
+    ["parallel.pp=2", "parallel.dp=8", "parallel.schedule=1f1b"],
+    ["parallel.pp=1", "parallel.dp=16", "parallel.recompute=full"],
+    ["parallel.pp=1", "parallel.dp=16", "model.mtp_layers=2"],
+    ["parallel.pp=1", "parallel.dp=16", "training.dtype=fp32"],
+])
+def test_ep_overlap_on_a_layout_megatron_refuses_exits_2(overrides, capsys):
+    err = _exits_2_naming(BASE + OVERLAP + overrides, "parallel.overlap_moe_expert_parallel_comm", capsys)
+    assert "Megatron-Core" in err
+
+
+def test_ep_overlap_where_megatron_runs_it_is_accepted(capsys):
     args = ["run"]
-    for o in BASE + overrides:
+    for o in BASE + OVERLAP + ["parallel.pp=2", "parallel.dp=8", "parallel.schedule=interleaved-1f1b",
+                               "parallel.virtual_stages=2", "parallel.global_batch=32"]:
+        args += ["--set", o]
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 0, capsys.readouterr().err
+def _exits_2_naming(overrides, field, capsys):
+    args = ["run"]
+    for o in overrides:
         args += ["--set", o]
     with pytest.raises(SystemExit) as exc:
         main(args)
     err = capsys.readouterr().err
     assert exc.value.code == 2, err
     assert field in err and "Traceback" not in err, err
+    return err
 
 
 def test_dualpipe_on_an_odd_number_of_stages_names_parallel_pp(capsys):

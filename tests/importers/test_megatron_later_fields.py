@@ -7,7 +7,9 @@ from clustersim.errors import InputError
 from clustersim.importers import finish, import_text
 from clustersim.scenario import scenario_from_dict
 
-# DeepSeek-V3 as Megatron-Core's MoE examples launch it (flags of megatron/training/arguments.py)
+# DeepSeek-V3 as Megatron-Core's MoE examples launch it (flags of megatron/training/arguments.py); with
+# the EP overlap Megatron asserts virtual stages on pp > 1, here its recipe's pipeline layout (32 stages on
+# pp 16), and 128 micro-batches, a multiple of pp as the interleaved schedule needs
 DSV3 = """
 torchrun --nproc-per-node 8 --nnodes 256 pretrain_gpt.py \\
   --num-layers 61 --hidden-size 7168 --ffn-hidden-size 18432 --num-attention-heads 128 --kv-channels 128 \\
@@ -19,9 +21,10 @@ torchrun --nproc-per-node 8 --nnodes 256 pretrain_gpt.py \\
   --moe-shared-expert-intermediate-size 2048 --moe-router-topk 8 --moe-router-num-groups 8 \\
   --moe-router-group-topk 4 --moe-token-dispatcher-type flex \\
   --tensor-model-parallel-size 1 --pipeline-model-parallel-size 16 --expert-model-parallel-size 64 \\
+  --pipeline-model-parallel-layout "Et|(tt|)*30mL" \\
   --use-distributed-optimizer --recompute-granularity selective \\
   --recompute-modules mla_up_proj layernorm moe_act --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 \\
-  --use-precision-aware-optimizer --micro-batch-size 1 --global-batch-size 15360 --bf16 \\
+  --use-precision-aware-optimizer --micro-batch-size 1 --global-batch-size 16384 --bf16 \\
   --fp8-format e4m3 --fp8-recipe blockwise --overlap-moe-expert-parallel-comm
 """
 

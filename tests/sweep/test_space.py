@@ -168,3 +168,20 @@ def test_deepspeed_pipelines_run_zero_0_and_1_only():
         scenario_from_dict({**raw, "parallel": {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp,
                                                 "zero_stage": p.zero_stage, "global_batch": 16,
                                                 "micro_batch": p.micro_batch}})
+
+
+def test_a_sweep_with_the_ep_overlap_enumerates_only_layouts_megatron_runs():
+    """With parallel.overlap_moe_expert_parallel_comm the sweep searched 1F1B on pp > 1 and full
+    recompute, which Megatron-Core refuses (clustersim.parallel.rules.ep_overlap_conflict)."""
+    from clustersim.parallel.rules import ep_overlap_conflict
+    model = model_from_fields("moe", dict(layers=4, hidden=64, heads=4, vocab=100, seq_len=48,
+                                          moe={"experts": 8, "top_k": 2}))
+    cluster = load_cluster("dgx-h100", 2)
+    template = ParallelLayout(tp=1, pp=1, dp=16, ep=8, micro_batch=1, global_batch=32,
+                              overlap_moe_expert_parallel_comm=True)
+    layouts = list(enumerate_layouts(model, cluster, template))
+    plain = list(enumerate_layouts(model, cluster, replace(template, overlap_moe_expert_parallel_comm=False)))
+    assert layouts and len(layouts) < len(plain)
+    assert all(ep_overlap_conflict(model, p) is None for p in layouts)
+    assert not any(p.recompute == "full" or (p.pp > 1 and p.schedule == "1f1b") for p in layouts)
+    assert count_layouts(model, cluster, template) == len(layouts)
