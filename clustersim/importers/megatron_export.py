@@ -39,6 +39,17 @@ def megatron_flags(sc: Scenario) -> list[str]:
                   f"--moe-token-dispatcher-type {m.moe_token_dispatcher}"]   # Megatron's default is allgather
         if m.moe_expert_ffn_hidden != m.ffn_hidden:
             flags.append(f"--moe-ffn-hidden-size {m.moe_expert_ffn_hidden}")
+        pattern = [1 if m.layer_kind(i).moe else 0 for i in range(m.layers)]
+        if 0 in pattern:   # dense layers among the MoE ones: Megatron's list expression, run by run
+            runs: list[list[int]] = []
+            for v in pattern:
+                if runs and runs[-1][0] == v:
+                    runs[-1][1] += 1
+                else:
+                    runs.append([v, 1])
+            flags.append("--moe-layer-freq " + shlex.quote("(" + "+".join(f"[{v}]*{n}" for v, n in runs) + ")"))
+        if m.moe_shared_ffn_hidden:   # Megatron-Core: the shared experts' total width
+            flags.append(f"--moe-shared-expert-intermediate-size {m.moe_shared_ffn_hidden}")
     flags += [f"--tensor-model-parallel-size {p.tp}", f"--pipeline-model-parallel-size {p.pp}",
               f"--context-parallel-size {p.cp}", f"--expert-model-parallel-size {p.ep}",
               f"--micro-batch-size {p.micro_batch}", f"--global-batch-size {p.global_batch}"]

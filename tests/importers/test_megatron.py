@@ -421,6 +421,11 @@ def test_export_refuses_what_its_flags_cannot_carry(sets, field):
     ["model.preset=qwen3-30b-a3b", "parallel.tp=1", "parallel.pp=1", "parallel.dp=16", "parallel.ep=8",
      "parallel.global_batch=16", "parallel.sequence_parallel=false"],
     ["parallel.tp=2", "parallel.pp=1", "parallel.cp=4", "parallel.dp=2", "parallel.cp_comm=a2a"],
+    # a shared expert of its own width and dense first layers (--moe-shared-expert-intermediate-size,
+    # --moe-layer-freq as Megatron's list expression)
+    ["model.preset=mixtral-8x7b", "model.moe.shared_ffn_hidden=2048", "model.moe.first_dense_layers=2",
+     "parallel.tp=1", "parallel.pp=1", "parallel.dp=16", "parallel.ep=8", "parallel.global_batch=16",
+     "parallel.sequence_parallel=false"],
 ])
 def test_export_writes_the_expert_width_and_the_cp_exchange(sets):
     from clustersim.importers.megatron_export import megatron_command
@@ -429,5 +434,6 @@ def test_export_writes_the_expert_width_and_the_cp_exchange(sets):
     sc = load_scenario(None, sets)
     back = scenario_from_dict(finish(import_text("megatron-args", megatron_command(sc), "cmd", cluster="dgx-h100"),
                                      []).scenario)
-    assert (back.model.moe_expert_ffn_hidden, back.parallel.cp_comm, back.model.total_params()) == \
-        (sc.model.moe_expert_ffn_hidden, sc.parallel.cp_comm, sc.model.total_params())
+    assert (back.model.moe_expert_ffn_hidden, back.parallel.cp_comm, back.model.total_params(),
+            back.model.active_params()) == \
+        (sc.model.moe_expert_ffn_hidden, sc.parallel.cp_comm, sc.model.total_params(), sc.model.active_params())
