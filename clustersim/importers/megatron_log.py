@@ -128,7 +128,13 @@ def import_megatron_log(text: str, source: str, cluster: str | None = None, node
                                                for it, t in earlier)], key=lambda i: i.iteration)
     par = scenario.setdefault("parallel", {})
     if final_batch is not None and final_batch != par.get("global_batch"):
-        notes.append(f"global batch {final_batch} from the iteration lines (a batch-size ramp)")
+        if config is not None and not ramp and par.get("global_batch") is not None:
+            # every line at one batch, not the config's: the config of another job (as _check_world)
+            raise InputError("--config", config[1], f"the config of the run this log measured: its iteration lines "
+                             f"run global batch {final_batch} throughout, the config's job "
+                             f"{par.get('global_batch')}")
+        why = "a batch-size ramp" if ramp else f"the arguments say {par.get('global_batch')}"
+        notes.append(f"global batch {final_batch} from the iteration lines ({why})")
         par["global_batch"] = final_batch
     if ramp:
         notes.append(f"the step time is that of the lines at the final global batch {final_batch}; the {len(ramp)} "

@@ -315,3 +315,22 @@ def test_a_megatron_log_with_a_config_of_another_gpu_count_is_refused():
     with pytest.raises(InputError) as exc:
         import_text("megatron-log", log, "train.log", config=(other, "launch.sh"), cluster="dgx-h100")
     assert exc.value.field == "--config" and "world size 192" in str(exc.value) and "32 GPUs" in str(exc.value)
+
+
+def test_a_megatron_log_with_a_config_of_another_global_batch_is_refused():
+    """A --config whose global batch differs from every iteration line's (no ramp in them) is the
+    config of another job; it was read as 'a batch-size ramp' and the log's batch kept."""
+    from clustersim.errors import InputError
+    from tests.importers.test_megatron import ARGS_16B
+    from validation.logs.formats import megatron_log
+    log = megatron_log(ARGS_16B, 1.0)   # 192 GPUs, global batch 192 on every line
+
+    def launch(batch: int) -> str:
+        return ("torchrun --nproc-per-node 8 --nnodes 24 pretrain_gpt.py --num-layers 32 --hidden-size 6144 "
+                "--num-attention-heads 48 --seq-length 4096 --tokenizer-type NullTokenizer --vocab-size 131072 "
+                f"--tensor-model-parallel-size 4 --global-batch-size {batch} --bf16")
+    with pytest.raises(InputError) as exc:
+        import_text("megatron-log", log, "train.log", config=(launch(384), "launch.sh"), cluster="dgx-h100")
+    assert exc.value.field == "--config" and "global batch 192 throughout" in str(exc.value) and "384" in str(exc.value)
+    res = import_text("megatron-log", log, "train.log", config=(launch(192), "launch.sh"), cluster="dgx-h100")
+    assert res.scenario["parallel"]["global_batch"] == 192
