@@ -57,6 +57,13 @@ def import_(kind: str, file: str, config: str | None, cluster: str | None, nodes
     result = finish(import_text(kind, text, name, config=cfg, cluster=cluster, nodes=nodes,
                                 model=given_model(overrides, model, hf_config)),
                     list(overrides), model, hf_config)
+    if cluster is not None:   # a log that names its GPU, against --cluster: calibrate's rule
+        from clustersim.calibrate.devices import check_devices
+        from clustersim.hardware.load import load_cluster
+        from clustersim.importers.common import gpu_line_in
+        device = gpu_line_in(text)
+        if device:
+            check_devices(load_cluster(cluster, 1), [(name, device)], "FILE")
     if result.unknown:
         click.echo(f"note: {len(result.unknown)} argument(s) clustersim does not know, ignored: "
                    + ", ".join(result.unknown), err=True)

@@ -437,3 +437,15 @@ def test_export_writes_the_expert_width_and_the_cp_exchange(sets):
     assert (back.model.moe_expert_ffn_hidden, back.parallel.cp_comm, back.model.total_params(),
             back.model.active_params()) == \
         (sc.model.moe_expert_ffn_hidden, sc.parallel.cp_comm, sc.model.total_params(), sc.model.active_params())
+
+
+def test_import_refuses_a_cluster_of_another_gpu_than_the_log_names(root, capsys):
+    """`import` took --cluster dgx-a100 for a torchtitan log that names its H100 and wrote an A100
+    scenario with no note, where `calibrate` refuses the same pair: one rule (calibrate.devices)."""
+    logs = root / "validation" / "logs" / "torchtitan_h100"
+    argv = ["import", "torchtitan-log", str(logs / "llama3_8b_fsdp_8gpu.log"), "--config",
+            str(logs / "llama3_8b_fsdp_8gpu.toml")]
+    code, _, err = _run([*argv, "--cluster", "dgx-a100"], capsys)
+    assert code == 2 and "error: --cluster: got 'dgx-a100'" in err and "--cluster dgx-h100" in err, err
+    code, _, err = _run([*argv, "--cluster", "dgx-h100"], capsys)
+    assert code in (0, None), err
