@@ -14,12 +14,12 @@ from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import scenario_from_dict
 
 
-def make(framework: str, mbs: int = 2, zero: int = 1, schedule: str = "1f1b", tp: int = 2, dp: int = 2):
+def make(framework: str, mbs: int = 2, zero: int = 1, schedule: str = "1f1b", tp: int = 2, dp: int = 2, pp: int = 2):
     return scenario_from_dict({
         "framework": framework,
         "model": {"preset": "megatron-1.7b"},
         "cluster": {"preset": "dgx-a100", "nodes": 1},
-        "parallel": {"tp": tp, "pp": 2, "dp": dp, "micro_batch": mbs, "global_batch": 16 * dp, "zero_stage": zero,
+        "parallel": {"tp": tp, "pp": pp, "dp": dp, "micro_batch": mbs, "global_batch": 16 * dp, "zero_stage": zero,
                      "schedule": schedule},
         "training": {"dtype": "bf16"}})
 
@@ -60,7 +60,8 @@ def test_both_engines_run_it_alike() -> None:
 def test_zero1_all_reduces_the_whole_gradient() -> None:
     assert grad_reduce_op(make("deepspeed-bf16")) == "all_reduce"
     assert grad_reduce_op(make("deepspeed")) == "reduce_scatter"
-    assert grad_reduce_op(make("deepspeed-bf16", zero=2)) == "reduce_scatter"   # ZeRO-2 is DeepSpeed's own
+    # ZeRO-2 is DeepSpeed's own (without a pipeline: its PipelineEngine runs ZeRO 0-1)
+    assert grad_reduce_op(make("deepspeed-bf16", zero=2, pp=1, dp=4)) == "reduce_scatter"
     plan = dp_plan(make("deepspeed-bf16"), build_step_work(make("deepspeed-bf16")))
     ops = {item.plan.op for items in plan.after_backward.values() for item in items}
     assert ops == {"all_reduce"}
