@@ -10,7 +10,8 @@ Table 2: ``sbh(34 + 5as/h)`` for a GPT layer with fused kernels) and extends it 
   ``rms_norm`` (the CPU path of aten/src/ATen/native/layer_norm.cpp rms_norm_composite) instead
   keeps an fp32 copy of the input and the fp32 normalised tensor (8 bytes per element) besides
   its output; on CUDA ``nn.RMSNorm`` runs the fused ``_fused_rms_norm`` kernel (input + rstd).
-* attention: Q, K, V after RoPE (K, V ``kv_hidden`` wide for GQA); flash attention keeps its
+* attention: Q, K, V after RoPE (K, V ``kv_hidden`` wide for GQA, over the TP group; with fewer KV
+  heads than tp ranks each rank keeps the one it computes); flash attention keeps its
   output O (also the out-projection's input, one tensor) and the fp32 log-sum-exp per head and
   token (FlashAttention-2, Dao 2023, arXiv 2307.08691, Algorithm 1-2: O and L are saved; torch's
   ``_scaled_dot_product_flash_attention`` returns (out, logsumexp, ...)); the unfused core keeps
@@ -48,6 +49,7 @@ from dataclasses import dataclass
 from clustersim.compute.conventions import (
     activation_saved_widths,
     gated_factor,
+    local_kv_heads,
     norm_statistics,
     uses_dropout,
 )
@@ -107,14 +109,18 @@ class _Shape:
         self.sp = layout.sequence_parallel and layout.tp > 1
         self.tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)     # T = b s / cp
         self.repl = self.tokens / self.tp if self.sp else float(self.tokens)         # tokens of whole-tensor ops
-        self.h, self.f, self.kv = model.hidden, model.ffn_hidden, model.kv_hidden
+        self.h, self.f = model.hidden, model.ffn_hidden
         self.q = model.q_width                                    # heads * head_dim (= h unless stated)
         self.heads, self.seq = model.heads, model.seq_len
         self.dropout = uses_dropout(model)
         self.gate = gated_factor(model)
         self.norm_stats = norm_statistics(model)                  # LayerNorm (GPT) | RMSNorm (Llama)
         self.qk_norm = model.qk_norm and not model.is_mla
-        self.kv_heads = model.kv_heads
+        # key/value width and heads summed over the TP group as its ranks hold them: a KV head
+        # replicated over tp / kv_heads ranks (kv_heads < tp) is held, and saved, by each of them,
+        # as the QKV GEMM computes it (clustersim.compute.conventions.local_kv_heads)
+        self.kv_heads = local_kv_heads(model, layout.tp) * layout.tp
+        self.kv = self.kv_heads * (model.kv_hidden // model.kv_heads)
         self.sandwich = model.sandwich_norm
         self.window_mask = model.attention_pattern == "sliding" and model.is_local_layer(0) \
             and model.attention_window < model.seq_len

@@ -59,3 +59,17 @@ def test_a_window_keeps_what_full_attention_keeps_on_gpu():
     assert saved_bytes(window, lay, "bf16", GPU_FUSED, "none") == saved_bytes(full, lay, "bf16", GPU_FUSED, "none")
     cpu = cpu_kernels("bf16")
     assert saved_bytes(window, lay, "bf16", cpu, "none") - saved_bytes(full, lay, "bf16", cpu, "none") == 2 * 64 * 64
+
+
+def test_replicated_key_value_heads_are_saved_by_every_rank_that_holds_them():
+    """tp 8 over 2 KV heads: each rank computes (and keeps for the backward) one whole KV head, as
+    its QKV GEMM does (compute.conventions.local_kv_heads); the saved Q, K, V counted 2/8 of one."""
+    from clustersim.memory.saved import layer_saved
+    from clustersim.parallel.layout import ParallelLayout
+    from clustersim.scenario import model_from_fields
+
+    model = model_from_fields("m", dict(layers=2, hidden=1024, heads=16, kv_heads=2, vocab=1000, seq_len=512))
+    layout = ParallelLayout(tp=8, micro_batch=1, global_batch=1, recompute="none")
+    qkv = next(s for s in layer_saved(model, layout, "bf16") if s.op == "attention" and s.tensor == "Q, K, V")
+    head = 1024 // 16
+    assert qkv.bytes == 2 * 512 * (16 // 8 + 2 * 1) * head
