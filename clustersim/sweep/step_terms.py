@@ -128,17 +128,16 @@ class StepTerms:
         (no embedding or head counted): every rank's own step takes at least that long."""
         if profile.backward_chain:  # rank 0 holds the embedding, and the head only when pp == 1
             return self.rank_optimizer_s(layout, u, profile, 0)
-        return min(self.step_s(layout, m * u.moe_all_params + (held - m) * u.layer_all_params,
-                               m * u.moe_all_expert_params + (held - m) * u.layer_all_expert_params)
+        return min(self.step_s(layout, *_layers_params(u, held, m))
                    for (held, _), m in zip(profile.ranks, profile.moe_held, strict=True))
 
     def rank_optimizer_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, rank: int) -> float:
         """Pipeline rank ``rank``'s optimizer step, at most the engine's (its layers, the
         embedding and the head where it holds them; layers at the cheaper kind's parameters)."""
         (held, _), m = profile.ranks[rank], profile.moe_held[rank] if self.base.model.is_moe else 0
-        params = m * u.moe_all_params + (held - m) * u.layer_all_params \
-            + (u.first_params if profile.firsts[rank] else 0) + (u.last_params if profile.lasts[rank] else 0)
-        return self.step_s(layout, params, m * u.moe_all_expert_params + (held - m) * u.layer_all_expert_params)
+        params, experts = _layers_params(u, held, m)
+        params += (u.first_params if profile.firsts[rank] else 0) + (u.last_params if profile.lasts[rank] else 0)
+        return self.step_s(layout, params, experts)
 
     def step_s(self, layout: ParallelLayout, params: int, expert_params: int = 0) -> float:
         """The optimizer step of a rank holding ``params`` parameters, ``expert_params`` of them
@@ -153,3 +152,10 @@ class StepTerms:
         if opt is None:
             opt = self.memo.optimizer[key] = optimizer_step_s(replace(self.base, parallel=layout), params, expert_params)
         return opt
+
+
+def _layers_params(u: UnitTimes, held: int, moe: int) -> tuple[int, int]:
+    """(parameters, of them experts') of ``held`` layers, ``moe`` of them MoE layers, each at its
+    kind's parameters with its experts (``UnitTimes.moe_all_params`` / ``layer_all_params``)."""
+    return (moe * u.moe_all_params + (held - moe) * u.layer_all_params,
+            moe * u.moe_all_expert_params + (held - moe) * u.layer_all_expert_params)
