@@ -10,6 +10,7 @@ builds exactly the scenario's (already padded) vocabulary of V rows.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import shlex
 from typing import Any
 
@@ -41,13 +42,8 @@ def megatron_flags(sc: Scenario) -> list[str]:
             flags.append(f"--moe-ffn-hidden-size {m.moe_expert_ffn_hidden}")
         pattern = [1 if m.layer_kind(i).moe else 0 for i in range(m.layers)]
         if 0 in pattern:   # dense layers among the MoE ones: Megatron's list expression, run by run
-            runs: list[list[int]] = []
-            for v in pattern:
-                if runs and runs[-1][0] == v:
-                    runs[-1][1] += 1
-                else:
-                    runs.append([v, 1])
-            flags.append("--moe-layer-freq " + shlex.quote("(" + "+".join(f"[{v}]*{n}" for v, n in runs) + ")"))
+            runs = "+".join(f"[{v}]*{len(list(g))}" for v, g in itertools.groupby(pattern))
+            flags.append("--moe-layer-freq " + shlex.quote(f"({runs})"))
         if m.moe_shared_ffn_hidden:   # Megatron-Core: the shared experts' total width
             flags.append(f"--moe-shared-expert-intermediate-size {m.moe_shared_ffn_hidden}")
     flags += [f"--tensor-model-parallel-size {p.tp}", f"--pipeline-model-parallel-size {p.pp}",
