@@ -39,6 +39,9 @@ from clustersim.compute.moe_routing import load_factor, spread
 from clustersim.compute.ops import CommOp, Op
 from clustersim.compute.roofline import memory_bound_op
 
+# the forward's token permutation before the dispatch: a unit that runs it dispatches (clustersim.compute.host)
+DISPATCH_PERMUTE = "permute"
+
 FP8_DISPATCH_BYTES = 1 + 4 / 128  # e4m3 value + one fp32 scale per 1x128 tile (DeepSeek-V3 §3.3.2)
 
 
@@ -130,7 +133,7 @@ def moe_forward(c: LayerContext) -> list[Op | CommOp]:
     ops: list[Op | CommOp] = [
         c.gemm("router", t, x.e, h, dtype=router_dtype),
         memory_bound_op("router_topk", t * x.e * 4 * 2, c.gpu),        # fp32 scores: write, read for top-k
-        c.mem("permute", t * h, x.pairs * h, extra_bytes=x.pairs * h if fp8 else 0.0),
+        c.mem(DISPATCH_PERMUTE, t * h, x.pairs * h, extra_bytes=x.pairs * h if fp8 else 0.0),
         *x.a2a("ep_dispatch", fp8 and c.model.moe_token_dispatcher == "flex"),
         *x.etp_comm("etp_dispatch_all_gather", "all_gather"),
     ]

@@ -29,6 +29,8 @@ from clustersim.compute import (
 )
 from clustersim.compute.conventions import resolve_attention
 from clustersim.compute.dtypes import activation_bytes
+from clustersim.compute.host import UnitIssue, unit_issue
+from clustersim.compute.moe import DISPATCH_PERMUTE
 from clustersim.compute.mtp import mtp_cost
 from clustersim.compute.ops import PassCost
 from clustersim.memory.activations import layer_activation_bytes
@@ -59,18 +61,41 @@ class StageWork:
     backward_weight: tuple[Work, ...] = ()  # per backward unit: the W part (weight-gradient GEMMs)
     model_stage: int = 0
     moe_layers: int = 0          # MoE layers among num_layers
-    # kernel launches of each action part (F, B, Bi, W), counted on first use and kept with the
-    # stage (build_step_work is memoised): the host's issue time (clustersim.plan.step_terms.host_s)
-    # reads them for every simulated rank of every plan built on this work
-    _kernel_counts: dict[str, int] = field(default_factory=dict, init=False, compare=False, repr=False)
+    forward_roles: tuple[str, ...] = ()   # per forward unit: "dense" / "moe" layer, "" otherwise
+    backward_roles: tuple[str, ...] = ()  # per backward unit, aligned with ``backward``
+    # host time of each action part's units (F, B, Bi, W) for (megatron, syncs), worked out on first
+    # use and kept with the stage (build_step_work is memoised): the host's issue deficit
+    # (clustersim.plan.step_terms.host_s) reads them for every simulated rank of every plan on this work
+    _issues: dict[tuple[str, bool, bool], tuple[UnitIssue, ...]] = field(default_factory=dict, init=False,
+                                                                          compare=False, repr=False)
 
-    def kernels(self, part: str) -> int:
-        """Kernel launches of one action part's units (``Op.kernels``; collectives launch none here)."""
-        n = self._kernel_counts.get(part)
-        if n is None:
+    def issues(self, part: str, megatron: bool, dispatch_syncs: bool) -> tuple[UnitIssue, ...]:
+        """The host's cost of each unit of one action part (clustersim.compute.host.unit_issue):
+        ``megatron`` prices layers as Megatron-Core's measured host time; ``dispatch_syncs``: a MoE
+        layer whose forward runs here (its own, or recomputed in the backward) waits for its token
+        counts."""
+        key = (part, megatron, dispatch_syncs)
+        got = self._issues.get(key)
+        if got is None:
             works = {"F": self.forward, "B": self.backward, "Bi": self.backward_input, "W": self.backward_weight}[part]
-            n = self._kernel_counts[part] = sum(op.kernels for w in works for op in w if isinstance(op, Op))
-        return n
+            roles = self.forward_roles if part == "F" else self.backward_roles
+            fwd_kernels = {role: _kernels(w) for role, w in zip(self.forward_roles, self.forward, strict=True) if role}
+            out = []
+            for i, (role, work) in enumerate(zip(roles, works, strict=True)):
+                runs_forward = work if part == "F" else self.backward_split[i][0] if part != "W" else ()
+                share = 0.0
+                if part in ("B", "Bi") and role and fwd_kernels.get(role):
+                    share = min(1.0, _kernels(runs_forward) / fwd_kernels[role])
+                syncs = dispatch_syncs and role == "moe" and any(
+                    isinstance(op, Op) and op.name == DISPATCH_PERMUTE for op in runs_forward)
+                out.append(unit_issue(megatron, role, part, _kernels(work), share, syncs))
+            got = self._issues[key] = tuple(out)
+        return got
+
+
+def _kernels(work: Work) -> int:
+    """Kernel launches of a unit's ops (``Op.kernels``; collectives launch none here)."""
+    return sum(op.kernels for op in work if isinstance(op, Op))
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +209,8 @@ def build_step_work(scenario: Scenario) -> StepWork:
     for ms, n in enumerate(counts):
         fwd: list[Work] = []
         bwd: list[Work] = []
+        fwd_roles: list[str] = []
+        bwd_roles: list[str] = []
         split: list[tuple[Work, Work]] = []
         unit_params: list[int] = []
         unit_expert: list[int] = []
@@ -192,12 +219,16 @@ def build_step_work(scenario: Scenario) -> StepWork:
         params = sum(kind(k).params for k in layer_kinds)
         if ms == 0:
             fwd.append(tuple(emb.forward.ops))
+            fwd_roles.append("")
             params += emb.params
         fwd.extend(tuple(kind(k).forward.ops) for k in layer_kinds)
+        fwd_roles.extend("moe" if k.moe else "dense" for k in layer_kinds)
         if ms == last_model:
             mtp = mtp_cost(model, par, gpu, dtype, scenario.training.attention, gpn, emb, out)
             fwd.extend(tuple(cost.forward.ops) for cost in mtp)
             fwd.append(tuple(out.forward.ops))
+            fwd_roles.extend([""] * (len(mtp) + 1))
+            bwd_roles.extend([""] * (len(mtp) + 1))
             bwd.append(_merge(tuple(out.recompute.ops), tuple(out.backward.ops)))
             split.append((tuple(out.recompute.ops), tuple(out.backward.ops)))
             # a tied output layer shares the embedding's weights when both sit on one stage
@@ -217,12 +248,14 @@ def build_step_work(scenario: Scenario) -> StepWork:
             if id(lc) not in merged:   # layers of one kind share one backward tuple (priced once downstream)
                 merged[id(lc)] = _merge(tuple(lc.recompute.ops), tuple(lc.backward.ops))
             bwd.append(merged[id(lc)])
+            bwd_roles.append("moe" if k.moe else "dense")
             split.append((tuple(lc.recompute.ops), tuple(lc.backward.ops)))
             e = expert_params_per_gpu(model, par.tp, par.ep, par.etp, moe=k.moe)
             unit_params.append(lc.params - e)
             unit_expert.append(e)
         if ms == 0:
             bwd.append(_merge(tuple(emb.recompute.ops), tuple(emb.backward.ops)))
+            bwd_roles.append("")
             split.append((tuple(emb.recompute.ops), tuple(emb.backward.ops)))
             unit_params.append(emb.params)
             unit_expert.append(0)
@@ -236,7 +269,8 @@ def build_step_work(scenario: Scenario) -> StepWork:
                                  unit_params=tuple(unit_params), unit_expert_params=tuple(unit_expert),
                                  params=params, backward_input=tuple(p[0] for p in parts),
                                  backward_weight=tuple(p[1] for p in parts), model_stage=ms,
-                                 moe_layers=sum(k.moe for k in layer_kinds)))
+                                 moe_layers=sum(k.moe for k in layer_kinds), forward_roles=tuple(fwd_roles),
+                                 backward_roles=tuple(bwd_roles)))
     stages = tuple(StageWork(index=g, **model_stages[graph.model_stage[g]]) for g in range(graph.num_stages))
     params_per_rank = tuple(sum(stages[graph.stage(r, c)].params for c in range(graph.chunks)) for r in range(par.pp))
     experts_per_rank = tuple(sum(sum(stages[graph.stage(r, c)].unit_expert_params) for c in range(graph.chunks))

@@ -388,7 +388,8 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
             totals = {k: total_of(u) for k, u in units.items()}
             opt_s = work.optimizer_time_s[p] / host.speed
             counts = classic_counts(*key[:4])[p] if key is not None else Counter((a.stage, a.part) for a in actions)
-            kernels = {k: work.stages[k[0]].kernels(k[1]) for k in units}
+            deficits = step_terms.issue_deficits(host.scenario, work,
+                                                 {k: tuple(u.time_s for u in us) for k, us in units.items()})
             holds_data = any(graph.model_stage[g] in (0, last_model) for g in stages)
             ranks.append(SimRank(len(ranks), c, p, tuple(actions), units, totals,
                                  {}, {}, split, send, {k: (send_s[id(v)] if v is not None else 0.0) for k, v in send.items()},
@@ -396,7 +397,7 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
                                  overlap_slowdown(host.scenario.cluster.gpu), send_at,
                                  {b: send_s[id(v)] for b, v in send_at.items()}, key,
                                  step_terms.jitter_s(scenario, counts, totals, opt_s),
-                                 step_terms.host_s(host.scenario, counts, totals, kernels, cls.num_micro_batches,
+                                 step_terms.host_s(host.scenario, counts, deficits, cls.num_micro_batches,
                                                    holds_data, barrier_s)))
     groups = [dp.grad_buckets, dp.param_gathers]
     if dp.zero3 is not None:

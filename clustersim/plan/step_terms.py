@@ -11,11 +11,12 @@ bounds leave them out (a lower bound stays one when the true time grows).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from clustersim.compute import host
 from clustersim.compute.variation import sync_wait_fraction
 from clustersim.plan.comm_plans import comm_plan
+from clustersim.plan.stage_work import StepWork
 from clustersim.scenario import Scenario
 
 Total = tuple[float, tuple[tuple[str, float], ...]]
@@ -37,12 +38,23 @@ def jitter_s(scenario: Scenario, actions: Mapping[tuple[int, str], int], totals:
     return frac * (sum(n * compute_seconds(totals[key]) for key, n in actions.items()) + optimizer_s)
 
 
-def host_s(scenario: Scenario, actions: Mapping[tuple[int, str], int], totals: Mapping[tuple[int, str], Total],
-           kernels: Mapping[tuple[int, str], int], micro_batches: int, holds_data: bool, barrier_s: float) -> float:
-    """Issue deficits of the rank's actions (``actions``: how many of each (global stage, part)),
-    the step's synchronising calls and, for Megatron on the stages that read the data, the
-    per-micro-batch broadcast of the batch over TP (clustersim.compute.host)."""
-    deficit = sum(n * host.issue_deficit_s(kernels[key], compute_seconds(totals[key])) for key, n in actions.items())
+def issue_deficits(scenario: Scenario, work: StepWork, unit_s: Mapping[tuple[int, str], Sequence[float]]
+                   ) -> dict[tuple[int, str], float]:
+    """The issue deficit of each action (global stage, part) of a rank, from its units' host time
+    (``StageWork.issues``) and GPU seconds (``unit_s``: each unit's contention-free time)."""
+    megatron = scenario.framework.name.startswith("megatron")
+    syncs = megatron and not scenario.model.moe_pad_to_capacity
+    return {key: host.issue_deficit_s(work.stages[key[0]].issues(key[1], megatron, syncs), gpu)
+            for key, gpu in unit_s.items()}
+
+
+def host_s(scenario: Scenario, actions: Mapping[tuple[int, str], int], deficits: Mapping[tuple[int, str], float],
+           micro_batches: int, holds_data: bool, barrier_s: float) -> float:
+    """Issue deficits of the rank's actions (``actions``: how many of each (global stage, part);
+    ``deficits``: ``issue_deficits``), the step's synchronising calls and, for Megatron on the
+    stages that read the data, the per-micro-batch broadcast of the batch over TP
+    (clustersim.compute.host)."""
+    deficit = sum(n * deficits[key] for key, n in actions.items())
     framework, dtype = scenario.framework.name, scenario.training.dtype
     syncs = host.sync_points(framework, dtype)
     fixed = syncs * host.KERNEL_ISSUE_S

@@ -6,8 +6,10 @@ import math
 
 from clustersim.api import estimate, simulate
 from clustersim.compute import host
+from clustersim.compute.ops import Op
 from clustersim.compute.variation import sync_wait_fraction
 from clustersim.engine.timeline import CAUSES
+from clustersim.plan.stage_work import build_step_work
 from clustersim.plan.step_plan import build_plan
 from clustersim.plan.step_terms import compute_seconds
 from clustersim.scenario import scenario_from_dict
@@ -62,3 +64,56 @@ def test_tiny_layers_are_host_bound() -> None:
     report = simulate(sc)
     assert report.breakdown["host"] > report.breakdown["compute"]
     assert math.isclose(sum(report.breakdown[c] for c in CAUSES), report.step_time_s, rel_tol=1e-9)
+
+
+def tiny(framework: str = "megatron-core", **parallel) -> object:
+    """A 4-layer, hidden-256 model on one H100: every layer is far shorter on the GPU than on the host."""
+    return scenario_from_dict({"model": {"preset": "megatron-1.7b", "hidden": 256, "heads": 4, "layers": 4,
+                                         "seq_len": 256, "vocab": 1024},
+                               "cluster": {"preset": "dgx-h100", "nodes": 1, "gpus_per_node": 1},
+                               "framework": framework,
+                               "parallel": {"tp": 1, "pp": 1, "dp": 1, "global_batch": 8, **parallel},
+                               "training": {"dtype": "bf16"}})
+
+
+def test_a_megatron_layer_costs_the_host_what_megatron_core_was_measured_to_spend() -> None:
+    # 8 micro-batches x 4 layers x (forward + backward): at least the measured Python time, which
+    # kernels x KERNEL_ISSUE_S (this layer names about 40 kernels) falls well short of
+    sc = tiny()
+    layer_s = host.MEGATRON_LAYER_HOST_S[("dense", "F")] + host.MEGATRON_LAYER_HOST_S[("dense", "B")]
+    report = estimate(sc)
+    assert report.step_time_s >= 8 * 4 * layer_s
+    assert report.breakdown["host"] > 0.5 * 8 * 4 * layer_s
+
+
+def test_other_frameworks_keep_the_kernel_count() -> None:
+    st = build_step_work(tiny("torchtitan")).stages[0]
+    for part, works in (("F", st.forward), ("B", st.backward)):
+        for u, work in zip(st.issues(part, False, False), works, strict=True):
+            kernels = sum(op.kernels for op in work if isinstance(op, Op))
+            assert math.isclose(u.host_s, kernels * host.KERNEL_ISSUE_S) and not u.syncs
+
+
+def test_full_recompute_pays_the_forward_again_on_the_host() -> None:
+    plain, full = estimate(tiny()), estimate(tiny(recompute="full"))
+    extra = full.breakdown["host"] - plain.breakdown["host"]
+    # the backward re-runs each layer's forward: its measured host time, less what the GPU hides
+    assert extra > 0.5 * 8 * 4 * host.MEGATRON_LAYER_HOST_S[("dense", "F")]
+
+
+def moe(**moe_fields) -> object:
+    return scenario_from_dict({"model": {"preset": "mixtral-8x7b", "moe": moe_fields},
+                               "cluster": {"preset": "dgx-h100", "nodes": 8},
+                               "parallel": {"tp": 1, "pp": 4, "dp": 16, "ep": 8, "virtual_stages": 8,
+                                            "schedule": "interleaved-1f1b", "global_batch": 256},
+                               "training": {"dtype": "bf16"}})
+
+
+def test_each_dropless_moe_forward_waits_for_its_token_counts() -> None:
+    # Mixtral's layers keep the GPU busier than the host: what remains is one kernel issue after
+    # each MoE layer's forward sync, 32 layers / 4 stages x 16 micro-batches on every rank
+    dropless = build_plan(moe()).ranks[0]
+    assert dropless.host_s >= 8 * 16 * host.KERNEL_ISSUE_S
+    # with the input padded to capacity the token counts are known in advance: no sync
+    padded = build_plan(moe(capacity_factor=1.5, pad_to_capacity=True)).ranks[0]
+    assert padded.host_s < 0.1 * dropless.host_s
