@@ -19,7 +19,7 @@ PLANTED = 0.8   # the machine computes at 0.8 of the model's speed
 
 
 def _scenario(tp: int, layers: int, hidden: int) -> dict:
-    return {"name": f"job tp{tp}", "model": {"layers": layers, "hidden": hidden, "heads": 16, "seq_len": 2048,
+    return {"name": f"job tp{tp}", "model": {"layers": layers, "hidden": hidden, "heads": 16, "seq_len": 4096,
                                              "vocab": 32768},
             "cluster": {"preset": "dgx-h100", "nodes": 1},
             "parallel": {"tp": tp, "dp": 8 // tp, "global_batch": 32, "micro_batch": 2,
