@@ -25,6 +25,7 @@ on one H100 (tests/compute/test_microbench.py, ``python benchmarks/micro_fit.py`
 
 from __future__ import annotations
 
+from clustersim.compute.ops import Op
 from clustersim.compute.roofline import KERNEL_FLOOR_S, memory_time_s
 from clustersim.hardware.spec import GpuSpec
 
@@ -41,3 +42,9 @@ CROSS_ENTROPY_EAGER_BWD = (4 + 8 + 4 + 4 + 2, 3)
 def eager_time_s(bytes_moved: float, kernels: int, gpu: GpuSpec) -> float:
     """``kernels`` streaming kernels moving ``bytes_moved`` in all, each at least the launch floor."""
     return max(memory_time_s(bytes_moved, gpu), kernels * KERNEL_FLOOR_S)
+
+
+def eager_op(name: str, bytes_moved: float, kernels: int, gpu: GpuSpec) -> Op:
+    """An op of ``kernels`` eager kernels moving ``bytes_moved`` in all (``eager_time_s``), carrying
+    its kernel count for the host model (``Op.kernels``)."""
+    return Op(name, 0.0, bytes_moved, eager_time_s(bytes_moved, kernels, gpu) / gpu.compute_scale, kernels=kernels)

@@ -18,7 +18,7 @@ import math
 
 from clustersim.compute.conventions import uses_dropout
 from clustersim.compute.dtypes import activation_bytes, check_dtype
-from clustersim.compute.eager import CROSS_ENTROPY_EAGER_BWD, EAGER_OPS, eager_time_s
+from clustersim.compute.eager import CROSS_ENTROPY_EAGER_BWD, EAGER_OPS, eager_op
 from clustersim.compute.gemm import gemm_op
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
 from clustersim.compute.precision import compute_dtype
@@ -103,11 +103,9 @@ def _output_cost(model: ModelSpec, tp_: int, cp: int, sp_: bool, micro_batch: in
     fwd.append(gemm_op("logits", t, v, h, gpu, hp))
     if eager:   # F.cross_entropy(logits.float(), labels) kernel by kernel (clustersim.compute.eager)
         per, kernels = EAGER_OPS["cross_entropy_fp32_upcast"]
-        fwd.append(Op("cross_entropy", 0.0, logits * per, eager_time_s(logits * per, kernels, gpu) / gpu.compute_scale,
-                      kernels=kernels))
+        fwd.append(eager_op("cross_entropy", logits * per, kernels, gpu))
         per, kernels = CROSS_ENTROPY_EAGER_BWD
-        ce_bwd = Op("cross_entropy_bwd", 0.0, logits * per,
-                    eager_time_s(logits * per, kernels, gpu) / gpu.compute_scale, kernels=kernels)
+        ce_bwd = eager_op("cross_entropy_bwd", logits * per, kernels, gpu)
     else:
         # unfused vocab-parallel cross-entropy, per logit: cast to fp32 (read act_b, write 4), max (read 4),
         # subtract max in place (r+w 8), exp (r+w 8), sum (read 4), divide in place, kept for backward (r+w 8)
