@@ -48,6 +48,7 @@ class MoeSection(Section):
     router_group_topk: int = Field(0, ge=0, le=MAX_EXPERTS)
     token_dispatcher: Literal["alltoall", "flex"] = "alltoall"
     every: int = Field(1, ge=1, le=MAX_LAYERS)      # every N-th layer after the dense ones is MoE (Llama 4)
+    expert_bias: bool = False    # biases on the routed experts' linear layers (gpt-oss)
 
 
 class ModelSection(Section):
@@ -83,6 +84,8 @@ class ModelSection(Section):
     dropout: bool | None = None   # None: the activation family's convention (docs/compute.md)
     # a vision tower's parameters that the owner's total counts and clustersim does not simulate (Llama 4)
     vision_params: int | None = Field(None, ge=0, le=MAX_MODEL_DIM ** 3)
+    # clamp of a gated activation's halves (gpt-oss swiglu_limit 7.0); 0 = none (model_fields checks it)
+    activation_clamp: float | None = Field(None, ge=0, allow_inf_nan=False)
 
 
 class ClusterSection(NodeHardware):

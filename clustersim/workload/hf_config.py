@@ -10,7 +10,8 @@ the cost in a way clustersim does not model; a key in no table is refused as unk
 
 What the architecture fixes without a key (the modelling code of each family in HF transformers,
 models/<family>/modeling_<family>.py, v4.55): Qwen3 and Gemma 3 normalise Q and K per head
-(``q_norm``/``k_norm``); gpt-oss adds a learned sink logit per head (``sinks``); Gemma 3 puts a
+(``q_norm``/``k_norm``); gpt-oss adds a learned sink logit per head (``sinks``) and biases on
+its experts (``GptOssExperts.gate_up_proj_bias``, ``down_proj_bias``); Gemma 3 puts a
 norm after the attention and after the MLP (``post_attention_layernorm``,
 ``post_feedforward_layernorm``); Llama 4's MoE layers have one shared expert beside the routed
 ones (``Llama4TextMoe.shared_expert``). Keys a family's config class fills in when the file leaves
@@ -56,7 +57,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                     "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
                     "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
                     "sliding_window": 4096, "sliding_window_pattern": 6},
-    "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128, "head_dim": 64},
+    "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128, "head_dim": 64, "swiglu_limit": 7.0},
     # Qwen3Config(head_dim=128): a file without the key has 128-wide heads (not hidden / heads)
     "qwen3": {"head_dim": 128},
     "llama4_text": {"tie_word_embeddings": False, "interleave_moe_layer_step": 1, "num_experts_per_tok": 1,
@@ -242,8 +243,13 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
         cfg.setdefault("num_experts_per_tok", cfg.get("experts_per_token"))
         cfg.setdefault("layer_types", ["full_attention" if (i + 1) % 2 == 0 else "sliding_attention"
                                        for i in range(cfg["num_hidden_layers"])])
-        fields["moe"] = _moe(cfg, "num_local_experts", "intermediate_size")
+        # GptOssExperts always carries gate_up_proj_bias and down_proj_bias (no key switches them)
+        fields["moe"] = {**_moe(cfg, "num_local_experts", "intermediate_size"), "expert_bias": True}
         fields["attention_sinks"] = True
+        limit = cfg["swiglu_limit"]
+        if isinstance(limit, bool) or not isinstance(limit, int | float) or limit < 0:
+            raise _bad(path, "swiglu_limit", limit, "a number >= 0 (the clamp of the SwiGLU's halves; 0: none)")
+        fields["activation_clamp"] = limit
         _window_layers(cfg, path, fields)
     if family == "gemma3_text":
         fields["qk_norm"] = fields["sandwich_norm"] = True

@@ -52,7 +52,8 @@ COMMON_IRRELEVANT: dict[str, str] = {
                                "length (a job setting: model.seq_len, default 4096)",
     "attention_bias": "bias vectors of the attention projections: under 0.01% of the parameters, added in the "
                       "GEMM epilogue",
-    "mlp_bias": "bias vectors of the MLP: under 0.01% of the parameters, added in the GEMM epilogue",
+    "mlp_bias": "bias vectors of the dense MLP: under 0.01% of the parameters, added in the GEMM epilogue (routed "
+                "experts' biases are moe.expert_bias, set by the family: gpt-oss)",
     "pretraining_tp": "a Llama-1/2 checkpoint detail (slices of the projections), the same GEMMs",
     "output_router_logits": "whether the router logits are returned to the caller",
     "router_aux_loss_coef": "the weight of the load-balancing loss (E floats per token)",
@@ -141,9 +142,10 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
         "modelled": {"num_local_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
                      "experts_per_token": "moe.top_k (must equal num_experts_per_tok)",
                      "intermediate_size": "moe.expert_ffn_hidden (every layer is MoE)",
-                     "sliding_window": "attention_window", "layer_types": "attention_pattern sliding, global_every"},
+                     "sliding_window": "attention_window", "layer_types": "attention_pattern sliding, global_every",
+                     "swiglu_limit": "activation_clamp (the clamp of the SwiGLU's gate and linear halves: eager "
+                                     "kernels before the activation, clustersim.compute.glu_clamp)"},
         "irrelevant": {"initial_context_length": "YaRN's original context (a RoPE constant)",
-                       "swiglu_limit": "a clamp inside the SwiGLU (the same element-wise work)",
                        "swiglu_alpha": "the sigmoid's scale inside gpt-oss's SwiGLU (transformers v5 saves it): the "
                                        "same element-wise work"},
         "refused": {},

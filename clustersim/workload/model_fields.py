@@ -14,14 +14,18 @@ value and what is allowed (exit 2):
 * ``moe.shared_ffn_hidden`` (the shared experts' total width, Megatron's
   ``--moe-shared-expert-intermediate-size``): with ``moe.shared_experts`` also given, it must equal
   ``shared_experts x expert width``.
+* ``activation_clamp`` (a number >= 0; 0 = no clamp): the value at which a gated activation's
+  halves are clamped (gpt-oss's ``swiglu_limit``); only with a gated ``ffn_act`` (swiglu, geglu).
+* ``moe.expert_bias`` (true / false): biases on the routed experts' linear layers; only for a MoE model.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.workload.model_spec import ModelSpec
+from clustersim.workload.model_spec import GATED_ACTS, ModelSpec
 
 
 def _attention_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -78,6 +82,22 @@ def _shared_ffn(moe: dict[str, Any], fields: dict[str, Any]) -> int:
     return int(width)
 
 
+def _activation_clamp(fields: dict[str, Any]) -> float:
+    """``activation_clamp`` as a float (0.0 when left out): a finite number >= 0, and above 0 only
+    for a gated activation (the clamp bounds the gate and linear halves of a GLU's input)."""
+    value = fields.get("activation_clamp")
+    if value is None:
+        return 0.0
+    allowed = "a number >= 0 (0: no clamp; gpt-oss: 7.0, its swiglu_limit)"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise InputError("model.activation_clamp", value, allowed)
+    act = fields.get("ffn_act") or "gelu"
+    if value and act not in GATED_ACTS:
+        raise InputError("model.activation_clamp", value, f"0 for ffn_act {act}: a clamp bounds the halves of a "
+                         "gated activation (swiglu, geglu)")
+    return float(value)
+
+
 def model_from_fields(name: str, fields: dict[str, Any], notes: tuple[str, ...] = ()) -> ModelSpec:
     """The ModelSpec of a scenario's resolved ``model:`` fields (preset, HF config and explicit
     fields merged; the moe section as a dict or a pydantic section); ``notes``: how they were read."""
@@ -109,11 +129,15 @@ def model_from_fields(name: str, fields: dict[str, Any], notes: tuple[str, ...] 
         sandwich_norm=bool(fields.get("sandwich_norm") or False), moe_every=every, notes=notes,
         dropout=None if fields.get("dropout") is None else bool(fields["dropout"]),
         vision_params=fields.get("vision_params") or 0,
+        activation_clamp=_activation_clamp(fields), moe_expert_bias=bool(moe.get("expert_bias") or False),
         **_attention_fields(fields),
     )
     if model.moe_pad_to_capacity and not model.moe_capacity_factor:
         raise InputError("model.moe.pad_to_capacity", True, "false unless model.moe.capacity_factor is set (the "
                          "padding fills each expert up to its capacity; Megatron refuses it without one)")
+    if not model.is_moe and model.moe_expert_bias:
+        raise InputError("model.moe.expert_bias", True, "false unless model.moe.experts is set (it marks biases on "
+                         "the routed experts)")
     if not model.is_moe and every > 1:   # a dense model has no MoE layer to space out
         raise InputError("model.moe.every", every, "left out unless model.moe.experts is set")
     if model.global_every > model.layers:   # no layer would be global: the pattern is then all local

@@ -81,6 +81,14 @@ class ModelSpec(HashMemo):
     on the last pipeline stage. ``vision_params``: a vision tower that the owner's published total
     counts (Llama 4's 109B and 400B): counted in ``main_params`` and the checkpoint, never
     simulated (no compute, no memory: clustersim times the language model).
+
+    Element-wise work the shape alone does not give: ``activation_clamp`` > 0 clamps the two
+    halves of a gated activation's input before it (the gate half from above, the linear half on
+    both sides, at that value: gpt-oss's ``swiglu_limit`` 7.0; 0 = no clamp), priced as the
+    kernels the frameworks run for it (clustersim.compute.glu_clamp). ``moe_expert_bias``: the
+    routed experts' linear layers carry biases (gpt-oss's ``gate_up_proj_bias`` and
+    ``down_proj_bias``), whose fc2 bias Megatron-Core adds expert by expert
+    (clustersim.compute.expert_bias).
     """
 
     name: str
@@ -123,6 +131,8 @@ class ModelSpec(HashMemo):
     dropout: bool | None = None  # None: the activation family's convention (clustersim.compute.conventions)
     notes: tuple[str, ...] = ()  # how the shape was read (an HF config, defaulted fields); shown in the report
     vision_params: int = 0  # a vision tower the owner's total counts; not simulated
+    activation_clamp: float = 0.0  # clamp of a gated activation's halves (gpt-oss swiglu_limit); 0 = none
+    moe_expert_bias: bool = False  # biases on the routed experts' linear layers (gpt-oss)
 
     def __post_init__(self) -> None:
         if self.kv_heads == 0:

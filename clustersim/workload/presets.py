@@ -88,15 +88,18 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # gpt-oss (OpenAI gpt-oss model card, arXiv 2508.10925, §2 and Table 1; openai/gpt-oss-*
     # config.json): head_dim 64 (64 query heads, 8 KV heads), sliding window 128 on every other
     # layer (layer_types alternate, sliding first), a learned sink logit per head, SwiGLU experts of
-    # width 2880, 4 per token, every layer MoE, untied, vocab 201088 (o200k_harmony)
+    # width 2880, 4 per token, every layer MoE, untied, vocab 201088 (o200k_harmony); the SwiGLU's
+    # halves clamped at 7.0 (config.json swiglu_limit) and biases on the experts (the checkpoint's
+    # mlp.experts.gate_up_proj_bias and down_proj_bias; Megatron-Bridge gpt_oss_bridge.py at 067f987df:
+    # add_bias_linear=True, activation_func_clamp_value=7.0)
     "gpt-oss-20b": dict(layers=24, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880,
                         ffn_act="swiglu", vocab=201088, seq_len=4096, attention_pattern="sliding",
-                        attention_window=128, global_every=2, attention_sinks=True,
-                        moe={"experts": 32, "top_k": 4, "expert_ffn_hidden": 2880}),
+                        attention_window=128, global_every=2, attention_sinks=True, activation_clamp=7.0,
+                        moe={"experts": 32, "top_k": 4, "expert_ffn_hidden": 2880, "expert_bias": True}),
     "gpt-oss-120b": dict(layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880,
                          ffn_act="swiglu", vocab=201088, seq_len=4096, attention_pattern="sliding",
-                         attention_window=128, global_every=2, attention_sinks=True,
-                         moe={"experts": 128, "top_k": 4, "expert_ffn_hidden": 2880}),
+                         attention_window=128, global_every=2, attention_sinks=True, activation_clamp=7.0,
+                         moe={"experts": 128, "top_k": 4, "expert_ffn_hidden": 2880, "expert_bias": True}),
     # Llama 4 (Meta, "The Llama 4 herd", 2025-04-05; meta-llama/Llama-4-Scout-17B-16E and
     # Llama-4-Maverick-17B-128E config.json text_config): 16 / 128 routed experts of width 8192, one
     # per token, plus one shared expert; Maverick alternates dense (width 16384) and MoE layers

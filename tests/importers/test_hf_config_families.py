@@ -37,7 +37,8 @@ PUBLISHED_ONLY = {"gemma-3-1b-pt": 302e6 + 698e6, "gemma-3-4b-pt": 675e6 + 3209e
 SHAPE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_act", "vocab", "tie_embeddings",
          "attention", "qk_norm", "attention_pattern", "attention_window", "global_every", "attention_sinks",
          "sandwich_norm", "moe_experts", "moe_top_k", "moe_shared_experts", "moe_expert_ffn_hidden",
-         "moe_first_dense_layers", "moe_every", "mtp_layers", "q_lora_rank", "kv_lora_rank")
+         "moe_first_dense_layers", "moe_every", "mtp_layers", "q_lora_rank", "kv_lora_rank", "activation_clamp",
+         "moe_expert_bias")
 
 
 def _cfg(name: str) -> dict:
