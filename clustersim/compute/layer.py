@@ -42,12 +42,14 @@ from clustersim.compute.attention import attention_ops
 from clustersim.compute.attention_standard import standard_attention_ops
 from clustersim.compute.context_parallel import cp_attention
 from clustersim.compute.conventions import local_kv_heads, resolve_attention
+from clustersim.compute.glu_clamp import clamp_ops
 from clustersim.compute.layer_context import LayerContext
 from clustersim.compute.mla import mla_params_per_gpu, mla_projections_bwd, mla_projections_fwd
 from clustersim.compute.moe import moe_backward, moe_forward, moe_params_per_gpu
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
 from clustersim.compute.roofline import memory_bound_op
 from clustersim.errors import InputError
+from clustersim.frameworks import DEFAULT_FRAMEWORK
 from clustersim.hardware.spec import GpuSpec
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
@@ -56,7 +58,7 @@ from clustersim.workload.model_spec import ModelSpec
 def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str,
                            attention: str = "auto", moe: bool | None = None, gpus_per_node: int = 8,
                            elementwise: str = "fused", recompute: str | None = None, recipe: str = "",
-                           local: bool | None = None) -> LayerCost:
+                           local: bool | None = None, framework: str = DEFAULT_FRAMEWORK) -> LayerCost:
     """Forward, backward and recompute ops of one transformer layer for one micro-batch on one GPU.
 
     ``attention``: "flash", "standard" or "auto" (clustersim.compute.conventions.resolve_attention).
@@ -67,7 +69,9 @@ def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpe
     ``full-inner``, a later layer of a checkpointed group, recomputes like ``full``);
     ``recipe``: the fp8/fp4 scaling recipe ("" = the GPU's default, clustersim.compute.precision);
     ``local``: a layer of the model's local attention span (sliding window or chunk) rather than
-    full attention (None: as layer 0, ``ModelSpec.layer_kind``).
+    full attention (None: as layer 0, ``ModelSpec.layer_kind``); ``framework``: the framework's name
+    (Megatron's frameworks add the routed experts' fc2 bias expert by expert,
+    clustersim.compute.expert_bias).
     """
     moe = model.is_moe if moe is None else (moe and model.is_moe)
     local = model.is_local_layer(0) if local is None else (local and model.has_local_attention)
@@ -75,8 +79,9 @@ def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpe
         raise InputError("elementwise", elementwise, ("fused", "eager"))
     policy = layout.recompute if recompute is None else recompute
     policy = "full" if policy == "full-inner" else policy
+    bias_loop = moe and model.moe_expert_bias and framework.startswith("megatron")
     return _layer_cost(model, compute_layout(layout, policy), gpu, dtype, resolve_attention(attention, gpu.name),
-                       moe, gpus_per_node if moe and layout.ep > 1 else 8, elementwise, recipe, local)
+                       moe, gpus_per_node if moe and layout.ep > 1 else 8, elementwise, recipe, local, bias_loop)
 
 
 def compute_layout(layout: ParallelLayout, recompute: str | None = None) -> ParallelLayout:
@@ -182,15 +187,18 @@ def _sandwich_bwd(c: LayerContext, name: str) -> list[Op]:
 
 
 def _mlp_fwd(c: LayerContext) -> list[Op | CommOp]:
+    """fc1, the activation (after the clamp of its halves, clustersim.compute.glu_clamp: Megatron's
+    dense MLP runs it unfused, no cat) and fc2."""
     t = c.tokens
-    return [c.gemm("fc1", t, c.ffn * c.gate, c.h), _activation_fwd(c, "activation", t),
-            c.gemm("fc2", t, c.h, c.ffn)]
+    return [c.gemm("fc1", t, c.ffn * c.gate, c.h), *clamp_ops(c, "activation_clamp", t, c.ffn, cat=False),
+            _activation_fwd(c, "activation", t), c.gemm("fc2", t, c.h, c.ffn)]
 
 
 def _mlp_bwd(c: LayerContext) -> list[Op | CommOp]:
     t = c.tokens
     return [c.gemm("fc2_dgrad", t, c.ffn, c.h), c.wgemm("fc2_wgrad", c.h, c.ffn, t),
-            _activation_bwd(c, "activation_bwd", t)]
+            _activation_bwd(c, "activation_bwd", t),
+            *clamp_ops(c, "activation_clamp_bwd", t, c.ffn, cat=False, backward=True)]
 
 
 def _tp_in_bwd(c: LayerContext, prefix: str, dgrad: Op, wgrad: Op) -> list[Op | CommOp]:
@@ -257,8 +265,8 @@ def _mlp_block(c: LayerContext, moe: bool) -> tuple[list[Op | CommOp], list[Op |
 @functools.lru_cache(maxsize=4096)
 def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
                 moe: bool = False, gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "",
-                local: bool = False) -> LayerCost:
-    c = LayerContext(model, layout, gpu, dtype, attention, gpus_per_node, elementwise, recipe, local)
+                local: bool = False, expert_bias_loop: bool = False) -> LayerCost:
+    c = LayerContext(model, layout, gpu, dtype, attention, gpus_per_node, elementwise, recipe, local, expert_bias_loop)
     attn_fwd, attn_bwd, core_fwd = _attention_block(c)
     mlp_fwd, mlp_bwd = _mlp_block(c, moe)
     fwd: list[Op | CommOp] = [_norm_fwd(c, "input_norm"), *attn_fwd, *_sandwich_fwd(c, "post_attn_norm"),
@@ -283,7 +291,9 @@ def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: s
 _MODULE_OPS = {   # op names each Megatron recompute module re-runs in the backward pass
     "layernorm": ("input_norm", "pre_mlp_norm"),
     "mla_up_proj": ("mla_q_up", "mla_q_proj", "mla_kv_up", "mla_rope"),
-    "moe_act": ("expert_activation", "shared_expert_activation"),
+    # the activation with the clamp before it (Megatron checkpoints bias_act_func, which runs both)
+    "moe_act": ("expert_activation_clamp", "expert_activation", "shared_expert_activation_clamp",
+                "shared_expert_activation"),
 }
 
 

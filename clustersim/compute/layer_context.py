@@ -28,7 +28,8 @@ class LayerContext:
     """Shapes of one layer on one GPU (a plain namespace used while building the op lists)."""
 
     def __init__(self, model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
-                 gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "", local: bool = False) -> None:
+                 gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "", local: bool = False,
+                 expert_bias_loop: bool = False) -> None:
         check_dtype(dtype)
         tp, cp = layout.tp, layout.cp
         if model.heads % tp:
@@ -57,6 +58,8 @@ class LayerContext:
         self.recipe = recipe
         # the attention span of this layer: full causal, or the model's sliding window / chunk
         self.pattern, self.window = layer_span(model, local)
+        # the routed experts' fc2 bias added expert by expert (Megatron; clustersim.compute.expert_bias)
+        self.expert_bias_loop = expert_bias_loop
 
     def tp_comm(self, name: str, collective: str, overlappable: bool = False) -> CommOp:
         size = self.tokens * self.h * self.act_b

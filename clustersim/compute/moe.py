@@ -20,7 +20,9 @@ MoEAlltoAllTokenDispatcher; experts.py TEGroupedMLP):
    group (dispatch_postprocess), reduce-scatter before the combine.
 5. grouped expert GEMMs (TEGroupedMLP / DeepGEMM m-grouped contiguous layout): the busiest EP
    rank holds ``t k etp x load`` token-expert pairs spread over its ``E / ep`` experts, each of
-   width ``ffn_e / etp``; SwiGLU between fc1 and fc2.
+   width ``ffn_e / etp``; SwiGLU between fc1 and fc2 (with ``activation_clamp``, the clamp of its
+   halves before it: clustersim.compute.glu_clamp); with ``moe_expert_bias`` under Megatron, the
+   fc2 bias added expert by expert after fc2 (clustersim.compute.expert_bias).
 6. ``ep_combine``: the reverse all-to-all (BF16), then ``unpermute`` sums the ``k`` weighted copies.
 
 Shared experts (DeepSeekMoE, arXiv 2401.06066 §3.2; Megatron SharedExpertMLP) are a dense MLP of
@@ -34,6 +36,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from clustersim.compute.expert_bias import expert_bias_ops
+from clustersim.compute.glu_clamp import clamp_ops
 from clustersim.compute.layer_context import LayerContext
 from clustersim.compute.moe_routing import load_factor, spread
 from clustersim.compute.ops import CommOp, Op
@@ -102,6 +106,7 @@ class _Moe:
         if c.sp:
             ops.append(c.tp_comm("shared_expert_input_all_gather", "all_gather"))
         ops += [c.gemm("shared_expert_fc1", t, self.shared_ffn * c.gate, c.h),
+                *clamp_ops(c, "shared_expert_activation_clamp", t, self.shared_ffn, cat=False),
                 c.mem("shared_expert_activation", t * self.shared_ffn * c.gate, t * self.shared_ffn),
                 c.gemm("shared_expert_fc2", t, c.h, self.shared_ffn)]
         if c.tp > 1:
@@ -118,6 +123,7 @@ class _Moe:
             ops.append(c.tp_comm("shared_expert_out_grad_all_gather", "all_gather"))
         ops += [c.gemm("shared_expert_fc2_dgrad", t, f, c.h), c.wgemm("shared_expert_fc2_wgrad", c.h, f, t),
                 c.mem("shared_expert_activation_bwd", t * f * (c.gate + 1), t * f * c.gate),
+                *clamp_ops(c, "shared_expert_activation_clamp_bwd", t, f, cat=False, backward=True),
                 c.gemm("shared_expert_fc1_dgrad", t, c.h, f * c.gate), c.wgemm("shared_expert_fc1_wgrad", f * c.gate, c.h, t)]
         if c.tp > 1:
             ops.append(c.tp_comm("shared_expert_dgrad_reduce", "reduce_scatter" if c.sp else "all_reduce",
@@ -141,8 +147,10 @@ def moe_forward(c: LayerContext) -> list[Op | CommOp]:
         ops.append(c.mem("permute_local", x.expert_tokens * h, x.expert_tokens * h))
     le = x.local_experts
     ops += [_grouped(c.gemm("expert_fc1", x.per_expert, x.ffn * c.gate, h, batch=le), le),
+            *clamp_ops(c, "expert_activation_clamp", x.expert_tokens, x.ffn, cat=not c.eager),
             c.mem("expert_activation", x.expert_tokens * x.ffn * c.gate, x.expert_tokens * x.ffn),
-            _grouped(c.gemm("expert_fc2", x.per_expert, h, x.ffn, batch=le), le)]
+            _grouped(c.gemm("expert_fc2", x.per_expert, h, x.ffn, batch=le), le),
+            *expert_bias_ops(c, "expert_fc2_bias", x.expert_tokens, le)]
     if x.local_experts > 1:
         ops.append(c.mem("unpermute_local", x.expert_tokens * h, x.expert_tokens * h))
     ops += [*x.etp_comm("etp_combine_reduce_scatter", "reduce_scatter"),
@@ -164,9 +172,11 @@ def moe_backward(c: LayerContext) -> list[Op | CommOp]:
     if x.local_experts > 1:
         ops.append(c.mem("unpermute_local_bwd", x.expert_tokens * h, x.expert_tokens * h))
     pe, le, f = x.per_expert, x.local_experts, x.ffn
-    ops += [_grouped(c.gemm("expert_fc2_dgrad", pe, f, h, batch=le), le),
+    ops += [*expert_bias_ops(c, "expert_fc2_bias_bwd", x.expert_tokens, le, backward=True),
+            _grouped(c.gemm("expert_fc2_dgrad", pe, f, h, batch=le), le),
             _grouped(c.wgemm("expert_fc2_wgrad", h, f, pe, batch=le), le),
             c.mem("expert_activation_bwd", x.expert_tokens * f * (c.gate + 1), x.expert_tokens * f * c.gate),
+            *clamp_ops(c, "expert_activation_clamp_bwd", x.expert_tokens, f, cat=not c.eager, backward=True),
             _grouped(c.gemm("expert_fc1_dgrad", pe, h, f * c.gate, batch=le), le),
             _grouped(c.wgemm("expert_fc1_wgrad", f * c.gate, h, pe, batch=le), le)]
     if x.local_experts > 1:

@@ -187,7 +187,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
         if lc is None:
             lc = transformer_layer_cost(model, par, gpu, dtype, attention=scenario.training.attention, moe=k.moe,
                                         gpus_per_node=gpn, elementwise=elementwise, recompute=key[1], recipe=recipe,
-                                        local=k.local)
+                                        local=k.local, framework=scenario.framework.name)
             if par.offload_activations:
                 lc = _with_offload(scenario, lc, k.moe)
             kinds[key] = lc
