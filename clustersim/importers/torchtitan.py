@@ -539,6 +539,30 @@ def _check_log_against_config(lines: list[str], global_batch: int, seq_len: int,
             return
 
 
+# torchtitan's device line at start-up (module docstring), e.g.
+# "CUDA capacity: NVIDIA H100 80GB HBM3 with 79.11GiB memory"
+CAPACITY = re.compile(r"capacity:\s*(?P<name>.+?) with (?P<gib>[0-9.]+)\s*GiB memory")
+CAPACITY_TOLERANCE = 0.05   # torch reports the device's total memory a little under the profile's
+
+
+def _check_capacity(lines: list[str], cluster: dict[str, Any], notes: list[str]) -> None:
+    """A note where the GPU memory the log's device line reports differs by more than 5% from
+    the GPU profile the scenario runs on (an H100 with 94.50 GiB is not the 80 GB part): the
+    memory verdicts use the profile's capacity."""
+    from clustersim.hardware.load import describe, load_gpu
+    m = next((m for m in map(CAPACITY.search, lines[:400]) if m), None)
+    preset = cluster.get("preset")
+    if m is None or not preset:
+        return
+    gpu_name = cluster.get("gpu") or describe("clusters", preset)["gpu"]
+    profile_gib = load_gpu(gpu_name).hbm_capacity_bytes / 2**30
+    logged = float(m["gib"])
+    if abs(logged - profile_gib) > CAPACITY_TOLERANCE * profile_gib:
+        notes.append(f"the log's device line reports {m['name'].strip()} with {logged:.2f} GiB, the GPU profile "
+                     f"{gpu_name} holds {profile_gib:.2f} GiB: memory verdicts use the profile's capacity (pass "
+                     f"--cluster with a preset of that GPU, or --set cluster.gpu=...)")
+
+
 def import_torchtitan_log(text: str, source: str, config_text: str | None, config_name: str,
                           cluster: str | None = None, nodes: int | None = None,
                           given: dict[str, Any] | None = None) -> ImportResult:
@@ -554,6 +578,7 @@ def import_torchtitan_log(text: str, source: str, config_text: str | None, confi
     scenario, notes = scenario_from_toml(cfg, cluster=cluster, nodes=nodes, model_fields=model_from_log(lines),
                                          mesh=mesh_from_log(lines), name=f"imported from {source}", given=given)
     scenario["cluster"].update(beside)   # the GPU profile of a part without its own preset
+    _check_capacity(lines, scenario["cluster"], notes)
     par = scenario["parallel"]
     _check_log_against_config(lines, par["global_batch"], scenario["model"]["seq_len"], config_name)
     world = par["dp"] * par["tp"] * par["pp"] * par["cp"]

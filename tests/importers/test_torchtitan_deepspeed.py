@@ -41,6 +41,22 @@ def test_torchtitan_log_and_toml(tmp_path, capsys):
     scenario_from_dict(sc)
 
 
+@pytest.mark.parametrize("capacity_gib, noted", [(79.11, False), (94.50, True)])
+def test_torchtitan_log_says_when_its_gpu_holds_other_memory(capacity_gib, noted, tmp_path, capsys):
+    """Meta's H100s report "NVIDIA H100 with 94.50GiB": the 80 GB profile's memory verdicts are
+    not theirs, and the import says so (the log's line and the profile's capacity)."""
+    log, toml = tmp_path / "train.log", tmp_path / "llama3_8b.toml"
+    log.write_text(torchtitan_log(model_args=LLAMA3_8B_ARGS, mesh=(["dp_shard"], [8]), gpu="NVIDIA H100",
+                                  tps=5762, capacity_gib=capacity_gib))
+    toml.write_text(torchtitan_toml(name="llama3", flavor="8B", local_batch=2, seq_len=8192))
+    code, stdout, _ = _run(["import", "torchtitan-log", str(log), "--config", str(toml), "--json"], capsys)
+    assert code == 0
+    notes = [n for n in json.loads(stdout)["notes"] if "GiB" in n]
+    assert bool(notes) == noted
+    if noted:
+        assert "94.50 GiB" in notes[0] and "h100-sxm-80gb" in notes[0]
+
+
 def test_torchtitan_toml_alone_needs_nodes_for_dp_shard_minus_one():
     toml = torchtitan_toml(name="llama3", flavor="70B", local_batch=16, seq_len=8192, tp=8, ac="full")
     with pytest.raises(Exception) as exc:
