@@ -28,6 +28,10 @@ ZERO1_REDUCE_OPS = ("reduce_scatter", "all_reduce")
 TP_BACKWARD_OVERLAP = ("always", "with-sp", "never")
 PP_SEND_BLOCKING = ("always", "except-interleaved", "never")
 _BOOLS = ("overlap_grad_reduce", "overlap_param_gather")
+# the schedules a framework entry may list (clustersim.parallel.layout.SCHEDULES, not imported: a floor above)
+PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v")
+_LISTS = {"zero_stages": (0, 1, 2, 3), "pipeline_schedules": PIPELINE_SCHEDULES,
+          "optimizer_offload_zero_stages": (0, 1, 2, 3)}
 ELEMENTWISE = ("fused", "eager")
 
 
@@ -62,6 +66,10 @@ class FrameworkSpec:
     loss_peak_bytes_per_logit: int   # logits and their copies alive at once while the loss runs, per logit
     zero_bucket_params: int  # data-parallel gradient bucket (elements); 0 = Megatron-Core's (grad_bucket_params)
     pipeline_zero_max: int   # the highest ZeRO stage the framework runs with pp > 1 (pipeline_zero_ok)
+    # --- what the implementation runs at all (framework_refusal: the loader's rule and the sweep's) ---
+    zero_stages: tuple[int, ...]          # the ZeRO stages it has (DeepSpeed's BF16_Optimizer: 0 and 1)
+    pipeline_schedules: tuple[str, ...]   # the schedules its pipeline engine runs with pp > 1
+    optimizer_offload_zero_stages: tuple[int, ...]   # the ZeRO stages with which it offloads the optimizer
 
 
 _CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_dtype": REDUCE_DTYPES,
@@ -117,7 +125,10 @@ def _catalog() -> dict[str, FrameworkSpec]:
                 raise InputError(f"{where}.{key}", entry[key], allowed_ints)
         if type(entry["zero_bucket_params"]) is not int or entry["zero_bucket_params"] < 0:
             raise InputError(f"{where}.zero_bucket_params", entry["zero_bucket_params"], "an integer >= 0")
-        out[name] = FrameworkSpec(name=name, **{k: entry[k] for k in keys})
+        for key, allowed_items in _LISTS.items():
+            if not isinstance(entry[key], list) or any(v not in allowed_items for v in entry[key]):
+                raise InputError(f"{where}.{key}", entry[key], f"a list of {', '.join(map(str, allowed_items))}")
+        out[name] = FrameworkSpec(name=name, **{k: tuple(entry[k]) if k in _LISTS else entry[k] for k in keys})
     return out
 
 
@@ -127,12 +138,63 @@ def pipeline_zero_ok(pipeline_zero_max: int, pp: int, zero_stage: int) -> bool:
     return pp == 1 or zero_stage <= pipeline_zero_max
 
 
-def check_pipeline_zero(framework: FrameworkSpec, pp: int, zero_stage: int) -> None:
-    """InputError naming parallel.zero_stage where ``framework`` does not run it with pipeline parallelism."""
-    if not pipeline_zero_ok(framework.pipeline_zero_max, pp, zero_stage):
-        raise InputError("parallel.zero_stage", zero_stage,
-                         f"at most {framework.pipeline_zero_max} with pp > 1 under framework {framework.name} (its "
-                         "pipeline engine refuses ZeRO-2 and ZeRO-3: 'incompatible with pipeline parallelism'), or pp 1")
+def framework_refusal(framework: FrameworkSpec, pp: int = 1, zero_stage: int | None = None,
+                      schedule: str | None = None, offload_optimizer: bool | None = None
+                      ) -> tuple[str, object, str] | None:
+    """Why ``framework`` does not run this layout, as (field, value, what is allowed), or None where
+    it does: the one rule that the scenario loader (``check_framework_layout``) and the sweep's space
+    (clustersim.sweep.space: ``framework_runs`` over the options it knows so far) both apply. An
+    argument left None is not checked (the sweep asks about the ZeRO stage before the schedule).
+
+    * the ZeRO stages it has (``zero_stages``): DeepSpeed's BF16_Optimizer implements its own stage 1
+      and runs with zero_optimization.stage 0 or 1 only (deepspeed/runtime/engine.py
+      _do_optimizer_sanity_check returns BFLOAT16 for stage 1 only, or without ZeRO; stage 2 and 3 run
+      DeepSpeed's ZeRO optimizer: framework deepspeed);
+    * with pp > 1, the ZeRO stages its pipeline runs (``pipeline_zero_ok``);
+    * with pp > 1, the schedules its pipeline engine runs (``pipeline_schedules``): DeepSpeed's
+      PipelineEngine runs TrainSchedule, synchronous 1F1B (deepspeed/runtime/pipe/schedule.py
+      TrainSchedule; pipe/engine.py train_batch builds it), no interleaved, GPipe or zero-bubble schedule;
+    * optimizer offload only with the ZeRO stages that offload (``optimizer_offload_zero_stages``):
+      DeepSpeed offloads through its ZeRO optimizer (zero_optimization.offload_optimizer is read by
+      stage_1_and_2.py and stage3.py only; stage 0 has no ZeRO optimizer), and BF16_Optimizer never
+      (engine.py _do_optimizer_sanity_check: "and not self.zero_cpu_offload()" sends an offloaded
+      bf16 stage-1 run to the ZeRO optimizer). Commit edaa722 of deepspeedai/DeepSpeed.
+    """
+    name = framework.name
+    if zero_stage is not None and zero_stage not in framework.zero_stages:
+        return ("parallel.zero_stage", zero_stage, f"{' or '.join(map(str, framework.zero_stages))} under framework "
+                f"{name}" + (" (BF16_Optimizer has no ZeRO-2/3: DeepSpeed runs ZeRO-2/3 through its ZeRO optimizer, "
+                             "framework deepspeed)" if name == "deepspeed-bf16" else ""))
+    if zero_stage is not None and not pipeline_zero_ok(framework.pipeline_zero_max, pp, zero_stage):
+        return ("parallel.zero_stage", zero_stage,
+                f"at most {framework.pipeline_zero_max} with pp > 1 under framework {name} (its "
+                "pipeline engine refuses ZeRO-2 and ZeRO-3: 'incompatible with pipeline parallelism'), or pp 1")
+    if schedule is not None and pp > 1 and schedule not in framework.pipeline_schedules:
+        return ("parallel.schedule", schedule, f"{', '.join(framework.pipeline_schedules)} with pp > 1 under framework "
+                f"{name} (the schedules its pipeline engine runs; DeepSpeed's PipelineEngine runs TrainSchedule, 1F1B)")
+    if offload_optimizer and zero_stage is not None and zero_stage not in framework.optimizer_offload_zero_stages:
+        stages = framework.optimizer_offload_zero_stages
+        return ("parallel.offload.optimizer", True,
+                f"false with parallel.zero_stage {zero_stage} under framework {name} ("
+                + (f"it offloads the optimizer with ZeRO stage {', '.join(map(str, stages))} only: DeepSpeed offloads "
+                   "through its ZeRO optimizer, zero_optimization.stage > 0)" if stages else
+                   "BF16_Optimizer does not offload: an offloaded bf16 run is DeepSpeed's ZeRO optimizer, "
+                   "framework deepspeed)"))
+    return None
+
+
+def framework_runs(framework: FrameworkSpec | None, pp: int = 1, zero_stage: int | None = None,
+                   schedule: str | None = None, offload_optimizer: bool | None = None) -> bool:
+    """Whether ``framework`` runs these options (``framework_refusal``; True without a framework)."""
+    return framework is None or framework_refusal(framework, pp, zero_stage, schedule, offload_optimizer) is None
+
+
+def check_framework_layout(framework: FrameworkSpec, pp: int, zero_stage: int, schedule: str,
+                           offload_optimizer: bool) -> None:
+    """InputError naming the field where ``framework`` does not run the layout (``framework_refusal``)."""
+    refusal = framework_refusal(framework, pp, zero_stage, schedule, offload_optimizer)
+    if refusal is not None:
+        raise InputError(*refusal)
 
 
 def framework_names() -> tuple[str, ...]:

@@ -145,6 +145,11 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     for r in rows:
         if r["size_note"]:
             out.print(f"* {r['cluster']}: {r['size_note']}", highlight=False)
+    held = sorted({k for r in rows for k, v in dict(r.get("fixed_offload") or {}).items() if v})
+    if held:   # the scenario's offload, kept on every layout (clustersim.sweep.runner.scenario_space)
+        out.print(f"the scenario's parallel.offload ({', '.join(held)}) is held fixed: every layout offloads it, as "
+                  "`clustersim run` does, and the memory verdicts count the offloaded states on the host",
+                  highlight=False)
     for r in rows:   # a best layout that fits only at the low end of its memory interval
         if r["memory_verdict"] == "tight":
             peak, free = float(r["peak_bytes_per_gpu"]), float(r["free_bytes_per_gpu"])

@@ -19,7 +19,7 @@ from clustersim.sweep.executors import EXECUTORS, make_executor
 from clustersim.sweep.objective import RANK_BY, RANK_BY_HELP
 from clustersim.sweep.output import check_table_path, write_table
 from clustersim.sweep.plot import check_plot_path, plot_result
-from clustersim.sweep.runner import run_sweep, sweep_spec
+from clustersim.sweep.runner import fixed_offload, run_sweep, sweep_spec
 from clustersim.sweep.space import SearchSpace
 from clustersim.sweep.template import load_template
 from clustersim.sweep.verdict import verdict
@@ -193,6 +193,9 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
         lines.append(f"the scenario's pipeline split (layers per stage {list(base.parallel.layers_per_stage)}) is not "
                      "searched: every layout here, the scenario's own among them, is split evenly; `clustersim run` "
                      "times the scenario with its split")
+    held, held_line = fixed_offload(s, spec.space)
+    if held_line:
+        lines.append(held_line)
     split = s.cluster.scale_up_domain
     if split and split != base.cluster.scale_up_domain:
         # --gpus that is no whole number of domains runs as equal parts of each (sweep.runner.resize_cluster)
@@ -207,6 +210,7 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
                                "model": s.model.name,
                                "rank_by": rank_by, "ranked_field": result.ranked_field,
                                "constraints": constraints.to_json(),
+                               "fixed_offload": held,
                                "groups": result.groups, "top": rows,
                                "best_plain_3d": None if plain is None else plain[1],
                                "indistinguishable_from_best": [i + 1 for i in result.indistinguishable(rows)],

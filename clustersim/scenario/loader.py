@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from clustersim.compute.precision import resolve_recipe
 from clustersim.errors import InputError
-from clustersim.frameworks import check_pipeline_zero, load_framework
+from clustersim.frameworks import check_framework_layout, load_framework
 from clustersim.goodput.config import goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
@@ -362,7 +362,7 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise InputError("training.adam_moments", "bf16", f"fp32 with {why} (bf16 moments are Adam's under mixed "
                          "precision)")
     check_layout(model, cluster, par)
-    check_pipeline_zero(framework, par.pp, par.zero_stage)
+    check_framework_layout(framework, par.pp, par.zero_stage, par.schedule, par.offload_optimizer)
     check_ep_overlap_dtype(par, t.dtype)
     check_recompute(model, par)
     attention = framework.attention if t.attention == "auto" else t.attention

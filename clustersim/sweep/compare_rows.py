@@ -30,7 +30,15 @@ from clustersim.sweep.constraints import parse_constraints, searched_overrides
 from clustersim.sweep.evaluate import KEY_FIELDS, SweepSpec
 from clustersim.sweep.evaluators import Evaluators
 from clustersim.sweep.executors import SerialExecutor, make_executor
-from clustersim.sweep.runner import NoLayoutError, SweepResult, make_tasks, parallel_dict, run_sweep
+from clustersim.sweep.runner import (
+    NoLayoutError,
+    SweepResult,
+    fixed_offload,
+    make_tasks,
+    parallel_dict,
+    run_sweep,
+    scenario_space,
+)
 from clustersim.sweep.space import SearchSpace, layout_key
 from clustersim.sweep.template import load_template
 
@@ -92,7 +100,7 @@ def _compare_one(job: tuple) -> dict[str, object]:
     n = size.nodes
     cluster = scenario.cluster
     try:
-        space = constraints.apply(SearchSpace(), scenario.model)
+        space = constraints.apply(scenario_space(scenario, SearchSpace()), scenario.model)
         result = run_sweep(SweepSpec(scenario, space, constraints=constraints, evaluators=evaluators,
                                      own_layout=base_parallel is not None),
                            SerialExecutor(), rerank=rerank, keep=max(1, rerank))
@@ -127,6 +135,8 @@ def _compare_one(job: tuple) -> dict[str, object]:
         "energy_kwh": energy_kwh, "price_per_kwh_usd": kwh_price,
         "energy_cost_usd": energy_kwh * kwh_price, "cost_usd": cost.cost_usd + energy_kwh * kwh_price,
         "layouts_evaluated": result.evaluated, "layouts_feasible": result.fitting,
+        # the scenario's parallel.offload held fixed on every layout (clustersim.sweep.runner.scenario_space)
+        "fixed_offload": fixed_offload(scenario, space)[0],
     }
     best_iv = best["interval"]  # clustersim.uncertainty.step_interval of the best layout
     lo, hi = best_iv["step_time_s"]  # type: ignore[index]
@@ -145,7 +155,7 @@ def expected_work(scenario: Scenario, evaluators: Evaluators) -> float:
     (measured 2026-11-23 on Llama-3-70B: 623 closed-form runs on dgx-b200 against 4-154 on the
     others). Only the order in which the pool starts the jobs follows it (longest-processing-
     time-first list scheduling, Graham 1969); the rows come back in the jobs' order."""
-    spec = SweepSpec(scenario, SearchSpace(), evaluators=evaluators)
+    spec = SweepSpec(scenario, scenario_space(scenario, SearchSpace()), evaluators=evaluators)
     return float(sum(make_tasks(spec, 1)[1])) * scenario.cluster.gpu.peak(scenario.training.dtype)
 
 

@@ -128,9 +128,7 @@ def _value(field: str, text: str, option: str, item: str, model: ModelSpec) -> o
         if raw.lower() not in _BOOLS:
             raise InputError(option, item, f"true or false for {_NAMES[field]}")
         value = _BOOLS[raw.lower()]
-        if field == "offload_optimizer" and value and not model.is_moe:
-            raise InputError(option, item, f"false: the sweep offloads the optimizer of MoE models only "
-                                           f"({model.name} is dense)")
+        # true on a dense model holds every layout at optimizer offload (clustersim.sweep.space.offload_options)
         return value
     # a dense model's sweep searches gpipe / 1f1b / interleaved by itself; fixing the schedule to a
     # zero-bubble or DualPipe one (--fix or --set) searches that one (clustersim.sweep.space.asked_for)

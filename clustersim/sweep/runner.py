@@ -415,6 +415,38 @@ def check_uniform(scenario: Scenario) -> None:
                          "healthy cluster (clustersim run simulates the faults of one layout)")
 
 
+def scenario_space(scenario: Scenario, space: SearchSpace) -> SearchSpace:
+    """``space`` with what the scenario holds fixed, for the sweep and the comparison alike: its
+    framework (whose rule, clustersim.frameworks.framework_refusal, the loader applies too) and its
+    host offload. The sweep searches optimizer offload for MoE models only; a dense model's
+    ``parallel.offload.optimizer: true`` is kept as a fixed dimension (every layout offloads, as
+    ``clustersim run`` of the scenario does; it was dropped, and the memory verdicts were those of
+    layouts without offload). Parameter and activation offload stay in the template; parameter
+    offload needs ZeRO-3 (clustersim.parallel.rules), so the sweep then searches ZeRO-3 only."""
+    space = replace(space, framework=scenario.framework)
+    par = scenario.parallel
+    if par.offload_optimizer and not scenario.model.is_moe:
+        space = replace(space, offload=(True,))
+    if par.offload_params:
+        space = replace(space, zero_stages=tuple(z for z in space.zero_stages if z == 3))
+    return space
+
+
+def fixed_offload(scenario: Scenario, space: SearchSpace) -> tuple[dict[str, bool], str | None]:
+    """(the offload the sweep holds fixed from the scenario, as ``parallel.offload`` keys; the
+    output's line saying so, or None where nothing is held): ``scenario_space``'s rule in words."""
+    par = scenario.parallel
+    fixed = {"optimizer": space.offload == (True,) and not scenario.model.is_moe and par.offload_optimizer,
+             "params": par.offload_params, "activations": par.offload_activations}
+    held = [k for k, v in fixed.items() if v]
+    if not held:
+        return fixed, None
+    return fixed, (f"the scenario's parallel.offload ({', '.join(held)}) is held fixed: every layout here offloads "
+                   "it, as `clustersim run` does, and its memory verdict counts the offloaded states on the host"
+                   + (" (parameter offload needs ZeRO-3: only ZeRO-3 layouts are searched)" if par.offload_params
+                      else ""))
+
+
 def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace | None = None,
                constraints: Constraints | None = None, *, evaluators: Evaluators,
                **options: Any) -> SweepSpec:
@@ -432,7 +464,7 @@ def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace |
     if space is None:
         space = SearchSpace(recompute=TORCHTITAN_RECOMPUTE) if scenario.framework.name == "torchtitan" \
             else SearchSpace()
-    space = replace(space, pipeline_zero_max=scenario.framework.pipeline_zero_max)
+    space = scenario_space(scenario, space)
     constraints = constraints or Constraints()
     space = constraints.apply(space, scenario.model)
     if constraints.only_validated:

@@ -285,7 +285,7 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
     gb, layers = tmpl.global_batch, model.layers
     sps = sequence_parallel_options(model, shape, space)
     zeros = zero_options(shape, space, tmpl.hsdp_replicas)
-    offloads = offload_options(model, space, base.cluster.pcie is not None)
+    offloads = {z: offload_options(model, space, base.cluster.pcie is not None, z) for z in zeros}
     rows: list[np.ndarray] = []
     collect: VectorRows | None = None
     for mb in micro_batches:
@@ -318,7 +318,9 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                                                                for (sched, _), prof in zip(scheds, profiles, strict=True)]
                     key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, shape.etp, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
-                    by_off = [(off, replace(p0, offload_optimizer=off) if off else p0) for off in offloads]
+                    by_off = [(off, replace(p0, offload_optimizer=off) if off else p0) for off in offloads[zero]]
+                    if not by_off:   # the framework offloads at no option here (ZeRO 0 under DeepSpeed with offload fixed)
+                        continue
                     if uniform and not p0.offload_activations and vectorized:
                         if collect is None:
                             collect = VectorRows(sc.memory, sc)

@@ -52,7 +52,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from clustersim.errors import InputError
-from clustersim.frameworks import pipeline_zero_ok
+from clustersim.frameworks import FrameworkSpec, framework_runs
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_MICRO_BATCHES
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout
@@ -82,14 +82,16 @@ class SearchSpace:
     allow_tp_across_nodes: bool = False
     max_cp: int = 0  # 0: no limit; cp only pays off for long sequences, a user may cap it
     # MoE models also search expert tensor parallelism, the zero-bubble and DualPipe schedules and
-    # optimizer offload (a dense model keeps gpipe / 1f1b / interleaved without offload)
+    # optimizer offload (a dense model keeps gpipe / 1f1b / interleaved without offload, unless the
+    # space holds offload at (True,): the scenario's own setting or --fix, a fixed dimension)
     offload: tuple[bool, ...] = (False, True)
     # ``--fix`` / ``--max`` on the degrees and integer options (clustersim.sweep.constraints):
     # (field, lowest, highest) with the field one of LIMITED; the enumeration below skips what
     # falls outside, so a constrained sweep screens only the layouts it may pick
     limits: tuple[tuple[str, int, int], ...] = ()
-    # the highest ZeRO stage the framework runs with pp > 1 (clustersim.frameworks.pipeline_zero_ok)
-    pipeline_zero_max: int = 3
+    # the framework whose rule (clustersim.frameworks.framework_refusal, the loader's too) says which
+    # ZeRO stages, pipeline schedules and optimizer offload it runs; None: no framework limit
+    framework: FrameworkSpec | None = None
 
     def allows(self, name: str, value: int) -> bool:
         """Whether ``value`` of ``name`` (one of LIMITED) lies within every limit on it."""
@@ -203,6 +205,8 @@ def schedule_options(shape: Shape, num_micro_batches: int, layers: int,
     for schedule in SCHEDULES:
         if schedule not in space.schedules or (ep_overlap and not ep_overlap_allows_schedule(schedule, pp)):
             continue
+        if not framework_runs(space.framework, pp, schedule=schedule):
+            continue
         if schedule == "gpipe":
             if one and (pipelined or "1f1b" not in space.schedules):  # S3
                 out.append((schedule, 1))
@@ -248,10 +252,15 @@ def schedule_zero_ok(schedule: str, zero: int) -> bool:
     return zero != 3 or schedule not in NEW_SCHEDULES
 
 
-def offload_options(model: ModelSpec, space: SearchSpace, has_host_link: bool) -> list[bool]:
-    """Optimizer offload (ZeRO-Offload) for MoE models on clusters with a host link (none where
-    the space allows only offload and the model or cluster cannot have it)."""
-    return [o for o in space.offload if not o or (model.is_moe and has_host_link)]
+def offload_options(model: ModelSpec, space: SearchSpace, has_host_link: bool, zero: int | None = None) -> list[bool]:
+    """Optimizer offload (ZeRO-Offload) for MoE models on clusters with a host link, and for a dense
+    model where the space holds it fixed at True (the scenario's own setting, or --fix); with
+    ``zero``, only where the framework offloads at that ZeRO stage (clustersim.frameworks.framework_refusal:
+    DeepSpeed with ZeRO > 0 only, BF16_Optimizer never). None where the space allows only offload
+    and the model, cluster or stage cannot have it."""
+    return [o for o in space.offload
+            if not o or (has_host_link and (model.is_moe or space.offload == (True,))
+                         and framework_runs(space.framework, zero_stage=zero, offload_optimizer=True))]
 
 
 def sequence_parallel_options(model: ModelSpec, shape: Shape, space: SearchSpace) -> list[bool]:
@@ -264,13 +273,14 @@ def sequence_parallel_options(model: ModelSpec, shape: Shape, space: SearchSpace
 
 
 def zero_options(shape: Shape, space: SearchSpace, hsdp_replicas: int = 1) -> list[int]:
-    """ZeRO stages of a shape (S2: stage 0 only without data-parallel replicas; with pp > 1 none
-    above the framework's ``pipeline_zero_max``: DeepSpeed's pipeline runs ZeRO 0-1); ZeRO-3 only
+    """ZeRO stages of a shape (S2: stage 0 only without data-parallel replicas; none that the
+    framework does not run, clustersim.frameworks.framework_refusal: DeepSpeed's pipeline runs
+    ZeRO 0-1 with pp > 1, its BF16_Optimizer ZeRO 0-1 at all); ZeRO-3 only
     where the template's HSDP replica count divides dp * cp (the loader's rule)."""
     if shape.dp * shape.cp == 1:
         return [0] if 0 in space.zero_stages else []
     return [z for z in space.zero_stages if (z != 3 or (shape.dp * shape.cp) % hsdp_replicas == 0)
-            and pipeline_zero_ok(space.pipeline_zero_max, shape.pp, z)]
+            and framework_runs(space.framework, shape.pp, z)]
 
 
 def micro_batch_sizes(shape: Shape, global_batch: int, space: SearchSpace = SearchSpace()) -> list[int]:
@@ -293,7 +303,7 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
     ep_overlap = template.overlap_moe_expert_parallel_comm
     sps = sequence_parallel_options(model, shape, space)
     zeros = zero_options(shape, space, template.hsdp_replicas)
-    offloads = offload_options(model, space, has_host_link)
+    offloads = {z: offload_options(model, space, has_host_link, z) for z in zeros}
     out: list[ParallelLayout] = []
     for mb in micro_batches if micro_batches is not None else micro_batch_sizes(shape, template.global_batch,
                                                                                    space):
@@ -305,7 +315,7 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
                     for schedule, v in scheds:
                         if not schedule_zero_ok(schedule, zero):
                             continue
-                        for off in offloads:
+                        for off in offloads[zero]:
                             out.append(replace(  # the template's unsearched options: overlaps, FSDP settings
                                 template, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
                                 expert_tp=shape.etp, sequence_parallel=sp, zero_stage=zero, micro_batch=mb,
@@ -330,6 +340,8 @@ def schedule_counts(shape: Shape, num_micro_batches: int, layers: int, space: Se
     out: dict[str, int] = {}
     for schedule in SCHEDULES:
         if schedule not in space.schedules or (ep_overlap and not ep_overlap_allows_schedule(schedule, pp)):
+            continue
+        if not framework_runs(space.framework, pp, schedule=schedule):
             continue
         one = space.allows("virtual_stages", 1)
         if schedule == "gpipe":
@@ -365,8 +377,9 @@ def count_shape_layouts(model: ModelSpec, shape: Shape, global_batch: int, micro
     zeros = zero_options(shape, space, hsdp_replicas)
     counts = schedule_counts(shape, global_batch // (shape.dp * micro_batch), model.layers, space, model.is_moe,
                              ep_overlap)
-    pairs = sum(n for s, n in counts.items() for z in zeros if schedule_zero_ok(s, z))
-    return pairs * len(recompute_options(space, ep_overlap)) * sps * len(offload_options(model, space, has_host_link))
+    pairs = sum(n * len(offload_options(model, space, has_host_link, z))
+                for s, n in counts.items() for z in zeros if schedule_zero_ok(s, z))
+    return pairs * len(recompute_options(space, ep_overlap)) * sps
 
 
 def count_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayout,
