@@ -219,32 +219,72 @@ def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpe
     held, backward = buffer_bytes(model, layout, dtype, stage_layers, first, last, framework)
     act, transient = activation_parts(model, layout, dtype, stage_layers, in_flight, first, last, framework,
                                       kernels, policies, backward, ends, moe_layers)
-    st, act, host = offload(layout, st, act, in_flight, stage_layers, last)
+    st, act, host = offload(layout, st, act, in_flight, stage_layers, last,
+                            optimizer_shard(model, layout, stage_layers, first, last, moe_layers))
     return assemble(st, act, transient, held, nccl_buffer_bytes(layout), cluster.gpu.hbm_capacity_bytes,
                     interval_factors(model, layout, framework, dtype), stage, host)
 
 
-def offload(layout: ParallelLayout, states_: tuple[int, int, int], activations: float, in_flight: float,
-            stage_layers: int, last: bool) -> tuple[tuple[int, int, int], float, int]:
-    """(states, activations, host bytes) after ``parallel.offload`` (clustersim.plan.host_offload):
-    ZeRO-Offload keeps the fp32 master weights, the Adam moments and a copy of the gradients on the
-    host (Ren et al. 2021, arXiv 2101.06840 §4); ZeRO-Infinity the ZeRO-3 parameter shards
-    (arXiv 2104.07857); activation offload leaves on the GPU only the layer being computed and the
-    one being prefetched (double buffering, Megatron fine-grained activation offloading) - two
-    layers' share of a micro-batch's activations."""
+# bytes per parameter of the fp32 gradient partition that ZeRO-Offload's host optimizer steps on: DeepSpeed
+# keeps it on the host (deepspeed/runtime/zero/stage_1_and_2.py: single_partition_of_fp32_groups[i].grad
+# on the cpu device, filled by async_inplace_copy_grad_to_fp32_buffer_from_gpu; stage3.py
+# grad_partitions_flat_buffer, fp32, on self.device = cpu under offload_optimizer; deepspeedai/DeepSpeed
+# edaa722), as Megatron's --optimizer-cpu-offload its fp32 main_grad shard (Ren et al. 2021, arXiv 2101.06840 §4)
+HOST_GRAD_BYTES_PER_PARAM = 4
+
+
+def optimizer_shard(model: ModelSpec, layout: ParallelLayout, stage_layers: int, first: bool, last: bool,
+                    moe_layers: int | None = None) -> int:
+    """Parameters whose optimizer states one GPU of a stage steps (``state_shard_params`` of its
+    ``stage_params``): what an offloaded optimizer holds on the host and steps there."""
+    return state_shard_params(layout, *(int(round(x)) for x in stage_params(model, layout, stage_layers, first,
+                                                                          last, moe_layers)))
+
+
+def gpu_states(layout: ParallelLayout, states_: tuple[int, int, int]) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer states) left on the GPU after ``parallel.offload``, the one rule
+    that the memory report and the sweep's screen (clustersim.sweep.rows) both apply:
+
+    * optimizer offload takes the optimizer states off the GPU, and with ZeRO-2/3 the gradient
+      partition too: DeepSpeed allocates no GPU partition under offload (stage_1_and_2.py
+      copy_grads_in_partition returns before allocating grads_in_partition when cpu_offload;
+      stage3.py grad_partitions_flat_buffer lives on self.device = cpu with offload_optimizer) and
+      reduces each bucket straight into the host's fp32 partition; its reduction buckets (the ipg
+      buckets: memory.buffers, ``comm_buffers``) stay on the GPU. ZeRO 0-1 keep their unsharded
+      gradients on the GPU (stage 1 copies only its partition to the host; torch's .grad or
+      Megatron's main_grad buffer stays);
+    * parameter offload (ZeRO-Infinity) takes the ZeRO-3 parameter shards off."""
     w, g, o = states_
+    if layout.offload_optimizer:
+        o = 0
+        if layout.zero_stage >= 2:
+            g = 0
+    if layout.offload_params:
+        w = 0
+    return w, g, o
+
+
+def offload(layout: ParallelLayout, states_: tuple[int, int, int], activations: float, in_flight: float,
+            stage_layers: int, last: bool, shard_params: int = 0) -> tuple[tuple[int, int, int], float, int]:
+    """(states, activations, host bytes) after ``parallel.offload`` (clustersim.plan.host_offload):
+    the GPU keeps ``gpu_states``; the host holds, once each, the optimizer states (ZeRO-Offload: fp32
+    master weights and Adam moments, Ren et al. 2021, arXiv 2101.06840 §4) with the fp32 gradients of
+    the ``shard_params`` parameters the host optimizer steps (``HOST_GRAD_BYTES_PER_PARAM``; the GPU's
+    16-bit gradients are not counted again), and ZeRO-Infinity's ZeRO-3 parameter shards (arXiv
+    2104.07857); activation offload leaves on the GPU only the layer being computed and the one being
+    prefetched (double buffering, Megatron fine-grained activation offloading) - two layers' share
+    of a micro-batch's activations."""
+    w, _, o = states_
     host = 0.0
     if layout.offload_activations and stage_layers and in_flight:
         resident = 2 * activations / in_flight / max(1, stage_layers + (1 if last else 0))
         host += max(0.0, activations - resident)
         activations = min(activations, resident)
     if layout.offload_optimizer:
-        host += o + g
-        o = 0
+        host += o + HOST_GRAD_BYTES_PER_PARAM * shard_params
     if layout.offload_params:
         host += w
-        w = 0
-    return (w, g, o), activations, int(round(host))
+    return gpu_states(layout, states_), activations, int(round(host))
 
 
 def verdict_index(interval: tuple[int, int], capacity: int) -> int:
@@ -290,7 +330,8 @@ def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage
                    ends if ends is not None else (in_flight, in_flight), backward_buffers)
 
 
-__all__ = ["NCCL_BYTES_PER_COMMUNICATOR", "PARTS", "VERDICTS", "MemoryReport", "activation_parts", "assemble",
+__all__ = ["HOST_GRAD_BYTES_PER_PARAM", "NCCL_BYTES_PER_COMMUNICATOR", "PARTS", "VERDICTS", "MemoryReport",
+           "activation_parts", "assemble", "gpu_states", "optimizer_shard",
            "peak_numbers", "verdict_index",
            "memory_report", "moe_count", "moe_share", "offload",
            "shard_groups", "stage_params", "state_shard_params", "states"]

@@ -23,6 +23,7 @@ from clustersim.memory.report import (
     assemble,
     moe_share,
     offload,
+    optimizer_shard,
     peak_numbers,
     states,
     verdict_index,
@@ -37,6 +38,7 @@ class StaticParts(NamedTuple):
     """What a rank's memory reads beside the activations in flight (``MemoryModel.static_parts``)."""
 
     states: tuple[int, int, int]            # weights, gradients, optimizer states
+    shard: int                              # parameters the rank's optimizer steps (memory.report.optimizer_shard)
     buffers: tuple[float, float, int]       # held buffers, the backward's, NCCL's
     policies: RankPolicies
     units: LayerUnits
@@ -84,9 +86,9 @@ class MemoryModel:
             static = self.static_parts(p, rank, held, first, last, moe_held)
             if block is not None:
                 block[(held, moe_held, first, last)] = static
-        st, buf, pol, units, factors = static
+        st, shard, buf, pol, units, factors = static
         act, trans = combine(units, pol, held, k, first, last, ends, buf[1])
-        st, act, host = offload(p, st, act, k, held, last)
+        st, act, host = offload(p, st, act, k, held, last, shard)
         return st, act, trans, buf[0], buf[2], self.capacity, factors, host
 
     def static_parts(self, p: ParallelLayout, rank: int, held: int, first: bool, last: bool,
@@ -98,9 +100,12 @@ class MemoryModel:
         moe_layers = (held if moe_held is None else moe_held) if self.model.is_moe else None
         skey = (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, p.adam_moment_bytes, held, moe_layers,
                 first, last)
-        st = memo.states.get(skey)
-        if st is None:
-            st = memo.states[skey] = states(self.model, p, self.dtype, held, first, last, self.framework, moe_layers)
+        cached = memo.states.get(skey)
+        if cached is None:
+            cached = memo.states[skey] = (states(self.model, p, self.dtype, held, first, last, self.framework,
+                                                 moe_layers),
+                                          optimizer_shard(self.model, p, held, first, last, moe_layers))
+        st, shard = cached
         bkey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
                 p.dp_bucket_params, p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch, p.reshard_after_forward,
                 p.num_micro_batches > 1, held, first, last)
@@ -123,7 +128,7 @@ class MemoryModel:
         factors = memo.factors.get(fkey)
         if factors is None:
             factors = memo.factors[fkey] = interval_factors(self.model, p, self.framework, self.dtype)
-        return StaticParts(st, buf, pol, units, factors)
+        return StaticParts(st, shard, buf, pol, units, factors)
 
     def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool,
                    rank: int = 0, ends: tuple[float, float] | None = None, moe_held: int | None = None) -> int:

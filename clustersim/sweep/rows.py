@@ -16,6 +16,7 @@ import numpy as np
 
 from clustersim.memory.allocator import FRAGMENTATION
 from clustersim.memory.buffers import CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
+from clustersim.memory.report import gpu_states
 from clustersim.parallel.layout import SCHEDULES, ParallelLayout
 from clustersim.sweep.memory_screen import MemoryModel
 from clustersim.sweep.pipe_bound import BOUND_SLACK, jitter_floor_of
@@ -104,12 +105,9 @@ class VectorRows:
                 for dyn, key, r in ranks:
                     c = parts.get(key)
                     if c is None:
-                        st, buf, pol, units, factors = self.memory.static_parts(p, r, key[0], key[2], key[3], key[1])
-                        w, g, o = st
-                        if p.offload_optimizer:  # memory.report.offload
-                            o = 0
-                        if p.offload_params:
-                            w = 0
+                        st, _, buf, pol, units, factors = self.memory.static_parts(p, r, key[0], key[2], key[3],
+                                                                                   key[1])
+                        w, g, o = gpu_states(p, st)   # memory.report.offload's rule
                         per = dict(units.per_policy)[p.recompute] if pol.counts else 0.0
                         c = parts[key] = len(self.static)
                         self.static.append((w, g, o, buf[0], buf[1], buf[2], per, units.embedding, units.output,
