@@ -47,6 +47,24 @@ class StepReport:
         return self.scenario.cluster.num_gpus
 
     @property
+    def host_memory(self) -> dict[str, Any] | None:
+        """Whether a node's host memory holds what its GPUs offload (``parallel.offload``), or None
+        without offload: the stage offloading the most per GPU times the GPUs of a node (an upper
+        bound where a node's GPUs hold different stages) against the cluster profile's
+        ``host_memory_GiB``; verdict ``fits``, ``does-not-fit``, or ``unknown`` where the profile
+        gives no host memory. A warning beside the GPU verdict, not part of it: `run` does not exit
+        3 on it and the sweep does not screen it (docs/output.md, ``memory.host``)."""
+        per_gpu = max((m.host_bytes_per_gpu for m in self.memory_by_stage), default=0)
+        if not per_gpu:
+            return None
+        cluster = self.scenario.cluster
+        need = per_gpu * cluster.gpus_per_node
+        cap = cluster.host_memory_bytes or None
+        verdict = "unknown" if cap is None else "fits" if need <= cap else "does-not-fit"
+        return {"bytes_per_gpu": per_gpu, "gpus_per_node": cluster.gpus_per_node, "bytes_per_node": need,
+                "capacity_bytes_per_node": cap, "verdict": verdict}
+
+    @property
     def tokens_per_s(self) -> float:
         return self.scenario.parallel.global_batch * self.scenario.model.seq_len / self.step_time_s
 
@@ -90,7 +108,7 @@ class StepReport:
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
             "interval": self.interval.to_json(self.step_time_s, self.mfu, self.tokens_per_s),
-            "memory": self.memory.to_json(),
+            "memory": {**self.memory.to_json(), **({"host": host} if (host := self.host_memory) else {})},
             "breakdown": {cause: self.breakdown.get(cause, 0.0) for cause in CAUSES},
             "gpus": self.num_gpus,
             "cluster": {"preset": sc.cluster.name, "nodes": sc.cluster.num_nodes, "gpu": sc.cluster.gpu.name,

@@ -98,6 +98,8 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
     lo, hi = (x / units.GiB for x in m.interval)
     t.add_row("peak memory", f"{m.peak_bytes_per_gpu / units.GiB:.1f} GiB ({lo:.1f}-{hi:.1f}) of "
               f"{m.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU (stage {m.stage}): {_VERDICT_TEXT[m.verdict]}")
+    if (host := report.host_memory) is not None:
+        t.add_row("host memory", host_memory_text(host))
     e = report.energy
     if ran:
         t.add_row("power", f"{e.gpu_power_w:,.0f} W per GPU, {e.it_power_w / 1e3:,.1f} kW IT, "
@@ -116,6 +118,16 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
             b.add_row(cause, f"{sec:.4f}", f"{sec / report.step_time_s * 100:.1f}%")
         out.print(b)
     out.print(_memory_table(report, out.width))
+
+
+def host_memory_text(host: dict) -> str:
+    """``StepReport.host_memory`` in words: what a node's GPUs offload against its host memory."""
+    need = f"{host['bytes_per_node'] / units.GiB:,.1f} GiB per node offloaded ({host['gpus_per_node']} GPUs x " \
+           f"{host['bytes_per_gpu'] / units.GiB:,.1f} GiB)"
+    if host["verdict"] == "unknown":
+        return f"{need}; the cluster profile gives no host_memory_GiB to check it against"
+    verdict = "fits" if host["verdict"] == "fits" else "DOES NOT FIT: the node's host memory does not hold it"
+    return f"{need} of {host['capacity_bytes_per_node'] / units.GiB:,.0f} GiB host memory: {verdict}"
 
 
 _VERDICT_TEXT = {"fits": "fits", "tight": "TIGHT (the interval straddles the capacity)",
@@ -214,6 +226,9 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
         missing = [f for f in (trace_file, html_file) if f and f not in written]
         raise Interrupted("run stopped" + (f"; {' and '.join(missing)} not written" if missing else "")
                           + (f"; {' and '.join(written)} written in full" if written else "")) from None
+    host = report.host_memory
+    if host is not None and host["verdict"] == "does-not-fit":   # a warning beside the GPU verdict (docs/output.md)
+        click.echo(f"warning: host memory: {host_memory_text(host)}", err=True)
     if not report.memory.fits:
         for line in does_not_fit_lines(report.memory, report.num_gpus, scenario, overrides, profiles):
             click.echo(line, err=True)
