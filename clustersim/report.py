@@ -61,8 +61,13 @@ class StepReport:
         need = per_gpu * cluster.gpus_per_node
         cap = cluster.host_memory_bytes or None
         verdict = "unknown" if cap is None else "fits" if need <= cap else "does-not-fit"
-        return {"bytes_per_gpu": per_gpu, "gpus_per_node": cluster.gpus_per_node, "bytes_per_node": need,
-                "capacity_bytes_per_node": cap, "verdict": verdict}
+        out: dict[str, Any] = {"bytes_per_gpu": per_gpu, "gpus_per_node": cluster.gpus_per_node,
+                               "bytes_per_node": need, "capacity_bytes_per_node": cap, "verdict": verdict}
+        if self.scenario.parallel.offload_optimizer:   # what the host Adam streams through (plan.host_offload)
+            from clustersim.plan.host_offload import host_dram_bw
+            bw, given = host_dram_bw(cluster)
+            out.update(adam_bw_bytes_per_s_per_node=bw, adam_bw_from_profile=given)
+        return out
 
     @property
     def tokens_per_s(self) -> float:

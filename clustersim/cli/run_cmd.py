@@ -124,10 +124,13 @@ def host_memory_text(host: dict) -> str:
     """``StepReport.host_memory`` in words: what a node's GPUs offload against its host memory."""
     need = f"{host['bytes_per_node'] / units.GiB:,.1f} GiB per node offloaded ({host['gpus_per_node']} GPUs x " \
            f"{host['bytes_per_gpu'] / units.GiB:,.1f} GiB)"
+    bw = ("" if host.get("adam_bw_from_profile", True) else
+          f"; host Adam at {host['adam_bw_bytes_per_s_per_node'] / units.GB:,.1f} GB/s per node, a DGX H100's (the "
+          "cluster profile gives no host_memory_bw_GBps)")
     if host["verdict"] == "unknown":
-        return f"{need}; the cluster profile gives no host_memory_GiB to check it against"
+        return f"{need}; the cluster profile gives no host_memory_GiB to check it against{bw}"
     verdict = "fits" if host["verdict"] == "fits" else "DOES NOT FIT: the node's host memory does not hold it"
-    return f"{need} of {host['capacity_bytes_per_node'] / units.GiB:,.0f} GiB host memory: {verdict}"
+    return f"{need} of {host['capacity_bytes_per_node'] / units.GiB:,.0f} GiB host memory: {verdict}{bw}"
 
 
 _VERDICT_TEXT = {"fits": "fits", "tight": "TIGHT (the interval straddles the capacity)",

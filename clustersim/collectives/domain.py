@@ -34,4 +34,5 @@ def domain_view(cluster: ClusterSpec) -> ClusterSpec:
         scale_up_domain=0,
         node_power_w=cluster.node_power_w * per_domain,
         host_memory_bytes=cluster.host_memory_bytes * per_domain,
+        host_memory_bw_bytes_per_s=cluster.host_memory_bw_bytes_per_s * per_domain,
     )

@@ -292,6 +292,7 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
         oversubscription=float(d.get("oversubscription", 1.0)),
         pcie=load_fabric(d["pcie"]) if d.get("pcie") else None,
         host_memory_bytes=int(float(d.get("host_memory_GiB", 0)) * units.GiB),
+        host_memory_bw_bytes_per_s=float(d.get("host_memory_bw_GBps", 0)) * units.GB,
         scale_up_domain=int(d.get("scale_up_domain", 0)),
         topology=str(d.get("topology", "fat-tree")),
         nodes_per_pod=int(d.get("nodes_per_pod", 0)),

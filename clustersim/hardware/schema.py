@@ -101,7 +101,7 @@ FABRIC_REQUIRED = ("kind", "latency_us")
 CLUSTER_KEYS: dict[str, Check] = {
     "description": text, "gpu": text, "gpus_per_node": positive_int, "scale_up": text, "scale_out": text,
     "nics_per_node": positive_int, "pcie": text, "nodes_per_leaf": positive_int, "oversubscription": at_least_one,
-    "host_memory_GiB": positive, "nodes": positive_int, "scale_up_domain": positive_int,
+    "host_memory_GiB": positive, "host_memory_bw_GBps": positive, "nodes": positive_int, "scale_up_domain": positive_int,
     "topology": one_of(SCALE_OUT_TOPOLOGIES), "nodes_per_pod": positive_int, "pod_oversubscription": at_least_one,
     "node_power_kW": positive, "pue": pue_value,
     "calibration": lambda v: None,  # checked in full by evidence.load_evidence (check_entry)

@@ -192,6 +192,9 @@ class ClusterSpec(HashMemo):
     oversubscription: float = 1.0
     pcie: FabricSpec | None = None
     host_memory_bytes: int = 0
+    # host memory bandwidth of a node (its CPUs' DRAM channels, peak), what the host Adam of optimizer
+    # offload streams through (clustersim.plan.host_offload); 0: the profile gives none
+    host_memory_bw_bytes_per_s: float = 0.0
     scale_up_domain: int = 0
     topology: str = "fat-tree"
     nodes_per_pod: int = 0

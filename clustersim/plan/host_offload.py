@@ -6,9 +6,10 @@
   parameter, Megatron's main_grad), the host runs Adam on it, and the updated 16-bit parameters
   come back (2 bytes). The host Adam (DeepSpeed CPU-Adam, AVX-512 vectorised) is bound by host
   memory bandwidth: it moves the same 38 bytes per parameter as the GPU's fused Adam
-  (clustersim.compute.optimizer). A DGX H100 has two Xeon Platinum 8480C with eight DDR5-4800
-  channels each (NVIDIA DGX H100 datasheet; Intel ARK: 8 channels, 4800 MT/s x 8 bytes =
-  38.4 GB/s per channel), 614 GB/s per node shared by its 8 GPUs' optimizers. The three parts run
+  (clustersim.compute.optimizer), at the cluster profile's ``host_memory_bw_GBps`` per node (each
+  preset's figure with its source in hardware_profiles/clusters.yaml: DGX A100 409.6 GB/s, DGX H100
+  614.4 GB/s, ...) shared by the node's GPUs' optimizers. A profile without it falls back to the
+  DGX H100's (``host_dram_bw``; the report's ``memory.host`` says which was used). The three parts run
   one after another (no "delayed parameter update", which ZeRO-Offload makes optional).
 * **Activations** (ZeRO-Offload's activation checkpoint offload; Megatron fine-grained activation
   offloading): each layer's saved activations go to the host during the forward pass and come
@@ -25,9 +26,13 @@ from __future__ import annotations
 
 from clustersim.collectives import CollectivePlan, GroupShape, Phase
 from clustersim.compute.optimizer import ADAM_MIXED_BYTES_PER_PARAM, moment_saving_bytes
+from clustersim.hardware.spec import ClusterSpec
 from clustersim.scenario import Scenario
 
-HOST_DRAM_BW_BYTES_PER_S_PER_NODE = 2 * 8 * 38.4e9   # DGX H100: 2 sockets x 8 DDR5-4800 channels
+# the fallback where a cluster profile gives no host_memory_bw_GBps: a DGX H100, two Xeon Platinum 8480C
+# with eight DDR5-4800 channels each (NVIDIA DGX H100 datasheet; Intel ARK: 4800 MT/s x 8 bytes =
+# 38.4 GB/s per channel), 614.4 GB/s per node
+HOST_DRAM_BW_BYTES_PER_S_PER_NODE = 2 * 8 * 38.4e9
 HOST_LINK_LATENCY_S = 10e-6                            # cudaMemcpyAsync launch and DMA setup, ~10 us
 
 
@@ -48,10 +53,18 @@ def host_copy_plan(scenario: Scenario, size_bytes: float) -> CollectivePlan:
     return CollectivePlan("host_copy", "dma", size_bytes, GroupShape(1, 1), phases)
 
 
+def host_dram_bw(cluster: ClusterSpec) -> tuple[float, bool]:
+    """(a node's host memory bandwidth in bytes/s, whether the cluster profile gives it): the
+    profile's ``host_memory_bw_GBps``, else the DGX H100 fallback."""
+    if cluster.host_memory_bw_bytes_per_s > 0:
+        return cluster.host_memory_bw_bytes_per_s, True
+    return HOST_DRAM_BW_BYTES_PER_S_PER_NODE, False
+
+
 def host_optimizer_time_s(scenario: Scenario, shard: int) -> float:
     """ZeRO-Offload optimizer step of one GPU's ``shard`` of parameters (its ZeRO shard:
     clustersim.memory.report.state_shard_params): gradients down, host Adam, parameters up."""
     par = scenario.parallel
-    per_gpu_bw = HOST_DRAM_BW_BYTES_PER_S_PER_NODE / scenario.cluster.gpus_per_node
+    per_gpu_bw = host_dram_bw(scenario.cluster)[0] / scenario.cluster.gpus_per_node
     adam_s = shard * (ADAM_MIXED_BYTES_PER_PARAM - moment_saving_bytes(par.optimizer_moments)) / per_gpu_bw
     return host_copy_s(scenario, shard * 4) + adam_s + host_copy_s(scenario, shard * 2)
