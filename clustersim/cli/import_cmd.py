@@ -48,14 +48,14 @@ def _beside(scenario: dict, out: str) -> dict:
 def import_(kind: str, file: str, config: str | None, cluster: str | None, nodes: int | None, model: str | None,
             hf_config: str | None, overrides: tuple[str, ...], out: str | None, as_json: bool) -> None:
     """Turn a framework's config or training log into a clustersim scenario."""
-    from clustersim.importers import finish, given_model, import_text, read_input
+    from clustersim.importers import finish, given_model, given_parallel, import_text, read_input
     from clustersim.output_file import check_output_path, write_text_atomic
     if out is not None:
         check_output_path(out, "--out", inputs=[p for p in (file, config, hf_config) if p is not None])
     text, name = read_input(file, "FILE", f"a {kind} file")
     cfg = read_input(config, "--config", "a job config") if config else None
     result = finish(import_text(kind, text, name, config=cfg, cluster=cluster, nodes=nodes,
-                                model=given_model(overrides, model, hf_config)),
+                                model=given_model(overrides, model, hf_config), parallel=given_parallel(overrides)),
                     list(overrides), model, hf_config)
     if cluster is not None:   # a log that names its GPU, against --cluster: calibrate's rule
         from clustersim.calibrate.devices import check_devices

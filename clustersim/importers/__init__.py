@@ -48,11 +48,23 @@ def given_model(overrides: list[str] | tuple[str, ...], model: str | None = None
     return data["model"] if isinstance(data["model"], dict) and data["model"] else None
 
 
+def given_parallel(overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """The user's ``--set parallel.*`` values (before ``finish`` applies them): a DeepSpeed config
+    holds no tensor or pipeline degree, and its batch arithmetic needs them (the GPUs of --nodes are
+    tp x pp x cp x the data-parallel ranks)."""
+    from clustersim.scenario import apply_overrides
+    data = apply_overrides({}, [o for o in overrides if o.split("=", 1)[0].split(".")[0].strip() == "parallel"])
+    par = data.get("parallel")
+    return dict(par) if isinstance(par, dict) else {}
+
+
 def import_text(kind: str, text: str, source: str, *, config: tuple[str, str] | None = None,
                 cluster: str | None = None, nodes: int | None = None,
-                model: dict[str, Any] | None = None) -> ImportResult:
+                model: dict[str, Any] | None = None, parallel: dict[str, Any] | None = None) -> ImportResult:
     """Import ``text`` (a file's content) as ``kind``; ``config`` is (text, name) of a job config
-    that a torchtitan or DeepSpeed log needs beside it; ``model`` the user's (``given_model``)."""
+    that a torchtitan or DeepSpeed log needs beside it; ``model`` the user's (``given_model``);
+    ``parallel`` the user's parallel fields (``given_parallel``: a DeepSpeed import's batch
+    arithmetic counts its tp, pp and cp)."""
     from clustersim.importers import deepspeed, megatron_args, megatron_log, megatron_parse, torchtitan
     cfg_text, cfg_name = config if config is not None else (None, "")
     if kind == "megatron-log":
@@ -67,9 +79,9 @@ def import_text(kind: str, text: str, source: str, *, config: tuple[str, str] | 
     if kind == "torchtitan-toml":
         return torchtitan.import_torchtitan_toml(text, source, cluster, nodes, given=model)
     if kind == "deepspeed-log":
-        return deepspeed.import_deepspeed_log(text, source, cfg_text, cfg_name, cluster, nodes)
+        return deepspeed.import_deepspeed_log(text, source, cfg_text, cfg_name, cluster, nodes, parallel)
     if kind == "deepspeed-json":
-        return deepspeed.import_deepspeed_json(text, source, cluster, nodes)
+        return deepspeed.import_deepspeed_json(text, source, cluster, nodes, parallel)
     raise InputError("KIND", kind, KINDS)
 
 

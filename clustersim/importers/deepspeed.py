@@ -1,11 +1,19 @@
 """DeepSpeed: its JSON config -> a scenario (with the model named separately); its log -> step times.
 
-Config keys (deepspeed/runtime/config.py, constants.py): ``train_batch_size`` (global),
-``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps`` (train_batch_size =
-micro x accumulation x data-parallel ranks), ``zero_optimization.stage`` and its
-``offload_optimizer`` / ``offload_param``, ``bf16.enabled`` / ``fp16.enabled``,
-``activation_checkpointing`` (read by Megatron-DeepSpeed). DeepSpeed's config never names the
-model: pass it (``--set model.preset=...``, or model fields).
+Config keys (deepspeed/runtime/config.py, constants.py, zero/config.py; deepspeedai/DeepSpeed edaa722):
+``train_batch_size`` (global), ``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``
+(train_batch_size = micro x accumulation x data-parallel ranks; the model-parallel sizes given with
+``--set parallel.tp/pp/cp`` count before this arithmetic), ``zero_optimization.stage`` and its
+``offload_optimizer`` / ``offload_param`` (and the deprecated ``cpu_offload`` / ``cpu_offload_param``),
+``overlap_comm`` (parallel.overlap_grad_reduce), ``reduce_bucket_size`` (parallel.dp_bucket_params),
+``bf16.enabled`` / ``fp16.enabled``, ``activation_checkpointing`` (read by Megatron-DeepSpeed; its
+``cpu_checkpointing``: parallel.offload.activations), ``pipeline`` (the PipelineEngine: its ``stages``,
+else --set parallel.pp). Refused by name: Apex ``amp``, partial offload (``ratio`` < 1), offload
+without ZeRO, NVMe offload, ``sequence_parallel_size`` > 1 (Ulysses), optimizers other than
+Adam/AdamW/SGD, a ``communication_data_type`` other than the training dtype,
+``zero_optimization.reduce_scatter: false``, ZeRO++ and MiCS. Keys without effect on the cost, and
+the tuning keys priced at DeepSpeed's defaults, are listed in the notes; others in ``unknown_args``.
+DeepSpeed's config never names the model: pass it (``--set model.preset=...``, or model fields).
 
 Log (DeepSpeed's own lines; Megatron-DeepSpeed prints Megatron-LM's iteration lines too, which
 ``clustersim import megatron-log`` reads):
@@ -132,11 +140,15 @@ def _zero_stage(cfg: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     return config_int(zero.get("stage", 0), "zero_optimization.stage", lo=0, hi=3), zero
 
 
-def _batches(cfg: dict[str, Any], world: int | None, nodes: int | None, gpn: int) -> tuple[int, int, int]:
+def _batches(cfg: dict[str, Any], world: int | None, nodes: int | None, gpn: int,
+             mp: int = 1) -> tuple[int, int, int]:
     """(global batch, micro-batch, data-parallel ranks) by DeepSpeed's rule train_batch_size =
     micro x accumulation x data-parallel ranks (DeepSpeedConfig._set_batch_related_parameters:
     one missing value follows from the others; _batch_assertion: they must agree). ``world``: the
-    ranks of --nodes, else None (then the config's three values give them)."""
+    GPUs of --nodes, else None (then the config's three values give the data-parallel ranks);
+    ``mp``: the model-parallel GPUs per data-parallel rank (tp x pp x cp from --set, or the
+    pipeline's stages), which DeepSpeed's world size excludes (runtime/config.py: world_size is the
+    data-parallel size, mpu.get_data_parallel_world_size())."""
     batch, micro, accum = (_batch(cfg, k) for k in BATCH_KEYS)
 
     def refuse(ranks: str) -> InputError:
@@ -146,60 +158,215 @@ def _batches(cfg: dict[str, Any], world: int | None, nodes: int | None, gpn: int
     if world is None:
         if not (batch and micro and accum):
             raise InputError("--nodes", None, "the node count (the config does not fix the data-parallel size)")
-        world, rem = divmod(batch, micro * accum)
-        if rem or not world:
+        dp, rem = divmod(batch, micro * accum)
+        if rem or not dp:
             raise refuse(f"and {batch} is not a multiple of {micro} x {accum}")
-        if world % gpn and world > gpn:
-            raise refuse(f"so {world} data-parallel ranks: neither whole {gpn}-GPU nodes nor fewer than {gpn}")
+        gpus = dp * mp
+        if gpus % gpn and gpus > gpn:
+            raise refuse(f"so {dp} data-parallel ranks" + (f" x {mp} model-parallel GPUs = {gpus} GPUs" if mp > 1
+                         else "") + f": neither whole {gpn}-GPU nodes nor fewer than {gpn}")
+        world = dp
+    else:
+        if world % mp:
+            raise InputError("--nodes", nodes, f"a node count whose {world} GPUs are a multiple of the {mp} "
+                             "model-parallel GPUs (tp x pp x cp) of each data-parallel rank")
+        world //= mp
     micro_n = micro or (batch // (world * (accum or 1)) if batch else 1)
     accum_n = accum or (batch // (world * micro_n) if batch and micro_n else 1)
     batch_n = batch or micro_n * accum_n * world
     if not micro_n or batch_n != micro_n * accum_n * world:
-        raise refuse(f"and --nodes {nodes} gives {world} data-parallel ranks")
+        split = f" / {mp} model-parallel GPUs, tp x pp x cp of --set" if mp > 1 else \
+            "; a Megatron-DeepSpeed job's model parallelism counts here: give --set parallel.tp=N / parallel.pp=N"
+        raise refuse(f"and --nodes {nodes} gives {world} data-parallel ranks ({world * mp} GPUs{split})")
     return batch_n, micro_n, world
 
 
-def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int | None,
-                         name: str) -> tuple[dict[str, Any], list[str]]:
-    """(scenario dict without model fields, notes). The layout is data parallel (DeepSpeed ZeRO);
-    TP/PP from Megatron-DeepSpeed come from ``--set``."""
+# Keys of DeepSpeed's config (deepspeed/runtime/config.py, constants.py; zero/config.py; deepspeedai/DeepSpeed
+# edaa722) that do not change a step's cost: logging, monitoring, checkpointing, schedules of the learning
+# rate, clipping (the gradient norm's all-reduce is priced either way). Listed in the import's notes.
+COST_FREE = ("steps_per_print", "wall_clock_breakdown", "memory_breakdown", "dump_state", "gradient_clipping",
+             "scheduler", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "tensorboard", "wandb",
+             "csv_monitor", "comet", "monitor_config", "flops_profiler", "comms_logger", "checkpoint", "logging",
+             "prescale_gradients", "gradient_predivide_factor", "seed", "gradient_allreduce_op")
+# the keys this importer reads (each mapped or refused below)
+READ = (*BATCH_KEYS, "zero_optimization", "bf16", "fp16", "optimizer", "data_types", "activation_checkpointing",
+        "pipeline", "amp", "communication_data_type", "sequence_parallel_size", "seq_parallel_communication_data_type")
+# zero_optimization keys that tune what the plan prices with DeepSpeed's defaults (zero/config.py): listed in the
+# notes as not modelled. The ZeRO-3 plan has no prefetch bucket or persistence threshold of its own
+# (clustersim.plan.zero3: DS_PREFETCH_BUCKET_PARAMS, DeepSpeed's default, and every parameter partitioned).
+ZERO_NOT_MODELLED = ("contiguous_gradients", "allgather_partitions", "allgather_bucket_size", "load_from_fp32_weights",
+                     "elastic_checkpoint", "ignore_unused_parameters", "round_robin_gradients", "sub_group_size",
+                     "memory_efficient_linear", "log_trace_cache_warnings", "enable_sanity_checks",
+                     "use_multi_rank_bucket_allreduce", "pipeline_loading_checkpoint", "override_module_apply",
+                     "legacy_stage1", "cpu_offload_use_pin_memory", "zeropp_loco_param", "leaf_module",
+                     "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save")
+STAGE3_TUNING = ("stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+                 "stage3_model_persistence_threshold", "stage3_max_live_parameters", "stage3_max_reuse_distance",
+                 "stage3_module_granularity_threshold", "stage3_use_all_reduce_for_fetch_params",
+                 "stage3_allgather_sequential")
+ZERO_READ = ("stage", "offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param", "overlap_comm",
+             "reduce_bucket_size", "reduce_scatter", *ZERO_VARIANTS)
+# the optimizers whose states and step clustersim prices: Adam / AdamW (two fp32 moments) and torch's SGD
+# (one momentum buffer); DeepSpeed's others change the state bytes or the communication (1-bit Adam and
+# 0/1 Adam compress the gradient exchange, LAMB and Lion other states: runtime/engine.py
+# _configure_basic_optimizer)
+OPTIMIZERS = {"adam": "adam", "adamw": "adam", "fusedadam": "adam", "cpuadam": "adam", "deepspeedcpuadam": "adam",
+              "sgd": "sgd"}
+COMM_DTYPES = {"fp32": "fp32", "float32": "fp32", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+               "bf16": "bf16", "bfloat16": "bf16"}
+
+
+def _mp(given: dict[str, Any], pipe_stages: int | None) -> tuple[int, int]:
+    """(model-parallel GPUs per data-parallel rank, pp): tp x pp x cp of the user's --set, the
+    pipeline's stages where the config gives them."""
+    def size(key: str) -> int:
+        value = given.get(key, 1)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+    pp = size("pp") if "pp" in given else (pipe_stages or 1)
+    return size("tp") * pp * size("cp"), pp
+
+
+def _pipeline(cfg: dict[str, Any], given: dict[str, Any], notes: list[str]) -> int | None:
+    """The pipeline engine's stages (``pipeline`` section: DeepSpeed's PipelineEngine), or None
+    without one. ``pipeline.stages`` is "auto" by default (runtime/config.py get_pipeline_config):
+    the model's PipelineModule(num_stages=...) decides, which the config does not hold; then pp
+    must come from --set parallel.pp=N."""
+    if "pipeline" not in cfg:
+        return None
+    pipe = config_table(cfg.get("pipeline"), "pipeline", 'an object such as {"stages": 4}')
+    stages = pipe.get("stages", "auto")
+    if stages != "auto":
+        stages = config_int(stages, "pipeline.stages", lo=1)
+        if "pp" in given and given["pp"] != stages:
+            raise InputError("parallel.pp", given["pp"], f"{stages}: the config's pipeline.stages")
+    elif "pp" not in given:
+        raise InputError("pipeline", "present", "the pipeline degree: the config has a pipeline section (DeepSpeed's "
+                         "PipelineEngine) but pipeline.stages is \"auto\" (the model's PipelineModule(num_stages=N) "
+                         "decides); give it with --set parallel.pp=N (and --set parallel.tp=N under Megatron-DeepSpeed)")
+    rest = sorted(k for k in pipe if k != "stages")
+    if rest:
+        notes.append("not modelled (DeepSpeed's pipeline engine as the deepspeed framework prices it): "
+                     + ", ".join(f"pipeline.{k}={pipe[k]!r}" for k in rest))
+    return None if stages == "auto" else stages
+
+
+def _offload(zero: dict[str, Any], stage: int, notes: list[str]) -> dict[str, bool]:
+    """ZeRO-Offload / ZeRO-Infinity (deepspeed/runtime/zero/offload_config.py: device none | cpu | nvme;
+    offload_param only with stage 3; the deprecated booleans cpu_offload and cpu_offload_param, which
+    zero/config.py turns into offload_optimizer / offload_param with device cpu): cpu ->
+    parallel.offload.optimizer / params; NVMe, partial offload (ratio < 1) and offload without ZeRO
+    are refused."""
+    offload: dict[str, bool] = {}
+    for key, legacy, field in (("offload_optimizer", "cpu_offload", "optimizer"),
+                               ("offload_param", "cpu_offload_param", "params")):
+        section = config_table(zero.get(key), f"zero_optimization.{key}", 'an object such as {"device": "cpu"}')
+        dev, where = section.get("device"), f"zero_optimization.{key}.device"
+        if (dev in (None, "none") and zero.get(legacy) is not None
+                and config_bool(zero.get(legacy), f"zero_optimization.{legacy}")):
+            dev, where = "cpu", f"zero_optimization.{legacy}"
+        if dev in (None, "none"):
+            continue
+        if dev != "cpu":
+            raise InputError(where, dev, "none or cpu (parallel.offload; NVMe offload is not modelled)")
+        if stage == 0:
+            raise InputError(where, dev if where.endswith("device") else True, "none with zero_optimization.stage 0: "
+                             "DeepSpeed offloads through its ZeRO optimizer only (stage > 0)")
+        if field == "params" and stage != 3:
+            raise InputError(where, dev, "none below zero_optimization.stage 3 (DeepSpeed offloads parameters with "
+                             "ZeRO-3 only)")
+        ratio = section.get("ratio", 1.0)
+        if field == "optimizer" and (not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or ratio != 1):
+            raise InputError(f"zero_optimization.{key}.ratio", ratio, "1.0: partial optimizer offload (ZeRO-3's "
+                             "ratio < 1, some states stepped on the GPU) is not modelled")
+        rest = sorted(k for k in section if k not in ("device", "ratio"))
+        if rest:
+            notes.append("not modelled (offload buffers and pinning): "
+                         + ", ".join(f"zero_optimization.{key}.{k}={section[k]!r}" for k in rest))
+        offload[field] = True
+    return offload
+
+
+def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int | None, name: str,
+                         given: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(scenario dict without model fields, notes, unknown keys). The layout is data parallel
+    (DeepSpeed ZeRO), with the pipeline engine's stages where the config gives them; TP/PP/CP from
+    Megatron-DeepSpeed come from ``--set`` (``given``: the user's parallel.* values), which count in
+    the batch arithmetic. Every key of the config is mapped, refused by name, listed in the notes
+    as not modelled, or returned as unknown."""
     notes: list[str] = []
+    unknown = [k for k in cfg if k not in READ and k not in COST_FREE]
+    given = given or {}
     gpn = cluster_gpus_per_node(cluster, "the config does not name the GPU")
-    batch, micro, world = _batches(cfg, None if nodes is None else nodes * gpn, nodes, gpn)
+    pipe_stages = _pipeline(cfg, given, notes)
+    mp, pp = _mp(given, pipe_stages)
+    batch, micro, world = _batches(cfg, None if nodes is None else nodes * gpn, nodes, gpn, mp)
     cluster_d: dict[str, Any] = {"preset": cluster}
-    if world % gpn == 0:
-        cluster_d["nodes"] = world // gpn
+    gpus = world * mp
+    if gpus % gpn == 0:
+        cluster_d["nodes"] = gpus // gpn
     else:
-        cluster_d.update(nodes=1, gpus_per_node=world)
+        cluster_d.update(nodes=1, gpus_per_node=gpus)
     autos = [k for k in BATCH_KEYS if cfg.get(k) == AUTO]
     if autos:   # the HF Trainer fills these in from its own arguments (transformers/integrations/deepspeed.py)
         notes.append(f"{', '.join(autos)} \"auto\" (filled in by the HF Trainer): assumed micro-batch {micro}, global "
                      f"batch {batch}; give the run's values with --set parallel.micro_batch=N --set "
                      "parallel.global_batch=N")
+    if _enabled(cfg, "amp") is not False:
+        raise InputError("amp.enabled", cfg["amp"].get("enabled"), "false: Apex AMP (its O1/O2 casts and loss "
+                         "scaling) is not modelled; DeepSpeed's fp16 / bf16 sections are")
+    sp = cfg.get("sequence_parallel_size", 1)
+    if sp != 1:
+        raise InputError("sequence_parallel_size", sp, "1: DeepSpeed-Ulysses is not mapped (parallel.cp with cp_comm "
+                         "a2a runs its all-to-alls, but DeepSpeed reduces the sequence-parallel gradients in "
+                         "seq_parallel_communication_data_type, fp32 by default, which clustersim's DeepSpeed "
+                         "reduction does not price); model it with --set parallel.cp=N --set parallel.cp_comm=a2a "
+                         "on a config without sequence_parallel_size")
     stage, zero = _zero_stage(cfg)
     _check_zero_variants(zero)
+    unknown += [f"zero_optimization.{k}" for k in zero
+                if k not in ZERO_READ and k not in ZERO_NOT_MODELLED and k not in STAGE3_TUNING]
     parallel: dict[str, Any] = {"dp": world, "micro_batch": micro, "global_batch": batch, "zero_stage": stage}
-    # ZeRO-Offload / ZeRO-Infinity (deepspeed/runtime/zero/offload_config.py: device none | cpu | nvme;
-    # offload_param only with stage 3): cpu -> parallel.offload.optimizer / params; NVMe is not modelled
-    offload: dict[str, bool] = {}
-    for key, field in (("offload_optimizer", "optimizer"), ("offload_param", "params")):
-        dev = config_table(zero.get(key), f"zero_optimization.{key}", 'an object such as {"device": "cpu"}').get("device")
-        if dev in (None, "none"):
-            continue
-        if dev != "cpu":
-            raise InputError(f"zero_optimization.{key}.device", dev, "none or cpu (parallel.offload; NVMe offload "
-                             "is not modelled)")
-        if field == "params" and stage != 3:
-            raise InputError(f"zero_optimization.{key}.device", dev, "none below zero_optimization.stage 3 "
-                             "(DeepSpeed offloads parameters with ZeRO-3 only)")
-        offload[field] = True
+    if pp > 1 and "pp" not in given:
+        parallel["pp"] = pp
+        notes.append(f"pipeline.stages {pp}: DeepSpeed's PipelineEngine, pp {pp}")
+    if config_bool(zero.get("reduce_scatter", True), "zero_optimization.reduce_scatter") is False:
+        raise InputError("zero_optimization.reduce_scatter", False, "true: ZeRO's gradient reduction by all-reduce "
+                         "(reduce_scatter false: stage_1_and_2.py average_tensor's allreduce path) is not modelled")
+    if "overlap_comm" in zero:   # DeepSpeed's default: true for stage 3 only (zero/config.py overlap_comm_valid)
+        parallel["overlap_grad_reduce"] = config_bool(zero["overlap_comm"], "zero_optimization.overlap_comm")
+    if "reduce_bucket_size" in zero:   # elements per gradient bucket (zero/config.py reduce_bucket_size, 5e8)
+        bucket = zero["reduce_bucket_size"]
+        if isinstance(bucket, float) and bucket.is_integer():
+            bucket = int(bucket)
+        bucket = config_int(bucket, "zero_optimization.reduce_bucket_size", lo=0)
+        if bucket:
+            parallel["dp_bucket_params"] = bucket
+    offload = _offload(zero, stage, notes)
     if offload:
         parallel["offload"] = offload
+    stage3 = sorted(k for k in zero if k in STAGE3_TUNING)
+    if stage3:
+        notes.append("not modelled: the ZeRO-3 plan uses DeepSpeed's defaults (prefetch bucket 5e7 elements, every "
+                     "parameter partitioned): " + ", ".join(f"zero_optimization.{k}={zero[k]!r}" for k in stage3))
+    others = sorted(k for k in zero if k in ZERO_NOT_MODELLED)
+    if others:
+        notes.append("not modelled (DeepSpeed's defaults assumed): "
+                     + ", ".join(f"zero_optimization.{k}={zero[k]!r}" for k in others))
     ac = config_table(cfg.get("activation_checkpointing"), "activation_checkpointing",
                       'an object such as {"partition_activations": true}')
     if ac:
         parallel["recompute"] = "full"
         notes.append("activation_checkpointing: full recompute of every layer (Megatron-DeepSpeed's checkpointing)")
+        if config_bool(ac.get("cpu_checkpointing", False), "activation_checkpointing.cpu_checkpointing"):
+            # the checkpoints go to host memory (deepspeed/runtime/activation_checkpointing/checkpointing.py
+            # CPU_CHECKPOINT: copied to the cpu after the forward, back before the recompute)
+            parallel.setdefault("offload", {})["activations"] = True
+            notes.append("activation_checkpointing.cpu_checkpointing: the checkpoints in host memory "
+                         "(parallel.offload.activations)")
+        rest = sorted(k for k in ac if k != "cpu_checkpointing")
+        if rest:
+            notes.append("not modelled (DeepSpeed activation checkpointing options): "
+                         + ", ".join(f"activation_checkpointing.{k}={ac[k]!r}" for k in rest))
     bf16, fp16 = _enabled(cfg, "bf16"), _enabled(cfg, "fp16")
     if bf16 is True and fp16 is True:   # DeepSpeedConfig: "bfloat16 and fp16 modes cannot be simultaneously enabled"
         raise InputError("bf16.enabled and fp16.enabled", "both true", "one of them at most: DeepSpeed refuses bf16 "
@@ -209,23 +376,38 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
     if AUTO in (bf16, fp16) and True not in (bf16, fp16):
         notes.append(f'bf16/fp16 "enabled": "auto" (the HF Trainer\'s --bf16 / --fp16 decide): assumed {dtype}; '
                      "give the run's with --set training.dtype=bf16|fp16|fp32")
+    comm = cfg.get("communication_data_type")
+    if comm is not None and COMM_DTYPES.get(str(comm).lower()) != dtype:
+        raise InputError("communication_data_type", comm, f"{dtype} (the training dtype) or absent: a gradient "
+                         "reduction in another dtype than the training one is not modelled")
+    seq_comm = cfg.get("seq_parallel_communication_data_type")
+    if seq_comm is not None:
+        notes.append(f"seq_parallel_communication_data_type {seq_comm!r}: no effect without sequence_parallel_size")
     opt = config_table(cfg.get("optimizer"), "optimizer", 'an object such as {"type": "AdamW", "params": {...}}'
                        ).get("type", "adam")
     if not isinstance(opt, str):
         raise InputError("optimizer.type", opt, "an optimizer name (Adam, AdamW, SGD, ...)")
+    if opt.lower() not in OPTIMIZERS:
+        raise InputError("optimizer.type", opt, "Adam, AdamW or SGD: DeepSpeed's other optimizers (OneBitAdam, "
+                         "ZeroOneAdam, OneBitLamb, Lamb, Lion, Adagrad, ...) keep other states or compress the "
+                         "gradient exchange, which clustersim does not model")
     framework = "deepspeed"
     accum = str(config_table(cfg.get("data_types"), "data_types", 'an object such as {"grad_accum_dtype": "fp32"}'
                              ).get("grad_accum_dtype", "")).lower()
-    if dtype == "bf16" and (stage == 0 or (stage == 1 and accum in ("fp32", "float32"))):
+    if dtype == "bf16" and not offload.get("optimizer") and (stage == 0 or (stage == 1 and accum in ("fp32", "float32"))):
         # DeepSpeed wraps the optimizer in its BF16_Optimizer: bf16 with fp32 gradient accumulation, its
-        # optimizer states sharded over dp (deepspeed/runtime/engine.py _do_optimizer_sanity_check)
+        # optimizer states sharded over dp, and never with CPU offload (deepspeed/runtime/engine.py
+        # _do_optimizer_sanity_check: "... == 1 and not self.zero_cpu_offload()"; offload runs the ZeRO optimizer)
         framework = "deepspeed-bf16"
         parallel["zero_stage"] = 1
         notes.append(f"bf16 with zero_optimization.stage {stage}: DeepSpeed's BF16_Optimizer (framework "
                      "deepspeed-bf16, its own ZeRO-1)")
+    free = sorted(k for k in cfg if k in COST_FREE)
+    if free:
+        notes.append("no effect on the step's cost, not modelled: " + ", ".join(free))
     scenario = {"name": name, "framework": framework, "model": {}, "cluster": cluster_d, "parallel": parallel,
-                "training": {"dtype": dtype, "optimizer": "sgd" if opt.lower() == "sgd" else "adam"}}
-    return scenario, notes
+                "training": {"dtype": dtype, "optimizer": OPTIMIZERS[opt.lower()]}}
+    return scenario, notes, unknown
 
 
 def step_times(lines: list[str], train_batch: int) -> list[tuple[int, float]]:
@@ -245,7 +427,7 @@ def step_times(lines: list[str], train_batch: int) -> list[tuple[int, float]]:
 
 
 def import_deepspeed_log(text: str, source: str, config_text: str | None, config_name: str,
-                         cluster: str | None, nodes: int | None) -> ImportResult:
+                         cluster: str | None, nodes: int | None, given: dict[str, Any] | None = None) -> ImportResult:
     lines = clean_lines(text)
     cfg = read_config(config_text, config_name) if config_text is not None else config_from_log(lines)
     has_steps = any(THROUGHPUT.search(line) or PIPE.search(line) for line in lines)
@@ -257,14 +439,16 @@ def import_deepspeed_log(text: str, source: str, config_text: str | None, config
     if cfg is None:
         raise InputError("--config", None, "the DeepSpeed JSON config (this log does not print it)")
     cluster, beside = detected_cluster(cluster, "\n".join(lines[:400]))
-    scenario, notes = scenario_from_config(cfg, cluster=cluster, nodes=nodes, name=f"imported from {source}")
+    scenario, notes, unknown = scenario_from_config(cfg, cluster=cluster, nodes=nodes, name=f"imported from {source}",
+                                                    given=given)
     scenario["cluster"].update(beside)   # the GPU profile of a part without its own preset
     iterations, median = steady_state(step_times(lines, scenario["parallel"]["global_batch"]), "deepspeed-log", source)
     return ImportResult("deepspeed-log", source if config_text is None else f"{source} + {config_name}",
-                        "deepspeed", scenario, iterations, median, notes=notes)
+                        scenario["framework"], scenario, iterations, median, unknown=unknown, notes=notes)
 
 
-def import_deepspeed_json(text: str, source: str, cluster: str | None, nodes: int | None) -> ImportResult:
-    scenario, notes = scenario_from_config(read_config(text, source), cluster=cluster, nodes=nodes,
-                                           name=f"imported from {source}")
-    return ImportResult("deepspeed-json", source, "deepspeed", scenario, notes=notes)
+def import_deepspeed_json(text: str, source: str, cluster: str | None, nodes: int | None,
+                          given: dict[str, Any] | None = None) -> ImportResult:
+    scenario, notes, unknown = scenario_from_config(read_config(text, source), cluster=cluster, nodes=nodes,
+                                                    name=f"imported from {source}", given=given)
+    return ImportResult("deepspeed-json", source, scenario["framework"], scenario, unknown=unknown, notes=notes)
