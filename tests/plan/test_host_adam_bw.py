@@ -11,7 +11,11 @@ import pytest
 from clustersim import api
 from clustersim.compute.optimizer import ADAM_MIXED_BYTES_PER_PARAM
 from clustersim.hardware.load import load_cluster
-from clustersim.plan.host_offload import HOST_DRAM_BW_BYTES_PER_S_PER_NODE, host_dram_bw, host_optimizer_time_s
+from clustersim.plan.host_offload import (
+    HOST_DRAM_BW_BYTES_PER_S_PER_NODE,
+    host_dram_bw,
+    host_optimizer_time_s,
+)
 from clustersim.scenario import scenario_from_dict
 
 
