@@ -61,8 +61,12 @@ def simulate_runs(p: RunParams, class_rates: np.ndarray, interval_s: float, wind
         n = min(batch, trials - start)
         counts = rng.poisson(expected_events, size=n)
         width = int(counts.max()) if n else 0
-        times = np.sort(rng.random((n, width)) * window_s, axis=1)
+        # each run's ``count`` event times: i.i.d. uniform over the window, the unused slots of its
+        # row marked inf *before* the sort (sorting first and cutting after kept the smallest
+        # ``count`` of ``width`` uniforms: events bunched at the window's start)
+        times = rng.random((n, width)) * window_s
         times[np.arange(width)[None, :] >= counts[:, None]] = np.inf
+        times.sort(axis=1)
         kinds = rng.choice(len(rates), size=(n, width), p=probs).astype(np.int16)
         parts.append(_walk(p, interval_s, window_s, times, kinds, planned_idx))
     return RunSamples(*(np.concatenate([part[i] for part in parts]) for i in range(7)))

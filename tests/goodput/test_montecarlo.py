@@ -63,3 +63,28 @@ def test_same_seed_same_runs_other_seed_other_runs() -> None:
     c = simulate_runs(p, np.array([p.lam]), 60.0, 5 * DAY, 20, seed=12)
     assert a.useful_s.tobytes() == b.useful_s.tobytes() and (a.unplanned == b.unplanned).all()
     assert a.useful_s.tobytes() != c.useful_s.tobytes()
+
+
+def test_mean_agrees_with_the_expectation_within_its_error_at_any_trial_count() -> None:
+    """About 100 failures per run (rate 1 / 2,000 s over 200,000 s): each run's count is Poisson,
+    and its failure times are that many i.i.d. uniforms over the window. Drawing a row of
+    ``max(count)`` uniforms, sorting it and keeping the first ``count`` (the defect) kept the
+    smallest ``count`` of them: failures bunched at the window's start, more so as more trials
+    raise the maximum, so the mean drifted up with the trial count (10 standard errors above the
+    expectation at 2,000 trials, 31 at 20,000). The window's edges (no restart before the first
+    epoch, the last one's training kept) move the mean here by about 2e-4, under 2 standard
+    errors at 20,000 trials."""
+    p = RunParams(lam=1 / 2000.0, mu=0.0, blocking_s=30.0, lag_s=0.0, final_save_s=3.0,
+                  restart_failure_s=5.0, restart_planned_s=8.0)
+    window, tau = 200_000.0, 600.0
+    f = expected(p, tau)
+    means = {}
+    for trials in (200, 2_000, 20_000):
+        g = simulate_runs(p, np.array([p.lam]), tau, window, trials, seed=5).useful_s / window
+        se = g.std(ddof=1) / np.sqrt(trials)
+        assert abs(g.mean() - f.goodput) < 3 * se, (trials, g.mean(), f.goodput, se)
+        means[trials] = (g.mean(), se)
+    # the mean does not move with the trial count beyond the smaller sample's error
+    assert abs(means[20_000][0] - means[200][0]) < 3 * means[200][1]
+    assert abs(means[20_000][0] - means[2_000][0]) < 3 * means[2_000][1]
+
