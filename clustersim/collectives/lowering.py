@@ -33,7 +33,9 @@ class Flow:
     loads: tuple[tuple[str, float], ...]
 
 
-def _cross_fraction(plan: CollectivePlan, cluster: ClusterSpec) -> float:
+def cross_fraction(plan: CollectivePlan, cluster: ClusterSpec) -> float:
+    """Fraction of a plan's scale-out bytes whose peer node sits on another leaf: all-to-all by
+    peer count, recursive halving/doubling all, the rest (rings, trees, pipeline pairs) none."""
     if plan.algo in ("direct", "pairwise"):
         return ports.all_to_all_cross_fraction(cluster, plan.shape)
     if plan.algo == "rhd":
@@ -85,7 +87,7 @@ def _scale_up_flows(phase: Phase, cluster: ClusterSpec, shape: GroupShape) -> li
 
 def _scale_out_flows(phase: Phase, plan: CollectivePlan, cluster: ClusterSpec) -> list[Flow]:
     shape = plan.shape
-    cross = _cross_fraction(plan, cluster)
+    cross = cross_fraction(plan, cluster)
     nominal = ports.nic_bw_per_rank(cluster, shape) * ports.spine_factor(cluster, shape, cross)
     # eta: protocol/algorithm efficiency the closed form applied on top of the port's share
     share = min(1.0, cluster.nics_per_node / min(shape.active_gpus_per_node, cluster.gpus_per_node))

@@ -103,16 +103,26 @@ def spine_factor(cluster: ClusterSpec, shape: GroupShape, cross_fraction: float)
     if cluster.topology == "rail-only":
         return 1.0
     factor = 1.0
-    if shape.num_nodes > cluster.nodes_per_leaf and cluster.oversubscription > 1.0:
-        # at least one node of the leaf sends its whole stream across (a ring's one crossing hop
-        # per leaf, which ``cross_fraction`` 0 stands for): the leaf's uplinks, nodes_per_leaf /
-        # oversubscription NICs' worth, carry it at full rate only while that is at least one NIC
-        factor = max(factor, max(cross_fraction, 1.0 / cluster.nodes_per_leaf) * cluster.oversubscription)
+    if cluster.oversubscription > 1.0:
+        factor = max(factor, leaf_uplink_share(cluster, shape, cross_fraction) * cluster.oversubscription)
     pod = cluster.nodes_per_pod
     if pod and shape.num_nodes > pod and cluster.pod_oversubscription > 1.0:
         cross_pod = max(min(cross_fraction, (shape.num_nodes - pod) / max(1, shape.num_nodes - 1)), 1.0 / pod)
         factor = max(factor, cross_pod * cluster.oversubscription * cluster.pod_oversubscription)
     return 1.0 / factor
+
+
+def leaf_uplink_share(cluster: ClusterSpec, shape: GroupShape, cross_fraction: float) -> float:
+    """Share of one NIC's stream of this group that its leaf's uplinks carry, when every node of
+    the leaf sends the same pattern: 0 for a group inside one leaf (or on a rail-only network);
+    else ``cross_fraction``, and never less than ``1 / nodes_per_leaf``: at least one node of the
+    leaf sends its whole stream across (a ring's one crossing hop per leaf, which
+    ``cross_fraction`` 0 stands for). ``spine_factor`` prices it against the leaf's uplinks
+    (1 / oversubscription per node); the shared fabric (clustersim.engine.cosim) charges it as
+    each job's demand on them."""
+    if cluster.topology == "rail-only" or shape.num_nodes <= cluster.nodes_per_leaf:
+        return 0.0
+    return max(cross_fraction, 1.0 / cluster.nodes_per_leaf)
 
 
 def all_to_all_cross_fraction(cluster: ClusterSpec, shape: GroupShape) -> float:

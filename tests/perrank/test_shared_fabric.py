@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from clustersim.engine.cosim import cosimulate
 from clustersim.scenario import scenario_from_dict
 
@@ -101,3 +103,88 @@ def test_each_jobs_share_of_a_leaf_fits_the_job_and_the_leaf() -> None:
     shares = [j["nodes_per_leaf"] for j in out["jobs"]]
     assert all(share <= j["nodes"] for share, j in zip(shares, out["jobs"], strict=True))
     assert sum(shares) <= out["nodes_per_leaf"]
+
+
+def _dense(name: str, nodes_per_leaf: int, oversubscription: float) -> dict:
+    # Llama 3 8B, TP 8 inside a node, data-parallel rings over 4 nodes
+    return {"name": name, "model": {"preset": "llama3-8b"},
+            "cluster": {"preset": "dgx-h100", "nodes": 4, "nodes_per_leaf": nodes_per_leaf,
+                        "oversubscription": oversubscription},
+            "parallel": {"tp": 8, "pp": 1, "dp": 4, "micro_batch": 1, "global_batch": 16, "zero_stage": 1,
+                         "overlap_grad_reduce": False}}
+
+
+def _shared_and_run_alone(job: dict) -> tuple[list[dict], float]:
+    from clustersim.api import simulate
+
+    sc = [scenario_from_dict({**job, "name": n}) for n in ("A", "B")]
+    return cosimulate(sc, steps=1)["shared_fabric"]["jobs"], simulate(sc[0]).step_time_s
+
+
+def test_dense_jobs_keep_the_oversubscription_a_job_alone_pays() -> None:
+    """Rings crossed the spine for free on a shared fabric: two Llama 3 8B jobs (DP rings over 4
+    nodes) on leaves of 1 node at 8:1 took 0.635 s each, the full-bisection answer, while `run` of
+    one of them alone charges the ring 1/8 of its NIC rate (docs/network.md: a ring's one crossing
+    hop per leaf, ports.leaf_uplink_share) and takes 1.264 s. Sharing a spine never makes a job
+    faster than it is alone; with leaves of 2 nodes at 4:1 the two jobs' rings meet on the
+    uplinks of leaves that hold a node of each, and each is slower than alone."""
+    jobs, alone = _shared_and_run_alone(_dense("dense", 1, 8.0))
+    for job in jobs:   # 1-node leaves: each node has its own uplinks, so no contention either
+        assert job["step_time_s"] >= alone * (1 - 1e-9), (job, alone)
+        assert job["alone_step_time_s"] == pytest.approx(alone, rel=1e-9)
+    jobs, alone = _shared_and_run_alone(_dense("dense2", 2, 4.0))
+    for job in jobs:
+        assert job["alone_step_time_s"] == pytest.approx(alone, rel=1e-9), (job, alone)
+        assert job["step_time_s"] > 1.2 * alone, (job, alone)
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_moe_jobs_sharing_a_spine_are_no_faster_than_alone(pp: int) -> None:
+    """Mixtral, EP 8 across nodes, 4-node leaves at 4:1, each job half of every leaf. With pp 2 the
+    jobs came out faster shared (0.722 s) than `run` alone (0.750 s): a cross-leaf transfer of a
+    stage charged f x L / pp to one averaged leaf while f took all L of the job's nodes in the
+    leaf as the stage's EP peers. Leaves now hold their own stages (clustersim.engine.cosim
+    `_leaf_kinds`), each stage's transfer charging f x its nodes there."""
+    from clustersim.api import simulate
+
+    job = _moe("M", 4.0)
+    job = {**job, "cluster": {**job["cluster"], "nodes": 8 * pp},
+           "parallel": {**job["parallel"], "pp": pp}}
+    sc = [scenario_from_dict({**job, "name": n}) for n in ("A", "B")]
+    alone = simulate(sc[0]).step_time_s
+    for row in cosimulate(sc, steps=1)["shared_fabric"]["jobs"]:
+        assert row["step_time_s"] >= alone, (row, alone)
+
+
+def test_cross_leaf_phases_count_the_phases_of_one_step() -> None:
+    """`cross_leaf_phases` counted distinct cached phase objects: 1 for Mixtral, whose 32 MoE layers
+    share one all-to-all plan. It counts, as docs/output.md says, the collective phases of one
+    step whose traffic crosses leaves: per micro-batch and MoE layer the forward dispatch and
+    combine and their two backward all-to-alls, plus the data-parallel collectives (rings over 8
+    nodes, 2 of them per leaf)."""
+    from clustersim.engine.cosim import make_job
+
+    sc = scenario_from_dict(_moe("A", 4.0))
+    jobs = cosimulate([sc, scenario_from_dict(_moe("B", 4.0))], steps=1)["shared_fabric"]["jobs"]
+    plan = make_job(sc, 16, 4).plan
+    dp = plan.dp
+    tables = [dp.grad_buckets, dp.after_backward, dp.param_gathers, dp.after_optimizer]
+    dp_phases = sum(1 for table in tables for items in table.values() for _, p in items for ph in p.phases
+                    if ph.tier == "scale_out" and p.shape.num_nodes > 2)
+    micro_batches = 64 // 8
+    assert dp_phases > 0
+    assert jobs[0]["cross_leaf_phases"] == 32 * 4 * micro_batches + dp_phases
+
+
+def test_jobs_with_other_nics_are_refused_naming_both() -> None:
+    """A 400G InfiniBand job and a 100G Ethernet one were run together: the leaves' uplinks and
+    every job's demand on them are counted in NICs, so the 100G job's transfers were charged as
+    400G ones. Refused (exit 2), naming the field and both jobs' NICs."""
+    from clustersim.errors import InputError
+
+    eth = _moe("B", 4.0)
+    eth = {**eth, "cluster": {**eth["cluster"], "scale_out": "eth-100g"}}
+    with pytest.raises(InputError) as err:
+        cosimulate([scenario_from_dict(_moe("A", 4.0)), scenario_from_dict(eth)], steps=1)
+    text = str(err.value)
+    assert "SCENARIO 2 cluster.scale_out" in text and "eth-100g" in text and "ib-ndr" in text, text
