@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from clustersim.compute.dtypes import weight_bytes
 from clustersim.errors import InputError
 from clustersim.goodput.config import GoodputSpec
+from clustersim.hardware.spec import ClusterSpec
 from clustersim.memory.report import MemoryReport
 from clustersim.memory.states import ADAM_FP32_BYTES_PER_PARAM, ADAM_MIXED_BYTES_PER_PARAM, fewer_moment_bytes
 from clustersim.scenario import Scenario
@@ -76,37 +77,49 @@ def checkpoint_bytes_per_param(dtype: str, moments: int = 2) -> int:
     return param + optim - fewer_moment_bytes(moments)
 
 
-def checkpoint_cost(scenario: Scenario, memories: Sequence[MemoryReport], spec: GoodputSpec) -> CheckpointCost:
-    """Checkpoint sizes and times for ``scenario`` with one MemoryReport per pipeline stage."""
+def checkpoint_cost(scenario: Scenario, memories: Sequence[MemoryReport], spec: GoodputSpec,
+                    hosts: Sequence[Sequence[ClusterSpec]] | None = None) -> CheckpointCost:
+    """Checkpoint sizes and times for ``scenario`` with one MemoryReport per pipeline stage.
+    ``hosts``: per stage, the hardware of the node groups its GPUs sit on (a mixed cluster,
+    clustersim.goodput.report); None: the cluster's own. Each GPU copies its share over its own
+    host link into its own host's memory, and the snapshot lasts as long as the slowest copy."""
     cluster, par, dtype = scenario.cluster, scenario.parallel, scenario.training.dtype
     size = float(scenario.model.total_params()) * checkpoint_bytes_per_param(dtype, par.optimizer_moments)
     # weights as saved (fp8's extra copies are not saved); replicas over the data-parallel group
     saved_weight = (4 if dtype == "fp32" else 2) / weight_bytes(dtype)
     replicas = par.dp * par.cp
-    per_gpu, local = 0.0, 0.0
-    for m in memories:
+    hosts = hosts or [(cluster,)] * len(memories)
+    per_gpu, local, snapshot_s = 0.0, 0.0, 0.0
+    for m, stage_hosts in zip(memories, hosts, strict=True):
         w, o = m.weights * saved_weight, float(m.optimizer_states)
         share = (w if par.zero_stage >= 3 else w / replicas) + (o if par.zero_stage >= 1 else o / replicas)
         per_gpu = max(per_gpu, share)
         local += (w + o) * cluster.num_gpus / par.pp          # every GPU of the stage holds this
+        for host in stage_hosts:
+            snapshot_s = max(snapshot_s, share / _snapshot_bw(host, spec))
+            if spec.checkpoint == "async" and host.host_memory_bytes:
+                node_bytes = share * host.gpus_per_node
+                if node_bytes > host.host_memory_bytes:
+                    raise InputError("goodput.checkpoint", "async",
+                                     f"sync: the snapshot of one node ({node_bytes / GiB:.0f} GiB) exceeds its host "
+                                     f"memory ({host.host_memory_bytes / GiB:.0f} GiB)")
     read = size if spec.parallel_load else local
 
-    snapshot_bw = spec.snapshot_bw_bytes_per_s or (cluster.pcie.effective_bw_bytes_per_s if cluster.pcie else 0.0)
-    if snapshot_bw <= 0:
-        raise InputError("goodput.snapshot_bw_GBps", None,
-                         f"a GPU-to-host bandwidth > 0 (cluster {cluster.name} names no pcie fabric)")
-    if spec.checkpoint == "async" and cluster.host_memory_bytes:
-        node_bytes = per_gpu * cluster.gpus_per_node
-        if node_bytes > cluster.host_memory_bytes:
-            raise InputError("goodput.checkpoint", "async",
-                             f"sync: the snapshot of one node ({node_bytes / GiB:.0f} GiB) exceeds its host memory "
-                             f"({cluster.host_memory_bytes / GiB:.0f} GiB)")
     node_bw = spec.node_storage_bw_bytes_per_s
     per_node_write = per_gpu * cluster.gpus_per_node
     per_node_read = read / cluster.num_nodes
     write_s = max(size / spec.storage_write_bw_bytes_per_s, per_node_write / node_bw if node_bw else 0.0)
     load_s = max(read / spec.storage_read_bw_bytes_per_s, per_node_read / node_bw if node_bw else 0.0)
-    return CheckpointCost(spec.checkpoint, size, per_gpu, read, per_gpu / snapshot_bw, write_s, load_s)
+    return CheckpointCost(spec.checkpoint, size, per_gpu, read, snapshot_s, write_s, load_s)
+
+
+def _snapshot_bw(cluster: ClusterSpec, spec: GoodputSpec) -> float:
+    """One GPU's GPU-to-host rate: ``snapshot_bw_GBps`` if given, else the host link (PCIe)."""
+    bw = spec.snapshot_bw_bytes_per_s or (cluster.pcie.effective_bw_bytes_per_s if cluster.pcie else 0.0)
+    if bw <= 0:
+        raise InputError("goodput.snapshot_bw_GBps", None,
+                         f"a GPU-to-host bandwidth > 0 (cluster {cluster.name} names no pcie fabric)")
+    return bw
 
 
 __all__ = ["CheckpointCost", "checkpoint_bytes_per_param", "checkpoint_cost"]

@@ -17,6 +17,7 @@ the counts for another cluster follow from its own component counts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clustersim.hardware.spec import ClusterSpec
@@ -73,30 +74,38 @@ class FailureClass:
         return self.count / (self.mtbf_h * 3600.0)
 
 
-def component_counts(cluster: ClusterSpec) -> dict[str, int]:
+def component_counts(cluster: ClusterSpec, groups: Sequence[tuple[int, ClusterSpec]] = ()) -> dict[str, int]:
     """Components of each class that the job depends on.
 
     GPUs and nodes as the cluster has them; one software process per GPU (torchrun's one rank per
     GPU). NICs and switches only when the job spans nodes: a one-node job never leaves NVLink.
     Switches are the leaves and spines of clustersim's rail-optimised fat tree
     (clustersim.network.topology.build_topology: one leaf per leaf group and rail, plus spines).
+    ``groups``: a mixed cluster's node groups in node order, (nodes, that group's hardware): each
+    node has its own group's NICs, and a leaf group as many rails as its nodes' most NICs.
     """
-    from clustersim.network.topology import num_leaf_groups, num_spines  # networkx: only when counting
+    from clustersim.network.topology import leaf_group, num_spines  # networkx: only when counting
 
     multi_node = cluster.num_nodes > 1
-    switches = num_leaf_groups(cluster) * cluster.nics_per_node + num_spines(cluster) if multi_node else 0
+    nics = [c.nics_per_node for nodes, c in groups for _ in range(nodes)] or [cluster.nics_per_node] * cluster.num_nodes
+    rails: dict[int, int] = {}
+    for node, n in enumerate(nics):
+        rails[leaf_group(cluster, node)] = max(rails.get(leaf_group(cluster, node), 0), n)
+    switches = sum(rails.values()) + num_spines(cluster) if multi_node else 0
     return {
         "gpu": cluster.num_gpus,
         "node": cluster.num_nodes,
-        "nic": cluster.num_nodes * cluster.nics_per_node if multi_node else 0,
+        "nic": sum(nics) if multi_node else 0,
         "switch": switches,
         "software": cluster.num_gpus,
     }
 
 
-def failure_classes(cluster: ClusterSpec, mtbf_h: dict[str, float]) -> tuple[FailureClass, ...]:
-    """One FailureClass per class, in CLASSES order (``mtbf_h`` holds every class)."""
-    counts = component_counts(cluster)
+def failure_classes(cluster: ClusterSpec, mtbf_h: dict[str, float],
+                    groups: Sequence[tuple[int, ClusterSpec]] = ()) -> tuple[FailureClass, ...]:
+    """One FailureClass per class, in CLASSES order (``mtbf_h`` holds every class); ``groups`` as
+    for ``component_counts``."""
+    counts = component_counts(cluster, groups)
     return tuple(FailureClass(c, counts[c], float(mtbf_h[c])) for c in CLASSES)
 
 

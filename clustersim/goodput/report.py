@@ -26,7 +26,10 @@ from clustersim.goodput.expectation import (
 )
 from clustersim.goodput.montecarlo import RunSamples, simulate_runs
 from clustersim.goodput.rates import FailureClass, failure_classes
+from clustersim.hardware.spec import ClusterSpec
+from clustersim.perrank.hetero import stage_groups
 from clustersim.report import StepReport
+from clustersim.scenario import Scenario
 
 SECONDS_PER_DAY = 86400.0
 MAX_DAYS = 3650.0                     # ten years: beyond any training run
@@ -118,6 +121,19 @@ def check_days(days: float) -> float:
     return float(days)
 
 
+def _stage_hosts(sc: Scenario, stages: int) -> list[tuple[ClusterSpec, ...]] | None:
+    """Per pipeline stage, the hardware of the node groups holding its GPUs over every replica
+    (clustersim.perrank.hetero.stage_groups); None on a cluster of one kind."""
+    if not sc.node_groups:
+        return None
+    par = sc.parallel
+    out = []
+    for p in range(stages):
+        groups = sorted({i for d in range(par.dp) for i in stage_groups(sc, d, p % par.pp)})
+        out.append(tuple(sc.node_groups[i].cluster for i in groups))
+    return out
+
+
 def goodput_report(step: StepReport, days: float, spec: GoodputSpec | None = None) -> GoodputReport:
     """A whole run of ``days`` days of the scenario behind ``step`` (its simulated step)."""
     days = check_days(days)
@@ -126,8 +142,8 @@ def goodput_report(step: StepReport, days: float, spec: GoodputSpec | None = Non
                                          f"{step.step_time_s / 86400.0:.3g} days)")
     sc = step.scenario
     spec = spec or sc.goodput or goodput_spec(None)
-    classes = failure_classes(sc.cluster, spec.mtbf)
-    ckpt = checkpoint_cost(sc, step.memory_by_stage, spec)
+    classes = failure_classes(sc.cluster, spec.mtbf, [(g.nodes, g.cluster) for g in sc.node_groups])
+    ckpt = checkpoint_cost(sc, step.memory_by_stage, spec, _stage_hosts(sc, len(step.memory_by_stage)))
     lam = sum(c.rate_per_s for c in classes)
     mu = 1.0 / spec.planned_interval_s if spec.planned_interval_s > 0 else 0.0
     window = days * SECONDS_PER_DAY
