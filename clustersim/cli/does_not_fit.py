@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from clustersim import units
 from clustersim.memory.report import MemoryReport
+from clustersim.scenario import Scenario
 
 
 def sweep_command(scenario: str | None, overrides: Sequence[str], gpus: int, profiles: Sequence[str] = ()) -> str:
@@ -39,10 +40,36 @@ def sweep_command(scenario: str | None, overrides: Sequence[str], gpus: int, pro
 
 
 def does_not_fit_lines(memory: MemoryReport, gpus: int, scenario: str | None, overrides: Sequence[str],
-                       profiles: Sequence[str] = ()) -> list[str]:
-    """The two lines on stderr: what does not fit, and the sweep to run instead."""
-    return [f"error: does not fit: stage {memory.stage} needs at least {memory.interval[0] / units.GiB:.1f} GiB "
-            f"(peak {memory.peak_bytes_per_gpu / units.GiB:.1f} GiB) > capacity "
-            f"{memory.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU",
-            f"to find the layouts that fit on these {gpus:,} GPUs, run: "
-            f"{sweep_command(scenario, overrides, gpus, profiles)}"]
+                       profiles: Sequence[str] = (), job: Scenario | None = None) -> list[str]:
+    """The two lines on stderr: what does not fit, and what to run or change instead. ``job``: the
+    scenario as loaded; where the sweep refuses it (mixed GPUs, faults:
+    clustersim.sweep.runner.check_uniform) the second line says what to change, not a sweep."""
+    first = (f"error: does not fit: stage {memory.stage} needs at least {memory.interval[0] / units.GiB:.1f} GiB "
+             f"(peak {memory.peak_bytes_per_gpu / units.GiB:.1f} GiB) > capacity "
+             f"{memory.capacity_bytes_per_gpu / units.GiB:.1f} GiB per GPU")
+    refused = _sweep_refuses(job)
+    if refused == "cluster.groups":
+        return [first, "clustersim sweep searches one kind of GPU and refuses cluster.groups: to fit stage "
+                       f"{memory.stage}, give it fewer layers (parallel.layers_per_stage, or balance: auto), or "
+                       "raise tp or pp, recompute more (parallel.recompute) or lower parallel.micro_batch, with "
+                       "--set, and run again"]
+    if refused == "faults":
+        return [first, "clustersim sweep refuses a scenario with faults: (memory does not depend on them): "
+                       "sweep a copy of the scenario without its faults: section to find the layouts that fit, "
+                       "then run that layout with the faults"]
+    return [first, f"to find the layouts that fit on these {gpus:,} GPUs, run: "
+                   f"{sweep_command(scenario, overrides, gpus, profiles)}"]
+
+
+def _sweep_refuses(job: Scenario | None) -> str | None:
+    """The field for which the sweep refuses ``job`` (its own check), or None."""
+    from clustersim.errors import InputError
+    from clustersim.sweep.runner import check_uniform
+
+    if job is None:
+        return None
+    try:
+        check_uniform(job)
+    except InputError as err:
+        return err.field
+    return None

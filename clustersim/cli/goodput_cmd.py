@@ -199,7 +199,7 @@ def goodput(scenario: str | None, days: float, as_json: bool, out_file: str | No
     else:  # a job that cannot start has no goodput to show
         click.echo(f"{sc.name}: no run to simulate: this layout does not fit in GPU memory")
     if not step.memory.fits:
-        for line in does_not_fit_lines(step.memory, step.num_gpus, scenario, overrides, profiles):
+        for line in does_not_fit_lines(step.memory, step.num_gpus, scenario, overrides, profiles, job=step.scenario):
             click.echo(line, err=True)
         sys.exit(3)
 

@@ -233,7 +233,8 @@ def run(scenarios: tuple[str, ...], as_json: bool, trace_file: str | None, overr
     if host is not None and host["verdict"] == "does-not-fit":   # a warning beside the GPU verdict (docs/output.md)
         click.echo(f"warning: host memory: {host_memory_text(host)}", err=True)
     if not report.memory.fits:
-        for line in does_not_fit_lines(report.memory, report.num_gpus, scenario, overrides, profiles):
+        for line in does_not_fit_lines(report.memory, report.num_gpus, scenario, overrides, profiles,
+                                       job=report.scenario):
             click.echo(line, err=True)
         sys.exit(3)
 
@@ -274,7 +275,7 @@ def _run_shared(paths: tuple[str, ...], overrides: tuple[str, ...], as_json: boo
     for path, sc in zip(paths, scenarios, strict=True):   # a job that cannot start shares no fabric: exit 3 as run
         memory = estimate(sc).memory
         if not memory.fits:
-            lines = does_not_fit_lines(memory, sc.cluster.num_gpus, path, overrides)
+            lines = does_not_fit_lines(memory, sc.cluster.num_gpus, path, overrides, job=sc)
             click.echo(f"{lines[0]} ({path}: {sc.name})", err=True)
             click.echo(lines[1], err=True)
             sys.exit(3)

@@ -97,3 +97,22 @@ def test_command_keeps_what_the_sweep_does_not_search() -> None:
                         ["my profile.yaml"])
     assert cmd == ("clustersim sweep --set parallel.global_batch=64 --set model.preset=llama3-70b "
                    "--profile 'my profile.yaml'")
+
+
+def test_no_sweep_is_suggested_for_a_scenario_the_sweep_refuses(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    """On a mixed cluster or with faults the second line named `clustersim sweep ...`, which
+    refuses both (exit 2). It now says what to change instead, naming why the sweep does not apply."""
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(json.dumps({
+        "name": "mixed-mem", "model": {"preset": "llama3-70b"},
+        "cluster": {"groups": [{"preset": "dgx-h100", "nodes": 4}, {"preset": "dgx-a100-40gb", "nodes": 4}]},
+        "parallel": {"tp": 8, "pp": 2, "dp": 4, "micro_batch": 1, "global_batch": 64, "zero_stage": 1,
+                     "recompute": "full", "sequence_parallel": True, "layers_per_stage": [30, 50]}}))
+    code, _, err = _run(["run", str(mixed), "--engine", "analytical"], capsys)
+    assert code == 3, err
+    assert "does not fit" in err and "run: clustersim sweep" not in err, err
+    assert "refuses cluster.groups" in err and "parallel.layers_per_stage" in err, err
+    code, _, err = _run(["run", *GPT3_ON_8, "--set", "faults.slow_gpus=[{rank: 1, speed: 0.5}]",
+                         "--engine", "analytical"], capsys)
+    assert code == 3, err
+    assert "run: clustersim sweep" not in err and "refuses a scenario with faults" in err, err
