@@ -76,8 +76,9 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
         mbs = h["micro_batches_per_replica"]
         runs = " ".join(f"{m}x{n}" if n > 1 else f"{m}" for m, n in _runs(mbs))
         t.add_row("mixed GPUs", f"{groups}; stages on {', '.join(h['stage_gpus'])}")
-        t.add_row("split", f"layers per stage {h['layers_per_stage']}; micro-batches per replica {runs} "
-                           f"(balance {h['balance']})")
+        how = {"framework": "layers from the framework's split option, micro-batches balanced",
+               "layers_per_stage": "layers as given, micro-batches balanced"}.get(h["balance"], f"balance {h['balance']}")
+        t.add_row("split", f"layers per stage {h['layers_per_stage']}; micro-batches per replica {runs} ({how})")
     elif par.layers_per_stage:   # an explicit or framework split (docs/parallel.md)
         t.add_row("pipeline split", f"layers per stage {list(par.layers_per_stage)}")
     if report.per_rank and ran:

@@ -33,7 +33,7 @@ from clustersim.parallel.split import framework_split, split_is_set, weight_of
 from clustersim.parallel.stage_graph import stage_graph
 from clustersim.scenario.checks import check_layout, check_recompute
 from clustersim.scenario.faults import fault_spec
-from clustersim.scenario.node_groups import NodeGroup, load_groups
+from clustersim.scenario.node_groups import NodeGroup, load_groups, one_kind
 from clustersim.scenario.sections import (
     ClusterSection,
     FsdpSection,
@@ -371,8 +371,19 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     gp = goodput_spec(raw.goodput) if raw.goodput is not None else None
     nics = tuple(g.cluster.nics_per_node for g in groups for _ in range(g.nodes)) if groups else None
     faults = fault_spec(raw.faults, cluster, nics) if raw.faults is not None else None
+    # what the split of a mixed cluster runs (heterogeneous.balance, docs/perrank.md): a split the
+    # user or a framework option gives keeps its layers (the micro-batches are still balanced), and
+    # groups of one hardware run as the plain preset, evenly
+    balance = p.balance
+    if groups and balance == "auto":
+        if split_is_set(par):
+            balance = "framework"
+        elif p.layers_per_stage is not None:
+            balance = "layers_per_stage"
+        elif one_kind(groups):
+            balance = "even"
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
-                    framework=framework, goodput=gp, faults=faults, node_groups=groups, balance=p.balance)
+                    framework=framework, goodput=gp, faults=faults, node_groups=groups, balance=balance)
 
 
 DEFAULT_CLUSTER_PRESET = "dgx-h100"  # a scenario's cluster without a preset

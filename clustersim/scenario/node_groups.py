@@ -20,7 +20,7 @@ Balancing the split to the groups' speeds runs after loading (clustersim.perrank
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import Field
 
@@ -100,3 +100,10 @@ def group_of_node(groups: tuple[NodeGroup, ...], node: int) -> int:
         if g.first_node <= node < g.first_node + g.nodes:
             return i
     raise ValueError(f"node {node} is in no group")
+
+
+def one_kind(groups: tuple[NodeGroup, ...]) -> bool:
+    """Whether every group has the same hardware (its preset's name apart): such a cluster runs as
+    the plain preset does, without balancing (docs/perrank.md)."""
+    return len({replace(g.cluster, name="", description="") for g in groups}) == 1
+
