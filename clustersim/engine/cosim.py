@@ -29,8 +29,8 @@ from clustersim.engine.event import _StepSim
 from clustersim.engine.spine import Spine, SpineLink
 from clustersim.engine.timeline import SimResult
 from clustersim.errors import InputError
-from clustersim.limits import MAX_SHARED_FABRIC_STEPS
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.limits import MAX_SHARED_FABRIC_STEPS
 from clustersim.network import FairShareLink
 from clustersim.parallel.groups import coords
 from clustersim.plan.step_plan import SimRank, StepPlan, build_plan
