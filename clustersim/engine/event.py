@@ -336,8 +336,13 @@ class _StepSim(UnitRunner):
                 for name, plan in z3.reduce.get((g, b), ()):
                     self._enqueue(rank, "rs", name, plan)
             elif final:
+                done = None
                 for name, plan in self.plan.dp.grad_buckets.get((g, b), ()):
-                    self._enqueue(rank, "dp", name, plan)
+                    done = self._enqueue(rank, "dp", name, plan)
+                if done is not None and self.plan.dp.blocking_reduce:   # on the compute stream
+                    start = self.env.now
+                    yield done
+                    self.tl.add(rank, "compute", f"wait grads s{g}", "dp_comm", start, self.env.now)
 
     def _gathers(self, rank: int, n: int, g: int, kind: str) -> _Gathers | None:
         """ZeRO-3 gathers of this action's units in the order of use."""
@@ -384,7 +389,7 @@ class _StepSim(UnitRunner):
                     tl.add(rank, "ep", label, cause, start, env.now)
                 core.finish(res, c, env.now)
         for x in (a, b):
-            if x.final:
+            if self.plan.dp.reduces(x.part, x.final):
                 for u in range(len(rk.units[(x.stage, x.part)])):
                     for name, plan in self.plan.dp.grad_buckets.get((x.stage, u), ()):
                         self._enqueue(rank, "dp", name, plan)
@@ -429,7 +434,8 @@ class _StepSim(UnitRunner):
                 if action.part == "F":
                     yield from self._forward(rk, action.stage, str(action))
                 else:
-                    yield from self._backward(rk, action.stage, str(action), action.final, action.part)
+                    yield from self._backward(rk, action.stage, str(action),
+                                              self.plan.dp.reduces(action.part, action.final), action.part)
                 yield from self._sends(rank, action)
                 i += 1
             self.nxt[rank] = i

@@ -68,10 +68,12 @@ def _load(rec: Recurrence, sim: _StepSim) -> list[tuple[int, Key, float, float]]
 
 def simulate_hybrid(plan: StepPlan) -> SimResult | None:
     """The step as described in the module docstring; None where it cannot apply (ZeRO-3, whose
-    collectives run beside every action; the schedules with W actions, F&B pairs or a V/DualPipe
+    collectives run beside every action, and ZeRO-2 over several micro-batches, which reduces after each; the schedules with W actions, F&B pairs or a V/DualPipe
     stage graph and offload's host link, which the general event engine runs) or where a check failed."""
-    if plan.dp.zero3 is not None or plan.general:
-        return None   # general: W actions, F&B pairs, V/DualPipe graphs, the host link run fully in simpy
+    if plan.dp.zero3 is not None or plan.general or plan.dp.every_backward:
+        # general: W actions, F&B pairs, V/DualPipe graphs, the host link run fully in simpy;
+        # ZeRO-2's every backward reduces, so no action before the last backwards is quiet
+        return None
     n = len(plan.ranks)
     rec = Recurrence(plan, check_links=True, alone=alone_total)
     sends: list[tuple[int, Key, float, float]] = []

@@ -225,6 +225,7 @@ class Recurrence:
         operations in the same order - without its calls; every other action through ``_step``."""
         ranks, nxt, arrival = self.plan.ranks, self.nxt, self.arrival
         blocking = self.blocking
+        reduces = self.plan.dp.reduces   # whether a backward launches its gradient buckets
         gathered = self._gathered_stages
         fast = self._z3 is None
         moved = False
@@ -275,7 +276,7 @@ class Recurrence:
                         clock = state.clock = arrived
                 part = a.part
                 if (dp.free_s <= clock and rs.free_s <= clock
-                        and (not a.final if part != "F" else a.stage not in gathered)):
+                        and (not reduces(part, a.final) if part != "F" else a.stage not in gathered)):
                     time_s, by_cause = totals[(a.stage, part)]
                     clock += time_s
                     state.clock = clock
@@ -364,7 +365,7 @@ class Recurrence:
                     state.wait(gathers.before(u) if gathers else (ready[u] if ready else None), "dp_comm")
                     state.run(unit)
         else:
-            final = a.final
+            final = self.plan.dp.reduces(part, a.final)   # launches its gradient buckets
             if z3 is None and not final and state.quiet():
                 state.run_total(rk.totals[(g, part)])
             else:
@@ -391,7 +392,7 @@ class Recurrence:
             state.causes[cause] += sec
         dp = self.plan.dp
         for x in (a, b):
-            if x.final:
+            if dp.reduces(x.part, x.final):
                 for u in range(len(rk.units[(x.stage, x.part)])):
                     self._enqueue(state, "dp", dp.grad_buckets.get((x.stage, u), ()))
 
@@ -402,7 +403,7 @@ class Recurrence:
         ready = [self.param_ready.get((rk.index, g, u)) for u in range(len(rk.units[a]))]
         if (self.alone is None or not rk.private[a] or self._z3 is not None or not state.quiet()
                 or any(x is not None and x > state.clock for x in ready)
-                or kind != "F" and self.nxt[rk.index] in rk.final_b):
+                or kind != "F" and (self.nxt[rk.index] in rk.final_b or self.plan.dp.every_backward)):
             self.contended = True
             return
         state.run_total(self.alone(self.plan, rk, g, kind))
@@ -435,10 +436,13 @@ class Recurrence:
                        buckets: tuple[tuple[Item, ...], ...] | None) -> None:
         """A backward without ZeRO-3, unit by unit; in a stage's last backward (``buckets``) each
         unit's gradient buckets are enqueued after it."""
+        blocking = self.plan.dp.blocking_reduce
         for b, unit in enumerate(units):
             state.run(unit)
             if buckets is not None:
-                self._enqueue(state, "dp", buckets[b])
+                done = self._enqueue(state, "dp", buckets[b])
+                if blocking:   # reduced on the compute stream: the next unit waits for it
+                    state.wait(done, "dp_comm")
 
     def _final_backward(self, state: RankState, units: tuple[CompiledUnit, ...],
                         buckets: tuple[tuple[Item, ...], ...]) -> None:
@@ -473,10 +477,10 @@ class Recurrence:
             self.contended = True
         return _Gathers(state, gather_slots(z3, n, g, kind), z3.prefetch)
 
-    def _enqueue(self, state: RankState, stream: str, items: tuple[Item, ...]) -> None:
+    def _enqueue(self, state: RankState, stream: str, items: tuple[Item, ...]) -> float | None:
         if items and self.check_links:
             self.contended = True
-        state.enqueue(stream, items)
+        return state.enqueue(stream, items)
 
     def _send(self, rk: SimRank, state: RankState, boundary: int, key: Key) -> None:
         start = state.clock

@@ -65,6 +65,16 @@ class DpPlan:
     param_gathers: dict[tuple[int, int], tuple[Item, ...]] = field(default_factory=dict)  # (stage, fwd unit)
     after_optimizer: dict[int, tuple[Item, ...]] = field(default_factory=dict)  # stage -> after the step
     zero3: Zero3Plan | None = None
+    # ZeRO-2 with several micro-batches (``grads_every_micro_batch``): every backward launches its
+    # units' gradient buckets, not only a stage's last; ``blocking_reduce``: the compute waits for
+    # each bucket's reduction (the framework reduces on the compute stream: no overlap_grad_reduce)
+    every_backward: bool = False
+    blocking_reduce: bool = False
+
+    def reduces(self, part: str, final: bool) -> bool:
+        """Whether a backward action (``part`` B, Bi or W) launches its units' gradient buckets:
+        a stage's last backward, or every one that produces weight gradients under ZeRO-2."""
+        return final or (self.every_backward and part in ("B", "W"))
 
     def after_backward_of(self, stages: list[int]) -> tuple[Item, ...]:
         return tuple(item for g in stages for item in self.after_backward.get(g, ()))
@@ -107,6 +117,19 @@ def grads_after_backward(par: ParallelLayout) -> bool:
     return not par.overlap_grad_reduce
 
 
+def grads_every_micro_batch(par: ParallelLayout) -> bool:
+    """Whether every micro-batch's gradients are reduced as its backward produces them, not once
+    after the last: ZeRO-2 keeps only its shard of the gradients, so it cannot accumulate whole
+    ones over the micro-batches (DeepSpeed deepspeed/runtime/engine.py allreduce_gradients: "ZeRO
+    stage >= 2 communicates during non gradient accumulation boundaries as well", stage_1_and_2.py
+    reducing each bucket as it fills in every backward; FSDP2, pytorch PR 126166: accumulating
+    sharded gradients "incurs the collective per microbatch backward but saves gradient memory",
+    the other way, set_requires_gradient_sync(False), keeps whole gradients; Megatron-FSDP's
+    optim_grads shards them "similar to ZeRO-2"). ZeRO-1 keeps whole gradients and reduces them
+    once (Megatron's distributed optimizer)."""
+    return par.zero_stage == 2 and par.dp * par.cp > 1 and par.num_micro_batches > 1
+
+
 def params_after_step(par: ParallelLayout) -> bool:
     """Whether ZeRO-1/2's parameter gathers run after the optimizer step (the rank's tail) rather
     than beside the next forward (``overlap_param_gather``)."""
@@ -140,7 +163,10 @@ def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
         return DpPlan(after_backward=tied, zero3=zero3_plan(scenario, work))
     size = bucket_params(scenario)
     grad_op = grad_reduce_op(scenario)
-    after, after_step = grads_after_backward(par), params_after_step(par)
+    every = grads_every_micro_batch(par)
+    # ZeRO-2 reduces each bucket as it fills in every backward, on the compute stream where the
+    # framework does not overlap the reduction (blocking_reduce), never once at the tail
+    after, after_step = grads_after_backward(par) and not every, params_after_step(par)
     grad_buckets: dict[tuple[int, int], tuple[Item, ...]] = {}
     after_backward: dict[int, tuple[Item, ...]] = {}
     param_gathers: dict[tuple[int, int], tuple[Item, ...]] = {}
@@ -174,7 +200,8 @@ def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
                         param_gathers[(g, first)] = param_gathers.get((g, first), ()) + (item,)
     for g, items in tied.items():
         after_backward[g] = after_backward.get(g, ()) + items
-    return DpPlan(grad_buckets, after_backward, param_gathers, after_optimizer)
+    return DpPlan(grad_buckets, after_backward, param_gathers, after_optimizer, every_backward=every,
+                  blocking_reduce=every and grads_after_backward(par))
 
 
 def _tied_embedding_grads(scenario: Scenario, work: StepWork, named: bool,

@@ -48,4 +48,5 @@ def scale_dp_plan(plan: DpPlan, link_speed: dict[int, float]) -> DpPlan:
     if z3 is not None:
         z3 = replace(z3, gather=items(z3.gather, lambda k: k[0]), reduce=items(z3.reduce, lambda k: k[0]))
     return DpPlan(items(plan.grad_buckets, lambda k: k[0]), items(plan.after_backward, lambda k: k),
-                  items(plan.param_gathers, lambda k: k[0]), items(plan.after_optimizer, lambda k: k), z3)
+                  items(plan.param_gathers, lambda k: k[0]), items(plan.after_optimizer, lambda k: k), z3,
+                  plan.every_backward, plan.blocking_reduce)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from clustersim.parallel.layout import ParallelLayout
+from clustersim.plan.data_parallel import grads_every_micro_batch
 from clustersim.sweep.evaluate import (
     COL,
     ESTIMATE_FIELDS,
@@ -33,6 +35,7 @@ from clustersim.sweep.evaluate import (
 )
 from clustersim.sweep.executors import Executor
 from clustersim.sweep.rank import key_codes
+from clustersim.sweep.space import layout_from_key
 
 N_KEY = len(KEY_FIELDS)
 # key columns in the order that groups layouts of one unit-time class (Screen.class_key) together
@@ -204,7 +207,7 @@ def branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, kee
             continue
         run, copies = pick, []
         if spec.time_twins:  # one closed form per ZeRO-1/2 twin pair (SweepSpec.time_twins)
-            run, copies = _twins(table, pick, timed)
+            run, copies = _twins(table, pick, timed, spec.scenario.parallel)
         if len(run):
             chunk = max(1, math.ceil(len(run) / (2 * workers)))
             jobs = chunks(keys_of(table[run]), chunk)
@@ -232,17 +235,22 @@ def branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, kee
     return table, level >= 1 if spec.lazy_bounds else None
 
 
-def _twins(table: np.ndarray, pick: np.ndarray, timed: dict[tuple[float, ...], int]
+def _twins(table: np.ndarray, pick: np.ndarray, timed: dict[tuple[float, ...], int], template: ParallelLayout
            ) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """Split ``pick`` into the rows to run in closed form and (row, twin) pairs whose ZeRO-1/2
     twin ran already or runs in this round (``SweepSpec.time_twins``); ``timed`` maps each
-    twin key (the layout key with ZeRO stage 2 read as 1) to the row that ran."""
+    twin key (the layout key with ZeRO stage 2 read as 1) to the row that ran. Twins whose
+    ZeRO-2 member reduces every micro-batch's gradients (``plan.data_parallel.grads_every_micro_batch``)
+    differ in time and are each run."""
     zcol = COL["zero_stage"]
     run, copies = [], []
     for row in pick.tolist():
         key = table[row, :N_KEY].copy()
-        if key[zcol] == 2.0:
-            key[zcol] = 1.0
+        if key[zcol] in (1.0, 2.0):
+            zero2 = key.copy()
+            zero2[zcol] = 2.0
+            if not grads_every_micro_batch(layout_from_key(tuple(int(v) for v in zero2), template)):
+                key[zcol] = 1.0
         twin = tuple(key.tolist())
         source = timed.get(twin)
         if source is None:

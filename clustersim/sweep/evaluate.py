@@ -108,11 +108,11 @@ class SweepSpec:
     @property
     def time_twins(self) -> bool:
         """Whether layouts that differ only in ZeRO stage 1 against 2 share their closed-form step
-        time: the shipped engines read the stage only as 0, 1-2 or 3 for time (ZeRO-2 shards the
-        gradients too, which only memory counts: ``plan.data_parallel._dp_plan`` reduce-scatters and
-        gathers alike for both, the optimizer shards alike), so the branch and bound runs one
-        twin and gives the other its time with its own memory from the screen, which is the closed
-        form's (tests/sweep/test_twins.py checks both on random layouts)."""
+        time where the ZeRO-2 one reduces its gradients once (one micro-batch: the shipped engines
+        then read the stage only as 0, 1-2 or 3 for time; ``plan.data_parallel.grads_every_micro_batch``
+        says where ZeRO-2 reduces after every backward instead, and ``bnb._twins`` runs both there),
+        so the branch and bound runs one twin and gives the other its time with its own memory from
+        the screen, which is the closed form's (tests/sweep/test_twins.py checks both on random layouts)."""
         return self.share_twins and self.own_screen and self.evaluators.zero_twins_share_time
 
     @property

@@ -3,7 +3,7 @@
 A group is the layouts that differ only in virtual stages or in ZeRO stage 1 against 2
 (clustersim.sweep.objective.group_codes), with the same memory verdict class (fits or tight).
 Its row is its best member: the event engine's numbers before the closed form's (the re-ranked
-member keeps its row), then the lowest ranked value, then the most free memory (ZeRO-2 before its
+member keeps its row), then the lowest ranked value, then the most free memory (ZeRO-2 before a
 ZeRO-1 twin of the same time), then the layout key. Groups are ordered by the value of their row:
 fitting before tight, then ascending value (for ``memory-headroom``: the ``keep`` fastest by free
 memory first, then the rest by time), then free memory, then key; so no row sits below another

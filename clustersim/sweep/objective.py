@@ -22,8 +22,9 @@
   recompute), so the speed a user gives up stays bounded by how far down the time ranking
   ``--top`` reaches, and the table shows it.
 
-Groups: layouts that differ only in virtual stages, or in ZeRO stage 1 against 2 (the same time,
-``SweepSpec.time_twins``), share a row (``group_codes``).
+Groups: layouts that differ only in virtual stages, or in ZeRO stage 1 against 2 (the same time
+where ZeRO-2 reduces once, ``SweepSpec.time_twins``; else the faster twin stands for the group),
+share a row (``group_codes``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""ZeRO-1 / ZeRO-2 twins share their closed-form step time (``SweepSpec.time_twins``): the
-branch and bound runs one of each pair and gives the other its time, which must change nothing."""
+"""ZeRO-1 / ZeRO-2 twins share their closed-form step time (``SweepSpec.time_twins``) where the
+ZeRO-2 one reduces its gradients once (one micro-batch): the branch and bound runs one of each
+such pair and gives the other its time, which must change nothing."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from clustersim import api
 from clustersim.api import SWEEP_EVALUATORS
 from clustersim.memory.report import VERDICTS
+from clustersim.plan.data_parallel import grads_every_micro_batch
 from clustersim.scenario import load_scenario
 from clustersim.sweep.evaluate import COL, estimate_keys
 from clustersim.sweep.executors import SerialExecutor
@@ -33,7 +35,7 @@ def _ones(which: str):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(which=st.sampled_from(sorted(CASES)), i=st.integers(min_value=0, max_value=10**9))
-def test_zero1_and_zero2_twins_take_the_same_time(which, i):
+def test_zero2_twins_take_zero1s_time_unless_they_reduce_every_micro_batch(which, i):
     """On random ZeRO-1 layouts of dense and MoE models (every schedule, offload, EP) the closed
     form gives its ZeRO-2 twin the same step time, tokens/s and MFU, bit for bit, and the screen
     gives each twin the closed form's own memory."""
@@ -41,7 +43,10 @@ def test_zero1_and_zero2_twins_take_the_same_time(which, i):
     p = ones[i % len(ones)]
     one = api.estimate(replace(s, parallel=p))
     two = api.estimate(replace(s, parallel=replace(p, zero_stage=2)))
-    assert (one.step_time_s, one.tokens_per_s, one.mfu) == (two.step_time_s, two.tokens_per_s, two.mfu)
+    if grads_every_micro_batch(replace(p, zero_stage=2)):   # ZeRO-2 reduces after every backward: slower
+        assert two.step_time_s >= one.step_time_s
+    else:
+        assert (one.step_time_s, one.tokens_per_s, one.mfu) == (two.step_time_s, two.tokens_per_s, two.mfu)
     sc = Screen(s)
     q = replace(p, zero_stage=2)
     verdict, peak = sc.worst(q, sc.profile(q))
