@@ -116,6 +116,14 @@ class SweepSpec:
         return self.share_twins and self.own_screen and self.evaluators.zero_twins_share_time
 
     @property
+    def zero2_dominated(self) -> bool:
+        """Whether a ZeRO-2 layout that reduces every micro-batch's gradients is never faster than
+        its ZeRO-1 twin, so that the sweep may leave it out where the twin fits as well
+        (clustersim.sweep.dominance): the shipped step models' ZeRO semantics
+        (``Evaluators.zero_twins_share_time``; tests/sweep/test_twins.py checks it on random layouts)."""
+        return self.own_screen and self.evaluators.zero_twins_share_time
+
+    @property
     def replay_bounds(self) -> bool:
         """Whether ``replayer`` gives a third level (it bounds clustersim's closed form only:
         ``Evaluators.bounds_hold``)."""

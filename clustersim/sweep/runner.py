@@ -35,6 +35,7 @@ from clustersim.scenario import Scenario, check_layout
 from clustersim.sweep.bnb import Progress, Target, branch_and_bound, keys_of
 from clustersim.sweep.compare import domain_split, nearest_split, splits_well
 from clustersim.sweep.constraints import Constraints
+from clustersim.sweep.dominance import slower_zero2
 from clustersim.sweep.evaluate import (
     COL,
     COLUMNS,
@@ -234,6 +235,8 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int | N
     if not (table[:, COL["fits"]] == 1.0).any():
         raise no_layout_error(spec, table)
     scale = time_scale(rank_by, spec.scenario, table)
+    if spec.zero2_dominated and rank_by != "memory-headroom":   # ZeRO-2 layouts their ZeRO-1 twin beats (dominance.py)
+        table[slower_zero2(table, spec.scenario.parallel, scale), COL["bound_step_time_s"]] = math.inf
     target = Target(group_codes(table), scale, plain_mask(table) if find_plain else None)
     table, refined = branch_and_bound(spec, table, executor, max(keep, rerank, 1), pareto, progress, target)
     return _rerank(spec, table, executor, rerank, max(keep, 1), progress, refined, rank_by, scale, find_plain)
