@@ -67,7 +67,7 @@ class VectorRows:
         # the optimizer step and tail of the bound per (profile, layout) of one micro-batch size
         # and ZeRO stage: they read the class only through its parameter counts (``total_s``),
         # which recompute and sequence parallelism leave alone
-        self._steps: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._steps: dict[tuple[object, ...], tuple[float, float, float]] = {}
 
     def _profile_ranks(self, key: tuple[str, int, int], prof: ScheduleProfile
                        ) -> list[tuple[int, tuple[object, ...], int]]:
@@ -121,7 +121,8 @@ class VectorRows:
                     terms = self._steps.get(skey)
                     if terms is None:
                         terms = self._steps[skey] = bounds.step_terms(p, u, prof)
-                    bound = pipe_s + terms[0] + terms[1] + jitter_s
+                    bound = (bounds.with_terms(p, u, prof, pipe_s, terms) if terms[2]
+                             else pipe_s + terms[0] + terms[1]) + jitter_s
                 self.rows.append((*head, int(off), bound * (1.0 - BOUND_SLACK)))
 
     def array(self) -> np.ndarray:

@@ -169,8 +169,9 @@ class Screen:
         left its closed-form evaluations at 102 (the five-cluster compare: 2,686 -> 2,634), while
         a MoE bound without it is as low as 0.42 of the closed form (expert gradients over their
         own group; docs/sweep.md)."""
-        opt, tail = self.step_terms(layout, u, profile)
-        bound = pipe_s + opt + tail
+        terms = self.step_terms(layout, u, profile)
+        opt = terms[0]
+        bound = self.with_terms(layout, u, profile, pipe_s, terms)
         if exact and self.dp_term:
             if profile.backward_chain:
                 bound = max(bound, self.streams.dp_bound_s(layout, schedule, u, profile, pipe_s, opt))
@@ -205,12 +206,27 @@ class Screen:
             layer_s = memo.floor_layer_s[key] = lo.layer_f_s + lo.layer_b_s
         return frac, layer_s
 
-    def step_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> tuple[float, float]:
+    def with_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, pipe_s: float,
+                   terms: tuple[float, float, float]) -> float:
+        """The bound from the pipeline bound ``pipe_s`` and ``step_terms`` (before the slowest GPU's
+        wait): the pipeline then the optimizer step and the tail, or ZeRO-2's floor from rank 0's
+        data-parallel stream, with rank 0's kernels where they wait for its reductions."""
+        opt, tail, floor = terms
+        if floor:
+            floor += self.terms.blocked_kernels_s(layout, u, profile)
+        return max(pipe_s + opt + tail, floor)
+
+    def step_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile
+                   ) -> tuple[float, float, float]:
         """What ``total_s`` adds to the pipeline bound below the second level: the optimizer step
-        and, with the backward chain, the data-parallel tail (else 0). Both read the class only
+        and, with the backward chain, the data-parallel tail (else 0); and a floor on the step
+        from rank 0's data-parallel stream where ZeRO-2 reduces every micro-batch's gradients
+        (``StepTerms.grad_stream_s`` then its optimizer step; else 0). All read the class only
         through its parameter counts."""
-        return (self.terms.optimizer_s(layout, u, profile),
-                self.terms.tail_s(layout, u, profile) if profile.backward_chain else 0.0)
+        opt = self.terms.optimizer_s(layout, u, profile)
+        stream = self.terms.grad_stream_s(layout, u, profile) if profile.backward_chain else 0.0
+        return (opt, self.terms.tail_s(layout, u, profile) if profile.backward_chain else 0.0,
+                stream + opt if stream else 0.0)
 
     def profile(self, layout: ParallelLayout) -> ScheduleProfile:
         return self.profile_of(layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages)

@@ -23,7 +23,13 @@ from dataclasses import replace
 
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.plan.comm_plans import pp_link_plan
-from clustersim.plan.data_parallel import grad_bucket, grads_after_backward, param_bucket, params_after_step
+from clustersim.plan.data_parallel import (
+    grad_bucket,
+    grads_after_backward,
+    grads_every_micro_batch,
+    param_bucket,
+    params_after_step,
+)
 from clustersim.plan.optimizer_step import optimizer_step_s
 from clustersim.plan.zero3 import (
     zero3_backward_gathers,
@@ -120,6 +126,41 @@ class StepTerms:
                     t += param_bucket(grid, params0).time_s
             self.memo.tail[key] = t
         return t
+
+    def grad_stream_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
+        """Data-parallel work of rank 0 that its optimizer step waits for where ZeRO-2 reduces every
+        micro-batch's gradients (``plan.data_parallel.grads_every_micro_batch``): one reduction of
+        all its gradients per micro-batch (at least one bucket of their total size each: a
+        collective's time is concave in its size), one after another on its stream, and, without
+        overlapped parameter gathers, the gather after the step (``blocked_kernels_s`` adds rank
+        0's kernels where they wait for the reductions). 0 where the rule does not apply, and
+        for MoE models (expert gradients reduce over their own group: ``StreamTerms``)."""
+        p = layout
+        if self.base.model.is_moe or not grads_every_micro_batch(p):
+            return 0.0
+        held0 = profile.ranks[0][0]
+        params0 = held0 * u.layer_params + u.first_params + (u.last_params if p.pp == 1 else 0)
+        key = ("every", p.tp, p.cp, p.pp, p.dp, p.ep, p.num_micro_batches, p.overlap_param_gather, params0)
+        t = self.memo.tail.get(key)
+        if t is None:
+            grid = self.grid(p)
+            t = p.num_micro_batches * grad_bucket(grid, params0).time_s
+            if params_after_step(p):
+                t += param_bucket(grid, params0).time_s
+            self.memo.tail[key] = t
+        return t
+
+    def blocked_kernels_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
+        """Rank 0's own kernels (each micro-batch's forward and backward of the layers it holds, at
+        the cheaper kind's unit times, and of its embedding) where they wait for ZeRO-2's every
+        reduction, which the framework runs on the compute stream (no ``overlap_grad_reduce``):
+        they add to ``grad_stream_s``; 0 elsewhere."""
+        p = layout
+        if not grads_after_backward(p) or not grads_every_micro_batch(p) or self.base.model.is_moe:
+            return 0.0
+        last = u.last_f_s + u.last_b_s if p.pp == 1 else 0.0
+        held0 = profile.ranks[0][0]
+        return p.num_micro_batches * (held0 * (u.layer_f_s + u.layer_b_s) + u.first_f_s + u.first_b_s + last)
 
     def optimizer_s(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> float:
         """Rank 0's optimizer step (``plan.stage_work``: its parameters, before ZeRO sharding); for
