@@ -18,6 +18,7 @@ import numpy as np
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.plan.data_parallel import grads_every_micro_batch
 from clustersim.sweep.evaluate import COL, KEY_FIELDS
+from clustersim.sweep.rank import key_codes
 from clustersim.sweep.space import layout_from_key
 
 N_KEY = len(KEY_FIELDS)
@@ -29,28 +30,33 @@ def slower_zero2(table: np.ndarray, template: ParallelLayout, scale: np.ndarray 
     has a ranked-value scale no larger (module docstring)."""
     zcol = COL["zero_stage"]
     out = np.zeros(table.shape[0], dtype=bool)
-    zero2 = np.flatnonzero(table[:, zcol] == 2.0)
-    if not zero2.size:
+    fitting = table[:, COL["fits"]] == 1.0   # only a fitting layout is ever timed, and its twin must fit
+    zero2 = np.flatnonzero(fitting & (table[:, zcol] == 2.0))
+    ones = np.flatnonzero(fitting & (table[:, zcol] == 1.0))
+    if not zero2.size or not ones.size:
         return out
     # the rule, asked once per distinct (dp, cp, micro-batch): the only fields it reads besides the stage
-    every: dict[tuple[float, float, float], bool] = {}
-    cols = [COL["dp"], COL["cp"], COL["micro_batch"]]
-    for row in zero2.tolist():
-        sig = tuple(table[row, cols].tolist())
-        if sig not in every:
-            every[sig] = grads_every_micro_batch(layout_from_key(tuple(int(v) for v in table[row, :N_KEY]), template))
-    ones = np.flatnonzero(table[:, zcol] == 1.0)
-    twin_of = {tuple(table[row, :N_KEY].tolist()): row for row in ones.tolist()}
-    fits, verdict = table[:, COL["fits"]], table[:, COL["verdict"]]
-    for row in zero2.tolist():
-        if not every[tuple(table[row, cols].tolist())]:
-            continue
-        key = table[row, :N_KEY].copy()
-        key[zcol] = 1.0
-        twin = twin_of.get(tuple(key.tolist()))
-        if twin is None or fits[twin] != 1.0 or verdict[twin] > verdict[row]:
-            continue
-        if scale is not None and scale[row] < scale[twin]:
-            continue
-        out[row] = True
+    sig = ((table[zero2, COL["dp"]].astype(np.int64) << 32) | (table[zero2, COL["cp"]].astype(np.int64) << 20)
+           | table[zero2, COL["micro_batch"]].astype(np.int64))   # dp, cp < 2^31, 2^12; micro-batch < 2^20
+    combos, first, which = np.unique(sig, return_index=True, return_inverse=True)
+    every = np.array([grads_every_micro_batch(layout_from_key(tuple(int(v) for v in table[row, :N_KEY]), template))
+                      for row in zero2[first].tolist()], dtype=bool)[which.reshape(-1)]
+    rows = zero2[every]
+    if not rows.size:
+        return out
+    # each candidate's ZeRO-1 twin: the same key with stage 1, matched by key codes packed alike
+    keys = np.concatenate([table[ones, :N_KEY], table[rows, :N_KEY]])
+    keys[len(ones):, zcol] = 1.0
+    codes = key_codes(keys)
+    one_codes, row_codes = codes[:len(ones)], codes[len(ones):]
+    order = np.argsort(one_codes, kind="stable")
+    sorted_codes = one_codes[order]
+    at = np.minimum(np.searchsorted(sorted_codes, row_codes), len(sorted_codes) - 1)
+    found = sorted_codes[at] == row_codes
+    twin = ones[order[at]]
+    verdict = table[:, COL["verdict"]]
+    cut = found & (verdict[twin] <= verdict[rows])
+    if scale is not None:
+        cut &= scale[rows] >= scale[twin]
+    out[rows[cut]] = True
     return out
