@@ -197,6 +197,12 @@ def check_framework_layout(framework: FrameworkSpec, pp: int, zero_stage: int, s
         raise InputError(*refusal)
 
 
+def megatron_family(name: str) -> bool:
+    """Whether framework ``name`` is one of Megatron-LM's (megatron-core, megatron-legacy): the
+    frameworks whose host costs, syncs, batch broadcast and MoE code paths are Megatron's."""
+    return name.startswith("megatron")
+
+
 def framework_names() -> tuple[str, ...]:
     return tuple(_catalog())
 

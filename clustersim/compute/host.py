@@ -66,6 +66,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from clustersim.frameworks import megatron_family
+
 CUDA_LAUNCH_S = 2.5e-6              # cudaLaunchKernel's CPU time (module docstring)
 KERNEL_ISSUE_S = 12.4e-6 + CUDA_LAUNCH_S   # measured dispatch + autograd record (this machine) + the launch
 MEGATRON_BATCH_BROADCASTS = 4       # get_batch_on_this_tp_rank: tokens, labels, loss_mask, position_ids
@@ -115,5 +117,5 @@ def sync_points(framework: str, dtype: str) -> int:
     """Synchronising host calls per step (module docstring)."""
     if framework == "torchtitan":
         return 1
-    n = 2 if framework.startswith("megatron") else 1
+    n = 2 if megatron_family(framework) else 1
     return n + (1 if dtype == "fp16" else 0)

@@ -49,7 +49,7 @@ from clustersim.compute.moe import moe_backward, moe_forward, moe_params_per_gpu
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
 from clustersim.compute.roofline import memory_bound_op
 from clustersim.errors import InputError
-from clustersim.frameworks import DEFAULT_FRAMEWORK
+from clustersim.frameworks import DEFAULT_FRAMEWORK, megatron_family
 from clustersim.hardware.spec import GpuSpec
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
@@ -79,7 +79,7 @@ def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpe
         raise InputError("elementwise", elementwise, ("fused", "eager"))
     policy = layout.recompute if recompute is None else recompute
     policy = "full" if policy == "full-inner" else policy
-    bias_loop = moe and model.moe_expert_bias and framework.startswith("megatron")
+    bias_loop = moe and model.moe_expert_bias and megatron_family(framework)
     return _layer_cost(model, compute_layout(layout, policy), gpu, dtype, resolve_attention(attention, gpu.name),
                        moe, gpus_per_node if moe and layout.ep > 1 else 8, elementwise, recipe, local, bias_loop)
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from clustersim.compute import host
 from clustersim.compute.variation import sync_wait_fraction
+from clustersim.frameworks import megatron_family
 from clustersim.plan.comm_plans import comm_plan
 from clustersim.plan.stage_work import StepWork
 from clustersim.scenario import Scenario
@@ -42,7 +43,7 @@ def issue_deficits(scenario: Scenario, work: StepWork, unit_s: Mapping[tuple[int
                    ) -> dict[tuple[int, str], float]:
     """The issue deficit of each action (global stage, part) of a rank, from its units' host time
     (``StageWork.issues``) and GPU seconds (``unit_s``: each unit's contention-free time)."""
-    megatron = scenario.framework.name.startswith("megatron")
+    megatron = megatron_family(scenario.framework.name)
     syncs = megatron and not scenario.model.moe_pad_to_capacity
     return {key: host.issue_deficit_s(work.stages[key[0]].issues(key[1], megatron, syncs), gpu)
             for key, gpu in unit_s.items()}
@@ -58,13 +59,13 @@ def host_s(scenario: Scenario, actions: Mapping[tuple[int, str], int], deficits:
     framework, dtype = scenario.framework.name, scenario.training.dtype
     syncs = host.sync_points(framework, dtype)
     fixed = syncs * host.KERNEL_ISSUE_S
-    if framework.startswith("megatron"):
+    if megatron_family(framework):
         fixed += barrier_s                     # the level-1 timer's barrier
     if dtype == "fp16":
         fixed += barrier_s                     # the found-inf all-reduce
     data = 0.0
     par = scenario.parallel
-    if holds_data and par.tp > 1 and framework.startswith("megatron"):
+    if holds_data and par.tp > 1 and megatron_family(framework):
         size = par.micro_batch * scenario.model.seq_len * 8   # int64 token ids (and alike) of one micro-batch
         data = micro_batches * host.MEGATRON_BATCH_BROADCASTS * comm_plan(scenario, "broadcast", size, "tp").time_s
     return deficit + fixed + data

@@ -38,7 +38,7 @@ def slower_zero2(table: np.ndarray, template: ParallelLayout, scale: np.ndarray 
     # the rule, asked once per distinct (dp, cp, micro-batch): the only fields it reads besides the stage
     sig = ((table[zero2, COL["dp"]].astype(np.int64) << 32) | (table[zero2, COL["cp"]].astype(np.int64) << 20)
            | table[zero2, COL["micro_batch"]].astype(np.int64))   # dp, cp < 2^31, 2^12; micro-batch < 2^20
-    combos, first, which = np.unique(sig, return_index=True, return_inverse=True)
+    _, first, which = np.unique(sig, return_index=True, return_inverse=True)
     every = np.array([grads_every_micro_batch(layout_from_key(tuple(int(v) for v in table[row, :N_KEY]), template))
                       for row in zero2[first].tolist()], dtype=bool)[which.reshape(-1)]
     rows = zero2[every]
