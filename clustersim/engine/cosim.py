@@ -19,6 +19,7 @@ running, so the slower ones see traffic to the end); a job's step time is the me
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,22 +37,39 @@ from clustersim.parallel.groups import coords
 from clustersim.plan.step_plan import SimRank, StepPlan, build_plan
 from clustersim.scenario import Scenario
 
+_NODE_EPS = 1e-9   # a stage's nodes in a leaf are sums of 1 / gpus_per_node: 2.0000000001 is 2 nodes
+
 
 @dataclass(frozen=True, slots=True)
 class Job:
     scenario: Scenario
     plan: StepPlan
-    shares: dict[int, float]      # id(phase) -> share of a NIC's stream the leaf's uplinks carry
+    # (id(phase), nodes of its rank's stage in a leaf) -> share of a NIC's stream that leaf's uplinks carry
+    shares: dict[tuple[int, float], float]
     nodes_per_leaf: int
     # per leaf the job occupies (in node order): (pipeline rank, its nodes there) for each rank
     leaves: tuple[tuple[tuple[int, float], ...], ...]
 
+    def uplink_weights(self, phase: Phase, kinds: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
+        """(leaf kind, node-NICs of demand) of one transfer of ``phase`` by a rank whose stage has
+        ``n`` nodes in each kind of leaf (``kinds``: (kind, n)): ``f x n``, ``f`` the share for a leaf
+        holding ``n`` of the stage's nodes (``cross_fraction``); kinds it does not cross are left out."""
+        out = tuple((kind, self.shares.get((id(phase), n), 0.0) * n) for kind, n in kinds)
+        return tuple((kind, w) for kind, w in out if w > 0)
 
-def cross_fraction(plan: CollectivePlan, cluster: ClusterSpec) -> float:
-    """Share of one NIC's stream of ``plan`` that the leaf's uplinks carry on ``cluster`` (the job's
-    own placement): the collective model's rules, ``lowering.cross_fraction`` (all-to-all by peer
-    count, recursive halving/doubling all) floored by ``ports.leaf_uplink_share`` (a ring's one
-    crossing hop per leaf), as ``ports.spine_factor`` charges a job alone."""
+
+def cross_fraction(plan: CollectivePlan, cluster: ClusterSpec, nodes_here: float | None = None) -> float:
+    """Share of one NIC's stream of ``plan`` that a leaf's uplinks carry, per node of the group in
+    that leaf: the collective model's rules, ``lowering.cross_fraction`` (all-to-all by peer count,
+    recursive halving/doubling all) floored by ``ports.leaf_uplink_share`` (a ring's one crossing hop
+    per leaf), as ``ports.spine_factor`` charges a job alone. ``nodes_here``: the nodes of the
+    rank's stage in that leaf (None: a whole leaf of ``cluster.nodes_per_leaf``); the rules then see
+    a leaf of the group's nodes there, ``min(group nodes, nodes_here)`` rounded up, so a leaf that
+    holds the tail of one stage and the head of the next carries each stage's crossing hop (a ring
+    split over two leaves crosses once in each), not a share of one."""
+    if nodes_here is not None:
+        here = min(plan.shape.num_nodes, max(1, math.ceil(nodes_here - _NODE_EPS)))
+        cluster = replace(cluster, nodes_per_leaf=here)
     return ports.leaf_uplink_share(cluster, plan.shape, lowering.cross_fraction(plan, cluster))
 
 
@@ -93,14 +111,26 @@ def make_job(scenario: Scenario, total_nodes: int, nodes_per_leaf: int) -> Job:
         per_leaf = min(cluster.num_nodes, max(1, nodes_per_leaf * cluster.num_nodes // total_nodes))
     own = replace(scenario, cluster=replace(cluster, nodes_per_leaf=per_leaf, oversubscription=1.0))
     plan = build_plan(own)
-    shares: dict[int, float] = {}
+    leaves = _leaves(scenario, per_leaf)
+    # each stage's node counts in the leaves it occupies: a leaf holding the tail of stage s and the
+    # head of stage s + 1 prices each stage's collectives on that stage's nodes there
+    here: dict[int, set[float]] = {}
+    for leaf in leaves:
+        for stage, n in leaf:
+            here.setdefault(stage, set()).add(n)
+    shares: dict[tuple[int, float], float] = {}
+    seen: set[tuple[int, float]] = set()
     for rk in plan.ranks:
         for p in _plans(rk, plan):
-            f = cross_fraction(p, own.cluster)
-            for ph in p.phases:
-                if ph.tier == "scale_out" and f > 0:
-                    shares[id(ph)] = f
-    return Job(own, plan, shares, per_leaf, _leaves(scenario, per_leaf))
+            for n in here.get(rk.pp_rank, ()):
+                if (id(p), n) in seen:   # plans are shared by micro-batches and layers
+                    continue
+                seen.add((id(p), n))
+                f = cross_fraction(p, own.cluster, n)
+                for ph in p.phases:
+                    if ph.tier == "scale_out" and f > 0:
+                        shares[(id(ph), n)] = f
+    return Job(own, plan, shares, per_leaf, leaves)
 
 
 def _leaf_kinds(jobs: list[Job], nodes_per_leaf: int, oversubscription: float
@@ -127,7 +157,7 @@ class _SharedSim(_StepSim):
 
     def __init__(self, job: Job, stage_kinds: dict[int, tuple[tuple[int, float], ...]], env: simpy.Environment,
                  spine: Spine, name: str) -> None:
-        self._spine, self._shares = spine, job.shares
+        self._spine, self._job = spine, job
         self._kinds = [stage_kinds.get(rk.pp_rank, ()) for rk in job.plan.ranks]
         self.cross_leaf_phases = 0
         super().__init__(job.plan, record=False, env=env, name=name)
@@ -139,10 +169,10 @@ class _SharedSim(_StepSim):
         link = self.links[rank][phase.tier]
         work = phase.wire_bytes / phase.bw_bytes_per_s
         if isinstance(link, SpineLink):
-            f = self._shares.get(id(phase), 0.0)
-            if f > 0:
+            weights = self._job.uplink_weights(phase, self._kinds[rank])
+            if weights:
                 self.cross_leaf_phases += 1
-            return link.transfer(work, tuple((kind, f * n) for kind, n in self._kinds[rank]) if f > 0 else ())
+            return link.transfer(work, weights)
         return link.transfer(work)
 
     def _quiet(self, rk: SimRank, g: int, kind: str) -> tuple | None:
