@@ -5,7 +5,8 @@ Config keys (deepspeed/runtime/config.py, constants.py, zero/config.py; deepspee
 (train_batch_size = micro x accumulation x data-parallel ranks; the model-parallel sizes given with
 ``--set parallel.tp/pp/cp`` count before this arithmetic), ``zero_optimization.stage`` and its
 ``offload_optimizer`` / ``offload_param`` (and the deprecated ``cpu_offload`` / ``cpu_offload_param``),
-``overlap_comm`` (parallel.overlap_grad_reduce), ``reduce_bucket_size`` (parallel.dp_bucket_params),
+``overlap_comm`` (parallel.overlap_grad_reduce; left out, DeepSpeed's default: on for stage 3
+only), ``reduce_bucket_size`` (parallel.dp_bucket_params),
 ``bf16.enabled`` / ``fp16.enabled``, ``activation_checkpointing`` (read by Megatron-DeepSpeed; its
 ``cpu_checkpointing``: parallel.offload.activations), ``pipeline`` (the PipelineEngine: its ``stages``,
 else --set parallel.pp). Refused by name: Apex ``amp``, partial offload (``ratio`` < 1), offload
@@ -332,8 +333,16 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
     if config_bool(zero.get("reduce_scatter", True), "zero_optimization.reduce_scatter") is False:
         raise InputError("zero_optimization.reduce_scatter", False, "true: ZeRO's gradient reduction by all-reduce "
                          "(reduce_scatter false: stage_1_and_2.py average_tensor's allreduce path) is not modelled")
-    if "overlap_comm" in zero:   # DeepSpeed's default: true for stage 3 only (zero/config.py overlap_comm_valid)
+    if "overlap_comm" in zero:
         parallel["overlap_grad_reduce"] = config_bool(zero["overlap_comm"], "zero_optimization.overlap_comm")
+    elif stage == 3:
+        # DeepSpeed's default is on for stage 3 only: deepspeed/runtime/zero/config.py (microsoft/DeepSpeed
+        # 03dc2b9) declares `overlap_comm: Optional[bool] = None` and its validator overlap_comm_valid sets
+        # `self.overlap_comm = self.stage == ZeroStageEnum.weights` when it is None; stages 0-2 keep the
+        # framework's default, off (clustersim/data/frameworks.yaml deepspeed)
+        parallel["overlap_grad_reduce"] = True
+        notes.append("zero_optimization.overlap_comm not given: on, DeepSpeed's default for stage 3 "
+                     "(parallel.overlap_grad_reduce true)")
     if "reduce_bucket_size" in zero:   # elements per gradient bucket (zero/config.py reduce_bucket_size, 5e8)
         bucket = zero["reduce_bucket_size"]
         if isinstance(bucket, float) and bucket.is_integer():

@@ -36,6 +36,23 @@ def test_overlap_comm_and_the_bucket_are_mapped():
     assert par["overlap_grad_reduce"] is False
 
 
+def test_overlap_comm_left_out_follows_deepspeeds_default_per_stage():
+    """DeepSpeed turns overlap_comm on by default for ZeRO stage 3 only (deepspeed/runtime/zero/config.py
+    overlap_comm_valid: ``self.overlap_comm = self.stage == ZeroStageEnum.weights`` when unset); a stage-3
+    config without the key was imported with the deepspeed framework's default, off."""
+    res = imported({**BASE, "zero_optimization": {"stage": 3}})
+    assert res.scenario["parallel"]["overlap_grad_reduce"] is True
+    assert any("overlap_comm" in n for n in res.notes)
+    par = imported({**BASE, "zero_optimization": {"stage": 3, "overlap_comm": False}}).scenario["parallel"]
+    assert par["overlap_grad_reduce"] is False
+    for stage in (0, 1, 2):
+        res = imported({**BASE, "zero_optimization": {"stage": stage}})
+        assert "overlap_grad_reduce" not in res.scenario["parallel"], stage
+        assert not any("overlap_comm" in n for n in res.notes)
+    res = imported(BASE)   # no zero_optimization: stage 0
+    assert "overlap_grad_reduce" not in res.scenario["parallel"]
+
+
 def test_cpu_checkpointing_offloads_the_activations():
     res = imported({**BASE, "zero_optimization": {"stage": 3},
                     "activation_checkpointing": {"partition_activations": True, "cpu_checkpointing": True}})
