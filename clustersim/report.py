@@ -10,6 +10,7 @@ from clustersim.energy import EnergyReport, energy_report, mixed_energy_report
 from clustersim.engine.timeline import CAUSES
 from clustersim.errors import InputError
 from clustersim.memory import MemoryReport
+from clustersim.memory.host import HostMemory, host_memory
 from clustersim.scenario import Scenario
 from clustersim.uncertainty import Interval, step_interval
 from clustersim.workload.model_summary import model_json
@@ -47,22 +48,27 @@ class StepReport:
         return self.scenario.cluster.num_gpus
 
     @property
+    def host(self) -> HostMemory | None:
+        """The node's host memory check (clustersim.memory.host.host_memory) of the stages' offloaded
+        bytes, or None without offload."""
+        return host_memory((m.host_bytes_per_gpu for m in self.memory_by_stage), self.scenario.cluster)
+
+    @property
     def host_memory(self) -> dict[str, Any] | None:
         """Whether a node's host memory holds what its GPUs offload (``parallel.offload``), or None
         without offload: the stage offloading the most per GPU times the GPUs of a node (an upper
         bound where a node's GPUs hold different stages) against the cluster profile's
         ``host_memory_GiB``; verdict ``fits``, ``does-not-fit``, or ``unknown`` where the profile
         gives no host memory. A warning beside the GPU verdict, not part of it: `run` does not exit
-        3 on it and the sweep does not screen it (docs/output.md, ``memory.host``)."""
-        per_gpu = max((m.host_bytes_per_gpu for m in self.memory_by_stage), default=0)
-        if not per_gpu:
+        3 on it; the sweep ranks a layout whose host memory does not hold it as not fitting
+        (docs/output.md, ``memory.host``). The rule: clustersim.memory.host.host_memory."""
+        host = self.host
+        if host is None:
             return None
         cluster = self.scenario.cluster
-        need = per_gpu * cluster.gpus_per_node
-        cap = cluster.host_memory_bytes or None
-        verdict = "unknown" if cap is None else "fits" if need <= cap else "does-not-fit"
-        out: dict[str, Any] = {"bytes_per_gpu": per_gpu, "gpus_per_node": cluster.gpus_per_node,
-                               "bytes_per_node": need, "capacity_bytes_per_node": cap, "verdict": verdict}
+        out: dict[str, Any] = {"bytes_per_gpu": host.bytes_per_gpu, "gpus_per_node": host.gpus_per_node,
+                               "bytes_per_node": host.bytes_per_node,
+                               "capacity_bytes_per_node": host.capacity_bytes_per_node, "verdict": host.verdict}
         if self.scenario.parallel.offload_optimizer:   # what the host Adam streams through (plan.host_offload)
             from clustersim.plan.host_offload import host_dram_bw
             bw, given = host_dram_bw(cluster)

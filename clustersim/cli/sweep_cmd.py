@@ -183,7 +183,10 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
         missing = [f for f in (out, plot, html_file) if f and f not in written]
         raise Interrupted("sweep stopped" + (f"; {' and '.join(missing)} not written" if missing else "")
                           + (f"; {' and '.join(written)} written in full" if written else "")) from None
-    click.echo(f"swept {result.evaluated} layouts ({result.fitting} fit in memory, {result.estimated} in closed "
+    # layouts that fit the GPUs but offload more than a node's host memory holds (memory.host's rule)
+    host = (f", {result.host_unfit} more fit the GPUs but not the nodes' host memory (parallel.offload)"
+            if result.host_unfit else "")
+    click.echo(f"swept {result.evaluated} layouts ({result.fitting} fit in memory{host}, {result.estimated} in closed "
                f"form, {result.simulated} in the event engine) in {elapsed_s:.1f} s "
                f"({result.evaluated / elapsed_s:,.0f} layouts/s) on {executor}", err=True)
     rows = result.top(top_k)
@@ -205,6 +208,7 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
     if as_json:
         plain = result.best_plain()
         click.echo(json.dumps({"evaluated": result.evaluated, "feasible": result.fitting,
+                               "host_memory_unfit": result.host_unfit,
                                "estimated": result.estimated, "simulated": result.simulated,
                                "gpus": s.cluster.num_gpus, "cluster": s.cluster.name, "gpu": s.cluster.gpu.name,
                                "model": s.model.name,

@@ -96,7 +96,7 @@ def branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, kee
     third level (``SweepSpec.replay_bounds``) a round's picks must be at that level: those below
     the edge are replayed first (``max`` with their bound) and the round starts again, so every
     layout left out has a final bound above the threshold (tests/sweep/test_replay.py)."""
-    clear = table[:, COL["verdict"]] == 0.0
+    clear = (table[:, COL["verdict"]] == 0.0) & (table[:, COL["fits"]] == 1.0)   # fits: the host's memory too
     clear_groups = np.unique(target.groups[clear]).size
     by_clear = clear_groups >= keep
     fits = np.flatnonzero(clear if by_clear else table[:, COL["fits"]] == 1.0)
@@ -153,7 +153,9 @@ def branch_and_bound(spec: SweepSpec, table: np.ndarray, executor: Executor, kee
     mark = np.zeros(table.shape[0], dtype=bool)
     while len(order):
         steps = table[picked, COL["step_time_s"]]
-        feasible = (table[picked, COL["verdict"]] == 0.0) if by_clear else table[picked, COL["fits"]] == 1.0
+        feasible = table[picked, COL["fits"]] == 1.0
+        if by_clear:
+            feasible &= table[picked, COL["verdict"]] == 0.0
         known = picked[~np.isnan(steps) & feasible]
         values = table[known, COL["step_time_s"]] * (1.0 if scale is None else scale[known])
         codes, best = _group_best(groups[known], values)

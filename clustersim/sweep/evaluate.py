@@ -51,6 +51,12 @@ METRIC_FIELDS = ("fits", "peak_bytes_per_gpu", "step_time_s", "tokens_per_s", "m
 NAN = math.nan
 
 
+def host_unfit_mask(table: np.ndarray) -> np.ndarray:
+    """Rows that fit the GPU's memory but not a node's host memory: ``fits`` 0 with a GPU verdict
+    other than does-not-fit (the screen's ``Screen.screen_host`` and ``report_metrics`` write them so)."""
+    return (table[:, COL["fits"]] == 0.0) & (table[:, COL["verdict"]] != float(VERDICTS.index("does-not-fit")))
+
+
 @dataclass(frozen=True, slots=True)
 class SweepSpec:
     """What every task of one sweep shares."""
@@ -139,9 +145,13 @@ class Task:
 
 
 def report_metrics(report: Any) -> tuple[float, ...]:
-    """METRIC_FIELDS of a StepReport."""
-    mem = report.memory
-    return (float(bool(mem.fits)), float(mem.peak_bytes_per_gpu), float(report.step_time_s),
+    """METRIC_FIELDS of a StepReport: ``fits`` where the GPU's memory and the node's host memory
+    (``StepReport.host``, the rule `run` reports as ``memory.host``) hold the layout, ``verdict``
+    the GPU's (as the screen's rows: ``Screen.screen_host``). An evaluator's report without ``host``
+    (a test's) offloads nothing."""
+    mem, host = report.memory, getattr(report, "host", None)
+    fits = bool(mem.fits) and (host is None or host.fits)
+    return (float(fits), float(mem.peak_bytes_per_gpu), float(report.step_time_s),
             float(report.tokens_per_s), float(report.mfu), float(VERDICTS.index(mem.verdict)))
 
 

@@ -18,6 +18,7 @@ from clustersim.sweep.evaluate import (
     KEY_FIELDS,
     METRIC_FIELDS,
     SweepSpec,
+    host_unfit_mask,
 )
 from clustersim.sweep.objective import METRIC_FIELDS as RANKED_FIELDS
 from clustersim.sweep.objective import cost_per_million_tokens, plain_mask
@@ -80,6 +81,12 @@ class SweepResult:
     def fitting(self) -> int:
         """Layouts that fit in memory."""
         return int((self.table[:, COL["fits"]] == 1.0).sum())
+
+    @property
+    def host_unfit(self) -> int:
+        """Layouts that fit the GPU's memory but offload more than a node's host memory holds
+        (``fits`` 0 with a GPU verdict other than does-not-fit: screen.Screen.screen_host)."""
+        return int(host_unfit_mask(self.table).sum())
 
     @property
     def estimated(self) -> int:

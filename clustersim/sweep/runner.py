@@ -45,6 +45,7 @@ from clustersim.sweep.evaluate import (
     SweepSpec,
     Task,
     estimate_keys,
+    host_unfit_mask,
     screen_task,
     simulate_key,
 )
@@ -66,6 +67,7 @@ from clustersim.sweep.space import (
     SearchSpace,
     Shape,
     count_shape_layouts,
+    layout_from_key,
     layout_key,
     micro_batch_sizes,
     shapes,
@@ -162,6 +164,25 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> NoLayoutError:
                              f"{s.model.layers})", f"no valid layout of {what}")
     least = float(np.min(table[:, COL["peak_bytes_per_gpu"]]))
     within = f" within the constraints ({c.describe()})" if c else ""
+    host_rows = np.flatnonzero(host_unfit_mask(table))
+    if host_rows.size:   # some fit the GPUs: what they offload is more than a node's host memory holds
+        from clustersim.sweep.screen import screen_for
+
+        screen = screen_for(s)
+        needs = []
+        for i in host_rows:
+            layout = layout_from_key(tuple(int(x) for x in table[i, :len(KEY_FIELDS)]), s.parallel)
+            host = screen.host(layout, screen.profile(layout))
+            if host is not None:
+                needs.append(host.bytes_per_node)
+        need = f"the least {min(needs) / 2**30:,.1f} GiB per node" if needs else "more"
+        cap = s.cluster.host_memory_bytes / 2**30
+        fact = (f"none of {table.shape[0]} layouts of {what}{within} fits in memory: {host_rows.size} fit the GPUs' "
+                f"memory but offload (parallel.offload) more than a node's host memory holds "
+                f"({need}, the node has {cap:,.0f} GiB: the cluster profile's host_memory_GiB)")
+        allowed = (f"a GPU count (or parallel.offload) with which some layout fits in GPU and host memory: {fact}")
+        return NoLayoutError(_constraint_options(c) if c else "--gpus", c.describe() if c else s.cluster.num_gpus,
+                             allowed, fact)
     if c:   # the constraints cut what fits: name them (the GPU count may be fine without them)
         return NoLayoutError(_constraint_options(c), c.describe(),
                              f"constraints under which some layout fits in memory: of {table.shape[0]} layouts of "

@@ -26,6 +26,7 @@ from dataclasses import replace
 import numpy as np
 
 from clustersim.compute.variation import sync_wait_fraction
+from clustersim.memory.host import HostMemory, host_memory
 from clustersim.memory.policies import uniform_policies
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.plan.step_plan import runs_rank_classes
@@ -109,6 +110,32 @@ class Screen:
                 best = entry
         assert best is not None
         return best[0], best[1]
+
+    def host(self, layout: ParallelLayout, profile: ScheduleProfile) -> HostMemory | None:
+        """A node's host memory against what the layout offloads: the rule `run` reports as
+        ``memory.host`` (clustersim.memory.host.host_memory) on every pipeline rank's offloaded bytes,
+        the memory model's as the engine's ``memory_by_stage``; None where nothing is offloaded."""
+        def offloaded(r: int) -> int:
+            held, inflight = profile.ranks[r]
+            return self.memory.report(layout, r, held, inflight, profile.firsts[r], profile.lasts[r], profile.ends[r],
+                                      profile.moe_held[r]).host_bytes_per_gpu
+        return host_memory((offloaded(r) for r in range(layout.pp)), self.base.cluster)
+
+    def screen_host(self, rows: np.ndarray) -> None:
+        """Mark the rows (KEY_FIELDS + SCREEN_FIELDS) whose layout offloads more than a node's host
+        memory holds as not fitting: ``fits`` 0, the GPU's ``verdict`` kept, so that a row that fits
+        the GPU but not the host reads ``fits`` 0 with a verdict other than does-not-fit (the reason
+        the sweep's output gives: clustersim.sweep.result.SweepResult.host_unfit)."""
+        tmpl = self.base.parallel
+        if not self.base.cluster.host_memory_bytes or not rows.shape[0]:
+            return
+        offloads = rows[:, 12] == 1.0 if not (tmpl.offload_params or tmpl.offload_activations) \
+            else np.ones(rows.shape[0], dtype=bool)
+        for i in np.flatnonzero(offloads & (rows[:, 13] == 1.0)):
+            layout = layout_from_key(tuple(int(x) for x in rows[i, :13]), tmpl)
+            host = self.host(layout, self.profile(layout))
+            if host is not None and not host.fits:
+                rows[i, 13] = 0.0
 
     def peak_bytes(self, layout: ParallelLayout, profile: ScheduleProfile) -> int:
         """Peak memory per GPU of the deciding rank."""
@@ -359,4 +386,6 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                     rows.append(np.array(block, dtype=np.float64).reshape(len(block), ROW_WIDTH))
     if collect is not None:
         rows.append(collect.array())
-    return np.concatenate(rows, axis=0) if rows else np.zeros((0, ROW_WIDTH))
+    out = np.concatenate(rows, axis=0) if rows else np.zeros((0, ROW_WIDTH))
+    sc.screen_host(out)   # the host memory of what the layouts offload (the rule run reports as memory.host)
+    return out

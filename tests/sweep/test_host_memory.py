@@ -1,0 +1,57 @@
+"""The sweep screens host memory with the rule `run` reports as ``memory.host``
+(clustersim.memory.host.host_memory): a layout whose offloaded states need more than a node's host
+memory is not ranked as fitting, and the reason is given."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from clustersim import api
+from clustersim.errors import InputError
+from clustersim.scenario import scenario_from_dict
+from clustersim.sweep.evaluate import COL, KEY_FIELDS
+from clustersim.sweep.space import layout_from_key
+
+GiB = 2**30
+
+
+def _offloading(host_gib: float):
+    """Llama 2 7B under DeepSpeed ZeRO-2 with optimizer offload on one DGX A100 whose host memory
+    is ``host_gib``: a node offloads 100.4 GiB with 1 or 2 pipeline stages, 104.3 GiB with 4 (the
+    first stage's embedding in its optimizer shard)."""
+    sc = scenario_from_dict({"name": "offload", "framework": "deepspeed", "model": {"preset": "llama2-7b"},
+                             "cluster": {"preset": "dgx-a100", "nodes": 1},
+                             "parallel": {"dp": 8, "micro_batch": 1, "global_batch": 64, "zero_stage": 2,
+                                          "offload": {"optimizer": True}, "recompute": "full"},
+                             "training": {"dtype": "bf16"}})
+    return replace(sc, cluster=replace(sc.cluster, host_memory_bytes=int(host_gib * GiB)))
+
+
+def test_layouts_that_do_not_fit_host_memory_are_not_ranked():
+    """With 102 GiB of host memory per node the sweep ranked the 4-stage layouts (104.3 GiB offloaded
+    per node, `run` of them: memory.host does-not-fit) as fitting; they are now screened out with
+    a reason, and every ranked layout's `run` fits the host."""
+    sc = _offloading(102)
+    with pytest.raises(InputError, match="host memory") as err:
+        api.sweep(sc, top=3, executor="serial", fix=["parallel.pp=4"])
+    assert "104.3 GiB per node" in str(err.value)
+    res = api.sweep(sc, top=3, executor="serial")
+    t = res.table
+    host = np.flatnonzero((t[:, COL["fits"]] == 0.0) & (t[:, COL["verdict"]] != 2.0))
+    assert res.host_unfit == host.size > 0
+    assert all(t[i, COL["pp"]] == 4 for i in host)
+    rows = [int(i) for i in res.row_indices(3)]
+    assert rows
+    for i in [*rows, int(host[0])]:   # ranked rows and a screened-out one, against `run`'s rule
+        layout = layout_from_key(tuple(int(x) for x in t[i, :len(KEY_FIELDS)]), res.spec.scenario.parallel)
+        report = api.estimate(replace(res.spec.scenario, parallel=layout))
+        assert report.host is not None
+        assert report.host.fits == (i in rows), (i, report.host_memory)
+
+
+def test_host_memory_that_holds_every_layout_changes_nothing():
+    res = api.sweep(_offloading(1024), top=1, executor="serial")
+    assert res.host_unfit == 0 and res.fitting == int((res.table[:, COL["verdict"]] != 2.0).sum())
