@@ -33,7 +33,7 @@ from clustersim.parallel.split import framework_split, split_is_set, weight_of
 from clustersim.parallel.stage_graph import stage_graph
 from clustersim.scenario.checks import check_layout, check_recompute
 from clustersim.scenario.faults import fault_spec
-from clustersim.scenario.node_groups import NodeGroup, load_groups, one_kind
+from clustersim.scenario.node_groups import JOB_FABRIC_KEYS, NodeGroup, load_groups, one_kind
 from clustersim.scenario.sections import (
     ClusterSection,
     FsdpSection,
@@ -392,14 +392,11 @@ DEFAULT_CLUSTER_PRESET = "dgx-h100"  # a scenario's cluster without a preset
 def _resolve_cluster(c: ClusterSection) -> tuple[ClusterSpec, tuple[NodeGroup, ...]]:
     """The cluster spec (and, with ``cluster.groups``, the node groups)."""
     # the fabric and the data centre are the whole job's, with or without node groups
-    fabric = {k: v for k, v in (("nodes_per_leaf", c.nodes_per_leaf), ("oversubscription", c.oversubscription),
-                                ("pue", c.pue))
-              if v is not None}
+    fabric = {k: getattr(c, k) for k in JOB_FABRIC_KEYS if getattr(c, k) is not None}
     if c.groups is not None:
         if not c.groups:
             raise InputError("cluster.groups", [], "one or more node groups: [{preset: NAME, nodes: N}, ...]")
-        extra = sorted(k for k, v in c.model_dump(exclude={"groups", "nodes_per_leaf", "oversubscription", "pue"}).items()
-                       if v is not None)
+        extra = sorted(k for k, v in c.model_dump(exclude={"groups", *JOB_FABRIC_KEYS}).items() if v is not None)
         if extra:
             raise InputError(f"cluster.{extra[0]}", getattr(c, extra[0]),
                              "absent with cluster.groups (set it per group: cluster.groups.N.KEY)")

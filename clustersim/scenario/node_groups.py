@@ -12,8 +12,10 @@ parallel: {tp: 8, pp: 4, dp: 8, balance: auto}   # auto (default) | even; or lay
 Ranks are placed on the nodes in order (tp-cp-dp-pp, block placement), so with Megatron's order a
 pipeline stage usually sits in one group: the first stages on the first group's nodes. All groups
 need the same GPUs per node (a TP group must not straddle node types). The fabric between groups
-is one fat tree (``nodes_per_leaf``, ``oversubscription`` at the cluster level); a collective or a
-transfer between groups moves at the slower side's rate.
+is one fat tree (``nodes_per_leaf``, ``oversubscription``, ``topology``, ``nodes_per_pod``,
+``pod_oversubscription`` and the data centre's ``pue`` at the cluster level, or the groups' presets'
+where they agree: ``JOB_FABRIC_KEYS``); a collective or a transfer between groups moves at the
+slower side's rate.
 
 Balancing the split to the groups' speeds runs after loading (clustersim.perrank.hetero).
 """
@@ -53,6 +55,20 @@ class ClusterGroupSection(NodeHardware):
     nodes: int = Field(ge=1, le=MAX_GPUS)
 
 
+# The keys that describe the whole job's fabric and data centre, not a node: one fat tree spans the
+# groups (its leaves, spine and pod tiers) in one data centre (its PUE). Set at the cluster level
+# they hold for every group; left out, the groups' presets must agree on them, else the answer would
+# depend on which group comes first (docs/perrank.md, "Mixed GPUs in one job").
+JOB_FABRIC_KEYS = ("nodes_per_leaf", "oversubscription", "topology", "nodes_per_pod", "pod_oversubscription", "pue")
+
+
+def _fabric_text(key: str, value: object) -> str:
+    """A preset's value of a JOB_FABRIC_KEYS field as the scenario writes it (0: the profile sets none)."""
+    if key in ("nodes_per_pod", "pue") and not value:
+        return "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeGroup:
     """Nodes ``first_node .. first_node + nodes - 1``, all of the cluster ``cluster`` (whose
@@ -66,7 +82,9 @@ class NodeGroup:
 
 def load_groups(groups: list[ClusterGroupSection], fabric: dict) -> tuple[ClusterSpec, tuple[NodeGroup, ...]]:
     """The node groups of ``cluster.groups`` and the cluster spec that stands for the whole job
-    (group 0's hardware, every group's nodes). ``fabric``: nodes_per_leaf / oversubscription."""
+    (group 0's hardware, every group's nodes, the one fabric). ``fabric``: the JOB_FABRIC_KEYS the
+    scenario sets; a key it leaves out takes the presets' value, which they must share (else exit 2
+    naming ``cluster.KEY``), so that no answer depends on the order of the groups."""
     total = sum(g.nodes for g in groups)
     # GPUs per node, checked once and before the groups load: a group of another node size (an
     # NVL72 tray beside DGX nodes) otherwise failed its scale-up domain check against a GPU count
@@ -92,6 +110,15 @@ def load_groups(groups: list[ClusterGroupSection], fabric: dict) -> tuple[Cluste
     if len(vendors) > 1:   # NCCL (NVIDIA) and RCCL (AMD) run no collective between each other's GPUs
         raise InputError("cluster.groups", [f"{g.preset}: {g.cluster.gpu.vendor}" for g in out],
                          "groups of one GPU vendor (one collective library, NCCL or RCCL, spans the job)")
+    for key in JOB_FABRIC_KEYS:
+        if key in fabric:
+            continue
+        values = {getattr(g.cluster, key) for g in out}
+        if len(values) > 1:
+            given = [f"{g.preset}: {_fabric_text(key, getattr(g.cluster, key))}" for g in out]
+            raise InputError(f"cluster.{key}", given,
+                             f"groups whose presets agree on {key}, or cluster.{key} set for the whole job (one "
+                             f"fabric spans the groups; e.g. --set cluster.{key}=VALUE)")
     return out[0].cluster, tuple(out)
 
 

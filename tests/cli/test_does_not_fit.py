@@ -105,7 +105,8 @@ def test_no_sweep_is_suggested_for_a_scenario_the_sweep_refuses(capsys: pytest.C
     mixed = tmp_path / "mixed.yaml"
     mixed.write_text(json.dumps({
         "name": "mixed-mem", "model": {"preset": "llama3-70b"},
-        "cluster": {"groups": [{"preset": "dgx-h100", "nodes": 4}, {"preset": "dgx-a100-40gb", "nodes": 4}]},
+        "cluster": {"groups": [{"preset": "dgx-h100", "nodes": 4}, {"preset": "dgx-a100-40gb", "nodes": 4}],
+                    "nodes_per_leaf": 32},
         "parallel": {"tp": 8, "pp": 2, "dp": 4, "micro_batch": 1, "global_batch": 64, "zero_stage": 1,
                      "recompute": "full", "sequence_parallel": True, "layers_per_stage": [30, 50]}}))
     code, _, err = _run(["run", str(mixed), "--engine", "analytical"], capsys)

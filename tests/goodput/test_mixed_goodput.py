@@ -12,7 +12,7 @@ from clustersim.scenario import scenario_from_dict
 def _mixed(groups: list[dict]) -> dict:
     # Llama 3 8B, TP 8, two pipeline stages: stage 0 on the first group's 2 nodes, stage 1 on the
     # second's; balancing gives the faster GPUs' stage more layers, so it saves the larger share
-    return {"name": "mixed", "model": {"preset": "llama3-8b"}, "cluster": {"groups": groups},
+    return {"name": "mixed", "model": {"preset": "llama3-8b"}, "cluster": {"groups": groups, "nodes_per_leaf": 32},
             "parallel": {"tp": 8, "pp": 2, "dp": 2, "micro_batch": 1, "global_batch": 16, "zero_stage": 1}}
 
 

@@ -8,7 +8,8 @@ from clustersim.uncertainty import step_interval
 
 def _mixed(first: str, second: str) -> dict:
     return {"name": "mixed", "model": {"preset": "llama3-8b"},
-            "cluster": {"groups": [{"preset": first, "nodes": 2}, {"preset": second, "nodes": 2}]},
+            "cluster": {"groups": [{"preset": first, "nodes": 2}, {"preset": second, "nodes": 2}],
+                        "nodes_per_leaf": 32},   # the job's fabric: dgx-a100's preset says 20, dgx-h100's 32
             "parallel": {"tp": 8, "pp": 1, "dp": 4, "micro_batch": 1, "global_batch": 64, "zero_stage": 1}}
 
 
