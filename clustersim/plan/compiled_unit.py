@@ -9,11 +9,12 @@ the unit's contention-free duration and its split by cause, which both engines u
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import inf as INF
 
 from clustersim.collectives import CollectivePlan
 from clustersim.compute import CommOp, Op
 from clustersim.plan.comm_plans import group_shape, op_plan
-from clustersim.plan.overlap import Interval, advance_many, advance_one, live_intervals, overlap_slowdown
+from clustersim.plan.overlap import MIN_COMPUTE_RATE, Interval, advance_many, compute_rate, overlap_slowdown
 from clustersim.plan.speed_scaling import scale_plan
 from clustersim.plan.stage_work import Work
 from clustersim.scenario import Scenario
@@ -124,6 +125,9 @@ def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, .
     index: dict[int, Interval] = {}
     # a collective that ends by the unit's start ends before every kernel of it (``advance`` skips it)
     busy = [iv for iv in busy if iv[1] > start_s and iv[0] < iv[1]] if busy else []
+    slowed = slowdown > 0
+    rate1 = compute_rate(slowdown, 1)
+    stale = min([iv[1] for iv in busy], default=INF)   # the earliest end among ``busy``
     for i, s in enumerate(steps):
         if s.join >= 0:
             iv = index.pop(s.join)
@@ -145,11 +149,37 @@ def unit_timing(steps: tuple[Step, ...], start_s: float, busy: tuple[Interval, .
         causes["compute"] = causes.get("compute", 0.0) + work_s
         if work_s <= 0:
             continue
-        if (busy or pending) and slowdown > 0:
-            live = live_intervals(t, work_s, busy + pending if pending else busy)
+        if slowed and (busy or pending):
+            if stale <= t:   # drop what has ended: it can never be live again (the clock only moves on)
+                busy = [iv for iv in busy if iv[1] > t]
+                stale = min([iv[1] for iv in busy], default=INF)
+            # ``live_intervals`` (the same tests, in the same order)
+            horizon = t + work_s / MIN_COMPUTE_RATE * (1.0 + 1e-9)
+            live = [iv for iv in busy if iv[0] < horizon]
+            if pending:
+                live += [iv for iv in pending if iv[1] > t and iv[0] < iv[1] and iv[0] < horizon]
+            if len(live) == 1:   # ``advance_one``, inline: the same operations in the same order
+                begin, end, cause = live[0]
+                left = work_s
+                if begin > t:
+                    if left <= begin - t:
+                        t = t + left
+                        continue
+                    left -= begin - t
+                    t = begin
+                span = end - t
+                if left <= span * rate1:
+                    seconds = (left / rate1) * (1.0 - rate1)
+                    t = t + left / rate1
+                else:
+                    left -= span * rate1
+                    seconds = span * (1.0 - rate1)
+                    t = end + left
+                if seconds > 0:
+                    causes[cause] = causes.get(cause, 0.0) + seconds
+                continue
             if live:
-                end, lost = advance_one(t, work_s, live[0], slowdown) if len(live) == 1 else \
-                    advance_many(t, work_s, live, slowdown)
+                end, lost = advance_many(t, work_s, live, slowdown)
                 for cause, sec in lost.items():
                     causes[cause] = causes.get(cause, 0.0) + sec
                 t = end

@@ -72,9 +72,8 @@ class DpPlan:
     blocking_reduce: bool = False
 
     def reduces(self, part: str, final: bool) -> bool:
-        """Whether a backward action (``part`` B, Bi or W) launches its units' gradient buckets:
-        a stage's last backward, or every one that produces weight gradients under ZeRO-2."""
-        return final or (self.every_backward and part in ("B", "W"))
+        """``backward_reduces`` under this plan."""
+        return backward_reduces(self.every_backward, part, final)
 
     def after_backward_of(self, stages: list[int]) -> tuple[Item, ...]:
         return tuple(item for g in stages for item in self.after_backward.get(g, ()))
@@ -86,6 +85,13 @@ class DpPlan:
         """The data-parallel tail of a rank holding global ``stages`` whose optimizer step takes
         ``optimizer_time_s``."""
         return DpTail(self.after_backward_of(stages), optimizer_time_s, self.after_optimizer_of(stages))
+
+
+def backward_reduces(every_backward: bool, part: str, final: bool) -> bool:
+    """Whether a backward action (``part`` B, Bi or W) launches its units' gradient buckets: a
+    stage's last backward, or, where every micro-batch's gradients are reduced
+    (``grads_every_micro_batch``: ``every_backward``), every one that produces weight gradients."""
+    return final or (every_backward and part in ("B", "W"))
 
 
 def dp_plan(scenario: Scenario, work: StepWork) -> DpPlan:

@@ -145,6 +145,18 @@ def dp_stream(scenario: Scenario) -> DpStream:
     return stream_of(streams[0], scenario.parallel.pp) if streams else DpStream()
 
 
+class EveryBackward(NamedTuple):
+    """One rank's backwards where every one that produces weight gradients launches its buckets
+    (``plan.data_parallel.backward_reduces`` with ``every_backward``): the replay's start of the
+    first (no bucket is enqueued before it), the kernel seconds of the actions the rank runs
+    after it, and per stage how many of its backwards from that first on launch buckets."""
+
+    first_s: float
+    kernels_after_s: float
+    blocking_after_s: float   # the blocking collectives of the actions after it (they hold the compute stream)
+    reductions: tuple[tuple[int, int], ...]
+
+
 class GatherGate(NamedTuple):
     """When a stage's ZeRO-1/2 parameter gathers end on its rank's stream: its first and its last."""
 
@@ -185,6 +197,27 @@ class RankStream:
             if g in buckets:
                 stream = max(stream, at) + buckets[g]
         return max(stream, end_s + self.after_backward_s) + optimizer_s + self.after_optimizer_s
+
+
+    def every_backward_bound_s(self, every: EveryBackward, rate: float, optimizer_s: float) -> float:
+        """A lower bound on the rank's end of step where every backward launches its stage's
+        buckets (``plan.data_parallel.grads_every_micro_batch``), from ``every`` (the replay's
+        start of its first such backward; the kernel seconds ``K`` and blocking-collective
+        seconds ``N`` of the actions after it; the backwards that reduce from it on) and
+        ``rate``, the most a kernel runs at while a collective is in flight
+        (``plan.overlap.compute_rate`` of one). From that start on the stream runs ``D`` seconds
+        (these backwards' buckets, then what ``finish`` enqueues). With ``A`` the time kernels
+        run beside the stream, the kernels take at least ``K + (1 - rate) A``, the blocking
+        collectives ``N``, and the stream's time apart from kernels, ``D - A``, at best hides
+        under those: the rank needs at least ``K + N + (1 - rate) A + max(0, D - A - N)``, which
+        is smallest at ``A = min(D - N, K / rate)``: ``max(D, K + N + (1 - rate) max(0, D - N))``
+        (the argument of ``programs.pair_s``). Then the optimizer step and the gathers after
+        it, as in ``bound_s``."""
+        buckets = dict(self.buckets)
+        stream = sum(n * buckets.get(g, 0.0) for g, n in every.reductions) + self.after_backward_s
+        k, n = every.kernels_after_s, every.blocking_after_s
+        busy = max(stream, k + n + (1.0 - rate) * max(0.0, stream - n))
+        return every.first_s + busy + optimizer_s + self.after_optimizer_s
 
 
 def param_work(scenario: Scenario) -> StepWork:

@@ -215,7 +215,7 @@ def _sum(n: int, layer: UnitSeconds, first: UnitSeconds | None, last: UnitSecond
     for extra in (first, last):
         if extra is not None:
             out = [a + b for a, b in zip(out, extra, strict=True)]
-    return UnitSeconds(out[0], out[1], out[2])
+    return UnitSeconds(*out)
 
 
 @functools.lru_cache(maxsize=1024)

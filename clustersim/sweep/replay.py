@@ -45,11 +45,12 @@ import numpy as np
 from clustersim.frameworks import sends_block
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.list_schedule import list_schedule
-from clustersim.plan.overlap import overlap_slowdown
+from clustersim.plan.data_parallel import backward_reduces, grads_every_micro_batch
+from clustersim.plan.overlap import compute_rate, overlap_slowdown
 from clustersim.scenario import Scenario
-from clustersim.sweep.dpbound import GatherGate
+from clustersim.sweep.dpbound import EveryBackward, GatherGate
 from clustersim.sweep.pipe_bound import BOUND_SLACK
-from clustersim.sweep.programs import indexed_program, pair_s, stage_durations
+from clustersim.sweep.programs import IndexedProgram, indexed_program, pair_s, stage_durations
 from clustersim.sweep.screen import Screen, screen_for
 from clustersim.sweep.space import layout_from_key
 from clustersim.sweep.unit_times import UnitSeconds
@@ -67,11 +68,13 @@ def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: 
 
 
 class ReplayTimes(NamedTuple):
-    """What a replay gives: each rank's end of its last action, and per rank each final backward
-    as (global stage, earliest enqueue of its buckets), in the order the rank runs them."""
+    """What a replay gives: each rank's end of its last action, per rank each final backward
+    as (global stage, earliest enqueue of its buckets), in the order the rank runs them, and
+    per rank its ``EveryBackward`` (None: it runs no backward)."""
 
     ends: tuple[float, ...]
     finals: tuple[tuple[tuple[int, float], ...], ...]
+    every: tuple[EveryBackward | None, ...] = ()
 
 
 def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
@@ -115,7 +118,26 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
         raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
     finals = tuple(tuple((g, run.ends[r][i] if at_end else run.starts[r][i]) for i, g, at_end in prog.finals[r])
                    for r in range(pp))
-    return ReplayTimes(run.clock, finals)
+    return ReplayTimes(run.clock, finals, tuple(_every_backward(prog, r, run.starts[r], durations) for r in range(pp)))
+
+
+def _every_backward(prog: IndexedProgram, r: int, starts: list[float],
+                    durations: dict[tuple[int, str], UnitSeconds]) -> EveryBackward | None:
+    """``EveryBackward`` of rank ``r`` from the replay's ``starts`` of its actions."""
+    kinds = [prog.kinds[k] for k in prog.kind[r]]
+    final = {i for i, _, _ in prog.finals[r]}
+    first = next((i for i, parts in enumerate(kinds)
+                  if any(backward_reduces(True, part, i in final) for _, part in parts)), None)
+    if first is None:
+        return None
+    counts: dict[int, int] = {}
+    for i in range(first, len(kinds)):
+        for g, part in kinds[i]:
+            if backward_reduces(True, part, i in final):
+                counts[g] = counts.get(g, 0) + 1
+    after = [durations[key] for parts in kinds[first + 1:] for key in parts]
+    return EveryBackward(starts[first], sum(x.kernels_s for x in after), sum(x.blocking_s for x in after),
+                         tuple(sorted(counts.items())))
 
 
 def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
@@ -123,7 +145,8 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
     the backward chain pipeline rank 0 ends last and ``Screen.total_s`` extends its end (the
     optimizer, the data-parallel tail and stream terms); otherwise every rank ends with its own
     optimizer step after its last action: the step is at least the latest of those."""
-    if layout.pp == 1:
+    every = grads_every_micro_batch(layout)
+    if layout.pp == 1 and not every:
         return 0.0
     classes, terms = sc.classes, sc.terms
     u = classes.unit_times(layout)
@@ -142,7 +165,7 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
             layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
             stage_durations(sc.base.model, layout, classes.part_times(layout)), p2p,
             layout.overlap_moe_expert_parallel_comm, overlap_slowdown(sc.base.cluster.gpu), ready, blocking)
-    ends, finals = times
+    ends, finals = times.ends, times.finals
     floor = sc.jitter_floor_s(layout, profile)   # each rank's wait for the slowest GPU (total_s adds it too)
     if profile.backward_chain:
         bound = sc.total_s(layout, u, profile, ends[0], True, (layout.schedule, layout.virtual_stages))
@@ -150,6 +173,12 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
         bound = max(end + terms.rank_optimizer_s(layout, u, profile, r) for r, end in enumerate(ends)) + floor
     for r, stream in enumerate(streams):  # each rank's data-parallel stream (dpbound.RankStream)
         bound = max(bound, stream.bound_s(finals[r], ends[r], terms.rank_optimizer_s(layout, u, profile, r)) + floor)
+    if every:   # every backward reduces its gradients: compute slows beside the stream
+        rate = compute_rate(overlap_slowdown(sc.base.cluster.gpu), 1)
+        for r, stream in enumerate(streams or sc.streams.rank_streams(layout)):
+            if times.every and times.every[r] is not None:
+                bound = max(bound, stream.every_backward_bound_s(times.every[r], rate,
+                                                                 terms.rank_optimizer_s(layout, u, profile, r)) + floor)
     return bound * (1.0 - BOUND_SLACK)
 
 

@@ -29,12 +29,13 @@ from clustersim.sweep.memo import SweepMemo
 
 
 class UnitSeconds(NamedTuple):
-    """A unit (or a sum of units) in three numbers: its compiled contention-free seconds, the
-    seconds of its kernels and those of its collectives."""
+    """A unit (or a sum of units) in four numbers: its compiled contention-free seconds, the
+    seconds of its kernels, those of its collectives and those of its blocking collectives."""
 
     compiled_s: float
     kernels_s: float
     collectives_s: float
+    blocking_s: float = 0.0   # of them, the collectives that hold the compute stream (not overlapped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +169,8 @@ def lower_unit_times(rep: Scenario) -> UnitTimes:
 def _seconds(unit: CompiledUnit) -> UnitSeconds:
     c = sum(s.time_s for s in unit.steps if s.plan is None and s.join < 0)
     m = sum(s.time_s for s in unit.steps if s.plan is not None)
-    return UnitSeconds(unit.time_s, c, m)
+    b = sum(s.time_s for s in unit.steps if s.plan is not None and not s.overlapped)
+    return UnitSeconds(unit.time_s, c, m, b)
 
 
 def part_times(rep: Scenario, compile: Callable[[Scenario, Work], CompiledUnit] = compile_unit) -> PartTimes:
@@ -184,10 +186,10 @@ def part_times(rep: Scenario, compile: Callable[[Scenario, Work], CompiledUnit] 
         else:  # backward order: head and MTP, layers last to first, embedding
             emb, layers, rest = works[-1], works[1 + k:1 + k + n], works[:1 + k]
         kinds = [_seconds(compile(rep, w)) for w in {id(w): w for w in layers}.values()]
-        layer[part] = UnitSeconds(min(x[0] for x in kinds), min(x[1] for x in kinds), min(x[2] for x in kinds))
+        layer[part] = UnitSeconds(*(min(x[f] for x in kinds) for f in range(4)))
         first[part] = _seconds(compile(rep, emb))
         parts = [_seconds(compile(rep, w)) for w in rest]
-        last[part] = UnitSeconds(sum(x[0] for x in parts), sum(x[1] for x in parts), sum(x[2] for x in parts))
+        last[part] = UnitSeconds(*(sum(x[f] for x in parts) for f in range(4)))
     return PartTimes(layer, first, last)
 
 

@@ -18,6 +18,7 @@ from clustersim.sweep.replay import replay_bound_s, replay_ends
 from clustersim.sweep.runner import run_sweep, sweep_spec
 from clustersim.sweep.screen import Screen
 from clustersim.sweep.space import shape_layouts, shapes
+from clustersim.sweep.unit_times import UnitSeconds
 from tests.sweep.test_screen import DP_SCENARIOS, SCENARIOS, closed_form_without_waits
 
 CASES = {**{f"screen{i}": o for i, o in enumerate(SCENARIOS)}, **{f"dp-{k}": o for k, o in DP_SCENARIOS.items()}}
@@ -68,7 +69,7 @@ def test_replay_of_a_toy_pipeline():
     """1F1B over 2 ranks, 2 micro-batches, forward 1 s and backward 2 s per stage, transfers 0.5 s.
     Rank 1 runs F0 1.5-2.5, B0 2.5-4.5, F1 4.5-5.5 (its input arrived at 2.5), B1 5.5-7.5; rank 0
     runs F0 F1 by 2, B0 from max(2, 4.5 + 0.5) = 5 to 7, B1 from max(7, 7.5 + 0.5) = 8 to 10."""
-    durations = {(g, part): (t, t, 0.0) for g in (0, 1) for part, t in (("F", 1.0), ("B", 2.0))}
+    durations = {(g, part): UnitSeconds(t, t, 0.0) for g in (0, 1) for part, t in (("F", 1.0), ("B", 2.0))}
     ends = replay_ends("1f1b", 2, 2, 1, durations, 0.5)
     assert ends == (10.0, 7.5)
 
@@ -83,12 +84,73 @@ def test_replay_waits_for_parameter_gathers_and_counts_final_backwards():
     from clustersim.sweep.dpbound import RankStream
     from clustersim.sweep.replay import replay_times
 
-    durations = {(g, part): (t, t, 0.0) for g in (0, 1) for part, t in (("F", 1.0), ("B", 2.0))}
-    ends, finals = replay_times("1f1b", 2, 2, 1, durations, 0.5, ready=((), ((1, 3.0, 4.0),)))
+    durations = {(g, part): UnitSeconds(t, t, 0.0) for g in (0, 1) for part, t in (("F", 1.0), ("B", 2.0))}
+    ends, finals, _ = replay_times("1f1b", 2, 2, 1, durations, 0.5, ready=((), ((1, 3.0, 4.0),)))
     assert ends == (11.5, 9.0)
     assert finals == (((0, 9.5),), ((1, 7.0),))
     stream = RankStream(ready=((1, 3.0, 4.0),), buckets=((1, 3.0),), gathers_s=4.0)
     assert stream.bound_s(finals[1], ends[1], 1.0) == 11.0
+
+
+def test_every_backward_of_a_toy_pipeline():
+    """The toy 1F1B above where every backward reduces (ZeRO-2 over several micro-batches): rank
+    1's first backward B0 starts at 2.5 (no bucket before it) and F1 (1 s) and B1 (2 s) follow,
+    rank 0's B0 starts at 5 and B1 (2 s) follows; from its B0 on each rank's stage reduces
+    twice. With 3 s of buckets per backward the stream runs 6 s after rank 1's first backward,
+    so its step ends no earlier than 2.5 + 6 + 1 (optimizer); had its first backward started at 4
+    with 10 s of kernels after it, the
+    kernels, slowed to 0.8 of their rate beside the stream, need 10 + 0.2 x 6, and 2 s of
+    blocking collectives hide 2 s of the stream at no cost: 10 + 2 + 0.2 x 4."""
+    from clustersim.sweep.dpbound import EveryBackward, RankStream
+    from clustersim.sweep.replay import replay_times
+
+    durations = {(g, part): UnitSeconds(t, t, 0.0) for g in (0, 1) for part, t in (("F", 1.0), ("B", 2.0))}
+    every = replay_times("1f1b", 2, 2, 1, durations, 0.5).every
+    assert every == (EveryBackward(5.0, 2.0, 0.0, ((0, 2),)), EveryBackward(2.5, 3.0, 0.0, ((1, 2),)))
+    stream = RankStream(buckets=((1, 3.0),))
+    assert stream.every_backward_bound_s(every[1], 0.8, 1.0) == 2.5 + 6.0 + 1.0
+    assert stream.every_backward_bound_s(EveryBackward(4.0, 10.0, 0.0, ((1, 2),)), 0.8, 1.0) == \
+        pytest.approx(4.0 + 10.0 + 0.2 * 6.0 + 1.0)
+    assert stream.every_backward_bound_s(EveryBackward(4.0, 10.0, 2.0, ((1, 2),)), 0.8, 1.0) == \
+        pytest.approx(4.0 + 12.0 + 0.2 * 4.0 + 1.0)
+
+
+def _every_layouts(which: str):
+    from clustersim.plan.data_parallel import grads_every_micro_batch
+
+    s = load_scenario(None, CASES[which])
+    return s, tuple(p for x in shapes(s.model, s.cluster, s.parallel.global_batch)
+                    for p in shape_layouts(s.model, x, s.parallel) if grads_every_micro_batch(p))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.sampled_from(["dp-dense", "dp-blocking", "dp-mixtral", "screen1"]),
+       i=st.integers(min_value=0, max_value=10**9))
+def test_every_backward_bound_is_below_the_closed_form(which, i):
+    """On random layouts whose every backward reduces its gradients (ZeRO-2, several
+    micro-batches; one pipeline stage or more, with and without overlapped reductions, dense and
+    MoE) the third level, with the compute slowed beside the stream, stays at most the closed form."""
+    s, layouts = _every_layouts(which)
+    p = layouts[i % len(layouts)]
+    assert replay_bound_s(Screen(s), p) <= api.estimate(replace(s, parallel=p)).step_time_s
+
+
+@pytest.mark.parametrize("pp,v,above", [(1, 1, 1.03), (4, 5, 1.015)])
+def test_every_backward_bound_counts_the_slowed_compute(pp, v, above):
+    """Llama 3 70B on 512 H100 with ZeRO-2 over 16 micro-batches: every backward's reduction
+    slows the kernels beside it, so the third level lies well above the ZeRO-1 twin's (which
+    reduces once) and below the closed form; before this term a single stage had no third level."""
+    layout = {"tp": 4 if pp > 1 else 8, "pp": pp, "dp": 512 // (pp * (4 if pp > 1 else 8)), "micro_batch": 1,
+              "global_batch": 512 if pp > 1 else 1024, "sequence_parallel": True, "recompute": "none",
+              "schedule": "interleaved-1f1b" if v > 1 else "1f1b", "virtual_stages": v}
+    s = load_scenario(None, ["model.preset=llama3-70b", "cluster.preset=dgx-h100", "cluster.nodes=64"]
+                      + [f"parallel.{k}={x}" for k, x in layout.items()])
+    sc = Screen(s)
+    zero2, zero1 = replace(s.parallel, zero_stage=2), replace(s.parallel, zero_stage=1)
+    bound = replay_bound_s(sc, zero2)
+    assert bound > above * replay_bound_s(sc, zero1)
+    assert bound > above * sc.step_bound_s(zero2, sc.profile(zero2))
+    assert bound <= api.estimate(replace(s, parallel=zero2)).step_time_s
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
