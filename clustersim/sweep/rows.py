@@ -36,9 +36,13 @@ class Bounds(Protocol):
     def jitter_terms(self, layout: ParallelLayout) -> tuple[float, float]: ...
 
 
-# The columns of a screened row: the layout key (clustersim.sweep.evaluate.KEY_FIELDS, 13), then
-# fits, peak bytes per GPU, the bound and the memory verdict (SCREEN_FIELDS)
+# The columns of a screened row: the layout key (clustersim.sweep.evaluate.KEY_FIELDS, 13: the
+# last is offload_optimizer), then fits, peak bytes per GPU, the bound and the memory verdict
+# (SCREEN_FIELDS)
 ROW_WIDTH = 17
+KEY_WIDTH = 13
+OFFLOAD_OPTIMIZER_COL = 12
+FITS_COL = 13
 
 # A peak and its verdict in one int64 that orders like (verdict, peak): peaks stay below 2**50
 # (MAX_SIZE_BYTES, clustersim.limits), verdicts are 0-2.

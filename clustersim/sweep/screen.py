@@ -42,7 +42,7 @@ from clustersim.sweep.pipe_bound import (
     pipeline_bound_s,
 )
 from clustersim.sweep.profiles import ScheduleProfile, schedule_profile
-from clustersim.sweep.rows import ROW_WIDTH, VectorRows
+from clustersim.sweep.rows import FITS_COL, KEY_WIDTH, OFFLOAD_OPTIMIZER_COL, ROW_WIDTH, VectorRows
 from clustersim.sweep.space import (
     SearchSpace,
     Shape,
@@ -129,13 +129,13 @@ class Screen:
         tmpl = self.base.parallel
         if not self.base.cluster.host_memory_bytes or not rows.shape[0]:
             return
-        offloads = rows[:, 12] == 1.0 if not (tmpl.offload_params or tmpl.offload_activations) \
+        offloads = rows[:, OFFLOAD_OPTIMIZER_COL] == 1.0 if not (tmpl.offload_params or tmpl.offload_activations) \
             else np.ones(rows.shape[0], dtype=bool)
-        for i in np.flatnonzero(offloads & (rows[:, 13] == 1.0)):
-            layout = layout_from_key(tuple(int(x) for x in rows[i, :13]), tmpl)
+        for i in np.flatnonzero(offloads & (rows[:, FITS_COL] == 1.0)):
+            layout = layout_from_key(tuple(int(x) for x in rows[i, :KEY_WIDTH]), tmpl)
             host = self.host(layout, self.profile(layout))
             if host is not None and not host.fits:
-                rows[i, 13] = 0.0
+                rows[i, FITS_COL] = 0.0
 
     def peak_bytes(self, layout: ParallelLayout, profile: ScheduleProfile) -> int:
         """Peak memory per GPU of the deciding rank."""

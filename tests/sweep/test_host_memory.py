@@ -55,3 +55,13 @@ def test_layouts_that_do_not_fit_host_memory_are_not_ranked():
 def test_host_memory_that_holds_every_layout_changes_nothing():
     res = api.sweep(_offloading(1024), top=1, executor="serial")
     assert res.host_unfit == 0 and res.fitting == int((res.table[:, COL["verdict"]] != 2.0).sum())
+
+
+def test_the_screens_row_columns_are_the_sweeps():
+    """The screen marks host-unfit rows by column number (clustersim.sweep.rows): the same columns
+    as the sweep's table (clustersim.sweep.evaluate.COL)."""
+    from clustersim.sweep.evaluate import COL, KEY_FIELDS, SCREEN_FIELDS
+    from clustersim.sweep.rows import FITS_COL, KEY_WIDTH, OFFLOAD_OPTIMIZER_COL, ROW_WIDTH
+
+    assert (len(KEY_FIELDS), len(KEY_FIELDS + SCREEN_FIELDS)) == (KEY_WIDTH, ROW_WIDTH)
+    assert (COL["fits"], COL["offload_optimizer"]) == (FITS_COL, OFFLOAD_OPTIMIZER_COL)
