@@ -70,11 +70,11 @@ def replay_ends(schedule: str, pp: int, num_micro_batches: int, virtual_stages: 
 class ReplayTimes(NamedTuple):
     """What a replay gives: each rank's end of its last action, per rank each final backward
     as (global stage, earliest enqueue of its buckets), in the order the rank runs them, and
-    per rank its ``EveryBackward`` (None: it runs no backward)."""
+    per rank the start of each of its actions (``every_backward`` reads them)."""
 
     ends: tuple[float, ...]
     finals: tuple[tuple[tuple[int, float], ...], ...]
-    every: tuple[EveryBackward | None, ...] = ()
+    starts: tuple[list[float], ...] = ()
 
 
 def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
@@ -118,12 +118,13 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
         raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
     finals = tuple(tuple((g, run.ends[r][i] if at_end else run.starts[r][i]) for i, g, at_end in prog.finals[r])
                    for r in range(pp))
-    return ReplayTimes(run.clock, finals, tuple(_every_backward(prog, r, run.starts[r], durations) for r in range(pp)))
+    return ReplayTimes(run.clock, finals, run.starts)
 
 
-def _every_backward(prog: IndexedProgram, r: int, starts: list[float],
-                    durations: dict[tuple[int, str], UnitSeconds]) -> EveryBackward | None:
-    """``EveryBackward`` of rank ``r`` from the replay's ``starts`` of its actions."""
+def every_backward(prog: IndexedProgram, r: int, starts: list[float],
+                   durations: dict[tuple[int, str], UnitSeconds]) -> EveryBackward | None:
+    """``EveryBackward`` of rank ``r`` from a replay's ``starts`` of its actions (``prog``, the
+    replay's program, and ``durations``, its parts' seconds)."""
     kinds = [prog.kinds[k] for k in prog.kind[r]]
     final = {i for i, _, _ in prog.finals[r]}
     first = next((i for i, parts in enumerate(kinds)
@@ -163,8 +164,8 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
     if times is None:
         times = sc.memo.replays[key] = replay_times(
             layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
-            stage_durations(sc.base.model, layout, classes.part_times(layout)), p2p,
-            layout.overlap_moe_expert_parallel_comm, overlap_slowdown(sc.base.cluster.gpu), ready, blocking)
+            _durations(sc, layout), p2p, layout.overlap_moe_expert_parallel_comm,
+            overlap_slowdown(sc.base.cluster.gpu), ready, blocking)
     ends, finals = times.ends, times.finals
     floor = sc.jitter_floor_s(layout, profile)   # each rank's wait for the slowest GPU (total_s adds it too)
     if profile.backward_chain:
@@ -174,12 +175,23 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
     for r, stream in enumerate(streams):  # each rank's data-parallel stream (dpbound.RankStream)
         bound = max(bound, stream.bound_s(finals[r], ends[r], terms.rank_optimizer_s(layout, u, profile, r)) + floor)
     if every:   # every backward reduces its gradients: compute slows beside the stream
+        backwards = sc.memo.replays.get((key, "every"))
+        if backwards is None:
+            prog = indexed_program(layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
+                                   layout.overlap_moe_expert_parallel_comm)
+            durations = _durations(sc, layout)
+            backwards = sc.memo.replays[(key, "every")] = tuple(
+                every_backward(prog, r, times.starts[r], durations) for r in range(layout.pp))
         rate = compute_rate(overlap_slowdown(sc.base.cluster.gpu), 1)
         for r, stream in enumerate(streams or sc.streams.rank_streams(layout)):
-            if times.every and times.every[r] is not None:
-                bound = max(bound, stream.every_backward_bound_s(times.every[r], rate,
+            if backwards[r] is not None:
+                bound = max(bound, stream.every_backward_bound_s(backwards[r], rate,
                                                                  terms.rank_optimizer_s(layout, u, profile, r)) + floor)
     return bound * (1.0 - BOUND_SLACK)
+
+
+def _durations(sc: Screen, layout: ParallelLayout) -> dict[tuple[int, str], UnitSeconds]:
+    return stage_durations(sc.base.model, layout, sc.classes.part_times(layout))
 
 
 def replay_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:

@@ -102,10 +102,13 @@ def test_every_backward_of_a_toy_pipeline():
     kernels, slowed to 0.8 of their rate beside the stream, need 10 + 0.2 x 6, and 2 s of
     blocking collectives hide 2 s of the stream at no cost: 10 + 2 + 0.2 x 4."""
     from clustersim.sweep.dpbound import EveryBackward, RankStream
-    from clustersim.sweep.replay import replay_times
+    from clustersim.sweep.programs import indexed_program
+    from clustersim.sweep.replay import every_backward, replay_times
 
     durations = {(g, part): UnitSeconds(t, t, 0.0) for g in (0, 1) for part, t in (("F", 1.0), ("B", 2.0))}
-    every = replay_times("1f1b", 2, 2, 1, durations, 0.5).every
+    starts = replay_times("1f1b", 2, 2, 1, durations, 0.5).starts
+    prog = indexed_program("1f1b", 2, 2, 1, False)
+    every = tuple(every_backward(prog, r, starts[r], durations) for r in (0, 1))
     assert every == (EveryBackward(5.0, 2.0, 0.0, ((0, 2),)), EveryBackward(2.5, 3.0, 0.0, ((1, 2),)))
     stream = RankStream(buckets=((1, 3.0),))
     assert stream.every_backward_bound_s(every[1], 0.8, 1.0) == 2.5 + 6.0 + 1.0
