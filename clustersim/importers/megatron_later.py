@@ -12,6 +12,7 @@ from typing import Any
 from clustersim.errors import InputError
 from clustersim.importers.common import config_int
 from clustersim.importers.megatron_parse import MegatronArgs, int_arg, neutral, neutral_or_one
+from clustersim.workload.model_spec import moe_layer_fields
 
 
 def _flag(name: str) -> str:
@@ -118,21 +119,14 @@ def _moe_pattern(value: Any, layers: int) -> list[int]:
     return [int(x) for x in pattern]
 
 
-def _moe_layers(value: Any, layers: int) -> dict[str, int]:
-    """``model.moe.first_dense_layers`` and ``every`` for Megatron's --moe-layer-freq: the scenario's
-    rule (clustersim.workload.model_spec: layer i is MoE when i >= first_dense_layers and (i + 1) % every
-    == 0) must give the same layers, else the flag is refused by name."""
-    pattern = _moe_pattern(value, layers)
-    moe = [i for i, x in enumerate(pattern) if x]
-    if moe:
-        gaps = {b - a for a, b in zip(moe, moe[1:], strict=False)}
-        every = gaps.pop() if len(gaps) == 1 else 1 if not gaps else 0
-        for first in {moe[0], 0 if moe[0] + 1 == every else moe[0]}:
-            if every and [int(i >= first and (i + 1) % every == 0) for i in range(layers)] == pattern:
-                return {"first_dense_layers": first, **({"every": every} if every > 1 else {})}
-    raise InputError("--moe-layer-freq", value, "a layer pattern the scenario can state: leading dense layers "
-                     "(model.moe.first_dense_layers), then MoE on every layer or on every N-th layer counted "
-                     "from 1 (model.moe.every; layers N-1, 2N-1, ... after the dense ones)")
+def _moe_layers(value: Any, layers: int) -> dict[str, Any]:
+    """``model.moe`` fields for Megatron's --moe-layer-freq: the scenario's first_dense_layers and
+    every where they give exactly its layers, else the pattern itself (``model.moe.pattern``), by
+    clustersim.workload.model_spec.moe_layer_fields; a pattern with no MoE layer is refused by name."""
+    fields = moe_layer_fields(_moe_pattern(value, layers))
+    if fields is None:
+        raise InputError("--moe-layer-freq", value, "a layer pattern with at least one MoE layer (a 1)")
+    return fields
 
 
 # --multi-latent-attention's shape flags (megatron/training/arguments.py, MLA arguments) -> model fields;

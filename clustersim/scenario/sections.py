@@ -48,6 +48,8 @@ class MoeSection(Section):
     router_group_topk: int = Field(0, ge=0, le=MAX_EXPERTS)
     token_dispatcher: Literal["alltoall", "flex"] = "alltoall"
     every: int = Field(1, ge=1, le=MAX_LAYERS)      # every N-th layer after the dense ones is MoE (Llama 4)
+    # any per-layer layout, one entry per layer (1: MoE, 0: dense; Megatron's --moe-layer-freq list form)
+    pattern: tuple[Literal[0, 1], ...] | None = Field(None, max_length=MAX_LAYERS)
     expert_bias: bool = False    # biases on the routed experts' linear layers (gpt-oss)
 
 

@@ -56,12 +56,13 @@ def profile_micro_batches(schedule: str, pp: int, num_micro_batches: int) -> int
 
 @functools.lru_cache(maxsize=65536)
 def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
-                     layers: int, first_dense: int = 0, mtp_layers: int = 0, moe_every: int = 1) -> ScheduleProfile:
-    """The memory and bound profile of a schedule (see ScheduleProfile); ``first_dense``: the
-    model's leading dense layers (MoE models); ``moe_every``: MoE on every N-th layer after them."""
+                     layers: int, moe_flags: tuple[bool, ...] | None = None, mtp_layers: int = 0) -> ScheduleProfile:
+    """The memory and bound profile of a schedule (see ScheduleProfile); ``moe_flags``: whether
+    each layer is MoE, in order (``ModelSpec.moe_layer_flags``, i.e. ``is_moe_layer``; None: every
+    layer counts as MoE, what a dense model's unused count is)."""
     m = profile_micro_batches(schedule, pp, num_micro_batches)
     if m != num_micro_batches:
-        short = schedule_profile(schedule, pp, m, virtual_stages, layers, first_dense, mtp_layers, moe_every)
+        short = schedule_profile(schedule, pp, m, virtual_stages, layers, moe_flags, mtp_layers)
         if schedule == "gpipe":  # every forward runs before any backward: all micro-batches in flight
             ranks = tuple((held, float(num_micro_batches)) for held, _ in short.ranks)
             ends = tuple((float(num_micro_batches) if f else 0.0, float(num_micro_batches) if la else 0.0)
@@ -80,9 +81,8 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
         held = sum(model_counts[k] for k in ms)
         ranks.append((held, layers_in_flight(actions[r], r, graph, counts) / held))
         ends.append(rank_ends(actions[r], ms, last_model))
-        moe_held.append(sum(max(0, model_counts[k] - max(0, first_dense - starts[k])) for k in ms) if moe_every == 1
-                        else sum(i >= first_dense and (i + 1) % moe_every == 0
-                                 for k in ms for i in range(starts[k], starts[k] + model_counts[k])))
+        moe_held.append(held if moe_flags is None
+                        else sum(moe_flags[i] for k in ms for i in range(starts[k], starts[k] + model_counts[k])))
         firsts.append(0 in ms)
         lasts.append(last_model in ms)
     old = schedule in ("gpipe", "1f1b", "interleaved-1f1b")

@@ -260,8 +260,8 @@ class Screen:
 
     def profile_of(self, schedule: str, pp: int, num_micro_batches: int, virtual_stages: int) -> ScheduleProfile:
         m = self.base.model
-        return schedule_profile(schedule, pp, num_micro_batches, virtual_stages, m.layers, m.moe_first_dense_layers,
-                                m.mtp_layers, m.moe_every)
+        return schedule_profile(schedule, pp, num_micro_batches, virtual_stages, m.layers,
+                                m.moe_layer_flags() if m.is_moe else None, m.mtp_layers)
 
 
 # The screens of this process, one per base scenario, most recently used last: a worker builds

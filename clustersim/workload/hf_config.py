@@ -45,6 +45,7 @@ from clustersim.workload.hf_config_keys import (
     harmless,
     key_table,
 )
+from clustersim.workload.model_spec import moe_layer_fields
 from clustersim.workload.vision_tower import llama4_vision_params
 
 DEFAULT_SEQ_LEN = 4096   # the pre-training sequence of Llama 2, DeepSeek-V3 (§4.2) and Megatron-Bridge's recipes
@@ -145,6 +146,26 @@ def _every(flags: list[bool], key: str, value: Any, path: str, what: str) -> int
                "modelled")
 
 
+def _moe_layers(flags: list[bool], key: str, value: Any, path: str) -> dict[str, Any]:
+    """The ``model.moe`` fields (first_dense_layers / every, or an explicit pattern:
+    clustersim.workload.model_spec.moe_layer_fields) of the family's own per-layer rule, applied
+    exactly; exit 2 naming ``key`` when it leaves no MoE layer."""
+    fields = moe_layer_fields(flags)
+    if fields is None:
+        raise _bad(path, key, value, "a layout with at least one MoE layer (a config whose every layer is dense is "
+                   "not a MoE model)")
+    return fields
+
+
+def _layer_list(cfg: dict[str, Any], key: str, layers: int, path: str) -> list[int]:
+    """A list of 0-based layer indices (``mlp_only_layers``, ``moe_layers``), each below ``layers``."""
+    value = cfg.get(key) or []
+    if not isinstance(value, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers
+                                          for i in value):
+        raise _bad(path, key, value, f"a list of layer indices from 0 to {layers - 1} (num_hidden_layers - 1)")
+    return value
+
+
 def _act(cfg: dict[str, Any], key: str, path: str) -> str:
     act = cfg.get(key, "silu")
     if not isinstance(act, str):
@@ -186,10 +207,23 @@ def _moe(cfg: dict[str, Any], experts: str, width: str | None, shared: str | Non
     return moe
 
 
-def _deepseek_like(cfg: dict[str, Any], fields: dict[str, Any]) -> None:
+def _deepseek_like(cfg: dict[str, Any], fields: dict[str, Any], path: str) -> None:
+    """DeepSeek-V3 (and Kimi K2) and GLM-4 MoE. Which layers are MoE, as the owners' modelling code
+    decides it: DeepSeek's DeepseekV3DecoderLayer (deepseek-ai/DeepSeek-V3 modeling_deepseek.py,
+    as DeepSeek-V2's): ``layer_idx >= first_k_dense_replace and layer_idx % moe_layer_freq == 0``
+    (layers 0, N, 2N, ... past the dense ones: counted from 0, unlike Llama 4's and Qwen's); GLM-4
+    MoE's Glm4MoeDecoderLayer (transformers models/glm4_moe/modeling_glm4_moe.py, v4.55):
+    ``layer_idx >= first_k_dense_replace`` (no frequency key)."""
     moe = _moe(cfg, "n_routed_experts", "moe_intermediate_size", "n_shared_experts")
-    if cfg.get("first_k_dense_replace"):
-        moe["first_dense_layers"] = cfg["first_k_dense_replace"]
+    layers, first = cfg["num_hidden_layers"], cfg.get("first_k_dense_replace") or 0
+    freq = 1 if cfg.get("moe_layer_freq") is None else cfg["moe_layer_freq"]
+    if isinstance(freq, bool) or not isinstance(freq, int) or freq < 1:
+        raise _bad(path, "moe_layer_freq", freq, "a whole number >= 1 (layers 0, N, 2N, ... past first_k_dense_replace "
+                   "are MoE)")
+    if isinstance(layers, int) and not isinstance(layers, bool) and isinstance(first, int):
+        moe.update(_moe_layers([i >= first and i % freq == 0 for i in range(layers)],
+                               "moe_layer_freq" if freq > 1 else "first_k_dense_replace",
+                               freq if freq > 1 else first, path))
     if (cfg.get("n_group") or 1) > 1:
         moe["router_num_groups"], moe["router_group_topk"] = cfg["n_group"], cfg.get("topk_group")
     fields["moe"] = moe
@@ -234,7 +268,16 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
             if "num_experts" in cfg and cfg["num_experts"] != cfg["num_local_experts"]:
                 raise _bad(path, "num_local_experts", cfg["num_local_experts"], f"num_experts ({cfg['num_experts']})")
             cfg.setdefault("num_experts", cfg["num_local_experts"])
-        fields["moe"] = {**_moe(cfg, "num_experts", "moe_intermediate_size"), "every": cfg["decoder_sparse_step"]}
+        # Qwen3MoeDecoderLayer (transformers models/qwen3_moe/modeling_qwen3_moe.py, v4.55; Qwen2-MoE's
+        # alike): MoE when layer_idx not in mlp_only_layers and (layer_idx + 1) % decoder_sparse_step == 0
+        step = cfg["decoder_sparse_step"]
+        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+            raise _bad(path, "decoder_sparse_step", step, "a whole number >= 1 (layers N-1, 2N-1, ... are MoE)")
+        dense = set(_layer_list(cfg, "mlp_only_layers", cfg["num_hidden_layers"], path))
+        flags = [i not in dense and (i + 1) % step == 0 for i in range(cfg["num_hidden_layers"])]
+        fields["moe"] = {**_moe(cfg, "num_experts", "moe_intermediate_size"),
+                         **_moe_layers(flags, "mlp_only_layers" if dense else "decoder_sparse_step",
+                                       sorted(dense) if dense else step, path)}
     if family == "gpt_oss":
         if "experts_per_token" in cfg and "num_experts_per_tok" in cfg \
                 and cfg["experts_per_token"] != cfg["num_experts_per_tok"]:
@@ -257,7 +300,7 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
     if family == "llama4_text":
         _llama4(cfg, path, fields)
     if family in ("deepseek_v3", "glm4_moe"):
-        _deepseek_like(cfg, fields)
+        _deepseek_like(cfg, fields, path)
     if family == "deepseek_v3":
         fields["kv_heads"] = None   # MLA: every head has its own keys and values
         fields["attention"] = "mla"
@@ -284,11 +327,14 @@ def _llama4(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
     step = cfg["interleave_moe_layer_step"]
     if isinstance(step, bool) or not isinstance(step, int) or step < 1:   # range(step - 1, layers, step) needs >= 1
         raise _bad(path, "interleave_moe_layer_step", step, "a whole number >= 1 (every N-th layer is MoE)")
-    moe = {**_moe(cfg, "num_local_experts", "intermediate_size"), "shared_experts": 1, "every": step}
+    # Llama4TextConfig: moe_layers = the file's list, else range(step - 1, layers, step); the decoder
+    # layer is MoE when layer_idx in config.moe_layers (Llama4TextDecoderLayer.is_moe_layer)
     listed = cfg.get("moe_layers")
-    if listed is not None and (not isinstance(listed, list) or listed != list(range(step - 1, layers, step))):
-        raise _bad(path, "moe_layers", listed, f"layers {step - 1}, {2 * step - 1}, ... (every "
-                   f"interleave_moe_layer_step = {step}-th layer): other patterns are not modelled")
+    moe_at = set(_layer_list(cfg, "moe_layers", layers, path)) if listed is not None \
+        else set(range(step - 1, layers, step))
+    moe = {**_moe(cfg, "num_local_experts", "intermediate_size"), "shared_experts": 1,
+           **_moe_layers([i in moe_at for i in range(layers)], "moe_layers" if listed is not None
+                         else "interleave_moe_layer_step", listed if listed is not None else step, path)}
     fields["moe"] = moe
     fields["ffn_hidden"] = cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size")
     fields["qk_norm"] = bool(cfg.get("use_qk_norm"))

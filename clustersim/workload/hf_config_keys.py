@@ -123,7 +123,9 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
     "qwen3_moe": {   # Qwen/Qwen3-30B-A3B, Qwen3-235B-A22B, Qwen3-Coder-480B-A35B
         "modelled": {"num_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
                      "moe_intermediate_size": "moe.expert_ffn_hidden",
-                     "decoder_sparse_step": "moe.every",
+                     "decoder_sparse_step": "moe.every (layers N-1, 2N-1, ... are MoE)",
+                     "mlp_only_layers": "the listed layers dense (moe.pattern where every / first_dense_layers "
+                                        "cannot state the layout)",
                      "num_local_experts": "moe.experts (the name transformers v5 saves num_experts under)"},
         # Qwen3-Coder-480B-A35B's file also states three keys that transformers' Qwen3-MoE model
         # does not read (its layer always has QK-norm, no Q/K/V bias and no shared expert)
@@ -131,8 +133,6 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
                        "qkv_bias": "bias vectors of the Q/K/V projections: under 0.01% of the parameters, added in "
                                    "the GEMM epilogue (as attention_bias)"},
         "refused": {**QWEN_WINDOW_REFUSED,
-                    "mlp_only_layers": ("dense layers at listed positions are not modelled; only [] is read",
-                                        _zero),
                     "shared_expert_intermediate_size": ("Qwen3-MoE's layer has no shared expert; only 0 or null "
                                                         "is read", _zero),
                     "use_qk_norm": ("Qwen3-MoE's layer always normalises Q and K (qk_norm); only true is read",
@@ -171,7 +171,8 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
         "modelled": {"num_local_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
                      "intermediate_size": "moe.expert_ffn_hidden (routed and shared experts)",
                      "intermediate_size_mlp": "ffn_hidden (the dense layers)",
-                     "interleave_moe_layer_step": "moe.every", "moe_layers": "checked against moe.every",
+                     "interleave_moe_layer_step": "moe.every", "moe_layers": "the MoE layers (Llama4TextConfig: replaces "
+                     "interleave_moe_layer_step's; moe.every or moe.pattern)",
                      "attention_chunk_size": "attention_pattern chunked, attention_window",
                      "no_rope_layers": "global_every (the NoPE layers attend over the whole sequence)",
                      "use_qk_norm": "qk_norm (an L2 norm of Q and K)",
@@ -189,6 +190,9 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
         "modelled": {"n_routed_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
                      "n_shared_experts": "moe.shared_experts", "moe_intermediate_size": "moe.expert_ffn_hidden",
                      "first_k_dense_replace": "moe.first_dense_layers", "n_group": "moe.router_num_groups",
+                     "moe_layer_freq": "MoE on layers 0, N, 2N, ... past first_k_dense_replace (i % N == 0, "
+                                       "DeepSeek's modeling_deepseek.py): moe.first_dense_layers / every, else "
+                                       "moe.pattern",
                      "topk_group": "moe.router_group_topk", "kv_lora_rank": "kv_lora_rank (attention mla)",
                      "q_lora_rank": "q_lora_rank", "qk_nope_head_dim": "qk_nope_head_dim",
                      "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim",
@@ -203,8 +207,7 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
                        "scoring_func": "sigmoid or softmax over the E router logits (E floats per token)",
                        "topk_method": "how the top-k is picked (noaux_tc: a bias added to E scores)",
                        "num_key_value_heads": "MLA gives every head its own keys and values (equal to the heads)"},
-        "refused": {"moe_layer_freq": ("DeepSeek's MoE every N-th layer counts from layer 0 (i % N == 0); only "
-                                       "1 is read", lambda v: v in (None, 1))},
+        "refused": {},
     },
     "glm4_moe": {   # zai-org/GLM-4.5, GLM-4.5-Air
         "modelled": {"n_routed_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
@@ -227,7 +230,7 @@ INTEGER_KEYS = frozenset({
     "moe_intermediate_size", "decoder_sparse_step", "n_routed_experts", "n_shared_experts", "first_k_dense_replace",
     "n_group", "topk_group", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
     "num_nextn_predict_layers", "qk_head_dim", "no_rope_layer_interval", "sliding_window", "sliding_window_pattern", "_sliding_window_pattern",
-    "attention_chunk_size", "interleave_moe_layer_step", "intermediate_size_mlp"})
+    "attention_chunk_size", "interleave_moe_layer_step", "intermediate_size_mlp", "moe_layer_freq"})
 BOOLEAN_KEYS = frozenset({"tie_word_embeddings", "use_qk_norm"})
 
 # multimodal wrappers: the language model is their text_config (Gemma 3, Llama 4)

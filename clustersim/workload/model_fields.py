@@ -11,6 +11,10 @@ value and what is allowed (exit 2):
   alone means ``sliding``), ``global_every`` (>= 2: every N-th layer attends over the whole
   sequence; only with a local pattern).
 * ``moe.every`` (>= 1: every N-th layer after the dense ones is MoE; some layer must be).
+* ``moe.pattern`` (one entry per layer, 1: MoE, 0: dense; some layer must be MoE): any per-layer
+  layout; ``first_dense_layers`` and ``every`` beside it must give the same layers or be left at
+  0 and 1. A pattern the first_dense/every rule states is stored as the rule
+  (``model_spec.moe_layer_fields``), so the two spellings are one model.
 * ``moe.shared_ffn_hidden`` (the shared experts' total width, Megatron's
   ``--moe-shared-expert-intermediate-size``): with ``moe.shared_experts`` also given, it must equal
   ``shared_experts x expert width``.
@@ -25,7 +29,7 @@ import math
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.workload.model_spec import GATED_ACTS, ModelSpec
+from clustersim.workload.model_spec import GATED_ACTS, ModelSpec, moe_layer_fields, moe_rule
 
 
 def _attention_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -98,13 +102,39 @@ def _activation_clamp(fields: dict[str, Any]) -> float:
     return float(value)
 
 
+def _moe_layers(moe: dict[str, Any], layers: int) -> tuple[int, int, tuple[int, ...]]:
+    """(first_dense_layers, every, pattern) of the ``model.moe`` fields: an explicit ``pattern``
+    checked against ``layers`` and the rule's fields beside it, and stored as the rule where the
+    rule states it (pattern then ())."""
+    first, every = moe.get("first_dense_layers") or 0, moe.get("every") or 1
+    pattern = moe.get("pattern")
+    if pattern is None:
+        return first, every, ()
+    pattern = tuple(int(x) for x in pattern)
+    if len(pattern) != layers:
+        raise InputError("model.moe.pattern", f"{len(pattern)} entries", f"one entry per layer: {layers} (model.layers), "
+                         "each 1 (MoE) or 0 (dense)")
+    if not any(pattern):
+        raise InputError("model.moe.pattern", "no 1", "at least one MoE layer (1); a dense model leaves out model.moe")
+    if (first, every) != (0, 1) and pattern != tuple(int(moe_rule(i, first, every)) for i in range(layers)):
+        field, value = ("model.moe.first_dense_layers", first) if first else ("model.moe.every", every)
+        raise InputError(field, value, "0 for first_dense_layers and 1 for every (or left out) when model.moe.pattern "
+                         "is given: the pattern states every layer, and these give other layers")
+    rule = moe_layer_fields(pattern) or {}
+    if "pattern" not in rule:
+        return int(rule.get("first_dense_layers", 0)), int(rule.get("every", 1)), ()
+    return pattern.index(1), 1, pattern
+
+
 def model_from_fields(name: str, fields: dict[str, Any], notes: tuple[str, ...] = ()) -> ModelSpec:
     """The ModelSpec of a scenario's resolved ``model:`` fields (preset, HF config and explicit
     fields merged; the moe section as a dict or a pydantic section); ``notes``: how they were read."""
     moe = fields.get("moe") or {}
     if hasattr(moe, "model_dump"):
         moe = moe.model_dump()
-    every = moe.get("every") or 1
+    if moe.get("pattern") is not None and not moe.get("experts"):   # a dense model has no MoE layer to place
+        raise InputError("model.moe.pattern", list(moe["pattern"]), "left out unless model.moe.experts is set")
+    first_dense, every, pattern = _moe_layers(moe, fields["layers"])
     model = ModelSpec(
         name=name,
         layers=fields["layers"], hidden=fields["hidden"], heads=fields["heads"], vocab=fields["vocab"],
@@ -114,7 +144,7 @@ def model_from_fields(name: str, fields: dict[str, Any], notes: tuple[str, ...] 
         moe_shared_experts=moe.get("shared_experts") or 0,
         moe_shared_ffn_hidden=_shared_ffn(moe, fields),
         moe_expert_ffn_hidden=moe.get("expert_ffn_hidden") or 0,
-        moe_first_dense_layers=moe.get("first_dense_layers") or 0,
+        moe_first_dense_layers=first_dense, moe_pattern=pattern,
         moe_capacity_factor=float(moe.get("capacity_factor") or 0.0),
         moe_imbalance=float(moe.get("imbalance") or 1.0),
         moe_pad_to_capacity=bool(moe.get("pad_to_capacity") or False),

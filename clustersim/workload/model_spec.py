@@ -70,7 +70,12 @@ class ModelSpec(HashMemo):
     ``moe_every`` N > 1: layer i (0-based, counted over the whole stack) is MoE when (i + 1) is a
     multiple of N and i is past the first dense ones: layers N-1, 2N-1, ... from the first
     MoE-eligible one on (Llama 4 Maverick's interleave_moe_layer_step 2, Qwen-MoE's
-    decoder_sparse_step; Megatron's --moe-layer-freq as a list).
+    decoder_sparse_step; Megatron's --moe-layer-freq as a list). ``moe_pattern``: any other
+    per-layer pattern, one entry per layer (1: MoE, 0: dense; Megatron's --moe-layer-freq list
+    form), for the layouts the first_dense/every rule cannot state (DeepSeek's moe_layer_freq N > 1,
+    MoE where i % N == 0; Qwen-MoE's mlp_only_layers; Llama 4's moe_layers; Megatron's int N, MoE
+    on layers 0, N, 2N, ...); empty: the rule. ``is_moe_layer`` is the one place that says which
+    layers are MoE; ``moe_layer_fields`` turns a pattern into the fields that state it.
     Node-limited routing (DeepSeek-V3 §2.1.2; Megatron ``--moe-router-num-groups`` /
     ``--moe-router-group-topk``): the experts form ``moe_router_num_groups`` groups and a token
     picks experts from at most ``moe_router_group_topk`` of them (0 = no limit).
@@ -133,8 +138,11 @@ class ModelSpec(HashMemo):
     vision_params: int = 0  # a vision tower the owner's total counts; not simulated
     activation_clamp: float = 0.0  # clamp of a gated activation's halves (gpt-oss swiglu_limit); 0 = none
     moe_expert_bias: bool = False  # biases on the routed experts' linear layers (gpt-oss)
+    moe_pattern: tuple[int, ...] = ()  # per layer 1 = MoE, 0 = dense; () -> moe_first_dense_layers / moe_every
 
     def __post_init__(self) -> None:
+        if len(self.moe_pattern) > self.layers:   # a shortened copy of the model keeps its first layers' kinds
+            object.__setattr__(self, "moe_pattern", self.moe_pattern[:self.layers])
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.ffn_hidden == 0:
@@ -195,7 +203,7 @@ class ModelSpec(HashMemo):
     def num_moe_layers(self) -> int:
         if not self.is_moe:
             return 0
-        if self.moe_every <= 1:
+        if self.moe_every <= 1 and not self.moe_pattern:
             return self.layers - self.moe_first_dense_layers
         return sum(n for kind, n in self.layer_kind_counts() if kind.moe)
 
@@ -204,8 +212,18 @@ class ModelSpec(HashMemo):
         return self.layers - self.num_moe_layers
 
     def is_moe_layer(self, index: int) -> bool:
-        """Whether transformer layer ``index`` (0-based) has a MoE MLP."""
-        return self.is_moe and index >= self.moe_first_dense_layers and (index + 1) % max(1, self.moe_every) == 0
+        """Whether transformer layer ``index`` (0-based) has a MoE MLP: the explicit ``moe_pattern``
+        where one is given, else the first_dense/every rule (``moe_rule``). Every consumer (parameter
+        counts, layer kinds per pipeline stage, the sweep's profiles, memory) asks this."""
+        if not self.is_moe:
+            return False
+        if self.moe_pattern:
+            return index < len(self.moe_pattern) and self.moe_pattern[index] == 1
+        return moe_rule(index, self.moe_first_dense_layers, self.moe_every)
+
+    def moe_layer_flags(self) -> tuple[bool, ...]:
+        """``is_moe_layer`` of every layer, in order (cached)."""
+        return _moe_flags(self)
 
     @property
     def has_local_attention(self) -> bool:
@@ -325,6 +343,40 @@ class ModelSpec(HashMemo):
         count gpt-oss's model card gives as "active", and DeepSeek's "37B activated" rounds); a
         tied table stays: every token multiplies by it as the output layer."""
         return self.active_params() - (0 if self.tie_embeddings else self.embedding_params())
+
+
+def moe_rule(index: int, first_dense: int, every: int) -> bool:
+    """The scenario's rule: layer ``index`` (0-based) is MoE when it is past the first ``first_dense``
+    layers and (index + 1) is a multiple of ``every`` (layers N-1, 2N-1, ...: Llama 4's
+    interleave_moe_layer_step, HF Llama4TextConfig moe_layers = range(N - 1, layers, N))."""
+    return index >= first_dense and (index + 1) % max(1, every) == 0
+
+
+def moe_layer_fields(flags: list[bool] | list[int] | tuple[int, ...]) -> dict[str, object] | None:
+    """The ``model.moe`` fields that state a per-layer MoE pattern (1 / True: MoE): the rule's
+    ``first_dense_layers`` and ``every`` where it gives exactly these layers (defaults left out;
+    leading dense layers preferred as 0, else as the first MoE layer's index), else the explicit
+    ``pattern``. {} when every layer is MoE; None when no layer is. Deterministic: one pattern, one
+    answer (the importers and the scenario's own ``pattern`` go through it, so a pattern the rule
+    can state is stored as the rule)."""
+    pattern = [1 if f else 0 for f in flags]
+    on = [i for i, x in enumerate(pattern) if x]
+    if not on:
+        return None
+    gaps = {b - a for a, b in zip(on, on[1:], strict=False)}
+    # under the rule consecutive MoE layers are ``every`` apart; a single MoE layer at index j fits
+    # any ``every`` dividing j + 1
+    everys = sorted(gaps) if len(gaps) == 1 else [] if gaps else [d for d in range(1, on[0] + 2) if (on[0] + 1) % d == 0]
+    for every in everys:
+        for first in sorted({0, on[0]}):
+            if [int(moe_rule(i, first, every)) for i in range(len(pattern))] == pattern:
+                return {**({"first_dense_layers": first} if first else {}), **({"every": every} if every > 1 else {})}
+    return {"pattern": pattern}
+
+
+@functools.lru_cache(maxsize=1024)
+def _moe_flags(model: ModelSpec) -> tuple[bool, ...]:
+    return tuple(model.is_moe_layer(i) for i in range(model.layers))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -35,7 +35,8 @@ def model_json(model: ModelSpec) -> dict[str, Any]:
                 "shared_ffn_hidden": model.moe_shared_ffn_hidden if model.is_moe else 0,
                 "expert_ffn_hidden": model.moe_expert_ffn_hidden if model.is_moe else 0,
                 "first_dense_layers": model.moe_first_dense_layers, "every": model.moe_every,
-                "moe_layers": model.num_moe_layers},
+                "moe_layers": model.num_moe_layers,
+                **({"pattern": list(model.moe_pattern)} if model.moe_pattern else {})},
         "notes": list(model.notes),
     }
     if model.is_mla:

@@ -38,7 +38,7 @@ SHAPE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn
          "attention", "qk_norm", "attention_pattern", "attention_window", "global_every", "attention_sinks",
          "sandwich_norm", "moe_experts", "moe_top_k", "moe_shared_experts", "moe_expert_ffn_hidden",
          "moe_first_dense_layers", "moe_every", "mtp_layers", "q_lora_rank", "kv_lora_rank", "activation_clamp",
-         "moe_expert_bias")
+         "moe_expert_bias", "moe_pattern")
 
 
 def _cfg(name: str) -> dict:
@@ -106,19 +106,21 @@ def _refused(tmp_path: Path, name: str, change, field_end: str) -> InputError:
 
 @pytest.mark.parametrize("name,change,field", [
     ("Qwen3-8B", lambda c: c.update(use_sliding_window=True), "use_sliding_window"),
-    ("Qwen3-30B-A3B", lambda c: c.update(mlp_only_layers=[0, 1]), "mlp_only_layers"),
+    # per-layer MoE layouts are read (tests/workload/test_moe_layer_pattern.py); what stays refused:
+    ("Qwen3-30B-A3B", lambda c: c.update(mlp_only_layers=list(range(48))), "mlp_only_layers"),   # no MoE layer
+    ("Qwen3-30B-A3B", lambda c: c.update(mlp_only_layers=[48]), "mlp_only_layers"),              # no such layer
     ("Qwen3-8B", lambda c: c.update(attention_dropout=1.5), "attention_dropout"),
     ("Qwen3-8B", lambda c: c.update(hidden_dropout="0.1"), "hidden_dropout"),
     ("gemma-3-27b-pt", lambda c: c["text_config"].update(attn_logit_softcapping=50.0), "attn_logit_softcapping"),
     ("gemma-3-27b-pt", lambda c: c["text_config"].update(final_logit_softcapping=30.0), "final_logit_softcapping"),
-    ("DeepSeek-V3", lambda c: c.update(moe_layer_freq=2), "moe_layer_freq"),
+    ("DeepSeek-V3", lambda c: c.update(moe_layer_freq=0), "moe_layer_freq"),
     ("gpt-oss-120b", lambda c: c.update(layer_types=["sliding_attention"] * 3 + ["full_attention"] * 33),
      "layer_types"),
     ("gpt-oss-120b", lambda c: c.update(experts_per_token=2), "experts_per_token"),
     # local layers with no window: named the scenario's global_every, a field the user never wrote
     ("gpt-oss-120b", lambda c: c.update(sliding_window=0), "sliding_window"),
     ("gemma-3-27b-pt", lambda c: c["text_config"].update(sliding_window=None), "sliding_window"),
-    ("Llama-4-Maverick-17B-128E", lambda c: c["text_config"].update(moe_layers=[0, 5, 9]), "moe_layers"),
+    ("Llama-4-Maverick-17B-128E", lambda c: c["text_config"].update(moe_layers=[0, 5, 99]), "moe_layers"),
     ("Llama-4-Scout-17B-16E", lambda c: c["text_config"].update(no_rope_layers=[1, 1, 0] + [1] * 45), "no_rope_layers"),
     ("Llama-3.1-8B", lambda c: c.update(hidden_act="relu"), "hidden_act"),
     ("Llama-3.1-8B", lambda c: c.update(some_new_attention_trick=True), "some_new_attention_trick"),

@@ -52,7 +52,7 @@ def test_deepseek_v3_launch_maps_every_field_the_shipped_scenario_states():
 
 
 @pytest.mark.parametrize("freq, expected", [
-    ("2", None),                                   # Megatron: MoE on layers 0, 2, 4: not the scenario's every
+    ("2", {"pattern": [1, 0, 1, 0, 1, 0]}),        # Megatron: MoE on layers 0, 2, 4: not the rule, so the pattern
     ("'[0,1]*3'", {"every": 2}),
     ("'[0]*2+[0,1]*2'", {"first_dense_layers": 3, "every": 2}),
     ("'[0]*3+[1]*3'", {"first_dense_layers": 3}),
@@ -63,8 +63,8 @@ def test_deepseek_v3_launch_maps_every_field_the_shipped_scenario_states():
     ('"([0]*1+[1]*1)*3"', {"every": 2}),
     ("'(([0]*1+[1]*1)*2+[0,1])'", {"every": 2}),
     ('"3*([0]+[1])"', {"every": 2}),
-    ('"([1]*2+[0]*1)*2"', None),                   # a pattern the scenario cannot state: refused, not read
-    ("'[1]*(2+4)'", {"first_dense_layers": 0}),
+    ('"([1]*2+[0]*1)*2"', {"pattern": [1, 1, 0, 1, 1, 0]}),   # stated as it is (model.moe.pattern)
+    ("'[1]*(2+4)'", {}),                           # every layer MoE: the defaults
     ("'__import__(1)'", None),
 ])
 def test_moe_layer_freq_maps_to_dense_layers_and_every_or_is_refused(freq, expected):
@@ -185,10 +185,11 @@ def test_a_model_named_beside_a_file_that_describes_one_is_refused():
 
 
 def test_a_refused_moe_layer_freq_is_shown_as_written():
-    """The reader split a quoted ")" off as a bash array's end: the value came back '([1]*2+[0]*1 ) *2'."""
+    """The reader split a quoted ")" off as a bash array's end: the value came back '([1]*2+[0]*1 ) *2'.
+    (A pattern of the wrong length: 9 entries for 6 layers.)"""
     text = ("python pretrain_gpt.py --num-layers 6 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
-            "--vocab-size 32000 --tokenizer-type NullTokenizer --num-experts 8 --moe-layer-freq \"([1]*2+[0]*1)*2\" "
+            "--vocab-size 32000 --tokenizer-type NullTokenizer --num-experts 8 --moe-layer-freq \"([1]*2+[0]*1)*3\" "
             "--moe-token-dispatcher-type alltoall")
     with pytest.raises(InputError) as exc:
         _import(text, "dgx-h100", 1)
-    assert exc.value.field == "--moe-layer-freq" and exc.value.value == "([1]*2+[0]*1)*2"
+    assert exc.value.field == "--moe-layer-freq" and exc.value.value == "([1]*2+[0]*1)*3"
