@@ -140,6 +140,14 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
                     vocab=151552, seq_len=4096, mtp_layers=1, qk_norm=True,
                     moe={"experts": 160, "top_k": 8, "shared_experts": 1, "expert_ffn_hidden": 1536,
                          "first_dense_layers": 3}),
+    # GLM-4.5-Air (same report, Table 1: 106B total / 12B activated; zai-org/GLM-4.5-Air config.json and
+    # slime's scripts/models/glm4.5-106B-A12B.sh): hidden 4096, 96 heads of 128, 8 KV heads, 1 dense
+    # layer (10944) then 45 MoE layers of 128 experts (width 1408, 8 per token, 1 shared), one MTP
+    # layer, vocab 151552, untied; no QK-Norm (use_qk_norm false; no --qk-layernorm in slime's script)
+    "glm-4.5-air": dict(layers=46, hidden=4096, heads=96, kv_heads=8, head_dim=128, ffn_hidden=10944,
+                        ffn_act="swiglu", vocab=151552, seq_len=4096, mtp_layers=1,
+                        moe={"experts": 128, "top_k": 8, "shared_experts": 1, "expert_ffn_hidden": 1408,
+                             "first_dense_layers": 1}),
     # Nemotron-4 340B (Nemotron-4 340B Technical Report, arXiv 2406.11704, Table 1; architecture as
     # Nemotron-4 15B, arXiv 2402.16819 §2.1: squared ReLU, RoPE, GQA, no bias, no dropout, untied):
     # 96 layers, hidden 18432, 96 heads, 8 KV heads, MLP 73728, vocab 256000, seq 4096

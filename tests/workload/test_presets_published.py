@@ -48,7 +48,10 @@ PUBLISHED = {
     "kimi-k2": (1e12, 32.6e9, 1, "Kimi K2 model card (total, '1T') and technical report (activated, 32.6B)"),
     # GLM-4.5 technical report (arXiv 2508.06471) Table 1: 355B total, 32B activated; the activated
     # figure leaves out the embedding and output matrices (2 x 151552 x 5120 = 1.55B): with them, 33.55B
+    # (the convention, and why it is this one: test_glm45_counts_follow_zai_orgs_convention below)
     "glm-4.5": (355e9, 32e9 + 1.552e9, 3, "GLM-4.5 technical report Table 1 (activated + embeddings)"),
+    # same table, GLM-4.5-Air: 106B total, 12B activated (+ 2 x 151552 x 4096 = 1.24B embeddings)
+    "glm-4.5-air": (106e9, 12e9 + 1.2416e9, 2, "GLM-4.5 technical report Table 1 (activated + embeddings)"),
     # Nemotron-4 340B Technical Report (arXiv 2406.11704) §2: 9.4B embedding + 331.6B non-embedding
     "nemotron-4-340b": (341.0e9, 341.0e9, 4, "Nemotron-4 340B Technical Report §2 (9.4B + 331.6B)"),
     "mistral-7b": (7.3e9, 7.3e9, 2, "Mistral 7B (arXiv 2310.06825) / announcement: 'Mistral 7B is a 7.3B model'"),
@@ -102,5 +105,41 @@ def test_kimi_k2_gap_to_the_technical_report_is_what_the_docs_say() -> None:
 
 def test_every_new_preset_has_a_published_row() -> None:
     new = ("qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b",
-           "llama4-scout", "llama4-maverick", "gemma3-27b", "kimi-k2", "glm-4.5", "nemotron-4-340b", "mistral-7b")
+           "llama4-scout", "llama4-maverick", "gemma3-27b", "kimi-k2", "glm-4.5", "glm-4.5-air", "nemotron-4-340b",
+           "mistral-7b")
     assert set(new) <= set(PUBLISHED) and set(new) <= set(MODEL_PRESETS)
+
+
+# zai-org's published counts (GLM-4.5 technical report, arXiv 2508.06471, Table 1; the zai-org/GLM-4.5
+# model card: "355 billion total parameters with 32 billion active parameters ... GLM-4.5-Air ... 106
+# billion total parameters and 12 billion active parameters")
+GLM = {"glm-4.5": ("GLM-4.5", 355e9, 32e9), "glm-4.5-air": ("GLM-4.5-Air", 106e9, 12e9)}
+
+
+@pytest.mark.parametrize("name", sorted(GLM))
+def test_glm45_counts_follow_zai_orgs_convention(name: str) -> None:
+    """What zai-org counts: the total is every layer with the embedding and output matrices and
+    without the MTP layer (``main_params``: GLM-4.5 352.80B, -0.62%; Air 106.85B, +0.80%); the only
+    reading within 1% of both figures (with the MTP layer: 356.78B / 109.23B, Air +3.0%; without the
+    embedding matrices: 351.24B, GLM-4.5 -1.06%). "Activated" leaves both matrices out (32.08B, +0.25%;
+    Air 12.18B, +1.5%, inside what "12B" says), as with them it would be 33.63B / 13.42B. The
+    preset and the HF import of the owner's config.json give the same counts."""
+    fixture, total, active = GLM[name]
+    preset = model_from_fields(name, MODEL_PRESETS[name])
+    imported = model_from_fields(name, {**read_hf_config(str(FIXTURES / fixture / "config.json")), "seq_len": 4096})
+    for model in (preset, imported):
+        assert abs(model.main_params() / total - 1) < 0.01, (name, model.main_params() / 1e9)
+        non_embedding_active = model.active_params() - 2 * model.embedding_params()
+        assert _close(non_embedding_active, active, 2), (name, non_embedding_active / 1e9)
+        assert model.mtp_layers == 1 and model.total_params() > model.main_params()
+    assert preset.main_params() == imported.main_params() and preset.active_params() == imported.active_params()
+
+
+def test_glm45_other_readings_of_the_total_miss_one_of_the_two_figures() -> None:
+    """With the MTP layer Air is 3.0% over 106B; without the embedding matrices GLM-4.5 is 1.06% under
+    355B; with the matrices in the active count GLM-4.5 is 5% over 32B."""
+    big, air = (model_from_fields(n, MODEL_PRESETS[n]) for n in ("glm-4.5", "glm-4.5-air"))
+    assert round(air.total_params() / 106e9 - 1, 3) == 0.030
+    assert round((big.main_params() - 2 * big.embedding_params()) / 355e9 - 1, 4) == -0.0106
+    assert round(big.active_params() / 32e9 - 1, 2) == 0.05
+    assert round((big.active_params() - 2 * big.embedding_params()) / 32e9 - 1, 4) == 0.0025
