@@ -238,3 +238,21 @@ class ImportResult:
             out["iterations"] = [i.to_json() for i in self.iterations]
             out["steady_iterations"] = sum(1 for i in self.iterations if not i.dropped)
         return out
+
+
+# DeepSpeed-MoE is model code, not configuration: deepspeed.moe.layer.MoE(hidden_size, expert,
+# num_experts, ep_size, k, capacity_factor, eval_capacity_factor, min_capacity, use_residual,
+# noisy_gate_policy, drop_tokens, use_rts, use_tutel, ...) (deepspeedai/DeepSpeed deepspeed/moe/layer.py;
+# its gating and dispatch in deepspeed/moe/sharded_moe.py: with drop_tokens each expert's input is
+# its whole capacity, einsum("sec,sm->ecm"), then one all-to-all over the ep_size group). What a
+# refusal of a DeepSpeed MoE setting says to do instead (the DeepSpeed JSON importer and the
+# Megatron-DeepSpeed launch); docs/calibration.md, "DeepSpeed-MoE".
+DEEPSPEED_MOE_INSTEAD = (
+    "DeepSpeed's MoE is set in the model code (deepspeed.moe.layer.MoE), not in its config: state it in the "
+    "scenario instead, model.moe.experts = num_experts, model.moe.top_k = k, model.moe.capacity_factor = "
+    "capacity_factor with model.moe.pad_to_capacity: true (drop_tokens=True: every expert's input is its whole "
+    "capacity), and parallel.ep = ep_size (the experts' gradients reduced over the world / ep_size "
+    "expert-data-parallel ranks), e.g. --set model.moe.experts=64 --set parallel.ep=8; clustersim prices those "
+    "MoE layers as Megatron-Core's all-to-all dispatcher with grouped expert GEMMs, not DeepSpeed's einsum "
+    "gating and per-expert GEMM loop, and does not model drop_tokens=False, use_residual (PR-MoE) or Tutel "
+    "(docs/calibration.md, \"DeepSpeed-MoE\")")

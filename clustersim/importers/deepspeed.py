@@ -39,6 +39,7 @@ from clustersim.errors import InputError
 from clustersim.importers.common import (
     NUMBER,
     ImportResult,
+    DEEPSPEED_MOE_INSTEAD,
     clean_lines,
     cluster_gpus_per_node,
     config_bool,
@@ -217,6 +218,15 @@ COMM_DTYPES = {"fp32": "fp32", "float32": "fp32", "fp16": "fp16", "float16": "fp
                "bf16": "bf16", "bfloat16": "bf16"}
 
 
+def _moe_key(key: str) -> bool:
+    """A key that reads as a MoE setting (``moe``, ``moe_*``, ``num_experts``, ``ep_size``,
+    ``expert_parallel_size``, ...): DeepSpeed's config has none, so such a key would be dropped
+    while the user believes it sets the model's experts; it is refused with what to do instead."""
+    k = key.lower()
+    return k == "moe" or k.startswith("moe_") or "expert" in k or k in ("ep_size", "ep_world_size", "top_k",
+                                                                         "capacity_factor", "drop_tokens")
+
+
 def _mp(given: dict[str, Any], pipe_stages: int | None) -> tuple[int, int]:
     """(model-parallel GPUs per data-parallel rank, pp): tp x pp x cp of the user's --set, the
     pipeline's stages where the config gives them."""
@@ -295,6 +305,9 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
     the batch arithmetic. Every key of the config is mapped, refused by name, listed in the notes
     as not modelled, or returned as unknown."""
     notes: list[str] = []
+    moe = [k for k in cfg if k not in READ and k not in COST_FREE and _moe_key(k)]
+    if moe:
+        raise InputError(moe[0], cfg[moe[0]], DEEPSPEED_MOE_INSTEAD)
     unknown = [k for k in cfg if k not in READ and k not in COST_FREE]
     given = given or {}
     gpn = cluster_gpus_per_node(cluster, "the config does not name the GPU")

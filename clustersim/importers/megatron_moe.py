@@ -28,6 +28,7 @@ import math
 from typing import Any
 
 from clustersim.errors import InputError
+from clustersim.importers.common import DEEPSPEED_MOE_INSTEAD
 from clustersim.importers.megatron_parse import MegatronArgs, int_arg, neutral
 
 # Megatron-Core MoE arguments mapped here (listed as known by megatron_args)
@@ -58,8 +59,8 @@ def _deepspeed_experts(a: MegatronArgs) -> None:
     given = [_flag(k) for k in DS_MOE_ARGS if k in a.values]
     raise InputError("--num-experts", value, "1 (a dense model) for a Megatron-DeepSpeed launch: its DeepSpeed MoE "
                      "layers (expert parallelism --moe-expert-parallel-size, --topk default 1, MoE every "
-                     "--expert-interval layers, capacity gating) are not modelled"
-                     + (f"; the launch gives {', '.join(given)}" if given else ""))
+                     "--expert-interval layers, capacity gating) are not read from it"
+                     + (f" (the launch gives {', '.join(given)})" if given else "") + ". " + DEEPSPEED_MOE_INSTEAD)
 
 
 def float_arg(a: MegatronArgs, name: str, allowed: str = "a finite number") -> float | None:
