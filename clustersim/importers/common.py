@@ -253,6 +253,6 @@ DEEPSPEED_MOE_INSTEAD = (
     "capacity_factor with model.moe.pad_to_capacity: true (drop_tokens=True: every expert's input is its whole "
     "capacity), and parallel.ep = ep_size (the experts' gradients reduced over the world / ep_size "
     "expert-data-parallel ranks), e.g. --set model.moe.experts=64 --set parallel.ep=8; clustersim prices those "
-    "MoE layers as Megatron-Core's all-to-all dispatcher with grouped expert GEMMs, not DeepSpeed's einsum "
+    "MoE layers as Megatron-Core's (token all-to-all over the EP group, grouped expert GEMMs), not DeepSpeed's einsum "
     "gating and per-expert GEMM loop, and does not model drop_tokens=False, use_residual (PR-MoE) or Tutel "
     "(docs/calibration.md, \"DeepSpeed-MoE\")")
