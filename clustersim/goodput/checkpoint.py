@@ -114,11 +114,13 @@ def checkpoint_cost(scenario: Scenario, memories: Sequence[MemoryReport], spec: 
 
 
 def _snapshot_bw(cluster: ClusterSpec, spec: GoodputSpec) -> float:
-    """One GPU's GPU-to-host rate: ``snapshot_bw_GBps`` if given, else the host link (PCIe)."""
-    bw = spec.snapshot_bw_bytes_per_s or (cluster.pcie.effective_bw_bytes_per_s if cluster.pcie else 0.0)
+    """One GPU's GPU-to-host rate: ``snapshot_bw_GBps`` if given, else the host link
+    (``ClusterSpec.host_memory_link``: NVLink-C2C where the profile names it, else PCIe)."""
+    link = cluster.host_memory_link
+    bw = spec.snapshot_bw_bytes_per_s or (link.effective_bw_bytes_per_s if link else 0.0)
     if bw <= 0:
         raise InputError("goodput.snapshot_bw_GBps", None,
-                         f"a GPU-to-host bandwidth > 0 (cluster {cluster.name} names no pcie fabric)")
+                         f"a GPU-to-host bandwidth > 0 (cluster {cluster.name} names no pcie or host_link fabric)")
     return bw
 
 

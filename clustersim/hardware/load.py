@@ -27,7 +27,7 @@ from clustersim.hardware.spec import ClusterSpec, FabricSpec, GpuSpec
 from clustersim.inputs import read_yaml_file
 
 SECTIONS = ("gpus", "fabrics", "clusters")
-CLUSTER_OVERRIDE_KEYS = ("gpu", "gpus_per_node", "scale_up", "scale_out", "nics_per_node", "pcie",
+CLUSTER_OVERRIDE_KEYS = ("gpu", "gpus_per_node", "scale_up", "scale_out", "nics_per_node", "pcie", "host_link",
                          "nodes_per_leaf", "oversubscription", "host_memory_GiB", "scale_up_domain", "topology",
                          "nodes_per_pod", "pod_oversubscription", "pue")
 
@@ -95,7 +95,8 @@ def check_profiles_used(paths: list[str] | tuple[str, ...], cluster: ClusterSpec
     without `cluster.preset: one` applied nothing and said nothing. Exit 2 naming cluster.preset
     and the file's presets."""
     used = {"clusters": {cluster.name}, "gpus": {cluster.gpu.name},
-            "fabrics": {f.name for f in (cluster.scale_up, cluster.scale_out, cluster.pcie) if f is not None}}
+            "fabrics": {f.name for f in (cluster.scale_up, cluster.scale_out, cluster.pcie, cluster.host_link)
+                        if f is not None}}
     for p in paths:
         names = _names_in(Path(p))
         calibrated = sorted(n for n in names["clusters"] if "calibration" in (_entry("clusters", n) or {}))
@@ -291,6 +292,7 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
         nodes_per_leaf=d.get("nodes_per_leaf", 32),
         oversubscription=float(d.get("oversubscription", 1.0)),
         pcie=load_fabric(d["pcie"]) if d.get("pcie") else None,
+        host_link=load_fabric(d["host_link"]) if d.get("host_link") else None,
         host_memory_bytes=int(float(d.get("host_memory_GiB", 0)) * units.GiB),
         host_memory_bw_bytes_per_s=float(d.get("host_memory_bw_GBps", 0)) * units.GB,
         scale_up_domain=int(d.get("scale_up_domain", 0)),
@@ -357,7 +359,7 @@ def check_nics(cluster: ClusterSpec, preset: str, overrides: dict[str, Any]) -> 
 # network between nodes was accepted and came out faster than InfiniBand. Profiles are not held to
 # it: `clustersim validate` writes CPU clusters whose ranks talk over one measured TCP link, named
 # for both parts.
-FABRIC_ROLES = {"scale_out": ("infiniband", "roce", "ethernet"), "pcie": ("pcie",),
+FABRIC_ROLES = {"scale_out": ("infiniband", "roce", "ethernet"), "pcie": ("pcie",), "host_link": ("pcie", "nvlink"),
                 "scale_up": ("nvswitch", "xgmi", "pcie")}
 
 

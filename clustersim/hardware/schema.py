@@ -100,7 +100,7 @@ FABRIC_KEYS: dict[str, Check] = {
 FABRIC_REQUIRED = ("kind", "latency_us")
 CLUSTER_KEYS: dict[str, Check] = {
     "description": text, "gpu": text, "gpus_per_node": positive_int, "scale_up": text, "scale_out": text,
-    "nics_per_node": positive_int, "pcie": text, "nodes_per_leaf": positive_int, "oversubscription": at_least_one,
+    "nics_per_node": positive_int, "pcie": text, "host_link": text, "nodes_per_leaf": positive_int, "oversubscription": at_least_one,
     "host_memory_GiB": positive, "host_memory_bw_GBps": positive, "nodes": positive_int, "scale_up_domain": positive_int,
     "topology": one_of(SCALE_OUT_TOPOLOGIES), "nodes_per_pod": positive_int, "pod_oversubscription": at_least_one,
     "node_power_kW": positive, "pue": pue_value,
@@ -174,7 +174,8 @@ def check_references(catalog: Mapping[str, Mapping[str, Any]], origin: Mapping[t
     """Every cluster must name a GPU and fabrics that exist in the merged catalog."""
     for name, entry in catalog["clusters"].items():
         path = origin[("clusters", name)]
-        for key, section in (("gpu", "gpus"), ("scale_up", "fabrics"), ("scale_out", "fabrics"), ("pcie", "fabrics")):
+        for key, section in (("gpu", "gpus"), ("scale_up", "fabrics"), ("scale_out", "fabrics"), ("pcie", "fabrics"),
+                             ("host_link", "fabrics")):
             ref = entry.get(key)
             if ref is not None and ref not in catalog[section]:
                 raise InputError(_where(path, "clusters", name, key), ref, sorted(catalog[section]))

@@ -169,7 +169,9 @@ class ClusterSpec(HashMemo):
 
     The scale-out network is rail-optimised: NIC ``i`` of every node attaches to leaf switch
     (rail) ``i`` of its group of ``nodes_per_leaf`` nodes; leaves connect to spines with
-    ``oversubscription`` : 1 (1.0 = full bisection). ``pcie`` is the GPU<->NIC/host link.
+    ``oversubscription`` : 1 (1.0 = full bisection). ``pcie`` is the GPU<->NIC link, and the GPU<->host
+    memory link unless ``host_link`` names another (Grace Hopper / Grace Blackwell: NVLink-C2C, while
+    the NICs stay on PCIe); ``host_memory_link`` is the one the offload and checkpoint copies use.
 
     ``scale_up_domain`` is the number of GPUs that share one scale-up (NVLink / xGMI) fabric:
     0 means one node (an 8-GPU server); an NVL72 rack has 4-GPU nodes (compute trays) and a
@@ -191,6 +193,7 @@ class ClusterSpec(HashMemo):
     nodes_per_leaf: int = 32
     oversubscription: float = 1.0
     pcie: FabricSpec | None = None
+    host_link: FabricSpec | None = None   # GPU <-> host memory where it is not pcie (NVLink-C2C); None: pcie
     host_memory_bytes: int = 0
     # host memory bandwidth of a node (its CPUs' DRAM channels, peak), what the host Adam of optimizer
     # offload streams through (clustersim.plan.host_offload); 0: the profile gives none
@@ -203,6 +206,12 @@ class ClusterSpec(HashMemo):
     pue: float = 0.0
     description: str = ""
     calibration: CalibrationEvidence | None = None   # set for a cluster fitted to real runs
+
+    @property
+    def host_memory_link(self) -> FabricSpec | None:
+        """The link between a GPU and host memory: ``host_link`` where the profile names one, else
+        ``pcie`` (None: the profile declares neither, so nothing can be offloaded)."""
+        return self.host_link if self.host_link is not None else self.pcie
 
     @property
     def num_gpus(self) -> int:

@@ -37,9 +37,9 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.common import (
+    DEEPSPEED_MOE_INSTEAD,
     NUMBER,
     ImportResult,
-    DEEPSPEED_MOE_INSTEAD,
     clean_lines,
     cluster_gpus_per_node,
     config_bool,

@@ -222,8 +222,9 @@ def _check_cp(model: ModelSpec, par: ParallelLayout) -> None:
 def _check_offload(cluster: ClusterSpec, par: ParallelLayout) -> None:
     if not (par.offload_optimizer or par.offload_activations or par.offload_params):
         return
-    if cluster.pcie is None:
-        raise InputError("parallel.offload", "enabled", "a cluster whose profile declares its GPU-host link (pcie)")
+    if cluster.host_memory_link is None:
+        raise InputError("parallel.offload", "enabled", "a cluster whose profile declares its GPU-host link (pcie "
+                         "or host_link)")
     if par.offload_params and par.zero_stage != 3:
         raise InputError("parallel.offload.params", True,
                          "false unless parallel.zero_stage is 3 (ZeRO-Infinity offloads the ZeRO-3 parameter shards)")

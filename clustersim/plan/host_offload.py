@@ -18,8 +18,9 @@
 * **Parameters** (ZeRO-Infinity, Rajbhandari et al. 2021, arXiv 2104.07857): ZeRO-3 parameter
   shards live in host memory and cross the host link before every all-gather.
 
-The link is ``ClusterSpec.pcie`` at its effective bandwidth, shared by the node's GPUs as
-GPUDirect traffic is (one x16 link per GPU on DGX/HGX boards).
+The link is ``ClusterSpec.host_memory_link`` at its effective bandwidth: the profile's ``host_link``
+where it names one (GB200: NVLink-C2C, 450 GB/s per direction, NVIDIA GB200 NVL72 / GH200
+datasheets), else ``pcie`` (one x16 link per GPU on DGX/HGX boards).
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ HOST_LINK_LATENCY_S = 10e-6                            # cudaMemcpyAsync launch 
 
 
 def host_bw(scenario: Scenario) -> float:
-    pcie = scenario.cluster.pcie
-    return pcie.effective_bw_bytes_per_s if pcie is not None else 0.0
+    """The GPU <-> host memory link's effective bandwidth (``ClusterSpec.host_memory_link``: the
+    profile's host_link, NVLink-C2C on Grace Hopper / Grace Blackwell, else its pcie)."""
+    link = scenario.cluster.host_memory_link
+    return link.effective_bw_bytes_per_s if link is not None else 0.0
 
 
 def host_copy_s(scenario: Scenario, size_bytes: float) -> float:

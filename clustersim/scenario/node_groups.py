@@ -46,6 +46,7 @@ class NodeHardware(Section):
     scale_out: str | None = None
     nics_per_node: int | None = Field(None, ge=1, le=MAX_PER_NODE)
     pcie: str | None = None
+    host_link: str | None = None   # GPU <-> host memory link where it is not pcie (NVLink-C2C)
 
 
 class ClusterGroupSection(NodeHardware):

@@ -97,7 +97,7 @@ def _tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int], list[l
     s = spec.scenario
     gb = s.parallel.global_batch
     units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space, s.parallel.hsdp_replicas,
-                                                    s.cluster.pcie is not None, s.parallel.overlap_moe_expert_parallel_comm))
+                                                    s.cluster.host_memory_link is not None, s.parallel.overlap_moe_expert_parallel_comm))
              for shape in shapes(s.model, s.cluster, gb, spec.space, s.parallel.cp_comm)
              for mb in micro_batch_sizes(shape, gb, spec.space)]
     units = [u for u in units if u[2] > 0]

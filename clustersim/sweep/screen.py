@@ -328,7 +328,7 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
     gb, layers = tmpl.global_batch, model.layers
     sps = sequence_parallel_options(model, shape, space)
     zeros = zero_options(shape, space, tmpl.hsdp_replicas)
-    offloads = {z: offload_options(model, space, base.cluster.pcie is not None, z) for z in zeros}
+    offloads = {z: offload_options(model, space, base.cluster.host_memory_link is not None, z) for z in zeros}
     rows: list[np.ndarray] = []
     collect: VectorRows | None = None
     for mb in micro_batches:

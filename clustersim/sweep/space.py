@@ -328,7 +328,7 @@ def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, template: Parallel
                       space: SearchSpace = SearchSpace()) -> Iterator[ParallelLayout]:
     """Every valid layout (after symmetry pruning), shape by shape, in canonical order."""
     for shape in shapes(model, cluster, template.global_batch, space, template.cp_comm):
-        yield from shape_layouts(model, shape, template, space, has_host_link=cluster.pcie is not None)
+        yield from shape_layouts(model, shape, template, space, has_host_link=cluster.host_memory_link is not None)
 
 
 def schedule_counts(shape: Shape, num_micro_batches: int, layers: int, space: SearchSpace,
@@ -386,7 +386,7 @@ def count_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayo
                   space: SearchSpace = SearchSpace()) -> int:
     """len(list(enumerate_layouts(...))) without building the layouts."""
     gb = template.global_batch
-    host = cluster.pcie is not None
+    host = cluster.host_memory_link is not None
     return sum(count_shape_layouts(model, shape, gb, mb, space, template.hsdp_replicas, host,
                                    template.overlap_moe_expert_parallel_comm)
                for shape in shapes(model, cluster, gb, space, template.cp_comm)
