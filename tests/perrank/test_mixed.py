@@ -122,7 +122,7 @@ def test_an_unknown_group_key_lists_the_group_keys_not_the_cluster_keys() -> Non
     with pytest.raises(InputError) as err:
         scenario_from_dict(_raw("cluster.groups=[{preset: dgx-a100, nodes: 16, colour: red}]"))
     assert err.value.choices == ("preset", "nodes", "gpu", "gpus_per_node", "scale_up", "scale_out",
-                                 "nics_per_node", "pcie")
+                                 "nics_per_node", "pcie", "host_link")
 
 
 def test_every_lane_of_rank_classes_is_named_in_the_trace_and_the_page() -> None:
