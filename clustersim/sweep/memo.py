@@ -25,9 +25,9 @@ class SweepMemo:
     bounds computed for it. ``plans``: the plan-level builds of the run (the canonical stage work
     of each data-parallel plan, ``PlanCache.remember``)."""
 
-    __slots__ = ("buffers", "compiled", "dp_keys", "dp_streams", "extra", "factors", "layer_units", "lower_times",
-                 "optimizer", "p2p", "pair_times", "part_times", "plans", "rank_streams", "rank_sums", "replays",
-                 "states", "sync_fraction", "tail", "unit_times", "floor_layer_s")
+    __slots__ = ("buffers", "compiled", "dp_keys", "dp_streams", "extra", "factors", "host", "layer_units",
+                 "lower_times", "optimizer", "p2p", "pair_times", "part_times", "plans", "rank_streams", "rank_sums",
+                 "replays", "states", "sync_fraction", "tail", "unit_times", "floor_layer_s")
 
     def __init__(self) -> None:
         self.plans = PlanCache()
@@ -51,6 +51,8 @@ class SweepMemo:
         self.rank_streams: dict[tuple[object, ...], Any] = {}   # plan key -> every rank's RankStream
         self.rank_sums: dict[tuple[object, ...], Any] = {}      # class and program -> RankSums per rank
         self.replays: dict[tuple[object, ...], Any] = {}        # class, program, gates -> replay times
+        # host memory (Screen.screen_host): degrees, ZeRO, offload and each rank's layers -> fits
+        self.host: dict[tuple[object, ...], bool] = {}
         # memory (sweep.memory_screen.MemoryModel), keyed by what each part reads of the layout
         self.states: dict[tuple[object, ...], tuple[int, int, int]] = {}
         self.layer_units: dict[tuple[object, ...], Any] = {}

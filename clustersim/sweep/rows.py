@@ -41,7 +41,7 @@ class Bounds(Protocol):
 # (SCREEN_FIELDS)
 ROW_WIDTH = 17
 KEY_WIDTH = 13
-OFFLOAD_OPTIMIZER_COL = 12
+RECOMPUTE_COL, SEQUENCE_PARALLEL_COL, OFFLOAD_OPTIMIZER_COL = 8, 9, 12
 FITS_COL = 13
 
 # A peak and its verdict in one int64 that orders like (verdict, peak): peaks stay below 2**50

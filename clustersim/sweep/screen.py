@@ -42,7 +42,15 @@ from clustersim.sweep.pipe_bound import (
     pipeline_bound_s,
 )
 from clustersim.sweep.profiles import ScheduleProfile, schedule_profile
-from clustersim.sweep.rows import FITS_COL, KEY_WIDTH, OFFLOAD_OPTIMIZER_COL, ROW_WIDTH, VectorRows
+from clustersim.sweep.rows import (
+    FITS_COL,
+    KEY_WIDTH,
+    OFFLOAD_OPTIMIZER_COL,
+    RECOMPUTE_COL,
+    ROW_WIDTH,
+    SEQUENCE_PARALLEL_COL,
+    VectorRows,
+)
 from clustersim.sweep.space import (
     SearchSpace,
     Shape,
@@ -131,11 +139,41 @@ class Screen:
             return
         offloads = rows[:, OFFLOAD_OPTIMIZER_COL] == 1.0 if not (tmpl.offload_params or tmpl.offload_activations) \
             else np.ones(rows.shape[0], dtype=bool)
-        for i in np.flatnonzero(offloads & (rows[:, FITS_COL] == 1.0)):
-            layout = layout_from_key(tuple(int(x) for x in rows[i, :KEY_WIDTH]), tmpl)
-            host = self.host(layout, self.profile(layout))
-            if host is not None and not host.fits:
-                rows[i, FITS_COL] = 0.0
+        # without activation offload the host holds states only (memory.report.offload): they read
+        # the layout's degrees, ZeRO stage and offload and each rank's layers (its profile), not
+        # recompute, sequence parallelism or the micro-batch: one check per such key
+        memo = self.memo.host
+        idx = np.flatnonzero(offloads & (rows[:, FITS_COL] == 1.0))
+        if not idx.size:
+            return
+        if tmpl.offload_activations:
+            groups, first, inverse = np.unique(rows[idx][:, :KEY_WIDTH], axis=0, return_index=True,
+                                               return_inverse=True)
+        else:
+            cols = [c for c in range(KEY_WIDTH) if c not in (RECOMPUTE_COL, SEQUENCE_PARALLEL_COL)]
+            groups, first, inverse = np.unique(rows[idx][:, cols], axis=0, return_index=True, return_inverse=True)
+        signatures: dict[tuple[int, ...], tuple[object, ...]] = {}
+        unfit = np.zeros(len(groups), dtype=bool)
+        for j, i in enumerate(first):
+            key = tuple(int(x) for x in rows[idx[i], :KEY_WIDTH])
+            tp, cp, pp, dp, ep, etp, mb, zero, _, _, sched, v, off = key
+            if tmpl.offload_activations:
+                short: tuple[object, ...] = key
+            else:
+                program = (sched, pp, tmpl.global_batch // (dp * mb), v)
+                sig = signatures.get(program)
+                if sig is None:
+                    prof = self.profile_of(SCHEDULES[sched], pp, program[2], v)
+                    sig = signatures[program] = tuple(zip([r[0] for r in prof.ranks], prof.moe_held, prof.firsts,
+                                                          prof.lasts, strict=True))
+                short = (tp, cp, pp, dp, ep, etp, zero, off, sig)
+            fits = memo.get(short)
+            if fits is None:
+                layout = layout_from_key(key, tmpl)
+                host = self.host(layout, self.profile(layout))
+                fits = memo[short] = host is None or host.fits
+            unfit[j] = not fits
+        rows[idx[unfit[inverse.reshape(-1)]], FITS_COL] = 0.0
 
     def peak_bytes(self, layout: ParallelLayout, profile: ScheduleProfile) -> int:
         """Peak memory per GPU of the deciding rank."""

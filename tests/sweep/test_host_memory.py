@@ -61,7 +61,15 @@ def test_the_screens_row_columns_are_the_sweeps():
     """The screen marks host-unfit rows by column number (clustersim.sweep.rows): the same columns
     as the sweep's table (clustersim.sweep.evaluate.COL)."""
     from clustersim.sweep.evaluate import COL, KEY_FIELDS, SCREEN_FIELDS
-    from clustersim.sweep.rows import FITS_COL, KEY_WIDTH, OFFLOAD_OPTIMIZER_COL, ROW_WIDTH
+    from clustersim.sweep.rows import (
+        FITS_COL,
+        KEY_WIDTH,
+        OFFLOAD_OPTIMIZER_COL,
+        RECOMPUTE_COL,
+        ROW_WIDTH,
+        SEQUENCE_PARALLEL_COL,
+    )
 
     assert (len(KEY_FIELDS), len(KEY_FIELDS + SCREEN_FIELDS)) == (KEY_WIDTH, ROW_WIDTH)
     assert (COL["fits"], COL["offload_optimizer"]) == (FITS_COL, OFFLOAD_OPTIMIZER_COL)
+    assert (COL["recompute"], COL["sequence_parallel"]) == (RECOMPUTE_COL, SEQUENCE_PARALLEL_COL)
