@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from clustersim.parallel.pipeline import build_schedule, model_split, stage_graph
 from clustersim.plan.actions import action_skeleton
-from clustersim.plan.step_plan import CLASSIC_SCHEDULES, classic_actions
+from clustersim.plan.step_plan import CLASSIC_SCHEDULES, RankAction, classic_actions
 from clustersim.sweep.unit_times import PartTimes, UnitSeconds
 
 if TYPE_CHECKING:
@@ -125,11 +125,60 @@ class IndexedProgram(NamedTuple):
     num_events: int
 
 
+def _indexed_classic(actions: tuple[tuple[RankAction, ...], ...]) -> IndexedProgram:
+    """``indexed_program`` of the classic schedules' actions (every action alone, at most one
+    input and one output each), read from them directly instead of through ``program``'s steps:
+    the same events, kinds and numbering (first seen, rank by rank, each action's input before
+    its output)."""
+    events: dict[object, int] = {}
+    kinds: dict[Kind, int] = {}
+    needs, sends, kind, forward, finals = [], [], [], [], []
+    for acts in actions:
+        nd, sd, kd, fw, fin = [], [], [], [], []
+        for i, a in enumerate(acts):
+            if a.needs is None:
+                nd.append(())
+            else:
+                e = events.get(a.needs)
+                if e is None:
+                    e = events[a.needs] = len(events)
+                nd.append((e,))
+            if a.sends:
+                key = a.sends[0][0]
+                e = events.get(key)
+                if e is None:
+                    e = events[key] = len(events)
+                sd.append((e,))
+            else:
+                sd.append(())
+            parts = ((a.stage, a.part),)
+            k = kinds.get(parts)
+            if k is None:
+                k = kinds[parts] = len(kinds)
+            kd.append(k)
+            fw.append(a.stage if a.part == "F" else -1)
+            if a.final:
+                fin.append((i, a.stage, False))
+        needs.append(tuple(nd))
+        sends.append(tuple(sd))
+        kind.append(tuple(kd))
+        forward.append(tuple(fw))
+        finals.append(tuple(fin))
+    return IndexedProgram(tuple(needs), tuple(sends), tuple(kind), tuple(kinds), tuple(forward),
+                          tuple(tuple(() for _ in acts) for acts in actions), tuple(finals), len(events))
+
+
 @functools.lru_cache(maxsize=1024)
 def indexed_program(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
                     ) -> IndexedProgram:
     """``IndexedProgram`` of ``program`` (memoised: a pure function of its integer arguments)."""
-    progs = program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
+    if schedule in CLASSIC_SCHEDULES and not (ep_overlap and schedule != "gpipe"):
+        return _indexed_classic(classic_actions(schedule, pp, num_micro_batches, virtual_stages, 0))
+    return indexed_steps(program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap))
+
+
+def indexed_steps(progs: tuple[tuple[ProgramStep, ...], ...]) -> IndexedProgram:
+    """``IndexedProgram`` of per-rank ``program`` steps."""
     events: dict[object, int] = {}
     kinds: dict[Kind, int] = {}
     needs, sends, kind, forward, pair_forward, finals = [], [], [], [], [], []

@@ -286,3 +286,15 @@ def test_pair_bound_counts_the_slowdown():
     assert bound == pytest.approx(0.3 + s * 0.2)
     assert bound == pytest.approx(end)
     assert pair_s((0.3, 0.3, 0.0), (0.2, 0.0, 0.2)) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("schedule,pp,m,v", [("gpipe", 4, 6, 1), ("1f1b", 1, 5, 1), ("1f1b", 4, 8, 1), ("1f1b", 3, 2, 1),
+                                              ("interleaved-1f1b", 2, 4, 3), ("interleaved-1f1b", 4, 8, 2),
+                                              ("interleaved-1f1b", 8, 16, 6)])
+def test_indexed_classic_schedules_read_from_the_actions_equal_the_program(schedule, pp, m, v):
+    """The classic schedules' replay program is read from their actions directly
+    (``programs._indexed_classic``): the same events, kinds, finals and numbering as through the
+    general program's steps."""
+    from clustersim.sweep.programs import indexed_program, indexed_steps, program
+
+    assert indexed_program(schedule, pp, m, v, False) == indexed_steps(program(schedule, pp, m, v, False))
