@@ -251,6 +251,19 @@ def _override(key: str, value: Any, where: str) -> None:
         raise InputError(where, value, allowed)
 
 
+def _part(d: dict[str, Any], key: str, overrides: dict[str, Any]) -> FabricSpec | None:
+    """The fabric a cluster names for ``key``; None where it names none (``null``: the preset's own
+    or no such part). Any string is looked up, so that ``host_link: ""`` exits 2 naming the key
+    instead of dropping the part (an NVL72's NVLink-C2C silently replaced by PCIe)."""
+    name = d.get(key)
+    if name is None:
+        return None
+    try:
+        return load_fabric(name)
+    except InputError as exc:
+        raise exc.with_field(f"cluster.{key}") if key in overrides else exc from None
+
+
 def check_domain(cluster: ClusterSpec) -> None:
     """The scale-up domain must hold whole nodes and the job whole domains (or fit in one)."""
     domain = cluster.scale_up_domain
@@ -283,16 +296,16 @@ def load_cluster(preset: str, num_nodes: int | None = None, **overrides: Any) ->
         gpu=load_gpu(d["gpu"]),
         num_nodes=nodes,
         gpus_per_node=d["gpus_per_node"],
-        scale_up=load_fabric(d["scale_up"]),
-        scale_out=load_fabric(d["scale_out"]),
+        scale_up=_part(d, "scale_up", overrides),
+        scale_out=_part(d, "scale_out", overrides),
         # a preset given fewer GPUs per node keeps one NIC per GPU at most (check_nics)
         nics_per_node=(min(d.get("nics_per_node", 1), d["gpus_per_node"])
                        if overrides.get("gpus_per_node") is not None and overrides.get("nics_per_node") is None
                        else d.get("nics_per_node", 1)),
         nodes_per_leaf=d.get("nodes_per_leaf", 32),
         oversubscription=float(d.get("oversubscription", 1.0)),
-        pcie=load_fabric(d["pcie"]) if d.get("pcie") else None,
-        host_link=load_fabric(d["host_link"]) if d.get("host_link") else None,
+        pcie=_part(d, "pcie", overrides),
+        host_link=_part(d, "host_link", overrides),
         host_memory_bytes=int(float(d.get("host_memory_GiB", 0)) * units.GiB),
         host_memory_bw_bytes_per_s=float(d.get("host_memory_bw_GBps", 0)) * units.GB,
         scale_up_domain=int(d.get("scale_up_domain", 0)),

@@ -59,3 +59,20 @@ def test_gh200_gpu_takes_the_c2c_host_link() -> None:
     sc = load_scenario(None, ["cluster.preset=dgx-h100", "cluster.nodes=2", "cluster.gpu=gh200-144gb",
                               "cluster.host_link=nvlink-c2c"])
     assert sc.cluster.gpu.name == "gh200-144gb" and host_bw(sc) == pytest.approx(405e9)
+
+
+@pytest.mark.parametrize("key", ["host_link", "pcie"])
+def test_an_empty_host_link_or_pcie_is_refused_by_name(key: str) -> None:
+    """``host_link: ""`` fell back to PCIe without a word (an NVL72's C2C dropped): an empty
+    string names no fabric, as for scale_out; ``null`` keeps the preset's own."""
+    with pytest.raises(InputError) as exc:
+        load_scenario(None, [*GB200, f'cluster.{key}=""'])
+    assert exc.value.field == f"cluster.{key}" and exc.value.value == ""
+    assert "nvlink-c2c" in str(exc.value)   # the allowed fabrics
+    group = "{preset: gb200-nvl72, nodes: 2"
+    groups = f'cluster.groups=[{group}, {key}: ""}}, {group}}}]'
+    with pytest.raises(InputError) as exc:
+        load_scenario(None, [g for g in GB200 if not g.startswith("cluster.")]
+                      + ["cluster.preset=null", "cluster.nodes=null", groups])
+    assert exc.value.field == f"cluster.groups.0.{key}"
+    assert load_scenario(None, [*GB200, "cluster.host_link=null"]).cluster.host_link.name == "nvlink-c2c"
