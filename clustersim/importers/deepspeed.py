@@ -5,7 +5,7 @@ Config keys (deepspeed/runtime/config.py, constants.py, zero/config.py; deepspee
 (train_batch_size = micro x accumulation x data-parallel ranks; the model-parallel sizes given with
 ``--set parallel.tp/pp/cp`` count before this arithmetic), ``zero_optimization.stage`` and its
 ``offload_optimizer`` / ``offload_param`` (and the deprecated ``cpu_offload`` / ``cpu_offload_param``),
-``overlap_comm`` (parallel.overlap_grad_reduce; left out, DeepSpeed's default: on for stage 3
+``overlap_comm`` (parallel.overlap_grad_reduce; left out or null, DeepSpeed's default: on for stage 3
 only), ``reduce_bucket_size`` (parallel.dp_bucket_params),
 ``bf16.enabled`` / ``fp16.enabled``, ``activation_checkpointing`` (read by Megatron-DeepSpeed; its
 ``cpu_checkpointing``: parallel.offload.activations), ``pipeline`` (the PipelineEngine: its ``stages``,
@@ -346,7 +346,7 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
     if config_bool(zero.get("reduce_scatter", True), "zero_optimization.reduce_scatter") is False:
         raise InputError("zero_optimization.reduce_scatter", False, "true: ZeRO's gradient reduction by all-reduce "
                          "(reduce_scatter false: stage_1_and_2.py average_tensor's allreduce path) is not modelled")
-    if "overlap_comm" in zero:
+    if zero.get("overlap_comm") is not None:   # null: DeepSpeed's Optional[bool] = None, the stage default below
         parallel["overlap_grad_reduce"] = config_bool(zero["overlap_comm"], "zero_optimization.overlap_comm")
     elif stage == 3:
         # DeepSpeed's default is on for stage 3 only: deepspeed/runtime/zero/config.py (microsoft/DeepSpeed
@@ -354,7 +354,7 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
         # `self.overlap_comm = self.stage == ZeroStageEnum.weights` when it is None; stages 0-2 keep the
         # framework's default, off (clustersim/data/frameworks.yaml deepspeed)
         parallel["overlap_grad_reduce"] = True
-        notes.append("zero_optimization.overlap_comm not given: on, DeepSpeed's default for stage 3 "
+        notes.append("zero_optimization.overlap_comm not given (or null): on, DeepSpeed's default for stage 3 "
                      "(parallel.overlap_grad_reduce true)")
     if "reduce_bucket_size" in zero:   # elements per gradient bucket (zero/config.py reduce_bucket_size, 5e8)
         bucket = zero["reduce_bucket_size"]

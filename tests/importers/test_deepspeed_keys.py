@@ -53,6 +53,16 @@ def test_overlap_comm_left_out_follows_deepspeeds_default_per_stage():
     assert "overlap_grad_reduce" not in res.scenario["parallel"]
 
 
+def test_overlap_comm_null_is_the_stage_default():
+    """DeepSpeed declares ``overlap_comm: Optional[bool] = None`` and overlap_comm_valid turns None
+    into ``stage == 3`` (deepspeed/runtime/zero/config.py): a null was refused as no boolean."""
+    res = imported({**BASE, "zero_optimization": {"stage": 3, "overlap_comm": None}})
+    assert res.scenario["parallel"]["overlap_grad_reduce"] is True
+    assert any("overlap_comm" in n for n in res.notes)
+    res = imported({**BASE, "zero_optimization": {"stage": 2, "overlap_comm": None}})
+    assert "overlap_grad_reduce" not in res.scenario["parallel"]
+
+
 def test_cpu_checkpointing_offloads_the_activations():
     res = imported({**BASE, "zero_optimization": {"stage": 3},
                     "activation_checkpointing": {"partition_activations": True, "cpu_checkpointing": True}})
