@@ -174,7 +174,10 @@ def _refuse_a_second_model(found: dict[str, Any], named: dict[str, str]) -> None
                                                       f"{own.get('heads')} heads")
     if theirs is not None:
         from dataclasses import fields
-        differ = [f.name for f in fields(mine) if f.name != "notes" and getattr(mine, f.name) != getattr(theirs, f.name)]
+
+        from clustersim.workload.model_spec import scenario_key
+        differ = [scenario_key(f.name) for f in fields(mine)
+                  if f.name != "notes" and getattr(mine, f.name) != getattr(theirs, f.name)]
         desc += f"; {value} differs in {', '.join(differ)}"
     raise InputError(option, value, f"left out: the imported file describes its model ({desc}); --model and "
                      "--hf-config name the model where the file does not say it; change one of its fields with "

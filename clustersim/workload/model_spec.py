@@ -387,3 +387,9 @@ def _kind_counts(model: ModelSpec) -> tuple[tuple[LayerKind, int], ...]:
         counts[kind] = counts.get(kind, 0) + 1
     order = (LayerKind(True, False), LayerKind(False, False), LayerKind(True, True), LayerKind(False, True))
     return tuple((k, counts[k]) for k in order if k in counts)
+
+
+def scenario_key(spec_field: str) -> str:
+    """The scenario key of a ModelSpec field: ``moe_X`` is ``model.moe.X`` (MoeSection), any other
+    ``model.X`` (ModelSection); a message names what the user writes, not the spec's field."""
+    return f"model.moe.{spec_field.removeprefix('moe_')}" if spec_field.startswith("moe_") else f"model.{spec_field}"

@@ -184,6 +184,22 @@ def test_a_model_named_beside_a_file_that_describes_one_is_refused():
     assert exc.value.field == "--hf-config"
 
 
+def test_a_second_models_differences_are_named_by_their_scenario_keys():
+    """The refusal listed the ModelSpec's own names ("differs in vocab, moe_pattern"); the user
+    writes model.vocab and model.moe.pattern."""
+    line = ("python pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+            "--group-query-attention --num-query-groups 8 --ffn-hidden-size 14336 --swiglu --seq-length 4096 "
+            "--vocab-size 32000 --tokenizer-type NullTokenizer --untie-embeddings-and-output-weights "
+            "--normalization RMSNorm --disable-bias-linear --position-embedding-type rope --num-experts 8 "
+            "--moe-router-topk 2 --moe-layer-freq 2 --moe-token-dispatcher-type alltoall --bf16")
+    res = import_text("megatron-args", line, "train.sh", cluster="dgx-h100", nodes=8)
+    with pytest.raises(InputError) as exc:
+        finish(res, [], hf_config="tests/importers/hf_configs/Mixtral-8x7B-v0.1/config.json")
+    differ = str(exc.value).split("differs in ")[1].split(";")[0].split(")")[0].split(", ")
+    assert "model.moe.pattern" in differ or "model.moe.every" in differ, differ
+    assert all(k.startswith("model.") for k in differ) and not any("moe_" in k for k in differ), differ
+
+
 def test_a_refused_moe_layer_freq_is_shown_as_written():
     """The reader split a quoted ")" off as a bash array's end: the value came back '([1]*2+[0]*1 ) *2'.
     (A pattern of the wrong length: 9 entries for 6 layers.)"""
