@@ -255,7 +255,14 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
     fields.update(explicit)
     if section.moe is not None:  # explicit moe fields override the preset's one by one
         moe = dict(fields.get("moe") or {})
-        moe.update(section.moe.model_dump(exclude_unset=True))
+        given = section.moe.model_dump(exclude_unset=True)
+        if given.get("pattern") is not None:
+            # a pattern states every layer: the preset's (or config's) rule goes with it, as a stated
+            # full attention takes the window with it (docs/scenario.md model.preset); deepseek-v3's
+            # first_dense_layers 3 under an explicit pattern was refused over a value the user never wrote
+            for key in ("first_dense_layers", "every"):
+                moe.pop(key, None)
+        moe.update(given)
         fields["moe"] = moe
     for key in ("layers", "hidden", "heads", "vocab", "seq_len"):
         if key not in fields:

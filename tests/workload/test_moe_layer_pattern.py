@@ -65,6 +65,20 @@ def test_a_pattern_the_rule_states_is_the_same_model_as_the_rule() -> None:
     assert stated == rule and stated.moe_pattern == ()
 
 
+@pytest.mark.parametrize("preset, layers", [("deepseek-v3", 61), ("llama4-maverick", 48)])
+def test_a_pattern_replaces_the_presets_rule(preset: str, layers: int) -> None:
+    """deepseek-v3 (first_dense_layers 3) and llama4-maverick (every 2) with an explicit pattern were
+    refused over the preset's value ("model.moe.first_dense_layers: got 3"), which the user never
+    wrote: the pattern states every layer and replaces the preset's rule (docs/scenario.md); a rule
+    written beside it is still checked."""
+    pattern = [0, 0, 0] + [1, 0] * ((layers - 3) // 2) + [1] * ((layers - 3) % 2)
+    model = load_scenario(None, [f"model.preset={preset}", f"model.moe.pattern={pattern}"]).model
+    assert _flags(model) == [bool(x) for x in pattern]
+    with pytest.raises(InputError) as exc:
+        load_scenario(None, [f"model.preset={preset}", f"model.moe.pattern={pattern}", "model.moe.every=3"])
+    assert exc.value.field == "model.moe.every" and exc.value.value == 3
+
+
 def test_a_pattern_changes_the_counts_as_its_layers_say() -> None:
     """Mixtral with MoE on the even layers only (Megatron's --moe-layer-freq 2): 16 MoE and 16 dense
     layers (width ffn_hidden), counted layer by layer."""
