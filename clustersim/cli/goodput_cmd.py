@@ -149,7 +149,7 @@ def _render(r: GoodputReport) -> None:
 @click.option("--storage-write-bw-GBps", "storage_write", type=float, help="Aggregate storage write GB/s (default 2000).")
 @click.option("--storage-read-bw-GBps", "storage_read", type=float, help="Aggregate storage read GB/s (default: write).")
 @click.option("--node-storage-bw-GBps", "node_storage", type=float, help="Storage GB/s of one node (default: no limit).")
-@click.option("--snapshot-bw-GBps", "snapshot", type=float, help="GPU-to-host GB/s per GPU (default: the cluster's PCIe).")
+@click.option("--snapshot-bw-GBps", "snapshot", type=float, help="GPU-to-host GB/s per GPU (default: the cluster's host link, NVLink-C2C on GB200, else its PCIe).")
 @click.option("--parallel-load/--no-parallel-load", default=None,
               help="Read each checkpoint shard once and exchange it (Megatron --ckpt-fully-parallel-load).")
 @click.option("--detect-s", type=float, help="Seconds until a failure stops the job (default 100).")

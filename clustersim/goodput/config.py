@@ -84,7 +84,7 @@ class GoodputSpec:
     the GPU-to-host snapshot; the write to storage runs behind the next steps).
     ``checkpoint_interval_s``: training time between checkpoints; 0 = search the best.
     ``node_storage_bw_bytes_per_s`` 0 = no per-node limit; ``snapshot_bw_bytes_per_s`` 0 = the
-    cluster's PCIe. ``parallel_load``: each checkpoint shard is read once and exchanged
+    cluster's host link (``ClusterSpec.host_memory_link``: NVLink-C2C on GB200, else PCIe). ``parallel_load``: each checkpoint shard is read once and exchanged
     (Megatron's --ckpt-fully-parallel-load) instead of every rank reading its whole state.
     """
 

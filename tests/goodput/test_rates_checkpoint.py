@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,23 @@ def test_async_snapshot_must_fit_in_host_memory(llama) -> None:
 def test_spec_built_in_code_is_checked(change: dict, field: str) -> None:
     with pytest.raises(InputError, match=field):
         dataclasses.replace(goodput_spec(None), **change)
+
+
+GB200 = ["cluster.preset=gb200-nvl72", "cluster.nodes=4", "model.preset=llama3-8b", "parallel.tp=1", "parallel.pp=1",
+         "parallel.dp=16", "parallel.zero_stage=1", "parallel.global_batch=64", "parallel.sequence_parallel=false"]
+
+
+def test_the_snapshot_default_is_the_host_link_as_documented() -> None:
+    """The snapshot copies over ClusterSpec.host_memory_link (GB200: NVLink-C2C, 450 GB/s x 0.9);
+    the docs and `goodput --help` said "the cluster's PCIe"."""
+    from clustersim.cli.goodput_cmd import goodput
+    est = estimate(load_scenario(None, GB200))
+    c = checkpoint_cost(est.scenario, est.memory_by_stage, goodput_spec(None))
+    assert est.scenario.cluster.host_memory_link.name == "nvlink-c2c"
+    assert c.snapshot_s == pytest.approx(c.per_gpu_bytes / (450e9 * 0.9))
+    root = Path(__file__).resolve().parents[2]
+    texts = [(root / "docs" / d).read_text() for d in ("goodput.md", "output.md", "scenario.md")]
+    texts += [f"--snapshot: {p.help}" for p in goodput.params if p.name == "snapshot"]
+    for text in texts:
+        lines = [line for line in text.splitlines() if "snapshot" in line.lower() or "Snapshot" in line]
+        assert lines and not any("the cluster's PCIe" in line for line in lines), lines
