@@ -3,6 +3,8 @@
 What a checkpoint holds: every parameter once in the training dtype plus the optimizer states
 (mixed-precision Adam: fp32 master weight, momentum and variance, 12 bytes per parameter; ZeRO,
 Rajbhandari et al. 2020, section 3.1; clustersim.memory.states). Gradients are not saved.
+States that ``parallel.offload`` keeps in host memory are saved all the same (a GPU's share counts
+them: ``MemoryReport.offloaded``).
 
 How it is written: Megatron-Core's distributed checkpoint saves every shard once; replicated
 shards (weights held by all data-parallel replicas, optimizer states without ZeRO) are spread
@@ -45,7 +47,7 @@ class CheckpointCost:
     size_bytes: float         # weights + optimizer states, every shard once
     per_gpu_bytes: float      # what the busiest GPU saves
     read_bytes: float         # what the job reads from storage on restart
-    snapshot_s: float         # GPU -> host copy of per_gpu_bytes
+    snapshot_s: float         # GPU -> host copy of per_gpu_bytes (less what offload already keeps on the host)
     write_s: float            # host -> storage
     load_s: float             # storage -> GPUs on restart
 
@@ -89,14 +91,23 @@ def checkpoint_cost(scenario: Scenario, memories: Sequence[MemoryReport], spec: 
     saved_weight = (4 if dtype == "fp32" else 2) / weight_bytes(dtype)
     replicas = par.dp * par.cp
     hosts = hosts or [(cluster,)] * len(memories)
+
+    def saved_share(w: float, o: float) -> float:   # what one GPU saves of its stage's weights w and states o
+        return (w if par.zero_stage >= 3 else w / replicas) + (o if par.zero_stage >= 1 else o / replicas)
+
     per_gpu, local, snapshot_s = 0.0, 0.0, 0.0
     for m, stage_hosts in zip(memories, hosts, strict=True):
-        w, o = m.weights * saved_weight, float(m.optimizer_states)
-        share = (w if par.zero_stage >= 3 else w / replicas) + (o if par.zero_stage >= 1 else o / replicas)
+        # the states wherever they live: parallel.offload keeps some in host memory (MemoryReport.offloaded),
+        # and a checkpoint saves them all the same (the GPU-resident optimizer_states are 0 under offload);
+        # only the GPU-resident part crosses the host link in the snapshot
+        off_w, off_o = m.offloaded
+        w, o = (m.weights + off_w) * saved_weight, float(m.optimizer_states + off_o)
+        share = saved_share(w, o)
+        copied = saved_share(m.weights * saved_weight, float(m.optimizer_states))
         per_gpu = max(per_gpu, share)
         local += (w + o) * cluster.num_gpus / par.pp          # every GPU of the stage holds this
         for host in stage_hosts:
-            snapshot_s = max(snapshot_s, share / _snapshot_bw(host, spec))
+            snapshot_s = max(snapshot_s, copied / _snapshot_bw(host, spec))
             if spec.checkpoint == "async" and host.host_memory_bytes:
                 node_bytes = share * host.gpus_per_node
                 if node_bytes > host.host_memory_bytes:

@@ -73,6 +73,9 @@ class MemoryReport:
     interval: tuple[int, int] = field(default=(0, 0))   # 80% interval of the reserved peak
     stage: int = 0          # pipeline rank
     host_bytes_per_gpu: int = 0   # offloaded states and activations in host memory (parallel.offload)
+    # (weights, optimizer states) that parallel.offload keeps in host memory instead (``offloaded_states``;
+    # part of host_bytes_per_gpu): still the model's state, which a checkpoint saves (clustersim.goodput)
+    offloaded: tuple[int, int] = field(default=(0, 0))
 
     @property
     def allocated_peak_bytes(self) -> int:
@@ -219,10 +222,11 @@ def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpe
     held, backward = buffer_bytes(model, layout, dtype, stage_layers, first, last, framework)
     act, transient = activation_parts(model, layout, dtype, stage_layers, in_flight, first, last, framework,
                                       kernels, policies, backward, ends, moe_layers)
+    moved = offloaded_states(layout, st)
     st, act, host = offload(layout, st, act, in_flight, stage_layers, last,
                             optimizer_shard(model, layout, stage_layers, first, last, moe_layers))
     return assemble(st, act, transient, held, nccl_buffer_bytes(layout), cluster.gpu.hbm_capacity_bytes,
-                    interval_factors(model, layout, framework, dtype), stage, host)
+                    interval_factors(model, layout, framework, dtype), stage, host, moved)
 
 
 # bytes per parameter of the fp32 gradient partition that ZeRO-Offload's host optimizer steps on: DeepSpeed
@@ -262,6 +266,13 @@ def gpu_states(layout: ParallelLayout, states_: tuple[int, int, int]) -> tuple[i
     if layout.offload_params:
         w = 0
     return w, g, o
+
+
+def offloaded_states(layout: ParallelLayout, states_: tuple[int, int, int]) -> tuple[int, int]:
+    """(weights, optimizer states) of ``states_`` that ``gpu_states`` takes off the GPU into host memory."""
+    w, _, o = states_
+    gw, _, go = gpu_states(layout, states_)
+    return w - gw, o - go
 
 
 def offload(layout: ParallelLayout, states_: tuple[int, int, int], activations: float, in_flight: float,
@@ -311,12 +322,14 @@ def peak_numbers(states_: tuple[int, int, int], activations: float, transient: f
 
 
 def assemble(states_: tuple[int, int, int], activations: float, transient: float, buffers: float, nccl: int,
-             capacity: int, factors: tuple[float, float], stage: int = 0, host: int = 0) -> MemoryReport:
+             capacity: int, factors: tuple[float, float], stage: int = 0, host: int = 0,
+             offloaded: tuple[int, int] = (0, 0)) -> MemoryReport:
     """The MemoryReport of these parts (``peak_numbers``). The sweep's screen computes its peaks
-    and verdicts through ``peak_numbers`` too, so that both agree to the byte."""
+    and verdicts through ``peak_numbers`` too, so that both agree to the byte. ``offloaded``:
+    ``offloaded_states`` of the states before offload."""
     act, trans, comm, frag, _, interval = peak_numbers(states_, activations, transient, buffers, nccl, factors)
     return MemoryReport(*states_, act, trans, comm, CUBLAS_WORKSPACE_BYTES, frag, CUDA_CONTEXT_BYTES, nccl, capacity,
-                        interval, stage, host)
+                        interval, stage, host, offloaded)
 
 
 def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, in_flight: float,
@@ -333,5 +346,5 @@ def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage
 __all__ = ["HOST_GRAD_BYTES_PER_PARAM", "NCCL_BYTES_PER_COMMUNICATOR", "PARTS", "VERDICTS", "MemoryReport",
            "activation_parts", "assemble", "gpu_states", "optimizer_shard",
            "peak_numbers", "verdict_index",
-           "memory_report", "moe_count", "moe_share", "offload",
+           "memory_report", "moe_count", "moe_share", "offload", "offloaded_states",
            "shard_groups", "stage_params", "state_shard_params", "states"]

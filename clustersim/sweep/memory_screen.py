@@ -23,6 +23,7 @@ from clustersim.memory.report import (
     assemble,
     moe_share,
     offload,
+    offloaded_states,
     optimizer_shard,
     peak_numbers,
     states,
@@ -62,14 +63,14 @@ class MemoryModel:
     def report(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
                ends: tuple[float, float], moe_held: int | None = None) -> MemoryReport:
         """The rank's MemoryReport (as the engine's ``memory_report``)."""
-        *parts, host = self._parts(p, rank, held, in_flight, first, last, ends, moe_held)
-        return assemble(*parts, rank, host)
+        *parts, host, moved = self._parts(p, rank, held, in_flight, first, last, ends, moe_held)
+        return assemble(*parts, rank, host, moved)
 
     def rank_key(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
                  ends: tuple[float, float], moe_held: int | None = None,
                  block: dict[tuple[object, ...], tuple] | None = None) -> tuple[int, int, int]:
         """(verdict index, reserved peak, -rank) of a rank, without building its MemoryReport."""
-        st, act, trans, buf, nccl, _, factors, _ = self._parts(p, rank, held, in_flight, first, last, ends, moe_held,
+        st, act, trans, buf, nccl, _, factors, _, _ = self._parts(p, rank, held, in_flight, first, last, ends, moe_held,
                                                                block)
         *_, peak, interval = peak_numbers(st, act, trans, buf, nccl, factors)
         return verdict_index(interval, self.capacity), peak, -rank
@@ -88,8 +89,9 @@ class MemoryModel:
                 block[(held, moe_held, first, last)] = static
         st, shard, buf, pol, units, factors = static
         act, trans = combine(units, pol, held, k, first, last, ends, buf[1])
+        moved = offloaded_states(p, st)
         st, act, host = offload(p, st, act, k, held, last, shard)
-        return st, act, trans, buf[0], buf[2], self.capacity, factors, host
+        return st, act, trans, buf[0], buf[2], self.capacity, factors, host, moved
 
     def static_parts(self, p: ParallelLayout, rank: int, held: int, first: bool, last: bool,
                      moe_held: int | None) -> StaticParts:
