@@ -137,7 +137,6 @@ def test_offloaded_states_are_saved_but_not_snapshotted(offload: str) -> None:
     spec = dataclasses.replace(goodput_spec(None), node_storage_bw_bytes_per_s=1e9)
     on_gpu = estimate(load_scenario(None, sets))
     held = estimate(load_scenario(None, [*sets, f"parallel.offload.{offload}=true"]))
-    assert any(m.offloaded != (0, 0) for m in held.memory_by_stage)
     a = checkpoint_cost(on_gpu.scenario, on_gpu.memory_by_stage, spec)
     b = checkpoint_cost(held.scenario, held.memory_by_stage, spec)
     assert b.per_gpu_bytes == pytest.approx(a.per_gpu_bytes, rel=1e-9)
