@@ -12,6 +12,7 @@ from clustersim.errors import InputError
 from clustersim.memory import MemoryReport
 from clustersim.memory.host import HostMemory, host_memory
 from clustersim.scenario import Scenario
+from clustersim.scenario.node_groups import group_of_node
 from clustersim.uncertainty import Interval, step_interval
 from clustersim.workload.model_summary import model_json
 
@@ -51,14 +52,18 @@ class StepReport:
     def host(self) -> HostMemory | None:
         """The node's host memory check (clustersim.memory.host.host_memory) of the stages' offloaded
         bytes, or None without offload."""
-        return host_memory((m.host_bytes_per_gpu for m in self.memory_by_stage), self.scenario.cluster)
+        sc = self.scenario
+        par, groups = sc.parallel, sc.node_groups
+        capacity = (lambda n: groups[group_of_node(groups, n)].cluster.host_memory_bytes) if groups else None
+        return host_memory([m.host_bytes_per_gpu for m in self.memory_by_stage], sc.cluster,
+                           par.tp * par.cp * par.dp, capacity)
 
     @property
     def host_memory(self) -> dict[str, Any] | None:
         """Whether a node's host memory holds what its GPUs offload (``parallel.offload``), or None
-        without offload: the stage offloading the most per GPU times the GPUs of a node (an upper
-        bound where a node's GPUs hold different stages) against the cluster profile's
-        ``host_memory_GiB``; verdict ``fits``, ``does-not-fit``, or ``unknown`` where the profile
+        without offload: what each node's GPUs offload together (their stages' bytes) against its
+        own host memory (the cluster profile's ``host_memory_GiB``, on a mixed cluster its group's);
+        the deciding node's numbers; verdict ``fits``, ``does-not-fit``, or ``unknown`` where the profile
         gives no host memory. A warning beside the GPU verdict, not part of it: `run` does not exit
         3 on it; the sweep ranks a layout whose host memory does not hold it as not fitting
         (docs/output.md, ``memory.host``). The rule: clustersim.memory.host.host_memory."""

@@ -127,7 +127,8 @@ class Screen:
             held, inflight = profile.ranks[r]
             return self.memory.report(layout, r, held, inflight, profile.firsts[r], profile.lasts[r], profile.ends[r],
                                       profile.moe_held[r]).host_bytes_per_gpu
-        return host_memory((offloaded(r) for r in range(layout.pp)), self.base.cluster)
+        return host_memory([offloaded(r) for r in range(layout.pp)], self.base.cluster,
+                           layout.tp * layout.cp * layout.dp)
 
     def screen_host(self, rows: np.ndarray) -> None:
         """Mark the rows (KEY_FIELDS + SCREEN_FIELDS) whose layout offloads more than a node's host
