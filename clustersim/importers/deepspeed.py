@@ -218,13 +218,20 @@ COMM_DTYPES = {"fp32": "fp32", "float32": "fp32", "fp16": "fp16", "float16": "fp
                "bf16": "bf16", "bfloat16": "bf16"}
 
 
+# the arguments of DeepSpeed-MoE's layer (deepspeed/moe/layer.py, MoE.__init__: num_experts, ep_size,
+# k, capacity_factor, eval_capacity_factor, min_capacity, use_residual, noisy_gate_policy,
+# drop_tokens, use_rts, use_tutel, enable_expert_tensor_parallelism, top2_2nd_expert_sampling)
+_MOE_LAYER_ARGS = ("ep_size", "ep_world_size", "k", "top_k", "capacity_factor", "eval_capacity_factor", "min_capacity",
+                   "use_residual", "noisy_gate_policy", "drop_tokens", "use_rts", "use_tutel",
+                   "top2_2nd_expert_sampling")
+
+
 def _moe_key(key: str) -> bool:
-    """A key that reads as a MoE setting (``moe``, ``moe_*``, ``num_experts``, ``ep_size``,
-    ``expert_parallel_size``, ...): DeepSpeed's config has none, so such a key would be dropped
-    while the user believes it sets the model's experts; it is refused with what to do instead."""
+    """A key that reads as a MoE setting (``moe``, ``moe_*``, anything naming experts, an argument
+    of DeepSpeed-MoE's layer): DeepSpeed's config has none, so such a key would be dropped while
+    the user believes it sets the model's experts; it is refused with what to do instead."""
     k = key.lower()
-    return k == "moe" or k.startswith("moe_") or "expert" in k or k in ("ep_size", "ep_world_size", "top_k",
-                                                                         "capacity_factor", "drop_tokens")
+    return k == "moe" or k.startswith("moe_") or "expert" in k or k in _MOE_LAYER_ARGS
 
 
 def _mp(given: dict[str, Any], pipe_stages: int | None) -> tuple[int, int]:

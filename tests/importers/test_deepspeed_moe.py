@@ -25,6 +25,12 @@ BASE = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4, "
     ("expert_parallel_size", 8),
     ("moe_expert_parallel_size", 8),
     ("ep_size", 4),
+    ("use_residual", True),      # DeepSpeed-MoE layer arguments (deepspeed/moe/layer.py), listed as
+    ("min_capacity", 4),         # ignored until 2026-11-28
+    ("eval_capacity_factor", 1.0),
+    ("noisy_gate_policy", "RSample"),
+    ("use_tutel", True),
+    ("k", 2),
 ])
 def test_moe_keys_in_a_deepspeed_config_are_refused_with_what_to_do_instead(key, value) -> None:
     """Before: listed as an unknown key and ignored (the import exited 0 with a dense-or-preset model)."""
