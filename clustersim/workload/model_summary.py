@@ -34,9 +34,11 @@ def model_json(model: ModelSpec) -> dict[str, Any]:
         "moe": {"experts": model.moe_experts, "top_k": model.moe_top_k, "shared_experts": model.moe_shared_experts,
                 "shared_ffn_hidden": model.moe_shared_ffn_hidden if model.is_moe else 0,
                 "expert_ffn_hidden": model.moe_expert_ffn_hidden if model.is_moe else 0,
-                "first_dense_layers": model.moe_first_dense_layers, "every": model.moe_every,
-                "moe_layers": model.num_moe_layers,
-                **({"pattern": list(model.moe_pattern)} if model.moe_pattern else {})},
+                # a pattern states every layer and replaces the rule: the block gives one or the other,
+                # so that it reads back as a scenario's model.moe
+                **({"pattern": list(model.moe_pattern)} if model.moe_pattern else
+                   {"first_dense_layers": model.moe_first_dense_layers, "every": model.moe_every}),
+                "moe_layers": model.num_moe_layers},
         "notes": list(model.notes),
     }
     if model.is_mla:

@@ -205,3 +205,18 @@ def test_run_json_shows_the_pattern_only_where_one_is_stored() -> None:
     half = load_scenario(None, ["model.preset=mixtral-8x7b", f"model.moe.pattern={[1, 0] * 16}"]).model
     assert model_json(half)["moe"]["pattern"] == [1, 0] * 16
     assert "pattern" not in model_json(model_from_fields("d", MODEL_PRESETS["deepseek-v3"]))["moe"]
+
+
+@pytest.mark.parametrize("sets", [["model.moe.pattern=" + str([0, 0, 0, 0] + [1, 0] * 28 + [1])], []])
+def test_the_reports_moe_block_reads_back_as_the_same_model(sets) -> None:
+    """`run --json`'s model.moe (workload.model_summary.model_json) is a scenario's model.moe: with a
+    pattern it gave first_dense_layers beside it, which a scenario refused next to the pattern; the
+    block now gives the pattern or the rule, and reading it back gives the same model."""
+    from clustersim.workload.model_summary import model_json
+
+    model = load_scenario(None, ["model.preset=deepseek-v3", *sets]).model
+    moe = model_json(model)["moe"]
+    assert ("pattern" in moe) == bool(sets) and ("first_dense_layers" in moe) != bool(sets)
+    stated = {k: moe[k] for k in ("pattern", "first_dense_layers", "every") if k in moe}
+    again = load_scenario(None, ["model.preset=deepseek-v3", *(f"model.moe.{k}={v}" for k, v in stated.items())]).model
+    assert _flags(again) == _flags(model) and again.total_params() == model.total_params()
