@@ -70,7 +70,8 @@ class StepReport:
         host = self.host
         if host is None:
             return None
-        cluster = self.scenario.cluster
+        groups = self.scenario.node_groups   # the deciding node's hardware (a mixed cluster's group's)
+        cluster = groups[group_of_node(groups, host.node)].cluster if groups else self.scenario.cluster
         out: dict[str, Any] = {"bytes_per_gpu": host.bytes_per_gpu, "gpus_per_node": host.gpus_per_node,
                                "bytes_per_node": host.bytes_per_node,
                                "capacity_bytes_per_node": host.capacity_bytes_per_node, "verdict": host.verdict}

@@ -31,6 +31,7 @@ class HostMemory:
     gpus_per_node: int
     bytes_per_node: int                 # what its GPUs offload together
     capacity_bytes_per_node: int | None  # None: the cluster profile gives no host_memory_GiB
+    node: int = 0                       # its index in the job
 
     @property
     def verdict(self) -> str:
@@ -65,6 +66,6 @@ def host_memory(host_bytes_per_gpu: Sequence[int], cluster: ClusterSpec, gpus_pe
         cap = (node_capacity(n) if node_capacity is not None else cluster.host_memory_bytes) or None
         rank = (need - cap, need) if cap is not None else (need - 2**62, need)   # known capacities decide first
         if best is None or rank > best[0]:
-            best = (rank, HostMemory(most, gpn, need, cap))
+            best = (rank, HostMemory(most, gpn, need, cap, n))
     assert best is not None
     return best[1]

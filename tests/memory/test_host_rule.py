@@ -45,6 +45,7 @@ def test_a_mixed_clusters_report_checks_each_group_against_its_own_host_memory()
     """`run`'s memory.host on a mixed cluster (StepReport.host): a group whose nodes have too little
     host memory decides, whether it comes first or second (it was group 0's memory for all)."""
     from clustersim import api
+    from clustersim.plan.host_offload import host_dram_bw
 
     base = scenario_from_dict({"model": {"preset": "llama2-7b"},
                                "cluster": {"groups": [{"preset": "dgx-a100", "nodes": 2}, {"preset": "dgx-h100", "nodes": 2}],
@@ -57,5 +58,6 @@ def test_a_mixed_clusters_report_checks_each_group_against_its_own_host_memory()
         groups = tuple(replace(g, cluster=replace(g.cluster, host_memory_bytes=need - GiB if i == low else 4 * need))
                        for i, g in enumerate(base.node_groups))
         report = api.estimate(replace(base, node_groups=groups))
-        verdicts.append((report.host.verdict, report.host.capacity_bytes_per_node))
-    assert verdicts == [("does-not-fit", need - GiB)] * 2
+        verdicts.append((report.host.verdict, report.host.capacity_bytes_per_node,
+                         report.host_memory["adam_bw_bytes_per_s_per_node"] == host_dram_bw(groups[low].cluster)[0]))
+    assert verdicts == [("does-not-fit", need - GiB, True)] * 2   # and the Adam bandwidth of its group
