@@ -147,12 +147,9 @@ class Screen:
         idx = np.flatnonzero(offloads & (rows[:, FITS_COL] == 1.0))
         if not idx.size:
             return
-        if tmpl.offload_activations:
-            groups, first, inverse = np.unique(rows[idx][:, :KEY_WIDTH], axis=0, return_index=True,
-                                               return_inverse=True)
-        else:
-            cols = [c for c in range(KEY_WIDTH) if c not in (RECOMPUTE_COL, SEQUENCE_PARALLEL_COL)]
-            groups, first, inverse = np.unique(rows[idx][:, cols], axis=0, return_index=True, return_inverse=True)
+        cols = [c for c in range(KEY_WIDTH)
+                if tmpl.offload_activations or c not in (RECOMPUTE_COL, SEQUENCE_PARALLEL_COL)]
+        groups, first, inverse = np.unique(rows[idx][:, cols], axis=0, return_index=True, return_inverse=True)
         signatures: dict[tuple[int, ...], tuple[object, ...]] = {}
         unfit = np.zeros(len(groups), dtype=bool)
         for j, i in enumerate(first):
