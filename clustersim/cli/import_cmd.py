@@ -75,11 +75,12 @@ def import_(kind: str, file: str, config: str | None, cluster: str | None, nodes
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=1) + "\n")
         return
-    click.echo(f"{kind} {name}: framework {result.framework}")
+    # what is not the scenario is a YAML comment, so that `clustersim import ... > job.yaml` loads
+    click.echo(f"# {kind} {name}: framework {result.framework}")
     if result.measured_step_time_s is not None:
         steady = [i for i in result.iterations if not i.dropped]
-        click.echo(f"measured step time {result.measured_step_time_s:.4f} s (median of {len(steady)} steady-state "
+        click.echo(f"# measured step time {result.measured_step_time_s:.4f} s (median of {len(steady)} steady-state "
                    f"lines of {len(result.iterations)}; warm-up and outliers dropped)")
     click.echo(yaml.safe_dump(result.scenario, sort_keys=False).rstrip())
     if out is not None:
-        click.echo(f"scenario written to {Path(out)}")
+        click.echo(f"# scenario written to {Path(out)}")

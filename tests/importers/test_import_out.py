@@ -31,3 +31,19 @@ def test_a_relative_hf_config_is_written_relative_to_the_out_file(tmp_path: Path
     scenario = load_scenario(work / "out" / "imported.yaml")
     assert scenario.model.layers == 36          # Qwen3-8B
     assert "../cfg/config.json" in (work / "out" / "imported.yaml").read_text()
+
+
+def test_the_printed_scenario_loads_as_it_is_redirected_to_a_file(tmp_path: Path, monkeypatch, capsys) -> None:
+    """`clustersim import ... > job.yaml`: every line that is not the scenario is a YAML comment
+    (the framework line of a config; also the measured step time of a log)."""
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+                                                  "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["import", "deepspeed-json", "ds.json", "--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "2"])
+    assert exc.value.code == 0
+    printed = capsys.readouterr().out
+    assert "framework deepspeed" in printed
+    (tmp_path / "job.yaml").write_text(printed)
+    scenario = load_scenario(tmp_path / "job.yaml")
+    assert scenario.parallel.zero_stage == 3 and scenario.parallel.dp == 16
