@@ -233,6 +233,20 @@ def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: Fram
     return framework.grad_reduce_dtype if framework is not None else "fp32"
 
 
+def zero3_overlaps_reduce(overlap_grad_reduce: bool | None) -> bool:
+    """Whether ZeRO-3 reduce-scatters each unit's gradients on a stream of its own, beside the
+    backward (the one rule; the loader resolves it into ``ParallelLayout.zero3_overlap_reduce``):
+    ``parallel.overlap_grad_reduce`` where the scenario states it, else on, the default of every
+    ZeRO-3 implementation modelled: DeepSpeed's ``overlap_comm`` validator sets it to
+    ``stage == 3`` when left out (deepspeed/runtime/zero/config.py ``overlap_comm_valid``);
+    torch FSDP1/FSDP2 always reduce-scatter on their own stream; Megatron-FSDP with
+    ``--overlap-grad-reduce``. Set false, the reduction runs on the compute stream and the next
+    unit waits for it (deepspeed/runtime/zero/stage3.py: ``reduce_and_partition_stream`` is a
+    stream of its own with ``overlap_comm``, else the default stream). Independent of the framework's ``overlap_grad_reduce`` for ZeRO 0-2, which is
+    DeepSpeed's off."""
+    return True if overlap_grad_reduce is None else overlap_grad_reduce
+
+
 def blocking_sends(framework: FrameworkSpec, schedule: str, overlap_p2p_comm: bool | None,
                    virtual_stages: int = 2) -> bool:
     """Whether a pipeline send holds its sender until the transfer is done (the one rule; the plan

@@ -332,17 +332,17 @@ class _StepSim(UnitRunner):
                 if gathers is not None:
                     yield from self._wait_params(rank, g, gathers.before(b))
                 yield from self._run_unit(rank, unit, label)
+            done = None
             if z3 is not None:  # ZeRO-3 reduces every micro-batch's gradients as each unit finishes
                 for name, plan in z3.reduce.get((g, b), ()):
-                    self._enqueue(rank, "rs", name, plan)
+                    done = self._enqueue(rank, "rs", name, plan)
             elif final:
-                done = None
                 for name, plan in self.plan.dp.grad_buckets.get((g, b), ()):
                     done = self._enqueue(rank, "dp", name, plan)
-                if done is not None and self.plan.dp.blocking_reduce:   # on the compute stream
-                    start = self.env.now
-                    yield done
-                    self.tl.add(rank, "compute", f"wait grads s{g}", "dp_comm", start, self.env.now)
+            if done is not None and self.plan.dp.blocking_reduce:   # on the compute stream
+                start = self.env.now
+                yield done
+                self.tl.add(rank, "compute", f"wait grads s{g}", "dp_comm", start, self.env.now)
 
     def _gathers(self, rank: int, n: int, g: int, kind: str) -> _Gathers | None:
         """ZeRO-3 gathers of this action's units in the order of use."""

@@ -430,7 +430,9 @@ class Recurrence:
                 if gathers is not None:
                     state.wait(gathers.before(b), "dp_comm")
                 state.run(unit)
-            self._enqueue(state, "rs", z3.reduce.get((g, b), ()))
+            done = self._enqueue(state, "rs", z3.reduce.get((g, b), ()))
+            if self.plan.dp.blocking_reduce:   # reduce-scattered on the compute stream
+                state.wait(done, "dp_comm")
 
     def _walk_backward(self, state: RankState, units: tuple[CompiledUnit, ...],
                        buckets: tuple[tuple[Item, ...], ...] | None) -> None:

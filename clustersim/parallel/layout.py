@@ -40,6 +40,10 @@ class ParallelLayout:
     recompute: str = "none"
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    # ZeRO-3's per-unit gradient reduce-scatter on a stream of its own (true) or on the compute
+    # stream, the next unit waiting for it (false: DeepSpeed ``overlap_comm: false``); the
+    # scenario's parallel.overlap_grad_reduce where stated, else on (clustersim.frameworks.zero3_overlaps_reduce)
+    zero3_overlap_reduce: bool = True
     # pipeline sends overlapped (true) or holding the sender until done (false); None: the
     # framework's rule for the schedule (clustersim.frameworks.blocking_sends, read by the engines)
     overlap_p2p_comm: bool | None = None
@@ -129,3 +133,11 @@ class ParallelLayout:
     def num_micro_batches(self) -> int:
         """Micro-batches per pipeline per step: global_batch / (dp * micro_batch)."""
         return self.global_batch // (self.dp * self.micro_batch)
+
+
+def grad_overlap_field(zero_stage: int) -> str:
+    """The ``ParallelLayout`` field that decides whether the gradient reduction overlaps the
+    backward at ``zero_stage``: ``zero3_overlap_reduce`` under ZeRO-3 (each unit's reduce-scatter),
+    else ``overlap_grad_reduce`` (the buckets of ZeRO 0-2). No model of that stage reads the other
+    one; a launch flag that carries both (Megatron's ``--overlap-grad-reduce``) carries this one."""
+    return "zero3_overlap_reduce" if zero_stage == 3 else "overlap_grad_reduce"

@@ -67,7 +67,8 @@ class DpPlan:
     zero3: Zero3Plan | None = None
     # ZeRO-2 with several micro-batches (``grads_every_micro_batch``): every backward launches its
     # units' gradient buckets, not only a stage's last; ``blocking_reduce``: the compute waits for
-    # each bucket's reduction (the framework reduces on the compute stream: no overlap_grad_reduce)
+    # each bucket's reduction (the framework reduces on the compute stream: no overlap_grad_reduce;
+    # under ZeRO-3 each unit's reduce-scatter, ParallelLayout.zero3_overlap_reduce false)
     every_backward: bool = False
     blocking_reduce: bool = False
 
@@ -165,8 +166,9 @@ def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
     if par.dp * par.cp == 1:
         return DpPlan(after_backward=tied)
     zero = par.zero_stage
-    if zero == 3:
-        return DpPlan(after_backward=tied, zero3=zero3_plan(scenario, work))
+    if zero == 3:   # every unit's reduce-scatter, on the compute stream without zero3_overlap_reduce
+        return DpPlan(after_backward=tied, zero3=zero3_plan(scenario, work),
+                      blocking_reduce=not par.zero3_overlap_reduce)
     size = bucket_params(scenario)
     grad_op = grad_reduce_op(scenario)
     every = grads_every_micro_batch(par)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from clustersim.compute.precision import resolve_recipe
 from clustersim.errors import InputError
-from clustersim.frameworks import check_framework_layout, load_framework
+from clustersim.frameworks import check_framework_layout, load_framework, zero3_overlaps_reduce
 from clustersim.goodput.config import goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
@@ -326,6 +326,7 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     overlaps = {key: framework_value if value is None else value for key, value, framework_value in (
         ("overlap_grad_reduce", p.overlap_grad_reduce, framework.overlap_grad_reduce),
         ("overlap_param_gather", p.overlap_param_gather, framework.overlap_param_gather))}
+    overlaps["zero3_overlap_reduce"] = zero3_overlaps_reduce(p.overlap_grad_reduce)
     explicit_layers = None
     if p.layers_per_stage is not None:
         # one entry per model stage: a V schedule has two per rank (they were taken per rank and not simulated)
