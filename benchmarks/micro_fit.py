@@ -1,4 +1,4 @@
-"""The kernel models against the H100 microbenchmarks they are fitted to (validation/micro/).
+"""The kernel models against the microbenchmarks they are fitted to (validation/micro/).
 
 Prints every figure beside the model: the burst GEMM table (with the harness's time per
 synchronised call), the sustained GEMM, causal SDPA forward and backward, the eager
@@ -72,6 +72,11 @@ def main() -> None:
         print(f"GEMM: tile_eff {eff:.3f}, K_PROLOGUE {k0}, bench_overhead_s {overhead * 1e6:.0f} us (RMS {rms:.2%})")
         fit = mf.fit_attention()
         print(f"attention: fwd (a, beta_s, blocks) = {fit.fwd}, bwd = {fit.bwd}")
+        for dtype, (level, rms) in mf.fit_blackwell().items():
+            print(f"B300 GEMMs at training shapes, level under the model {dtype}: {level:.3f} (RMS {rms:.1%}, "
+                  "te_gemm_b300_2026.csv; not applied, docs/compute.md)")
+        for recipe, eff in mf.fit_casts().items():
+            print(f"cast kernels {recipe}: {eff:.3f} of HBM bandwidth (te_gemm_b300_2026.csv)")
         return
     console = Console(width=120)
     _table("bf16 GEMM, burst, one synchronised call (h100_gemm_bf16_2026-11-26.csv)", mf.gemm_rows(), console)
@@ -79,6 +84,7 @@ def main() -> None:
     _table("causal SDPA, burst (h100_micro_2026-11-26.json)", mf.attention_rows(), console)
     _table("eager memory-bound ops (h100_micro_2026-11-26.json)", mf.eager_rows(), console)
     _table("fused AdamW (h100_micro_2026-11-26.json)", [mf.adamw_row()], console)
+    _table("B300 GEMMs at training shapes, burst (te_gemm_b300_2026.csv)", mf.te_b300_rows(), console)
 
 
 if __name__ == "__main__":

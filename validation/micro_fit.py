@@ -30,6 +30,11 @@ MICRO_DIR = Path(__file__).resolve().parent / "micro"
 GEMM_CSV = MICRO_DIR / "h100_gemm_bf16_2026-11-26.csv"
 MICRO_JSON = MICRO_DIR / "h100_micro_2026-11-26.json"
 GPU = "h100-sxm-80gb"
+# Transformer Engine's GEMM profiling tutorial on a B300 (CUDA events, no harness time per call)
+TE_B300_CSV = MICRO_DIR / "te_gemm_b300_2026.csv"
+B300 = "b300-sxm-288gb"
+TE_LAYER = ((4096, 12288), (4096, 4096), (4096, 16384), (16384, 4096))  # its layer's linears, (in, out)
+TE_DTYPE = {"bf16": "bf16", "fp8_current": "fp8", "mxfp8": "fp8", "nvfp4": "fp4"}
 # the JSON counts these bytes per element (16-bit in and out; the loss: bf16 read, fp32 written and read)
 COUNTED_BYTES = {"rmsnorm_eager": 4, "silu_mul": 6, "add": 6, "cross_entropy_fp32_upcast": 10}
 MODEL_OP = {"rmsnorm_eager": "rmsnorm_fp32_upcast", "silu_mul": "silu_mul", "add": "add",
@@ -125,6 +130,92 @@ def adamw_row() -> Row:
     r = micro()["adamw_fused"]
     return Row(f"fused AdamW, {r['params']:.0e} fp32 params", r["time_s"] * 1e3,
                adam_kernel_s(r["params"] * ADAMW_FUSED_BYTES_PER_PARAM, gpu) * 1e3, "ms")
+
+
+def te_b300_table() -> list[dict[str, str]]:
+    with TE_B300_CSV.open() as f:
+        return list(csv.DictReader(f))
+
+
+def te_gemms(r: dict[str, str]) -> list[tuple[int, int, int]]:
+    """(M, N, K) of the GEMMs one figure of the TE table times: one shape, or the four linears of
+    its layer in one pass (fprop C[M,out] = X W, dgrad C[M,in], wgrad C[in,out] over M tokens)."""
+    m = int(r["M"])
+    if r["pass"] == "fprop":
+        return [(m, int(r["N"]), int(r["K"]))]
+    kind = r["pass"].removesuffix("_sum")
+    return [{"fprop": (m, o, i), "dgrad": (m, i, o), "wgrad": (i, o, m)}[kind] for i, o in TE_LAYER]
+
+
+def te_kernel_s(gemms: list[tuple[int, int, int]], gpu: GpuSpec, dtype: str) -> float:
+    """Burst kernel seconds of ``gemms`` in the shape model."""
+    peak = gpu.peak(dtype)
+    return sum(2.0 * m * n * k / (peak * gemm.burst_efficiency(m, n, k, gpu, dtype)) for m, n, k in gemms)
+
+
+def _te_kernel_figures() -> list[dict[str, str]]:
+    """The kernel-only figures (BF16 needs no quantization: its autocast figures are kernels too)."""
+    return [r for r in te_b300_table() if r["precision"] == "bf16" or r["table"] == "prequant"]
+
+
+def te_b300_rows() -> list[Row]:
+    gpu = load_gpu(B300)
+    rows = []
+    for r in _te_kernel_figures():
+        gemms = te_gemms(r)
+        flops = sum(2.0 * m * n * k for m, n, k in gemms)
+        what = f"{r['precision']} {r['table']} {r['pass']}" + (f" {r['M']}x{r['K']}x{r['N']}" if r["pass"] == "fprop" else "")
+        rows.append(Row(what, flops / (float(r["time_ms"]) * 1e-3) / 1e12,
+                        flops / te_kernel_s(gemms, gpu, TE_DTYPE[r["precision"]]) / 1e12, "TFLOP/s"))
+    return rows
+
+
+def fit_blackwell() -> dict[str, tuple[float, float]]:
+    """Per GEMM dtype, (level, RMS log error): the factor by which the TE table's kernel times sit
+    below the shape model, minimising the RMS log error (time is 1 / level: the optimum is the
+    geometric mean of model / measured). Not applied (docs/compute.md, "Blackwell at training
+    shapes": it conflicts with the published Blackwell runs of large models)."""
+    gpu = load_gpu(B300)
+    logs: dict[str, list[float]] = {}
+    for r in _te_kernel_figures():
+        dtype = TE_DTYPE[r["precision"]]
+        model_s = te_kernel_s(te_gemms(r), gpu, dtype)
+        logs.setdefault(dtype, []).append(math.log(model_s / (float(r["time_ms"]) * 1e-3)))
+    out = {}
+    for dtype, xs in logs.items():
+        mean = statistics.fmean(xs)
+        out[dtype] = (math.exp(mean), math.sqrt(statistics.fmean((x - mean) ** 2 for x in xs)))
+    return out
+
+
+TE_RECIPE = {"fp8_current": ("fp8", "tensorwise"), "mxfp8": ("fp8", "mxfp8"), "nvfp4": ("fp4", "nvfp4")}
+
+
+def te_cast_bytes(recipe_key: str, m: int = 15872) -> float:
+    """Bytes of the casts the TE table's autocast run pays for one layer: every GEMM casts both of
+    its operands, twice what the model charges a GEMM (in training each tensor is cast once and
+    shared by two of its linear's three GEMMs)."""
+    dtype, recipe = TE_RECIPE[recipe_key]
+    from clustersim.compute import precision
+    return sum(2 * precision.quantize_bytes(mm, n, k, dtype, recipe)
+               for i, o in TE_LAYER for mm, n, k in ((m, o, i), (m, i, o), (i, o, m)))
+
+
+def te_cast_seconds() -> dict[str, float]:
+    """Measured cast seconds per layer: autocast less pre-quantized per-layer totals (B300)."""
+    sums: dict[tuple[str, str], float] = {}
+    for r in te_b300_table():
+        if r["precision"] in TE_RECIPE:
+            key = (r["precision"], r["table"])
+            sums[key] = sums.get(key, 0.0) + float(r["time_ms"]) * 1e-3
+    return {p: sums[(p, "autocast")] - sums[(p, "prequant")] for p in TE_RECIPE}
+
+
+def fit_casts() -> dict[str, float]:
+    """Per recipe, the HBM efficiency at which the modelled cast bytes take the measured seconds."""
+    from clustersim.compute.roofline import HBM_EFFICIENCY, memory_time_s
+    gpu = load_gpu(B300)
+    return {p: HBM_EFFICIENCY * memory_time_s(te_cast_bytes(p), gpu) / sec for p, sec in te_cast_seconds().items()}
 
 
 def rms_log_error(rows: list[Row]) -> float:

@@ -127,7 +127,7 @@ def linear_gemm_op(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, 
     low = gemm_op(name, m, n, k, gpu, dtype, batch)
     share = precision.bf16_share(dtype)
     q_bytes = precision.quantize_bytes(m, n, k, dtype, recipe, batch)
-    time_s = low.time_s + memory_time_s(q_bytes, gpu) / gpu.compute_scale
+    time_s = low.time_s + precision.cast_time_s(q_bytes, recipe, gpu) / gpu.compute_scale
     bytes_moved = low.bytes_moved + q_bytes
     if share > 0:
         high = gemm_op(name, m, n, k, gpu, "bf16", batch)

@@ -29,11 +29,20 @@ the backward pass needs each tensor a second time along the other axis (TE's fus
 cast-transpose on Hopper; a second, column-wise quantization for block-scaled formats). A linear
 layer has three distinct operands (input X, weight W, output gradient dY) shared by its three
 GEMMs, each read once in BF16 (2 bytes) and written twice in low precision:
-``2 + 2 (q + scale)`` bytes per element, spread over the three GEMMs (see ``quantize_bytes``).
+``2 + 2 (q + scale)`` bytes per element, spread over the three GEMMs (see ``quantize_bytes``);
+current scaling (``tensorwise``) and NVFP4 first read the tensor once more for its amax
+(``AMAX_PASS_RECIPES``). Check: Transformer Engine's GEMM profiling tutorial on an H200 NVL
+(NVIDIA/TransformerEngine/docs/examples/gemm_profiling/gemm_profiling.rst) times a hidden-4096
+layer's twelve GEMMs with FP8 current scaling at 20.285 ms with the casts and 16.785 ms
+pre-quantized: 3.50 ms of casts.
+Its benchmark casts both operands of every GEMM (each tensor twice): 2 x 1,241.7 M elements at
+2 (amax) + 2 (read) + 2 (both orientations) bytes is 14.9 GB, 3.65 ms at 85% of 4.8 TB/s (+4%);
+without the amax read 2.43 ms (-30%).
 """
 
 from __future__ import annotations
 
+from clustersim.compute.roofline import HBM_EFFICIENCY, memory_time_s
 from clustersim.errors import InputError
 from clustersim.hardware.spec import GpuSpec
 
@@ -48,6 +57,20 @@ SCALE_BYTES = {  # scale-factor bytes per element (see module docstring)
 # NVFP4 pretraining keeps about 15% of the linear layers (first and last blocks) in BF16 (arXiv 2509.25149 §4).
 FP4_BF16_LAYER_FRACTION = 0.15
 BF16_BYTES = 2
+# Recipes whose per-tensor scale needs the tensor's amax before the cast: a separate kernel reads the
+# BF16 tensor once more (Transformer Engine pytorch/csrc quantizer.cpp: Float8CurrentScalingQuantizer
+# and NVFP4Quantizer call nvte_compute_amax, then nvte_compute_scale_from_amax, then nvte_quantize;
+# MXFP8 and the 1x128 blockwise cast compute their block scales inside the cast kernel; delayed
+# scaling takes the scale from the amax history and records the amax in the cast)
+AMAX_PASS_RECIPES = ("tensorwise", "nvfp4")
+# HBM efficiency of the cast kernels of the microscaled formats, whose per-block amax and scale
+# computation keeps them below the streaming roofline (clustersim.compute.roofline HBM_EFFICIENCY,
+# which the other recipes' casts run at): Transformer Engine's GEMM profiling tutorial on a B300,
+# the casts' seconds per layer (autocast less pre-quantized: MXFP8 1.822 ms, NVFP4 2.689 ms) against
+# their bytes (validation/micro/te_gemm_b300_2026.csv; benchmarks/micro_fit.py --fit; FP8 current
+# scaling comes out at 0.80, within 6% of the roofline's 0.85, which it keeps). MXFP4 (AMD) is not
+# measured: MXFP8's (the same 32-element blocks).
+CAST_HBM_EFFICIENCY = {"mxfp8": 0.69, "nvfp4": 0.59, "mxfp4": 0.69}
 
 
 def default_recipe(dtype: str, gpu: GpuSpec) -> str:
@@ -99,7 +122,15 @@ def quantize_bytes(m: int, n: int, k: int, dtype: str, recipe: str, batch: int =
     if dtype not in LOW_PRECISION:
         return 0.0
     per_element = BF16_BYTES + 2 * (ELEMENT_BYTES[dtype] + SCALE_BYTES.get(recipe, 0.0))
+    if recipe in AMAX_PASS_RECIPES:
+        per_element += BF16_BYTES
     return batch * (m * k + k * n) / 2 * per_element
+
+
+def cast_time_s(size_bytes: float, recipe: str, gpu: GpuSpec) -> float:
+    """Seconds of ``size_bytes`` of cast kernels under ``recipe`` (``CAST_HBM_EFFICIENCY``; the
+    streaming roofline for the other recipes)."""
+    return memory_time_s(size_bytes, gpu) * HBM_EFFICIENCY / CAST_HBM_EFFICIENCY.get(recipe, HBM_EFFICIENCY)
 
 
 def bf16_share(dtype: str) -> float:

@@ -25,9 +25,12 @@ def test_quantize_bytes_by_hand():
     # 8192 x 8192 x 8192 GEMM: operands 2 x 8192^2 elements, half charged to this GEMM = 8192^2;
     # MXFP8: read 2 B, write value + E8M0 scale twice: 2 + 2 x (1 + 1/32) = 4.0625 B per element
     assert precision.quantize_bytes(8192, 8192, 8192, "fp8", "mxfp8") == pytest.approx(8192**2 * 4.0625)
-    # NVFP4: 2 + 2 x (0.5 + 1/16) = 3.125; per-tensor FP8: 2 + 2 x 1 = 4
-    assert precision.quantize_bytes(8192, 8192, 8192, "fp4", "nvfp4") == pytest.approx(8192**2 * 3.125)
+    # NVFP4: 2 + 2 x (0.5 + 1/16) = 3.125, + 2 for its amax pass; per-tensor FP8: 2 + 2 x 1 = 4 with
+    # delayed scaling (amax history), + 2 with current scaling (an amax kernel reads the tensor first)
+    assert precision.quantize_bytes(8192, 8192, 8192, "fp4", "nvfp4") == pytest.approx(8192**2 * 5.125)
     assert precision.quantize_bytes(8192, 8192, 8192, "fp8", "delayed") == pytest.approx(8192**2 * 4)
+    assert precision.quantize_bytes(8192, 8192, 8192, "fp8", "tensorwise") == pytest.approx(8192**2 * 6)
+    assert precision.quantize_bytes(8192, 8192, 8192, "fp8", "blockwise") == pytest.approx(8192**2 * (4 + 2 / 32))
     assert precision.quantize_bytes(8192, 8192, 8192, "bf16", "") == 0
 
 
