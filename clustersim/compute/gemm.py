@@ -114,7 +114,7 @@ def gemm_op(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, batch: 
 
 @functools.lru_cache(maxsize=65536)
 def linear_gemm_op(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, recipe: str = "",
-                   batch: int = 1) -> Op:
+                   batch: int = 1, weight_share: float = 1.0) -> Op:
     """A GEMM of a transformer linear layer under the training dtype's recipe.
 
     bf16/fp16/fp32: ``gemm_op``. fp8/fp4 (clustersim.compute.precision): the GEMM at the
@@ -126,7 +126,7 @@ def linear_gemm_op(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, 
     recipe = recipe or precision.default_recipe(dtype, gpu)
     low = gemm_op(name, m, n, k, gpu, dtype, batch)
     share = precision.bf16_share(dtype)
-    q_bytes = precision.quantize_bytes(m, n, k, dtype, recipe, batch)
+    q_bytes = precision.quantize_bytes(m, n, k, dtype, recipe, batch, weight_share)
     time_s = low.time_s + precision.cast_time_s(q_bytes, recipe, gpu) / gpu.compute_scale
     bytes_moved = low.bytes_moved + q_bytes
     if share > 0:

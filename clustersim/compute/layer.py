@@ -47,6 +47,7 @@ from clustersim.compute.layer_context import LayerContext
 from clustersim.compute.mla import mla_params_per_gpu, mla_projections_bwd, mla_projections_fwd
 from clustersim.compute.moe import moe_backward, moe_forward, moe_params_per_gpu
 from clustersim.compute.ops import EMPTY_PASS, CommOp, LayerCost, Op, PassCost
+from clustersim.compute.precision import weight_cast_share
 from clustersim.compute.roofline import memory_bound_op
 from clustersim.errors import InputError
 from clustersim.frameworks import DEFAULT_FRAMEWORK, megatron_family
@@ -80,8 +81,10 @@ def transformer_layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpe
     policy = layout.recompute if recompute is None else recompute
     policy = "full" if policy == "full-inner" else policy
     bias_loop = moe and model.moe_expert_bias and megatron_family(framework)
+    share = weight_cast_share(dtype, megatron_family(framework), layout.num_micro_batches)
     return _layer_cost(model, compute_layout(layout, policy), gpu, dtype, resolve_attention(attention, gpu.name),
-                       moe, gpus_per_node if moe and layout.ep > 1 else 8, elementwise, recipe, local, bias_loop)
+                       moe, gpus_per_node if moe and layout.ep > 1 else 8, elementwise, recipe, local, bias_loop,
+                       share)
 
 
 def compute_layout(layout: ParallelLayout, recompute: str | None = None) -> ParallelLayout:
@@ -265,8 +268,9 @@ def _mlp_block(c: LayerContext, moe: bool) -> tuple[list[Op | CommOp], list[Op |
 @functools.lru_cache(maxsize=4096)
 def _layer_cost(model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
                 moe: bool = False, gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "",
-                local: bool = False, expert_bias_loop: bool = False) -> LayerCost:
-    c = LayerContext(model, layout, gpu, dtype, attention, gpus_per_node, elementwise, recipe, local, expert_bias_loop)
+                local: bool = False, expert_bias_loop: bool = False, weight_cast_share: float = 1.0) -> LayerCost:
+    c = LayerContext(model, layout, gpu, dtype, attention, gpus_per_node, elementwise, recipe, local, expert_bias_loop,
+                     weight_cast_share)
     attn_fwd, attn_bwd, core_fwd = _attention_block(c)
     mlp_fwd, mlp_bwd = _mlp_block(c, moe)
     fwd: list[Op | CommOp] = [_norm_fwd(c, "input_norm"), *attn_fwd, *_sandwich_fwd(c, "post_attn_norm"),

@@ -29,7 +29,7 @@ class LayerContext:
 
     def __init__(self, model: ModelSpec, layout: ParallelLayout, gpu: GpuSpec, dtype: str, attention: str,
                  gpus_per_node: int = 8, elementwise: str = "fused", recipe: str = "", local: bool = False,
-                 expert_bias_loop: bool = False) -> None:
+                 expert_bias_loop: bool = False, weight_cast_share: float = 1.0) -> None:
         check_dtype(dtype)
         tp, cp = layout.tp, layout.cp
         if model.heads % tp:
@@ -60,6 +60,8 @@ class LayerContext:
         self.pattern, self.window = layer_span(model, local)
         # the routed experts' fc2 bias added expert by expert (Megatron; clustersim.compute.expert_bias)
         self.expert_bias_loop = expert_bias_loop
+        # the share of the weights' low-precision casts one micro-batch pays (precision.weight_cast_share)
+        self.weight_cast_share = weight_cast_share
 
     def tp_comm(self, name: str, collective: str, overlappable: bool = False) -> CommOp:
         size = self.tokens * self.h * self.act_b
@@ -70,10 +72,12 @@ class LayerContext:
         """A GEMM of a linear layer under the dtype's recipe (``linear_gemm_op``: low-precision
         rate plus its cast kernels); ``dtype`` overrides the training dtype (the router in BF16)."""
         op = None
+        # the B operand of a forward or input-gradient GEMM is the weight; a wgrad GEMM's are activations
+        share = 1.0 if wgrad else self.weight_cast_share
         if self.ub_overlap and batch == 1 and dtype is None:   # userbuffers split / SM share (tp_overlap.py)
-            op = overlapped_gemm(name, m, n, k, self.gpu, self.dtype, self.recipe, self.tp)
+            op = overlapped_gemm(name, m, n, k, self.gpu, self.dtype, self.recipe, self.tp, share)
         if op is None:
-            op = linear_gemm_op(name, m, n, k, self.gpu, dtype or self.dtype, self.recipe, batch)
+            op = linear_gemm_op(name, m, n, k, self.gpu, dtype or self.dtype, self.recipe, batch, share)
         return replace(op, wgrad=True) if wgrad else op
 
     def wgemm(self, name: str, m: int, n: int, k: int, batch: int = 1, dtype: str | None = None) -> Op:

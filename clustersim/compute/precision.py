@@ -112,19 +112,36 @@ def compute_dtype(dtype: str) -> str:
     return "bf16" if dtype in LOW_PRECISION else dtype
 
 
-def quantize_bytes(m: int, n: int, k: int, dtype: str, recipe: str, batch: int = 1) -> float:
+def quantize_bytes(m: int, n: int, k: int, dtype: str, recipe: str, batch: int = 1,
+                   weight_share: float = 1.0) -> float:
     """HBM bytes of the cast kernels charged to one low-precision GEMM C[M,N] = A[M,K] B[K,N].
 
     A linear layer's three GEMMs read 2 x (|X| + |W| + |dY|) operand elements in total, i.e.
     each distinct tensor twice; each tensor is quantized once (read BF16, write both
     orientations), so each GEMM carries half of its operands' elements at 2 + 2 (q + scale) bytes.
+    ``weight_share``: the share of its B operand's casts this GEMM pays, where B is the weight (the
+    forward and input-gradient GEMMs) and the framework casts the weights once per step
+    (``weight_cast_share``).
     """
     if dtype not in LOW_PRECISION:
         return 0.0
     per_element = BF16_BYTES + 2 * (ELEMENT_BYTES[dtype] + SCALE_BYTES.get(recipe, 0.0))
     if recipe in AMAX_PASS_RECIPES:
         per_element += BF16_BYTES
-    return batch * (m * k + k * n) / 2 * per_element
+    return batch * (m * k + k * n * weight_share) / 2 * per_element
+
+
+def weight_cast_share(dtype: str, casts_weights_once: bool, num_micro_batches: int) -> float:
+    """The share of a linear layer's weight casts that one micro-batch pays (the one rule).
+    Megatron-Core marks each step's first micro-batch (pipeline_parallel/schedules.py
+    ``forward_step``: ``model.set_is_first_microbatch()``) and Transformer Engine casts the weights
+    there and reuses the cached low-precision copy (and its transpose) in the step's other
+    micro-batches (``is_first_microbatch``; the copies are the persistent ``weight_copy_bytes``):
+    one cast per step, spread here over its micro-batches. Frameworks without that cache (torchao's
+    Float8Linear under torchtitan) cast the weights in every forward: 1. 16-bit dtypes cast nothing."""
+    if dtype not in LOW_PRECISION or not casts_weights_once:
+        return 1.0
+    return 1.0 / max(1, num_micro_batches)
 
 
 def cast_time_s(size_bytes: float, recipe: str, gpu: GpuSpec) -> float:

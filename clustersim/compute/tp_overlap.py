@@ -41,7 +41,8 @@ PIPELINE_SPLITS = 4    # TE get_default_config: num_splits = 4 unless ring_excha
 COMM_SMS = 16          # TE get_default_config: num_sm = 16 unless ring_exchange (set_sm_margin=True)
 
 
-def overlapped_gemm(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, recipe: str, tp: int) -> Op | None:
+def overlapped_gemm(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str, recipe: str, tp: int,
+                    weight_share: float = 1.0) -> Op | None:
     """The GEMM ``name`` (M tokens x N x K) of one layer under userbuffers TP overlap, or None when
     the overlap does not touch it (then the plain ``linear_gemm_op`` applies)."""
     if tp <= 1:
@@ -54,7 +55,7 @@ def overlapped_gemm(name: str, m: int, n: int, k: int, gpu: GpuSpec, dtype: str,
         pieces, margin = 1, True
     else:
         return None
-    whole = linear_gemm_op(name, m, n, k, gpu, dtype, recipe)
+    whole = linear_gemm_op(name, m, n, k, gpu, dtype, recipe, weight_share=weight_share)
     # the GEMM kernel alone, whole and in pieces; a low-precision recipe's cast kernels run once on
     # the local shard before the exchange (TE: fp8_buf, the all-gather buffer is already FP8), so
     # only the kernel part changes

@@ -108,3 +108,33 @@ def test_a_dtype_the_gpu_lacks_lists_only_training_dtypes_it_runs() -> None:
         resolve_recipe("fp8", None, None, gpu)
     offered = err.value.allowed.split(": ")[1].split(", ")
     assert offered == ["bf16", "fp16", "fp32"] and set(offered) <= set(TRAINING_DTYPES)
+
+
+def test_megatron_casts_the_weights_once_per_step_spread_over_its_micro_batches(b200):
+    """TE's FP8 weight cache (is_first_microbatch, set by Megatron-Core's schedules): a forward or
+    dgrad GEMM pays 1/m of its weight's casts; a wgrad GEMM has no weight operand; torchtitan's
+    Float8Linear casts in every forward; BF16 casts nothing."""
+    from clustersim.compute.layer import transformer_layer_cost
+    from clustersim.parallel.layout import ParallelLayout
+    from clustersim.workload.presets import MODEL_PRESETS, model_from_fields
+
+    assert precision.weight_cast_share("fp8", True, 8) == 1 / 8
+    assert precision.weight_cast_share("fp8", False, 8) == 1.0
+    assert precision.weight_cast_share("bf16", True, 8) == 1.0
+    model = model_from_fields("llama3-8b", MODEL_PRESETS["llama3-8b"])
+
+    def ops(framework: str, micro_batches: int) -> dict[str, object]:
+        layout = ParallelLayout(dp=1, micro_batch=1, global_batch=micro_batches)
+        cost = transformer_layer_cost(model, layout, b200, "fp8", recipe="mxfp8", framework=framework)
+        return {op.name: op for op in (*cost.forward.ops, *cost.backward.ops) if hasattr(op, "flops")}
+
+    one, eight = ops("megatron-core", 1), ops("megatron-core", 8)
+    per_element = 2 + 2 * (1 + 1 / 32)
+    h, q_n = model.hidden, (model.heads + 2 * model.kv_heads) * model.head_dim
+    saved = h * q_n * (1 - 1 / 8) / 2 * per_element           # the qkv weight's share of the fprop casts
+    assert one["qkv"].bytes_moved - eight["qkv"].bytes_moved == pytest.approx(saved)
+    assert one["qkv_dgrad"].bytes_moved - eight["qkv_dgrad"].bytes_moved == pytest.approx(saved)
+    assert one["qkv_wgrad"].bytes_moved == eight["qkv_wgrad"].bytes_moved
+    assert eight["qkv"].time_s < one["qkv"].time_s
+    titan_one, titan_eight = ops("torchtitan", 1), ops("torchtitan", 8)
+    assert titan_one["qkv"].bytes_moved == titan_eight["qkv"].bytes_moved == one["qkv"].bytes_moved
