@@ -6,7 +6,8 @@ Config keys (deepspeed/runtime/config.py, constants.py, zero/config.py; deepspee
 ``--set parallel.tp/pp/cp`` count before this arithmetic), ``zero_optimization.stage`` and its
 ``offload_optimizer`` / ``offload_param`` (and the deprecated ``cpu_offload`` / ``cpu_offload_param``),
 ``overlap_comm`` (parallel.overlap_grad_reduce; left out or null, DeepSpeed's default: on for stage 3
-only), ``reduce_bucket_size`` (parallel.dp_bucket_params),
+only; off where DeepSpeed ignores it: stage 0, the BF16_Optimizer, a pipeline below stage 3),
+``reduce_bucket_size`` (parallel.dp_bucket_params),
 ``bf16.enabled`` / ``fp16.enabled``, ``activation_checkpointing`` (read by Megatron-DeepSpeed; its
 ``cpu_checkpointing``: parallel.offload.activations), ``pipeline`` (the PipelineEngine: its ``stages``,
 else --set parallel.pp). Refused by name: Apex ``amp``, partial offload (``ratio`` < 1), offload
@@ -304,6 +305,45 @@ def _offload(zero: dict[str, Any], stage: int, notes: list[str]) -> dict[str, bo
     return offload
 
 
+def _overlap_comm(zero: dict[str, Any], stage: int, pp: int, framework: str, notes: list[str]) -> bool | None:
+    """parallel.overlap_grad_reduce as DeepSpeed runs ``zero_optimization.overlap_comm`` (None: the
+    framework's default), deepspeedai/DeepSpeed edaa722:
+
+    * left out or null, on for stage 3 only: zero/config.py declares ``overlap_comm: Optional[bool] =
+      None`` and its validator overlap_comm_valid sets ``self.overlap_comm = self.stage ==
+      ZeroStageEnum.weights``; stages 0-2 keep the framework's default, off (data/frameworks.yaml);
+    * read by the ZeRO optimizers only (runtime/engine.py _configure_zero_optimizer): stage 0 and
+      the BF16_Optimizer (_configure_bf16_optimizer, framework deepspeed-bf16) reduce after the
+      backward whatever it says (engine.py allreduce_gradients -> buffered_allreduce_fallback);
+    * _configure_zero_optimizer turns it off for stages 1-2 when the model is a PipelineModule
+      ("Pipeline parallelism does not support overlapped communication, will be disabled."), which
+      every pipeline of DeepSpeed's PipelineEngine is (pp > 1 here);
+    * stage 1 honours it since DeepSpeed 0.13.0 (PR #4887, af033831f: stage_1_and_2.py reduces the
+      boundary micro-batch's buckets from its gradient hooks); before, engine.py ignored it at stage 1
+      ("Overlap and contiguous grads are meaningless in stage 1 and are ignored")."""
+    value = zero.get("overlap_comm")
+    if value is None:
+        if stage != 3:
+            return None
+        notes.append("zero_optimization.overlap_comm not given (or null): on, DeepSpeed's default for stage 3 "
+                     "(parallel.overlap_grad_reduce true)")
+        return True
+    value = config_bool(value, "zero_optimization.overlap_comm")
+    ignored = ("stage 0 builds no ZeRO optimizer" if stage == 0 else
+               "bf16 runs DeepSpeed's BF16_Optimizer" if framework == "deepspeed-bf16" else
+               f"pp {pp}: DeepSpeed disables it for a PipelineModule" if pp > 1 and stage < 3 else None)
+    if ignored:
+        if value:
+            notes.append(f"zero_optimization.overlap_comm true ignored by DeepSpeed ({ignored}, runtime/engine.py "
+                         "_configure_zero_optimizer): the gradients reduced after the backward "
+                         "(parallel.overlap_grad_reduce false)")
+        return False
+    if stage == 1 and value:
+        notes.append("zero_optimization.overlap_comm true at stage 1: honoured since DeepSpeed 0.13.0 (PR #4887); "
+                     "older versions ignored it at stage 1: give theirs with --set parallel.overlap_grad_reduce=false")
+    return value
+
+
 def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int | None, name: str,
                          given: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str], list[str]]:
     """(scenario dict without model fields, notes, unknown keys). The layout is data parallel
@@ -353,16 +393,6 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
     if config_bool(zero.get("reduce_scatter", True), "zero_optimization.reduce_scatter") is False:
         raise InputError("zero_optimization.reduce_scatter", False, "true: ZeRO's gradient reduction by all-reduce "
                          "(reduce_scatter false: stage_1_and_2.py average_tensor's allreduce path) is not modelled")
-    if zero.get("overlap_comm") is not None:   # null: DeepSpeed's Optional[bool] = None, the stage default below
-        parallel["overlap_grad_reduce"] = config_bool(zero["overlap_comm"], "zero_optimization.overlap_comm")
-    elif stage == 3:
-        # DeepSpeed's default is on for stage 3 only: deepspeed/runtime/zero/config.py (microsoft/DeepSpeed
-        # 03dc2b9) declares `overlap_comm: Optional[bool] = None` and its validator overlap_comm_valid sets
-        # `self.overlap_comm = self.stage == ZeroStageEnum.weights` when it is None; stages 0-2 keep the
-        # framework's default, off (clustersim/data/frameworks.yaml deepspeed)
-        parallel["overlap_grad_reduce"] = True
-        notes.append("zero_optimization.overlap_comm not given (or null): on, DeepSpeed's default for stage 3 "
-                     "(parallel.overlap_grad_reduce true)")
     if "reduce_bucket_size" in zero:   # elements per gradient bucket (zero/config.py reduce_bucket_size, 5e8)
         bucket = zero["reduce_bucket_size"]
         if isinstance(bucket, float) and bucket.is_integer():
@@ -431,6 +461,9 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
         parallel["zero_stage"] = 1
         notes.append(f"bf16 with zero_optimization.stage {stage}: DeepSpeed's BF16_Optimizer (framework "
                      "deepspeed-bf16, its own ZeRO-1)")
+    overlap = _overlap_comm(zero, stage, pp, framework, notes)
+    if overlap is not None:
+        parallel["overlap_grad_reduce"] = overlap
     free = sorted(k for k in cfg if k in COST_FREE)
     if free:
         notes.append("no effect on the step's cost, not modelled: " + ", ".join(free))
