@@ -97,6 +97,15 @@ def zero3_in_flight_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, 
     return params, grads
 
 
+def zero2_bucket_buffers(layout: ParallelLayout) -> int:
+    """ZeRO-2's gradient bucket buffers per GPU: two when the reduction overlaps the backward
+    (``overlap_grad_reduce``), one bucket filling while the other is reduced, else one.
+    DeepSpeed's stage_1_and_2.py ``setup_buckets`` (deepspeedai/DeepSpeed edaa722) allocates
+    ``buf_0`` of reduce_bucket_size elements and ``buf_1`` only ``if self.overlap_comm`` ("Use
+    double buffers to avoid data access conflict when overlap_comm is enabled")."""
+    return 2 if layout.overlap_grad_reduce else 1
+
+
 def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool = False,
                  last: bool = False, framework: FrameworkSpec | None = None) -> tuple[float, float]:
     """Allocator-side buffers of one GPU: (held through the step's peak: SP gather buffer, PP
@@ -111,11 +120,11 @@ def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_lay
     if layout.pp > 1:
         total += 2 * tokens * model.hidden * a_b / (layout.tp if sp else 1)   # one send + one recv tensor
     if layout.zero_stage == 2:
-        # gradient buckets reduce-scattered from an unsharded bucket in the reduction dtype, two in
-        # flight, of the framework's bucket size (clustersim.frameworks.grad_bucket_params)
+        # gradient buckets reduce-scattered from an unsharded bucket in the reduction dtype, of the
+        # framework's bucket size (clustersim.frameworks.grad_bucket_params), zero2_bucket_buffers of them
         bucket = frameworks.grad_bucket_params(framework, layout.dp, layout.cp, layout.dp_bucket_params)
         stage = layer_params_per_gpu(model, layout.tp, layout.ep) * max(1, stage_layers)
-        total += 2 * min(bucket, stage) * _reduce_bytes(layout, dtype, framework)
+        total += zero2_bucket_buffers(layout) * min(bucket, stage) * _reduce_bytes(layout, dtype, framework)
     backward = 0.0
     if layout.zero_stage >= 3:
         params, backward = zero3_in_flight_bytes(model, layout, dtype, stage_layers, first, last, framework)
@@ -124,4 +133,4 @@ def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_lay
 
 
 __all__ = ["CUBLAS_WORKSPACE_BYTES", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "buffer_bytes",
-           "communicators", "nccl_buffer_bytes", "zero3_in_flight_bytes"]
+           "communicators", "nccl_buffer_bytes", "zero2_bucket_buffers", "zero3_in_flight_bytes"]

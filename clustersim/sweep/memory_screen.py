@@ -109,7 +109,7 @@ class MemoryModel:
                                           optimizer_shard(self.model, p, held, first, last, moe_layers))
         st, shard = cached
         bkey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
-                p.dp_bucket_params, p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch, p.reshard_after_forward,
+                p.dp_bucket_params, p.overlap_grad_reduce, p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch, p.reshard_after_forward,
                 p.num_micro_batches > 1, held, first, last)
         buf = memo.buffers.get(bkey)
         if buf is None:
