@@ -97,10 +97,18 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
         data["model"] = {**_named_model(model, hf_config), **ran}
     data = apply_overrides(data, overrides)
     if not data.get("model"):
+        auto = (f'; "auto" in {", ".join(f"zero_optimization.{k}" for k in result.hidden_auto)} is filled in by '
+                "the HF Trainer from the model's hidden size (or write numbers there)") if result.hidden_auto else ""
         raise InputError("--model", None, "the model: a DeepSpeed config does not describe it; pass --model PRESET "
-                         "(clustersim list models), --hf-config config.json or --set model.layers=... fields")
+                         "(clustersim list models), --hf-config config.json or --set model.layers=... fields" + auto)
     try:
-        scenario_from_dict(data)  # InputError (exit 2) if the imported scenario is not valid
+        sc = scenario_from_dict(data)  # InputError (exit 2) if the imported scenario is not valid
+        if result.hidden_auto:   # the HF Trainer's "auto" values, from the model's hidden size
+            from clustersim.importers.deepspeed import fill_hidden_auto
+            given = {o.split("=", 1)[0].strip() for o in overrides}
+            result.notes += fill_hidden_auto(data, result.hidden_auto, sc.model.hidden,
+                                             "parallel.dp_bucket_params" in given)
+            scenario_from_dict(data)
     except InputError as err:
         if not (err.field.startswith("model.") and err.value is None):
             given = {o.split("=", 1)[0].strip() for o in overrides}

@@ -229,6 +229,9 @@ class ImportResult:
     unknown: list[str] = field(default_factory=list)       # arguments clustersim does not know
     not_modelled: list[str] = field(default_factory=list)  # known, no effect on the simulation
     notes: list[str] = field(default_factory=list)
+    # config keys the HF Trainer fills in from the model's hidden size, left "auto" in the file: finish()
+    # fills them once the model is named (clustersim.importers.deepspeed.fill_hidden_auto)
+    hidden_auto: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "source": self.source, "framework": self.framework,

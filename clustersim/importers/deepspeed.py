@@ -344,6 +344,44 @@ def _overlap_comm(zero: dict[str, Any], stage: int, pp: int, framework: str, not
     return value
 
 
+# the keys the HF Trainer fills in from the model's hidden size h when they are "auto", and what it
+# writes (huggingface/transformers 02348331, src/transformers/integrations/deepspeed.py
+# HfTrainerDeepSpeedConfig.trainer_config_finalize: reduce_bucket_size h x h; with ZeRO-3 also
+# stage3_prefetch_bucket_size 0.9 x h x h and stage3_param_persistence_threshold 10 x h; h is the
+# model config's hidden_size, else max(hidden_sizes), else a ValueError asking for numbers)
+HIDDEN_AUTO = {"reduce_bucket_size": ("hidden_size^2", lambda h: h * h),
+               "stage3_prefetch_bucket_size": ("0.9 x hidden_size^2", lambda h: 0.9 * h * h),
+               "stage3_param_persistence_threshold": ("10 x hidden_size", lambda h: 10 * h)}
+
+
+def hidden_auto_keys(zero: dict[str, Any], stage: int) -> tuple[str, ...]:
+    """The zero_optimization keys left "auto" that the HF Trainer fills in from the hidden size (the
+    stage-3 ones only with stage 3, as trainer_config_finalize does)."""
+    return tuple(k for k in HIDDEN_AUTO if zero.get(k) == AUTO and (stage == 3 or k == "reduce_bucket_size"))
+
+
+def fill_hidden_auto(data: dict[str, Any], keys: tuple[str, ...], hidden: int, user_bucket: bool) -> list[str]:
+    """Write what the HF Trainer fills in for ``keys`` (hidden_auto_keys) with the model's hidden size
+    into the scenario ``data``: reduce_bucket_size -> parallel.dp_bucket_params (unless the user set
+    it, ``user_bucket``); the ZeRO-3 tuning keys are not modelled (the plan's DeepSpeed defaults).
+    Returns the notes naming each assumed value."""
+    notes = []
+    for key in keys:
+        what, rule = HIDDEN_AUTO[key]
+        value = int(rule(hidden))
+        if key == "reduce_bucket_size":
+            if user_bucket:
+                continue
+            data.setdefault("parallel", {})["dp_bucket_params"] = value
+            notes.append(f'zero_optimization.reduce_bucket_size "auto" (filled in by the HF Trainer): assumed '
+                         f"{what} = {hidden}^2 = {value:,} elements (parallel.dp_bucket_params); give the run's "
+                         "with --set parallel.dp_bucket_params=N")
+        else:
+            notes.append(f'zero_optimization.{key} "auto" (filled in by the HF Trainer): {what} = {value:,}, '
+                         "not modelled (the ZeRO-3 plan's DeepSpeed defaults)")
+    return notes
+
+
 def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int | None, name: str,
                          given: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str], list[str]]:
     """(scenario dict without model fields, notes, unknown keys). The layout is data parallel
@@ -393,17 +431,22 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
     if config_bool(zero.get("reduce_scatter", True), "zero_optimization.reduce_scatter") is False:
         raise InputError("zero_optimization.reduce_scatter", False, "true: ZeRO's gradient reduction by all-reduce "
                          "(reduce_scatter false: stage_1_and_2.py average_tensor's allreduce path) is not modelled")
-    if "reduce_bucket_size" in zero:   # elements per gradient bucket (zero/config.py reduce_bucket_size, 5e8)
+    if "reduce_bucket_size" in zero and zero["reduce_bucket_size"] != AUTO:
+        # elements per gradient bucket (zero/config.py reduce_bucket_size, 5e8); "auto": fill_hidden_auto
         bucket = zero["reduce_bucket_size"]
         if isinstance(bucket, float) and bucket.is_integer():
             bucket = int(bucket)
-        bucket = config_int(bucket, "zero_optimization.reduce_bucket_size", lo=0)
+        try:
+            bucket = config_int(bucket, "zero_optimization.reduce_bucket_size", lo=0)
+        except InputError as exc:
+            raise InputError(exc.field, exc.value, f'{exc.allowed}, or "auto" (the HF Trainer\'s hidden_size^2)'
+                             ) from None
         if bucket:
             parallel["dp_bucket_params"] = bucket
     offload = _offload(zero, stage, notes)
     if offload:
         parallel["offload"] = offload
-    stage3 = sorted(k for k in zero if k in STAGE3_TUNING)
+    stage3 = sorted(k for k in zero if k in STAGE3_TUNING and k not in hidden_auto_keys(zero, stage))
     if stage3:
         notes.append("not modelled: the ZeRO-3 plan uses DeepSpeed's defaults (prefetch bucket 5e7 elements, every "
                      "parameter partitioned): " + ", ".join(f"zero_optimization.{k}={zero[k]!r}" for k in stage3))
@@ -506,11 +549,14 @@ def import_deepspeed_log(text: str, source: str, config_text: str | None, config
     scenario["cluster"].update(beside)   # the GPU profile of a part without its own preset
     iterations, median = steady_state(step_times(lines, scenario["parallel"]["global_batch"]), "deepspeed-log", source)
     return ImportResult("deepspeed-log", source if config_text is None else f"{source} + {config_name}",
-                        scenario["framework"], scenario, iterations, median, unknown=unknown, notes=notes)
+                        scenario["framework"], scenario, iterations, median, unknown=unknown, notes=notes,
+                        hidden_auto=hidden_auto_keys(*reversed(_zero_stage(cfg))))
 
 
 def import_deepspeed_json(text: str, source: str, cluster: str | None, nodes: int | None,
                           given: dict[str, Any] | None = None) -> ImportResult:
-    scenario, notes, unknown = scenario_from_config(read_config(text, source), cluster=cluster, nodes=nodes,
-                                                    name=f"imported from {source}", given=given)
-    return ImportResult("deepspeed-json", source, scenario["framework"], scenario, unknown=unknown, notes=notes)
+    cfg = read_config(text, source)
+    scenario, notes, unknown = scenario_from_config(cfg, cluster=cluster, nodes=nodes, name=f"imported from {source}",
+                                                    given=given)
+    return ImportResult("deepspeed-json", source, scenario["framework"], scenario, unknown=unknown, notes=notes,
+                        hidden_auto=hidden_auto_keys(*reversed(_zero_stage(cfg))))
