@@ -163,5 +163,7 @@ class StepReport:
             from clustersim.perrank.hetero import report
 
             out["heterogeneous"] = report(sc)
+        if sc.notes:   # fields without effect (clustersim.scenario.loader._scenario_notes)
+            out["notes"] = list(sc.notes)
         return out
 

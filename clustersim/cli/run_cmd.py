@@ -47,6 +47,8 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
               f"schedule {par.schedule} (v={par.virtual_stages})  recompute {par.recompute}  {sc.training.dtype}")
     out.print(f"  framework {sc.framework.name} (attention {sc.training.attention}, element-wise "
               f"{'compiled' if sc.training.compile else sc.framework.elementwise})")
+    for note in sc.notes:   # fields without effect (clustersim.scenario.loader._scenario_notes)
+        out.print(f"  note: {note}", highlight=False, markup=False)
     t = Table(show_header=False, box=None)
     ran = report.memory.fits  # a job that does not fit never runs: no time, rate or energy as if it had
     iv = report.interval

@@ -391,7 +391,21 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         elif one_kind(groups):
             balance = "even"
     return Scenario(name=raw.name, model=model, cluster=cluster, parallel=par, training=training,
-                    framework=framework, goodput=gp, faults=faults, node_groups=groups, balance=balance)
+                    framework=framework, goodput=gp, faults=faults, node_groups=groups, balance=balance,
+                    notes=_scenario_notes(p))
+
+
+def _scenario_notes(p: Any) -> tuple[str, ...]:
+    """Fields the scenario states that have no effect: ``overlap_param_gather`` is the ZeRO-1/2
+    all-gather of the updated parameters after the optimizer step (clustersim.plan.data_parallel
+    params_after_step); under ZeRO-3 the gathers run before each unit's use, ahead by the
+    implementation's prefetch (parallel.fsdp.prefetch; DeepSpeed's stage3_prefetch_bucket_size),
+    whatever it says. Not refused: imports write it."""
+    if p.zero_stage == 3 and p.overlap_param_gather is not None:
+        return (f"parallel.overlap_param_gather {str(p.overlap_param_gather).lower()}: no effect with zero_stage 3 "
+                "(it overlaps ZeRO-1/2's parameter all-gather after the optimizer step; ZeRO-3 gathers each "
+                "unit ahead of use by its prefetch, parallel.fsdp.prefetch)",)
+    return ()
 
 
 DEFAULT_CLUSTER_PRESET = "dgx-h100"  # a scenario's cluster without a preset

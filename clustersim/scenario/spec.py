@@ -42,3 +42,4 @@ class Scenario(HashMemo):
     node_groups: tuple[NodeGroup, ...] = ()   # mixed GPUs: `cluster.groups` (cluster = group 0's hardware)
     micro_batches_per_replica: tuple[int, ...] = ()  # mixed GPUs, once balanced (perrank.hetero); () = num_micro_batches each
     balance: str = "auto"                # parallel.balance
+    notes: tuple[str, ...] = ()          # what the loader says about the scenario (a field without effect)
