@@ -34,11 +34,15 @@ def test_bucket_by_framework(tmp_path, framework, dp, cp, extra, want):
 
 @pytest.mark.parametrize(("framework", "dp", "cp"), [("megatron-core", 64, 2), ("deepspeed", 64, 1),
                                                      ("torchtitan", 16, 1)])
-def test_zero2_buffers_hold_two_buckets_of_the_same_rule(tmp_path, framework, dp, cp):
+def test_zero2_buffers_hold_buckets_of_the_same_rule(tmp_path, framework, dp, cp):
+    """Two buckets where the reduction overlaps the backward, one where it does not (DeepSpeed's
+    default: buf_1 only with overlap_comm), each of the bucket rule's size."""
     sc = _scenario(tmp_path, framework, dp, cp)
     m, lay = sc.model, sc.parallel
     stage = layer_params_per_gpu(m, lay.tp, lay.ep) * m.layers
     held, _ = buffer_bytes(m, lay, sc.training.dtype, m.layers, True, True, sc.framework)
     z1 = _scenario(tmp_path, framework, dp, cp, ("parallel.zero_stage=1",))
     held_z1, _ = buffer_bytes(m, z1.parallel, sc.training.dtype, m.layers, True, True, sc.framework)
-    assert held - held_z1 == pytest.approx(2 * min(bucket_params(sc), stage) * grad_reduce_bytes(sc))
+    buckets = 2 if lay.overlap_grad_reduce else 1
+    assert buckets == (1 if framework == "deepspeed" else 2)
+    assert held - held_z1 == pytest.approx(buckets * min(bucket_params(sc), stage) * grad_reduce_bytes(sc))
