@@ -27,7 +27,7 @@ REDUCE_DTYPES = ("fp32", "bf16")
 ZERO1_REDUCE_OPS = ("reduce_scatter", "all_reduce")
 TP_BACKWARD_OVERLAP = ("always", "with-sp", "never")
 PP_SEND_BLOCKING = ("always", "except-interleaved", "never")
-_BOOLS = ("overlap_grad_reduce", "overlap_param_gather")
+_BOOLS = ("overlap_grad_reduce", "overlap_param_gather", "grads_in_reduce_dtype")
 # the schedules a framework entry may list (clustersim.parallel.layout.SCHEDULES, not imported: a floor above)
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v")
 _LISTS = {"zero_stages": (0, 1, 2, 3), "pipeline_schedules": PIPELINE_SCHEDULES,
@@ -61,6 +61,10 @@ class FrameworkSpec:
     elementwise: str        # norms, activation, bias/dropout/residual: fused kernels | eager torch ops
     param_bytes: int        # persistent bytes per parameter (16-bit training): 2 = bf16 buffer, 4 = fp32 param
     grad_bytes: int         # bytes per gradient element as accumulated (4 = fp32 main grads)
+    # the accumulated gradient buffer is held in the reduction's dtype (Megatron's main_grad buffer:
+    # fp32 or, with --grad-reduce-in-bf16, the parameter dtype), so that training.grad_reduce_dtype
+    # sets its bytes too (grad_held_bytes); false: grad_bytes whatever the reduction's dtype
+    grads_in_reduce_dtype: bool
     optimizer_bytes: int    # Adam state per parameter, with any fp32 master copy (12 = master + m + v)
     loss_saved_bytes_per_logit: int  # what the cross-entropy keeps for the backward, per logit of one GPU
     loss_peak_bytes_per_logit: int   # logits and their copies alive at once while the loss runs, per logit
@@ -223,14 +227,37 @@ def zero3_impl(fsdp_version: int | None, framework: FrameworkSpec | None) -> str
     return framework.zero3 if framework is not None else "megatron-fsdp"
 
 
-def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: FrameworkSpec | None) -> str:
-    """The dtype the data-parallel reduction runs in: the framework's ``grad_reduce_dtype``, except
-    under DeepSpeed ZeRO-3, which reduce-scatters in its communication dtype (the 16-bit training
-    dtype by default: DeepSpeed configuration docs, ``communication_data_type``); fp32 without a
-    framework (the conservative default of the memory model's callers without one)."""
+def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: FrameworkSpec | None,
+                      override: str | None = None) -> str:
+    """The dtype the data-parallel reduction runs in, the one rule that the plan's reduced bytes,
+    the memory model's gradient buffers and buckets, and the optimizer step's buffer passes read:
+    ``override`` (the scenario's ``training.grad_reduce_dtype``, carried as
+    ``ParallelLayout.grad_reduce_dtype``: Megatron ``--grad-reduce-in-bf16``, torchtitan
+    ``mixed_precision_reduce``, DeepSpeed ``communication_data_type``) where the scenario sets it;
+    else the framework's ``grad_reduce_dtype``, except under DeepSpeed ZeRO-3, which
+    reduce-scatters in its communication dtype (the 16-bit training dtype by default: DeepSpeed
+    configuration docs, ``communication_data_type``); fp32 without a framework (the conservative
+    default of the memory model's callers without one)."""
+    if override is not None:
+        if override not in REDUCE_DTYPES:
+            raise InputError("training.grad_reduce_dtype", override, REDUCE_DTYPES)
+        return override
     if zero_stage == 3 and zero3_impl(fsdp_version, framework) == "deepspeed":
         return "bf16"
     return framework.grad_reduce_dtype if framework is not None else "fp32"
+
+
+def grad_held_bytes(framework: FrameworkSpec, reduce_dtype: str, dtype: str) -> int:
+    """Bytes per gradient element of the framework's accumulated gradient buffer: the reduction's
+    (``compute.dtypes.reduce_bytes``) where the framework holds it in that dtype
+    (``grads_in_reduce_dtype``: Megatron-Core, megatron/core/distributed/distributed_data_parallel.py
+    ``grad_dtype = torch.float if self.ddp_config.grad_reduce_in_fp32 else param.dtype``, with
+    ``grad_reduce_in_fp32 = args.accumulate_allreduce_grads_in_fp32``, which
+    megatron/training/arguments.py validate_args turns off with ``--grad-reduce-in-bf16``); else
+    its ``grad_bytes`` (torchtitan's FSDP2 casts the reduced shard back to the fp32 parameter's
+    dtype, DeepSpeed keeps its 16-bit or fp32 accumulation buffer and casts for the reduction)."""
+    from clustersim.compute.dtypes import reduce_bytes
+    return reduce_bytes(reduce_dtype, dtype) if framework.grads_in_reduce_dtype else framework.grad_bytes
 
 
 def zero3_overlaps_reduce(overlap_grad_reduce: bool | None) -> bool:

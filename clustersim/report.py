@@ -9,6 +9,7 @@ from typing import Any
 from clustersim.energy import EnergyReport, energy_report, mixed_energy_report
 from clustersim.engine.timeline import CAUSES
 from clustersim.errors import InputError
+from clustersim.frameworks import grad_reduce_dtype
 from clustersim.memory import MemoryReport
 from clustersim.memory.host import HostMemory, host_memory
 from clustersim.scenario import Scenario
@@ -144,6 +145,8 @@ class StepReport:
             "framework": sc.framework.name,
             "attention": sc.training.attention,
             "compile": sc.training.compile,
+            "grad_reduce_dtype": grad_reduce_dtype(par.zero_stage, par.fsdp_version, sc.framework,
+                                                   par.grad_reduce_dtype),
             "critical_stage": self.critical_rank,
             "memory_by_stage": [m.peak_bytes_per_gpu for m in self.memory_by_stage],
             "memory_parts_by_stage": [{**m.parts(), "allocated_peak_bytes": m.allocated_peak_bytes,

@@ -64,7 +64,8 @@ def nccl_buffer_bytes(layout: ParallelLayout) -> int:
 def _reduce_bytes(layout: ParallelLayout, dtype: str, framework: FrameworkSpec | None) -> int:
     """Bytes per reduced gradient element, the plan's rule (``compute.dtypes.reduce_bytes`` of
     ``frameworks.grad_reduce_dtype``)."""
-    return reduce_bytes(frameworks.grad_reduce_dtype(layout.zero_stage, layout.fsdp_version, framework), dtype)
+    return reduce_bytes(frameworks.grad_reduce_dtype(layout.zero_stage, layout.fsdp_version, framework,
+                                                     layout.grad_reduce_dtype), dtype)
 
 
 def zero3_in_flight_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int,

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from clustersim.compute.dtypes import check_dtype
 from clustersim.compute.layer import expert_params_per_gpu, layer_params_per_gpu
 from clustersim.errors import InputError
-from clustersim.frameworks import FrameworkSpec, load_framework
+from clustersim.frameworks import FrameworkSpec, grad_reduce_dtype, load_framework
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.memory.activations import combine, gpu_kernels, layer_units
 from clustersim.memory.allocator import fragmentation_bytes
@@ -173,12 +173,14 @@ def state_shard_params(layout: ParallelLayout, dense: int, expert: int) -> int:
 def states(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool, last: bool,
            framework: FrameworkSpec | None, moe_layers: int | None = None) -> tuple[int, int, int]:
     """(weights, gradients, optimizer states) of one GPU, rounded to bytes, before offload
-    (Adam moments in ``layout.adam_moment_bytes``)."""
+    (Adam moments in ``layout.adam_moment_bytes``; gradients in the reduction's dtype where the
+    framework accumulates in it: ``frameworks.grad_held_bytes``)."""
     dense, expert = stage_params(model, layout, stage_layers, first, last, moe_layers)
     d_group, e_group = shard_groups(layout)
     mb, moments = layout.adam_moment_bytes, layout.optimizer_moments
-    w1, g1, o1 = state_bytes(dense, d_group, layout.zero_stage, dtype, framework, mb, moments)
-    w2, g2, o2 = state_bytes(expert, e_group, layout.zero_stage, dtype, framework, mb, moments)
+    rd = grad_reduce_dtype(layout.zero_stage, layout.fsdp_version, framework, layout.grad_reduce_dtype)
+    w1, g1, o1 = state_bytes(dense, d_group, layout.zero_stage, dtype, framework, mb, moments, rd)
+    w2, g2, o2 = state_bytes(expert, e_group, layout.zero_stage, dtype, framework, mb, moments, rd)
     return int(round(w1 + w2)), int(round(g1 + g2)), int(round(o1 + o2))
 
 

@@ -19,7 +19,7 @@ dp * cp (HSDP: over dp * cp / hsdp_replicas, the shard group; the replicas hold 
 from __future__ import annotations
 
 from clustersim.compute.dtypes import weight_bytes
-from clustersim.frameworks import FrameworkSpec
+from clustersim.frameworks import FrameworkSpec, grad_held_bytes
 
 # Megatron-Core's states when no framework is given (see module docstring)
 GRAD_BYTES_PER_PARAM = 4
@@ -27,8 +27,12 @@ ADAM_MIXED_BYTES_PER_PARAM = 12
 ADAM_FP32_BYTES_PER_PARAM = 8
 
 
-def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None) -> tuple[int, int, int]:
-    """(weight, gradient, optimizer) bytes per parameter before sharding."""
+def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None,
+                    reduce_dtype: str | None = None) -> tuple[int, int, int]:
+    """(weight, gradient, optimizer) bytes per parameter before sharding; ``reduce_dtype``: the
+    data-parallel reduction's (``frameworks.grad_reduce_dtype``), whose bytes the gradients take
+    where the framework accumulates in it (``frameworks.grad_held_bytes``: Megatron's main_grad
+    with --grad-reduce-in-bf16); None: the framework's ``grad_bytes``."""
     if dtype == "fp32":
         return 4, 4, ADAM_FP32_BYTES_PER_PARAM
     if framework is None:
@@ -36,7 +40,8 @@ def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None) -> tuple
     w = framework.param_bytes
     if dtype in ("fp8", "fp4") and framework.param_bytes == 2:   # TE keeps low-precision copies beside it
         w = weight_bytes(dtype)
-    return w, framework.grad_bytes, framework.optimizer_bytes
+    grads = framework.grad_bytes if reduce_dtype is None else grad_held_bytes(framework, reduce_dtype, dtype)
+    return w, grads, framework.optimizer_bytes
 
 
 def fewer_moment_bytes(moments: int) -> int:
@@ -46,13 +51,14 @@ def fewer_moment_bytes(moments: int) -> int:
 
 def state_bytes(params: float, dp: int, zero_stage: int, dtype: str,
                 framework: FrameworkSpec | None = None, moment_bytes: int = 4,
-                moments: int = 2) -> tuple[float, float, float]:
+                moments: int = 2, reduce_dtype: str | None = None) -> tuple[float, float, float]:
     """(weights, gradients, optimizer states) in bytes for ``params`` parameters sharded over ``dp``.
     ``moment_bytes`` 2: Adam's moments kept in BF16 (DeepSeek-V3 §3.3.3; Megatron
     ``--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16``). ``moments``
     1: SGD with momentum keeps one fp32 buffer where Adam keeps m and v (torch.optim.SGD
-    ``momentum_buffer``; the master copy stays): 4 bytes fewer per parameter."""
-    wb, gb, ob = bytes_per_param(dtype, framework)
+    ``momentum_buffer``; the master copy stays): 4 bytes fewer per parameter. ``reduce_dtype``: as
+    ``bytes_per_param``."""
+    wb, gb, ob = bytes_per_param(dtype, framework, reduce_dtype)
     ob -= fewer_moment_bytes(moments)
     if dtype != "fp32":
         ob -= moments * (4 - moment_bytes)   # each moment 4 - moment_bytes smaller

@@ -5,7 +5,8 @@ The step of a rank holding ``params`` parameters (before ZeRO sharding) is, one 
 * Adam on the GPU (clustersim.compute.optimizer), or ZeRO-Offload's host Adam with the gradient
   and parameter copies over the host link (clustersim.plan.host_offload);
 * the framework's passes over the whole gradient buffer before its data-parallel reduction
-  (zeroing, NaN check, 1/dp scaling: ``FrameworkSpec.grad_buffer_bytes_per_param``); ZeRO-3 keeps
+  (zeroing, NaN check, 1/dp scaling: ``FrameworkSpec.grad_buffer_bytes_per_param``, of a buffer
+  held in bf16 half as many: ``frameworks.grad_held_bytes``); ZeRO-3 keeps
   no whole buffer, and with one data-parallel rank the ZeRO stages are one layout (the sweep
   prunes them as such), so none is priced there;
 * gradient clipping's global norm (``grad_norm_all_reduce_s``).
@@ -22,6 +23,7 @@ from __future__ import annotations
 from clustersim.collectives import GroupShape, plan_collective
 from clustersim.compute import optimizer_step_time_s
 from clustersim.compute.optimizer import grad_buffer_time_s
+from clustersim.frameworks import grad_held_bytes, grad_reduce_dtype
 from clustersim.memory.report import state_shard_params
 from clustersim.plan.host_offload import host_optimizer_time_s
 from clustersim.scenario import Scenario
@@ -33,7 +35,12 @@ def optimizer_step_s(scenario: Scenario, params_per_gpu: int, expert_params_per_
     each, as its memory holds them (clustersim.memory.report.state_shard_params: experts over the
     expert-data-parallel group, which is smaller than the data-parallel one)."""
     par, gpu = scenario.parallel, scenario.cluster.gpu
-    buffer_bytes = (scenario.framework.grad_buffer_bytes_per_param
+    fw = scenario.framework
+    # the passes stream the buffer as it is held: half the bytes where it is bf16 (Megatron's
+    # main_grad with --grad-reduce-in-bf16: frameworks.grad_held_bytes against the fp32 grad_bytes)
+    held = grad_held_bytes(fw, grad_reduce_dtype(par.zero_stage, par.fsdp_version, fw, par.grad_reduce_dtype),
+                           scenario.training.dtype)
+    buffer_bytes = (fw.grad_buffer_bytes_per_param * held // fw.grad_bytes
                     if par.zero_stage <= 2 and par.dp * par.cp > 1 else 0)
     shard = state_shard_params(par, params_per_gpu - expert_params_per_gpu, expert_params_per_gpu)
     step_s = (host_optimizer_time_s(scenario, shard) if par.offload_optimizer

@@ -351,6 +351,7 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
                             "offload_optimizer": p.offload.optimizer, "offload_activations": p.offload.activations,
                             "offload_params": p.offload.params,
                             "adam_moment_bytes": 2 if raw.training.adam_moments == "bf16" else 4,
+                            "grad_reduce_dtype": raw.training.grad_reduce_dtype,
                             "optimizer_moments": 1 if raw.training.optimizer == "sgd" else 2})
     if split_is_set(par):   # Megatron-Core's / torchtitan's own split, resolved once (clustersim.parallel.split)
         explicit_layers = framework_split(par, model.layers, model.mtp_layers)
@@ -369,6 +370,11 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         why = "training.optimizer sgd" if t.optimizer != "adam" else "training.dtype fp32"
         raise InputError("training.adam_moments", "bf16", f"fp32 with {why} (bf16 moments are Adam's under mixed "
                          "precision)")
+    if t.grad_reduce_dtype == "bf16" and t.dtype == "fp32":
+        # fp32 training reduces its fp32 gradients (Megatron reads --grad-reduce-in-bf16 under --bf16 only:
+        # megatron/training/arguments.py validate_args); it was priced as fp32 whatever the field said
+        raise InputError("training.grad_reduce_dtype", "bf16", "fp32 or left out with training.dtype fp32 (a "
+                         "bf16 reduction is mixed precision's)")
     check_layout(model, cluster, par)
     check_framework_layout(framework, par.pp, par.zero_stage, par.schedule, par.offload_optimizer)
     check_ep_overlap_dtype(par, t.dtype)

@@ -100,8 +100,8 @@ class MemoryModel:
         factors, each cached in the run's memo at the coarsest key it depends on."""
         memo = self.memo
         moe_layers = (held if moe_held is None else moe_held) if self.model.is_moe else None
-        skey = (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, p.adam_moment_bytes, held, moe_layers,
-                first, last)
+        skey = (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, p.adam_moment_bytes, p.fsdp_version,
+                p.grad_reduce_dtype, held, moe_layers, first, last)
         cached = memo.states.get(skey)
         if cached is None:
             cached = memo.states[skey] = (states(self.model, p, self.dtype, held, first, last, self.framework,
@@ -109,8 +109,8 @@ class MemoryModel:
                                           optimizer_shard(self.model, p, held, first, last, moe_layers))
         st, shard = cached
         bkey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
-                p.dp_bucket_params, p.overlap_grad_reduce, p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch, p.reshard_after_forward,
-                p.num_micro_batches > 1, held, first, last)
+                p.dp_bucket_params, p.overlap_grad_reduce, p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch,
+                p.reshard_after_forward, p.grad_reduce_dtype, p.num_micro_batches > 1, held, first, last)
         buf = memo.buffers.get(bkey)
         if buf is None:
             held_b, backward_b = buffer_bytes(self.model, p, self.dtype, held, first, last, self.framework)
