@@ -12,8 +12,8 @@ only; off where DeepSpeed ignores it: stage 0, the BF16_Optimizer, a pipeline be
 ``cpu_checkpointing``: parallel.offload.activations), ``pipeline`` (the PipelineEngine: its ``stages``,
 else --set parallel.pp). Refused by name: Apex ``amp``, partial offload (``ratio`` < 1), offload
 without ZeRO, NVMe offload, ``sequence_parallel_size`` > 1 (Ulysses), optimizers other than
-Adam/AdamW/SGD, a ``communication_data_type`` other than the training dtype,
-``zero_optimization.reduce_scatter: false``, ZeRO++ and MiCS. Keys without effect on the cost, and
+Adam/AdamW/SGD, a ``communication_data_type`` other than the training dtype or fp32 (fp32:
+training.grad_reduce_dtype), ``zero_optimization.reduce_scatter: false``, ZeRO++ and MiCS. Keys without effect on the cost, and
 the tuning keys priced at DeepSpeed's defaults, are listed in the notes; others in ``unknown_args``.
 DeepSpeed's config never names the model: pass it (``--set model.preset=...``, or model fields).
 
@@ -479,9 +479,15 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
         notes.append(f'bf16/fp16 "enabled": "auto" (the HF Trainer\'s --bf16 / --fp16 decide): assumed {dtype}; '
                      "give the run's with --set training.dtype=bf16|fp16|fp32")
     comm = cfg.get("communication_data_type")
-    if comm is not None and COMM_DTYPES.get(str(comm).lower()) != dtype:
-        raise InputError("communication_data_type", comm, f"{dtype} (the training dtype) or absent: a gradient "
-                         "reduction in another dtype than the training one is not modelled")
+    comm_dtype = COMM_DTYPES.get(str(comm).lower()) if comm is not None else dtype
+    reduce: dict[str, str] = {}
+    if comm_dtype == "fp32" and dtype != "fp32":
+        # the gradients cast to fp32 for the data-parallel reduction (deepspeed/runtime/engine.py
+        # communication_data_type; zero/stage_1_and_2.py and stage3.py reduce in self.communication_data_type)
+        reduce["grad_reduce_dtype"] = "fp32"
+    elif comm_dtype != dtype:
+        raise InputError("communication_data_type", comm, f"{dtype} (the training dtype), fp32 or absent: a gradient "
+                         "reduction in another 16-bit dtype than the training one is not modelled")
     seq_comm = cfg.get("seq_parallel_communication_data_type")
     if seq_comm is not None:
         notes.append(f"seq_parallel_communication_data_type {seq_comm!r}: no effect without sequence_parallel_size")
@@ -511,7 +517,7 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
     if free:
         notes.append("no effect on the step's cost, not modelled: " + ", ".join(free))
     scenario = {"name": name, "framework": framework, "model": {}, "cluster": cluster_d, "parallel": parallel,
-                "training": {"dtype": dtype, "optimizer": OPTIMIZERS[opt.lower()]}}
+                "training": {"dtype": dtype, "optimizer": OPTIMIZERS[opt.lower()], **reduce}}
     return scenario, notes, unknown
 
 

@@ -15,6 +15,7 @@ import shlex
 from typing import Any
 
 from clustersim.errors import InputError
+from clustersim.frameworks import grad_reduce_dtype
 from clustersim.parallel.layout import grad_overlap_field
 from clustersim.scenario import Scenario
 
@@ -79,6 +80,8 @@ def megatron_flags(sc: Scenario) -> list[str]:
         flags.append(f"--ddp-bucket-size {p.dp_bucket_params}")
     flags.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": f"--bf16 --fp8-format hybrid --fp8-recipe {t.recipe}",
                   "fp4": f"--bf16 --fp4-format e2m1 --fp4-recipe {t.recipe}"}.get(t.dtype, ""))
+    if p.grad_reduce_dtype == "bf16" and t.dtype != "fp16":
+        flags.append("--grad-reduce-in-bf16")   # read under --bf16 (megatron/training/arguments.py validate_args)
     if t.optimizer == "sgd":
         flags.append("--optimizer sgd")
     if sc.framework.name == "megatron-legacy":
@@ -151,6 +154,13 @@ def _check_round_trip(sc: Scenario, text: str) -> None:
         mine, theirs = getattr(sc, part), getattr(back, part)
         for f in dataclasses.fields(mine):
             if f.name in unread and part == "parallel":
+                continue
+            if f.name == "grad_reduce_dtype" and part == "parallel":   # fp32 stated is Megatron's own rule
+                mine_v, theirs_v = (grad_reduce_dtype(x.parallel.zero_stage, x.parallel.fsdp_version, x.framework,
+                                                      x.parallel.grad_reduce_dtype) for x in (sc, back))
+                if mine_v != theirs_v:
+                    raise InputError("training.grad_reduce_dtype", mine_v, f"what the Megatron-LM export can write "
+                                     f"({theirs_v!r} after a round trip: --grad-reduce-in-bf16 needs --bf16)")
                 continue
             if f.name not in _SAID_OTHERWISE and getattr(mine, f.name) != getattr(theirs, f.name):
                 raise InputError(f"{part}.{f.name}", getattr(mine, f.name),

@@ -1,7 +1,7 @@
 """Megatron-LM arguments of the features the scenario gained after the importer was written
 (``megatron_args.MAPPED_LATER``): multi-token prediction, the MoE layer pattern, MLA, node-limited
-routing, the token dispatcher, recompute modules, Adam moment dtypes, optimizer offload, the EP
-overlap and hierarchical context parallelism, each mapped to its scenario field or refused by name
+routing, the token dispatcher, recompute modules, Adam moment dtypes, the gradient reduction's dtype,
+optimizer offload, the EP overlap and hierarchical context parallelism, each mapped to its scenario field or refused by name
 (Megatron-LM megatron/training/arguments.py names them)."""
 
 from __future__ import annotations
@@ -143,8 +143,8 @@ TOKEN_DISPATCHERS = ("alltoall", "flex")
 def later_fields(a: MegatronArgs, model: dict[str, Any], parallel: dict[str, Any], training: dict[str, Any],
                   layers: int, notes: list[str]) -> None:
     """Arguments the scenario gained fields for (MAPPED_LATER): MTP, the MoE layer pattern, MLA, node-limited
-    routing, the token dispatcher, recompute modules, Adam moment dtypes, optimizer offload, the EP
-    overlap and hierarchical CP (Megatron-LM megatron/training/arguments.py names)."""
+    routing, the token dispatcher, recompute modules, Adam moment dtypes, the gradient reduction's dtype,
+    optimizer offload, the EP overlap and hierarchical CP (Megatron-LM megatron/training/arguments.py names)."""
     mtp = int_arg(a, "mtp_num_layers", lo=0)
     if mtp:
         model["mtp_layers"] = mtp
@@ -218,6 +218,15 @@ def later_fields(a: MegatronArgs, model: dict[str, Any], parallel: dict[str, Any
                              f"{a.get('exp_avg_dtype', 'fp32')} / {a.get('exp_avg_sq_dtype', 'fp32')}",
                              "both fp32 or both bf16 (training.adam_moments)")
         training["adam_moments"] = "bf16"
+    if a.get("grad_reduce_in_bf16"):
+        # validate_args (megatron/training/arguments.py), under --bf16 only: "if args.grad_reduce_in_bf16:
+        # args.accumulate_allreduce_grads_in_fp32 = False"; the DDP gradient buffer then takes the parameter
+        # dtype (megatron/core/distributed/distributed_data_parallel.py grad_dtype): bf16 main grads, reduced in bf16
+        if a.get("bf16") and not a.get("deepspeed"):
+            training["grad_reduce_dtype"] = "bf16"
+        else:
+            notes.append("--grad-reduce-in-bf16: no effect without --bf16 (Megatron reads it under --bf16 only; "
+                         "Megatron-DeepSpeed has no such flag)")
     if a.get("optimizer_cpu_offload"):
         frac = a.get("optimizer_offload_fraction", 1.0)
         if frac not in (1, 1.0):     # HybridDeviceOptimizer keeps the rest on the GPU

@@ -2,7 +2,7 @@
 
 Config (torchtitan/config/job_config.py before the 2026 move to Python registries; 2024 names in
 brackets): ``[model] name, flavor, converters``; ``[training] local_batch_size [batch_size],
-global_batch_size, seq_len, mixed_precision_param``; ``[parallelism]
+global_batch_size, seq_len, mixed_precision_param, mixed_precision_reduce`` (``_reduce_dtype``); ``[parallelism]
 data_parallel_replicate_degree, data_parallel_shard_degree (-1 = the remaining ranks),
 tensor_parallel_degree, pipeline_parallel_degree, context_parallel_degree,
 expert_parallel_degree, pipeline_parallel_schedule, pipeline_parallel_microbatch_size,
@@ -170,19 +170,56 @@ PARALLELISM_KEYS = frozenset((
     "data_parallel_type", "data_parallel_degree", "fsdp_bucket_cap_mb"))
 
 
-def _check_parallelism_keys(par: dict[str, Any], notes: list[str]) -> None:
-    """A [parallelism] key torchtitan does not have: one close to a known key is a typo and refused
-    naming both (a misspelt tensor_parallel_degree was read as TP 1); any other is noted as not read
-    (a key newer than this list)."""
+# [training] keys of torchtitan's JobConfig (torchtitan/config/job_config.py, class Training, 2025; the 2024
+# argparse names batch_size, warmup_steps, the parallel degrees, loss parallel and the fp8 switches; dtype of
+# the later job configs)
+TRAINING_KEYS = frozenset((
+    "dataset", "dataset_path", "local_batch_size", "global_batch_size", "seq_len", "max_norm", "steps",
+    "enable_cpu_offload", "mixed_precision_param", "mixed_precision_reduce", "compile", "gc_freq", "gc_debug",
+    "seed", "deterministic", "dtype", "batch_size", "warmup_steps", "data_parallel_degree",
+    "data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
+    "enable_loss_parallel", "disable_loss_parallel", "fp8_linear", "enable_fp8_linear", "enable_float8_linear"))
+
+
+def _check_keys(section: str, table: dict[str, Any], known: frozenset[str], notes: list[str]) -> None:
+    """A ``[section]`` key torchtitan does not have (``known``: PARALLELISM_KEYS, TRAINING_KEYS): one
+    close to a known key is a typo and refused naming both (a misspelt tensor_parallel_degree was
+    read as TP 1); any other is noted as not read (a key newer than the list)."""
     import difflib
-    for key in sorted(par):
-        if key in PARALLELISM_KEYS:
+    for key in sorted(table):
+        if key in known:
             continue
-        near = difflib.get_close_matches(key, sorted(PARALLELISM_KEYS), n=1, cutoff=0.8)
+        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
         if near:
-            raise InputError(f"parallelism.{key}", par[key], f"a [parallelism] key of torchtitan's JobConfig (did you "
+            raise InputError(f"{section}.{key}", table[key], f"a [{section}] key of torchtitan's JobConfig (did you "
                              f"mean {near[0]}?)")
-        notes.append(f"[parallelism] {key} = {par[key]!r}: not a key clustersim knows; not read")
+        notes.append(f"[{section}] {key} = {table[key]!r}: not a key clustersim knows; not read")
+
+
+# [training] mixed_precision_reduce: the reduce_dtype of FSDP2's MixedPrecisionPolicy
+# (torchtitan/models/llama3/infra/parallelize.py: reduce_dtype=TORCH_DTYPE_MAP[job_config.training.
+# mixed_precision_reduce]), "only takes effect when data_parallel_shard_degree > 1" (job_config.py)
+REDUCE_DTYPES = {"float32": "fp32", "bfloat16": "bf16"}
+
+
+def _reduce_dtype(training: dict[str, Any], zero_stage: int, notes: list[str]) -> dict[str, str]:
+    """The scenario's training.grad_reduce_dtype of ``[training] mixed_precision_reduce`` (fp32, the
+    default, adds nothing); refuses ``[training] dtype = "bfloat16"`` (bf16 parameters without an
+    fp32 master copy: no field for it, its memory is not torchtitan's modelled 4 + 4 + 8 bytes)."""
+    full = training.get("dtype", "float32")
+    if full != "float32":
+        raise InputError("training.dtype", full, '"float32" (torchtitan\'s default: fp32 sharded parameters, the '
+                         "master copy); full bf16 training without fp32 master weights is not modelled")
+    reduce = training.get("mixed_precision_reduce", "float32")
+    if reduce not in REDUCE_DTYPES:
+        raise InputError("training.mixed_precision_reduce", reduce, list(REDUCE_DTYPES))
+    if REDUCE_DTYPES[reduce] == "fp32":
+        return {}
+    if zero_stage != 3:
+        notes.append(f'mixed_precision_reduce = "{reduce}": no effect without FSDP (data_parallel_shard_degree 1: '
+                     "torchtitan applies it through fully_shard only)")
+        return {}
+    return {"grad_reduce_dtype": REDUCE_DTYPES[reduce]}
 
 
 # [parallelism] expert_parallel_comm_backend (torchtitan/config/job_config.py: "standard" PyTorch
@@ -292,7 +329,8 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
             raise InputError("parallelism.expert_tensor_parallel_degree", etp, f"1 or tensor_parallel_degree ({tp})")
         parallel["expert_tp"] = etp
     _comm_backend(par, ep, model, notes)
-    _check_parallelism_keys(_section(cfg, "parallelism"), notes)
+    _check_keys("parallelism", _section(cfg, "parallelism"), PARALLELISM_KEYS, notes)
+    _check_keys("training", training, TRAINING_KEYS, notes)
     if str(par.get("data_parallel_type", "fsdp")).lower() == "ddp" or shard == 1:
         parallel["zero_stage"] = 0
     else:
@@ -347,6 +385,7 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
     dtype = PARAM_DTYPES[param]
     train: dict[str, Any] = {"dtype": dtype}
     train.update(_low_precision(cfg, model_cfg, training, cluster))
+    train.update(_reduce_dtype(training, parallel["zero_stage"], notes))
     if config_bool(_section(cfg, "compile").get("enable", False), "compile.enable") or \
             config_bool(training.get("compile", False), "training.compile"):
         train["compile"] = True

@@ -80,7 +80,7 @@ def test_cpu_checkpointing_offloads_the_activations():
     ({"optimizer": {"type": "OneBitAdam", "params": {"lr": 1e-4}}}, "optimizer.type"),
     ({"optimizer": {"type": "Lamb"}}, "optimizer.type"),
     ({"optimizer": {"type": "Lion"}}, "optimizer.type"),
-    ({"communication_data_type": "fp32", "zero_optimization": {"stage": 2}}, "communication_data_type"),
+    ({"communication_data_type": "fp16", "zero_optimization": {"stage": 2}}, "communication_data_type"),
     ({"zero_optimization": {"stage": 2, "reduce_scatter": False}}, "zero_optimization.reduce_scatter"),
     ({"zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}},
      "zero_optimization.offload_optimizer.device"),
