@@ -19,7 +19,9 @@ ZeRO-3 as implemented (``parallel.fsdp.version`` 1 or 2, else the framework's ow
   forward; under PP it syncs gradients only on the last backward
   (torch/distributed/pipelining/stage.py ``set_requires_gradient_sync(last_backward)``), so the
   stage's unsharded gradients accumulate in the reduction dtype (FSDP2
-  ``unsharded_accumulated_grad``, torch/distributed/fsdp/_fully_shard/_fsdp_param.py).
+  ``unsharded_accumulated_grad``, torch/distributed/fsdp/_fully_shard/_fsdp_param.py);
+* DeepSpeed's ZeRO-3 also holds its flat gradient bucket of ``reduce_bucket_size`` elements
+  (``deepspeed_zero3_bucket_bytes``).
 """
 
 from __future__ import annotations
@@ -107,10 +109,26 @@ def zero2_bucket_buffers(layout: ParallelLayout) -> int:
     return 2 if layout.overlap_grad_reduce else 1
 
 
+def deepspeed_zero3_bucket_bytes(layout: ParallelLayout, dtype: str, framework: FrameworkSpec | None) -> int:
+    """DeepSpeed ZeRO-3's contiguous gradient bucket: one flat buffer of ``reduce_bucket_size``
+    elements in the communication dtype per communication dtype (one: the training dtype by
+    default), allocated whole at the optimizer's construction and held for the run whatever the
+    model's size (deepspeed/runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3.__init__: ``if
+    self.contiguous_gradients: bucket.buffer = torch.empty(self.reduce_bucket_size, dtype=dtype)``;
+    contiguous_gradients defaults to true, deepspeed/runtime/zero/config.py). The bucket is the
+    plan's (``frameworks.grad_bucket_params``); 0 for the other ZeRO-3 implementations."""
+    if layout.zero_stage != 3 or frameworks.zero3_impl(layout.fsdp_version, framework) != "deepspeed":
+        return 0
+    bucket = frameworks.grad_bucket_params(framework, layout.dp, layout.cp, layout.dp_bucket_params,
+                                           layout.zero_stage, layout.fsdp_version)
+    return bucket * _reduce_bytes(layout, dtype, framework)
+
+
 def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool = False,
                  last: bool = False, framework: FrameworkSpec | None = None) -> tuple[float, float]:
     """Allocator-side buffers of one GPU: (held through the step's peak: SP gather buffer, PP
-    send/recv tensors, ZeRO-2 buckets, ZeRO-3 parameters in flight; alive only during a
+    send/recv tensors, ZeRO-2 buckets, ZeRO-3 parameters in flight and DeepSpeed's ZeRO-3 bucket;
+    alive only during a
     backward: ZeRO-3 unsharded gradients and reduce-scatter input)."""
     a_b = activation_bytes(dtype)
     tokens = layout.micro_batch * math.ceil(model.seq_len / layout.cp)
@@ -129,9 +147,10 @@ def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_lay
     backward = 0.0
     if layout.zero_stage >= 3:
         params, backward = zero3_in_flight_bytes(model, layout, dtype, stage_layers, first, last, framework)
-        total += params
+        total += params + deepspeed_zero3_bucket_bytes(layout, dtype, framework)
     return total, backward
 
 
 __all__ = ["CUBLAS_WORKSPACE_BYTES", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "buffer_bytes",
-           "communicators", "nccl_buffer_bytes", "zero2_bucket_buffers", "zero3_in_flight_bytes"]
+           "communicators", "deepspeed_zero3_bucket_bytes", "nccl_buffer_bytes", "zero2_bucket_buffers",
+           "zero3_in_flight_bytes"]

@@ -1,8 +1,8 @@
 """The data-parallel rules that every model of the step shares: buckets, gradient bytes, ZeRO-3's implementation.
 
 Gradient buckets of the framework's size (``frameworks.grad_bucket_params``: Megatron-Core's
-``max(40M, 1M * dp * cp)``, DeepSpeed's and torchtitan's own, or ``parallel.dp_bucket_params``), a
-bucket closing at the unit whose gradients fill it. The pure helpers keep a bounded ``functools.lru_cache``: they are pure
+``max(40M, 1M * dp * cp)``, DeepSpeed's and torchtitan's own, DeepSpeed ZeRO-3's ``reduce_bucket_size``,
+or ``parallel.dp_bucket_params``), a bucket closing at the unit whose gradients fill it. The pure helpers keep a bounded ``functools.lru_cache``: they are pure
 functions of tuples of integers, and the sweep's bounds plan many layouts with the same stages.
 """
 
@@ -18,7 +18,8 @@ from clustersim.scenario import Scenario
 def bucket_params(scenario: Scenario) -> int:
     """Parameters per gradient bucket (module docstring)."""
     par = scenario.parallel
-    return frameworks.grad_bucket_params(scenario.framework, par.dp, par.cp, par.dp_bucket_params)
+    return frameworks.grad_bucket_params(scenario.framework, par.dp, par.cp, par.dp_bucket_params,
+                                         par.zero_stage, par.fsdp_version)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -26,7 +26,10 @@ before its backward; its gradients are reduce-scattered after its backward in ev
   so with full activation recompute a layer larger than that is gathered three times per
   micro-batch (forward, the recomputed forward, backward); gradients reduce-scattered in the
   communication dtype (the training dtype by default) in buckets of ``reduce_bucket_size``
-  (5e8 elements) on a separate stream. Its collectives are modelled as rings in which every hop
+  (``parallel.dp_bucket_params``, else 5e8 elements: ``frameworks.grad_bucket_params``), a bucket
+  closing at the unit whose gradients fill it (stage3.py reduce_independent_p_g_buckets_and_remove_grads
+  flushes before the parameter that would overflow it), on a separate stream (the compute stream
+  without overlap_comm). Its collectives are modelled as rings in which every hop
   crosses the scale-out fabric (each GPU's own NIC carries its whole share, not 1/8 of it as
   NCCL's topology-aware rings would): SC21 Table 2 (../shared/calibration/
   megatron_sc21_zero3_vs_3d_175b.csv) measured the ZeRO-3 step of GPT-3 175B at 66.75 s on 768
@@ -48,7 +51,7 @@ from clustersim.collectives import CollectivePlan, Phase
 from clustersim.compute.dtypes import activation_bytes
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.plan.comm_plans import Item, comm_plan, group_shape
-from clustersim.plan.dp_rules import close_buckets, grad_reduce_bytes, zero3_impl
+from clustersim.plan.dp_rules import bucket_params, close_buckets, grad_reduce_bytes, zero3_impl
 from clustersim.plan.host_offload import host_copy_plan
 from clustersim.plan.stage_work import StepWork
 from clustersim.scenario import Scenario
@@ -57,7 +60,6 @@ from clustersim.scenario import Scenario
 # deepspeed/runtime/zero/config.py)
 DS_PREFETCH_BUCKET_PARAMS = 50_000_000     # stage3_prefetch_bucket_size
 DS_MAX_REUSE_DISTANCE_PARAMS = 1_000_000_000  # stage3_max_reuse_distance
-DS_REDUCE_BUCKET_PARAMS = 500_000_000      # reduce_bucket_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +107,7 @@ def zero3_plan(scenario: Scenario, work: StepWork) -> Zero3Plan:
         groups = [(stage.unit_params, shard_axis, shard_ranks, "")]
         if any(stage.unit_expert_params):
             groups.append((stage.unit_expert_params, "edp", edp, " experts"))
-        bucket = DS_REDUCE_BUCKET_PARAMS if deepspeed else 1
+        bucket = bucket_params(scenario) if deepspeed else 1  # DeepSpeed's reduce_bucket_size, else per unit
         for unit_params, axis, ranks, tag in groups:
             for b, params in close_buckets(unit_params, bucket):
                 if not params or ranks == 1 and not hsdp:
