@@ -237,6 +237,34 @@ def zero3_impl(fsdp_version: int | None, framework: FrameworkSpec | None) -> str
     return framework.zero3 if framework is not None else "megatron-fsdp"
 
 
+def fsdp_in_pipeline_stage(par: Any, framework: FrameworkSpec | None) -> bool:
+    """Whether ZeRO-3 runs as FSDP2 units inside torch.distributed.pipelining stages: torchtitan
+    (its own FSDP2 or ``parallel.fsdp.version`` 2) with ``pp`` > 1 (``par``: a ParallelLayout).
+    There the stage defers the gradient reduction to its last backward
+    (torch/distributed/pipelining/stage.py ``backward_maybe_with_nosync``: "we need to accumulate
+    gradients on previous steps and reduce them on the last step"; every backward runs with
+    ``set_requires_gradient_sync(False)`` and ``set_reshard_after_backward(False)``, and after the
+    last one ``run_post_backward`` calls each FSDP param group's ``post_backward``, which
+    reduce-scatters the accumulated unsharded gradients). The one rule the plan (one
+    reduce-scatter per unit per step, after the stage's last backward), the memory model (the
+    stage's unsharded parameters and accumulated gradients) and ``reshards_after_forward`` read."""
+    return (par.zero_stage == 3 and par.pp > 1 and framework is not None and framework.name == "torchtitan"
+            and zero3_impl(par.fsdp_version, framework) == "fsdp2")
+
+
+def reshards_after_forward(par: Any, framework: FrameworkSpec | None) -> bool:
+    """Whether FSDP frees a unit's gathered parameters after its forward, so that its backward
+    gathers them again: ``parallel.fsdp.reshard_after_forward`` where the scenario states it
+    (``ParallelLayout.reshard_after_forward``; torchtitan's ``fsdp_reshard_after_forward``
+    "always" / "never"), else torchtitan's "default" policy ``reshard_after_forward = not
+    pp_enabled`` (torchtitan/models/llama3/infra/parallelize.py ``apply_fsdp``) under
+    ``fsdp_in_pipeline_stage``, and true for every other FSDP (``fully_shard`` and FSDP1 default
+    to resharding). The one rule the plan's backward gathers and the memory model read."""
+    if par.reshard_after_forward is not None:
+        return bool(par.reshard_after_forward)
+    return not fsdp_in_pipeline_stage(par, framework)
+
+
 def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: FrameworkSpec | None,
                       override: str | None = None) -> str:
     """The dtype the data-parallel reduction runs in, the one rule that the plan's reduced bytes,

@@ -13,13 +13,20 @@ ZeRO-3 as implemented (``parallel.fsdp.version`` 1 or 2, else the framework's ow
 * the backward also holds one unit's unsharded gradients (compute dtype) and the
   reduce-scatter input in the reduction dtype (FSDP2 ``foreach_reduce`` casts to
   ``reduce_dtype`` = fp32 in torchtitan; torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py);
-* without ``reshard_after_forward`` every unit of the stage stays unsharded from its forward to
-  its backward; torchtitan turns it off under pipeline parallelism (apply_fsdp:
+* without resharding after forward (``frameworks.reshards_after_forward``) every unit of the
+  stage stays unsharded from its forward to its backward; torchtitan turns it off under pipeline
+  parallelism by default (torchtitan/models/llama3/infra/parallelize.py apply_fsdp:
   ``reshard_after_forward = not pp_enabled``) and keeps its [norm, output] unit unsharded after
-  forward; under PP it syncs gradients only on the last backward
-  (torch/distributed/pipelining/stage.py ``set_requires_gradient_sync(last_backward)``), so the
-  stage's unsharded gradients accumulate in the reduction dtype (FSDP2
-  ``unsharded_accumulated_grad``, torch/distributed/fsdp/_fully_shard/_fsdp_param.py);
+  forward;
+* inside torch.distributed.pipelining stages (``frameworks.fsdp_in_pipeline_stage``: torchtitan
+  with pp > 1) every unit of the stage is held unsharded whatever ``reshard_after_forward`` says:
+  each backward but the last runs with ``set_reshard_after_backward(False)`` and
+  ``set_requires_gradient_sync(False)`` (torch/distributed/pipelining/stage.py
+  ``backward_maybe_with_nosync``), so after a backward every unit it re-gathered stays
+  unsharded, and the stage's unsharded gradients accumulate in the reduction dtype until the last
+  backward reduce-scatters them (FSDP2 ``unsharded_accumulated_grad``,
+  torch/distributed/fsdp/_fully_shard/_fsdp_param.py); the plan reads the same rule for its one
+  reduce-scatter per unit per step;
 * DeepSpeed's ZeRO-3 also holds its flat gradient bucket of ``reduce_bucket_size`` elements
   (``deepspeed_zero3_bucket_bytes``).
 """
@@ -81,10 +88,9 @@ def zero3_in_flight_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, 
     units = [layer] * (stage_layers > 0) + [vocab_unit] * (first or last)
     unit = max(units, default=0)
     fsdp2 = frameworks.zero3_impl(layout.fsdp_version, framework) == "fsdp2"
-    torchtitan_pp = fsdp2 and framework is not None \
-        and framework.name == "torchtitan" and layout.pp > 1
+    in_pipeline = frameworks.fsdp_in_pipeline_stage(layout, framework)
     stage_units = layer * stage_layers + vocab_unit * (int(first) + int(last))
-    if layout.reshard_after_forward and not torchtitan_pp:
+    if frameworks.reshards_after_forward(layout, framework) and not in_pipeline:
         # the 1 + prefetch largest of the stage's units, each once: a prefetch past the last unit
         # gathers nothing more (fsdp.prefetch 64 counted 64 units on a stage of 32 layers), and the
         # embedding, a stage's largest unit, is one unit (prefetch 1 counted two of its size)
@@ -95,7 +101,7 @@ def zero3_in_flight_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, 
     else:
         params = stage_units * wb
     grads = unit * (wb + rb)                     # one unit's unsharded gradients and its reduce-scatter input
-    if torchtitan_pp and layout.num_micro_batches > 1:
+    if in_pipeline and layout.num_micro_batches > 1:
         params += stage_units * rb               # gradients accumulate unsharded until the last backward
     return params, grads
 

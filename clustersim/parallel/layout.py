@@ -76,11 +76,12 @@ class ParallelLayout:
     # momentum 1 (torch.optim.SGD with momentum; Megatron --optimizer sgd)
     optimizer_moments: int = 2
     # ZeRO-3 as torch FSDP (scenario parallel.fsdp): version 1 or 2, 0 = the framework's own ZeRO-3;
-    # units whose parameter gather may run ahead of use; free gathered parameters after forward;
+    # units whose parameter gather may run ahead of use; free gathered parameters after forward
+    # (None: the framework's default, clustersim.frameworks.reshards_after_forward, which every reader calls);
     # HSDP replica groups (shard over dp / hsdp_replicas ranks, replicate across them)
     fsdp_version: int = 0
     fsdp_prefetch: int = 1
-    reshard_after_forward: bool = True
+    reshard_after_forward: bool | None = None
     hsdp_replicas: int = 1
     # Partial recompute (docs/memory.md): full recompute of every N-th layer a rank holds
     # (torchtitan's layer-wise selective AC; 0 = off); Megatron's recompute_method with

@@ -26,9 +26,10 @@ the data-parallel tail of both ranks, after their gradient reductions.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+from clustersim import frameworks
 from clustersim.collectives import CollectivePlan
 from clustersim.compute.dtypes import activation_bytes
 from clustersim.parallel.layout import ParallelLayout
@@ -137,6 +138,15 @@ def grads_every_micro_batch(par: ParallelLayout) -> bool:
     return par.zero_stage == 2 and par.dp * par.cp > 1 and par.num_micro_batches > 1
 
 
+def zero3_grads_every_micro_batch(scenario: Scenario) -> bool:
+    """Whether ZeRO-3 reduce-scatters each unit's gradients after its backward in every
+    micro-batch (the implementations' rule: FSDP1/FSDP2 post-backward hooks, DeepSpeed's and
+    Megatron-FSDP's per-bucket reduction), not once per step after the stage's last backward, as
+    FSDP2 units inside torch.distributed.pipelining stages do (``frameworks.fsdp_in_pipeline_stage``,
+    the rule the memory model's accumulated gradients read too)."""
+    return not frameworks.fsdp_in_pipeline_stage(scenario.parallel, scenario.framework)
+
+
 def params_after_step(par: ParallelLayout) -> bool:
     """Whether ZeRO-1/2's parameter gathers run after the optimizer step (the rank's tail) rather
     than beside the next forward (``overlap_param_gather``)."""
@@ -167,8 +177,17 @@ def _dp_plan(scenario: Scenario, work: StepWork, named: bool = True,
         return DpPlan(after_backward=tied)
     zero = par.zero_stage
     if zero == 3:   # every unit's reduce-scatter, on the compute stream without zero3_overlap_reduce
-        return DpPlan(after_backward=tied, zero3=zero3_plan(scenario, work),
-                      blocking_reduce=not par.zero3_overlap_reduce)
+        z3 = zero3_plan(scenario, work)
+        if zero3_grads_every_micro_batch(scenario):
+            return DpPlan(after_backward=tied, zero3=z3, blocking_reduce=not par.zero3_overlap_reduce)
+        # once per step, after the stage's last backward: the rank's tail, in backward unit order
+        after: dict[int, tuple[Item, ...]] = {}
+        for (g, _), items in sorted(z3.reduce.items()):
+            if stages is None or g in stages:
+                after[g] = after.get(g, ()) + items
+        for g, items in tied.items():
+            after[g] = after.get(g, ()) + items
+        return DpPlan(after_backward=after, zero3=replace(z3, reduce={}))
     size = bucket_params(scenario)
     grad_op = grad_reduce_op(scenario)
     every = grads_every_micro_batch(par)

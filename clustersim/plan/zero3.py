@@ -5,13 +5,19 @@ ZeRO-3 runs as the implementation that the scenario names (``Zero3Plan``, built 
 ``parallel.fsdp.version`` is set. What they share (Rajbhandari et al. 2020, ZeRO, §5): a unit's
 16-bit parameters are all-gathered before its forward and, when they were freed after it, again
 before its backward; its gradients are reduce-scattered after its backward in every micro-batch
-(nothing unsharded is kept between micro-batches). What differs, each from its source:
+(nothing unsharded is kept between micro-batches), except inside torch.distributed.pipelining
+stages (torchtitan with pp > 1, ``frameworks.fsdp_in_pipeline_stage``): there the stage
+accumulates unsharded gradients and reduce-scatters every unit once per step, after its last
+backward (``DpPlan.after_backward``, the rank's tail; torch/distributed/pipelining/stage.py
+``backward_maybe_with_nosync``), and does not reshard after forward unless the scenario says so
+(torchtitan's "default" policy, ``frameworks.reshards_after_forward``). What differs, each from its source:
 
 * **torch FSDP2** (``fully_shard`` per transformer block, torch/distributed/fsdp/_fully_shard/):
   one all-gather per block in the parameter dtype, issued ``prefetch`` blocks ahead (implicit
   prefetch of the next block in forward and backward: _fsdp_state.py / _fsdp_param_group.py),
-  reduce-scatter in ``reduce_dtype`` on its own stream after each block's backward; with
-  ``reshard_after_forward: false`` the backward needs no second gather. Activation recompute
+  reduce-scatter in ``reduce_dtype`` on its own stream after each block's backward; without
+  resharding after forward (``reshard_after_forward: false``, torchtitan's default under PP) the
+  backward needs no second gather. Activation recompute
   inside a block reuses the block's unsharded parameters (torchtitan wraps the checkpointed
   block in fully_shard, so the recomputed forward runs no FSDP hook).
 * **torch FSDP1** (FlatParameter per wrapped block, torch/distributed/fsdp/): the same traffic;
@@ -47,6 +53,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field, replace
 
+from clustersim import frameworks
 from clustersim.collectives import CollectivePlan, Phase
 from clustersim.compute.dtypes import activation_bytes
 from clustersim.parallel.layout import ParallelLayout
@@ -153,11 +160,12 @@ def zero3_grad_reduce(scenario: Scenario, params: int, axis: str) -> CollectiveP
 def zero3_backward_gathers(scenario: Scenario, largest_unit_params: int) -> int:
     """Gathers of a unit's parameters in each backward (module docstring): DeepSpeed re-gathers for
     the recomputed forward when a unit exceeds stage3_max_reuse_distance; FSDP keeps the forward's
-    parameters when reshard_after_forward is off."""
+    parameters when it does not reshard after forward (``frameworks.reshards_after_forward``:
+    the scenario's ``parallel.fsdp.reshard_after_forward``, else off in torchtitan under PP)."""
     par = scenario.parallel
     if zero3_impl(scenario) == "deepspeed":
         return 2 if par.recompute == "full" and largest_unit_params > DS_MAX_REUSE_DISTANCE_PARAMS else 1
-    return 1 if par.reshard_after_forward else 0
+    return 1 if frameworks.reshards_after_forward(par, scenario.framework) else 0
 
 
 def zero3_shard_ranks(parallel: ParallelLayout) -> int:

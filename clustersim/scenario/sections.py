@@ -117,7 +117,9 @@ class FsdpSection(Section):
 
     version: Literal[1, 2] | None = None
     prefetch: int = Field(1, ge=0, le=MAX_LAYERS)  # units whose gather may be in flight ahead of use
-    reshard_after_forward: bool = True          # free gathered parameters after forward (re-gather in backward)
+    # free gathered parameters after forward (re-gather in backward); None: the framework's default
+    # (torchtitan under PP: false; clustersim.frameworks.reshards_after_forward)
+    reshard_after_forward: bool | None = None
     hsdp_replicas: int = Field(1, ge=1, le=MAX_GPUS)  # HSDP: shard within dp / replicas ranks, replicate across
 
 
