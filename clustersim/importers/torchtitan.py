@@ -82,6 +82,9 @@ MODEL_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "multipl
 _KV = re.compile(r"[\"']?(" + "|".join(MODEL_KEYS) + r")[\"']?\s*[=:]\s*(-?" + NUMBER + r"|None|null)(?![\w.])")
 
 
+# parallelism.fsdp_reshard_after_forward -> parallel.fsdp.reshard_after_forward (None: the framework's default)
+RESHARD_POLICIES: dict[str, bool | None] = {"always": True, "never": False, "default": None}
+
 def read_toml(text: str, source: str) -> dict[str, Any]:
     if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
         raise InputError("torchtitan-toml", source, "Python 3.11+ (tomllib) or `pip install tomli` to read TOML")
@@ -338,8 +341,14 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
         fsdp: dict[str, Any] = {"version": 2}
         if replicate > 1:
             fsdp["hsdp_replicas"] = replicate
-        if str(par.get("fsdp_reshard_after_forward", "default")) == "never":
-            fsdp["reshard_after_forward"] = False
+        # torchtitan's reshard_after_forward_policy (torchtitan/models/llama3/infra/parallelize.py
+        # apply_fsdp): "always" True, "never" False, "default" left to clustersim.frameworks.reshards_after_forward
+        # (not pp_enabled); anything else torchtitan refuses (ValueError "Invalid reshard_after_forward_policy")
+        policy = par.get("fsdp_reshard_after_forward", "default")
+        if not isinstance(policy, str) or policy not in RESHARD_POLICIES:
+            raise InputError("parallelism.fsdp_reshard_after_forward", policy, list(RESHARD_POLICIES))
+        if RESHARD_POLICIES[policy] is not None:
+            fsdp["reshard_after_forward"] = RESHARD_POLICIES[policy]
         if supports("parallel.fsdp"):
             parallel["fsdp"] = fsdp
     if pp > 1:
