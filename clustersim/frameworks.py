@@ -285,19 +285,6 @@ def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: Fram
     return framework.grad_reduce_dtype if framework is not None else "fp32"
 
 
-def grad_held_bytes(framework: FrameworkSpec, reduce_dtype: str, dtype: str) -> int:
-    """Bytes per gradient element of the framework's accumulated gradient buffer: the reduction's
-    (``compute.dtypes.reduce_bytes``) where the framework holds it in that dtype
-    (``grads_in_reduce_dtype``: Megatron-Core, megatron/core/distributed/distributed_data_parallel.py
-    ``grad_dtype = torch.float if self.ddp_config.grad_reduce_in_fp32 else param.dtype``, with
-    ``grad_reduce_in_fp32 = args.accumulate_allreduce_grads_in_fp32``, which
-    megatron/training/arguments.py validate_args turns off with ``--grad-reduce-in-bf16``); else
-    its ``grad_bytes`` (torchtitan's FSDP2 casts the reduced shard back to the fp32 parameter's
-    dtype, DeepSpeed keeps its 16-bit or fp32 accumulation buffer and casts for the reduction)."""
-    from clustersim.compute.dtypes import reduce_bytes
-    return reduce_bytes(reduce_dtype, dtype) if framework.grads_in_reduce_dtype else framework.grad_bytes
-
-
 def zero3_overlaps_reduce(overlap_grad_reduce: bool | None) -> bool:
     """Whether ZeRO-3 reduce-scatters each unit's gradients on a stream of its own, beside the
     backward (the one rule; the loader resolves it into ``ParallelLayout.zero3_overlap_reduce``):

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from clustersim.errors import InputError
+
+if TYPE_CHECKING:
+    from clustersim.frameworks import FrameworkSpec
 
 TRAINING_DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32")
 
@@ -28,6 +33,18 @@ def reduce_bytes(reduce_dtype: str, dtype: str) -> int:
     when either is fp32, else 16-bit (Megatron-Core ``grad_reduce_in_fp32``, DeepSpeed
     ``communication_data_type``: the reduction runs in the gradient buffer's dtype)."""
     return 4 if reduce_dtype == "fp32" or dtype == "fp32" else 2
+
+
+def grad_held_bytes(framework: FrameworkSpec, reduce_dtype: str, dtype: str) -> int:
+    """Bytes per gradient element of the framework's accumulated gradient buffer: the reduction's
+    (``reduce_bytes``) where the framework holds it in that dtype
+    (``grads_in_reduce_dtype``: Megatron-Core, megatron/core/distributed/distributed_data_parallel.py
+    ``grad_dtype = torch.float if self.ddp_config.grad_reduce_in_fp32 else param.dtype``, with
+    ``grad_reduce_in_fp32 = args.accumulate_allreduce_grads_in_fp32``, which
+    megatron/training/arguments.py validate_args turns off with ``--grad-reduce-in-bf16``); else
+    its ``grad_bytes`` (torchtitan's FSDP2 casts the reduced shard back to the fp32 parameter's
+    dtype, DeepSpeed keeps its 16-bit or fp32 accumulation buffer and casts for the reduction)."""
+    return reduce_bytes(reduce_dtype, dtype) if framework.grads_in_reduce_dtype else framework.grad_bytes
 
 
 def gemm_operand_bytes(dtype: str) -> float:

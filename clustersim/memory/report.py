@@ -174,7 +174,7 @@ def states(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: i
            framework: FrameworkSpec | None, moe_layers: int | None = None) -> tuple[int, int, int]:
     """(weights, gradients, optimizer states) of one GPU, rounded to bytes, before offload
     (Adam moments in ``layout.adam_moment_bytes``; gradients in the reduction's dtype where the
-    framework accumulates in it: ``frameworks.grad_held_bytes``)."""
+    framework accumulates in it: ``compute.dtypes.grad_held_bytes``)."""
     dense, expert = stage_params(model, layout, stage_layers, first, last, moe_layers)
     d_group, e_group = shard_groups(layout)
     mb, moments = layout.adam_moment_bytes, layout.optimizer_moments

@@ -18,8 +18,8 @@ dp * cp (HSDP: over dp * cp / hsdp_replicas, the shard group; the replicas hold 
 
 from __future__ import annotations
 
-from clustersim.compute.dtypes import weight_bytes
-from clustersim.frameworks import FrameworkSpec, grad_held_bytes
+from clustersim.compute.dtypes import grad_held_bytes, weight_bytes
+from clustersim.frameworks import FrameworkSpec
 
 # Megatron-Core's states when no framework is given (see module docstring)
 GRAD_BYTES_PER_PARAM = 4
@@ -31,7 +31,7 @@ def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None,
                     reduce_dtype: str | None = None) -> tuple[int, int, int]:
     """(weight, gradient, optimizer) bytes per parameter before sharding; ``reduce_dtype``: the
     data-parallel reduction's (``frameworks.grad_reduce_dtype``), whose bytes the gradients take
-    where the framework accumulates in it (``frameworks.grad_held_bytes``: Megatron's main_grad
+    where the framework accumulates in it (``compute.dtypes.grad_held_bytes``: Megatron's main_grad
     with --grad-reduce-in-bf16); None: the framework's ``grad_bytes``."""
     if dtype == "fp32":
         return 4, 4, ADAM_FP32_BYTES_PER_PARAM

@@ -6,7 +6,7 @@ The step of a rank holding ``params`` parameters (before ZeRO sharding) is, one 
   and parameter copies over the host link (clustersim.plan.host_offload);
 * the framework's passes over the whole gradient buffer before its data-parallel reduction
   (zeroing, NaN check, 1/dp scaling: ``FrameworkSpec.grad_buffer_bytes_per_param``, of a buffer
-  held in bf16 half as many: ``frameworks.grad_held_bytes``); ZeRO-3 keeps
+  held in bf16 half as many: ``compute.dtypes.grad_held_bytes``); ZeRO-3 keeps
   no whole buffer, and with one data-parallel rank the ZeRO stages are one layout (the sweep
   prunes them as such), so none is priced there;
 * gradient clipping's global norm (``grad_norm_all_reduce_s``).
@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from clustersim.collectives import GroupShape, plan_collective
 from clustersim.compute import optimizer_step_time_s
+from clustersim.compute.dtypes import grad_held_bytes
 from clustersim.compute.optimizer import grad_buffer_time_s
-from clustersim.frameworks import grad_held_bytes, grad_reduce_dtype
+from clustersim.frameworks import grad_reduce_dtype
 from clustersim.memory.report import state_shard_params
 from clustersim.plan.host_offload import host_optimizer_time_s
 from clustersim.scenario import Scenario
@@ -37,7 +38,7 @@ def optimizer_step_s(scenario: Scenario, params_per_gpu: int, expert_params_per_
     par, gpu = scenario.parallel, scenario.cluster.gpu
     fw = scenario.framework
     # the passes stream the buffer as it is held: half the bytes where it is bf16 (Megatron's
-    # main_grad with --grad-reduce-in-bf16: frameworks.grad_held_bytes against the fp32 grad_bytes)
+    # main_grad with --grad-reduce-in-bf16: compute.dtypes.grad_held_bytes against the fp32 grad_bytes)
     held = grad_held_bytes(fw, grad_reduce_dtype(par.zero_stage, par.fsdp_version, fw, par.grad_reduce_dtype),
                            scenario.training.dtype)
     buffer_bytes = (fw.grad_buffer_bytes_per_param * held // fw.grad_bytes
