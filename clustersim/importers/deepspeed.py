@@ -510,6 +510,13 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
         parallel["zero_stage"] = 1
         notes.append(f"bf16 with zero_optimization.stage {stage}: DeepSpeed's BF16_Optimizer (framework "
                      "deepspeed-bf16, its own ZeRO-1)")
+    if framework == "deepspeed" and stage == 3 and dtype != "fp32" and accum in ("fp32", "float32"):
+        # the stage-3 optimizer allocates its gradient partitions in gradient_accumulation_dtype
+        # (deepspeed/runtime/zero/stage3.py: grad_partitions_flat_buffer = torch.zeros(...,
+        # dtype=self.gradient_accumulation_dtype)); the deepspeed framework prices them in 16 bits
+        notes.append(f"data_types.grad_accum_dtype {accum!r} at stage 3: DeepSpeed holds the gradient partitions "
+                     "in fp32 (4 bytes per parameter / dp); clustersim prices them in 16 bits (not modelled: "
+                     "the partition memory is under-counted by 2 bytes per parameter / dp)")
     overlap = _overlap_comm(zero, stage, pp, framework, notes)
     if overlap is not None:
         parallel["overlap_grad_reduce"] = overlap
