@@ -97,23 +97,23 @@ MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
 DEEPSPEED_REDUCE_BUCKET_PARAMS = 500_000_000
 
 
-def grad_bucket_params(framework: FrameworkSpec | None, dp: int, cp: int, override: int = 0,
-                       zero_stage: int = 0, fsdp_version: int | None = None) -> int:
+def grad_bucket_params(framework: FrameworkSpec | None, par: Any) -> int:
     """Parameters per data-parallel gradient bucket, the one rule that the step's timing (the plan's
     bucketed reductions, ZeRO-3's DeepSpeed reduce buckets) and its memory (the ZeRO-2 and DeepSpeed
-    ZeRO-3 bucket buffers) all read: ``override`` (``parallel.dp_bucket_params``) if set; else,
+    ZeRO-3 bucket buffers) all read: ``parallel.dp_bucket_params`` if set; else,
     where DeepSpeed's ZeRO-3 runs (``zero3_impl``), its ``reduce_bucket_size`` default
     (``DEEPSPEED_REDUCE_BUCKET_PARAMS``, whatever the framework's ZeRO 0-2 bucket: Megatron-LM
     2021 hands ZeRO-3 to DeepSpeed); else the framework's own bucket (``zero_bucket_params``:
     DeepSpeed's reduce_bucket_size, torchtitan's DDP bucket_cap_mb), else Megatron-Core's
-    ``max(40M, 1M x dp x cp)``."""
-    if override:
-        return override
-    if zero_stage == 3 and zero3_impl(fsdp_version, framework) == "deepspeed":
+    ``max(40M, 1M x dp x cp)``. ``par``: a ParallelLayout (its dp, cp, dp_bucket_params,
+    zero_stage, fsdp_version)."""
+    if par.dp_bucket_params:
+        return par.dp_bucket_params
+    if par.zero_stage == 3 and zero3_impl(par.fsdp_version, framework) == "deepspeed":
         return DEEPSPEED_REDUCE_BUCKET_PARAMS
     if framework is not None and framework.zero_bucket_params:
         return framework.zero_bucket_params
-    return max(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * dp * cp)
+    return max(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * par.dp * par.cp)
 
 
 @functools.cache

@@ -18,11 +18,12 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from clustersim.compute import gemm
+from clustersim.compute import gemm, precision
 from clustersim.compute.arch import ArchData, AttnFit, arch_for
 from clustersim.compute.attention import fitted_times_s
 from clustersim.compute.eager import EAGER_OPS, eager_time_s
 from clustersim.compute.optimizer import ADAMW_FUSED_BYTES_PER_PARAM, adam_kernel_s
+from clustersim.compute.roofline import HBM_EFFICIENCY, memory_time_s
 from clustersim.hardware.load import load_gpu
 from clustersim.hardware.spec import GpuSpec
 
@@ -191,14 +192,17 @@ def fit_blackwell() -> dict[str, tuple[float, float]]:
 TE_RECIPE = {"fp8_current": ("fp8", "tensorwise"), "mxfp8": ("fp8", "mxfp8"), "nvfp4": ("fp4", "nvfp4")}
 
 
-def te_cast_bytes(recipe_key: str, m: int = 15872) -> float:
-    """Bytes of the casts the TE table's autocast run pays for one layer: every GEMM casts both of
-    its operands, twice what the model charges a GEMM (in training each tensor is cast once and
-    shared by two of its linear's three GEMMs)."""
-    dtype, recipe = TE_RECIPE[recipe_key]
-    from clustersim.compute import precision
+def layer_cast_bytes(dtype: str, recipe: str, m: int = 15872) -> float:
+    """Bytes of the casts the TE table's autocast run pays for one layer of ``m`` tokens: every
+    GEMM casts both of its operands, twice what the model charges a GEMM (in training each tensor
+    is cast once and shared by two of its linear's three GEMMs)."""
     return sum(2 * precision.quantize_bytes(mm, n, k, dtype, recipe)
                for i, o in TE_LAYER for mm, n, k in ((m, o, i), (m, i, o), (i, o, m)))
+
+
+def te_cast_bytes(recipe_key: str) -> float:
+    """``layer_cast_bytes`` of one precision column of the TE table."""
+    return layer_cast_bytes(*TE_RECIPE[recipe_key])
 
 
 def te_cast_seconds() -> dict[str, float]:
@@ -213,7 +217,6 @@ def te_cast_seconds() -> dict[str, float]:
 
 def fit_casts() -> dict[str, float]:
     """Per recipe, the HBM efficiency at which the modelled cast bytes take the measured seconds."""
-    from clustersim.compute.roofline import HBM_EFFICIENCY, memory_time_s
     gpu = load_gpu(B300)
     return {p: HBM_EFFICIENCY * memory_time_s(te_cast_bytes(p), gpu) / sec for p, sec in te_cast_seconds().items()}
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.frameworks import grad_reduce_dtype
-from clustersim.parallel.layout import grad_overlap_field
+from clustersim.parallel.layout import grad_overlap_field, grad_overlap_unread
 from clustersim.scenario import Scenario
 
 
@@ -149,11 +149,11 @@ def _check_round_trip(sc: Scenario, text: str) -> None:
 
     back = scenario_from_dict(finish(import_text("megatron-args", text, "cmd", cluster=sc.cluster.name), []).scenario)
     # the overlap of the gradient reduction that this ZeRO stage does not read (one flag carries both)
-    unread = {"overlap_grad_reduce", "zero3_overlap_reduce"} - {grad_overlap_field(sc.parallel.zero_stage)}
+    unread = grad_overlap_unread(sc.parallel.zero_stage)
     for part in ("model", "parallel", "training"):
         mine, theirs = getattr(sc, part), getattr(back, part)
         for f in dataclasses.fields(mine):
-            if f.name in unread and part == "parallel":
+            if f.name == unread and part == "parallel":
                 continue
             if f.name == "grad_reduce_dtype" and part == "parallel":   # fp32 stated is Megatron's own rule
                 mine_v, theirs_v = (grad_reduce_dtype(x.parallel.zero_stage, x.parallel.fsdp_version, x.framework,

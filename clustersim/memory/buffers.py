@@ -125,8 +125,7 @@ def deepspeed_zero3_bucket_bytes(layout: ParallelLayout, dtype: str, framework: 
     plan's (``frameworks.grad_bucket_params``); 0 for the other ZeRO-3 implementations."""
     if layout.zero_stage != 3 or frameworks.zero3_impl(layout.fsdp_version, framework) != "deepspeed":
         return 0
-    bucket = frameworks.grad_bucket_params(framework, layout.dp, layout.cp, layout.dp_bucket_params,
-                                           layout.zero_stage, layout.fsdp_version)
+    bucket = frameworks.grad_bucket_params(framework, layout)
     return bucket * _reduce_bytes(layout, dtype, framework)
 
 
@@ -147,7 +146,7 @@ def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_lay
     if layout.zero_stage == 2:
         # gradient buckets reduce-scattered from an unsharded bucket in the reduction dtype, of the
         # framework's bucket size (clustersim.frameworks.grad_bucket_params), zero2_bucket_buffers of them
-        bucket = frameworks.grad_bucket_params(framework, layout.dp, layout.cp, layout.dp_bucket_params)
+        bucket = frameworks.grad_bucket_params(framework, layout)
         stage = layer_params_per_gpu(model, layout.tp, layout.ep) * max(1, stage_layers)
         total += zero2_bucket_buffers(layout) * min(bucket, stage) * _reduce_bytes(layout, dtype, framework)
     backward = 0.0

@@ -145,3 +145,9 @@ def grad_overlap_field(zero_stage: int) -> str:
     else ``overlap_grad_reduce`` (the buckets of ZeRO 0-2). No model of that stage reads the other
     one; a launch flag that carries both (Megatron's ``--overlap-grad-reduce``) carries this one."""
     return "zero3_overlap_reduce" if zero_stage == 3 else "overlap_grad_reduce"
+
+
+def grad_overlap_unread(zero_stage: int) -> str:
+    """The other of the two gradient-overlap fields: the one no model of ``zero_stage`` reads
+    (``grad_overlap_field``), which a launch flag carrying both need not bring back."""
+    return "overlap_grad_reduce" if grad_overlap_field(zero_stage) == "zero3_overlap_reduce" else "zero3_overlap_reduce"

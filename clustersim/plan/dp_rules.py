@@ -17,9 +17,7 @@ from clustersim.scenario import Scenario
 
 def bucket_params(scenario: Scenario) -> int:
     """Parameters per gradient bucket (module docstring)."""
-    par = scenario.parallel
-    return frameworks.grad_bucket_params(scenario.framework, par.dp, par.cp, par.dp_bucket_params,
-                                         par.zero_stage, par.fsdp_version)
+    return frameworks.grad_bucket_params(scenario.framework, scenario.parallel)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -10,7 +10,7 @@ import pytest
 from clustersim.compute import precision
 from clustersim.compute.roofline import memory_time_s
 from clustersim.hardware.load import load_gpu
-from validation.micro_fit import B300, TE_LAYER, fit_blackwell, te_b300_rows
+from validation.micro_fit import B300, fit_blackwell, layer_cast_bytes, te_b300_rows
 
 
 def test_the_b300_gemm_table_is_read_and_compared():
@@ -27,15 +27,10 @@ def test_current_scaling_casts_match_the_h200_table():
     each casting both its operands (twice what a training step charges each GEMM: every tensor is
     cast once there and shared by two GEMMs)."""
     gpu = load_gpu("h200-sxm-141gb")      # 4.8 TB/s, as the H200 NVL of the table
-    m = 15872
-    total = 0.0
-    for i, o in TE_LAYER:
-        for mm, n, k in ((m, o, i), (m, i, o), (i, o, m)):
-            total += 2 * precision.quantize_bytes(mm, n, k, "fp8", "tensorwise")
+    total = layer_cast_bytes("fp8", "tensorwise")
     assert memory_time_s(total, gpu) == pytest.approx(3.50e-3, rel=0.10)
     # delayed scaling has no amax pass: 2 bytes per element less
-    delayed = sum(2 * precision.quantize_bytes(mm, n, k, "fp8", "delayed")
-                  for i, o in TE_LAYER for mm, n, k in ((m, o, i), (m, i, o), (i, o, m)))
+    delayed = layer_cast_bytes("fp8", "delayed")
     assert delayed / total == pytest.approx(4 / 6)
 
 
