@@ -35,3 +35,19 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert code[-1] == command, (command, code[-1])
     others = [line for line in code[:-1] if re.search(r"pytest|lint-imports|ruff|pip install", line)]
     assert not others, f".ci/run runs more than the README's test command: {others}"
+
+
+MAX_FILE_LINES = 600   # issue 26: no file of the house over 600 lines (docs/ARCHITECTURE.md)
+
+
+def test_no_source_file_over_600_lines() -> None:
+    """Small files with one concept each: every source file of the package, the benchmarks and the
+    validation harness stays within MAX_FILE_LINES lines."""
+    long = {}
+    for folder in ("clustersim", "benchmarks", "validation"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix in (".py", ".js", ".sh") and path.is_file():
+                lines = len(path.read_text().splitlines())
+                if lines > MAX_FILE_LINES:
+                    long[str(path.relative_to(ROOT))] = lines
+    assert not long, f"files over {MAX_FILE_LINES} lines: {long}"
