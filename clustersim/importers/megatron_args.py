@@ -26,7 +26,7 @@ from typing import Any
 from clustersim.errors import InputError
 from clustersim.importers.common import cluster_gpus_per_node
 from clustersim.importers.megatron_later import later_fields
-from clustersim.importers.megatron_moe import DS_MOE_ARGS, MOE_MAPPED, moe_fields
+from clustersim.importers.megatron_moe import DS_MOE_ARGS, MOE_MAPPED, deepspeed_launch, moe_fields
 from clustersim.importers.megatron_parse import (
     FLAG_DEST,
     MegatronArgs,
@@ -425,6 +425,8 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
     moe = moe_fields(a, ffn, notes)
     if moe is not None:
         model["moe"] = moe
+    if deepspeed_launch(a):   # Megatron-DeepSpeed's expert parallelism (megatron/arguments.py), read with experts only
+        ep = size_arg(a, "moe_expert_parallel_size") if moe is not None else 1
     etp = int_arg(a, "expert_tensor_parallel_size", lo=1)
     parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep,
                                 "sequence_parallel": bool(a.get("sequence_parallel")) and tp > 1,

@@ -11,6 +11,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.common import config_int
+from clustersim.importers.megatron_moe import deepspeed_launch, deepspeed_moe_layers
 from clustersim.importers.megatron_parse import MegatronArgs, int_arg, neutral, neutral_or_one
 from clustersim.workload.model_spec import moe_layer_fields
 
@@ -119,13 +120,26 @@ def _moe_pattern(value: Any, layers: int) -> list[int]:
     return [int(x) for x in pattern]
 
 
-def _moe_layers(value: Any, layers: int) -> dict[str, Any]:
-    """``model.moe`` fields for Megatron's --moe-layer-freq: the scenario's first_dense_layers and
-    every where they give exactly its layers, else the pattern itself (``model.moe.pattern``), by
-    clustersim.workload.model_spec.moe_layer_fields; a pattern with no MoE layer is refused by name."""
-    fields = moe_layer_fields(_moe_pattern(value, layers))
+def moe_layout(a: MegatronArgs, layers: int) -> dict[str, Any]:
+    """``model.moe`` fields of the launch's MoE layers, one rule for both spellings: Megatron-LM's
+    --moe-layer-freq (_moe_pattern) and Megatron-DeepSpeed's --expert-interval (default 2:
+    megatron_moe.deepspeed_moe_layers) each give one 0/1 per layer, which
+    clustersim.workload.model_spec.moe_layer_fields states as first_dense_layers / every where they give
+    exactly those layers, else as the pattern itself (``model.moe.pattern``); {} for every layer MoE; a
+    pattern with no MoE layer is refused naming the flag."""
+    if deepspeed_launch(a):
+        if "moe_layer_freq" in a.values:   # not an argument of microsoft/Megatron-DeepSpeed megatron/arguments.py
+            raise InputError("--moe-layer-freq", a.values["moe_layer_freq"], "left out of a Megatron-DeepSpeed "
+                             "launch: its MoE layers are every --expert-interval-th layer")
+        flag, value, pattern = "--expert-interval", a.get("expert_interval", 2), deepspeed_moe_layers(a, layers)
+    else:
+        flag, value = "--moe-layer-freq", a.get("moe_layer_freq")
+        if neutral_or_one(value):
+            return {}
+        pattern = _moe_pattern(value, layers)
+    fields = moe_layer_fields(pattern)
     if fields is None:
-        raise InputError("--moe-layer-freq", value, "a layer pattern with at least one MoE layer (a 1)")
+        raise InputError(flag, value, f"a layer pattern with at least one MoE layer among the {layers} layers")
     return fields
 
 
@@ -161,17 +175,16 @@ def later_fields(a: MegatronArgs, model: dict[str, Any], parallel: dict[str, Any
             model[key] = v
     moe = model.get("moe")
     if moe is not None:
-        freq = a.get("moe_layer_freq")
-        if not neutral_or_one(freq):
-            moe.update(_moe_layers(freq, layers))
+        moe.update(moe_layout(a, layers))
         groups = int_arg(a, "moe_router_num_groups", lo=0)
         if groups:
             moe["router_num_groups"] = groups
             moe["router_group_topk"] = int_arg(a, "moe_router_group_topk", 0, lo=0) or 0
         disp = a.get("moe_token_dispatcher_type")
-        if disp is None and "moe_token_dispatcher_type" not in a.values:
+        if disp is None and "moe_token_dispatcher_type" not in a.values and not deepspeed_launch(a):
             # Megatron's argparse default (megatron/training/arguments.py: default='allgather'): a
             # command line without the flag runs the allgather dispatcher, which is not modelled
+            # (Megatron-DeepSpeed has no such flag: DeepSpeed's MOELayer runs its own all-to-all)
             raise InputError("--moe-token-dispatcher-type", "(not given: Megatron's default allgather)",
                              f"{', '.join(TOKEN_DISPATCHERS)} stated on the command line (model.moe.token_dispatcher; "
                              "the allgather dispatcher is not modelled)")

@@ -104,6 +104,9 @@ FLAG_DEST: dict[str, tuple[str, Any]] = {
     "fp8-format": ("fp8", None),                      # --fp8-format hybrid -> args.fp8 = "hybrid"
     "fp4-format": ("fp4", None),                      # --fp4-format e2m1 -> args.fp4 = "e2m1" (Megatron-Core NVFP4)
     "model-parallel-size": ("tensor_model_parallel_size", None),   # pre-2020 alias
+    # microsoft/Megatron-DeepSpeed megatron/arguments.py: store_false flags of its MoE
+    "disable-moe-token-dropping": ("moe_token_dropping", False),
+    "disable-moe-top2-2nd-expert-sampling": ("moe_top2_2nd_expert_sampling", False),
 }
 TORCHRUN_FLAGS = {"nproc_per_node", "nproc-per-node", "nnodes", "node_rank", "node-rank", "master_addr",
                   "master-addr", "master_port", "master-port", "rdzv_endpoint", "rdzv-endpoint", "rdzv_backend",

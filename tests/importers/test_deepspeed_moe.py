@@ -45,9 +45,11 @@ def test_moe_keys_in_a_deepspeed_config_are_refused_with_what_to_do_instead(key,
 
 
 def test_megatron_deepspeed_experts_refusal_says_the_same() -> None:
+    """A Megatron-DeepSpeed MoE launch is read (test_megatron_deepspeed_moe.py); one it cannot state,
+    PR-MoE's pyramid of expert counts, is refused with the same advice."""
     line = ("deepspeed pretrain_gpt.py --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "
             "--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --micro-batch-size 4 "
-            "--global-batch-size 256 --vocab-size 50257 --bf16 --deepspeed --num-experts 64 "
+            "--global-batch-size 256 --vocab-size 50257 --bf16 --deepspeed --num-experts 32 32 32 32 64 64 "
             "--moe-expert-parallel-size 8 --topk 1")
     with pytest.raises(InputError) as exc:
         finish(import_text("megatron-args", line, "cmd", cluster="dgx-h100", nodes=2), [])

@@ -89,15 +89,16 @@ MDS = ("deepspeed --num_nodes 8 --num_gpus 8 pretrain_gpt.py --tensor-model-para
        "--seq-length 2048 --fp16 --deepspeed --deepspeed_config ds.json --world-size 64 --vocab-size 50257 ")
 
 
-def test_megatron_deepspeed_moe_is_refused_by_name_not_read_as_megatron_core():
-    """--moe-expert-parallel-size, --topk (default 1) and --expert-interval (default 2) were
-    dropped and the launch priced as Megatron-Core's top-2, every-layer MoE without EP."""
-    err = _refused(MDS + "--moe-expert-parallel-size 64 --num-experts 128 --moe-train-capacity-factor 1.0")
-    assert err.field == "--num-experts" and "Megatron-DeepSpeed" in str(err)
-    assert "dispatcher" not in str(err)
-    # without --deepspeed, its MoE flags alone say Megatron-DeepSpeed
-    err = _refused(MDS.replace("--deepspeed --deepspeed_config ds.json ", "") + "--num-experts 16 --topk 1")
-    assert err.field == "--num-experts"
+def test_megatron_deepspeed_moe_is_read_as_its_own_flags_not_megatron_core():
+    """--moe-expert-parallel-size, --topk (default 1) and --expert-interval (default 2) were once
+    dropped and the launch priced as Megatron-Core's top-2, every-layer MoE without EP; then the
+    launch was refused; now they are read (tests/importers/test_megatron_deepspeed_moe.py)."""
+    sc = _import(MDS + "--moe-expert-parallel-size 64 --num-experts 128 --moe-train-capacity-factor 1.0").scenario
+    assert sc["model"]["moe"]["top_k"] == 1 and sc["model"]["moe"]["every"] == 2 and sc["parallel"]["ep"] == 64
+    # without --deepspeed, its MoE flags alone say Megatron-DeepSpeed (no Megatron-Core dispatcher asked for)
+    sc = _import(MDS.replace("--deepspeed --deepspeed_config ds.json ", "") + "--num-experts 16 --topk 1").scenario
+    assert sc["model"]["moe"] == {"experts": 16, "top_k": 1, "capacity_factor": 1.0, "pad_to_capacity": True,
+                                  "every": 2}
 
 
 def test_megatron_deepspeed_one_expert_is_a_dense_model():
