@@ -1,9 +1,10 @@
 """`model: {hf_config: config.json}`: the model fields of a Hugging Face config, family by family.
 
 Families (``model_type``, or the architecture name when the file has none): Llama, Mistral,
-Mixtral, Qwen2 / Qwen2.5 (``qwen2``), Qwen3, Qwen3-MoE, gpt-oss, Gemma 3 (text, and the ``text_config`` of the multimodal
-Gemma 3), Llama 4 (text, and the ``text_config`` of the multimodal Llama 4), DeepSeek-V3 and
-Kimi K2 (``kimi_k2``, DeepSeek-V3's architecture), GLM-4 MoE (GLM-4.5). Every key of the file is
+Mixtral, Qwen2 / Qwen2.5 (``qwen2``), Qwen3, Qwen2-MoE (``qwen2_moe``: Qwen1.5-MoE, Qwen2-57B-A14B),
+Qwen3-MoE, gpt-oss, Gemma 3 (text, and the ``text_config`` of the multimodal
+Gemma 3), Llama 4 (text, and the ``text_config`` of the multimodal Llama 4), DeepSeek-V2
+(``deepseek_v2``: V2, V2-Lite, V2.5), DeepSeek-V3 and Kimi K2 (``kimi_k2``, DeepSeek-V3's architecture), GLM-4 MoE (GLM-4.5). Every key of the file is
 looked up in the family's table (clustersim.workload.hf_config_keys): modelled, irrelevant to
 the cost (with the reason), or refused (exit 2 naming the key) when set to a value that changes
 the cost in a way clustersim does not model; a key in no table is refused as unknown.
@@ -14,7 +15,10 @@ models/<family>/modeling_<family>.py, v4.55): Qwen3 and Gemma 3 normalise Q and 
 its experts (``GptOssExperts.gate_up_proj_bias``, ``down_proj_bias``); Gemma 3 puts a
 norm after the attention and after the MLP (``post_attention_layernorm``,
 ``post_feedforward_layernorm``); Llama 4's MoE layers have one shared expert beside the routed
-ones (``Llama4TextMoe.shared_expert``). Keys a family's config class fills in when the file leaves
+ones (``Llama4TextMoe.shared_expert``); Qwen2-MoE's MoE layers have one shared expert of width
+``shared_expert_intermediate_size`` scaled by a sigmoid gate (``Qwen2MoeSparseMoeBlock.shared_expert``,
+``shared_expert_gate``: a hidden x 1 projection, h weights per layer, under 0.001% of the
+parameters and not counted) and Q/K/V biases (``qkv_bias``, as Qwen2's; biases are not counted). Keys a family's config class fills in when the file leaves
 them out (the multimodal Gemma 3 files list only what differs) take that class's default
 (``DEFAULTS``).
 
@@ -67,6 +71,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # explicit null has none); MixtralConfig's default is None
     "mistral": {"sliding_window": 4096},
     "qwen3_moe": {"decoder_sparse_step": 1},
+    # Qwen2MoeConfig (transformers models/qwen2_moe/configuration_qwen2_moe.py): Qwen1.5-MoE-A2.7B's MoE shape
+    "qwen2_moe": {"decoder_sparse_step": 1, "shared_expert_intermediate_size": 5632, "num_experts": 60,
+                  "num_experts_per_tok": 4, "moe_intermediate_size": 1408},
+    # DeepseekV2Config (deepseek-ai/DeepSeek-V2 configuration_deepseek.py): topk_method="greedy"
+    "deepseek_v2": {"topk_method": "greedy"},
 }
 
 GATED_ACTS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "gelu": "geglu", "gelu_new": "geglu",
@@ -207,13 +216,20 @@ def _moe(cfg: dict[str, Any], experts: str, width: str | None, shared: str | Non
     return moe
 
 
-def _deepseek_like(cfg: dict[str, Any], fields: dict[str, Any], path: str) -> None:
-    """DeepSeek-V3 (and Kimi K2) and GLM-4 MoE. Which layers are MoE, as the owners' modelling code
+def _deepseek_like(cfg: dict[str, Any], fields: dict[str, Any], path: str, family: str) -> None:
+    """DeepSeek-V2, DeepSeek-V3 (and Kimi K2) and GLM-4 MoE. Which layers are MoE, as the owners' modelling code
     decides it: DeepSeek's DeepseekV3DecoderLayer (deepseek-ai/DeepSeek-V3 modeling_deepseek.py,
     as DeepSeek-V2's): ``layer_idx >= first_k_dense_replace and layer_idx % moe_layer_freq == 0``
     (layers 0, N, 2N, ... past the dense ones: counted from 0, unlike Llama 4's and Qwen's); GLM-4
     MoE's Glm4MoeDecoderLayer (transformers models/glm4_moe/modeling_glm4_moe.py, v4.55):
-    ``layer_idx >= first_k_dense_replace`` (no frequency key)."""
+    ``layer_idx >= first_k_dense_replace`` (no frequency key).
+
+    Group-limited routing (moe.router_num_groups / router_group_topk) where the owner's gate
+    limits it: DeepSeek-V3's noaux_tc and GLM's always when n_group > 1; DeepSeek-V2's MoEGate
+    (deepseek-ai/DeepSeek-V2 modeling_deepseek.py; transformers models/deepseek_v2
+    DeepseekV2Moe.route_tokens_to_experts) only for ``topk_method`` group_limited_greedy (V2, V2.5:
+    the topk_group best of n_group groups); its greedy (V2-Lite) takes the top-k over every
+    expert whatever n_group says."""
     moe = _moe(cfg, "n_routed_experts", "moe_intermediate_size", "n_shared_experts")
     layers, first = cfg["num_hidden_layers"], cfg.get("first_k_dense_replace") or 0
     freq = 1 if cfg.get("moe_layer_freq") is None else cfg["moe_layer_freq"]
@@ -224,7 +240,17 @@ def _deepseek_like(cfg: dict[str, Any], fields: dict[str, Any], path: str) -> No
         moe.update(_moe_layers([i >= first and i % freq == 0 for i in range(layers)],
                                "moe_layer_freq" if freq > 1 else "first_k_dense_replace",
                                freq if freq > 1 else first, path))
-    if (cfg.get("n_group") or 1) > 1:
+    grouped = True
+    if family == "deepseek_v2":
+        method = cfg["topk_method"]
+        if method not in ("greedy", "group_limited_greedy"):
+            raise _bad(path, "topk_method", method, "greedy or group_limited_greedy (DeepSeek-V2's MoEGate)")
+        grouped = method == "group_limited_greedy"
+        if grouped and not (isinstance(cfg.get("n_group"), int) and isinstance(cfg.get("topk_group"), int)
+                            and cfg["n_group"] >= 1 and 1 <= cfg["topk_group"] <= cfg["n_group"]):
+            raise _bad(path, "topk_group", cfg.get("topk_group"), "group_limited_greedy needs n_group >= 1 and "
+                       "topk_group from 1 to n_group")
+    if grouped and (cfg.get("n_group") or 1) > 1:
         moe["router_num_groups"], moe["router_group_topk"] = cfg["n_group"], cfg.get("topk_group")
     fields["moe"] = moe
     if cfg.get("num_nextn_predict_layers"):
@@ -263,13 +289,14 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
         fields["moe"] = _moe(cfg, "num_local_experts", None)
     if family in ("qwen3", "qwen3_moe"):
         fields["qk_norm"] = True
-    if family == "qwen3_moe":
+    if family in ("qwen2_moe", "qwen3_moe"):
         if "num_local_experts" in cfg:   # transformers v5 saves num_experts under this name
             if "num_experts" in cfg and cfg["num_experts"] != cfg["num_local_experts"]:
                 raise _bad(path, "num_local_experts", cfg["num_local_experts"], f"num_experts ({cfg['num_experts']})")
             cfg.setdefault("num_experts", cfg["num_local_experts"])
-        # Qwen3MoeDecoderLayer (transformers models/qwen3_moe/modeling_qwen3_moe.py, v4.55; Qwen2-MoE's
-        # alike): MoE when layer_idx not in mlp_only_layers and (layer_idx + 1) % decoder_sparse_step == 0
+        # Qwen3MoeDecoderLayer (transformers models/qwen3_moe/modeling_qwen3_moe.py, v4.55) and
+        # Qwen2MoeDecoderLayer (models/qwen2_moe/modular_qwen2_moe.py): MoE when layer_idx not in
+        # mlp_only_layers and (layer_idx + 1) % decoder_sparse_step == 0
         step = cfg["decoder_sparse_step"]
         if isinstance(step, bool) or not isinstance(step, int) or step < 1:
             raise _bad(path, "decoder_sparse_step", step, "a whole number >= 1 (layers N-1, 2N-1, ... are MoE)")
@@ -278,6 +305,8 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
         fields["moe"] = {**_moe(cfg, "num_experts", "moe_intermediate_size"),
                          **_moe_layers(flags, "mlp_only_layers" if dense else "decoder_sparse_step",
                                        sorted(dense) if dense else step, path)}
+        if family == "qwen2_moe" and cfg.get("shared_expert_intermediate_size"):
+            fields["moe"]["shared_ffn_hidden"] = cfg["shared_expert_intermediate_size"]
     if family == "gpt_oss":
         if "experts_per_token" in cfg and "num_experts_per_tok" in cfg \
                 and cfg["experts_per_token"] != cfg["num_experts_per_tok"]:
@@ -299,9 +328,9 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
         _window_layers(cfg, path, fields)
     if family == "llama4_text":
         _llama4(cfg, path, fields)
-    if family in ("deepseek_v3", "glm4_moe"):
-        _deepseek_like(cfg, fields, path)
-    if family == "deepseek_v3":
+    if family in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
+        _deepseek_like(cfg, fields, path, family)
+    if family in ("deepseek_v2", "deepseek_v3"):
         fields["kv_heads"] = None   # MLA: every head has its own keys and values
         fields["attention"] = "mla"
         for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):

@@ -91,6 +91,37 @@ QWEN_WINDOW_REFUSED: dict[str, tuple[str, Harmless]] = {
                            "is read", _false),
 }
 
+# DeepSeek-V2 and DeepSeek-V3 (and Kimi K2) share MLA and DeepSeekMoE and the keys that state them
+# (deepseek-ai's configuration_deepseek.py of each repository)
+DEEPSEEK_MODELLED: dict[str, str] = {
+    "n_routed_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
+    "n_shared_experts": "moe.shared_experts", "moe_intermediate_size": "moe.expert_ffn_hidden",
+    "first_k_dense_replace": "moe.first_dense_layers", "n_group": "moe.router_num_groups",
+    "moe_layer_freq": "MoE on layers 0, N, 2N, ... past first_k_dense_replace (i % N == 0, "
+                      "DeepSeek's modeling_deepseek.py): moe.first_dense_layers / every, else "
+                      "moe.pattern",
+    "topk_group": "moe.router_group_topk", "kv_lora_rank": "kv_lora_rank (attention mla)",
+    "q_lora_rank": "q_lora_rank (null: a plain query projection, DeepSeek-V2-Lite)",
+    "qk_nope_head_dim": "qk_nope_head_dim", "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim",
+}
+DEEPSEEK_IRRELEVANT: dict[str, str] = {
+    "aux_loss_alpha": "the weight of the sequence-wise balance loss",
+    "seq_aux": "whether that loss is sequence-wise",
+    "ep_size": "the expert parallelism of the inference code, not the job's parallel.ep",
+    "routed_scaling_factor": "a scale on the routed experts' output",
+    "scoring_func": "sigmoid or softmax over the E router logits (E floats per token)",
+    "num_key_value_heads": "MLA gives every head its own keys and values (equal to the heads)",
+}
+
+# Qwen2-MoE and Qwen3-MoE: the experts and which layers hold them (Qwen2MoeConfig / Qwen3MoeConfig)
+QWEN_MOE_MODELLED: dict[str, str] = {
+    "num_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
+    "moe_intermediate_size": "moe.expert_ffn_hidden",
+    "decoder_sparse_step": "moe.every (layers N-1, 2N-1, ... are MoE)",
+    "mlp_only_layers": "the listed layers dense (moe.pattern where every / first_dense_layers cannot state the "
+                       "layout)",
+}
+
 FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
     "llama": {   # meta-llama/Meta-Llama-3-8B, Llama-3.1-*, Llama-2-*
         "modelled": {},
@@ -120,13 +151,18 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
         "irrelevant": dict(QWEN_WINDOW_IRRELEVANT),
         "refused": dict(QWEN_WINDOW_REFUSED),
     },
+    "qwen2_moe": {   # Qwen/Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B: Qwen2's layer (Q/K/V biases) with Qwen-MoE's MLP
+        "modelled": dict(QWEN_MOE_MODELLED,
+                         shared_expert_intermediate_size="moe.shared_ffn_hidden (one shared expert of this width, "
+                                                         "scaled by a sigmoid gate of h weights: Qwen2MoeSparseMoeBlock)"),
+        "irrelevant": {**QWEN_WINDOW_IRRELEVANT,
+                       "qkv_bias": "bias vectors of the Q/K/V projections (Qwen2MoeConfig: true): under 0.01% of the "
+                                   "parameters, added in the GEMM epilogue (as attention_bias)"},
+        "refused": dict(QWEN_WINDOW_REFUSED),
+    },
     "qwen3_moe": {   # Qwen/Qwen3-30B-A3B, Qwen3-235B-A22B, Qwen3-Coder-480B-A35B
-        "modelled": {"num_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
-                     "moe_intermediate_size": "moe.expert_ffn_hidden",
-                     "decoder_sparse_step": "moe.every (layers N-1, 2N-1, ... are MoE)",
-                     "mlp_only_layers": "the listed layers dense (moe.pattern where every / first_dense_layers "
-                                        "cannot state the layout)",
-                     "num_local_experts": "moe.experts (the name transformers v5 saves num_experts under)"},
+        "modelled": dict(QWEN_MOE_MODELLED,
+                         num_local_experts="moe.experts (the name transformers v5 saves num_experts under)"),
         # Qwen3-Coder-480B-A35B's file also states three keys that transformers' Qwen3-MoE model
         # does not read (its layer always has QK-norm, no Q/K/V bias and no shared expert)
         "irrelevant": {**QWEN_WINDOW_IRRELEVANT,
@@ -186,27 +222,21 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
                        "router_jitter_noise": "noise on the router logits (E floats per token)"},
         "refused": {},
     },
+    "deepseek_v2": {   # deepseek-ai/DeepSeek-V2, DeepSeek-V2-Lite, DeepSeek-V2.5: DeepSeek-V3's MLA and MoE keys
+        "modelled": dict(DEEPSEEK_MODELLED,
+                         topk_method="greedy: top-k over every expert (V2-Lite); group_limited_greedy: top-k within "
+                                     "the topk_group best of n_group groups (V2; moe.router_num_groups / "
+                                     "router_group_topk); DeepSeek-V2's modeling_deepseek.py MoEGate"),
+        "irrelevant": dict(DEEPSEEK_IRRELEVANT),
+        "refused": {},
+    },
     "deepseek_v3": {   # deepseek-ai/DeepSeek-V3, moonshotai/Kimi-K2-* (model_type kimi_k2)
-        "modelled": {"n_routed_experts": "moe.experts", "num_experts_per_tok": "moe.top_k",
-                     "n_shared_experts": "moe.shared_experts", "moe_intermediate_size": "moe.expert_ffn_hidden",
-                     "first_k_dense_replace": "moe.first_dense_layers", "n_group": "moe.router_num_groups",
-                     "moe_layer_freq": "MoE on layers 0, N, 2N, ... past first_k_dense_replace (i % N == 0, "
-                                       "DeepSeek's modeling_deepseek.py): moe.first_dense_layers / every, else "
-                                       "moe.pattern",
-                     "topk_group": "moe.router_group_topk", "kv_lora_rank": "kv_lora_rank (attention mla)",
-                     "q_lora_rank": "q_lora_rank", "qk_nope_head_dim": "qk_nope_head_dim",
-                     "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim",
-                     "num_nextn_predict_layers": "mtp_layers",
-                     "qk_head_dim": "checked: qk_nope_head_dim + qk_rope_head_dim (DeepseekV3Config saves the sum)"},
-        "irrelevant": {"rope_interleave": "the order of RoPE's rotated pairs (DeepseekV3Config saves it): the same "
-                                          "element-wise work",
-                       "aux_loss_alpha": "the weight of the sequence-wise balance loss",
-                       "seq_aux": "whether that loss is sequence-wise",
-                       "ep_size": "the expert parallelism of the inference code, not the job's parallel.ep",
-                       "routed_scaling_factor": "a scale on the routed experts' output",
-                       "scoring_func": "sigmoid or softmax over the E router logits (E floats per token)",
-                       "topk_method": "how the top-k is picked (noaux_tc: a bias added to E scores)",
-                       "num_key_value_heads": "MLA gives every head its own keys and values (equal to the heads)"},
+        "modelled": dict(DEEPSEEK_MODELLED, num_nextn_predict_layers="mtp_layers",
+                         qk_head_dim="checked: qk_nope_head_dim + qk_rope_head_dim (DeepseekV3Config saves the sum)"),
+        "irrelevant": dict(DEEPSEEK_IRRELEVANT,
+                           rope_interleave="the order of RoPE's rotated pairs (DeepseekV3Config saves it): the same "
+                                           "element-wise work",
+                           topk_method="how the top-k is picked (noaux_tc: a bias added to E scores)"),
         "refused": {},
     },
     "glm4_moe": {   # zai-org/GLM-4.5, GLM-4.5-Air
@@ -227,7 +257,7 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
 INTEGER_KEYS = frozenset({
     "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
     "vocab_size", "head_dim", "num_local_experts", "num_experts", "num_experts_per_tok", "experts_per_token",
-    "moe_intermediate_size", "decoder_sparse_step", "n_routed_experts", "n_shared_experts", "first_k_dense_replace",
+    "moe_intermediate_size", "decoder_sparse_step", "shared_expert_intermediate_size", "n_routed_experts", "n_shared_experts", "first_k_dense_replace",
     "n_group", "topk_group", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
     "num_nextn_predict_layers", "qk_head_dim", "no_rope_layer_interval", "sliding_window", "sliding_window_pattern", "_sliding_window_pattern",
     "attention_chunk_size", "interleave_moe_layer_step", "intermediate_size_mlp", "moe_layer_freq"})
@@ -250,16 +280,16 @@ WRAPPER_IRRELEVANT: dict[str, str] = {
 # families by model_type, and by architecture when model_type is absent
 MODEL_TYPES: dict[str, str] = {
     "llama": "llama", "mistral": "mistral", "mixtral": "mixtral", "qwen2": "qwen2", "qwen3": "qwen3",
-    "qwen3_moe": "qwen3_moe",
+    "qwen2_moe": "qwen2_moe", "qwen3_moe": "qwen3_moe",
     "gpt_oss": "gpt_oss", "gemma3_text": "gemma3_text", "llama4_text": "llama4_text",
-    "deepseek_v3": "deepseek_v3", "kimi_k2": "deepseek_v3", "glm4_moe": "glm4_moe",
+    "deepseek_v2": "deepseek_v2", "deepseek_v3": "deepseek_v3", "kimi_k2": "deepseek_v3", "glm4_moe": "glm4_moe",
 }
 ARCHITECTURES: dict[str, str] = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
-    "Qwen2ForCausalLM": "qwen2",
+    "Qwen2ForCausalLM": "qwen2", "Qwen2MoeForCausalLM": "qwen2_moe",
     "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe", "GptOssForCausalLM": "gpt_oss",
     "Gemma3ForCausalLM": "gemma3_text", "Llama4ForCausalLM": "llama4_text",
-    "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe",
+    "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe",
     "Gemma3ForConditionalGeneration": "gemma3", "Llama4ForConditionalGeneration": "llama4",
 }
 
