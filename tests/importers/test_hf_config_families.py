@@ -33,7 +33,11 @@ PUBLISHED_ONLY = {"gemma-3-1b-pt": 302e6 + 698e6, "gemma-3-4b-pt": 675e6 + 3209e
                   "gemma-3-270m": 170e6 + 100e6,
                   # the Qwen model cards' 'Number of Parameters'
                   "Qwen2.5-7B": 7.61e9, "Qwen2.5-3B": 3.09e9,
-                  "Qwen3-Coder-480B-A35B-Instruct": 480e9}   # '480B in total and 35B activated'
+                  "Qwen3-Coder-480B-A35B-Instruct": 480e9,   # '480B in total and 35B activated'
+                  "Qwen1.5-MoE-A2.7B": 14.3e9,   # '14.3B parameters in total and 2.7B activated'
+                  "Qwen2-57B-A14B": 57.41e9,     # Qwen2 blog (qwenlm.github.io/blog/qwen2), 'Params' row
+                  # the DeepSeek model cards: '236B total parameters', '15.7B total parameters'
+                  "DeepSeek-V2": 236e9, "DeepSeek-V2-Lite": 15.7e9}
 SHAPE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_act", "vocab", "tie_embeddings",
          "attention", "qk_norm", "attention_pattern", "attention_window", "global_every", "attention_sinks",
          "sandwich_norm", "moe_experts", "moe_top_k", "moe_shared_experts", "moe_expert_ffn_hidden",
@@ -51,8 +55,8 @@ def test_one_fixture_per_family_and_a_readme_naming_each() -> None:
         cfg = _cfg(name)
         mt = cfg["model_type"]
         families.add(WRAPPERS.get(mt) or MODEL_TYPES[mt])
-    assert families == {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gpt_oss", "gemma3_text", "llama4_text",
-                        "deepseek_v3", "glm4_moe"}
+    assert families == {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "gpt_oss", "gemma3_text",
+                        "llama4_text", "deepseek_v2", "deepseek_v3", "glm4_moe"}
     readme = (HERE / "README.md").read_text()
     assert all(name in readme for name in CONFIGS)
 
