@@ -28,6 +28,7 @@ from clustersim.engine.timeline import CAUSES, ClosedResult, StepResult
 from clustersim.frameworks import sends_block
 from clustersim.plan.comm_plans import Item
 from clustersim.plan.compiled_unit import CompiledUnit, unit_timing
+from clustersim.plan.data_parallel import backward_reduces
 from clustersim.plan.overlap import Interval
 from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, Total
 from clustersim.plan.zero3 import Zero3Plan, gather_slots
@@ -222,32 +223,37 @@ class Recurrence:
 
         The quiet forward and backward (no collective of the rank in flight, no parameter gather
         to wait for, no gradient to reduce, no ZeRO-3) run here as ``_step`` runs them - the same
-        operations in the same order - without its calls; every other action through ``_step``."""
+        operations in the same order - without its calls; every other action through ``_step``.
+        The rank's clock is kept in a local between actions and written back before any other
+        path reads it (the same values: only where they are held changes)."""
         ranks, nxt, arrival = self.plan.ranks, self.nxt, self.arrival
         blocking = self.blocking
-        reduces = self.plan.dp.reduces   # whether a backward launches its gradient buckets
-        gathered = self._gathered_stages
         fast = self._z3 is None
         moved = False
         waiting: dict[Key, int] = {}   # an awaited input -> the rank that waits for it
         todo = [rk.index for rk in reversed(ranks)]
-        # what the loop reads of each rank, gathered once per call (a rank is woken many times)
-        reads = [(rk, rk.actions, rk.totals, rk.send_at_s, state, state.causes, state.streams["dp"],
-                  state.streams["rs"]) for rk, state in zip(ranks, self.ranks, strict=True)]
+        reads: list[tuple | None] = [None] * len(ranks)   # what the loop reads of a rank, gathered at its first turn
         while todo:
             k = todo.pop()
             i = start = nxt[k]
             stop = stops[k]
             if i >= stop:
                 continue
-            rk, acts, totals, send_at_s, state, causes, dp, rs = reads[k]
+            got = reads[k]
+            if got is None:
+                got = reads[k] = self._reads(ranks[k])
+            rk, acts, quick, send_at_s, state, causes, dp, rs = got
+            clock = state.clock
             while i < stop:
                 a = acts[i]
-                if not fast or a.paired:
+                _, _, _, g, part, needs, sends, final, paired, _ = a
+                if paired or not fast:
                     nxt[k] = i   # (the general path reads it)
+                    state.clock = clock
                     ran = self._step(rk, i)
+                    clock = state.clock
                     if not ran:
-                        for x in (a, acts[i + 1]) if a.paired else (a,):
+                        for x in (a, acts[i + 1]) if paired else (a,):
                             if x.needs is not None and x.needs not in arrival:
                                 waiting[x.needs] = k
                         break
@@ -258,8 +264,6 @@ class Recurrence:
                                 todo.append(w)
                     i += ran
                     continue
-                needs = a.needs
-                clock = state.clock
                 if needs is not None:
                     got = arrival.pop(needs, None)
                     if got is None:
@@ -273,33 +277,49 @@ class Recurrence:
                             sent = arrived
                         causes["bubble"] += sent - clock
                         causes["pp_comm"] += arrived - sent
-                        clock = state.clock = arrived
-                part = a.part
-                if (dp.free_s <= clock and rs.free_s <= clock
-                        and (not reduces(part, a.final) if part != "F" else a.stage not in gathered)):
-                    time_s, by_cause = totals[(a.stage, part)]
+                        clock = arrived
+                total = quick[g][part]   # None: the action gathers or reduces (``_run_action``)
+                if (total is not None and dp.free_s <= clock and rs.free_s <= clock
+                        and (part == "F" or not final)):
+                    time_s, by_cause = total
                     clock += time_s
-                    state.clock = clock
                     for cause, sec in by_cause:
                         causes[cause] += sec
                 else:
+                    state.clock = clock
                     self._run_action(rk, state, a)
                     clock = state.clock
-                for key, boundary in a.sends:
-                    arrival[key] = (clock, clock + send_at_s[boundary])
-                    if waiting:
-                        w = waiting.pop(key, None)
-                        if w is not None:
-                            todo.append(w)
-                if blocking and a.sends:   # the sender waits for its transfers (docs/engine.md)
-                    done = max(arrival[key][1] for key, _ in a.sends)
-                    causes["pp_comm"] += done - clock
-                    clock = state.clock = done
+                if sends:
+                    for key, boundary in sends:
+                        done = clock + send_at_s[boundary]
+                        arrival[key] = (clock, done)
+                        if waiting:
+                            w = waiting.pop(key, None)
+                            if w is not None:
+                                todo.append(w)
+                    if blocking:   # the sender waits for its transfers (docs/engine.md)
+                        if len(sends) > 1:
+                            done = max(arrival[key][1] for key, _ in sends)
+                        causes["pp_comm"] += done - clock
+                        clock = done
                 i += 1
+            state.clock = clock
             if i > start:
                 nxt[k] = i
                 moved = True
         return moved
+
+    def _reads(self, rk: SimRank) -> tuple:
+        """What ``_advance_waking`` reads of rank ``rk``; ``quick[stage][part]``: the action's
+        total when it may run quiet (a forward whose parameters are not gathered, a backward
+        that launches no gradient buckets unless it is the stage's last), else None."""
+        state = self.ranks[rk.index]
+        every, gathered = self.plan.dp.every_backward, self._gathered_stages
+        quick: dict[int, dict[str, Total | None]] = {}
+        for (g, part), total in rk.totals.items():
+            ok = g not in gathered if part == "F" else not backward_reduces(every, part, False)
+            quick.setdefault(g, {})[part] = total if ok else None
+        return (rk, rk.actions, quick, rk.send_at_s, state, state.causes, state.streams["dp"], state.streams["rs"])
 
     def run_to_end(self) -> None:
         self.advance()
