@@ -46,6 +46,18 @@ class StaticParts(NamedTuple):
     factors: tuple[float, float]            # the 80% interval's factors
 
 
+class LayoutKeys:
+    """The leading fields of ``MemoryModel.static_parts``' memo keys that one layout gives every
+    rank (``MemoryModel.layout_keys``), and its interval factors once looked up."""
+
+    __slots__ = ("buffers", "factors", "states", "uniform", "units")
+
+    def __init__(self, states: tuple[object, ...], buffers: tuple[object, ...], units: tuple[object, ...],
+                 uniform: bool) -> None:
+        self.states, self.buffers, self.units, self.uniform = states, buffers, units, uniform
+        self.factors: tuple[float, float] | None = None
+
+
 class MemoryModel:
     """``clustersim.memory.memory_report(...)`` of a pipeline rank assembled from the memory
     model's own parts (clustersim/memory/report.py: ``states``, ``activation_parts``,
@@ -94,43 +106,58 @@ class MemoryModel:
         return st, act, trans, buf[0], buf[2], self.capacity, factors, host, moved
 
     def static_parts(self, p: ParallelLayout, rank: int, held: int, first: bool, last: bool,
-                     moe_held: int | None) -> StaticParts:
+                     moe_held: int | None, keys: LayoutKeys | None = None) -> StaticParts:
         """The parts of a rank's memory that do not depend on the activations in flight: model
         states, buffers, the rank's recompute policies, its layers' saved units and the interval
-        factors, each cached in the run's memo at the coarsest key it depends on."""
+        factors, each cached in the run's memo at the coarsest key it depends on. ``keys``:
+        ``layout_keys(p)``, for a caller that asks for many ranks of one layout."""
         memo = self.memo
+        if keys is None:
+            keys = self.layout_keys(p)
         moe_layers = (held if moe_held is None else moe_held) if self.model.is_moe else None
-        skey = (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, p.adam_moment_bytes, p.fsdp_version,
-                p.grad_reduce_dtype, held, moe_layers, first, last)
+        skey = (*keys.states, held, moe_layers, first, last)
         cached = memo.states.get(skey)
         if cached is None:
             cached = memo.states[skey] = (states(self.model, p, self.dtype, held, first, last, self.framework,
                                                  moe_layers),
                                           optimizer_shard(self.model, p, held, first, last, moe_layers))
         st, shard = cached
-        bkey = (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
-                p.dp_bucket_params, p.overlap_grad_reduce, p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch,
-                p.reshard_after_forward, p.grad_reduce_dtype, p.num_micro_batches > 1, held, first, last)
+        bkey = (*keys.buffers, held, first, last)
         buf = memo.buffers.get(bkey)
         if buf is None:
             held_b, backward_b = buffer_bytes(self.model, p, self.dtype, held, first, last, self.framework)
             buf = memo.buffers[bkey] = (held_b, backward_b, nccl_buffer_bytes(p))
-        if uniform_policies(p):
+        if keys.uniform:
             pol = RankPolicies(((p.recompute, held),) if held else (), 1)
         else:
             pol = rank_policies(p, self.model.layers, rank)
         share = moe_share(self.model, held, moe_layers)
-        ukey = (p.tp, p.cp, p.ep, p.etp, p.cp_comm, p.micro_batch, p.sequence_parallel, p.recompute_modules,
-                tuple(n for n, _ in pol.counts), pol.group_layers, share)
+        ukey = (*keys.units, tuple(n for n, _ in pol.counts), pol.group_layers, share)
         units = memo.layer_units.get(ukey)
         if units is None:
             units = memo.layer_units[ukey] = layer_units(self.model, p, self.dtype, self.framework, self.kernels, pol,
                                                     share)
-        fkey = (p.cp, p.offload_optimizer, p.offload_activations, p.offload_params, p.hsdp_replicas)
-        factors = memo.factors.get(fkey)
+        factors = keys.factors
         if factors is None:
-            factors = memo.factors[fkey] = interval_factors(self.model, p, self.framework, self.dtype)
+            fkey = (p.cp, p.offload_optimizer, p.offload_activations, p.offload_params, p.hsdp_replicas)
+            factors = memo.factors.get(fkey)
+            if factors is None:
+                factors = memo.factors[fkey] = interval_factors(self.model, p, self.framework, self.dtype)
+            keys.factors = factors
         return StaticParts(st, shard, buf, pol, units, factors)
+
+    @staticmethod
+    def layout_keys(p: ParallelLayout) -> LayoutKeys:
+        """What ``static_parts`` reads of the layout (the leading fields of its memo keys), once
+        per layout rather than once per rank."""
+        return LayoutKeys(
+            (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, p.adam_moment_bytes, p.fsdp_version,
+             p.grad_reduce_dtype),
+            (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
+             p.dp_bucket_params, p.overlap_grad_reduce, p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch,
+             p.reshard_after_forward, p.grad_reduce_dtype, p.num_micro_batches > 1),
+            (p.tp, p.cp, p.ep, p.etp, p.cp_comm, p.micro_batch, p.sequence_parallel, p.recompute_modules),
+            uniform_policies(p))
 
     def peak_bytes(self, p: ParallelLayout, held: int, in_flight: float, first: bool, last: bool,
                    rank: int = 0, ends: tuple[float, float] | None = None, moe_held: int | None = None) -> int:

@@ -91,43 +91,51 @@ class VectorRows:
             zero: int, exact: bool, num_micro_batches: int) -> None:
         """The rows of one layout's schedules and offload options, in the order of the loops."""
         bounds = self.bounds
-        statics = [(off, p, {}) for off, p in by_off]
+        memory = self.memory
         uparams = (u.layer_params, u.first_params, u.last_params, u.layer_all_params, u.moe_all_params,
                    u.layer_expert_params, u.layer_all_expert_params, u.moe_all_expert_params)
+        # per offload option: its layout, its static parts by rank key, the memory keys it gives
+        # every rank, and what the cache of step terms reads of it
+        statics = [(off, p, {}, memory.layout_keys(p), (off, p.dp, p.cp, p.edp, p.zero_stage, uparams))
+                   for off, p in by_off]
         jitter = bounds.jitter_terms(statics[0][1])
+        rows, starts, dyn_of, static_of, static = self.rows, self.starts, self.dyn_of, self.static_of, self.static
+        steps = self._steps
+        slack = 1.0 - BOUND_SLACK
         for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
             if not schedule_zero_ok(sched, zero):
                 continue
             pkey = (sched, v, num_micro_batches)
             ranks = self._profile_ranks(pkey, prof)
+            dyns = [dyn for dyn, _, _ in ranks]
             head = (*key_head, SCHEDULES.index(sched), v)
             # the wait for the slowest GPU reads the layout only through its class and GPU count,
             # which the schedules and offload options share
             jitter_s = None if exact else jitter_floor_of(jitter, prof, num_micro_batches)
-            for off, p, parts in statics:
-                self.starts.append(len(self.dyn_of))
-                for dyn, key, r in ranks:
+            for off, p, parts, keys, tail in statics:
+                starts.append(len(dyn_of))
+                for _, key, r in ranks:
                     c = parts.get(key)
                     if c is None:
-                        st, _, buf, pol, units, factors = self.memory.static_parts(p, r, key[0], key[2], key[3],
-                                                                                   key[1])
+                        st, _, buf, pol, units, factors = memory.static_parts(p, r, key[0], key[2], key[3], key[1],
+                                                                              keys)
                         w, g, o = gpu_states(p, st)   # memory.report.offload's rule
                         per = dict(units.per_policy)[p.recompute] if pol.counts else 0.0
-                        c = parts[key] = len(self.static)
-                        self.static.append((w, g, o, buf[0], buf[1], buf[2], per, units.embedding, units.output,
-                                            units.working, units.loss, *factors))
-                    self.dyn_of.append(dyn)
-                    self.static_of.append(c)
+                        c = parts[key] = len(static)
+                        static.append((w, g, o, buf[0], buf[1], buf[2], per, units.embedding, units.output,
+                                       units.working, units.loss, *factors))
+                    static_of.append(c)
+                dyn_of.extend(dyns)
                 if exact:
                     bound = bounds.total_s(p, u, prof, pipe_s, exact, (sched, v))
                 else:  # total_s below the second level
-                    skey = (pkey, off, p.dp, p.cp, p.edp, p.zero_stage, uparams)
-                    terms = self._steps.get(skey)
+                    skey = (pkey, tail)
+                    terms = steps.get(skey)
                     if terms is None:
-                        terms = self._steps[skey] = bounds.step_terms(p, u, prof)
+                        terms = steps[skey] = bounds.step_terms(p, u, prof)
                     bound = (bounds.with_terms(p, u, prof, pipe_s, terms) if terms[2]
                              else pipe_s + terms[0] + terms[1]) + jitter_s
-                self.rows.append((*head, int(off), bound * (1.0 - BOUND_SLACK)))
+                rows.append((*head, int(off), bound * slack))
 
     def array(self) -> np.ndarray:
         """The collected rows (KEY_FIELDS + SCREEN_FIELDS)."""
