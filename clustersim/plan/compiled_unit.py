@@ -55,6 +55,8 @@ def compile_unit(scenario: Scenario, work: Work, link_speed: float = 1.0) -> Com
     for op in work:
         if isinstance(op, Op):
             compute_s += op.time_s
+            if not countdown:   # no collective waits for this kernel
+                continue
             joins = []
             for c in countdown:
                 c[1] -= 1

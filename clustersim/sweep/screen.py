@@ -152,8 +152,11 @@ class Screen:
         groups, first, inverse = np.unique(rows[idx][:, cols], axis=0, return_index=True, return_inverse=True)
         signatures: dict[tuple[int, ...], tuple[object, ...]] = {}
         unfit = np.zeros(len(groups), dtype=bool)
-        for j, i in enumerate(first):
-            key = tuple(int(x) for x in rows[idx[i], :KEY_WIDTH])
+        # each group's first row's key as Python integers, converted at once (the key columns hold
+        # whole numbers: the same integers as int() of each)
+        heads = rows[idx[first], :KEY_WIDTH].astype(np.int64).tolist()
+        for j, head in enumerate(heads):
+            key = tuple(head)
             tp, cp, pp, dp, ep, etp, mb, zero, _, _, sched, v, off = key
             if tmpl.offload_activations:
                 short: tuple[object, ...] = key
