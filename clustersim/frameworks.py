@@ -23,7 +23,7 @@ FRAMEWORK_FILE = Path(__file__).resolve().parent / "data" / "frameworks.yaml"
 DEFAULT_FRAMEWORK = "megatron-core"
 ATTENTION_KERNELS = ("flash", "standard")
 ZERO3_IMPLS = ("megatron-fsdp", "fsdp1", "fsdp2", "deepspeed")
-REDUCE_DTYPES = ("fp32", "bf16")
+REDUCE_DTYPES = ("fp32", "bf16", "fp16")
 ZERO1_REDUCE_OPS = ("reduce_scatter", "all_reduce")
 TP_BACKWARD_OVERLAP = ("always", "with-sp", "never")
 PP_SEND_BLOCKING = ("always", "except-interleaved", "never")
@@ -49,7 +49,9 @@ class FrameworkSpec:
     # pipeline sends that hold the sender until the transfer is done: always | except-interleaved | never
     pp_send_blocking: str
     zero3: str              # ZeRO-3 implementation: megatron-fsdp | fsdp1 | fsdp2 | deepspeed
-    grad_reduce_dtype: str  # dtype of the data-parallel gradient reduction: fp32 | bf16
+    # dtype of the data-parallel gradient reduction: fp32 | bf16 | fp16 (the Megatron family's fp32 holds
+    # for bf16 and fp32 jobs only: an fp16 job reduces in fp16, grad_reduce_dtype)
+    grad_reduce_dtype: str
     zero1_grad_reduce: str  # the collective reducing the gradients under ZeRO-1: reduce_scatter | all_reduce
     # bytes per parameter of the rank's whole (unsharded) gradient buffer that the framework streams
     # through once per step outside the optimizer kernel (zeroing, NaN check, 1/dp scaling); 0 = none modelled
@@ -265,21 +267,48 @@ def reshards_after_forward(par: Any, framework: FrameworkSpec | None) -> bool:
     return not fsdp_in_pipeline_stage(par, framework)
 
 
+def reduce_dtypes_allowed(dtype: str) -> tuple[str, ...]:
+    """The values ``training.grad_reduce_dtype`` may take in a job training in ``dtype``: fp32, or
+    the job's own 16-bit dtype (bf16 for bf16 and for fp8 / fp4, which Megatron runs under --bf16;
+    fp16 for fp16); an fp32 job reduces its fp32 gradients (Megatron reads --grad-reduce-in-bf16
+    under --bf16 only: megatron/training/arguments.py validate_args)."""
+    if dtype == "fp32":
+        return ("fp32",)
+    return ("fp32", "fp16") if dtype == "fp16" else ("fp32", "bf16")
+
+
 def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: FrameworkSpec | None,
-                      override: str | None = None) -> str:
-    """The dtype the data-parallel reduction runs in, the one rule that the plan's reduced bytes,
-    the memory model's gradient buffers and buckets, and the optimizer step's buffer passes read:
+                      override: str | None = None, *, dtype: str) -> str:
+    """The dtype the data-parallel reduction of a job training in ``dtype`` runs in, the one rule
+    that the plan's reduced bytes, the memory model's gradient buffers and buckets, the optimizer
+    step's buffer passes and the run --json echo read:
     ``override`` (the scenario's ``training.grad_reduce_dtype``, carried as
-    ``ParallelLayout.grad_reduce_dtype``: Megatron ``--grad-reduce-in-bf16``, torchtitan
-    ``mixed_precision_reduce``, DeepSpeed ``communication_data_type``) where the scenario sets it;
+    ``ParallelLayout.grad_reduce_dtype``: Megatron ``--grad-reduce-in-bf16`` or, under --fp16,
+    ``--accumulate-allreduce-grads-in-fp32``, torchtitan ``mixed_precision_reduce``, DeepSpeed
+    ``communication_data_type``) where the scenario sets it (one of ``reduce_dtypes_allowed``,
+    else InputError naming the field);
+    else fp16 for an fp16 job of the Megatron family: Megatron forces fp32 accumulation and
+    reduction for bf16 only (megatron/training/arguments.py validate_args, and megatron/arguments.py
+    of 2021: ``if args.bf16: ... args.accumulate_allreduce_grads_in_fp32 = True``;
+    --accumulate-allreduce-grads-in-fp32 defaults to False), and its DDP holds and reduces the
+    gradient buffer in the parameter dtype without it (megatron/core/distributed/distributed_data_parallel.py,
+    since 2025 param_and_grad_buffer.py: ``grad_dtype = torch.float if ddp_config.grad_reduce_in_fp32 else
+    param.dtype``, with ``grad_reduce_in_fp32 = args.accumulate_allreduce_grads_in_fp32``,
+    megatron/training/training.py; megatron/model/distributed.py
+    2021-23 ``_get_buffer_type``: ``torch.float if self.accumulate_allreduce_grads_in_fp32 else param.dtype``);
     else the framework's ``grad_reduce_dtype``, except under DeepSpeed ZeRO-3, which
     reduce-scatters in its communication dtype (the 16-bit training dtype by default: DeepSpeed
     configuration docs, ``communication_data_type``); fp32 without a framework (the conservative
     default of the memory model's callers without one)."""
     if override is not None:
-        if override not in REDUCE_DTYPES:
-            raise InputError("training.grad_reduce_dtype", override, REDUCE_DTYPES)
+        allowed = reduce_dtypes_allowed(dtype)
+        if override not in allowed:
+            raise InputError("training.grad_reduce_dtype", override,
+                             f"{' or '.join(allowed)} or left out with training.dtype {dtype} (a 16-bit "
+                             "reduction runs in the job's own 16-bit dtype)")
         return override
+    if dtype == "fp16" and framework is not None and megatron_family(framework.name):
+        return "fp16"
     if zero_stage == 3 and zero3_impl(fsdp_version, framework) == "deepspeed":
         return "bf16"
     return framework.grad_reduce_dtype if framework is not None else "fp32"

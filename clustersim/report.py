@@ -146,7 +146,7 @@ class StepReport:
             "attention": sc.training.attention,
             "compile": sc.training.compile,
             "grad_reduce_dtype": grad_reduce_dtype(par.zero_stage, par.fsdp_version, sc.framework,
-                                                   par.grad_reduce_dtype),
+                                                   par.grad_reduce_dtype, dtype=sc.training.dtype),
             "critical_stage": self.critical_rank,
             "memory_by_stage": [m.peak_bytes_per_gpu for m in self.memory_by_stage],
             "memory_parts_by_stage": [{**m.parts(), "allocated_peak_bytes": m.allocated_peak_bytes,

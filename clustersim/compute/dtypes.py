@@ -41,7 +41,8 @@ def grad_held_bytes(framework: FrameworkSpec, reduce_dtype: str, dtype: str) -> 
     (``grads_in_reduce_dtype``: Megatron-Core, megatron/core/distributed/distributed_data_parallel.py
     ``grad_dtype = torch.float if self.ddp_config.grad_reduce_in_fp32 else param.dtype``, with
     ``grad_reduce_in_fp32 = args.accumulate_allreduce_grads_in_fp32``, which
-    megatron/training/arguments.py validate_args turns off with ``--grad-reduce-in-bf16``); else
+    megatron/training/arguments.py validate_args turns off with ``--grad-reduce-in-bf16`` and forces
+    on for --bf16 only: an --fp16 job without the flag holds fp16 main grads); else
     its ``grad_bytes`` (torchtitan's FSDP2 casts the reduced shard back to the fp32 parameter's
     dtype, DeepSpeed keeps its 16-bit or fp32 accumulation buffer and casts for the reduction)."""
     return reduce_bytes(reduce_dtype, dtype) if framework.grads_in_reduce_dtype else framework.grad_bytes

@@ -157,7 +157,8 @@ def _check_round_trip(sc: Scenario, text: str) -> None:
                 continue
             if f.name == "grad_reduce_dtype" and part == "parallel":   # fp32 stated is Megatron's own rule
                 mine_v, theirs_v = (grad_reduce_dtype(x.parallel.zero_stage, x.parallel.fsdp_version, x.framework,
-                                                      x.parallel.grad_reduce_dtype) for x in (sc, back))
+                                                      x.parallel.grad_reduce_dtype, dtype=x.training.dtype)
+                                    for x in (sc, back))
                 if mine_v != theirs_v:
                     raise InputError("training.grad_reduce_dtype", mine_v, f"what the Megatron-LM export can write "
                                      f"({theirs_v!r} after a round trip: --grad-reduce-in-bf16 needs --bf16)")

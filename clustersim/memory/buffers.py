@@ -74,7 +74,7 @@ def _reduce_bytes(layout: ParallelLayout, dtype: str, framework: FrameworkSpec |
     """Bytes per reduced gradient element, the plan's rule (``compute.dtypes.reduce_bytes`` of
     ``frameworks.grad_reduce_dtype``)."""
     return reduce_bytes(frameworks.grad_reduce_dtype(layout.zero_stage, layout.fsdp_version, framework,
-                                                     layout.grad_reduce_dtype), dtype)
+                                                     layout.grad_reduce_dtype, dtype=dtype), dtype)
 
 
 def zero3_in_flight_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int,

@@ -70,7 +70,7 @@ class ParallelLayout:
     # bytes of each Adam moment (scenario training.adam_moments: fp32 4, bf16 2)
     adam_moment_bytes: int = 4
     # the dtype of the data-parallel gradient reduction the scenario sets (training.grad_reduce_dtype:
-    # fp32 | bf16); None: the framework's rule (clustersim.frameworks.grad_reduce_dtype, which every reader calls)
+    # fp32 | bf16 | fp16); None: the framework's rule (clustersim.frameworks.grad_reduce_dtype, which every reader calls)
     grad_reduce_dtype: str | None = None
     # the optimizer's moments per parameter (scenario training.optimizer): Adam's m and v 2, SGD's
     # momentum 1 (torch.optim.SGD with momentum; Megatron --optimizer sgd)

@@ -1,9 +1,10 @@
 """Data-parallel communication of one step: gradient buckets and parameter gathers (ZeRO 0-3).
 
 Follows Megatron-core's DistributedDataParallel and distributed optimizer
-(megatron/core/distributed/): gradients accumulate in fp32 ``main_grad`` buffers and are
-reduced in the framework's gradient dtype (``FrameworkSpec.grad_reduce_dtype``: fp32 for Megatron,
-``accumulate_allreduce_grads_in_fp32`` being on for bf16; the training dtype for DeepSpeed), in buckets of
+(megatron/core/distributed/): gradients accumulate in ``main_grad`` buffers and are reduced in
+the dtype of ``frameworks.grad_reduce_dtype`` (fp32 for Megatron, ``accumulate_allreduce_grads_in_fp32``
+being forced on for bf16; fp16 for its fp16 jobs, where that flag is off by default; the training
+dtype for DeepSpeed), in buckets of
 the framework's bucket (``frameworks.grad_bucket_params``) launched as soon as a bucket's last gradient is ready during
 the final micro-batch's backward (``overlap_grad_reduce``). ZeRO-0 all-reduces the gradients;
 ZeRO-1/2 (the distributed optimizer) reduce-scatter them and all-gather the updated 16-bit

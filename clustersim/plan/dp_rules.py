@@ -72,7 +72,7 @@ def zero3_impl(scenario: Scenario) -> str:
 def grad_reduce_bytes(scenario: Scenario) -> int:
     """Bytes per gradient element in the data-parallel reduction: ``reduce_bytes`` of the dtype it
     runs in (``frameworks.grad_reduce_dtype``: the scenario's ``training.grad_reduce_dtype``, else the
-    framework's)."""
-    par = scenario.parallel
+    framework's, fp16 for an fp16 Megatron job)."""
+    par, dtype = scenario.parallel, scenario.training.dtype
     return reduce_bytes(frameworks.grad_reduce_dtype(par.zero_stage, par.fsdp_version, scenario.framework,
-                                                     par.grad_reduce_dtype), scenario.training.dtype)
+                                                     par.grad_reduce_dtype, dtype=dtype), dtype)

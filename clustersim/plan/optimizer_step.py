@@ -39,8 +39,9 @@ def optimizer_step_s(scenario: Scenario, params_per_gpu: int, expert_params_per_
     fw = scenario.framework
     # the passes stream the buffer as it is held: half the bytes where it is bf16 (Megatron's
     # main_grad with --grad-reduce-in-bf16: compute.dtypes.grad_held_bytes against the fp32 grad_bytes)
-    held = grad_held_bytes(fw, grad_reduce_dtype(par.zero_stage, par.fsdp_version, fw, par.grad_reduce_dtype),
-                           scenario.training.dtype)
+    dtype = scenario.training.dtype
+    held = grad_held_bytes(fw, grad_reduce_dtype(par.zero_stage, par.fsdp_version, fw, par.grad_reduce_dtype,
+                                                 dtype=dtype), dtype)
     buffer_bytes = (fw.grad_buffer_bytes_per_param * held // fw.grad_bytes
                     if par.zero_stage <= 2 and par.dp * par.cp > 1 else 0)
     shard = state_shard_params(par, params_per_gpu - expert_params_per_gpu, expert_params_per_gpu)

@@ -20,7 +20,12 @@ from pydantic import BaseModel, ValidationError
 
 from clustersim.compute.precision import resolve_recipe
 from clustersim.errors import InputError
-from clustersim.frameworks import check_framework_layout, load_framework, zero3_overlaps_reduce
+from clustersim.frameworks import (
+    check_framework_layout,
+    grad_reduce_dtype,
+    load_framework,
+    zero3_overlaps_reduce,
+)
 from clustersim.goodput.config import goodput_spec
 from clustersim.hardware.load import load_cluster
 from clustersim.hardware.spec import ClusterSpec
@@ -370,11 +375,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         why = "training.optimizer sgd" if t.optimizer != "adam" else "training.dtype fp32"
         raise InputError("training.adam_moments", "bf16", f"fp32 with {why} (bf16 moments are Adam's under mixed "
                          "precision)")
-    if t.grad_reduce_dtype == "bf16" and t.dtype == "fp32":
-        # fp32 training reduces its fp32 gradients (Megatron reads --grad-reduce-in-bf16 under --bf16 only:
-        # megatron/training/arguments.py validate_args); it was priced as fp32 whatever the field said
-        raise InputError("training.grad_reduce_dtype", "bf16", "fp32 or left out with training.dtype fp32 (a "
-                         "bf16 reduction is mixed precision's)")
+    # the reduction runs in fp32 or the job's own 16-bit dtype: the rule refuses the rest by name
+    # (frameworks.reduce_dtypes_allowed: bf16 with fp32 or fp16 training, fp16 with any other)
+    grad_reduce_dtype(par.zero_stage, par.fsdp_version, framework, par.grad_reduce_dtype, dtype=t.dtype)
     check_layout(model, cluster, par)
     check_framework_layout(framework, par.pp, par.zero_stage, par.schedule, par.offload_optimizer)
     check_ep_overlap_dtype(par, t.dtype)

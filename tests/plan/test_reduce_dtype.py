@@ -23,15 +23,16 @@ SMALL = ["model.preset=megatron-1.7b", "cluster.preset=dgx-h100", "cluster.nodes
     ("torchtitan", 3, 2, "fp32"),
 ])
 def test_reduction_dtype_by_framework(framework, zero, fsdp, want):
-    assert grad_reduce_dtype(zero, fsdp, load_framework(framework)) == want
-    assert grad_reduce_dtype(zero, fsdp, None) in ("fp32", "bf16")
+    assert grad_reduce_dtype(zero, fsdp, load_framework(framework), dtype="bf16") == want
+    assert grad_reduce_dtype(zero, fsdp, None, dtype="bf16") in ("fp32", "bf16")
 
 
 def test_deepspeed_zero3_reduces_in_16_bit_even_when_the_framework_says_fp32():
     fw = replace(load_framework("deepspeed"), grad_reduce_dtype="fp32")
     assert zero3_impl(None, fw) == "deepspeed"
-    assert grad_reduce_dtype(3, None, fw) == "bf16" and grad_reduce_dtype(1, None, fw) == "fp32"
-    assert zero3_impl(2, fw) == "fsdp2" and grad_reduce_dtype(3, 2, fw) == "fp32"
+    assert grad_reduce_dtype(3, None, fw, dtype="bf16") == "bf16"
+    assert grad_reduce_dtype(1, None, fw, dtype="bf16") == "fp32"
+    assert zero3_impl(2, fw) == "fsdp2" and grad_reduce_dtype(3, 2, fw, dtype="bf16") == "fp32"
 
 
 def test_bytes_follow_the_training_dtype():
