@@ -87,7 +87,8 @@ MAPPED_LATER = ("mtp_num_layers", "moe_layer_freq", "multi_latent_attention", "q
                 "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "optimizer_cpu_offload",
                 "optimizer_offload_fraction", "recompute_modules", "exp_avg_dtype", "exp_avg_sq_dtype",
                 "moe_token_dispatcher_type", "moe_router_num_groups", "moe_router_group_topk",
-                "overlap_moe_expert_parallel_comm", "hierarchical_context_parallel_sizes", "grad_reduce_in_bf16")
+                "overlap_moe_expert_parallel_comm", "hierarchical_context_parallel_sizes", "grad_reduce_in_bf16",
+                "accumulate_allreduce_grads_in_fp32")
 # known arguments that change nothing clustersim simulates (data, schedule of the learning rate,
 # logging, checkpoints, kernel-fusion switches whose cost is inside the measured efficiencies)
 NO_EFFECT_PREFIXES = ("log_", "save", "load", "data_", "tokenizer_", "lr", "min_lr", "weight_decay", "adam_",
@@ -102,7 +103,7 @@ NO_EFFECT_PREFIXES = ("log_", "save", "load", "data_", "tokenizer_", "lr", "min_
                       "max_position_embeddings", "make_vocab_size", "tp_comm_", "calculate_per_token_loss",
                       "check_", "manual_gc", "deterministic", "enable_", "iter_per_epoch", "dataloader",
                       "mock_data", "micro_batch_size_", "fp8_", "fp4_", "num_layers_at_",
-                      "accumulate_allreduce", "reset_", "eod_", "create_attention",
+                      "reset_", "eod_", "create_attention",
                       "use_rotary", "use_cpu_initialization", "perform_initialization", "local_rank", "rank",
                       "encoder_seq_length", "decoder_seq_length", "params_dtype", "fp16_lm_cross_entropy",
                       "attention_softmax_in_fp32", "skip_", "test_", "valid_", "warmup", "decoupled_",

@@ -80,8 +80,12 @@ def megatron_flags(sc: Scenario) -> list[str]:
         flags.append(f"--ddp-bucket-size {p.dp_bucket_params}")
     flags.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": f"--bf16 --fp8-format hybrid --fp8-recipe {t.recipe}",
                   "fp4": f"--bf16 --fp4-format e2m1 --fp4-recipe {t.recipe}"}.get(t.dtype, ""))
-    if p.grad_reduce_dtype == "bf16" and t.dtype != "fp16":
+    if p.grad_reduce_dtype == "bf16":   # the loader allows it under bf16 / fp8 / fp4, all written with --bf16
         flags.append("--grad-reduce-in-bf16")   # read under --bf16 (megatron/training/arguments.py validate_args)
+    elif t.dtype == "fp16" and grad_reduce_dtype(p.zero_stage, p.fsdp_version, sc.framework, p.grad_reduce_dtype,
+                                                 dtype=t.dtype) == "fp32":
+        # --fp16 alone reduces in fp16; validate_args forces fp32 under --bf16 only (frameworks.grad_reduce_dtype)
+        flags.append("--accumulate-allreduce-grads-in-fp32")
     if t.optimizer == "sgd":
         flags.append("--optimizer sgd")
     if sc.framework.name == "megatron-legacy":
@@ -161,7 +165,8 @@ def _check_round_trip(sc: Scenario, text: str) -> None:
                                     for x in (sc, back))
                 if mine_v != theirs_v:
                     raise InputError("training.grad_reduce_dtype", mine_v, f"what the Megatron-LM export can write "
-                                     f"({theirs_v!r} after a round trip: --grad-reduce-in-bf16 needs --bf16)")
+                                     f"({theirs_v!r} after a round trip: --grad-reduce-in-bf16 needs --bf16, "
+                                     "--fp16 reduces in fp16 or, with --accumulate-allreduce-grads-in-fp32, fp32)")
                 continue
             if f.name not in _SAID_OTHERWISE and getattr(mine, f.name) != getattr(theirs, f.name):
                 raise InputError(f"{part}.{f.name}", getattr(mine, f.name),

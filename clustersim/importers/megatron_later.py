@@ -240,6 +240,13 @@ def later_fields(a: MegatronArgs, model: dict[str, Any], parallel: dict[str, Any
         else:
             notes.append("--grad-reduce-in-bf16: no effect without --bf16 (Megatron reads it under --bf16 only; "
                          "Megatron-DeepSpeed has no such flag)")
+    if a.get("fp16") and not a.get("deepspeed") and a.get("accumulate_allreduce_grads_in_fp32"):
+        # Megatron forces fp32 accumulation and reduction under --bf16 only (megatron/training/arguments.py
+        # validate_args: "if args.bf16: ... args.accumulate_allreduce_grads_in_fp32 = True"): --fp16 reduces
+        # its fp16 main grads (frameworks.grad_reduce_dtype) unless the flag asks for fp32 (DDP grad_dtype =
+        # torch.float if grad_reduce_in_fp32 else param.dtype, megatron/core/distributed/distributed_data_parallel.py).
+        # Under --bf16 the flag is Megatron's own default and every log prints it True: nothing to carry
+        training["grad_reduce_dtype"] = "fp32"
     if a.get("optimizer_cpu_offload"):
         frac = a.get("optimizer_offload_fraction", 1.0)
         if frac not in (1, 1.0):     # HybridDeviceOptimizer keeps the rest on the GPU
