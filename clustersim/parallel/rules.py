@@ -10,6 +10,7 @@ from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.parallel.attention_rules import check_attention_layout
 from clustersim.parallel.layout import ParallelLayout
+from clustersim.parallel.split import weight_of
 from clustersim.workload.model_spec import ModelSpec
 
 MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
@@ -178,8 +179,13 @@ def _check_schedule(model: ModelSpec, par: ParallelLayout) -> None:
                              f"a batch with an even micro-batch count >= 2 * pp ({2 * pp}) for dualpipe; "
                              f"it has {m} (global_batch / (dp * micro_batch))")
     if s in V_SCHEDULES:
-        if model.layers < 2 * pp:
-            raise InputError("parallel.pp", pp, f"2 * pp <= model.layers ({model.layers}) for {s} (two chunks per rank)")
+        # the split's weights count the embedding and the loss as layers (parallel.split
+        # weighted_counts): rank 0 may then hold only them, as the Zero Bubble paper's ZB-V runs do
+        effective = model.layers + weight_of("account_for_embedding", par.account_for_embedding) \
+            + weight_of("account_for_loss", par.account_for_loss)
+        if effective < 2 * pp:
+            raise InputError("parallel.pp", pp, f"2 * pp <= model.layers + account_for_embedding + account_for_loss "
+                             f"({effective}) for {s} (two chunks per rank)")
         if s == "dualpipe-v" and m < 2 * pp:
             raise InputError("parallel.global_batch", par.global_batch,
                              f"a batch with at least 2 * pp ({2 * pp}) micro-batches for dualpipe-v; it has {m}")

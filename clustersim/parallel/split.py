@@ -37,8 +37,13 @@ embedding, the last one the output layer, the loss and any multi-token-predictio
   clustersim places the embedding on the first stage and the loss and MTP modules on the last, so a
   layout that puts them elsewhere is refused.
 
-Every pipeline rank must keep at least one decoder layer over its chunks (a rank holding only the
-embedding or only the loss is Megatron's ``--standalone-embedding-stage``, not modelled).
+A pipeline rank may hold no decoder layer when it holds model stage 0 (the embedding) or the last
+model stage (the output layer and the loss): e.g. the Zero Bubble paper's ZB-V runs, whose code pads
+30 / 46 / 62 layers to 2 pp chunks of one layer with the first and the last chunk one fewer
+(``--allow-padding-num-layers``, megatron/model/transformer.py ``get_offset`` on the ``arxiv`` branch
+of sail-sg/zero-bubble-pipeline-parallelism at f68d3879) and puts both chunks on rank 0, which then
+holds only the embedding and the loss; or a layout ``"E|tttt|L"``. A rank that would hold nothing
+at all (no layer, no embedding, no loss) is refused.
 """
 
 from __future__ import annotations
@@ -104,11 +109,13 @@ def framework_split(layout, layers: int, mtp_layers: int = 0) -> tuple[int, ...]
     else:
         counts = weighted_counts(layers, stages, weight_of("account_for_embedding", layout.account_for_embedding),
                                  weight_of("account_for_loss", layout.account_for_loss))
-    empty = [r for r in range(pp) if sum(counts[m] for m in set(graph.rank_model_stages(r))) < 1]
+    ends = {0, stages - 1}     # the embedding's model stage and the loss's
+    empty = [r for r in range(pp) if not ends & set(graph.rank_model_stages(r))
+             and sum(counts[m] for m in set(graph.rank_model_stages(r))) < 1]
     if empty:
         field, value = _setting(layout)
-        raise InputError(field, value, f"a split that leaves every pipeline rank at least one decoder layer "
-                         f"(rank {empty[0]} would hold none: layers per stage {list(counts)})")
+        raise InputError(field, value, f"a split that leaves every pipeline rank a decoder layer, the embedding "
+                         f"or the loss (rank {empty[0]} would hold nothing: layers per stage {list(counts)})")
     return counts
 
 

@@ -174,10 +174,13 @@ def test_v_schedules_refuse_rank_order_settings_but_take_weights() -> None:
         (2, 3, 2, 2, 2, 2, 2, 1)
 
 
-def test_a_rank_without_layers_is_refused() -> None:
+def test_a_rank_needs_a_layer_the_embedding_or_the_loss() -> None:
+    # ranks holding only the embedding (rank 0) or only the loss (rank 2) are kept
+    assert framework_split(layout(pp=3, pipeline_layout="E|tttt|L"), 4) == (0, 4, 0)
+    # a rank holding nothing at all is refused
     with pytest.raises(InputError) as err:
-        framework_split(layout(pp=3, pipeline_layout="E|tttt|L"), 4)     # a standalone embedding stage
-    assert err.value.field == "parallel.pipeline_layout" and "rank 0" in err.value.allowed
+        framework_split(layout(pp=4, pipeline_layout="Ett||tt|L"), 4)
+    assert err.value.field == "parallel.pipeline_layout" and "rank 1 would hold nothing" in err.value.allowed
 
 
 # --- properties ------------------------------------------------------------------------------------
@@ -199,8 +202,8 @@ def test_weighted_split_properties(layers, pp, v, emb, loss) -> None:
     effective[0] += emb
     effective[-1] += loss
     assert max(effective) - min(effective) <= 1
-    # every rank holds a layer
-    assert all(sum(counts[c * pp + r] for c in range(lay.virtual_stages)) >= 1 for r in range(pp))
+    # every rank holds a layer, or the embedding (rank 0) or the loss (rank pp - 1)
+    assert all(sum(counts[c * pp + r] for c in range(lay.virtual_stages)) >= 1 for r in range(1, pp - 1))
 
 
 @settings(max_examples=300, deadline=None)
