@@ -174,7 +174,9 @@ def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_fli
     """(activations in flight, transient) of one GPU of a stage: the layers' bytes times the
     micro-batches in flight, the stage ends' times their own chunks' in flight; the transient is
     the larger of the loss's logits copies (last stage, end of a forward) and what a backward adds
-    (the recomputed layer, its gradients and ``backward_buffers``, ZeRO-3 gradients in flight)."""
+    (the recomputed layer, its gradients and ``backward_buffers``, ZeRO-3 gradients in flight). A
+    stage with no layer (the split left it only the embedding and/or the loss) has no layer
+    backward: its transient is the loss's logits copies when it holds the loss."""
     per = dict(units.per_policy)
     act = sum(n * per[p] for p, n in policies.counts) * in_flight
     if first:
@@ -186,6 +188,8 @@ def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_fli
         transient = units.working + backward_buffers
         if last:
             transient = max(transient, units.loss)
+    elif not stage_layers and last and ends[1]:
+        transient = units.loss
     return act, transient
 
 

@@ -91,7 +91,8 @@ def scenario_kernels(scenario: Scenario) -> Kernels:
 def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...],
                 held: tuple[InFlight, ...] | None = None) -> tuple[MemoryReport, ...]:
     """One MemoryReport per pipeline rank (DualPipe: its two chunks hold two model stages, the
-    first and last ranks both the embedding and the output head). ``held``:
+    first and last ranks both the embedding and the output head; a rank the split leaves without a
+    decoder layer holds only its embedding's and/or output layer's weights and activations). ``held``:
     ``schedule_in_flight(schedule, chunks)`` when the caller keeps it (it depends on the schedule
     alone)."""
     par = scenario.parallel
@@ -106,7 +107,9 @@ def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...],
         stages = [work.stages[graph.stage(r, c)] for c in range(graph.chunks)]
         layers = sum(st.num_layers for st in stages)
         moe = sum(st.moe_layers for st in stages)
-        in_flight = layers_in_flight(schedule[r], r, graph, counts, held[r]) / layers
+        # a rank with no decoder layer (only the embedding and/or the loss, parallel.split) holds no
+        # layer activations: only its ends' own, counted from ends_in_flight below
+        in_flight = layers_in_flight(schedule[r], r, graph, counts, held[r]) / layers if layers else 0.0
         first = any(st.model_stage == 0 for st in stages)
         last = any(st.model_stage == last_model for st in stages)
         ends = (chunk_in_flight(schedule[r], r, graph, work, 0, held[r]) if first else 0.0,

@@ -128,3 +128,49 @@ def test_sweep_drops_the_template_split() -> None:
     sc = scenario_from_dict(scenario(first_stage_layers=6, last_stage_layers=6))
     base = sweep_spec(sc, evaluators=SWEEP_EVALUATORS).scenario.parallel
     assert not split_is_set(base) and base.layers_per_stage == ()
+
+
+# --- a rank with only the embedding and the loss: the Zero Bubble paper's ZB-V split ------------
+
+@pytest.mark.parametrize("layers, pp", [(6, 4), (14, 8)])
+def test_zbv_rank_without_layers_engine_equals_closed_form(layers, pp) -> None:
+    # 2 pp chunks of one layer, the first and the last one fewer: rank 0 (model stages 0 and
+    # 2 pp - 1 in the V) holds only the embedding and the loss. One stage per node: nothing contends
+    data = scenario(pp=pp, global_batch=4 * pp, schedule="zb-v", account_for_embedding=True, account_for_loss=True)
+    data["model"]["layers"] = layers
+    data["cluster"]["nodes"] = pp
+    sc = scenario_from_dict(data)
+    assert sc.parallel.layers_per_stage == (0,) + (1,) * layers + (0,)
+    work = build_step_work(sc)
+    assert len(work.stages[0].forward) == 1 and len(work.stages[-1].forward) == 1   # the embedding; the loss
+    event, closed = simulate(sc), estimate(sc)
+    assert math.isclose(event.step_time_s, closed.step_time_s, rel_tol=1e-9)
+    assert math.isclose(event.memory.peak_bytes_per_gpu, closed.memory.peak_bytes_per_gpu, rel_tol=1e-9)
+
+
+def test_zbv_rank_without_layers_memory_by_hand() -> None:
+    """Rank 0 of the paper's 6.2B ZB-V run (Table 6: 16 GPUs, micro-batch 6, 48 micro-batches)."""
+    sc = scenario_from_dict({
+        "framework": "megatron-legacy",
+        "model": {"layers": 30, "hidden": 4096, "heads": 32, "ffn_act": "gelu", "vocab": 32000, "seq_len": 1024,
+                  "tie_embeddings": True, "dropout": True},
+        "cluster": {"preset": "dgx-a100", "nodes": 2, "scale_out": "roce-200g", "nics_per_node": 8},
+        "parallel": {"tp": 1, "pp": 16, "dp": 1, "micro_batch": 6, "global_batch": 288, "schedule": "zb-v",
+                     "account_for_embedding": True, "account_for_loss": True},
+        "training": {"dtype": "fp16"}})
+    assert sc.parallel.layers_per_stage[0] == sc.parallel.layers_per_stage[-1] == 0
+    m = simulate(sc).memory_by_stage[0]
+    # weights: the tied embedding / output matrix once, 32,000 x 4,096, and the final LayerNorm's
+    # weight and bias (2 x 4,096), fp16: (131,072,000 + 8,192) x 2 B
+    params = 32000 * 4096 + 2 * 4096
+    assert m.weights == params * 2 == 262_160_384
+    assert m.gradients == params * 4 and m.optimizer_states == params * 12   # fp32 main grads; fp32 master + Adam
+    # activations, per micro-batch of 6 x 1,024 = 6,144 tokens: the embedding's dropout mask (1 B per
+    # element) 6,144 x 4,096 = 25,165,824 B; the output end: final-norm input and logits-GEMM input
+    # (2 x 6,144 x 4,096 x 2 B = 100,663,296), LayerNorm mean and rstd (2 x 4 B x 6,144 = 49,152) and
+    # the cross-entropy's 4 B per logit (6,144 x 32,000 x 4 = 786,432,000): 887,144,448 B.
+    # ZB-V's rank 0 runs 31 chunk-0 forwards before its first chunk-1 forward (peaks (31, 1) and
+    # (32, 0)): at most 32 micro-batches of the embedding's chunk and 1 of the loss's, each end at its own peak
+    assert m.activations == 32 * 25_165_824 + 887_144_448 == 1_692_450_816
+    # no layer backward: the transient is the loss's logits copies, (6 - 4) B per logit
+    assert m.transient == 2 * 6144 * 32000 == 393_216_000
