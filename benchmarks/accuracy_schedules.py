@@ -1,5 +1,5 @@
 """Predicted vs published step times of the Zero Bubble paper's pipeline-schedule comparisons on 8-32 A100
-(validation/reference/schedules_published.yaml): 1F1B, interleaved 1F1B and ZB-1p (as zb-h1).
+(validation/reference/schedules_published.yaml): 1F1B, interleaved 1F1B, ZB-1p (as zb-h1) and ZB-V.
 
 Validation only: nothing is fitted to these runs and they do not feed the prediction interval.
 Same table as benchmarks/accuracy_moe.py, then, per setup (model, GPUs, micro-batch, micro-batches),

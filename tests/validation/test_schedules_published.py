@@ -13,7 +13,7 @@ from clustersim.inputs import read_yaml_file
 from validation.published_steps import ROOT, not_simulated, runs
 
 SCHEDULES_FILE = ROOT / "validation" / "reference" / "schedules_published.yaml"
-SCHEDULE_OF_SUFFIX = {"1f1b": "1f1b", "1f1bi": "interleaved-1f1b", "zb1p": "zb-h1"}
+SCHEDULE_OF_SUFFIX = {"1f1b": "1f1b", "1f1bi": "interleaved-1f1b", "zb1p": "zb-h1", "zbv": "zb-v"}
 SHAPES = {"1.5b": (22, 2304, 24), "6.2b": (30, 4096, 32), "14.6b": (46, 5120, 40), "28.3b": (62, 6144, 48)}
 
 
@@ -50,3 +50,13 @@ def test_every_schedule_of_every_setup_runs():
     for r in first.values():
         predicted = simulate(r.build()).step_time_s
         assert abs(predicted / r.measured_step_time_s() - 1) < 0.5, r.id   # a sanity bound; the table reports the error
+
+
+def test_zbv_rows_leave_rank_0_the_embedding_and_the_loss():
+    """Tables 6-7's ZB-V rows: the paper's split gives rank 0 (model stages 0 and 2 pp - 1) no layer."""
+    rows = [r for r in runs(SCHEDULES_FILE) if r.id.endswith("-zbv")]
+    assert len(rows) == 12
+    assert not any("zbv" in item["id"] for item in not_simulated(SCHEDULES_FILE))
+    for r in rows:
+        sc = r.build()
+        assert sc.parallel.layers_per_stage == (0,) + (1,) * sc.model.layers + (0,), r.id
