@@ -15,6 +15,7 @@ from clustersim.engine.selector import time_plan
 from clustersim.engine.timeline import SimResult, StepResult
 from clustersim.errors import InputError
 from clustersim.parallel.pipeline import build_schedule, stage_graph, validate_schedule
+from clustersim.parallel.zb_auto import StageCosts
 from clustersim.perrank import hetero
 from clustersim.perrank.hetero import balanced
 from clustersim.perrank.run import per_rank_mode, time_per_rank
@@ -22,6 +23,7 @@ from clustersim.plan.actions import step_schedule
 from clustersim.plan.budget import check_step_budget
 from clustersim.plan.memory_plan import InFlight, rank_memory, schedule_in_flight, worst_stage
 from clustersim.plan.plan_cache import PlanCache
+from clustersim.plan.schedule_costs import schedule_costs
 from clustersim.report import StepReport
 from clustersim.scenario import Scenario, check_layout, load_scenario, scenario_from_dict
 from clustersim.sweep.evaluators import Evaluators
@@ -37,26 +39,29 @@ __all__ = ["StepReport", "compare_frame", "estimate", "load_scenario", "plan_col
 
 def _schedule(scenario: Scenario):
     par = scenario.parallel
-    schedule = _validated_schedule(par.schedule, par.pp, par.num_micro_batches, par.virtual_stages)
+    schedule = _validated_schedule(par.schedule, par.pp, par.num_micro_batches, par.virtual_stages,
+                                   schedule_costs(scenario))
     return step_schedule(scenario) if par.overlap_moe_expert_parallel_comm else schedule
 
 
 @functools.lru_cache(maxsize=256)
-def _validated_schedule(kind: str, pp: int, num_micro_batches: int, virtual_stages: int):
-    """The schedule, validated once (memoised: a pure function of integers; simulate and estimate
-    ask for the same one)."""
-    schedule = build_schedule(kind, pp, num_micro_batches, virtual_stages)
+def _validated_schedule(kind: str, pp: int, num_micro_batches: int, virtual_stages: int,
+                        costs: StageCosts | None = None):
+    """The schedule, validated once (memoised: a pure function of integers, and of zb-2p's stage
+    times; simulate and estimate ask for the same one)."""
+    schedule = build_schedule(kind, pp, num_micro_batches, virtual_stages, costs)
     validate_schedule(schedule, pp, num_micro_batches, virtual_stages,
                       graph=stage_graph(kind, pp, virtual_stages, num_micro_batches))
     return schedule
 
 
 @functools.lru_cache(maxsize=256)
-def _validated_in_flight(kind: str, pp: int, num_micro_batches: int, virtual_stages: int) -> tuple[InFlight, ...]:
+def _validated_in_flight(kind: str, pp: int, num_micro_batches: int, virtual_stages: int,
+                         costs: StageCosts | None = None) -> tuple[InFlight, ...]:
     """Each rank's peaks of activations held under the validated schedule (memoised with it: a
-    pure function of the same integers)."""
+    pure function of the same arguments)."""
     chunks = stage_graph(kind, pp, virtual_stages, num_micro_batches).chunks
-    return schedule_in_flight(_validated_schedule(kind, pp, num_micro_batches, virtual_stages), chunks)
+    return schedule_in_flight(_validated_schedule(kind, pp, num_micro_batches, virtual_stages, costs), chunks)
 
 
 def _report(scenario: Scenario, engine: str, step_time_s: float, breakdown: dict[str, float],
@@ -67,7 +72,7 @@ def _report(scenario: Scenario, engine: str, step_time_s: float, breakdown: dict
     else:
         par = scenario.parallel
         held = None if par.overlap_moe_expert_parallel_comm else _validated_in_flight(
-            par.schedule, par.pp, par.num_micro_batches, par.virtual_stages)
+            par.schedule, par.pp, par.num_micro_batches, par.virtual_stages, schedule_costs(scenario))
         memories = rank_memory(scenario, _schedule(scenario), held)
         worst = worst_stage(memories)
     flops = model_flops_per_step(scenario.model, scenario.parallel.global_batch)
@@ -82,8 +87,9 @@ def _mixed_memory(scenario: Scenario):
     schedule of the replica that runs the most micro-batches."""
     par = scenario.parallel
     m = max(scenario.micro_batches_per_replica or (par.num_micro_batches,))
-    schedule = _validated_schedule(par.schedule, par.pp, m, par.virtual_stages)
-    held = _validated_in_flight(par.schedule, par.pp, m, par.virtual_stages)
+    costs = schedule_costs(scenario)
+    schedule = _validated_schedule(par.schedule, par.pp, m, par.virtual_stages, costs)
+    held = _validated_in_flight(par.schedule, par.pp, m, par.virtual_stages, costs)
     by_variant = [rank_memory(v, schedule, held) for v in hetero.variants(scenario)]
     out = []
     for p in range(par.pp):

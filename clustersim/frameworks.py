@@ -29,7 +29,7 @@ TP_BACKWARD_OVERLAP = ("always", "with-sp", "never")
 PP_SEND_BLOCKING = ("always", "except-interleaved", "never")
 _BOOLS = ("overlap_grad_reduce", "overlap_param_gather", "grads_in_reduce_dtype")
 # the schedules a framework entry may list (clustersim.parallel.layout.SCHEDULES, not imported: a floor above)
-PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v")
+PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-2p", "zb-v", "dualpipe", "dualpipe-v")
 _LISTS = {"zero_stages": (0, 1, 2, 3), "pipeline_schedules": PIPELINE_SCHEDULES,
           "optimizer_offload_zero_stages": (0, 1, 2, 3)}
 ELEMENTWISE = ("fused", "eager")

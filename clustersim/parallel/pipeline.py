@@ -19,9 +19,11 @@ from clustersim.parallel.dualpipe import dualpipe_actions
 from clustersim.parallel.list_schedule import list_schedule
 from clustersim.parallel.pipeline_data import KINDS, Action, Schedule, ScheduleError
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
+from clustersim.parallel.zb_auto import StageCosts, zb_auto
 from clustersim.parallel.zero_bubble import zb_h1, zb_v
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v")
+# zb-2p is ordered from stage times (clustersim.parallel.zb_auto): the plan passes them as ``costs``
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-2p", "zb-v", "dualpipe", "dualpipe-v")
 
 __all__ = ["KINDS", "SCHEDULES", "Action", "DryRun", "Schedule", "ScheduleError", "StageGraph", "build_schedule",
            "dry_run", "format_grid", "max_in_flight", "pair_steady_state", "stage_graph", "stage_layers",
@@ -32,9 +34,11 @@ __all__ = ["KINDS", "SCHEDULES", "Action", "DryRun", "Schedule", "ScheduleError"
 # generation
 
 @lru_cache(maxsize=64)  # pure and immutable; simulate() and estimate() ask for the same one
-def build_schedule(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int = 1) -> Schedule:
+def build_schedule(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int = 1,
+                   costs: StageCosts | None = None) -> Schedule:
     """Per-rank action lists for ``schedule`` (one of SCHEDULES); its placement of stages on
-    ranks is ``stage_graph(schedule, pp, virtual_stages, num_micro_batches)``."""
+    ranks is ``stage_graph(schedule, pp, virtual_stages, num_micro_batches)``. ``costs``: zb-2p's
+    stage times (clustersim.parallel.zb_auto; None: the paper's unit times); the others ignore it."""
     if schedule not in SCHEDULES:
         raise InputError("parallel.schedule", schedule, SCHEDULES)
     for field, value in (("parallel.pp", pp), ("num_micro_batches", num_micro_batches),
@@ -46,6 +50,11 @@ def build_schedule(schedule: str, pp: int, num_micro_batches: int, virtual_stage
     m = num_micro_batches
     if schedule == "zb-h1":
         return tuple(zb_h1(pp, r, m) for r in range(pp))
+    if schedule == "zb-2p":
+        try:
+            return zb_auto(pp, m, costs).order   # memory limit 2 pp micro-batches, F to W
+        except ValueError as e:
+            raise InputError("num_micro_batches", m, f"a count the ZB-2p heuristic can order ({e})") from None
     if schedule == "zb-v":
         return tuple(zb_v(pp, r, m) for r in range(pp))
     if schedule in ("dualpipe", "dualpipe-v"):

@@ -15,7 +15,7 @@ from clustersim.workload.model_spec import ModelSpec
 
 MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 V_SCHEDULES = ("zb-v", "dualpipe-v")        # two chunks per rank in a V (stage r and 2 pp - 1 - r)
-W_SCHEDULES = ("zb-h1", "zb-v", "dualpipe", "dualpipe-v")  # split weight gradients (W actions)
+W_SCHEDULES = ("zb-h1", "zb-2p", "zb-v", "dualpipe", "dualpipe-v")  # split weight gradients (W actions)
 
 
 def default_sequence_parallel(model: ModelSpec, tp: int) -> bool:

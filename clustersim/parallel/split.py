@@ -56,7 +56,7 @@ from clustersim.parallel.stage_graph import stage_graph
 
 # schedules whose model stage c * pp + r runs on rank r (Megatron's placement); the V schedules put
 # model stage 2 pp - 1 - r on rank r, where "first rank" and a layout's stage order mean something else
-RANK_ORDER_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipe")
+RANK_ORDER_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-2p", "dualpipe")
 LAYOUT_CHARS = "ELtm"
 MAX_LAYOUT_CHARS = 4 * MAX_LAYERS   # an expanded layout longer than this is not a pipeline
 SPLIT_FIELDS = ("first_stage_layers", "last_stage_layers", "account_for_embedding", "account_for_loss",

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from clustersim.parallel.pipeline import Schedule, pair_steady_state, split_weight_keys
 from clustersim.parallel.pipeline import build_schedule as _build
 from clustersim.parallel.stage_graph import StageGraph
+from clustersim.parallel.zb_auto import StageCosts
+from clustersim.plan.schedule_costs import schedule_costs
 from clustersim.plan.stage_work import StageWork, StepWork, Work
 from clustersim.scenario import Scenario
 
@@ -43,11 +45,13 @@ def step_schedule(scenario: Scenario, num_micro_batches: int | None = None) -> S
     (``num_micro_batches``: a rank class's own count, per-rank mode; None: the scenario's)."""
     par = scenario.parallel
     m = par.num_micro_batches if num_micro_batches is None else num_micro_batches
-    return _schedule(par.schedule, par.pp, m, par.virtual_stages, par.overlap_moe_expert_parallel_comm)
+    return _schedule(par.schedule, par.pp, m, par.virtual_stages, par.overlap_moe_expert_parallel_comm,
+                     schedule_costs(scenario))
 
 
-def _schedule(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool) -> Schedule:
-    sched = _build(schedule, pp, num_micro_batches, virtual_stages)
+def _schedule(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool,
+              costs: StageCosts | None = None) -> Schedule:
+    sched = _build(schedule, pp, num_micro_batches, virtual_stages, costs)
     if ep_overlap and schedule in ("1f1b", "interleaved-1f1b"):
         sched = pair_steady_state(sched)
     return sched
@@ -70,7 +74,7 @@ def plan_actions(scenario: Scenario, work: StepWork,
     par = scenario.parallel
     m = par.num_micro_batches if num_micro_batches is None else num_micro_batches
     skeleton = action_skeleton(par.schedule, par.pp, m, par.virtual_stages, par.overlap_moe_expert_parallel_comm,
-                               work.graph)
+                               work.graph, schedule_costs(scenario))
     return tuple(tuple(PlannedAction(a.label, a.kind, a.stage, a.micro_batch, a.needs, a.sends,
                                      _works(work.stages[a.stage], a.part), a.final, a.paired, a.part, a.chunk)
                        for a in acts) for acts in skeleton)
@@ -86,13 +90,13 @@ def _works(st: StageWork, part: str) -> tuple[Work, ...]:
 
 @functools.lru_cache(maxsize=256)
 def action_skeleton(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool,
-                    graph: StageGraph) -> tuple[tuple[PlannedAction, ...], ...]:
+                    graph: StageGraph, costs: StageCosts | None = None) -> tuple[tuple[PlannedAction, ...], ...]:
     """Every rank's actions resolved on the stage graph, without their work units (``works``
     empty): what ``plan_actions`` gives, for any scenario with this schedule (the sweep's bound
     replays it, clustersim.sweep.replay). Memoised: a pure function of its integer arguments and
-    the frozen stage graph."""
+    the frozen stage graph (``costs``: zb-2p's stage times, clustersim.plan.schedule_costs)."""
     out = []
-    for rank, acts in enumerate(_schedule(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)):
+    for rank, acts in enumerate(_schedule(schedule, pp, num_micro_batches, virtual_stages, ep_overlap, costs)):
         split = split_weight_keys(acts)
         last: dict[int, int] = {}
         for i, a in enumerate(acts):

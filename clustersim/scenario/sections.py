@@ -134,7 +134,8 @@ class ParallelSection(Section):
     zero_stage: Literal[0, 1, 2, 3] = 0
     micro_batch: int = Field(1, ge=1, le=MAX_COUNT)
     global_batch: int | None = Field(None, ge=1, le=MAX_COUNT)  # None: dp * micro_batch * 4 * pp (documented default)
-    schedule: Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe", "dualpipe-v"] = "1f1b"
+    schedule: Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-2p", "zb-v", "dualpipe",
+                      "dualpipe-v"] = "1f1b"
     virtual_stages: int = Field(1, ge=1, le=MAX_LAYERS)
     recompute: Literal["none", "selective", "selective-op", "full"] = "none"
     # Megatron --recompute-modules (with recompute: selective): extra fine-grained recompute

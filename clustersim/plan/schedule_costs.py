@@ -1,0 +1,54 @@
+"""The stage times a time-driven schedule is ordered by (zb-2p: clustersim.parallel.zb_auto).
+
+Per pipeline rank, one micro-batch's F (the forward units), B (the input-gradient part of the
+backward) and W (its weight-gradient part) as the plan compiles them (clustersim.plan.compiled_unit,
+the times the engines run, without contention), and one pipeline transfer: the slowest boundary's
+(the paper's code profiles one p2p time). As the paper's code does (zb_schedules.py
+``update_schedule``: ``max(int(t_ms * 1000), 1)``) every time is rounded down to whole
+microseconds, at least one: the heuristic compares sums of times, and integers keep its ties
+exact. The paper's schedule is built once for the job from one rank's profile; here from the
+scenario's nominal GPUs (a fault's or a mixed group's slower rank does not reorder it)."""
+
+from __future__ import annotations
+
+import functools
+
+from clustersim.parallel.zb_auto import StageCosts
+from clustersim.plan.comm_plans import pp_plan
+from clustersim.plan.compiled_unit import compile_unit
+from clustersim.plan.stage_work import Work, build_step_work
+from clustersim.scenario import Scenario
+
+COST_DRIVEN_SCHEDULES = ("zb-2p",)
+
+
+def _micros(seconds: float) -> int:
+    return max(int(seconds * 1e6), 1)
+
+
+@functools.lru_cache(maxsize=64)
+def schedule_costs(scenario: Scenario) -> StageCosts | None:
+    """The scenario's ``StageCosts`` when its schedule is ordered by them, else None."""
+    par = scenario.parallel
+    if par.schedule not in COST_DRIVEN_SCHEDULES:
+        return None
+    work = build_step_work(scenario)
+    graph = work.graph
+    times: dict[int, float] = {}
+    keep: list[Work] = []
+
+    def seconds(works: tuple[Work, ...]) -> float:
+        total = 0.0
+        for w in works:
+            if id(w) not in times:
+                times[id(w)] = compile_unit(scenario, w).time_s
+                keep.append(w)   # keep the id valid
+            total += times[id(w)]
+        return total
+
+    stages = [work.stages[graph.stage(r, 0)] for r in range(par.pp)]
+    comm = max((pp_plan(scenario, work.p2p_bytes, r).time_s for r in range(par.pp - 1)), default=0.0)
+    return StageCosts(tuple(_micros(seconds(st.forward)) for st in stages),
+                      tuple(_micros(seconds(st.backward_input)) for st in stages),
+                      tuple(_micros(seconds(st.backward_weight)) for st in stages),
+                      _micros(comm) if par.pp > 1 else 0)
