@@ -52,7 +52,8 @@ def test_every_pass_respects_the_dependencies_and_the_memory_limit() -> None:
                 g = _greedy(m, costs, (1, 0, -1), 2 * pp, *flags)
             except ValueError:
                 continue
-            end = {(a.kind, r, a.micro_batch): t for r, acts in enumerate(g.order) for a, t in zip(acts, g.ends[r])}
+            end = {(a.kind, r, a.micro_batch): t
+                   for r, acts in enumerate(g.order) for a, t in zip(acts, g.ends[r], strict=True)}
             for (kind, r, i), t in end.items():
                 c = cost[kind][r]
                 if kind == "F" and r > 0:
