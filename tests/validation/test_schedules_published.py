@@ -13,7 +13,7 @@ from clustersim.inputs import read_yaml_file
 from validation.published_steps import ROOT, not_simulated, runs
 
 SCHEDULES_FILE = ROOT / "validation" / "reference" / "schedules_published.yaml"
-SCHEDULE_OF_SUFFIX = {"1f1b": "1f1b", "1f1bi": "interleaved-1f1b", "zb1p": "zb-h1", "zbv": "zb-v"}
+SCHEDULE_OF_SUFFIX = {"1f1b": "1f1b", "1f1bi": "interleaved-1f1b", "zb1p": "zb-h1", "zbv": "zb-v", "zb2p": "zb-2p"}
 SHAPES = {"1.5b": (22, 2304, 24), "6.2b": (30, 4096, 32), "14.6b": (46, 5120, 40), "28.3b": (62, 6144, 48)}
 
 
