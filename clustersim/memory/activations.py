@@ -29,7 +29,7 @@ from clustersim.compute.dtypes import activation_bytes
 from clustersim.frameworks import FrameworkSpec
 from clustersim.memory.moe_saved import moe_mla_layer_bytes, uses_moe_mla_bytes
 from clustersim.memory.policies import RankPolicies
-from clustersim.memory.saved import GPU_FUSED, Kernels, recompute_working_bytes, saved_bytes
+from clustersim.memory.saved import GPU_FUSED, Kernels, recompute_working_bytes, saved_bytes, weight_gradient_operands
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 
@@ -63,6 +63,23 @@ def layer_activation_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str,
         return moe_mla_layer_bytes(model, layout, dtype, kernels.attention if kernels else attention, moe, policy)
     k = kernels or gpu_kernels(attention)
     return saved_bytes(model, layout, dtype, k, policy)
+
+
+def weight_gradient_share(model: ModelSpec, layout: ParallelLayout, dtype: str, kernels: Kernels | None = None,
+                          policy: str | None = None) -> float:
+    """The part of one micro-batch's activation a layer still holds after its input-gradient pass
+    (B) until its weight-gradient pass (W), as a fraction of what its forward keeps
+    (``layer_activation_bytes``, policy ``layout.recompute`` unless given): the weight-gradient
+    GEMMs' inputs and output gradients (``saved.weight_gradient_operands``). A zero-bubble rank's
+    memory then grows by 1 per F, falls by ``1 - share`` per B and by ``share`` per W (it exceeds
+    1 where recompute keeps less than W reads: B rebuilds it). One value per layer, as the paper's
+    schedule takes one (34 h + 5 a s, -32 h); MoE and MLA layers, whose operands are not listed,
+    and a layer that keeps nothing: 1 (held whole from F to W)."""
+    held = sum(s.bytes for s in weight_gradient_operands(model, layout, dtype))
+    kept = layer_activation_bytes(model, layout, dtype, kernels=kernels, policy=policy)
+    if not held or kept <= 0:
+        return 1.0
+    return held / kept
 
 
 def backward_working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str) -> float:
@@ -194,4 +211,4 @@ def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_fli
 
 
 __all__ = ["LayerUnits", "combine", "layer_units", "backward_working_bytes", "embedding_activation_bytes", "gpu_kernels", "layer_activation_bytes",
-           "loss_transient_bytes", "output_activation_bytes", "working_bytes"]
+           "loss_transient_bytes", "output_activation_bytes", "weight_gradient_share", "working_bytes"]

@@ -242,6 +242,32 @@ def layer_saved(model: ModelSpec, layout: ParallelLayout, dtype: str, kernels: K
     return tuple(out)
 
 
+def weight_gradient_operands(model: ModelSpec, layout: ParallelLayout, dtype: str) -> tuple[Saved, ...]:
+    """What one dense layer holds between its input-gradient pass (B) and its weight-gradient
+    pass (W) when the weight gradients are deferred (zero-bubble schedules; clustersim.plan.stage_work
+    splits the backward the same way: W is the ``Op.wgrad`` GEMMs): each of the four GEMMs' weight
+    gradient ``dW = X^T dY`` reads the GEMM's input ``X`` and its output gradient ``dY``, so both stay
+    until W; B frees the rest (norms, attention internals, masks, the activation's input). GPT with
+    unfused attention, no TP: inputs 2 + 2 + 2 + 8 sbh, output gradients 6 + 2 + 8 + 2 sbh, the
+    Zero Bubble paper's ``w_mem = -32 h`` (per s b, zb_schedules.py on the ``arxiv`` branch at
+    f68d3879, ``get_zero_bubble_forward_backward_func``). Column-parallel GEMMs (QKV, fc1) keep
+    their input as the forward saves it (split under SP) and a 1/tp-wide output gradient;
+    row-parallel ones (out-projection, fc2) a 1/tp-wide input and the whole ``T x h`` output
+    gradient. MoE and MLA layers (clustersim.memory.moe_saved) are not listed: empty."""
+    if model.is_moe or model.is_mla:
+        return ()
+    c = _Shape(model, layout, dtype)
+    t = c.tokens / c.tp
+    return (Saved("qkv", "input = norm output", c.a * c.repl * c.h),
+            Saved("qkv", "output gradient (Q, K, V)", c.a * t * (c.q + 2 * c.kv)),
+            Saved("attn_out_proj", "input = attention output", c.a * t * c.q),
+            Saved("attn_out_proj", "output gradient", c.a * c.tokens * c.h),
+            Saved("fc1", "input = norm output", c.a * c.repl * c.h),
+            Saved("fc1", "output gradient", c.a * t * c.f * c.gate),
+            Saved("fc2", "input", c.a * t * c.f),
+            Saved("fc2", "output gradient", c.a * c.tokens * c.h))
+
+
 def saved_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, kernels: Kernels = GPU_FUSED,
                 policy: str | None = None) -> float:
     return sum(s.bytes for s in layer_saved(model, layout, dtype, kernels, policy))
@@ -260,4 +286,4 @@ def recompute_working_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str
 
 
 __all__ = ["GPU_FUSED", "POLICIES", "Kernels", "Saved", "cpu_kernels", "layer_saved", "recompute_working_bytes",
-           "saved_bytes"]
+           "saved_bytes", "weight_gradient_operands"]
