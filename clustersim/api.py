@@ -21,7 +21,7 @@ from clustersim.perrank.hetero import balanced
 from clustersim.perrank.run import per_rank_mode, time_per_rank
 from clustersim.plan.actions import step_schedule
 from clustersim.plan.budget import check_step_budget
-from clustersim.plan.memory_plan import InFlight, rank_memory, schedule_in_flight, worst_stage
+from clustersim.plan.memory_plan import InFlight, held_after_b, rank_memory, schedule_in_flight, worst_stage
 from clustersim.plan.plan_cache import PlanCache
 from clustersim.plan.schedule_costs import schedule_costs
 from clustersim.report import StepReport
@@ -61,7 +61,8 @@ def _validated_in_flight(kind: str, pp: int, num_micro_batches: int, virtual_sta
     """Each rank's peaks of activations held under the validated schedule (memoised with it: a
     pure function of the same arguments)."""
     chunks = stage_graph(kind, pp, virtual_stages, num_micro_batches).chunks
-    return schedule_in_flight(_validated_schedule(kind, pp, num_micro_batches, virtual_stages, costs), chunks)
+    return schedule_in_flight(_validated_schedule(kind, pp, num_micro_batches, virtual_stages, costs), chunks,
+                              held_after_b(costs.memory if costs else None))
 
 
 def _report(scenario: Scenario, engine: str, step_time_s: float, breakdown: dict[str, float],

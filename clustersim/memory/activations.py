@@ -29,7 +29,13 @@ from clustersim.compute.dtypes import activation_bytes
 from clustersim.frameworks import FrameworkSpec
 from clustersim.memory.moe_saved import moe_mla_layer_bytes, uses_moe_mla_bytes
 from clustersim.memory.policies import RankPolicies
-from clustersim.memory.saved import GPU_FUSED, Kernels, recompute_working_bytes, saved_bytes, weight_gradient_operands
+from clustersim.memory.saved import (
+    GPU_FUSED,
+    Kernels,
+    recompute_working_bytes,
+    saved_bytes,
+    weight_gradient_operands,
+)
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.workload.model_spec import ModelSpec
 

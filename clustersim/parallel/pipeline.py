@@ -22,10 +22,12 @@ from clustersim.parallel.stage_graph import StageGraph, stage_graph
 from clustersim.parallel.zb_auto import StageCosts, zb_auto
 from clustersim.parallel.zero_bubble import zb_h1, zb_v
 
-# zb-2p is ordered from stage times (clustersim.parallel.zb_auto): the plan passes them as ``costs``
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-2p", "zb-v", "dualpipe", "dualpipe-v")
+# ordered from stage times (clustersim.parallel.zb_auto): the plan passes them, with the memory
+# count, as ``costs`` (clustersim.plan.schedule_costs)
+COST_DRIVEN_SCHEDULES = ("zb-2p",)
 
-__all__ = ["KINDS", "SCHEDULES", "Action", "DryRun", "Schedule", "ScheduleError", "StageGraph", "build_schedule",
+__all__ = ["COST_DRIVEN_SCHEDULES", "KINDS", "SCHEDULES", "Action", "DryRun", "Schedule", "ScheduleError", "StageGraph", "build_schedule",
            "dry_run", "format_grid", "max_in_flight", "pair_steady_state", "stage_graph", "stage_layers",
            "validate_schedule"]
 
@@ -52,7 +54,7 @@ def build_schedule(schedule: str, pp: int, num_micro_batches: int, virtual_stage
         return tuple(zb_h1(pp, r, m) for r in range(pp))
     if schedule == "zb-2p":
         try:
-            return zb_auto(pp, m, costs).order   # memory limit 2 pp micro-batches, F to W
+            return zb_auto(pp, m, costs).order   # memory limit 2 pp F's, counted as costs.memory
         except ValueError as e:
             raise InputError("num_micro_batches", m, f"a count the ZB-2p heuristic can order ({e})") from None
     if schedule == "zb-v":

@@ -26,7 +26,13 @@ One greedy pass (``_greedy``), per micro-batch ``i`` in order:
 * Then every rank runs its remaining Ws.
 
 The memory count per rank is ``mem[kind]`` summed over the actions run (F adds, B and W free) and
-stays within ``limit``. Times are the paper's list schedule: an action ends at
+stays within ``limit``. The paper's runs (``arxiv`` branch at f68d3879, zb_schedules.py
+``get_zero_bubble_forward_backward_func``) count it by a formula per layer and s b, not a measurement:
+``f_mem = 34 h + 5 a s``, ``w_mem = -32 h`` (what W still reads), ``b_mem = -f_mem - w_mem``, limit
+ZERO_BUBBLE_MEM_LIMIT (``2 p``) x ``f_mem``; 6229e790 measures ``torch.cuda.memory_allocated()``
+around F and B instead (``ScheduleTimers.conclusion``). The plan passes clustersim's own count, in
+units of F: ``(1, -(1 - w), -w)``, ``w`` the memory model's share held from B to W
+(clustersim.memory.activations.weight_gradient_share; 32 h / (34 h + 5 a s) for the paper's GPTs). Times are the paper's list schedule: an action ends at
 ``max(rank clock, input end + comm) + cost``; a rank's bubble sums its waits after its first F.
 
 Differences from the paper's code, none of which changes an order it would build: actions, not
@@ -50,19 +56,24 @@ FLAG_SETTINGS = tuple((a, p, n) for a in (True, False) for p in (True, False) fo
 
 class StageCosts(NamedTuple):
     """Per pipeline stage (rank) the time of one micro-batch's F, B (input gradient) and W
-    (weight gradient), and the time of one p2p transfer; any unit, the same for all."""
+    (weight gradient), and the time of one p2p transfer; any unit, the same for all. ``memory``:
+    what one micro-batch's F, B and W add to a rank's memory count (they sum to 0; any unit, the
+    limit being ``2 pp`` F's): the default holds a micro-batch whole from its F to its W; the plan
+    passes what B and W free (clustersim.plan.schedule_costs.schedule_memory)."""
 
     forward: tuple[float, ...]
     backward_input: tuple[float, ...]
     backward_weight: tuple[float, ...]
     comm: float = 0.0
+    memory: tuple[float, float, float] = (1, 0, -1)
 
     @classmethod
-    def uniform(cls, pp: int, f: float = 1, b: float = 1, w: float = 1, comm: float = 0) -> StageCosts:
+    def uniform(cls, pp: int, f: float = 1, b: float = 1, w: float = 1, comm: float = 0,
+                memory: tuple[float, float, float] = (1, 0, -1)) -> StageCosts:
         """The same times on every stage (default: the paper's first schedule, built with
         F = B = W = 1 and no p2p time before anything is profiled; zb_schedules.py
         ``update_schedule(scheduler, 1, 1, 1, 0)``)."""
-        return cls((f,) * pp, (b,) * pp, (w,) * pp, comm)
+        return cls((f,) * pp, (b,) * pp, (w,) * pp, comm, memory)
 
 
 class Greedy(NamedTuple):
@@ -203,19 +214,21 @@ def _greedy(m: int, costs: StageCosts, mem: Sequence[float], limit: float,
 
 
 def zb_auto(pp: int, m: int, costs: StageCosts | None = None, limit: float | None = None,
-            mem: Sequence[float] = (1, 0, -1)) -> Greedy:
+            mem: Sequence[float] | None = None) -> Greedy:
     """The paper's ``initial_solution`` (auto_schedule.py at 6229e790, lines 342-362): the greedy
     pass under each of the 8 flag settings, the shortest kept (the first of equals, in the
     paper's order of settings). ``costs``: per-stage times (None: ``StageCosts.uniform(pp)``);
-    ``limit``: the memory limit in units of ``mem`` (None: ``2 pp``, ZB-2p); ``mem``: what F, B
-    and W add to a rank's count (they sum to 0). Default: a micro-batch counts from its F to its W,
-    clustersim's count of activations in flight (clustersim.plan.memory_plan.in_flight)."""
+    ``mem``: what F, B and W add to a rank's count (they sum to 0; None: ``costs.memory``, by
+    default a micro-batch counted whole from its F to its W); ``limit``: the memory limit in units
+    of ``mem`` (None: ``2 pp`` F's, ZB-2p: the paper's ``max_mem = 2 * p * mem_f``, efficiency.py
+    and ZERO_BUBBLE_MEM_LIMIT x ``f_mem`` in zb_schedules.py on the ``arxiv`` branch)."""
     costs = costs or StageCosts.uniform(pp)
+    mem = costs.memory if mem is None else tuple(mem)
     if len(costs.forward) != pp or len(costs.backward_input) != pp or len(costs.backward_weight) != pp:
         raise ValueError(f"stage costs for {len(costs.forward)} stages; expected pp = {pp}")
     if abs(sum(mem)) > 1e-9:
         raise ValueError(f"F, B and W memory {tuple(mem)} do not sum to 0")
-    limit = 2 * pp if limit is None else limit
+    limit = 2 * pp * mem[F] if limit is None else limit
     best: Greedy | None = None
     failed = []
     for flags in FLAG_SETTINGS:

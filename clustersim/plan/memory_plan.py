@@ -6,37 +6,69 @@ from typing import NamedTuple
 
 from clustersim.compute.conventions import resolve_attention
 from clustersim.memory import MemoryReport, memory_report
-from clustersim.memory.activations import gpu_kernels
+from clustersim.memory.activations import gpu_kernels, weight_gradient_share
 from clustersim.memory.policies import RankPolicies, rank_policies, uniform_policies
 from clustersim.memory.saved import Kernels
-from clustersim.parallel.pipeline import Action, split_weight_keys
+from clustersim.parallel.pipeline import COST_DRIVEN_SCHEDULES, Action, split_weight_keys
 from clustersim.parallel.stage_graph import StageGraph
 from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import Scenario
 
+MEMORY_UNIT = 1_000_000   # one micro-batch's F in zb-2p's memory count (whole millionths keep its sums exact)
+
+
+def schedule_memory(scenario: Scenario) -> tuple[int, int, int] | None:
+    """What one micro-batch's F, B and W add to a rank's memory count, in millionths of F's, when
+    the scenario's schedule is ordered by stage times and memory (zb-2p; None otherwise): F adds
+    1, B frees ``1 - w``, W frees ``w``, ``w`` the share of a layer's activation its weight-gradient
+    GEMMs still read (clustersim.memory.activations.weight_gradient_share). The heuristic orders by
+    it (clustersim.plan.schedule_costs) and ``rank_memory`` counts the activations held by it."""
+    par = scenario.parallel
+    if par.schedule not in COST_DRIVEN_SCHEDULES:
+        return None
+    share = weight_gradient_share(scenario.model, par, scenario.training.dtype, kernels=scenario_kernels(scenario))
+    w = round(share * MEMORY_UNIT)
+    return (MEMORY_UNIT, w - MEMORY_UNIT, -w)
+
+
+def held_after_b(memory: tuple[float, float, float] | None) -> float:
+    """A micro-batch's share of its activation held between its B and its W under the count
+    ``memory`` (``StageCosts.memory``, ``schedule_memory``; None: held whole, 1)."""
+    return 1 if memory is None else -memory[2] / memory[0]
+
 
 class InFlight(NamedTuple):
     """The activations one rank holds at its peaks, read off its actions once: per chunk, the
-    micro-batches held right after each forward (when a count can have grown), keeping only the
-    points where no other point holds at least as many of every chunk. Any peak that weights the
-    chunks by non-negative sizes (layers, the embedding's or the loss's chunk) is one of them."""
+    micro-batches held right after each forward (when a count can have grown; after a B too when
+    it adds, ``held_after_b`` above 1), keeping only the points where no other point holds at
+    least as much of every chunk. Any peak that weights the chunks by non-negative sizes (layers,
+    the embedding's or the loss's chunk) is one of them."""
 
-    peaks: tuple[tuple[int, ...], ...]
+    peaks: tuple[tuple[float, ...], ...]
 
 
-def in_flight(actions: tuple[Action, ...], chunks: int) -> InFlight:
+def in_flight(actions: tuple[Action, ...], chunks: int, after_b: float = 1) -> InFlight:
     """``actions``' peaks of activations held (``InFlight``): a forward adds one micro-batch to its
-    chunk; the backward frees it, or the W when the weight gradient is split off (the W still
-    reads the inputs of the layers' GEMMs)."""
+    chunk; the backward frees it; where the weight gradient is split off, the B frees ``1 -
+    after_b`` of it and the W the rest, ``after_b`` what the W still reads (the inputs and output
+    gradients of the layers' GEMMs; 1: held whole until the W, zb-h1's and zb-v's count)."""
     split = split_weight_keys(actions)
     held = [0] * chunks
     points = {tuple(held)}
     for a in actions:
+        key = (a.chunk, a.micro_batch)
         if a.kind == "F":
             held[a.chunk] += 1
             points.add(tuple(held))
-        elif a.kind == "W" or (a.chunk, a.micro_batch) not in split:
+        elif after_b == 1:
+            if a.kind == "W" or key not in split:
+                held[a.chunk] -= 1
+        elif key not in split:
             held[a.chunk] -= 1
+        else:
+            held[a.chunk] -= (1 - after_b) if a.kind == "B" else after_b
+            if a.kind == "B" and after_b > 1:
+                points.add(tuple(held))
     peaks: list[tuple[int, ...]] = []
     for p in sorted(points, key=lambda p: (-sum(p), p)):  # a point's dominators come before it
         if not any(all(x >= y for x, y in zip(q, p, strict=True)) for q in peaks):
@@ -44,18 +76,19 @@ def in_flight(actions: tuple[Action, ...], chunks: int) -> InFlight:
     return InFlight(tuple(peaks))
 
 
-def schedule_in_flight(schedule: tuple[tuple[Action, ...], ...], chunks: int) -> tuple[InFlight, ...]:
+def schedule_in_flight(schedule: tuple[tuple[Action, ...], ...], chunks: int,
+                       after_b: float = 1) -> tuple[InFlight, ...]:
     """``in_flight`` of every rank of ``schedule`` (``chunks`` per rank: the stage graph's)."""
-    return tuple(in_flight(acts, chunks) for acts in schedule)
+    return tuple(in_flight(acts, chunks, after_b) for acts in schedule)
 
 
-def _peak(held: InFlight, weights: list[int] | tuple[int, ...]) -> int:
+def _peak(held: InFlight, weights: list[int] | tuple[int, ...]) -> float:
     """Most of ``weights[c]`` per micro-batch of chunk ``c`` held at once."""
     return max(sum(w * n for w, n in zip(weights, p, strict=True)) for p in held.peaks)
 
 
 def layers_in_flight(actions: tuple[Action, ...], rank: int, graph: StageGraph, counts: tuple[int, ...],
-                     held: InFlight | None = None) -> int:
+                     held: InFlight | None = None) -> float:
     """Peak number of (layer, micro-batch) activations held at once (``in_flight``). ``counts``:
     layers of each global stage; ``held``: ``in_flight(actions, graph.chunks)`` when known."""
     held = held or in_flight(actions, graph.chunks)
@@ -93,12 +126,13 @@ def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...],
     """One MemoryReport per pipeline rank (DualPipe: its two chunks hold two model stages, the
     first and last ranks both the embedding and the output head; a rank the split leaves without a
     decoder layer holds only its embedding's and/or output layer's weights and activations). ``held``:
-    ``schedule_in_flight(schedule, chunks)`` when the caller keeps it (it depends on the schedule
-    alone)."""
+    ``schedule_in_flight(schedule, chunks, held_after_b(schedule_memory(scenario)))`` when the caller
+    keeps it (zb-2p counts a micro-batch between its B and its W at the share its W reads, as its
+    schedule was ordered by; the other schedules hold it whole)."""
     par = scenario.parallel
     work = build_step_work(scenario)
     graph = work.graph
-    held = held or schedule_in_flight(schedule, graph.chunks)
+    held = held or schedule_in_flight(schedule, graph.chunks, held_after_b(schedule_memory(scenario)))
     counts = tuple(st.num_layers for st in work.stages)
     last_model = graph.num_model_stages - 1
     kernels = scenario_kernels(scenario)

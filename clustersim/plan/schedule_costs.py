@@ -7,19 +7,29 @@ the times the engines run, without contention), and one pipeline transfer: the s
 ``update_schedule``: ``max(int(t_ms * 1000), 1)``) every time is rounded down to whole
 microseconds, at least one: the heuristic compares sums of times, and integers keep its ties
 exact. The paper's schedule is built once for the job from one rank's profile; here from the
-scenario's nominal GPUs (a fault's or a mixed group's slower rank does not reorder it)."""
+scenario's nominal GPUs (a fault's or a mixed group's slower rank does not reorder it).
+
+Its memory count (``StageCosts.memory``, ``schedule_memory``): a micro-batch adds 1 at its F, frees
+``1 - w`` at its B and ``w`` at its W, ``w`` what a layer still holds for its weight gradients
+(clustersim.memory.activations.weight_gradient_share: the weight-gradient GEMMs' inputs and
+output gradients over the forward's activation), one value for all ranks as the paper's formula
+(``f_mem = 34 h + 5 a s``, ``w_mem = -32 h``: zb_schedules.py on the ``arxiv`` branch); in whole
+millionths of F, so that the heuristic's sums stay exact; the limit is ``2 pp`` F's. The rule is
+clustersim.plan.memory_plan.schedule_memory, which counts the activations held by the same weights."""
 
 from __future__ import annotations
 
 import functools
 
+from clustersim.parallel.pipeline import COST_DRIVEN_SCHEDULES
 from clustersim.parallel.zb_auto import StageCosts
 from clustersim.plan.comm_plans import pp_plan
 from clustersim.plan.compiled_unit import compile_unit
+from clustersim.plan.memory_plan import schedule_memory
 from clustersim.plan.stage_work import Work, build_step_work
 from clustersim.scenario import Scenario
 
-COST_DRIVEN_SCHEDULES = ("zb-2p",)
+__all__ = ["COST_DRIVEN_SCHEDULES", "schedule_costs"]
 
 
 def _micros(seconds: float) -> int:
@@ -51,4 +61,4 @@ def schedule_costs(scenario: Scenario) -> StageCosts | None:
     return StageCosts(tuple(_micros(seconds(st.forward)) for st in stages),
                       tuple(_micros(seconds(st.backward_input)) for st in stages),
                       tuple(_micros(seconds(st.backward_weight)) for st in stages),
-                      _micros(comm) if par.pp > 1 else 0)
+                      _micros(comm) if par.pp > 1 else 0, schedule_memory(scenario))
