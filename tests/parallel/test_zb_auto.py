@@ -92,3 +92,18 @@ def test_build_schedule_zb_2p() -> None:
 def test_a_limit_too_small_is_refused() -> None:
     with pytest.raises(ValueError, match="no ZB schedule"):
         zb_auto(4, 8, limit=0.5)
+
+
+def test_memory_weights_come_with_the_costs_and_the_limit_is_2p_fs() -> None:
+    """``StageCosts.memory`` is the count the heuristic uses (limit 2 pp F's): scaled weights give the
+    same order; a B that frees most of a micro-batch lets more forwards run ahead of their W."""
+    costs = StageCosts.uniform(4, 5, 6, 4, 1)
+    assert zb_auto(4, 16, costs._replace(memory=(10**6, 0, -10**6))).order == zb_auto(4, 16, costs).order
+    loose = zb_auto(4, 16, costs._replace(memory=(10, -6, -4)))
+    assert loose.order == zb_auto(4, 16, costs, mem=(10, -6, -4)).order
+    for acts in loose.order:   # the count 10 per F, -6 per B, -4 per W never exceeds 2 pp F's
+        held = 0
+        for a in acts:
+            held += {"F": 10, "B": -6, "W": -4}[a.kind]
+            assert held <= 2 * 4 * 10
+    assert max(max_in_flight(a) for a in loose.order) > 8   # F to W: more than 2 pp in flight
