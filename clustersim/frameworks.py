@@ -12,6 +12,7 @@ one entry per framework with the source-code path of every value; it is read onc
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -342,6 +343,25 @@ def blocking_sends(framework: FrameworkSpec, schedule: str, overlap_p2p_comm: bo
 
 
 def sends_block(framework: FrameworkSpec, par: Any) -> bool:
-    """``blocking_sends`` of a layout (a ``ParallelLayout``: its schedule and ``overlap_p2p_comm``),
-    as the engines and the sweep's replay bound read it for every layout they time."""
+    """``blocking_sends`` of a layout (a ``ParallelLayout``: its schedule and ``overlap_p2p_comm``)."""
     return blocking_sends(framework, par.schedule, par.overlap_p2p_comm, par.virtual_stages)
+
+
+def blocking_from(framework: FrameworkSpec, par: Any, kinds: Sequence[str]) -> int:
+    """The index of a rank's first action whose sends hold it until they have arrived, the rank's
+    actions being of ``kinds`` ("F" a forward, else a backward or its part) in the order it runs
+    them: the rule the plan carries per rank to both engines and the sweep's replay bound reads
+    (docs/engine.md, "Pipeline transfers"). 0 (every action) where ``sends_block`` holds.
+    Megatron-Core's interleaved schedule with overlapped exchanges: the backwards after the rank's
+    last forward, its cool-down (megatron/core/pipeline_parallel/schedules.py
+    ``forward_backward_pipelining_with_interleaving``: the cool-down waits for the last steady-state
+    backward's exchange, then calls ``send_backward_recv_backward`` without ``overlap_p2p_comm=True``,
+    which waits for its send and receive; current Megatron-LM likewise unless
+    ``--overlap-p2p-communication-warmup-flush``, not modelled). Otherwise ``len(kinds)`` (none)."""
+    if sends_block(framework, par):
+        return 0
+    if (framework.pp_send_blocking == "except-interleaved" and par.schedule == "interleaved-1f1b"
+            and par.virtual_stages > 1):
+        last = max((i for i, kind in enumerate(kinds) if kind == "F"), default=-1)
+        return last + 1
+    return len(kinds)

@@ -33,17 +33,20 @@ REL_TOL = 1e-12
 
 def rooms(rk: SimRank, period: int, shift: int) -> list[int]:
     """For each action index i: how many consecutive actions from i are followed, ``period``
-    actions later, by the same action ``shift`` micro-batches on (and not a chunk's last backward)."""
-    return _rooms(rk.actions, rk.final_b, period, shift)
+    actions later, by the same action ``shift`` micro-batches on (and not a chunk's last backward,
+    and holding its rank after its sends as that action does: ``SimRank.blocks_from``)."""
+    return _rooms(rk.actions, rk.final_b, period, shift, rk.blocks_from)
 
 
-def _rooms(acts: tuple[RankAction, ...], final_b: frozenset[int], period: int, shift: int) -> list[int]:
+def _rooms(acts: tuple[RankAction, ...], final_b: frozenset[int], period: int, shift: int,
+           blocks_from: int) -> list[int]:
     n = len(acts)
     out = [0] * (n + 1)
     for i in range(n - 1, -1, -1):
         j = i + period
         same = (j < n and acts[j].kind == acts[i].kind and acts[j].chunk == acts[i].chunk
-                and acts[j].micro_batch == acts[i].micro_batch + shift and j not in final_b)
+                and acts[j].micro_batch == acts[i].micro_batch + shift and j not in final_b
+                and (j >= blocks_from) == (i >= blocks_from))
         out[i] = out[i + 1] + 1 if same else 0
     return out
 
@@ -155,8 +158,8 @@ def _tables(plan: StepPlan) -> tuple[list[list[int]], list[list[int]]]:
     tables = plan.memo.collapse_tables
     if tables is None:
         p, m = plan.period
-        both = [_classic_tables(rk.schedule_key, p, m) if rk.schedule_key is not None else _rank_tables(rk, p, m)
-                for rk in plan.ranks]
+        both = [_classic_tables(rk.schedule_key, p, m, rk.blocks_from) if rk.schedule_key is not None
+                else _rank_tables(rk, p, m) for rk in plan.ranks]
         tables = plan.memo.collapse_tables = ([r for r, _ in both], [f for _, f in both])
     return tables
 
@@ -167,12 +170,15 @@ def _rank_tables(rk: SimRank, period: int, shift: int) -> tuple[list[int], list[
 
 
 @functools.lru_cache(maxsize=1024)
-def _classic_tables(key: tuple[str, int, int, int, int], period: int, shift: int) -> tuple[list[int], list[int]]:
+def _classic_tables(key: tuple[str, int, int, int, int], period: int, shift: int,
+                    blocks_from: int) -> tuple[list[int], list[int]]:
     """``rooms`` and ``starts`` of rank ``key[4]`` of the classic schedule ``key[:4]``
-    (clustersim.plan.step_plan.classic_actions): a pure function of integers, memoised for every
-    plan with that schedule (the lists are read, never written)."""
+    (clustersim.plan.step_plan.classic_actions) whose sends hold it from action ``blocks_from``: a
+    pure function of integers, memoised for every plan with that schedule (the lists are read,
+    never written)."""
     schedule, pp, m, v, rank = key
-    room = _rooms(classic_actions(schedule, pp, m, v, 0)[rank], classic_final(schedule, pp, m, v)[rank], period, shift)
+    room = _rooms(classic_actions(schedule, pp, m, v, 0)[rank], classic_final(schedule, pp, m, v)[rank], period,
+                  shift, blocks_from)
     return room, starts(room, period)
 
 

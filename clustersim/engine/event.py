@@ -30,7 +30,6 @@ from clustersim.engine.lane import ComputeLane
 from clustersim.engine.pair import PairCore, chain_of
 from clustersim.engine.timeline import SimResult, StepResult, Timeline
 from clustersim.engine.unit_runner import TIERS, Proc, UnitRunner, alone_segments, alone_total
-from clustersim.frameworks import sends_block
 from clustersim.network import FairShareLink
 from clustersim.plan.comm_plans import Item
 from clustersim.plan.step_plan import RankAction, SimRank, StepPlan, Total
@@ -129,7 +128,6 @@ class _StepSim(UnitRunner):
                  start: Resume | None = None, stop_quiet: bool = False, env: simpy.Environment | None = None,
                  name: str = "") -> None:
         self.plan = plan
-        self.blocking = sends_block(plan.scenario.framework, plan.scenario.parallel)   # docs/engine.md
         self.sc = plan.scenario
         self.pp = plan.pp
         self.num_global = plan.num_global
@@ -394,11 +392,12 @@ class _StepSim(UnitRunner):
                     for name, plan in self.plan.dp.grad_buckets.get((x.stage, u), ()):
                         self._enqueue(rank, "dp", name, plan)
 
-    def _sends(self, rank: int, a: RankAction) -> Proc:
-        """Start the action's sends; where sends block (clustersim.frameworks.sends_block), wait for them."""
+    def _sends(self, rank: int, a: RankAction, i: int) -> Proc:
+        """Start the sends of the rank's action ``i``; where they block (its ``blocks_from``:
+        clustersim.frameworks.blocking_from, docs/engine.md), wait for them."""
         for key, boundary in a.sends:
             self._send(rank, key[0], key, boundary)
-        if a.sends and self.blocking:
+        if a.sends and i >= self.plan.ranks[rank].blocks_from:
             start = self.env.now
             for key, _ in a.sends:
                 event = self._arrival(key)
@@ -425,8 +424,8 @@ class _StepSim(UnitRunner):
                     if x.needs is not None:
                         yield from self._wait_arrival(rank, x.needs)
                 yield from self._pair(rk, action, other)
-                yield from self._sends(rank, action)
-                yield from self._sends(rank, other)
+                yield from self._sends(rank, action, i)
+                yield from self._sends(rank, other, i + 1)
                 i += 2
             else:
                 if action.needs is not None:
@@ -436,7 +435,7 @@ class _StepSim(UnitRunner):
                 else:
                     yield from self._backward(rk, action.stage, str(action),
                                               self.plan.dp.reduces(action.part, action.final), action.part)
-                yield from self._sends(rank, action)
+                yield from self._sends(rank, action, i)
                 i += 1
             self.nxt[rank] = i
             self.clock[rank] = env.now

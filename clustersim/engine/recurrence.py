@@ -25,7 +25,6 @@ from collections.abc import Callable
 
 from clustersim.engine.pair import chain_of, pair_timing
 from clustersim.engine.timeline import CAUSES, ClosedResult, StepResult
-from clustersim.frameworks import sends_block
 from clustersim.plan.comm_plans import Item
 from clustersim.plan.compiled_unit import CompiledUnit, unit_timing
 from clustersim.plan.data_parallel import backward_reduces
@@ -133,8 +132,6 @@ class Recurrence:
 
     def __init__(self, plan: StepPlan, check_links: bool = False, alone: Alone | None = None) -> None:
         self.plan = plan
-        # a send holds its sender until the transfer is done (docs/engine.md, "Pipeline transfers")
-        self.blocking = sends_block(plan.scenario.framework, plan.scenario.parallel)
         self.ranks = [RankState(rk.slowdown) for rk in plan.ranks]
         self.nxt = [0] * len(plan.ranks)
         self.arrival: dict[Key, tuple[float, float]] = {}  # produced, not yet consumed: (send start, arrival)
@@ -227,7 +224,6 @@ class Recurrence:
         The rank's clock is kept in a local between actions and written back before any other
         path reads it (the same values: only where they are held changes)."""
         ranks, nxt, arrival = self.plan.ranks, self.nxt, self.arrival
-        blocking = self.blocking
         fast = self._z3 is None
         moved = False
         waiting: dict[Key, int] = {}   # an awaited input -> the rank that waits for it
@@ -243,6 +239,7 @@ class Recurrence:
             if got is None:
                 got = reads[k] = self._reads(ranks[k])
             rk, acts, quick, send_at_s, state, causes, dp, rs = got
+            blocks_from = rk.blocks_from
             clock = state.clock
             while i < stop:
                 a = acts[i]
@@ -297,7 +294,7 @@ class Recurrence:
                             w = waiting.pop(key, None)
                             if w is not None:
                                 todo.append(w)
-                    if blocking:   # the sender waits for its transfers (docs/engine.md)
+                    if i >= blocks_from:   # the sender waits for its transfers (docs/engine.md)
                         if len(sends) > 1:
                             done = max(arrival[key][1] for key, _ in sends)
                         causes["pp_comm"] += done - clock
@@ -354,14 +351,14 @@ class Recurrence:
             self._take_input(state, a)
             self._take_input(state, b)
             self._pair(rk, state, a, b)
-            self._sends(rk, state, a)
-            self._sends(rk, state, b)
+            self._sends(rk, state, a, i)
+            self._sends(rk, state, b, i + 1)
             return 2
         if not self._ready(a):
             return 0
         self._take_input(state, a)
         self._run_action(rk, state, a)
-        self._sends(rk, state, a)
+        self._sends(rk, state, a, i)
         return 1
 
     def _run_action(self, rk: SimRank, state: RankState, a: RankAction) -> None:
@@ -391,10 +388,12 @@ class Recurrence:
             else:
                 self._backward(rk, state, z3, g, final, part)
 
-    def _sends(self, rk: SimRank, state: RankState, a: RankAction) -> None:
+    def _sends(self, rk: SimRank, state: RankState, a: RankAction, i: int) -> None:
         for key, boundary in a.sends:
             self._send(rk, state, boundary, key)
-        if a.sends and self.blocking:   # the sender waits for its transfers
+        # from action ``blocks_from`` on the sender waits for its transfers (docs/engine.md,
+        # "Pipeline transfers": clustersim.frameworks.blocking_from)
+        if a.sends and i >= rk.blocks_from:
             state.wait(max(self.arrival[key][1] for key, _ in a.sends), "pp_comm")
 
     def _pair(self, rk: SimRank, state: RankState, a: RankAction, b: RankAction) -> None:

@@ -50,14 +50,16 @@ def list_schedule(needs: Sequence[Sequence[Events]], sends: Sequence[Sequence[Ev
                   durations: Sequence[Sequence[float]], num_events: int,
                   delay: float | Sequence[Sequence[float]] = 0.0,
                   release: Sequence[Sequence[float]] | None = None,
-                  floor: Sequence[Sequence[float]] | None = None, blocking: bool = False) -> Timeline:
+                  floor: Sequence[Sequence[float]] | None = None,
+                  blocks_from: Sequence[int] | None = None) -> Timeline:
     """Run the list schedule (module docstring). Per rank ``r`` and action ``i``: ``needs[r][i]``
     the events it awaits, ``sends[r][i]`` the events it produces (arriving ``delay`` after its
     end: one number for every transfer, or ``delay[r][i]`` per action), ``durations[r][i]`` its
     duration; optionally ``release[r][i]`` an earliest start and
-    ``floor[r][i]`` an earliest end. Events are integers below ``num_events``. ``blocking``: an
-    action that sends holds its rank until its outputs have arrived (Megatron's non-interleaved
-    sends: clustersim.frameworks.blocking_sends); its recorded end is before that wait.
+    ``floor[r][i]`` an earliest end. Events are integers below ``num_events``. ``blocks_from[r]``
+    (None: no rank's): from that action on, an action that sends holds its rank until its outputs
+    have arrived (Megatron's non-interleaved sends, its interleaved schedule's cool-down:
+    clustersim.frameworks.blocking_from); its recorded end is before that wait.
 
     Returns the ``Timeline``; where a rank cannot move (an input never arrives) it stops there,
     and ``ran`` says where (the caller names the deadlock)."""
@@ -81,6 +83,7 @@ def list_schedule(needs: Sequence[Sequence[Events]], sends: Sequence[Sequence[Ev
             rel = release[r] if release is not None else None
             fl = floor[r] if floor is not None else None
             dl = None if uniform else delay[r]  # type: ignore[index]
+            held = n if blocks_from is None else blocks_from[r]
             t = clock[r]
             while i < n:
                 t0 = t
@@ -106,7 +109,7 @@ def list_schedule(needs: Sequence[Sequence[Events]], sends: Sequence[Sequence[Ev
                     at = t + (delay if dl is None else dl[i])  # type: ignore[operator]
                     for e in out:
                         arrivals[e] = at
-                    if blocking and at > t:
+                    if i >= held and at > t:
                         t = at
                 i += 1
             if i != pos[r]:

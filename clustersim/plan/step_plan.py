@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from clustersim.collectives import CollectivePlan
+from clustersim.frameworks import blocking_from
 from clustersim.parallel.pipeline import build_schedule
 from clustersim.plan import step_terms
 from clustersim.plan.actions import plan_actions
@@ -115,6 +116,9 @@ class SimRank:
     # GPU's pace (breakdown cause "jitter") and the host's share (cause "host")
     jitter_s: float = 0.0
     host_s: float = 0.0
+    # the first action whose sends hold the rank until they have arrived (len(actions): none; 0: every
+    # one), clustersim.frameworks.blocking_from: both engines wait after action i >= blocks_from
+    blocks_from: int = 0
 
 
 class StepMemo:
@@ -400,7 +404,8 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
                                  {b: send_s[id(v)] for b, v in send_at.items()}, key,
                                  step_terms.jitter_s(scenario, counts, totals, opt_s),
                                  step_terms.host_s(host.scenario, counts, deficits, cls.num_micro_batches,
-                                                   holds_data, barrier_s)))
+                                                   holds_data, barrier_s),
+                                 blocking_from(scenario.framework, par, [a.kind for a in actions])))
     groups = [dp.grad_buckets, dp.param_gathers]
     if dp.zero3 is not None:
         groups += [dp.zero3.gather, dp.zero3.reduce]

@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from clustersim.frameworks import sends_block
+from clustersim.frameworks import FrameworkSpec, blocking_from
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.list_schedule import list_schedule
 from clustersim.plan.data_parallel import backward_reduces, grads_every_micro_batch
@@ -80,7 +80,7 @@ class ReplayTimes(NamedTuple):
 def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int,
                  durations: dict[tuple[int, str], UnitSeconds], p2p_s: float, ep_overlap: bool = False,
                  slowdown: float = 0.0, ready: tuple[tuple[GatherGate, ...], ...] = (),
-                 blocking: bool = False) -> ReplayTimes:
+                 blocks_from: tuple[int, ...] | None = None) -> ReplayTimes:
     """``replay_ends`` and, per rank, each of its stages' final backward (or W) as (global stage,
     when it enqueues the stage's gradient buckets at the earliest: the start of an action alone,
     which enqueues them unit by unit, or the end of a pair, which enqueues them after both
@@ -89,8 +89,9 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
     ``ready`` (``dpbound.RankStream.ready``, per rank; empty: none): per stage g of the rank,
     when its first and its last parameter gather end (``dpbound.GatherGate``); a forward of g starts no earlier
     than the first and ends no earlier than the last (each unit waits for its own gather, and
-    a pair waits for all of its forward's before it starts). ``blocking``: every send holds its
-    rank until it arrives, as the engines wait (clustersim.frameworks.sends_block)."""
+    a pair waits for all of its forward's before it starts). ``blocks_from`` (per rank; None:
+    none): from that step on a send holds its rank until it arrives, as the engines wait
+    (``program_blocks_from``)."""
     prog = indexed_program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
     # each kind of action's duration: alone its compiled time, a pair ``pair_s``
     seconds = [durations[k[0]][0] if len(k) == 1 else pair_s(durations[k[0]], durations[k[1]], slowdown)
@@ -113,12 +114,25 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
                 fl.append(last)
             release.append(rel)
             floor.append(fl)
-    run = list_schedule(prog.needs, prog.sends, times, prog.num_events, p2p_s, release, floor, blocking)
+    run = list_schedule(prog.needs, prog.sends, times, prog.num_events, p2p_s, release, floor, blocks_from)
     if not run.complete:
         raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
     finals = tuple(tuple((g, run.ends[r][i] if at_end else run.starts[r][i]) for i, g, at_end in prog.finals[r])
                    for r in range(pp))
     return ReplayTimes(run.clock, finals, run.starts)
+
+
+def program_blocks_from(framework: FrameworkSpec, layout: ParallelLayout) -> tuple[int, ...]:
+    """Per rank: the first step of the layout's replay program (``indexed_program``) whose sends
+    hold the rank, by the engines' rule (clustersim.frameworks.blocking_from, the plan's
+    ``SimRank.blocks_from``) over its steps' kinds: a step runs a forward alone or a pair with a
+    forward half (a pair's backward half, which the engines may hold, is not: less wait, still a
+    lower bound)."""
+    prog = indexed_program(layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
+                           layout.overlap_moe_expert_parallel_comm)
+    return tuple(blocking_from(framework, layout, ["F" if f >= 0 or halves else "B"
+                                                   for f, halves in zip(fwd, pairs, strict=True)])
+                 for fwd, pairs in zip(prog.forward, prog.pair_forward, strict=True))
 
 
 def every_backward(prog: IndexedProgram, r: int, starts: list[float],
@@ -154,9 +168,9 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
     profile = sc.profile(layout)
     p2p = terms.p2p_s(layout, u.p2p_bytes)
     # the ends depend on the layout only through these (ZeRO stages and offload share them)
-    blocking = sends_block(sc.base.framework, layout)
+    held = program_blocks_from(sc.base.framework, layout)
     key = (classes.class_key(layout), layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
-           p2p, layout.overlap_moe_expert_parallel_comm, blocking)
+           p2p, layout.overlap_moe_expert_parallel_comm, held)
     streams = sc.streams.rank_streams(layout) if sc.dp_term else ()
     ready = tuple(x.ready for x in streams) if any(x.ready for x in streams) else ()
     key += (ready,)
@@ -165,7 +179,7 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
         times = sc.memo.replays[key] = replay_times(
             layout.schedule, layout.pp, layout.num_micro_batches, layout.virtual_stages,
             _durations(sc, layout), p2p, layout.overlap_moe_expert_parallel_comm,
-            overlap_slowdown(sc.base.cluster.gpu), ready, blocking)
+            overlap_slowdown(sc.base.cluster.gpu), ready, held)
     ends, finals = times.ends, times.finals
     floor = sc.jitter_floor_s(layout, profile)   # each rank's wait for the slowest GPU (total_s adds it too)
     if profile.backward_chain:

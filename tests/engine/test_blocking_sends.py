@@ -6,6 +6,7 @@ engines wait alike, the collapse still holds, and the wait is the transfer, unde
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -48,3 +49,70 @@ def test_both_engines_wait_alike_and_the_wait_is_pp_comm(parallel):
     free = estimate_step(overlapped)
     assert closed.step_time_s > free.step_time_s
     assert closed.breakdown["pp_comm"] > free.breakdown["pp_comm"]
+
+
+def _last_forward(kinds: list[str]) -> int:
+    return max(i for i, k in enumerate(kinds) if k == "F")
+
+
+@pytest.mark.parametrize("framework,schedule,v,override,held", [
+    ("megatron-core", "interleaved-1f1b", 2, None, "cool-down"), ("megatron-core", "interleaved-1f1b", 2, True, "cool-down"),
+    ("megatron-core", "interleaved-1f1b", 2, False, "all"), ("megatron-core", "interleaved-1f1b", 1, None, "all"),
+    ("megatron-core", "1f1b", 1, None, "all"), ("megatron-core", "1f1b", 1, True, "none"),
+    ("megatron-legacy", "interleaved-1f1b", 2, None, "all"), ("torchtitan", "interleaved-1f1b", 2, None, "none"),
+    ("megatron-core", "zb-v", 1, None, "none"),
+])
+def test_the_rule_per_action(framework, schedule, v, override, held):
+    """clustersim.frameworks.blocking_from: Megatron-Core's interleaved schedule with overlapped
+    exchanges holds the rank on the sends of its cool-down, the backwards after its last forward
+    (schedules.py: ``send_backward_recv_backward`` there without ``overlap_p2p_comm=True``);
+    every other case is the whole-schedule rule."""
+    from types import SimpleNamespace
+
+    from clustersim.frameworks import blocking_from
+
+    kinds = ["F", "F", "F", "B", "F", "B", "F", "B", "B", "B", "B"]
+    par = SimpleNamespace(schedule=schedule, overlap_p2p_comm=override, virtual_stages=v)
+    expect = {"cool-down": _last_forward(kinds) + 1, "all": 0, "none": len(kinds)}[held]
+    assert blocking_from(load_framework(framework), par, kinds) == expect
+
+
+def _interleaved():
+    # Megatron-Core's interleaved schedule (exchanges overlapped by default) over two RoCE nodes, one
+    # GPU per stage and no tensor parallelism: no collective shares a link with the transfers in flight
+    return scenario_from_dict({
+        "framework": "megatron-core",
+        "model": {"layers": 16, "hidden": 4096, "heads": 32, "vocab": 32000, "seq_len": 2048},
+        "cluster": {"preset": "dgx-a100", "nodes": 2, "gpus_per_node": 4, "scale_out": "roce-200g"},
+        "parallel": {"tp": 1, "pp": 8, "dp": 1, "micro_batch": 1, "global_batch": 32,
+                     "schedule": "interleaved-1f1b", "virtual_stages": 2},
+        "training": {"dtype": "fp16"}})
+
+
+def test_interleaved_cool_down_waits_in_both_engines():
+    """Megatron-Core's interleaved schedule: the plan holds each rank from the backward after its
+    last forward; both engines (closed form with and without the periodic collapse, the hybrid
+    and the plain event engine) wait there alike, only there (the recorded sends), and the wait
+    costs time against the same plan without it."""
+    from clustersim.engine.selector import simulate_plan, timing_model
+    from clustersim.plan.step_plan import build_plan
+
+    s = _interleaved()
+    plan = build_plan(s)
+    for rk in plan.ranks:
+        assert rk.blocks_from == _last_forward([a.kind for a in rk.actions]) + 1 < len(rk.actions)
+    closed, walked = estimate_step(s), estimate_step(s, collapse=False)
+    event, simpy = simulate_step(s, record=False), simulate_step(s, record=True, hybrid=False)
+    for other in (walked, event, simpy):
+        assert math.isclose(closed.step_time_s, other.step_time_s, rel_tol=1e-9), (closed.step_time_s, other.step_time_s)
+        assert math.isclose(closed.breakdown["pp_comm"], other.breakdown["pp_comm"], rel_tol=1e-7, abs_tol=1e-12)
+    waits = [seg for seg in simpy.timeline.segments if seg.stream == "compute" and seg.name.startswith("send ")]
+    assert waits and all(seg.cause == "pp_comm" for seg in waits)
+    for seg in waits:
+        acts = plan.ranks[seg.rank].actions
+        held = {str(a) for a in acts[plan.ranks[seg.rank].blocks_from:]}
+        assert seg.name[len("send "):] in held
+    free = replace(plan, ranks=tuple(replace(rk, blocks_from=len(rk.actions)) for rk in plan.ranks))
+    loose = timing_model("analytical").time(free)
+    assert closed.step_time_s > loose.step_time_s and closed.breakdown["pp_comm"] > loose.breakdown["pp_comm"]
+    assert math.isclose(simulate_plan(free, False).step_time_s, loose.step_time_s, rel_tol=1e-9)

@@ -118,9 +118,12 @@ def test_closed_form_without_streams_is_the_kernel():
                  for rk in plan.ranks]
         durations = [[rk.totals[(a.stage, a.part)].time_s for a in rk.actions] for rk in plan.ranks]
         delays = [[rk.send_at_s[a.sends[0][1]] if a.sends else 0.0 for a in rk.actions] for rk in plan.ranks]
-        run = list_schedule(needs, sends, durations, len(events), delays, blocking=rec.blocking)
+        held = [rk.blocks_from for rk in plan.ranks]
+        run = list_schedule(needs, sends, durations, len(events), delays, blocks_from=held)
         assert run.complete
-        assert rec.blocking is (schedule != "interleaved-1f1b")   # Megatron-Core's sends (frameworks.sends_block)
+        # Megatron-Core's sends (frameworks.blocking_from): every one, or the interleaved cool-down's
+        last_f = [max(i for i, a in enumerate(rk.actions) if a.kind == "F") for rk in plan.ranks]
+        assert held == ([0] * 8 if schedule != "interleaved-1f1b" else [f + 1 for f in last_f])
         # to rounding: the closed form adds a final backward's units one by one
         assert run.clock == pytest.approx(closed, rel=1e-12)
 
@@ -129,6 +132,6 @@ def test_a_blocking_send_holds_its_rank_until_it_arrives():
     """Two actions on one rank, the first sending with a 0.5 s transfer: blocking, the second
     starts at 1.5 s (Megatron's send_forward_recv_backward waits); overlapped, at 1 s."""
     free = list_schedule([[(), ()]], [[(0,), ()]], [[1.0, 1.0]], 1, delay=0.5)
-    held = list_schedule([[(), ()]], [[(0,), ()]], [[1.0, 1.0]], 1, delay=0.5, blocking=True)
+    held = list_schedule([[(), ()]], [[(0,), ()]], [[1.0, 1.0]], 1, delay=0.5, blocks_from=[0])
     assert free.starts[0] == [0.0, 1.0] and held.starts[0] == [0.0, 1.5]
     assert held.ends[0][0] == 1.0 and held.clock == (2.5,)
