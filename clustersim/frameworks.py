@@ -352,7 +352,8 @@ def blocking_from(framework: FrameworkSpec, par: Any, kinds: Sequence[str]) -> i
     actions being of ``kinds`` ("F" a forward, else a backward or its part) in the order it runs
     them: the rule the plan carries per rank to both engines and the sweep's replay bound reads
     (docs/engine.md, "Pipeline transfers"). 0 (every action) where ``sends_block`` holds.
-    Megatron-Core's interleaved schedule with overlapped exchanges: the backwards after the rank's
+    Megatron's interleaved schedule with overlapped exchanges (Megatron-Core's default, the older
+    Megatron-LM's with ``overlap_p2p_comm`` set, as the zero-bubble paper's branch runs it): the backwards after the rank's
     last forward, its cool-down (megatron/core/pipeline_parallel/schedules.py
     ``forward_backward_pipelining_with_interleaving``: the cool-down waits for the last steady-state
     backward's exchange, then calls ``send_backward_recv_backward`` without ``overlap_p2p_comm=True``,
@@ -360,8 +361,7 @@ def blocking_from(framework: FrameworkSpec, par: Any, kinds: Sequence[str]) -> i
     ``--overlap-p2p-communication-warmup-flush``, not modelled). Otherwise ``len(kinds)`` (none)."""
     if sends_block(framework, par):
         return 0
-    if (framework.pp_send_blocking == "except-interleaved" and par.schedule == "interleaved-1f1b"
-            and par.virtual_stages > 1):
+    if megatron_family(framework.name) and par.schedule == "interleaved-1f1b" and par.virtual_stages > 1:
         last = max((i for i, kind in enumerate(kinds) if kind == "F"), default=-1)
         return last + 1
     return len(kinds)

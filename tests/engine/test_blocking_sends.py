@@ -59,11 +59,12 @@ def _last_forward(kinds: list[str]) -> int:
     ("megatron-core", "interleaved-1f1b", 2, None, "cool-down"), ("megatron-core", "interleaved-1f1b", 2, True, "cool-down"),
     ("megatron-core", "interleaved-1f1b", 2, False, "all"), ("megatron-core", "interleaved-1f1b", 1, None, "all"),
     ("megatron-core", "1f1b", 1, None, "all"), ("megatron-core", "1f1b", 1, True, "none"),
-    ("megatron-legacy", "interleaved-1f1b", 2, None, "all"), ("torchtitan", "interleaved-1f1b", 2, None, "none"),
+    ("megatron-legacy", "interleaved-1f1b", 2, None, "all"), ("megatron-legacy", "interleaved-1f1b", 2, True, "cool-down"),
+    ("torchtitan", "interleaved-1f1b", 2, None, "none"), ("deepspeed", "interleaved-1f1b", 2, True, "none"),
     ("megatron-core", "zb-v", 1, None, "none"),
 ])
 def test_the_rule_per_action(framework, schedule, v, override, held):
-    """clustersim.frameworks.blocking_from: Megatron-Core's interleaved schedule with overlapped
+    """clustersim.frameworks.blocking_from: Megatron's interleaved schedule with overlapped
     exchanges holds the rank on the sends of its cool-down, the backwards after its last forward
     (schedules.py: ``send_backward_recv_backward`` there without ``overlap_p2p_comm=True``);
     every other case is the whole-schedule rule."""
