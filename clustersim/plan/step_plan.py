@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -36,6 +37,23 @@ from clustersim.scenario import Scenario
 Key = tuple[str, int, int, int]  # (kind, class, global stage, micro-batch) of an input sent between ranks
 
 CLASSIC_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
+
+
+class _Kinds(Sequence):
+    """The kinds of a rank's actions, read only where ``frameworks.blocking_from`` looks at them
+    (Megatron's interleaved schedule): a view, so the other schedules' plans do not build a list
+    of every action's kind per rank."""
+
+    __slots__ = ("_actions",)
+
+    def __init__(self, actions: Sequence[RankAction]) -> None:
+        self._actions = actions
+
+    def __len__(self) -> int:
+        return len(self._actions)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._actions[i].kind
 
 
 class Total(NamedTuple):
@@ -405,7 +423,7 @@ def _build(scenario: Scenario, classes: tuple[RankClass, ...], dp_link_speed: di
                                  step_terms.jitter_s(scenario, counts, totals, opt_s),
                                  step_terms.host_s(host.scenario, counts, deficits, cls.num_micro_batches,
                                                    holds_data, barrier_s),
-                                 blocking_from(scenario.framework, par, [a.kind for a in actions])))
+                                 blocking_from(scenario.framework, par, _Kinds(actions))))
     groups = [dp.grad_buckets, dp.param_gathers]
     if dp.zero3 is not None:
         groups += [dp.zero3.gather, dp.zero3.reduce]
