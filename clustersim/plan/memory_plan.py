@@ -39,10 +39,10 @@ def held_after_b(memory: tuple[float, float, float] | None) -> float:
 
 class InFlight(NamedTuple):
     """The activations one rank holds at its peaks, read off its actions once: per chunk, the
-    micro-batches held right after each forward (when a count can have grown; after a B too when
-    it adds, ``held_after_b`` above 1), keeping only the points where no other point holds at
-    least as much of every chunk. Any peak that weights the chunks by non-negative sizes (layers,
-    the embedding's or the loss's chunk) is one of them."""
+    micro-batches held right after each forward (when a count can have grown: a B or a W only
+    frees), keeping only the points where no other point holds at least as much of every chunk.
+    Any peak that weights the chunks by non-negative sizes (layers, the embedding's or the loss's
+    chunk) is one of them."""
 
     peaks: tuple[tuple[float, ...], ...]
 
@@ -60,15 +60,10 @@ def in_flight(actions: tuple[Action, ...], chunks: int, after_b: float = 1) -> I
         if a.kind == "F":
             held[a.chunk] += 1
             points.add(tuple(held))
-        elif after_b == 1:
-            if a.kind == "W" or key not in split:
-                held[a.chunk] -= 1
         elif key not in split:
             held[a.chunk] -= 1
-        else:
-            held[a.chunk] -= (1 - after_b) if a.kind == "B" else after_b
-            if a.kind == "B" and after_b > 1:
-                points.add(tuple(held))
+        else:   # a split backward: the B frees what the W does not read, the W the rest
+            held[a.chunk] -= after_b if a.kind == "W" else 1 - after_b
     peaks: list[tuple[int, ...]] = []
     for p in sorted(points, key=lambda p: (-sum(p), p)):  # a point's dominators come before it
         if not any(all(x >= y for x, y in zip(q, p, strict=True)) for q in peaks):
