@@ -37,7 +37,15 @@ PUBLISHED_ONLY = {"gemma-3-1b-pt": 302e6 + 698e6, "gemma-3-4b-pt": 675e6 + 3209e
                   "Qwen1.5-MoE-A2.7B": 14.3e9,   # '14.3B parameters in total and 2.7B activated'
                   "Qwen2-57B-A14B": 57.41e9,     # Qwen2 blog (qwenlm.github.io/blog/qwen2), 'Params' row
                   # the DeepSeek model cards: '236B total parameters', '15.7B total parameters'
-                  "DeepSeek-V2": 236e9, "DeepSeek-V2-Lite": 15.7e9}
+                  "DeepSeek-V2": 236e9, "DeepSeek-V2-Lite": 15.7e9,
+                  "Qwen3-0.6B": 0.6e9,            # model card: 'Number of Parameters: 0.6B' (0.44B non-embedding)
+                  "Llama-3.2-1B-Instruct": 1.23e9,  # Meta's Llama 3.2 model card: '1.23B'
+                  # Hugging Face's model page, 'Model size 12.2B params' (Mistral's announcement: '12B')
+                  "Mistral-Nemo-Base-2407": 12.2e9,
+                  "Ministral-8B-Instruct-2410": 8_019_808_256,   # model card: 'Number of parameters 8,019,808,256'
+                  "Mixtral-8x22B-v0.1": 141e9}    # Mistral, 'Cheaper, Better, Faster, Stronger': '141B'
+# active counts of the MoE fixtures without a preset, where the owner publishes one
+PUBLISHED_ACTIVE = {"Mixtral-8x22B-v0.1": 39e9}      # '39B active parameters out of 141B'
 SHAPE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_act", "vocab", "tie_embeddings",
          "attention", "qk_norm", "attention_pattern", "attention_window", "global_every", "attention_sinks",
          "sandwich_norm", "moe_experts", "moe_top_k", "moe_shared_experts", "moe_expert_ffn_hidden",
@@ -73,6 +81,8 @@ def test_configs_without_a_preset_read_at_the_published_count(name: str) -> None
     if name.startswith("gemma"):
         assert model.head_dim == 256 and model.vocab in (262144, 262208)
     assert abs(model.total_params() / PUBLISHED_ONLY[name] - 1) <= 0.01, model.total_params() / 1e9
+    if name in PUBLISHED_ACTIVE:
+        assert abs(model.active_params() / PUBLISHED_ACTIVE[name] - 1) <= 0.01, model.active_params() / 1e9
 
 
 @pytest.mark.parametrize("name", sorted(PRESET_OF))
