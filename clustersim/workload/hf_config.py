@@ -3,7 +3,8 @@
 Families (``model_type``, or the architecture name when the file has none): Llama, Mistral,
 Mixtral, Qwen2 / Qwen2.5 (``qwen2``), Qwen3, Qwen2-MoE (``qwen2_moe``: Qwen1.5-MoE, Qwen2-57B-A14B),
 Qwen3-MoE, gpt-oss, Gemma 3 (text, and the ``text_config`` of the multimodal
-Gemma 3), Llama 4 (text, and the ``text_config`` of the multimodal Llama 4), DeepSeek-V2
+Gemma 3), Llama 4 (text, and the ``text_config`` of the multimodal Llama 4), Mistral 3 (the
+``text_config``, a Mistral model, of Mistral-Small-3.1 / 3.2's multimodal file), DeepSeek-V2
 (``deepseek_v2``: V2, V2-Lite, V2.5), DeepSeek-V3 and Kimi K2 (``kimi_k2``, DeepSeek-V3's architecture), GLM-4 MoE (GLM-4.5). Every key of the file is
 looked up in the family's table (clustersim.workload.hf_config_keys): modelled, irrelevant to
 the cost (with the reason), or refused (exit 2 naming the key) when set to a value that changes
@@ -50,7 +51,7 @@ from clustersim.workload.hf_config_keys import (
     key_table,
 )
 from clustersim.workload.model_spec import moe_layer_fields
-from clustersim.workload.vision_tower import llama4_vision_params
+from clustersim.workload.vision_tower import vision_params
 
 DEFAULT_SEQ_LEN = 4096   # the pre-training sequence of Llama 2, DeepSeek-V3 (§4.2) and Megatron-Bridge's recipes
 
@@ -398,14 +399,14 @@ def read_hf_config(path: str) -> dict[str, Any]:
     if not isinstance(cfg, dict):
         raise InputError("model.hf_config", path, "a config.json holding a JSON object")
     family = _family(cfg, path)
-    outer = cfg
+    outer, wrapper = cfg, family
     if family in WRAPPERS:
         cfg, family = _unwrap(outer, family, path)
     _check_keys(cfg, family, path)
     fields = {k: v for k, v in _fields(cfg, family, path).items() if v is not None}
-    if family == "llama4_text" and "vision_config" in outer:   # Meta's totals count the tower
-        fields["vision_params"] = llama4_vision_params(outer["vision_config"], fields["hidden"], path)
-    return fields
+    # Meta's and Mistral's totals count the tower (Llama 4, Mistral 3); Gemma 3's report does not
+    fields["vision_params"] = vision_params(wrapper, outer, fields["hidden"], path)
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 def _unknown_family_first(found: str, path: str) -> None:

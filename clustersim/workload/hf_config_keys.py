@@ -263,18 +263,22 @@ INTEGER_KEYS = frozenset({
     "attention_chunk_size", "interleave_moe_layer_step", "intermediate_size_mlp", "moe_layer_freq"})
 BOOLEAN_KEYS = frozenset({"tie_word_embeddings", "use_qk_norm"})
 
-# multimodal wrappers: the language model is their text_config (Gemma 3, Llama 4)
-WRAPPERS: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+# multimodal wrappers: the language model is their text_config (Gemma 3, Llama 4, Mistral 3: the
+# Mistral-Small-3.1 / 3.2 files, a Mistral text model beside a Pixtral vision tower)
+WRAPPERS: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
 WRAPPER_IRRELEVANT: dict[str, str] = {
     "text_config": "read as the language model",
-    "vision_config": "the vision tower: not part of the language model that clustersim times; Llama 4's is "
-                     "counted in model.params as Meta counts it (model.vision_params, the report says so)",
+    "vision_config": "the vision tower: not part of the language model that clustersim times; Llama 4's and "
+                     "Mistral 3's are counted in model.params as their owners count them (model.vision_params, the "
+                     "report says so)",
     "boi_token_index": "a token id", "eoi_token_index": "a token id", "image_token_index": "a token id",
     "mm_tokens_per_image": "image tokens per image (multimodal data, not the text model)",
     "vision_feature_layer": "which vision layer feeds the projector",
     "vision_feature_select_strategy": "as vision_feature_layer",
     "projector_hidden_act": "the multimodal projector's activation",
     "multimodal_projector_bias": "the multimodal projector's bias",
+    "spatial_merge_size": "Mistral 3's patch merger (k x k image patches into one token): enters "
+                          "model.vision_params only",
 }
 
 # families by model_type, and by architecture when model_type is absent
@@ -291,6 +295,7 @@ ARCHITECTURES: dict[str, str] = {
     "Gemma3ForCausalLM": "gemma3_text", "Llama4ForCausalLM": "llama4_text",
     "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3", "Glm4MoeForCausalLM": "glm4_moe",
     "Gemma3ForConditionalGeneration": "gemma3", "Llama4ForConditionalGeneration": "llama4",
+    "Mistral3ForConditionalGeneration": "mistral3",
 }
 
 

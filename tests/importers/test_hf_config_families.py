@@ -43,9 +43,12 @@ PUBLISHED_ONLY = {"gemma-3-1b-pt": 302e6 + 698e6, "gemma-3-4b-pt": 675e6 + 3209e
                   # Hugging Face's model page, 'Model size 12.2B params' (Mistral's announcement: '12B')
                   "Mistral-Nemo-Base-2407": 12.2e9,
                   "Ministral-8B-Instruct-2410": 8_019_808_256,   # model card: 'Number of parameters 8,019,808,256'
+                  # Mistral's card: '24 billion parameters', the Pixtral vision encoder included
+                  "Mistral-Small-3.1-24B-Instruct-2503": 24e9,
                   "Mixtral-8x22B-v0.1": 141e9}    # Mistral, 'Cheaper, Better, Faster, Stronger': '141B'
 # active counts of the MoE fixtures without a preset, where the owner publishes one
-PUBLISHED_ACTIVE = {"Mixtral-8x22B-v0.1": 39e9}      # '39B active parameters out of 141B'
+PUBLISHED_ACTIVE = {"Mixtral-8x22B-v0.1": 39e9,      # '39B active parameters out of 141B'
+                    "Mistral-Small-3.1-24B-Instruct-2503": 23_572_403_200}   # dense: the text model, no tower
 SHAPE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_act", "vocab", "tie_embeddings",
          "attention", "qk_norm", "attention_pattern", "attention_window", "global_every", "attention_sinks",
          "sandwich_norm", "moe_experts", "moe_top_k", "moe_shared_experts", "moe_expert_ffn_hidden",
@@ -83,6 +86,20 @@ def test_configs_without_a_preset_read_at_the_published_count(name: str) -> None
     assert abs(model.total_params() / PUBLISHED_ONLY[name] - 1) <= 0.01, model.total_params() / 1e9
     if name in PUBLISHED_ACTIVE:
         assert abs(model.active_params() / PUBLISHED_ACTIVE[name] - 1) <= 0.01, model.active_params() / 1e9
+
+
+def test_mistral3_reads_its_text_config_and_counts_the_pixtral_tower() -> None:
+    """mistralai/Mistral-Small-3.1-24B-Instruct-2503 (model_type mistral3, transformers'
+    Mistral3ForConditionalGeneration) was refused as an unknown model_type. Its language model is
+    the text_config (a Mistral with head_dim 128 != 5120 / 32); Mistral's '24B' counts the Pixtral
+    tower and projector, 438,958,080 parameters (the count a public copy of the file gives too)."""
+    fields = read_hf_config(str(HERE / "Mistral-Small-3.1-24B-Instruct-2503" / "config.json"))
+    assert (fields["layers"], fields["hidden"], fields["heads"], fields["kv_heads"], fields["head_dim"]) == \
+        (40, 5120, 32, 8, 128)
+    assert "attention_pattern" not in fields and not fields.get("tie_embeddings")   # sliding_window null; untied
+    assert fields["vision_params"] == 438_958_080
+    model = model_from_fields("m3", {**fields, "seq_len": 4096})
+    assert model.total_params() == 23_572_403_200 + 438_958_080
 
 
 @pytest.mark.parametrize("name", sorted(PRESET_OF))
@@ -157,6 +174,12 @@ def _refused(tmp_path: Path, name: str, change, field_end: str) -> InputError:
      "interleave_moe_layer_step"),
     ("Llama-4-Scout-17B-16E", lambda c: c["text_config"].update(interleave_moe_layer_step=0),
      "interleave_moe_layer_step"),
+    ("Mistral-Small-3.1-24B-Instruct-2503", lambda c: c["vision_config"].update(hidden_size="1024"),
+     "vision_config.hidden_size"),
+    ("Mistral-Small-3.1-24B-Instruct-2503", lambda c: c.update(spatial_merge_size=0), "spatial_merge_size"),
+    ("Mistral-Small-3.1-24B-Instruct-2503", lambda c: c["text_config"].update(model_type="llama"),
+     "text_config.model_type"),
+    ("Mistral-Small-3.1-24B-Instruct-2503", lambda c: c.update(audio_config={}), "audio_config"),
 ])
 def test_keys_that_change_cost_unmodelled_are_refused_by_name(tmp_path: Path, name, change, field) -> None:
     _refused(tmp_path, name, change, field)
