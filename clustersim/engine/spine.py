@@ -94,27 +94,11 @@ class SpineLink(FairShareLink):
             self._reschedule()
         return done
 
-    def _advance(self) -> None:
-        now = self.env.now
-        dt = now - self._last_update
-        self._last_update = now
-        if dt <= 0 or not self._remaining:
-            return
-        self.busy_s += dt
-        n = len(self._remaining)
-        for tid in self._remaining:
-            self._remaining[tid] -= dt * self._rate(tid, n)
+    def _served_s(self, tid: int, dt: float, n: int) -> float:
+        return dt * self._rate(tid, n)
 
-    def _reschedule(self) -> None:
-        if self._wakeup is not None and not self._wakeup.triggered:
-            self._wakeup.callbacks.clear()
-        if not self._remaining:
-            self._wakeup = None
-            return
-        n = len(self._remaining)
-        delay = min(max(0.0, left) / self._rate(tid, n) for tid, left in self._remaining.items())
-        self._wakeup = self.env.timeout(delay)
-        self._wakeup.callbacks.append(self._on_wakeup)
+    def _finish_delay_s(self, tid: int, left_s: float, n: int) -> float:
+        return left_s / self._rate(tid, n)
 
     def _on_wakeup(self, _event: simpy.Event) -> None:
         self._advance()

@@ -50,9 +50,19 @@ class FairShareLink:
         if dt <= 0 or not self._remaining:
             return
         self.busy_s += dt
-        served = dt / len(self._remaining)
+        n = len(self._remaining)
         for tid in self._remaining:
-            self._remaining[tid] -= served
+            self._remaining[tid] -= self._served_s(tid, dt, n)
+
+    def _served_s(self, tid: int, dt: float, n: int) -> float:
+        """Exclusive link seconds that transfer ``tid`` receives in ``dt`` among ``n`` active ones:
+        an equal share (the hook a link with other rates overrides, clustersim.engine.spine)."""
+        return dt / n
+
+    def _finish_delay_s(self, tid: int, left_s: float, n: int) -> float:
+        """Seconds until transfer ``tid``, with ``left_s`` exclusive seconds left, finishes at its
+        current share among ``n`` (the inverse of ``_served_s``)."""
+        return left_s * n
 
     def _reschedule(self) -> None:
         if self._wakeup is not None and not self._wakeup.triggered:
@@ -60,7 +70,8 @@ class FairShareLink:
         if not self._remaining:
             self._wakeup = None
             return
-        delay = max(0.0, min(self._remaining.values())) * len(self._remaining)
+        n = len(self._remaining)
+        delay = min(self._finish_delay_s(tid, max(0.0, left), n) for tid, left in self._remaining.items())
         self._wakeup = self.env.timeout(delay)
         self._wakeup.callbacks.append(self._on_wakeup)
 
