@@ -25,6 +25,9 @@ DEFAULT_FRAMEWORK = "megatron-core"
 ATTENTION_KERNELS = ("flash", "standard")
 ZERO3_IMPLS = ("megatron-fsdp", "fsdp1", "fsdp2", "deepspeed")
 REDUCE_DTYPES = ("fp32", "bf16", "fp16")
+# a framework entry's grad_reduce_dtype may also be "model": the reduction runs in the job's own dtype
+# (DeepSpeed's communication_data_type default: model_reduce_dtype)
+MODEL_DTYPE = "model"
 ZERO1_REDUCE_OPS = ("reduce_scatter", "all_reduce")
 TP_BACKWARD_OVERLAP = ("always", "with-sp", "never")
 PP_SEND_BLOCKING = ("always", "except-interleaved", "never")
@@ -50,8 +53,9 @@ class FrameworkSpec:
     # pipeline sends that hold the sender until the transfer is done: always | except-interleaved | never
     pp_send_blocking: str
     zero3: str              # ZeRO-3 implementation: megatron-fsdp | fsdp1 | fsdp2 | deepspeed
-    # dtype of the data-parallel gradient reduction: fp32 | bf16 | fp16 (the Megatron family's fp32 holds
-    # for bf16 and fp32 jobs only: an fp16 job reduces in fp16, grad_reduce_dtype)
+    # dtype of the data-parallel gradient reduction: fp32 | bf16 | fp16, or model: the job's own dtype
+    # (model_reduce_dtype; DeepSpeed). The Megatron family's fp32 holds for bf16 and fp32 jobs only: an
+    # fp16 job reduces in fp16 (grad_reduce_dtype)
     grad_reduce_dtype: str
     zero1_grad_reduce: str  # the collective reducing the gradients under ZeRO-1: reduce_scatter | all_reduce
     # bytes per parameter of the rank's whole (unsharded) gradient buffer that the framework streams
@@ -79,7 +83,7 @@ class FrameworkSpec:
     optimizer_offload_zero_stages: tuple[int, ...]   # the ZeRO stages with which it offloads the optimizer
 
 
-_CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_dtype": REDUCE_DTYPES,
+_CHOICES = {"attention": ATTENTION_KERNELS, "zero3": ZERO3_IMPLS, "grad_reduce_dtype": (*REDUCE_DTYPES, MODEL_DTYPE),
             "zero1_grad_reduce": ZERO1_REDUCE_OPS, "pp_send_blocking": PP_SEND_BLOCKING,
             "elementwise": ELEMENTWISE}
 _INTS = {"param_bytes": (2, 4), "grad_bytes": (2, 4), "optimizer_bytes": (8, 12, 16),
@@ -297,10 +301,11 @@ def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: Fram
     param.dtype``, with ``grad_reduce_in_fp32 = args.accumulate_allreduce_grads_in_fp32``,
     megatron/training/training.py; megatron/model/distributed.py
     2021-23 ``_get_buffer_type``: ``torch.float if self.accumulate_allreduce_grads_in_fp32 else param.dtype``);
-    else the framework's ``grad_reduce_dtype``, except under DeepSpeed ZeRO-3, which
-    reduce-scatters in its communication dtype (the 16-bit training dtype by default: DeepSpeed
-    configuration docs, ``communication_data_type``); fp32 without a framework (the conservative
-    default of the memory model's callers without one)."""
+    else the framework's ``grad_reduce_dtype`` (``model``: ``model_reduce_dtype``, DeepSpeed's),
+    except under DeepSpeed ZeRO-3, which reduce-scatters in its communication dtype whatever the
+    framework's ZeRO 0-2 reduction (``model_reduce_dtype``: Megatron-LM 2021 hands ZeRO-3 to
+    DeepSpeed); fp32 without a framework (the conservative default of the memory model's callers
+    without one)."""
     if override is not None:
         allowed = reduce_dtypes_allowed(dtype)
         if override not in allowed:
@@ -311,8 +316,20 @@ def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: Fram
     if dtype == "fp16" and framework is not None and megatron_family(framework.name):
         return "fp16"
     if zero_stage == 3 and zero3_impl(fsdp_version, framework) == "deepspeed":
-        return "bf16"
-    return framework.grad_reduce_dtype if framework is not None else "fp32"
+        return model_reduce_dtype(dtype)
+    own = framework.grad_reduce_dtype if framework is not None else "fp32"
+    return model_reduce_dtype(dtype) if own == MODEL_DTYPE else own
+
+
+def model_reduce_dtype(dtype: str) -> str:
+    """The dtype DeepSpeed reduces the gradients of a job training in ``dtype`` in when
+    ``communication_data_type`` is not set: the model's, fp16 for an fp16 job, bf16 for a bf16 one
+    (and for fp8 / fp4, which run under bf16), fp32 for an fp32 one (deepspeed/runtime/engine.py
+    ``DeepSpeedEngine.communication_data_type``: ``if self.fp16_enabled(): return torch.float16;
+    if self.bfloat16_enabled(): return torch.bfloat16; return torch.float32``, handed to
+    zero/stage_1_and_2.py and zero/stage3.py as ``communication_data_type``; deepspeedai/DeepSpeed
+    edaa722)."""
+    return dtype if dtype in ("fp32", "fp16") else "bf16"
 
 
 def zero3_overlaps_reduce(overlap_grad_reduce: bool | None) -> bool:
