@@ -332,6 +332,47 @@ def model_reduce_dtype(dtype: str) -> str:
     return dtype if dtype in ("fp32", "fp16") else "bf16"
 
 
+def grad_accum_dtype(zero_stage: int, fsdp_version: int | None, framework: FrameworkSpec | None,
+                     override: str | None = None, *, dtype: str) -> str | None:
+    """The dtype DeepSpeed's ZeRO-3 holds its gradient partitions in, where the scenario sets it
+    (``training.grad_accum_dtype``, carried as ``ParallelLayout.grad_accum_dtype``: DeepSpeed's
+    ``data_types.grad_accum_dtype``), the one rule that the memory model's gradients and the
+    optimizer step's gradient bytes read (``compute.dtypes.grad_held_bytes``); None where it is
+    not set or does not apply (the framework's gradient bytes). DeepSpeed's stage 3 allocates its
+    flat buffer of every gradient partition in that dtype (deepspeed/runtime/zero/stage3.py
+    ``DeepSpeedZeroOptimizer_Stage3.__init__``: ``grad_partitions_flat_buffer = torch.zeros(sum(p.partition_numel()
+    ...), dtype=self.gradient_accumulation_dtype)``; the engine hands it ``get_data_types()[1]``, the
+    model's dtype unless ``data_types.grad_accum_dtype`` is set: deepspeed/runtime/engine.py
+    ``get_data_types``) and casts each reduce-scattered partition to it after the reduction, which
+    runs in ``communication_data_type`` (stage3.py ``__avg_scatter_grads``: ``if
+    communication_data_type != self.gradient_accumulation_dtype: grad_partitions_for_rank = [g.to(
+    self.gradient_accumulation_dtype) ...]``): the reduced bytes do not change
+    (``grad_reduce_dtype``). Only where DeepSpeed's ZeRO-3 runs (``zero3_impl``); a layout of
+    another stage (the sweep's) ignores it, the loader refuses it (``check_grad_accum_dtype``).
+    deepspeedai/DeepSpeed edaa722."""
+    if override is None or zero_stage != 3 or zero3_impl(fsdp_version, framework) != "deepspeed":
+        return None
+    return override
+
+
+def check_grad_accum_dtype(zero_stage: int, fsdp_version: int | None, framework: FrameworkSpec | None,
+                           override: str | None, *, dtype: str) -> None:
+    """InputError naming ``training.grad_accum_dtype`` where the scenario sets it but DeepSpeed's
+    ZeRO-3 does not run (``grad_accum_dtype`` would ignore it), or to a dtype the job does not hold
+    gradients in: fp32 or the job's own 16-bit dtype (``reduce_dtypes_allowed``)."""
+    if override is None:
+        return
+    if zero_stage != 3 or zero3_impl(fsdp_version, framework) != "deepspeed":
+        raise InputError("training.grad_accum_dtype", override,
+                         "left out unless DeepSpeed's ZeRO-3 runs (parallel.zero_stage 3 under framework "
+                         "deepspeed or megatron-legacy, without parallel.fsdp): only its gradient partitions "
+                         "(stage3.py grad_partitions_flat_buffer) are modelled in that dtype")
+    allowed = reduce_dtypes_allowed(dtype)
+    if override not in allowed:
+        raise InputError("training.grad_accum_dtype", override,
+                         f"{' or '.join(allowed)} or left out with training.dtype {dtype}")
+
+
 def zero3_overlaps_reduce(overlap_grad_reduce: bool | None) -> bool:
     """Whether ZeRO-3 reduce-scatters each unit's gradients on a stream of its own, beside the
     backward (the one rule; the loader resolves it into ``ParallelLayout.zero3_overlap_reduce``):

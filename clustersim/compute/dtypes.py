@@ -35,8 +35,10 @@ def reduce_bytes(reduce_dtype: str, dtype: str) -> int:
     return 4 if reduce_dtype == "fp32" or dtype == "fp32" else 2
 
 
-def grad_held_bytes(framework: FrameworkSpec, reduce_dtype: str, dtype: str) -> int:
-    """Bytes per gradient element of the framework's accumulated gradient buffer: the reduction's
+def grad_held_bytes(framework: FrameworkSpec, reduce_dtype: str, dtype: str, accum_dtype: str | None = None) -> int:
+    """Bytes per gradient element of the framework's accumulated gradient buffer: those of
+    ``accum_dtype`` where it is given (``frameworks.grad_accum_dtype``: DeepSpeed ZeRO-3's gradient
+    partitions in ``data_types.grad_accum_dtype``, stage3.py ``grad_partitions_flat_buffer``); else the reduction's
     (``reduce_bytes``) where the framework holds it in that dtype
     (``grads_in_reduce_dtype``: Megatron-Core, megatron/core/distributed/distributed_data_parallel.py
     ``grad_dtype = torch.float if self.ddp_config.grad_reduce_in_fp32 else param.dtype``, with
@@ -45,6 +47,8 @@ def grad_held_bytes(framework: FrameworkSpec, reduce_dtype: str, dtype: str) -> 
     on for --bf16 only: an --fp16 job without the flag holds fp16 main grads); else
     its ``grad_bytes`` (torchtitan's FSDP2 casts the reduced shard back to the fp32 parameter's
     dtype, DeepSpeed keeps its 16-bit or fp32 accumulation buffer and casts for the reduction)."""
+    if accum_dtype is not None:
+        return reduce_bytes(accum_dtype, dtype)
     return reduce_bytes(reduce_dtype, dtype) if framework.grads_in_reduce_dtype else framework.grad_bytes
 
 

@@ -8,7 +8,8 @@ Config keys (deepspeed/runtime/config.py, constants.py, zero/config.py; deepspee
 ``overlap_comm`` (parallel.overlap_grad_reduce; left out or null, DeepSpeed's default: on for stage 3
 only; off where DeepSpeed ignores it: stage 0, the BF16_Optimizer, a pipeline below stage 3),
 ``reduce_bucket_size`` (parallel.dp_bucket_params),
-``bf16.enabled`` / ``fp16.enabled``, ``activation_checkpointing`` (read by Megatron-DeepSpeed; its
+``bf16.enabled`` / ``fp16.enabled``, ``data_types.grad_accum_dtype`` at stage 3 (training.grad_accum_dtype),
+``activation_checkpointing`` (read by Megatron-DeepSpeed; its
 ``cpu_checkpointing``: parallel.offload.activations), ``pipeline`` (the PipelineEngine: its ``stages``,
 else --set parallel.pp). Refused by name: Apex ``amp``, partial offload (``ratio`` < 1), offload
 without ZeRO, NVMe offload, ``sequence_parallel_size`` > 1 (Ulysses), optimizers other than
@@ -510,13 +511,22 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
         parallel["zero_stage"] = 1
         notes.append(f"bf16 with zero_optimization.stage {stage}: DeepSpeed's BF16_Optimizer (framework "
                      "deepspeed-bf16, its own ZeRO-1)")
-    if framework == "deepspeed" and stage == 3 and dtype != "fp32" and accum in ("fp32", "float32"):
-        # the stage-3 optimizer allocates its gradient partitions in gradient_accumulation_dtype
-        # (deepspeed/runtime/zero/stage3.py: grad_partitions_flat_buffer = torch.zeros(...,
-        # dtype=self.gradient_accumulation_dtype)); the deepspeed framework prices them in 16 bits
-        notes.append(f"data_types.grad_accum_dtype {accum!r} at stage 3: DeepSpeed holds the gradient partitions "
-                     "in fp32 (4 bytes per parameter / dp); clustersim prices them in 16 bits (not modelled: "
-                     "the partition memory is under-counted by 2 bytes per parameter / dp)")
+    accum_dtype = COMM_DTYPES.get(accum.removeprefix("torch."))
+    if framework == "deepspeed" and accum_dtype not in (None, dtype):
+        if stage == 3:
+            # the stage-3 optimizer allocates its gradient partitions in gradient_accumulation_dtype
+            # (deepspeed/runtime/zero/stage3.py: grad_partitions_flat_buffer = torch.zeros(...,
+            # dtype=self.gradient_accumulation_dtype)): training.grad_accum_dtype (frameworks.grad_accum_dtype)
+            reduce["grad_accum_dtype"] = accum_dtype
+            notes.append(f"data_types.grad_accum_dtype {accum!r} at stage 3: the gradient partitions held in "
+                         f"{accum_dtype} (training.grad_accum_dtype; reduced in communication_data_type, "
+                         f"{reduce.get('grad_reduce_dtype', comm_dtype)})")
+        elif stage in (1, 2):
+            # stages 1-2 accumulate into separate fp32 copies (stage_1_and_2.py use_separate_grad_accum):
+            # not modelled, said rather than dropped
+            notes.append(f"data_types.grad_accum_dtype {accum!r} at stage {stage}: not modelled (the ZeRO stage 1-2 "
+                         "gradient accumulation copies, stage_1_and_2.py use_separate_grad_accum; the model's "
+                         f"{dtype} gradients are priced)")
     overlap = _overlap_comm(zero, stage, pp, framework, notes)
     if overlap is not None:
         parallel["overlap_grad_reduce"] = overlap

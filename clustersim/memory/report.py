@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from clustersim.compute.dtypes import check_dtype
 from clustersim.compute.layer import expert_params_per_gpu, layer_params_per_gpu
 from clustersim.errors import InputError
-from clustersim.frameworks import FrameworkSpec, grad_reduce_dtype, load_framework
+from clustersim.frameworks import FrameworkSpec, grad_accum_dtype, grad_reduce_dtype, load_framework
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.memory.activations import combine, gpu_kernels, layer_units
 from clustersim.memory.allocator import fragmentation_bytes
@@ -179,8 +179,9 @@ def states(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: i
     d_group, e_group = shard_groups(layout)
     mb, moments = layout.adam_moment_bytes, layout.optimizer_moments
     rd = grad_reduce_dtype(layout.zero_stage, layout.fsdp_version, framework, layout.grad_reduce_dtype, dtype=dtype)
-    w1, g1, o1 = state_bytes(dense, d_group, layout.zero_stage, dtype, framework, mb, moments, rd)
-    w2, g2, o2 = state_bytes(expert, e_group, layout.zero_stage, dtype, framework, mb, moments, rd)
+    ad = grad_accum_dtype(layout.zero_stage, layout.fsdp_version, framework, layout.grad_accum_dtype, dtype=dtype)
+    w1, g1, o1 = state_bytes(dense, d_group, layout.zero_stage, dtype, framework, mb, moments, rd, ad)
+    w2, g2, o2 = state_bytes(expert, e_group, layout.zero_stage, dtype, framework, mb, moments, rd, ad)
     return int(round(w1 + w2)), int(round(g1 + g2)), int(round(o1 + o2))
 
 

@@ -28,11 +28,13 @@ ADAM_FP32_BYTES_PER_PARAM = 8
 
 
 def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None,
-                    reduce_dtype: str | None = None) -> tuple[int, int, int]:
+                    reduce_dtype: str | None = None, accum_dtype: str | None = None) -> tuple[int, int, int]:
     """(weight, gradient, optimizer) bytes per parameter before sharding; ``reduce_dtype``: the
     data-parallel reduction's (``frameworks.grad_reduce_dtype``), whose bytes the gradients take
     where the framework accumulates in it (``compute.dtypes.grad_held_bytes``: Megatron's main_grad
-    with --grad-reduce-in-bf16); None: the framework's ``grad_bytes``."""
+    with --grad-reduce-in-bf16); None: the framework's ``grad_bytes``. ``accum_dtype``: the dtype
+    DeepSpeed's ZeRO-3 holds its gradient partitions in (``frameworks.grad_accum_dtype``), whose
+    bytes the gradients take where given (``grad_held_bytes``)."""
     if dtype == "fp32":
         return 4, 4, ADAM_FP32_BYTES_PER_PARAM
     if framework is None:
@@ -40,7 +42,8 @@ def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None,
     w = framework.param_bytes
     if dtype in ("fp8", "fp4") and framework.param_bytes == 2:   # TE keeps low-precision copies beside it
         w = weight_bytes(dtype)
-    grads = framework.grad_bytes if reduce_dtype is None else grad_held_bytes(framework, reduce_dtype, dtype)
+    grads = (framework.grad_bytes if reduce_dtype is None
+             else grad_held_bytes(framework, reduce_dtype, dtype, accum_dtype))
     return w, grads, framework.optimizer_bytes
 
 
@@ -51,14 +54,15 @@ def fewer_moment_bytes(moments: int) -> int:
 
 def state_bytes(params: float, dp: int, zero_stage: int, dtype: str,
                 framework: FrameworkSpec | None = None, moment_bytes: int = 4,
-                moments: int = 2, reduce_dtype: str | None = None) -> tuple[float, float, float]:
+                moments: int = 2, reduce_dtype: str | None = None,
+                accum_dtype: str | None = None) -> tuple[float, float, float]:
     """(weights, gradients, optimizer states) in bytes for ``params`` parameters sharded over ``dp``.
     ``moment_bytes`` 2: Adam's moments kept in BF16 (DeepSeek-V3 §3.3.3; Megatron
     ``--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16``). ``moments``
     1: SGD with momentum keeps one fp32 buffer where Adam keeps m and v (torch.optim.SGD
-    ``momentum_buffer``; the master copy stays): 4 bytes fewer per parameter. ``reduce_dtype``: as
-    ``bytes_per_param``."""
-    wb, gb, ob = bytes_per_param(dtype, framework, reduce_dtype)
+    ``momentum_buffer``; the master copy stays): 4 bytes fewer per parameter. ``reduce_dtype``,
+    ``accum_dtype``: as ``bytes_per_param``."""
+    wb, gb, ob = bytes_per_param(dtype, framework, reduce_dtype, accum_dtype)
     ob -= fewer_moment_bytes(moments)
     if dtype != "fp32":
         ob -= moments * (4 - moment_bytes)   # each moment 4 - moment_bytes smaller

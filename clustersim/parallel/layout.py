@@ -72,6 +72,9 @@ class ParallelLayout:
     # the dtype of the data-parallel gradient reduction the scenario sets (training.grad_reduce_dtype:
     # fp32 | bf16 | fp16); None: the framework's rule (clustersim.frameworks.grad_reduce_dtype, which every reader calls)
     grad_reduce_dtype: str | None = None
+    # the dtype DeepSpeed's ZeRO-3 holds its gradient partitions in (training.grad_accum_dtype: fp32 | bf16 |
+    # fp16); None: the model's (clustersim.frameworks.grad_accum_dtype, which every reader calls)
+    grad_accum_dtype: str | None = None
     # the optimizer's moments per parameter (scenario training.optimizer): Adam's m and v 2, SGD's
     # momentum 1 (torch.optim.SGD with momentum; Megatron --optimizer sgd)
     optimizer_moments: int = 2

@@ -24,7 +24,7 @@ from clustersim.collectives import GroupShape, plan_collective
 from clustersim.compute import optimizer_step_time_s
 from clustersim.compute.dtypes import grad_held_bytes
 from clustersim.compute.optimizer import grad_buffer_time_s
-from clustersim.frameworks import grad_reduce_dtype
+from clustersim.frameworks import grad_accum_dtype, grad_reduce_dtype
 from clustersim.memory.report import state_shard_params
 from clustersim.plan.host_offload import host_optimizer_time_s
 from clustersim.scenario import Scenario
@@ -41,7 +41,8 @@ def optimizer_step_s(scenario: Scenario, params_per_gpu: int, expert_params_per_
     # main_grad with --grad-reduce-in-bf16: compute.dtypes.grad_held_bytes against the fp32 grad_bytes)
     dtype = scenario.training.dtype
     held = grad_held_bytes(fw, grad_reduce_dtype(par.zero_stage, par.fsdp_version, fw, par.grad_reduce_dtype,
-                                                 dtype=dtype), dtype)
+                                                 dtype=dtype), dtype,
+                           grad_accum_dtype(par.zero_stage, par.fsdp_version, fw, par.grad_accum_dtype, dtype=dtype))
     buffer_bytes = (fw.grad_buffer_bytes_per_param * held // fw.grad_bytes
                     if par.zero_stage <= 2 and par.dp * par.cp > 1 else 0)
     shard = state_shard_params(par, params_per_gpu - expert_params_per_gpu, expert_params_per_gpu)

@@ -22,6 +22,7 @@ from clustersim.compute.precision import resolve_recipe
 from clustersim.errors import InputError
 from clustersim.frameworks import (
     check_framework_layout,
+    check_grad_accum_dtype,
     grad_reduce_dtype,
     load_framework,
     zero3_overlaps_reduce,
@@ -357,6 +358,7 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
                             "offload_params": p.offload.params,
                             "adam_moment_bytes": 2 if raw.training.adam_moments == "bf16" else 4,
                             "grad_reduce_dtype": raw.training.grad_reduce_dtype,
+                            "grad_accum_dtype": raw.training.grad_accum_dtype,
                             "optimizer_moments": 1 if raw.training.optimizer == "sgd" else 2})
     if split_is_set(par):   # Megatron-Core's / torchtitan's own split, resolved once (clustersim.parallel.split)
         explicit_layers = framework_split(par, model.layers, model.mtp_layers)
@@ -378,6 +380,7 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     # the reduction runs in fp32 or the job's own 16-bit dtype: the rule refuses the rest by name
     # (frameworks.reduce_dtypes_allowed: bf16 with fp32 or fp16 training, fp16 with any other)
     grad_reduce_dtype(par.zero_stage, par.fsdp_version, framework, par.grad_reduce_dtype, dtype=t.dtype)
+    check_grad_accum_dtype(par.zero_stage, par.fsdp_version, framework, par.grad_accum_dtype, dtype=t.dtype)
     check_layout(model, cluster, par)
     check_framework_layout(framework, par.pp, par.zero_stage, par.schedule, par.offload_optimizer)
     check_ep_overlap_dtype(par, t.dtype)

@@ -173,6 +173,9 @@ class TrainingSection(Section):
     adam_moments: Literal["fp32", "bf16"] = "fp32"   # Megatron --exp-avg-dtype / --exp-avg-sq-dtype
     # dtype of the data-parallel gradient reduction; None: the framework's (clustersim.frameworks.grad_reduce_dtype)
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] | None = None
+    # dtype DeepSpeed's ZeRO-3 holds its gradient partitions in (data_types.grad_accum_dtype); None: the
+    # model's (clustersim.frameworks.grad_accum_dtype)
+    grad_accum_dtype: Literal["fp32", "bf16", "fp16"] | None = None
     compile: bool = False   # torch.compile (torchtitan): fuses element-wise ops like Megatron's kernels
     # scaling of the low-precision GEMMs (clustersim.compute.precision); None: the GPU's default
     fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8"] | None = None

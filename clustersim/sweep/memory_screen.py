@@ -152,7 +152,7 @@ class MemoryModel:
         per layout rather than once per rank."""
         return LayoutKeys(
             (p.tp, p.ep, p.etp, p.dp, p.cp, p.zero_stage, p.hsdp_replicas, p.adam_moment_bytes, p.fsdp_version,
-             p.grad_reduce_dtype),
+             p.grad_reduce_dtype, p.grad_accum_dtype),
             (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
              p.dp_bucket_params, p.overlap_grad_reduce, p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch,
              p.reshard_after_forward, p.grad_reduce_dtype, p.num_micro_batches > 1),
