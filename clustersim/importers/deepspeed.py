@@ -14,7 +14,8 @@ only; off where DeepSpeed ignores it: stage 0, the BF16_Optimizer, a pipeline be
 else --set parallel.pp). Refused by name: Apex ``amp``, partial offload (``ratio`` < 1), offload
 without ZeRO, NVMe offload, ``sequence_parallel_size`` > 1 (Ulysses), optimizers other than
 Adam/AdamW/SGD, a ``communication_data_type`` other than the training dtype or fp32 (fp32:
-training.grad_reduce_dtype), ``zero_optimization.reduce_scatter: false``, ZeRO++ and MiCS. Keys without effect on the cost, and
+training.grad_reduce_dtype), ``zero_optimization.reduce_scatter: false`` and, at stages 1-2 without offload,
+``contiguous_gradients: false`` (both reduce by all-reduce), ZeRO++ and MiCS. Keys without effect on the cost, and
 the tuning keys priced at DeepSpeed's defaults, are listed in the notes; others in ``unknown_args``.
 DeepSpeed's config never names the model: pass it (``--set model.preset=...``, or model fields).
 
@@ -198,7 +199,7 @@ READ = (*BATCH_KEYS, "zero_optimization", "bf16", "fp16", "optimizer", "data_typ
 # zero_optimization keys that tune what the plan prices with DeepSpeed's defaults (zero/config.py): listed in the
 # notes as not modelled. The ZeRO-3 plan has no prefetch bucket or persistence threshold of its own
 # (clustersim.plan.zero3: DS_PREFETCH_BUCKET_PARAMS, DeepSpeed's default, and every parameter partitioned).
-ZERO_NOT_MODELLED = ("contiguous_gradients", "allgather_partitions", "allgather_bucket_size", "load_from_fp32_weights",
+ZERO_NOT_MODELLED = ("allgather_partitions", "allgather_bucket_size", "load_from_fp32_weights",
                      "elastic_checkpoint", "ignore_unused_parameters", "round_robin_gradients", "sub_group_size",
                      "memory_efficient_linear", "log_trace_cache_warnings", "enable_sanity_checks",
                      "use_multi_rank_bucket_allreduce", "pipeline_loading_checkpoint", "override_module_apply",
@@ -209,7 +210,7 @@ STAGE3_TUNING = ("stage3_prefetch_bucket_size", "stage3_param_persistence_thresh
                  "stage3_module_granularity_threshold", "stage3_use_all_reduce_for_fetch_params",
                  "stage3_allgather_sequential")
 ZERO_READ = ("stage", "offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param", "overlap_comm",
-             "reduce_bucket_size", "reduce_scatter", *ZERO_VARIANTS)
+             "reduce_bucket_size", "reduce_scatter", "contiguous_gradients", *ZERO_VARIANTS)
 # the optimizers whose states and step clustersim prices: Adam / AdamW (two fp32 moments) and torch's SGD
 # (one momentum buffer); DeepSpeed's others change the state bytes or the communication (1-bit Adam and
 # 0/1 Adam compress the gradient exchange, LAMB and Lion other states: runtime/engine.py
@@ -343,6 +344,43 @@ def _overlap_comm(zero: dict[str, Any], stage: int, pp: int, framework: str, not
         notes.append("zero_optimization.overlap_comm true at stage 1: honoured since DeepSpeed 0.13.0 (PR #4887); "
                      "older versions ignored it at stage 1: give theirs with --set parallel.overlap_grad_reduce=false")
     return value
+
+
+def _contiguous_gradients(zero: dict[str, Any], stage: int, framework: str, offload_optimizer: bool,
+                          notes: list[str]) -> None:
+    """``zero_optimization.contiguous_gradients: false`` (default true, zero/config.py), as DeepSpeed
+    runs it (deepspeedai/DeepSpeed edaa722):
+
+    * stages 1-2 of the ZeRO optimizer then reduce each bucket by an all-reduce of the flattened
+      gradients (stage_1_and_2.py ``reduce_ipg_grads``: ``buffered_reduce_fallback`` ->
+      ``allreduce_no_retain`` -> ``allreduce_bucket``: ``dist.all_reduce``) instead of
+      ``average_tensor``'s reduce-scatter: twice the bytes on the wire, which clustersim's ZeRO 1-2
+      reduction does not price (as ``reduce_scatter: false``): refused by name. With CPU offload
+      DeepSpeed forces it on (``self.contiguous_gradients = contiguous_gradients or self.cpu_offload``);
+    * stage 3 reduce-scatters through ``__avg_scatter_grads`` either way (the contiguous path of
+      ``__reduce_and_partition_ipg_grads`` needs ``not self.reduce_scatter``); it only skips the
+      ``reduce_bucket_size`` ipg buffer allocated at init (stage3.py ``if self.contiguous_gradients:
+      bucket.buffer = torch.empty(self.reduce_bucket_size, ...)``, priced by
+      memory.buffers.deepspeed_zero3_bucket_bytes) and the copy into it (``__add_grad_to_ipg_bucket``),
+      keeping instead each bucketed ``param.grad`` until its bucket is reduced (``partition_grads``:
+      ``param.grad = None``): the same bytes of a full bucket alive in the backward, so the priced
+      peak (a backward's, with the buffer counted as held) stands: a note;
+    * stage 0 and the BF16_Optimizer do not read it (runtime/engine.py passes it to the ZeRO
+      optimizers only): a note."""
+    value = zero.get("contiguous_gradients")
+    if value is None or config_bool(value, "zero_optimization.contiguous_gradients"):
+        return
+    if framework == "deepspeed" and stage in (1, 2) and not offload_optimizer:
+        raise InputError("zero_optimization.contiguous_gradients", value, "true or absent: without it ZeRO stages "
+                         "1-2 reduce each bucket by an all-reduce (stage_1_and_2.py reduce_ipg_grads -> "
+                         "buffered_reduce_fallback), which clustersim's reduce-scatter does not price (DeepSpeed "
+                         "before 0.13.0 ignored the key at stage 1: leave it out to price that)")
+    why = ("stage 3 reduce-scatters either way; it skips the reduce_bucket_size buffer but keeps each bucket's "
+           "gradients until the bucket is reduced: the same bytes at the backward's peak once a bucket fills, "
+           "priced as the buffer (a stage of fewer parameters than the bucket holds less)"
+           if stage == 3 else "offload_optimizer forces it on (stage_1_and_2.py)" if offload_optimizer and stage
+           else "read by DeepSpeed's ZeRO optimizer only, which this job does not run")
+    notes.append(f"zero_optimization.contiguous_gradients false: no effect on the priced step ({why})")
 
 
 # the keys the HF Trainer fills in from the model's hidden size h when they are "auto", and what it
@@ -527,6 +565,7 @@ def scenario_from_config(cfg: dict[str, Any], *, cluster: str | None, nodes: int
             notes.append(f"data_types.grad_accum_dtype {accum!r} at stage {stage}: not modelled (the ZeRO stage 1-2 "
                          "gradient accumulation copies, stage_1_and_2.py use_separate_grad_accum; the model's "
                          f"{dtype} gradients are priced)")
+    _contiguous_gradients(zero, stage, framework, bool(offload.get("optimizer")), notes)
     overlap = _overlap_comm(zero, stage, pp, framework, notes)
     if overlap is not None:
         parallel["overlap_grad_reduce"] = overlap
