@@ -194,7 +194,9 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
         runs += runs_from_csv(path, overrides, base)
     check_output_path(out, "--out", inputs=[p for r in runs for p in r.files])   # a --runs CSV's scenarios too
     _check_distinct_runs(runs)
+    read_notes = [n for r in runs for n in r.notes]   # before reruns merge into one run
     runs, notes = _merge_repeats(runs)
+    notes = read_notes + notes
     presets = sorted({r.scenario["cluster"]["preset"] for r in runs})   # --cluster replaced them (runs.on_cluster)
     if len(presets) > 1:
         raise InputError("--cluster", presets, "one cluster preset for all runs (one machine is fitted)")

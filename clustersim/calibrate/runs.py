@@ -43,6 +43,7 @@ class Run:
     option: str = "--log"      # the command-line option that gave it (--log, --run, --runs), for messages
     files: tuple[Path, ...] = ()   # the files it was read from (log, config, CSV, scenario): never an output
     device: str = ""               # the log's line naming the GPU it ran on ("" if it names none)
+    notes: list[str] = field(default_factory=list)   # what reading it left out (a log's unterminated last line)
 
     def predicted_s(self, scale: float) -> float:
         """Step time at compute_scale ``scale``, interpolated linearly in 1/scale."""
@@ -163,12 +164,66 @@ def runs_from_csv(path: Path, overrides: list[str], base: str | None = None) -> 
     return runs
 
 
+_MISSING = object()
+
+
+def _stated(data: dict[str, Any], key: str) -> Any:
+    node: Any = data
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _world(parallel: dict[str, Any]) -> int:
+    return math.prod(int(parallel.get(k) or 1) for k in ("tp", "pp", "cp", "dp"))
+
+
+def check_sets_keep_the_job(data: dict[str, Any], source: str, overrides: list[str]) -> None:
+    """A log's step time is the time of the job it states: ``--set`` gives what the file does not
+    state (docs/calibration.md, "Training logs"), and one that changes the model, the GPU count or
+    the global batch the file states is an InputError naming the --set, the value and the file's
+    value (a model of neither source, 24 nodes under a log of world size 96 fitted compute_scale
+    0.47, global batch 384 under one of 192 fitted 1.87). ``data``: the imported scenario, before
+    the overrides; the model preset or HF config a --set names: importers.finish's second-model rule."""
+    from clustersim.importers.common import check_nodes, cluster_gpus_per_node
+    from clustersim.scenario import apply_overrides
+    par = data.get("parallel") or {}
+    world = _world(par) if "dp" in par else None
+    for item in overrides:
+        key = item.split("=", 1)[0].strip()
+        after = _stated(apply_overrides(data, [item]), key)
+        stated = _stated(data, key)
+        stated_here = (key.startswith("model.") and key not in ("model.preset", "model.hf_config", "model.name")
+                       or key == "parallel.global_batch")
+        if stated_here and stated is not _MISSING and after != stated:
+            raise InputError(f"--set {key}", after, f"{stated!r}, the value {source} states (the job whose step "
+                             "time it measured), or leave the --set out: --set gives a field the file does not state")
+        if key == "cluster.nodes" and world is not None and isinstance(after, int):
+            cluster = data.get("cluster") or {}
+            gpn = int(cluster.get("gpus_per_node") or cluster_gpus_per_node(cluster.get("preset"), "GPUs per node"))
+            check_nodes(world, after, gpn, str(cluster.get("preset")), "--set cluster.nodes")
+    if world is None:
+        return
+    after_par = apply_overrides(data, overrides).get("parallel") or {}
+    if _world(after_par) != world:
+        given = [o.split("=", 1) for o in overrides
+                 if o.split("=", 1)[0].strip() in ("parallel.tp", "parallel.pp", "parallel.cp", "parallel.dp")]
+        layout = " x ".join(f"{k} {int(par.get(k) or 1)}" for k in ("tp", "pp", "cp", "dp"))
+        now = " x ".join(f"{k} {int(after_par.get(k) or 1)}" for k in ("tp", "pp", "cp", "dp"))
+        raise InputError("--set " + ", ".join(k.strip() for k, _ in given), ", ".join(v for _, v in given),
+                         f"a layout of the world size {world} that {source} states ({layout}), or leave the --set "
+                         f"out: --set gives a field the file does not state (the --set layout {now} runs "
+                         f"{_world(after_par)} GPUs)")
+
+
 def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, nodes: int | None,
                    overrides: list[str]) -> list[Run]:
     """``--log FILE ...`` with their ``--config`` (one per log, '-' for none, in order)."""
     from clustersim.importers import LOG_KINDS, detect_log_kind, finish, given_model, import_text
     from clustersim.importers import step_series as series
-    from clustersim.importers.common import gpu_line_in
+    from clustersim.importers.common import drop_unterminated_line, gpu_line_in
     from clustersim.inputs import read_text
     if configs and len(configs) != len(logs):
         raise InputError("--config", [str(c) for c in configs], f"one per --log ({len(logs)}), '-' for a log "
@@ -178,20 +233,21 @@ def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, node
         cfg = None
         if configs and str(configs[i]) != "-":
             cfg = (read_text(configs[i], "--config", "a job config"), configs[i].name)
-        device = ""
+        device, notes = "", []
         if series.is_tensorboard(path) or path.is_dir():
             points, how = series.tensorboard_points(path)
             res = series.import_step_series("tensorboard", points, how, path.name, cfg, base, nodes)
             dates: list[str] = []
         else:
-            text = read_text(path, "--log", "a training log")
+            text, cut = drop_unterminated_line(read_text(path, "--log", "a training log"), path.name)
+            notes = [cut] if cut is not None else []
             kind = detect_log_kind(text)
             if kind is None and path.suffix.lower() == ".csv":
                 points, how = series.csv_points(text, path.name)
                 res = series.import_step_series("steps-csv", points, how, path.name, cfg, base, nodes)
             elif kind is None:
                 raise InputError("--log", str(path), "a training log with step lines: " + ", ".join(LOG_KINDS)
-                                 + " (Megatron-LM `iteration ... elapsed time per iteration (ms)`, torchtitan `step: "
+                                 + " (Megatron-LM `iteration ... elapsed time per iteration (ms|s)`, torchtitan `step: "
                                  "... tps: ...`, DeepSpeed `...SamplesPerSec=...`), a TensorBoard event file or a "
                                  "CSV of step times")
             else:
@@ -204,9 +260,10 @@ def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, node
                     raise err.with_field(f"--log ({kind})") from None
             dates = _DATE.findall(text)
             device = gpu_line_in(text) or ""
+        check_sets_keep_the_job(res.scenario, path.name, overrides)
         res = finish(res, overrides)
         if res.measured_step_time_s is None:
             raise InputError("--log", str(path), "a log with training step lines")
         runs.append(Run(path.name, res.kind, on_cluster(res.scenario, base), res.measured_step_time_s, dates=dates,
-                        files=(path, *([configs[i]] if cfg is not None else [])), device=device))
+                        files=(path, *([configs[i]] if cfg is not None else [])), device=device, notes=notes))
     return runs

@@ -65,6 +65,18 @@ def import_text(kind: str, text: str, source: str, *, config: tuple[str, str] | 
     that a torchtitan or DeepSpeed log needs beside it; ``model`` the user's (``given_model``);
     ``parallel`` the user's parallel fields (``given_parallel``: a DeepSpeed import's batch
     arithmetic counts its tp, pp and cp)."""
+    from clustersim.importers.common import drop_unterminated_line
+    if kind not in LOG_KINDS:
+        return _import_text(kind, text, source, config, cluster, nodes, model, parallel)
+    text, cut = drop_unterminated_line(text, source)
+    result = _import_text(kind, text, source, config, cluster, nodes, model, parallel)
+    if cut is not None:
+        result.notes.append(cut)
+    return result
+
+
+def _import_text(kind: str, text: str, source: str, config: tuple[str, str] | None, cluster: str | None,
+                 nodes: int | None, model: dict[str, Any] | None, parallel: dict[str, Any] | None) -> ImportResult:
     from clustersim.importers import deepspeed, megatron_args, megatron_log, megatron_parse, torchtitan
     cfg_text, cfg_name = config if config is not None else (None, "")
     if kind == "megatron-log":
@@ -95,6 +107,11 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
         own, ran = _split_run_fields(data["model"])
         _refuse_a_second_model(own, _named_model(model, hf_config))
         data["model"] = {**_named_model(model, hf_config), **ran}
+    named_by_set = apply_overrides({}, [o for o in overrides if _set_key(o) in ("model.preset", "model.hf_config")])
+    if named_by_set:   # --set model.preset=NAME names a model as --model does: the same refusal
+        own, _ = _split_run_fields(data.get("model") or {})
+        named = {k: str(v) for k, v in named_by_set["model"].items()}
+        _refuse_a_second_model(own, named, via="--set")
     data = apply_overrides(data, overrides)
     if not data.get("model"):
         auto = (f'; "auto" in {", ".join(f"zero_optimization.{k}" for k in result.hidden_auto)} is filled in by '
@@ -111,9 +128,11 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
             scenario_from_dict(data)
     except InputError as err:
         if not (err.field.startswith("model.") and err.value is None):
-            given = {o.split("=", 1)[0].strip() for o in overrides}
+            given = [o for o in overrides if _set_touches(_set_key(o), err.field)]
+            if given:   # a value the user gave (parallel.tp=3 in a product the loader names "parallel"): say so
+                raise InputError(err.field, err.value, f"{err.allowed} (from --set {', --set '.join(given)})") from None
             if (err.field.split(".")[0] in ("model", "cluster", "parallel", "training")
-                    and err.field not in given and "read from" not in err.allowed):
+                    and "read from" not in err.allowed):
                 # a field the importer wrote: say where it came from, so the flag can be found (fp8 on an
                 # A100 named only training.dtype, a field the user never wrote)
                 raise InputError(err.field, err.value, f"{err.allowed} (the value the {result.kind} importer read "
@@ -125,6 +144,17 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
                          f"--set {err.field}=N, --model PRESET or --hf-config FILE") from None
     result.scenario = data
     return result
+
+
+def _set_key(assignment: str) -> str:
+    """The dotted key of a ``--set KEY=VALUE``."""
+    return assignment.split("=", 1)[0].strip()
+
+
+def _set_touches(key: str, field: str) -> bool:
+    """Whether ``--set key`` gave (part of) the value the loader's error names as ``field``: the field
+    itself, a field inside it (parallel.tp in the product "parallel"), or the section it is in."""
+    return key == field or key.startswith(field + ".") or field.startswith(key + ".")
 
 
 def _split_run_fields(section: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -163,7 +193,7 @@ def _model_spec(section: dict[str, Any]) -> Any:
         return None
 
 
-def _refuse_a_second_model(found: dict[str, Any], named: dict[str, str]) -> None:
+def _refuse_a_second_model(found: dict[str, Any], named: dict[str, str], via: str = "") -> None:
     """``--model`` / ``--hf-config`` name the model where the file does not say it (a DeepSpeed config, a
     torchtitan flavor clustersim does not know, a command line without a known vocabulary); a file that
     describes a whole model of its own and another named beside it is an InputError naming the option
@@ -178,6 +208,8 @@ def _refuse_a_second_model(found: dict[str, Any], named: dict[str, str]) -> None
     if theirs is not None and theirs == mine:
         return
     option, value = ("--model", named["preset"]) if "preset" in named else ("--hf-config", named["hf_config"])
+    if via:   # ``--set model.preset=NAME`` / ``model.hf_config=FILE``
+        option = f"{via} model.{'preset' if 'preset' in named else 'hf_config'}"
     desc = own.get("preset") or found.get("name") or (f"{own.get('layers')} layers, hidden {own.get('hidden')}, "
                                                       f"{own.get('heads')} heads")
     if theirs is not None:
@@ -187,9 +219,10 @@ def _refuse_a_second_model(found: dict[str, Any], named: dict[str, str]) -> None
         differ = [scenario_key(f.name) for f in fields(mine)
                   if f.name != "notes" and getattr(mine, f.name) != getattr(theirs, f.name)]
         desc += f"; {value} differs in {', '.join(differ)}"
-    raise InputError(option, value, f"left out: the imported file describes its model ({desc}); --model and "
-                     "--hf-config name the model where the file does not say it; change one of its fields with "
-                     "--set model.KEY=VALUE")
+    raise InputError(option, value, f"left out: the imported file describes its model ({desc}); --model, "
+                     "--hf-config and --set model.preset / model.hf_config name the model where the file does not "
+                     "say it; for another model, change a field of the imported scenario (clustersim import ... --set "
+                     "model.KEY=VALUE)")
 
 
 def read_input(path: str, field: str, what: str) -> tuple[str, str]:

@@ -56,6 +56,18 @@ def cluster_gpus_per_node(cluster: str | None, why: str) -> int:
     return int(describe("clusters", cluster)["gpus_per_node"])
 
 
+def check_nodes(world: int, nodes: int, gpus_per_node: int, cluster: str, option: str) -> None:
+    """The node count a user gave (``option``: --nodes, --set cluster.nodes) against the world size the
+    file states: nodes x GPUs per node must run it (one node may hold a job of fewer ranks than its
+    GPUs). The one rule whatever path the count came by: a node count the file contradicts paired the
+    log's step time with another job (24 nodes under a log of world size 96 fitted compute_scale 0.47)."""
+    if world == nodes * gpus_per_node or (world < gpus_per_node and nodes == 1):
+        return
+    fits = f"{world // gpus_per_node}, or leave {option} out" if world % gpus_per_node == 0 else f"leave {option} out"
+    raise InputError(option, nodes, f"{fits}: the file says world size {world}, and {nodes} nodes of {cluster}'s "
+                     f"{gpus_per_node} GPUs are {nodes * gpus_per_node} ({option} is for a file that does not say)")
+
+
 def config_int(value: Any, key: str, lo: int = 1, hi: int = MAX_COUNT) -> int:
     """An integer setting of a job config (an int, or a float with an integral value), within
     ``lo..hi``; anything else is an InputError naming the config key. Config files are typed
@@ -103,6 +115,22 @@ def clean_line(line: str) -> str:
 
 def clean_lines(text: str) -> list[str]:
     return [clean_line(line) for line in text.splitlines()]
+
+
+def drop_unterminated_line(text: str, source: str) -> tuple[str, str | None]:
+    """(``text`` without an unterminated last line, a note naming it, or None where there is none).
+    Every framework ends its step line with a line break (print, logging); text after the last one
+    is a line the run was writing when it was killed, or a copy taken while it wrote: Megatron's
+    `elapsed time per iteration (ms): 80` of 800.1, torchtitan's `tps: 5,74` of 5,740. Its number
+    is no measurement (docs/calibration.md, "Training logs"); the one rule for every step-time log."""
+    end = max(text.rfind("\n"), text.rfind("\r"))
+    tail = text[end + 1:]
+    if not tail.strip():
+        return text, None
+    shown = clean_line(tail).strip()
+    shown = shown if len(shown) <= 80 else "..." + shown[-77:]
+    return text[:end + 1], (f"the last line of {source} has no line break (a run killed while writing it, or a copy "
+                            f"taken mid-line): left out, {shown!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clustersim.errors import InputError
-from clustersim.importers.common import cluster_gpus_per_node
+from clustersim.importers.common import check_nodes, cluster_gpus_per_node
 from clustersim.importers.megatron_later import later_fields
 from clustersim.importers.megatron_moe import DS_MOE_ARGS, MOE_MAPPED, deepspeed_launch, moe_fields
 from clustersim.importers.megatron_parse import (
@@ -546,11 +546,9 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         notes.append(f"torchrun --nproc-per-node {launched[1]} on {launched[0]} nodes: {launched[1]} GPUs per node "
                      "(cluster.gpus_per_node)")
     elif nodes is not None:
-        if world is not None and world != nodes * gpn and not (world < gpn and nodes == 1):
+        if world is not None:
             # the log's world size was blamed: "cluster.nodes(24) ... (the value the importer read from the log)"
-            fits = f"{world // gpn}, or leave --nodes out" if world % gpn == 0 else "leave --nodes out"
-            raise InputError("--nodes", nodes, f"{fits}: the file says world size {world}, and {nodes} nodes of "
-                             f"{cluster}'s {gpn} GPUs are {nodes * gpn} (--nodes is for a file that does not say)")
+            check_nodes(world, nodes, gpn, cluster, "--nodes")
         cluster_d["nodes"] = nodes
         if world is not None and world != nodes * gpn and world < gpn and nodes == 1:
             cluster_d["gpus_per_node"] = world

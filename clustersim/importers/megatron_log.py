@@ -9,7 +9,8 @@ iterations (megatron/training/training.py, training_log):
     | global batch size:   512 | lm loss: ... |
 
 The timestamp arrived in 2024, "consumed samples" in 2021, the throughput field with
---log-throughput; Megatron-DeepSpeed prints the same fields. Each line's elapsed time is the
+--log-throughput; Megatron-DeepSpeed prints the same fields (BigScience's fork the time in seconds,
+``elapsed time per iteration (s): 105.22 |``). Each line's elapsed time is the
 mean over the iterations since the previous line (timers('interval-time')).
 """
 
@@ -23,10 +24,14 @@ from clustersim.importers.megatron_args import scenario_from_args
 from clustersim.importers.megatron_parse import MegatronArgs, args_blocks
 
 # megatron/training/training.py training_log: ' iteration {:8d}/{:8d} |' ... ' elapsed time per
-# iteration (ms): {:.1f} |' ... ' global batch size: {:5d} |'. A negative, nan or inf time is read, and
-# refused by steady_state naming it (it is no measurement)
-ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*?)elapsed time per iteration \(ms\):\s*"
-                       r"(-?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|(?i:nan|inf)))(?![\w.])")
+# iteration (ms): {:.1f} |' ... ' global batch size: {:5d} |'. Megatron-DeepSpeed as BigScience ran it
+# (bigscience-workshop/Megatron-DeepSpeed megatron/training.py training_log, since 4c2aea04 "Fix throughput
+# unit"): ' elapsed time per iteration (s): {:.2f} |', seconds. Both close the field with ' |': a line that
+# stops inside the number (a killed run's last line, another rank's output cut into it) is no measurement
+# and does not match. A negative, nan or inf time is read, and refused by steady_state naming it
+ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*?)elapsed time per iteration \((ms|s)\):\s*"
+                       r"(-?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|(?i:nan|inf)))\s*\|")
+SECONDS_PER_UNIT = {"ms": 1e-3, "s": 1.0}
 GLOBAL_BATCH = re.compile(r"global batch size:\s*(\d+)")
 
 
@@ -38,7 +43,8 @@ def iteration_times(text: str) -> list[tuple[int, float, int | None]]:
         if not m:
             continue
         b = GLOBAL_BATCH.search(line)
-        points.append((int(m.group(1)), float(m.group(4)) / 1e3, int(b.group(1)) if b else None))
+        points.append((int(m.group(1)), float(m.group(5)) * SECONDS_PER_UNIT[m.group(4)],
+                       int(b.group(1)) if b else None))
     return points
 
 
@@ -98,7 +104,7 @@ def import_megatron_log(text: str, source: str, cluster: str | None = None, node
         if earlier:
             what = "no training iteration was logged after its last arguments block (the lines before it are another job's)"
         raise InputError("megatron-log", source, "a Megatron-LM training log with `iteration N/ M | ... | elapsed "
-                         f"time per iteration (ms): X |` lines ({what})")
+                         f"time per iteration (ms): X |` (or `(s): X |`) lines ({what})")
     cluster, beside = detected_cluster(cluster, text)
     if config is not None:
         from clustersim.importers.config import import_config
