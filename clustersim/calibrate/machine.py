@@ -164,15 +164,16 @@ def _pct(pred: float, r: Run) -> float:
     return round((pred / r.measured_s - 1) * 100, 3)
 
 
-def _cover(runs: list[Run]) -> tuple[tuple[str, ...], int, int, tuple[str, ...]]:
-    """(cover keys, min GPUs, max GPUs, frameworks) of the runs (clustersim.uncertainty.regimes)."""
+def _cover(runs: list[Run]) -> tuple[tuple[str, ...], int, int, tuple[str, ...], tuple[str, ...]]:
+    """(cover keys, min GPUs, max GPUs, frameworks, pipeline schedules of the runs with pp > 1) of the
+    runs (clustersim.uncertainty.regimes)."""
     from clustersim.scenario import scenario_from_dict
     from clustersim.uncertainty.regimes import cover_key, features
     feats = [features(scenario_from_dict(r.scenario)) for r in runs]
     if not feats:
-        return (), 0, 0, ()
+        return (), 0, 0, (), ()
     return (tuple(sorted({cover_key(f) for f in feats})), min(f.gpus for f in feats), max(f.gpus for f in feats),
-            tuple(sorted({f.framework for f in feats})))
+            tuple(sorted({f.framework for f in feats})), tuple(sorted({f.schedule for f in feats if f.schedule})))
 
 
 def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[Path], traces: list[Path],
@@ -279,11 +280,11 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     evidence = None
     if runs:
         dates = sorted({d for r in runs for d in r.dates})
-        cover, lo_gpus, hi_gpus, frameworks = _cover(runs)
+        cover, lo_gpus, hi_gpus, frameworks, schedules = _cover(runs)
         evidence = CalibrationEvidence(
             runs=len(runs), loo_rel_errors=loo_errors, source=_source(runs, nccl_sources, traces),
             date=dates[-1] if dates else "unknown", cover=cover, min_gpus=lo_gpus, max_gpus=hi_gpus,
-            frameworks=frameworks, factors=tuple(factors),
+            frameworks=frameworks, schedules=schedules, factors=tuple(factors),
             per_run=tuple(CalibratedRun(r.source, r.measured_s, b, a) for r, b, a in zip(runs, before, after,
                                                                                             strict=True)))
     text = _render(base, name, cluster, scale, fabric, kernel_fit, evidence, runs, nccl_sources, traces, describe)

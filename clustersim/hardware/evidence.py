@@ -10,6 +10,7 @@ place). Written by `clustersim calibrate` (docs/calibration.md)::
       cover: ["dense 3D"]
       gpus: [48, 384]
       frameworks: ["megatron-core"]
+      schedules: ["1f1b"]                        # pipeline schedules of the runs with pp > 1 (none: [])
       factors: [{name: "compute_scale", value: 0.903, before: 1.0, fitted_to: ["a.yaml", "b.yaml"]}]
       per_run: [{name: "a.yaml", measured_s: 5.58, before_s: 5.1, after_s: 5.55}]
 """
@@ -23,7 +24,8 @@ from typing import Any
 from clustersim.errors import InputError
 from clustersim.hardware.spec import CalibratedFactor, CalibratedRun, CalibrationEvidence
 
-KEYS = ("runs", "loo_rel_errors", "source", "date", "cover", "gpus", "frameworks", "factors", "per_run")
+KEYS = ("runs", "loo_rel_errors", "source", "date", "cover", "gpus", "frameworks", "factors", "per_run",
+        "schedules")
 
 
 def _number(x: Any) -> bool:
@@ -82,6 +84,7 @@ def load_evidence(where: str, raw: Any) -> CalibrationEvidence | None:
         source=str(raw.get("source", "")), date=str(raw.get("date", "unknown")),
         cover=_strings(f"{where}.cover", raw.get("cover", [])), min_gpus=gpus[0], max_gpus=gpus[1],
         frameworks=_strings(f"{where}.frameworks", raw.get("frameworks", [])),
+        schedules=_strings(f"{where}.schedules", raw.get("schedules", [])),
         factors=tuple(CalibratedFactor(f["name"], float(f["value"]), float(f["before"]), tuple(f["fitted_to"]))
                       for f in factors),
         per_run=tuple(CalibratedRun(r["name"], float(r["measured_s"]), float(r["before_s"]), float(r["after_s"]))
@@ -96,7 +99,8 @@ def evidence_to_yaml(ev: CalibrationEvidence) -> dict[str, Any]:
     """The mapping `load_evidence` reads back (values rounded to 6 significant digits)."""
     out: dict[str, Any] = {"runs": ev.runs, "loo_rel_errors": [_r(e) for e in ev.loo_rel_errors],
                            "source": ev.source, "date": ev.date, "cover": list(ev.cover),
-                           "gpus": [ev.min_gpus, ev.max_gpus], "frameworks": list(ev.frameworks)}
+                           "gpus": [ev.min_gpus, ev.max_gpus], "frameworks": list(ev.frameworks),
+                           "schedules": list(ev.schedules)}
     out["factors"] = [{"name": f.name, "value": _r(f.value), "before": _r(f.before), "fitted_to": list(f.fitted_to)}
                       for f in ev.factors]
     out["per_run"] = [{"name": r.name, "measured_s": _r(r.measured_s), "before_s": _r(r.before_s),

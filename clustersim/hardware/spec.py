@@ -141,7 +141,8 @@ class CalibrationEvidence:
     none from one run (a fit without it would be no fit at all): a profile that stores one from a
     single run (written before 2026-11) is read as having none. ``cover``: the regimes of the
     runs (clustersim.uncertainty.regimes.cover_key, e.g. "dense 3D"); ``min_gpus``..``max_gpus``
-    and ``frameworks`` their range; ``factors`` and ``per_run``: what calibration changed.
+    and ``frameworks`` their range; ``schedules`` the pipeline schedules of the runs with a pipeline
+    (pp > 1; none where every run had pp 1, or in a profile written before the key existed); ``factors`` and ``per_run``: what calibration changed.
     ``source``: what was fitted; ``date``: the newest measurement's date (ISO 8601) or "unknown".
     """
 
@@ -154,6 +155,7 @@ class CalibrationEvidence:
     max_gpus: int = 0
     frameworks: tuple[str, ...] = ()
     factors: tuple[CalibratedFactor, ...] = ()
+    schedules: tuple[str, ...] = ()
     per_run: tuple[CalibratedRun, ...] = ()
 
     @property

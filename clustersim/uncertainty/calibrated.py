@@ -35,19 +35,18 @@ from clustersim.uncertainty.interval import (
     Interval,
     _spread,
     band,
-    gpu_range_widening,
+    gpu_range_widenings,
     regime_spread,
+    schedule_widening,
     widenings,
 )
 from clustersim.uncertainty.regimes import Features, cover_key
 
 
 def _range_widenings(f: Features, ev: CalibrationEvidence) -> list[tuple[str, float]]:
-    out: list[tuple[str, float]] = []
-    wide = gpu_range_widening(f.gpus, ev.min_gpus, ev.max_gpus) if ev.max_gpus else None
-    if wide is not None:
-        span = f"{ev.min_gpus}" if ev.min_gpus == ev.max_gpus else f"{ev.min_gpus}-{ev.max_gpus}"
-        out.append((f"{f.gpus} GPUs outside the calibrated runs' {span}", wide))
+    out = gpu_range_widenings(f.gpus, ev.min_gpus, ev.max_gpus, "the calibrated") if ev.max_gpus else []
+    out += schedule_widening(f.schedule, ev.schedules, "in the calibrated runs"
+                             + (f" ({', '.join(ev.schedules)})" if ev.schedules else " (none had a pipeline)"))
     if ev.frameworks and f.framework not in ev.frameworks:
         out.append((f"framework {f.framework} not among the calibrated runs' ({', '.join(ev.frameworks)})",
                     WIDEN["framework"]))

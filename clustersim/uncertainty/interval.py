@@ -167,8 +167,7 @@ def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gem
                         WIDEN["zero3_impl"]))
         if f.framework not in ev.frameworks:
             out.append((f"framework {f.framework} not measured in this regime", WIDEN["framework"]))
-        if f.schedule and f.schedule not in ev.schedules:
-            out.append((f"pipeline schedule {f.schedule} not measured in this regime", WIDEN["schedule"]))
+        out += schedule_widening(f.schedule, ev.schedules, "in this regime")
         wide = gpu_range_widening(f.gpus, ev.min_gpus, ev.max_gpus)
         if wide is not None:
             out.append((f"{f.gpus} GPUs outside the measured {ev.min_gpus}-{ev.max_gpus}", wide))
@@ -179,6 +178,16 @@ def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gem
     if f.cp > 1:
         out.append(("context parallelism: no measured CP run", WIDEN["context_parallel"]))
     return out
+
+
+def schedule_widening(schedule: str, measured: frozenset[str] | tuple[str, ...], where: str) -> list[tuple[str, float]]:
+    """[(reason, 1-sigma widening)] for a pipeline ``schedule`` ("" without a pipeline) that none of
+    the runs with a pipeline ran (``measured``), else []. The one rule for every band that knows its
+    runs' schedules (a regime's published runs, a calibration's runs: a profile fitted on pp 1 runs
+    does not vouch for a pipeline's bubbles and transfers)."""
+    if schedule and schedule not in measured:
+        return [(f"pipeline schedule {schedule} not measured {where}", WIDEN["schedule"])]
+    return []
 
 
 def scale_widening(gpus: int, measured_gpus: int) -> float:
@@ -200,6 +209,21 @@ def gpu_range_widening(gpus: int, min_gpus: int, max_gpus: int) -> float | None:
     if min_gpus <= gpus <= max_gpus:
         return None
     return scale_widening(gpus, max_gpus if gpus > max_gpus else min_gpus)
+
+
+def gpu_range_widenings(gpus: int, min_gpus: int, max_gpus: int, runs: str) -> list[tuple[str, float]]:
+    """[(reason, 1-sigma widening)] of ``gpu_range_widening``, [] inside the range; the reason says
+    what the rule adds: above the range both terms, below it the jitter term only (a smaller job has
+    less of what grows with the GPU count, so the band moves by the slowest-GPU wait alone)."""
+    wide = gpu_range_widening(gpus, min_gpus, max_gpus)
+    if wide is None:
+        return []
+    span = f"{min_gpus}" if min_gpus == max_gpus else f"{min_gpus}-{max_gpus}"
+    if gpus > max_gpus:
+        return [(f"{gpus} GPUs above {runs} runs' {span} (slowest-GPU wait and "
+                 f"{WIDEN['scale_per_doubling']:g} per doubling of the GPU count)", wide)]
+    return [(f"{gpus} GPUs below {runs} runs' {span} (the slowest-GPU wait term only: +-{wide:.2%} at 1 sigma)",
+             wide)]
 
 
 def regime_spread(ev: Evidence | None, pooled: Evidence) -> tuple[float, float, int]:
