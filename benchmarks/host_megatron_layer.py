@@ -50,6 +50,7 @@ ap.add_argument('--aux', type=float, default=1e-3)
 ap.add_argument('--force_lb', action='store_true')
 ap.add_argument('--bf16', action='store_true')
 ap.add_argument('--threads', type=int, default=1)
+ap.add_argument('--cuda', action='store_true', help='run on the GPU (no stand-ins; wall time per pass, synchronised)')
 args = ap.parse_args()
 torch.set_num_threads(args.threads)
 
@@ -100,18 +101,22 @@ class FakeStream:
         return id(self)
 
 
-_CUR = FakeStream()
-torch.cuda.Stream = FakeStream
-torch.cuda.Event = FakeEvent
-torch.cuda.current_stream = lambda *a, **k: _CUR
-torch.cuda.stream = lambda s=None: contextlib.nullcontext()
-torch.cuda.current_device = lambda: 'cpu'
-torch.Tensor.record_stream = lambda self, s: None
+if not args.cuda:
+    _CUR = FakeStream()
+    torch.cuda.Stream = FakeStream
+    torch.cuda.Event = FakeEvent
+    torch.cuda.current_stream = lambda *a, **k: _CUR
+    torch.cuda.stream = lambda s=None: contextlib.nullcontext()
+    torch.cuda.current_device = lambda: 'cpu'
+    torch.Tensor.record_stream = lambda self, s: None
+else:
+    torch.cuda.set_device(0)
+DEVICE = 'cuda' if args.cuda else 'cpu'
 
 os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
 os.environ.setdefault('MASTER_PORT', str(29500 + os.getpid() % 1000))
 warnings.filterwarnings('ignore')
-torch.distributed.init_process_group('gloo', rank=0, world_size=1)
+torch.distributed.init_process_group('nccl' if args.cuda else 'gloo', rank=0, world_size=1)
 
 from megatron.core import parallel_state  # noqa: E402 (after the stand-ins)
 from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec  # noqa: E402 (after the stand-ins)
@@ -156,7 +161,7 @@ if args.grouped:
         @staticmethod
         def gmm(a, b, batch_sizes, trans_b=False):
             # batch_sizes is a CPU tensor in Megatron (grouped_gemm wants host sizes)
-            offs = torch.cumsum(batch_sizes, 0).to(torch.int32)
+            offs = torch.cumsum(batch_sizes, 0).to(device=a.device, dtype=torch.int32)
             if trans_b:
                 b = b.transpose(1, 2)
             return _GMM.apply(a.contiguous(), b, offs)
@@ -217,7 +222,7 @@ _sk = dict(num_experts=args.experts if moe else None, moe_grouped_gemm=args.grou
 if 'moe_use_legacy_grouped_gemm' in _insp.signature(get_gpt_layer_local_spec).parameters:
     _sk['moe_use_legacy_grouped_gemm'] = args.grouped
 spec = get_gpt_layer_local_spec(**_sk)
-layer = build_module(spec, config=config, layer_number=1)
+layer = build_module(spec, config=config, layer_number=1).to(DEVICE)
 layer.train()
 if args.grouped and not args.bf16:
     # P6: GroupedMLP.forward asserts config.bf16; give only the experts module a config copy with bf16=True
@@ -227,7 +232,8 @@ if args.grouped and not args.bf16:
     layer.mlp.experts.config = _c
 
 S, B = args.tokens, 1
-x = torch.randn(S, B, args.hidden, dtype=torch.bfloat16 if args.bf16 else torch.float32, requires_grad=True)
+x = torch.randn(S, B, args.hidden, dtype=torch.bfloat16 if args.bf16 else torch.float32, device=DEVICE,
+                requires_grad=True)
 mask = None
 if args.kind in ('moe_only', 'dense_mlp_only'):
     mod = layer.mlp
@@ -235,7 +241,7 @@ if args.kind in ('moe_only', 'dense_mlp_only'):
         out, _ = mod(x)
         return out
 else:
-    mask = torch.triu(torch.ones(1, 1, S, S, dtype=torch.bool), diagonal=1)
+    mask = torch.triu(torch.ones(1, 1, S, S, dtype=torch.bool, device=DEVICE), diagonal=1)
     def fwd():
         out, _ = layer(x, attention_mask=mask)
         return out
@@ -257,8 +263,12 @@ def timed(n):
         t0 = time.perf_counter()
         out = fwd()
         loss = out.float().sum()
+        if args.cuda:
+            torch.cuda.synchronize()
         t1 = time.perf_counter()
         loss.backward()
+        if args.cuda:
+            torch.cuda.synchronize()
         t2 = time.perf_counter()
         tf += t1 - t0
         tb += t2 - t1
