@@ -103,11 +103,15 @@ def _split_flags(sc: Scenario) -> list[str]:
     """Megatron-Core's flags for the scenario's pipeline split (clustersim.parallel.split): its own
     flags where they say it, else the layout string of the resolved counts (the embedding counted
     as more than one layer, torchtitan's option, has no Megatron flag)."""
-    from clustersim.parallel.split import split_is_set
+    from clustersim.parallel.split import layout_string, megatron_even_split_refusal, split_is_set
 
     p = sc.parallel
     if not split_is_set(p):
-        return []
+        # clustersim's even split where Megatron-Core builds it without a flag; else (126 layers on
+        # pp 16) the layout string of the same counts, the one flag that gives it
+        if p.layers_per_stage or megatron_even_split_refusal(sc.model.layers, p.pp, p.virtual_stages) is None:
+            return []
+        return [f"--pipeline-model-parallel-layout {shlex.quote(layout_string(_default_counts(sc), sc.model.mtp_layers))}"]
     out = []
     if p.first_stage_layers:
         out.append(f"--decoder-first-pipeline-num-layers {p.first_stage_layers}")
@@ -120,10 +124,16 @@ def _split_flags(sc: Scenario) -> list[str]:
         if counted % len(p.layers_per_stage) == 0:   # Megatron-Core accepts only an exact split
             return [f for on, f in ((p.account_for_embedding, "--account-for-embedding-in-pipeline-split"),
                                     (p.account_for_loss, "--account-for-loss-in-pipeline-split")) if on]
-    stages = ["t" * n for n in p.layers_per_stage]
-    stages[0] = "E" + stages[0]
-    stages[-1] += "m" * sc.model.mtp_layers + "L"
-    return [f"--pipeline-model-parallel-layout {shlex.quote('|'.join(stages))}"]
+    return [f"--pipeline-model-parallel-layout {shlex.quote(layout_string(p.layers_per_stage, sc.model.mtp_layers))}"]
+
+
+def _default_counts(sc: Scenario) -> tuple[int, ...]:
+    """clustersim's split of a scenario that sets none (clustersim.parallel.pipeline.model_split,
+    what the plan builds), per model stage."""
+    from clustersim.parallel.pipeline import model_split, stage_graph
+
+    p = sc.parallel
+    return model_split(stage_graph(p.schedule, p.pp, p.virtual_stages), sc.model.layers, sc.model.mtp_layers)
 
 
 def megatron_command(sc: Scenario, script: str = "pretrain_gpt.py") -> str:
@@ -149,6 +159,7 @@ def _check_round_trip(sc: Scenario, text: str) -> None:
     """InputError naming the first model, parallel or training field that ``text`` imports as
     something else than ``sc`` has."""
     from clustersim.importers import finish, import_text  # (the package imports its formats at load)
+    from clustersim.parallel.split import split_is_set
     from clustersim.scenario import scenario_from_dict
 
     back = scenario_from_dict(finish(import_text("megatron-args", text, "cmd", cluster=sc.cluster.name), []).scenario)
@@ -167,6 +178,12 @@ def _check_round_trip(sc: Scenario, text: str) -> None:
                     raise InputError("training.grad_reduce_dtype", mine_v, f"what the Megatron-LM export can write "
                                      f"({theirs_v!r} after a round trip: --grad-reduce-in-bf16 needs --bf16, "
                                      "--fp16 reduces in fp16 or, with --accumulate-allreduce-grads-in-fp32, fp32)")
+                continue
+            if f.name == "layers_per_stage" and part == "parallel" and not mine.layers_per_stage \
+                    and not split_is_set(mine) and theirs.pipeline_layout:   # the even split, stated as a layout
+                if _default_counts(sc) != theirs.layers_per_stage:
+                    raise InputError("parallel.layers_per_stage", _default_counts(sc), "what the Megatron-LM export "
+                                     f"can write ({theirs.layers_per_stage!r} after a round trip)")
                 continue
             if f.name not in _SAID_OTHERWISE and getattr(mine, f.name) != getattr(theirs, f.name):
                 raise InputError(f"{part}.{f.name}", getattr(mine, f.name),

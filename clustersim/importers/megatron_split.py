@@ -10,6 +10,7 @@ from typing import Any
 
 from clustersim.errors import InputError
 from clustersim.importers.megatron_parse import int_arg, neutral
+from clustersim.parallel.split import megatron_even_split_refusal, parse_layout
 
 # Megatron-Core's pipeline split arguments (argparse dest) -> scenario fields; the virtual stages a
 # layout string implies are set by megatron_args.scenario_from_args
@@ -111,6 +112,31 @@ def check_split_asserts(a, layers: int, pp: int, vpp: int | None, per_vstage: in
         raise InputError("--num-layers-per-virtual-pipeline-stage", per_vstage,
                          "--num-virtual-stages-per-pipeline-rank with --decoder-first/last-pipeline-num-layers "
                          "(Megatron-LM asserts)")
-    if vpp and vpp > 1 and not split and not per_vstage and layers % pp == 0 and (layers // pp) % vpp:
-        raise InputError("--num-virtual-stages-per-pipeline-rank", vpp,
-                         f"a divisor of the {layers // pp} layers per pipeline rank (Megatron-Core asserts)")
+    layout = a.get("pipeline_model_parallel_layout")
+    chosen = a.get("num_virtual_stages_per_pipeline_rank") or a.get("num_layers_per_virtual_pipeline_stage")
+    if not neutral(layout) and not neutral(chosen):
+        # arguments.py validate_args lines 927-939 at d98e8a64d: "No more than one of the following arguments can be
+        # set at the same time: --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,
+        # --pipeline-model-parallel-layout" (a log prints the derived virtual_pipeline_model_parallel_size only)
+        flag = ("--num-virtual-stages-per-pipeline-rank" if a.get("num_virtual_stages_per_pipeline_rank")
+                else "--num-layers-per-virtual-pipeline-stage")
+        raise InputError(flag, chosen, "left out with --pipeline-model-parallel-layout: the flags are mutually "
+                         "exclusive (Megatron-LM asserts; the layout's stage count sets the virtual stages)")
+    if not split and not per_vstage:
+        refusal = megatron_even_split_refusal(layers, pp, vpp or 1)
+        if refusal is not None:
+            field, value, allowed = refusal
+            flag = "--pipeline-model-parallel-size" if field == "parallel.pp" else "--num-virtual-stages-per-pipeline-rank"
+            raise InputError(flag, value, f"{allowed} (--num-layers {layers}; Megatron-LM refuses the launch)")
+    effective = vpp
+    if not effective and not neutral(layout):
+        effective = len(parse_layout("".join(str(layout).split()).strip("'\""))) // pp
+    if not effective and per_vstage and layers % pp == 0 and (layers // pp) % per_vstage == 0:
+        effective = layers // pp // per_vstage
+    if effective and effective > 1 and pp == 2 and a.get("overlap_p2p_comm") not in (None, "None") \
+            and neutral(a.get("overlap_p2p_comm")):
+        # arguments.py validate_args lines 1000-1010 at d98e8a64d: "When interleaved schedule is used and p2p
+        # communication overlap is disabled, pipeline-model-parallel size should be greater than 2"
+        raise InputError("--no-overlap-p2p-communication", True,
+                         "left out with interleaving on --pipeline-model-parallel-size 2: Megatron-LM asserts pp > 2 "
+                         "when the interleaved schedule runs without p2p overlap")

@@ -63,6 +63,37 @@ SPLIT_FIELDS = ("first_stage_layers", "last_stage_layers", "account_for_embeddin
                 "pipeline_layout")
 
 
+def megatron_even_split_refusal(layers: int, pp: int, virtual_stages: int = 1) -> tuple[str, object, str] | None:
+    """Why Megatron-Core refuses to split ``layers`` over ``pp`` ranks of ``virtual_stages`` chunks
+    without a split flag (--decoder-first/last-pipeline-num-layers, --account-for-*-in-pipeline-split,
+    --pipeline-model-parallel-layout), as (field, value, what is allowed), or None where it builds
+    it: ``layers % pp == 0`` (megatron/training/arguments.py validate_args lines 986-997 at d98e8a64d,
+    "Number of layers should be divisible by the pipeline-model-parallel size"; transformer_block.py
+    get_num_layers_to_build lines 156-158) and each rank's layers a multiple of the virtual stages
+    (get_num_layers_to_build lines 175-178, "num_layers_per_pipeline_rank ... should be divisible
+    by vp_size"). The one rule of the importer (clustersim.importers.megatron_split.check_split_asserts)
+    and of the sweep's rows (clustersim.sweep.result: a row outside it states its split as
+    ``pipeline_layout``, the flag that gives it)."""
+    if pp > 1 and layers % pp:
+        return ("parallel.pp", pp, f"a divisor of model.layers ({layers}), or a split flag: Megatron-Core asserts "
+                                   "num_layers % pipeline_model_parallel_size == 0")
+    if pp > 1 and virtual_stages > 1 and (layers // pp) % virtual_stages:
+        return ("parallel.virtual_stages", virtual_stages,
+                f"a divisor of the {layers // pp} layers per pipeline rank, or a split flag: Megatron-Core asserts "
+                "num_layers_per_pipeline_rank % vp_size == 0")
+    return None
+
+
+def layout_string(counts: tuple[int, ...] | list[int], mtp_layers: int = 0) -> str:
+    """Megatron-Core's --pipeline-model-parallel-layout for decoder layers ``counts`` per stage
+    (``chunk * pp + rank`` order): the embedding on the first stage, MTP modules and the loss on the
+    last (what :func:`layout_counts` reads back)."""
+    stages = [f"t*{n}" if n > 1 else "t" * n for n in counts]
+    stages[0] = "E" + stages[0]
+    stages[-1] += "m" * mtp_layers + "L"
+    return "|".join(stages)
+
+
 def split_is_set(layout) -> bool:
     """Whether ``layout`` (a ParallelLayout) sets one of the framework split settings."""
     return bool(layout.first_stage_layers or layout.last_stage_layers or layout.account_for_embedding
