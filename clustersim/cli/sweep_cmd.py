@@ -55,6 +55,8 @@ def top_table(rows: list[dict], title: str, ranked_field: str = "step_time_s", m
         if "virtual_stages" in varies:
             lo_v, hi_v = varies["virtual_stages"]
             sched += f" (v{lo_v}-{hi_v})"
+        if p.get("pipeline_layout"):   # a split Megatron-Core builds from --pipeline-model-parallel-layout only
+            sched += " +layout"
         zero = str(p["zero_stage"]) + (" (1|2)" if "zero_stage" in varies else "")
         lo, hi = iv["step_time_s"]
         regime = iv["regime"] + ("" if iv["validated"] else " (not validated)")

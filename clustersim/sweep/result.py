@@ -143,7 +143,7 @@ class SweepResult:
         hours, usd = cost_per_million_tokens(s, step)
         out: dict[str, object] = {
             "rank": int(self.group_rank[i]) if self.group_rank is not None else 0,
-            "parallel": parallel_dict(key, s.parallel.global_batch, s.parallel.cp_comm),
+            "parallel": {**parallel_dict(key, s.parallel.global_batch, s.parallel.cp_comm), **stated_split(s, key)},
             "step_time_s": step, "tokens_per_s": tps, "mfu": mfu, "peak_bytes_per_gpu": int(peak),
             "free_bytes_per_gpu": int(s.cluster.gpu.hbm_capacity_bytes - int(peak)),
             "memory_verdict": VERDICTS[int(verdict)], "engine": "simulate" if ran else "estimate",
@@ -235,6 +235,25 @@ class SweepResult:
             df["group"] = self.group_rank
             df["group_row"] = self.is_row
         return df
+
+
+def stated_split(scenario, key: tuple[int, ...]) -> dict[str, str]:
+    """``{"pipeline_layout": ...}`` where a Megatron-family framework builds the layout's split only
+    from a flag (clustersim.parallel.split.megatron_even_split_refusal, the importer's rule: 32 layers
+    on pp 3, 40 layers per rank over 14 chunks): the layout string of the split the row was priced
+    with (clustersim.parallel.pipeline.model_split), Megatron-Core's --pipeline-model-parallel-layout,
+    so that the row runs as written; else ``{}``."""
+    from clustersim.frameworks import megatron_family
+    from clustersim.parallel.pipeline import model_split, stage_graph
+    from clustersim.parallel.split import layout_string, megatron_even_split_refusal
+
+    tp, cp, pp, dp, ep, etp, mb, zero, rec, sp, sched, v, off = key
+    m = scenario.model
+    if not megatron_family(scenario.framework.name) or SCHEDULES[sched] not in ("gpipe", "1f1b", "interleaved-1f1b") \
+            or megatron_even_split_refusal(m.layers, pp, v) is None:
+        return {}
+    return {"pipeline_layout": layout_string(model_split(stage_graph(SCHEDULES[sched], pp, v), m.layers, m.mtp_layers),
+                                             m.mtp_layers)}
 
 
 def parallel_dict(key: tuple[int, ...], global_batch: int, cp_comm: str = "p2p") -> dict[str, object]:

@@ -31,15 +31,6 @@ def test_refused_launch_names_the_flag(flags, named):
     assert named in str(exc.value)
 
 
-def test_accepted_launches_still_import():
-    for flags in ("--num-layers 32 --pipeline-model-parallel-size 4",
-                  "--num-layers 32 --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
-                  "--no-overlap-p2p-communication",
-                  "--num-layers 30 --pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 6 "
-                  "--decoder-last-pipeline-num-layers 8"):
-        import_text("megatron-args", HEAD + flags, "cmd", cluster="dgx-h100")
-
-
 def test_export_states_an_uneven_default_split_as_a_layout():
     text = megatron_command(load_scenario("scenarios/llama3_405b_h100x16384.yaml"))
     assert "--pipeline-model-parallel-layout" in text

@@ -1,0 +1,39 @@
+"""A sweep row whose split Megatron-Core builds only from a flag states it as the row's
+``pipeline_layout`` (clustersim.sweep.result.stated_split, over the importer's rule
+clustersim.parallel.split.megatron_even_split_refusal), and the row runs as written with the
+same step time and memory."""
+
+from dataclasses import replace
+
+from clustersim.api import estimate
+from clustersim.parallel.pipeline import SCHEDULES
+from clustersim.scenario import load_scenario
+from clustersim.sweep.result import stated_split
+
+
+def _key(pp, dp, sched="1f1b", v=1, tp=2):
+    return (tp, 1, pp, dp, 1, 0, 1, 1, 0, 0, SCHEDULES.index(sched), v, 0)
+
+
+def test_uneven_rows_state_their_layout():
+    sc = load_scenario("scenarios/llama3_8b_h200x8.yaml")   # 32 layers
+    assert stated_split(sc, _key(3, 4)) == {"pipeline_layout": "Et*11|t*11|t*10L"}
+    assert stated_split(sc, _key(4, 1)) == {}
+    assert stated_split(sc, _key(2, 2, "interleaved-1f1b", 16)) == {}
+    assert "pipeline_layout" in stated_split(sc, _key(2, 2, "interleaved-1f1b", 32 // 2 // 2 * 2 - 1))
+
+
+def test_stated_layout_runs_as_priced():
+    sc = load_scenario("scenarios/llama3_8b_h200x8.yaml", ["parallel.tp=2", "parallel.pp=3", "parallel.dp=4",
+                                                            "parallel.cp=1", "cluster.nodes=3"])
+    with_layout = load_scenario("scenarios/llama3_8b_h200x8.yaml",
+                                ["parallel.tp=2", "parallel.pp=3", "parallel.dp=4", "parallel.cp=1", "cluster.nodes=3",
+                                 "parallel.pipeline_layout=Et*11|t*11|t*10L"])
+    a, b = estimate(sc), estimate(with_layout)
+    assert a.step_time_s == b.step_time_s and a.to_json()["memory"] == b.to_json()["memory"]
+
+
+def test_torchtitan_rows_state_nothing():
+    sc = load_scenario("scenarios/llama3_8b_h200x8.yaml")
+    sc = replace(sc, framework=replace(sc.framework, name="torchtitan"))
+    assert stated_split(sc, _key(3, 4)) == {}
