@@ -28,7 +28,8 @@ embedding, the last one the output layer, the loss and any multi-token-predictio
   the virtual stages and takes one layer off the first chunk of rank 0 and the last chunk of the
   last rank (``get_num_layers_to_build`` lines 147-202); it requires both divisions to be exact,
   and where they are the two rules give the same counts. Where they are not, Megatron-Core refuses
-  the job and clustersim splits as torchtitan does.
+  the job and clustersim splits as torchtitan does, refusing as torchtitan does a weight above the
+  least share ``(layers + e + l) // S`` (its balance check; with one stage there is no check).
 * ``pipeline_layout`` (Megatron-Core ``--pipeline-model-parallel-layout``): stages separated by
   ``|`` in ``chunk * pp + rank`` order, ``E`` the embedding, ``t`` a decoder layer, ``m`` a
   multi-token-prediction module, ``L`` the loss; ``(...)*n`` and ``x*n`` repeat, commas are
@@ -208,14 +209,18 @@ def weighted_counts(layers: int, stages: int, embedding: int, loss: int) -> tupl
                          f"account_for_embedding + account_for_loss ({effective})")
     base, extra = divmod(effective, stages)
     counts = [base + (1 if i < extra else 0) for i in range(stages)]
+    if stages > 1:
+        # torchtitan's balance check ("input_weight (3) exceeds minimum layers per stage (2)",
+        # torchtitan/distributed/pipeline_parallel.py _generate_llm_fqn_per_model_part at fb3b230e2):
+        # each weight at most the least share, base, even where the first stage's share is base + 1
+        for field, weight, where in (("parallel.account_for_embedding", embedding, "first"),
+                                     ("parallel.account_for_loss", loss, "last")):
+            if weight > base:
+                raise InputError(field, weight, f"at most the least layers per stage of the split ({base}: "
+                                 f"{effective} effective layers over {stages} stages; torchtitan refuses a "
+                                 f"larger weight on the {where} stage)")
     counts[0] -= embedding
-    if counts[0] < 0:
-        raise InputError("parallel.account_for_embedding", embedding,
-                         f"at most the first stage's share of the split ({counts[0] + embedding} layers)")
     counts[-1] -= loss
-    if counts[-1] < 0:
-        raise InputError("parallel.account_for_loss", loss,
-                         f"at most the last stage's share of the split ({counts[-1] + loss} layers)")
     return tuple(counts)
 
 

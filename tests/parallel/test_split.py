@@ -114,6 +114,21 @@ def test_weights_larger_than_the_first_share_are_refused() -> None:
     assert err.value.field == "parallel.pp"
 
 
+def test_a_weight_above_the_least_share_is_refused_as_torchtitan_does() -> None:
+    # torchtitan's balance check (_generate_llm_fqn_per_model_part): 32 layers + 3 + 0 = 35 over 12
+    # stages is 2 each and 3 on the first 11; input_weight 3 exceeds the least share, 2, and torchtitan
+    # raises "input_weight (3) exceeds minimum layers per stage (2)" (it was split [0, 3, ..., 2])
+    with pytest.raises(InputError) as err:
+        weighted_counts(32, 12, 3, 0)
+    assert err.value.field == "parallel.account_for_embedding" and err.value.value == 3
+    assert "least layers per stage of the split (2" in str(err.value)
+    with pytest.raises(InputError) as err:
+        weighted_counts(32, 12, 0, 3)
+    assert err.value.field == "parallel.account_for_loss"
+    assert weighted_counts(32, 12, 2, 0)[0] == 1      # at the least share: accepted (3 - 2)
+    assert weighted_counts(5, 1, 9, 9) == (5,)        # one stage holds everything (no check, as torchtitan)
+
+
 # --- Megatron-Core layout strings -----------------------------------------------------------------
 
 def test_parse_layout_megatron_examples() -> None:
