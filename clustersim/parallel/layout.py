@@ -13,6 +13,17 @@ RECOMPUTE_METHODS = ("uniform", "block")
 ZERO_STAGES = (0, 1, 2, 3)
 
 
+def pipeline_schedule(schedule: str, pp: int) -> str:
+    """The schedule a job of ``pp`` pipeline ranks runs when it asks for ``schedule``: GPipe without a
+    pipeline (pp = 1) runs one forward and one backward per micro-batch, the order of 1F1B at pp = 1
+    (Megatron-LM megatron/core/pipeline_parallel/schedules.py ``forward_backward_no_pipelining``,
+    which ``get_forward_backward_func`` picks whenever the pipeline size is 1, whatever the schedule;
+    torchtitan builds no pipeline schedule without PP: torchtitan/train.py ``forward_backward_step``,
+    "Non-PP forward / backward", one forward and ``loss.backward()`` per micro-batch). Every other pair is run as asked. ``ParallelLayout`` applies it when built, so
+    every reader of ``schedule`` (the plan, the memory model, the sweep) sees the order that runs."""
+    return "1f1b" if schedule == "gpipe" and pp == 1 else schedule
+
+
 @dataclass(frozen=True, slots=True)
 class ParallelLayout:
     """Degrees and options. ``tp * pp * cp * dp`` is the GPU count; ``ep`` splits experts over
@@ -107,6 +118,11 @@ class ParallelLayout:
     account_for_embedding: int = 0
     account_for_loss: int = 0
     pipeline_layout: str = ""
+
+    def __post_init__(self) -> None:
+        resolved = pipeline_schedule(self.schedule, self.pp)   # GPipe at pp = 1 runs 1F1B's order
+        if resolved != self.schedule:
+            object.__setattr__(self, "schedule", resolved)
 
     @property
     def num_gpus(self) -> int:

@@ -33,7 +33,7 @@ from clustersim.hardware.spec import ClusterSpec
 from clustersim.inputs import parse_override_value, read_yaml_file
 from clustersim.limits import MAX_GPUS
 from clustersim.parallel.balance import check_layers_per_stage
-from clustersim.parallel.layout import ParallelLayout
+from clustersim.parallel.layout import ParallelLayout, pipeline_schedule
 from clustersim.parallel.rules import check_ep_overlap_dtype, default_sequence_parallel
 from clustersim.parallel.split import framework_split, split_is_set, weight_of
 from clustersim.parallel.stage_graph import stage_graph
@@ -412,12 +412,18 @@ def _scenario_notes(p: Any) -> tuple[str, ...]:
     all-gather of the updated parameters after the optimizer step (clustersim.plan.data_parallel
     params_after_step); under ZeRO-3 the gathers run before each unit's use, ahead by the
     implementation's prefetch (parallel.fsdp.prefetch; DeepSpeed's stage3_prefetch_bucket_size),
-    whatever it says. Not refused: imports write it."""
+    whatever it says; ``schedule: gpipe`` with pp 1, which runs as 1F1B (clustersim.parallel.layout
+    pipeline_schedule). Not refused: imports write them."""
+    notes: tuple[str, ...] = ()
+    if pipeline_schedule(p.schedule, p.pp) != p.schedule:   # the layout holds the schedule that runs
+        notes += (f"parallel.schedule {p.schedule} with pp {p.pp}: no pipeline, so it runs as "
+                  f"{pipeline_schedule(p.schedule, p.pp)}, one forward and one backward per micro-batch (Megatron "
+                  "forward_backward_no_pipelining; torchtitan without PP)",)
     if p.zero_stage == 3 and p.overlap_param_gather is not None:
-        return (f"parallel.overlap_param_gather {str(p.overlap_param_gather).lower()}: no effect with zero_stage 3 "
+        return notes + (f"parallel.overlap_param_gather {str(p.overlap_param_gather).lower()}: no effect with zero_stage 3 "
                 "(it overlaps ZeRO-1/2's parameter all-gather after the optimizer step; ZeRO-3 gathers each "
                 "unit ahead of use by its prefetch, parallel.fsdp.prefetch)",)
-    return ()
+    return notes
 
 
 DEFAULT_CLUSTER_PRESET = "dgx-h100"  # a scenario's cluster without a preset

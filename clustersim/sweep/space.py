@@ -40,8 +40,11 @@ space against the loader, tests/sweep/test_screen.py each rule against the close
   the pruned layout needs more memory, never less).
 - S3 ``gpipe`` with ``pp = 1`` or with a single micro-batch: without a pipeline, or with one
   micro-batch, GPipe and 1F1B run the same passes back to back (Narayanan et al. 2021, §2.2.1:
-  1F1B differs from GPipe only in when later micro-batches' backward passes run); GPipe keeps
-  every micro-batch's activations until its backward, so it needs at least 1F1B's memory.
+  1F1B differs from GPipe only in when later micro-batches' backward passes run). At pp = 1 the
+  layout itself runs GPipe as 1F1B (``clustersim.parallel.layout.pipeline_schedule``: no framework
+  runs a GPipe order without a pipeline), so such a layout is never listed, not even under
+  ``--fix parallel.schedule=gpipe`` (which then needs a pipeline, as interleaved 1F1B does); with
+  pp > 1 and one micro-batch it is kept only where 1F1B is not in the space.
 - S4 ``interleaved-1f1b`` with ``virtual_stages = 1``: one chunk per rank is plain 1F1B
   (Narayanan et al. 2021, §2.2.2); the loader already rejects virtual_stages > 1 without it.
 """
@@ -55,7 +58,7 @@ from clustersim.errors import InputError
 from clustersim.frameworks import FrameworkSpec, framework_runs
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_MICRO_BATCHES
-from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout
+from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ZERO_STAGES, ParallelLayout, pipeline_schedule
 from clustersim.parallel.placement import DENSE_AXES, MOE_AXES, groups_uniform
 from clustersim.parallel.rules import (
     check_cp_layout,
@@ -208,8 +211,8 @@ def schedule_options(shape: Shape, num_micro_batches: int, layers: int,
         if not framework_runs(space.framework, pp, schedule=schedule):
             continue
         if schedule == "gpipe":
-            if one and (pipelined or "1f1b" not in space.schedules):  # S3
-                out.append((schedule, 1))
+            if one and pipeline_schedule(schedule, pp) == schedule and (pipelined or "1f1b" not in space.schedules):
+                out.append((schedule, 1))   # S3: at pp = 1 it runs as 1F1B (the layout's rule), never listed
         elif schedule == "1f1b":
             if one:
                 out.append((schedule, 1))
@@ -344,8 +347,8 @@ def schedule_counts(shape: Shape, num_micro_batches: int, layers: int, space: Se
         if not framework_runs(space.framework, pp, schedule=schedule):
             continue
         one = space.allows("virtual_stages", 1)
-        if schedule == "gpipe":
-            n = int(one and (pipelined or "1f1b" not in space.schedules))
+        if schedule == "gpipe":   # S3, as schedule_options
+            n = int(one and pipeline_schedule(schedule, pp) == schedule and (pipelined or "1f1b" not in space.schedules))
         elif schedule == "1f1b":
             n = int(one)
         elif schedule == "interleaved-1f1b":
