@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clustersim.errors import InputError
+from clustersim.parallel.split import empty_ranks
+from clustersim.parallel.stage_graph import StageGraph, stage_graph
 
 
 def balance_layers(layers: int, per_layer_s: Sequence[float], fixed_s: Sequence[float],
@@ -75,30 +77,31 @@ def balance_micro_batches(total: int, per_micro_batch_s: Sequence[float], pp: in
 
 
 def check_layers_per_stage(counts: Sequence[int], layers: int, stages: int, pp: int = 0,
-                           virtual: bool = False) -> tuple[int, ...]:
-    """An explicit ``parallel.layers_per_stage``: one entry per global stage, summing to the layers.
-
-    Every entry is >= 1 except the first and the last, which may be 0 when their pipeline rank
-    (``pp`` ranks, stage order chunk * pp + rank; 0: one stage per rank) keeps a layer on another
-    chunk: a stage holding only the embedding, or only the multi-token-prediction modules and the
-    loss, as Megatron-Core's ``--pipeline-model-parallel-layout`` allows (e.g. ``Et|(tt|)*30mL`` for
-    DeepSeek-V3 on PP8 x VP4: megatron/core/transformer/pipeline_parallel_layer_layout.py,
-    Megatron-Bridge's DeepSeek-V3 H100 performance recipe). ``virtual``: a V schedule (zb-v,
-    dualpipe-v), whose ``stages = 2 pp`` model stages run two per rank in a V (rank r holds stages r
-    and 2 pp - 1 - r)."""
+                           virtual: bool = False, graph: StageGraph | None = None) -> tuple[int, ...]:
+    """An explicit ``parallel.layers_per_stage``: one entry per model stage, each >= 0, summing to the
+    layers, with no pipeline rank left holding nothing: a rank without a decoder layer must hold model
+    stage 0 (the embedding) or the last one (the output layer and the loss), the rule of a framework
+    split too (clustersim.parallel.split.empty_ranks): ``[0, 16, 16, 0]`` on pp 4 is Megatron-Core's
+    ``--pipeline-model-parallel-layout E|t*16|t*16|L``, and ``Et|(tt|)*30mL`` for DeepSeek-V3 on PP8 x VP4
+    a chunk of embedding alone (megatron/core/transformer/pipeline_parallel_layer_layout.py,
+    Megatron-Bridge's DeepSeek-V3 H100 performance recipe). ``graph``: the schedule's stage graph
+    (the loader passes it); without it the stages are ``chunk * pp + rank`` on ``pp`` ranks (0: one
+    stage per rank), or with ``virtual`` a V schedule's (zb-v, dualpipe-v: ``stages = 2 pp``, rank r
+    holding stages r and 2 pp - 1 - r)."""
     out = tuple(counts)
-    v_shape = pp and stages == 2 * pp and virtual
-    ranks = 0 if v_shape else pp or stages
-    inner = out[1:-1] if len(out) > 1 else out
+    v_shape = bool(pp and stages == 2 * pp and virtual)
+    if graph is None:
+        ranks = pp or stages
+        graph = stage_graph("zb-v", pp) if v_shape else \
+            stage_graph("interleaved-1f1b" if stages > ranks else "1f1b", ranks, max(1, stages // ranks))
     order = ("2 x pp: a V schedule's two chunks per rank, in model order (rank 0 holds the first and the last)"
-             if v_shape else "pp * virtual_stages, in stage order chunk * pp + rank")
-    allowed = (f"{stages} counts ({order}), each >= 1 (the first "
-               f"and the last may be 0 if their rank holds layers in another chunk), summing to model.layers ({layers})")
-    if len(out) != stages or any(not isinstance(n, int) or n < 0 for n in out) \
-            or any(n < 1 for n in inner) or sum(out) != layers:
+             if v_shape else "one per model stage, in stage order chunk * pp + rank")
+    allowed = (f"{stages} counts ({order}), each >= 0, summing to model.layers ({layers}), that leave every "
+               "pipeline rank a decoder layer, the embedding (the first stage) or the loss (the last stage)")
+    if len(out) != stages or graph.num_model_stages != stages or any(not isinstance(n, int) or n < 0 for n in out) \
+            or sum(out) != layers:
         raise InputError("parallel.layers_per_stage", list(counts), allowed)
-    if v_shape and out[0] + out[-1] < 1:
-        raise InputError("parallel.layers_per_stage", list(counts), allowed)
-    if ranks and any(sum(out[r::ranks]) < 1 for r in range(ranks)):
-        raise InputError("parallel.layers_per_stage", list(counts), allowed)
+    empty = empty_ranks(graph, out)
+    if empty:
+        raise InputError("parallel.layers_per_stage", list(counts), f"{allowed} (rank {empty[0]} would hold nothing)")
     return out

@@ -53,7 +53,7 @@ import re
 
 from clustersim.errors import InputError
 from clustersim.limits import MAX_LAYERS
-from clustersim.parallel.stage_graph import stage_graph
+from clustersim.parallel.stage_graph import StageGraph, stage_graph
 
 # schedules whose model stage c * pp + r runs on rank r (Megatron's placement); the V schedules put
 # model stage 2 pp - 1 - r on rank r, where "first rank" and a layout's stage order mean something else
@@ -141,14 +141,23 @@ def framework_split(layout, layers: int, mtp_layers: int = 0) -> tuple[int, ...]
     else:
         counts = weighted_counts(layers, stages, weight_of("account_for_embedding", layout.account_for_embedding),
                                  weight_of("account_for_loss", layout.account_for_loss))
-    ends = {0, stages - 1}     # the embedding's model stage and the loss's
-    empty = [r for r in range(pp) if not ends & set(graph.rank_model_stages(r))
-             and sum(counts[m] for m in set(graph.rank_model_stages(r))) < 1]
+    empty = empty_ranks(graph, counts)
     if empty:
         field, value = _setting(layout)
         raise InputError(field, value, f"a split that leaves every pipeline rank a decoder layer, the embedding "
                          f"or the loss (rank {empty[0]} would hold nothing: layers per stage {list(counts)})")
     return counts
+
+
+def empty_ranks(graph: StageGraph, counts) -> list[int]:
+    """The pipeline ranks of ``graph`` that would hold nothing with ``counts`` decoder layers per model
+    stage: no layer, not model stage 0 (the embedding) and not the last (the output layer and the loss).
+    The one rule of a layerless rank, for a framework split and for ``parallel.layers_per_stage``
+    (clustersim.parallel.balance.check_layers_per_stage) alike: a rank may hold only the embedding
+    or only the loss (Megatron-Core's layout ``E|t*16|t*16|L``), never nothing."""
+    ends = {0, graph.num_model_stages - 1}     # the embedding's model stage and the loss's
+    return [r for r in range(graph.pp) if not ends & set(graph.rank_model_stages(r))
+            and sum(counts[m] for m in set(graph.rank_model_stages(r))) < 1]
 
 
 def _setting(layout) -> tuple[str, object]:

@@ -336,9 +336,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     explicit_layers = None
     if p.layers_per_stage is not None:
         # one entry per model stage: a V schedule has two per rank (they were taken per rank and not simulated)
-        stages = stage_graph(p.schedule, p.pp, p.virtual_stages).num_model_stages
-        explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, stages, p.pp,
-                                                 virtual=stages != p.pp * p.virtual_stages)
+        graph = stage_graph(p.schedule, p.pp, p.virtual_stages)
+        explicit_layers = check_layers_per_stage(p.layers_per_stage, model.layers, graph.num_model_stages, p.pp,
+                                                 graph=graph)
     recompute = _recompute_fields(p, model)
     split = {"first_stage_layers": p.first_stage_layers or 0, "last_stage_layers": p.last_stage_layers or 0,
              "account_for_embedding": weight_of("account_for_embedding", p.account_for_embedding),
