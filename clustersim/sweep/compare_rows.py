@@ -105,7 +105,8 @@ def _compare_one(job: tuple) -> dict[str, object]:
                                      own_layout=base_parallel is not None),
                            SerialExecutor(), rerank=rerank, keep=max(1, rerank))
     except NoLayoutError as exc:
-        return {**_cannot_run(preset, cluster, size, asked, settings, exc.reason), "error": exc.allowed}
+        return {**_cannot_run(preset, cluster, size, asked, settings, exc.reason), "error": exc.allowed,
+                "error_named": (exc.field, exc.value) if constraints else None}
     except InputError as exc:
         raise _size_error(preset, cluster.num_gpus, n, asked, sized_by, exc.allowed) from None
     best = result.top(1)[0]
@@ -262,8 +263,11 @@ def compare_rows(scenario_path: str | None, overrides: tuple[str, ...], clusters
         if 0 in unfit:
             raise unfit[0][1]
         first, job = results[0], jobs[0]
+        named = first.get("error_named")
+        if named and named[0] != "--gpus":   # the --set/--fix/--max constraints left no layout: name them
+            raise InputError(named[0], named[1], str(first["error"]))
         raise _size_error(str(first["cluster"]), int(first["gpus"]), int(first["nodes"]),  # type: ignore[call-overload]
                           job[8], job[9], str(first["error"]))
-    cannot = [{k: v for k, v in r.items() if k != "error"} for r in results if "cannot_run" in r]
+    cannot = [{k: v for k, v in r.items() if k not in ("error", "error_named")} for r in results if "cannot_run" in r]
     note_unequal_nodes(rows)
     return Comparison(rank_rows(rows, rank_by), cannot)

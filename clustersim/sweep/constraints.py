@@ -39,6 +39,8 @@ class Constraints:
     fixed: tuple[tuple[str, object], ...] = ()
     maxima: tuple[tuple[str, int], ...] = ()
     only_validated: bool = False
+    # per fixed field, the option that set it ("--set" or "--fix"; absent: "--fix"), for ``named``
+    origins: tuple[tuple[str, str], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.fixed or self.maxima or self.only_validated)
@@ -47,6 +49,19 @@ class Constraints:
         """``cp=1, tp<=8, validated regimes only``."""
         parts = [f"{f}={_show(v)}" for f, v in self.fixed] + [f"{f}<={v}" for f, v in self.maxima]
         return ", ".join(parts + (["validated regimes only"] if self.only_validated else []))
+
+    def named(self) -> tuple[str, object]:
+        """The field and value an error about these constraints names (exit 2): one constraint by its
+        option and key and its value (``("--set parallel.cp", 3)``: `sweep --set parallel.cp=3` had
+        been blamed on ``--fix``, and `compare` on ``--clusters``), several by their options and
+        ``describe()`` (``("--set/--max", "cp=3, tp<=8")``)."""
+        origin = dict(self.origins)
+        items = [(f, v, origin.get(f, "--fix")) for f, v in self.fixed] + [(f, v, "--max") for f, v in self.maxima]
+        if len(items) == 1 and not self.only_validated:
+            field, value, option = items[0]
+            return f"{option} {_NAMES[field]}", value
+        options = dict.fromkeys([o for _, _, o in items] + (["--only-validated"] if self.only_validated else []))
+        return "/".join(options), self.describe()
 
     def to_json(self) -> dict[str, object]:
         """``{"fix": {"parallel.cp": 1}, "max": {"parallel.tp": 8}, "only_validated": false}``."""
@@ -184,4 +199,4 @@ def parse_constraints(model: ModelSpec, fix: Sequence[str] = (), maxima: Sequenc
         if field in most and int(value) > most[field][0]:  # type: ignore[call-overload]
             raise InputError(option, item, f"a value within --max {most[field][1]}")
     return Constraints(tuple((f, v[0]) for f, v in fixed.items()), tuple((f, v[0]) for f, v in most.items()),
-                       only_validated)
+                       only_validated, tuple((f, v[1]) for f, v in fixed.items()))

@@ -152,7 +152,7 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> NoLayoutError:
     what = f"{s.model.name} on {s.cluster.num_gpus} GPUs of {s.cluster.name} (global_batch {s.parallel.global_batch})"
     c = spec.constraints
     if c and (table is None or table.shape[0] == 0):
-        return NoLayoutError(_constraint_options(c), c.describe(),
+        return NoLayoutError(*c.named(),
                              f"constraints that some valid layout of {what} satisfies (without them the sweep "
                              "searches tp dividing the heads inside a node, dp dividing the global batch, pp up to "
                              f"the {s.model.layers} layers; --fix parallel.schedule needs a pipeline)",
@@ -181,10 +181,9 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> NoLayoutError:
                 f"memory but offload (parallel.offload) more than a node's host memory holds "
                 f"({need}, the node has {cap:,.0f} GiB: the cluster profile's host_memory_GiB)")
         allowed = (f"a GPU count (or parallel.offload) with which some layout fits in GPU and host memory: {fact}")
-        return NoLayoutError(_constraint_options(c) if c else "--gpus", c.describe() if c else s.cluster.num_gpus,
-                             allowed, fact)
+        return NoLayoutError(*(c.named() if c else ("--gpus", s.cluster.num_gpus)), allowed, fact)
     if c:   # the constraints cut what fits: name them (the GPU count may be fine without them)
-        return NoLayoutError(_constraint_options(c), c.describe(),
+        return NoLayoutError(*c.named(),
                              f"constraints under which some layout fits in memory: of {table.shape[0]} layouts of "
                              f"{what}{within}, the smallest needs {least / 2**30:.1f} GiB per GPU, the GPU has "
                              f"{s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB (or more GPUs: --gpus)",
@@ -197,12 +196,6 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> NoLayoutError:
                          f"{s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB",
                          f"none of {table.shape[0]} layouts of {what}{within} fits in memory: the smallest needs "
                          f"{least / 2**30:.1f} GiB per GPU, the GPU has {s.cluster.gpu.hbm_capacity_bytes / 2**30:.1f} GiB")
-
-
-def _constraint_options(c: Constraints) -> str:
-    """The options that set constraints ``c`` (``--fix/--max``), as an error names its field."""
-    return "/".join(o for o, on in (("--fix", c.fixed), ("--max", c.maxima), ("--only-validated", c.only_validated))
-                    if on)
 
 
 def check_sweep_size(spec: SweepSpec, total: int) -> None:

@@ -173,3 +173,18 @@ def test_set_on_a_searched_dimension_constrains_every_cluster() -> None:
     with pytest.raises(InputError) as err:
         api.compare_frame(None, ["dgx-h100"], tokens=1e9, overrides=["parallel.tp=x"], executor="serial")
     assert err.value.field == "--set"
+
+
+def test_a_set_that_leaves_no_layout_is_named_by_its_key() -> None:
+    """`compare --clusters hgx-h200,dgx-h100 --set parallel.cp=3` said "--clusters: got 'hgx-h200'" and
+    `sweep --set parallel.cp=3` "--fix: got 'cp=3'": neither was what the user gave."""
+    job = ["scenarios/llama3_8b_h200x8.yaml"]
+    with pytest.raises(InputError) as err:
+        api.compare_frame(*job, ["hgx-h200", "dgx-h100"], tokens=1e9, overrides=["parallel.cp=3"], executor="serial")
+    assert err.value.field == "--set parallel.cp" and err.value.value == 3
+    assert "some valid layout" in err.value.allowed
+    from clustersim.sweep.constraints import parse_constraints
+    s = load_scenario(job[0])
+    assert parse_constraints(s.model, ("tp=2",), ("pp=2",), ("parallel.cp=3",)).named() == ("--set/--fix/--max",
+                                                                                              "cp=3, tp=2, pp<=2")
+    assert parse_constraints(s.model, (), ("pp=2",)).named() == ("--max parallel.pp", 2)
