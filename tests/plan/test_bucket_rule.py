@@ -25,15 +25,14 @@ def _scenario(tmp_path, framework: str, dp: int, cp: int, extra: tuple[str, ...]
     ("megatron-core", 8, 1, (), 40_000_000),                 # max(40M, 1M x 8)
     ("megatron-core", 64, 2, (), 128_000_000),               # 1M x dp x cp: the context-parallel ranks count
     ("deepspeed", 64, 1, (), 500_000_000),                   # reduce_bucket_size
-    ("torchtitan", 64, 1, (), 25_000_000),                   # DDP bucket_cap_mb=100
+    ("torchtitan", 64, 1, ("parallel.zero_stage=0",), 25_000_000),   # DDP bucket_cap_mb=100
     ("deepspeed", 64, 1, ("parallel.dp_bucket_params=7000000",), 7_000_000),  # the scenario's own wins
 ])
 def test_bucket_by_framework(tmp_path, framework, dp, cp, extra, want):
     assert bucket_params(_scenario(tmp_path, framework, dp, cp, extra)) == want
 
 
-@pytest.mark.parametrize(("framework", "dp", "cp"), [("megatron-core", 64, 2), ("deepspeed", 64, 1),
-                                                     ("torchtitan", 16, 1)])
+@pytest.mark.parametrize(("framework", "dp", "cp"), [("megatron-core", 64, 2), ("deepspeed", 64, 1)])
 def test_zero2_buffers_hold_buckets_of_the_same_rule(tmp_path, framework, dp, cp):
     """Two buckets where the reduction overlaps the backward, one where it does not (DeepSpeed's
     default: buf_1 only with overlap_comm), each of the bucket rule's size."""

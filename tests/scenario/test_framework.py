@@ -36,10 +36,10 @@ def test_default_is_megatron_core_and_auto_attention_follows_the_framework():
     assert build().framework.name == "megatron-core"
     assert build().training.attention == "flash"
     assert build("megatron-legacy").training.attention == "standard"
-    assert build("torchtitan").training.attention == "flash"
+    assert build("torchtitan", parallel={"zero_stage": 0}).training.attention == "flash"
     # an explicit field overrides the framework's default
     assert build("megatron-legacy", training={"attention": "flash"}).training.attention == "flash"
-    assert build("torchtitan", training={"attention": "standard"}).training.attention == "standard"
+    assert build("torchtitan", training={"attention": "standard"}, parallel={"zero_stage": 0}).training.attention == "standard"
 
 
 def test_unknown_framework_names_the_allowed_ones():

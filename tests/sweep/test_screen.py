@@ -46,7 +46,7 @@ SCENARIOS = [
     # fully recomputed: per-rank policies and the verdict must come out as the engine's
     ["framework=torchtitan", "model.preset=llama2-7b", "model.layers=6", "model.seq_len=2048",
      "cluster.preset=dgx-a100", "cluster.nodes=1", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
-     "parallel.global_batch=8", "parallel.recompute_every=3"],
+     "parallel.global_batch=8", "parallel.recompute_every=3", "parallel.zero_stage=3"],
     # the 2021 implementations: DeepSpeed ZeRO-3 (per-NIC rings, re-gather for recompute), gradients
     # all-reduced after the backward, blocking backward TP
     ["framework=megatron-legacy", "model.preset=megatron-1.7b", "model.hidden=10240", "model.heads=80",
@@ -266,7 +266,7 @@ def test_interleaved_chunk_term_bounds_the_closed_form(which):
 Z3_SCENARIOS = {
     "mixtral": DP_SCENARIOS["mixtral"],
     "moe": DP_SCENARIOS["moe"],
-    "mixtral-fsdp2": DP_SCENARIOS["mixtral"] + ["framework=torchtitan"],
+    "mixtral-fsdp2": DP_SCENARIOS["mixtral"] + ["framework=torchtitan", "parallel.zero_stage=3"],
     "dense-deepspeed": SCENARIOS[4],
     "dense-keep": SCENARIOS[5],
 }
