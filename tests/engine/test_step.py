@@ -151,14 +151,14 @@ def test_framework_gradient_buffer_passes_are_priced_per_rank():
             "framework": framework, "model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
             "parallel": {"tp": 2, "pp": 2, "dp": 4, "zero_stage": zero, "global_batch": 32}}))
 
-    mc, tt = work("megatron-core", 1), work("torchtitan", 1)
+    mc, tt = work("megatron-core", 0), work("torchtitan", 0)   # DDP: torchtitan has no ZeRO-1
     gpu = scenario_from_dict({"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
                               "parallel": {"tp": 2, "pp": 2, "dp": 4, "global_batch": 32}}).cluster.gpu
     for rank, params in enumerate(mc.params_per_rank):
         extra = mc.optimizer_time_s[rank] - tt.optimizer_time_s[rank]
-        # the pass zeroes the whole buffer, so Adam leaves its own 4 B of zeroing over the ZeRO
-        # shard (1/4 of the rank's parameters) out (it was counted in both)
-        shard = -(-params // 4)
+        # the pass zeroes the whole buffer, so Adam leaves its own 4 B of zeroing over the rank's
+        # parameters (no ZeRO shard at stage 0) out (it was counted in both)
+        shard = params
         zeroing = adam_kernel_s(shard * 38, gpu) - adam_kernel_s(shard * 34, gpu)
         assert abs(extra - (memory_time_s(16 * params, gpu) - zeroing)) < 1e-9
         assert abs(extra - (grad_buffer_time_s(params, 16, gpu) - zeroing)) < 1e-9
