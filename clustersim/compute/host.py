@@ -14,15 +14,33 @@ them; after a synchronising call the GPU waits until the first kernel of what fo
   kernel launch overhead of a few microseconds; the 4 us kernel floor of
   clustersim.compute.roofline is its GPU-side counterpart). A loaded 2-core machine is slower
   than an idle training host, so this is on the high side.
-* ``MEGATRON_LAYER_HOST_S``: Megatron-Core's CPU time per transformer layer and pass beyond the
-  CUDA launches (its Python modules, the dispatcher, autograd recording), measured on this
-  machine (2026-11-28, megatron-core 0.16.1 from PyPI, torch 2.13.0+cpu, one thread, load
-  average 0.2-1.1; ``pip install megatron-core==0.16.1`` then ``python benchmarks/host_megatron.py``):
-  a whole ``TransformerLayer`` (attention and MLP, local implementation) run forward and backward
-  on CPU at tiny shapes (hidden 64, 4 tokens), so that what remains is host time; median of 3 x 5
-  x 30 iterations. Dense layer 0.82 ms forward, 0.69 ms backward; MoE layer (16 experts, top-8,
-  grouped GEMM, alltoall dispatcher) 1.56 ms and 1.20 ms, less the CPU's own loop over the
-  experts inside the grouped GEMM (0.09 and 0.17 ms; on a GPU the grouped GEMM is its launches).
+* ``MEGATRON_LAYER_HOST_S``: Megatron-Core's host time per transformer layer and pass beyond the
+  CUDA launches clustersim counts: its Python modules, the dispatcher and autograd recording,
+  measured on this machine's CPU, times what the CUDA path adds on the same CPU.
+  On this machine (2026-11-28, megatron-core 0.16.1 from PyPI, torch 2.13.0+cpu, one thread,
+  load average 0.2-1.1; ``pip install megatron-core==0.16.1`` then ``python
+  benchmarks/host_megatron.py``): a whole ``TransformerLayer`` (attention and MLP, local
+  implementation) run forward and backward on CPU at tiny shapes (hidden 64, 4 tokens), so that
+  what remains is host time; median of 3 x 5 x 30 iterations. Dense layer 0.82 ms forward, 0.69
+  ms backward. On three GPU machines lent to the project (one H200 each, 16-vCPU Intel Xeon VMs,
+  torch 2.11.0+cu130; ``validation/micro/*_device_run*.sh``, results in
+  ``validation/micro/h200_megatron_host_2026-11-28.txt``) the same layer run on the GPU in bf16
+  (``benchmarks/host_megatron_layer.py --cuda --bf16``, each pass synchronised, so that its wall
+  time is the host's) against the CPU alone on the same machine: dense forward 2.141 / 2.891 /
+  3.033 ms against 1.391 / 0.947 / 1.652 (x 1.54, 3.05, 1.84: median ``CUDA_HOST_FACTOR`` 1.84),
+  backward 2.455 / 3.337 / 3.875 against 1.223 / 0.836 / 1.495 (x 2.01, 3.99, 2.59: 2.59); the
+  CPUs differ (the third machine's ran the CPU-only layer 1.7 x slower than the second's) but the
+  factor is a property of the CUDA path (caching allocator, streams and events, autograd's device
+  bookkeeping, the launches of Megatron-Core's own ops). One eager op costs the second machine's
+  CPU 3.05 us without CUDA and 7.78 us with (``torch.add``), ``F.linear`` with autograd 4.15 and
+  13.60 us. A MoE layer (16 experts, top-8, grouped GEMM, alltoall dispatcher) on the GPU costs
+  the host 2.02 and 1.99 times the dense layer forward (machines 1 and 3: 4.413 - 0.087 ms
+  against 2.141; 6.153 - 0.115 against 3.033; less the time inside the benchmark's grouped-GEMM
+  stand-in), 1.46 and 1.35 times backward (3.758 - 0.171 against 2.455; 5.480 - 0.236 against
+  3.875): means ``MOE_OVER_DENSE`` 2.00 and 1.41 (the dispatcher's device-to-host copies and
+  syncs among them). So a dense layer costs 0.82 x 1.84 = 1.51 ms forward and 0.69 x 2.59 = 1.79
+  ms backward, a MoE layer 3.02 and 2.52 ms, less the launches of the layer's own ops
+  (``MEGATRON_LAYER_OPS`` x ``CUDA_LAUNCH_S``), as clustersim adds its own kernels' launches.
   Megatron-Core issues 42 / 98 (dense) and 77 / 124 (MoE) non-view ATen ops per layer forward /
   backward there (a 128-expert layer), against the 15-50 kernels clustersim's ops name, which is
   why a Megatron layer is priced as measured and not as kernels x ``KERNEL_ISSUE_S``. Each of
@@ -71,9 +89,17 @@ from clustersim.frameworks import megatron_family
 CUDA_LAUNCH_S = 2.5e-6              # cudaLaunchKernel's CPU time (module docstring)
 KERNEL_ISSUE_S = 12.4e-6 + CUDA_LAUNCH_S   # measured dispatch + autograd record (this machine) + the launch
 MEGATRON_BATCH_BROADCASTS = 4       # get_batch_on_this_tp_rank: tokens, labels, loss_mask, position_ids
-# Megatron-Core host seconds per layer and pass, launches excluded (measured on this machine: module docstring)
-MEGATRON_LAYER_HOST_S = {("dense", "F"): 0.82e-3, ("dense", "B"): 0.69e-3,
-                         ("moe", "F"): 1.56e-3 - 0.09e-3, ("moe", "B"): 1.20e-3 - 0.17e-3}
+# Megatron-Core host seconds per layer and pass (module docstring): this CPU's CPU-only layer times,
+# times the CUDA path's factor measured on three H200 machines (median), MoE over dense measured on
+# the GPU, less the launches of the layer's own ops (clustersim counts its kernels' launches)
+CPU_ONLY_DENSE_S = {"F": 0.82e-3, "B": 0.69e-3}                    # benchmarks/host_megatron.py, this machine
+CUDA_HOST_FACTOR = {"F": 1.84, "B": 2.59}                          # validation/micro/h200_megatron_host_2026-11-28.txt
+MOE_OVER_DENSE = {"F": (4.326 / 2.141 + 6.038 / 3.033) / 2, "B": (3.587 / 2.455 + 5.244 / 3.875) / 2}
+MEGATRON_LAYER_OPS = {("dense", "F"): 42, ("dense", "B"): 98, ("moe", "F"): 77, ("moe", "B"): 124}
+MEGATRON_LAYER_HOST_S = {
+    (role, part): CPU_ONLY_DENSE_S[part] * CUDA_HOST_FACTOR[part] * (MOE_OVER_DENSE[part] if role == "moe" else 1.0)
+    - MEGATRON_LAYER_OPS[(role, part)] * CUDA_LAUNCH_S
+    for role in ("dense", "moe") for part in ("F", "B")}
 
 
 @dataclass(frozen=True, slots=True)
