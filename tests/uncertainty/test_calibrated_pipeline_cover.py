@@ -6,26 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
-import pytest
-
-from clustersim.cli import main
-
-DATA = Path(__file__).parents[1] / "validation" / "data" / "cut_logs"
-
-
-def _run(argv, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
-
-
-def _calibrate(tmp_path, capsys, *argv):
-    code, out, err = _run(["calibrate", *argv, "--name", "hunt", "--out", str(tmp_path / "hunt.yaml"), "--json"],
-                          capsys)
-    return code, (json.loads(out) if code == 0 else None), err
+# the hunt's fixtures and the CLI helpers of its calibration tests
+from tests.validation.test_calibrate_log_hunt import DATA, _calibrate, _run
 
 
 def test_pipelined_job_on_a_profile_fitted_without_a_pipeline_keeps_the_schedule_widening(tmp_path, capsys):
