@@ -121,7 +121,7 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
     try:
         sc = scenario_from_dict(data)  # InputError (exit 2) if the imported scenario is not valid
         if result.hidden_auto:   # the HF Trainer's "auto" values, from the model's hidden size
-            from clustersim.importers.deepspeed import fill_hidden_auto
+            from clustersim.importers.deepspeed_zero import fill_hidden_auto
             given = {o.split("=", 1)[0].strip() for o in overrides}
             result.notes += fill_hidden_auto(data, result.hidden_auto, sc.model.hidden,
                                              "parallel.dp_bucket_params" in given)

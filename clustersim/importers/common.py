@@ -258,7 +258,7 @@ class ImportResult:
     not_modelled: list[str] = field(default_factory=list)  # known, no effect on the simulation
     notes: list[str] = field(default_factory=list)
     # config keys the HF Trainer fills in from the model's hidden size, left "auto" in the file: finish()
-    # fills them once the model is named (clustersim.importers.deepspeed.fill_hidden_auto)
+    # fills them once the model is named (clustersim.importers.deepspeed_zero.fill_hidden_auto)
     hidden_auto: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:

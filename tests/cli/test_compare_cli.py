@@ -105,9 +105,11 @@ def test_a_cluster_that_cannot_run_the_job_is_named_and_the_others_compared(caps
     code, out, err = _main(["compare", "--clusters", "dgx-a100-40gb,dgx-a100", *PART_FITS], capsys)
     assert code == 0, err
     assert "cannot run this job: dgx-a100-40gb on 8 GPUs: none of" in out
-    # no cluster can: exit 2 naming the first, as before
+    # no cluster can: exit 2 naming the constraints that leave no layout (the --set parallel.*
+    # fields), the cluster and its memory
     code, out, err = _main(["compare", "--clusters", "dgx-a100-40gb", *PART_FITS], capsys)
-    assert code == 2 and "--clusters: got 'dgx-a100-40gb'" in err and "the GPU has 39.6 GiB" in err
+    assert code == 2 and "--set: got 'tp=2, pp=2, dp=2'" in err and "of dgx-a100-40gb" in err, err
+    assert "the GPU has 39.6 GiB" in err
 
 
 def test_the_scenarios_cluster_settings_hold_on_its_own_preset(capsys) -> None:

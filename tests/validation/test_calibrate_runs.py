@@ -22,7 +22,7 @@ def _scenario(tp: int, layers: int, hidden: int) -> dict:
     return {"name": f"job tp{tp}", "model": {"layers": layers, "hidden": hidden, "heads": 16, "seq_len": 4096,
                                              "vocab": 32768},
             "cluster": {"preset": "dgx-h100", "nodes": 1},
-            "parallel": {"tp": tp, "dp": 8 // tp, "global_batch": 32, "micro_batch": 2,
+            "parallel": {"tp": tp, "dp": 8 // tp, "global_batch": 32, "micro_batch": 4,
                          "sequence_parallel": tp > 1, "zero_stage": 1}}
 
 

@@ -17,7 +17,7 @@ PLANTED = 0.8   # the machine computes at 0.8 of the model's speed
 def _args(tp: int, layers: int, hidden: int) -> dict:
     return {"num_layers": layers, "hidden_size": hidden, "num_attention_heads": 16, "seq_length": 4096,
             "max_position_embeddings": 4096, "padded_vocab_size": 32768, "tensor_model_parallel_size": tp,
-            "world_size": 8, "data_parallel_size": 8 // tp, "global_batch_size": 32, "micro_batch_size": 2,
+            "world_size": 8, "data_parallel_size": 8 // tp, "global_batch_size": 32, "micro_batch_size": 4,
             "sequence_parallel": tp > 1, "use_distributed_optimizer": True}
 
 
