@@ -173,7 +173,7 @@ def test_cross_leaf_phases_count_the_phases_of_one_step() -> None:
     tables = [dp.grad_buckets, dp.after_backward, dp.param_gathers, dp.after_optimizer]
     dp_phases = sum(1 for table in tables for items in table.values() for _, p in items for ph in p.phases
                     if ph.tier == "scale_out" and p.shape.num_nodes > 2)
-    micro_batches = 64 // 8
+    micro_batches = sc.parallel.num_micro_batches   # 64 sequences over dp 8 in micro-batches of 2
     assert dp_phases > 0
     assert jobs[0]["cross_leaf_phases"] == 32 * 4 * micro_batches + dp_phases
 
