@@ -24,6 +24,18 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture(autouse=True)
+def _profiles_of_one_command():
+    """Each test forgets the calibration profiles it registered (``run --profile``, ``calibrate``
+    in this process), as a command run in its own process does: a test that ran ``run --profile
+    my-h100.yaml`` left ``my-h100`` loadable for the tests after it (clustersim.hardware.load
+    ``profiles_restored``)."""
+    from clustersim.hardware.load import profiles_restored
+
+    with profiles_restored():
+        yield
+
+
 def preset(name: str):
     """A model preset as a ModelSpec."""
     from clustersim.scenario import model_from_fields
