@@ -116,7 +116,7 @@ def grad_bucket_params(framework: FrameworkSpec | None, par: Any) -> int:
     zero_stage, fsdp_version)."""
     if par.dp_bucket_params:
         return par.dp_bucket_params
-    if par.zero_stage == 3 and zero3_impl(par.fsdp_version, framework) == "deepspeed":
+    if runs_deepspeed_zero3(par.zero_stage, par.fsdp_version, framework):
         return DEEPSPEED_REDUCE_BUCKET_PARAMS
     if framework is not None and framework.zero_bucket_params:
         return framework.zero_bucket_params
@@ -315,7 +315,7 @@ def grad_reduce_dtype(zero_stage: int, fsdp_version: int | None, framework: Fram
         return override
     if dtype == "fp16" and framework is not None and megatron_family(framework.name):
         return "fp16"
-    if zero_stage == 3 and zero3_impl(fsdp_version, framework) == "deepspeed":
+    if runs_deepspeed_zero3(zero_stage, fsdp_version, framework):
         return model_reduce_dtype(dtype)
     own = framework.grad_reduce_dtype if framework is not None else "fp32"
     return model_reduce_dtype(dtype) if own == MODEL_DTYPE else own
@@ -332,8 +332,13 @@ def model_reduce_dtype(dtype: str) -> str:
     return dtype if dtype in ("fp32", "fp16") else "bf16"
 
 
+def runs_deepspeed_zero3(zero_stage: int, fsdp_version: int | None, framework: FrameworkSpec | None) -> bool:
+    """Whether DeepSpeed's own ZeRO-3 runs the layout (``zero3_impl``; not torch FSDP, not Megatron-FSDP)."""
+    return zero_stage == 3 and zero3_impl(fsdp_version, framework) == "deepspeed"
+
+
 def grad_accum_dtype(zero_stage: int, fsdp_version: int | None, framework: FrameworkSpec | None,
-                     override: str | None = None, *, dtype: str) -> str | None:
+                     override: str | None = None) -> str | None:
     """The dtype DeepSpeed's ZeRO-3 holds its gradient partitions in, where the scenario sets it
     (``training.grad_accum_dtype``, carried as ``ParallelLayout.grad_accum_dtype``: DeepSpeed's
     ``data_types.grad_accum_dtype``), the one rule that the memory model's gradients and the
@@ -350,9 +355,7 @@ def grad_accum_dtype(zero_stage: int, fsdp_version: int | None, framework: Frame
     (``grad_reduce_dtype``). Only where DeepSpeed's ZeRO-3 runs (``zero3_impl``); a layout of
     another stage (the sweep's) ignores it, the loader refuses it (``check_grad_accum_dtype``).
     deepspeedai/DeepSpeed edaa722."""
-    if override is None or zero_stage != 3 or zero3_impl(fsdp_version, framework) != "deepspeed":
-        return None
-    return override
+    return override if runs_deepspeed_zero3(zero_stage, fsdp_version, framework) else None
 
 
 def check_grad_accum_dtype(zero_stage: int, fsdp_version: int | None, framework: FrameworkSpec | None,
@@ -362,7 +365,7 @@ def check_grad_accum_dtype(zero_stage: int, fsdp_version: int | None, framework:
     gradients in: fp32 or the job's own 16-bit dtype (``reduce_dtypes_allowed``)."""
     if override is None:
         return
-    if zero_stage != 3 or zero3_impl(fsdp_version, framework) != "deepspeed":
+    if not runs_deepspeed_zero3(zero_stage, fsdp_version, framework):
         raise InputError("training.grad_accum_dtype", override,
                          "left out unless DeepSpeed's ZeRO-3 runs (parallel.zero_stage 3 under framework "
                          "deepspeed or megatron-legacy, without parallel.fsdp): only its gradient partitions "

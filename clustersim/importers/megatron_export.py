@@ -103,15 +103,15 @@ def _split_flags(sc: Scenario) -> list[str]:
     """Megatron-Core's flags for the scenario's pipeline split (clustersim.parallel.split): its own
     flags where they say it, else the layout string of the resolved counts (the embedding counted
     as more than one layer, torchtitan's option, has no Megatron flag)."""
-    from clustersim.parallel.split import layout_string, megatron_even_split_refusal, split_is_set
+    from clustersim.parallel.split import flag_layout, layout_string, split_is_set
 
     p = sc.parallel
     if not split_is_set(p):
         # clustersim's even split where Megatron-Core builds it without a flag; else (126 layers on
         # pp 16) the layout string of the same counts, the one flag that gives it
-        if p.layers_per_stage or megatron_even_split_refusal(sc.model.layers, p.pp, p.virtual_stages) is None:
-            return []
-        return [f"--pipeline-model-parallel-layout {shlex.quote(layout_string(_default_counts(sc), sc.model.mtp_layers))}"]
+        layout = "" if p.layers_per_stage else flag_layout(p.schedule, p.pp, p.virtual_stages, sc.model.layers,
+                                                            sc.model.mtp_layers)
+        return [f"--pipeline-model-parallel-layout {shlex.quote(layout)}"] if layout else []
     out = []
     if p.first_stage_layers:
         out.append(f"--decoder-first-pipeline-num-layers {p.first_stage_layers}")

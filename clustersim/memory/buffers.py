@@ -123,7 +123,7 @@ def deepspeed_zero3_bucket_bytes(layout: ParallelLayout, dtype: str, framework: 
     self.contiguous_gradients: bucket.buffer = torch.empty(self.reduce_bucket_size, dtype=dtype)``;
     contiguous_gradients defaults to true, deepspeed/runtime/zero/config.py). The bucket is the
     plan's (``frameworks.grad_bucket_params``); 0 for the other ZeRO-3 implementations."""
-    if layout.zero_stage != 3 or frameworks.zero3_impl(layout.fsdp_version, framework) != "deepspeed":
+    if not frameworks.runs_deepspeed_zero3(layout.zero_stage, layout.fsdp_version, framework):
         return 0
     bucket = frameworks.grad_bucket_params(framework, layout)
     return bucket * _reduce_bytes(layout, dtype, framework)

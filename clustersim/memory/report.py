@@ -179,7 +179,7 @@ def states(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: i
     d_group, e_group = shard_groups(layout)
     mb, moments = layout.adam_moment_bytes, layout.optimizer_moments
     rd = grad_reduce_dtype(layout.zero_stage, layout.fsdp_version, framework, layout.grad_reduce_dtype, dtype=dtype)
-    ad = grad_accum_dtype(layout.zero_stage, layout.fsdp_version, framework, layout.grad_accum_dtype, dtype=dtype)
+    ad = grad_accum_dtype(layout.zero_stage, layout.fsdp_version, framework, layout.grad_accum_dtype)
     w1, g1, o1 = state_bytes(dense, d_group, layout.zero_stage, dtype, framework, mb, moments, rd, ad)
     w2, g2, o2 = state_bytes(expert, e_group, layout.zero_stage, dtype, framework, mb, moments, rd, ad)
     return int(round(w1 + w2)), int(round(g1 + g2)), int(round(o1 + o2))

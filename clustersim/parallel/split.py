@@ -53,6 +53,7 @@ import re
 
 from clustersim.errors import InputError
 from clustersim.limits import MAX_LAYERS
+from clustersim.parallel.pipeline import model_split
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
 
 # schedules whose model stage c * pp + r runs on rank r (Megatron's placement); the V schedules put
@@ -93,6 +94,16 @@ def layout_string(counts: tuple[int, ...] | list[int], mtp_layers: int = 0) -> s
     stages[0] = "E" + stages[0]
     stages[-1] += "m" * mtp_layers + "L"
     return "|".join(stages)
+
+
+def flag_layout(schedule: str, pp: int, virtual_stages: int, layers: int, mtp_layers: int = 0) -> str:
+    """The --pipeline-model-parallel-layout that states clustersim's even split of ``layers``
+    (clustersim.parallel.pipeline.model_split) where Megatron-Core builds that split only from a
+    flag (``megatron_even_split_refusal``: 126 layers on pp 16, 40 layers per rank over 14 chunks),
+    else "": the one rule of the Megatron export and of the sweep's rows (clustersim.sweep.result)."""
+    if megatron_even_split_refusal(layers, pp, virtual_stages) is None:
+        return ""
+    return layout_string(model_split(stage_graph(schedule, pp, virtual_stages), layers, mtp_layers), mtp_layers)
 
 
 def split_is_set(layout) -> bool:

@@ -42,7 +42,7 @@ def optimizer_step_s(scenario: Scenario, params_per_gpu: int, expert_params_per_
     dtype = scenario.training.dtype
     held = grad_held_bytes(fw, grad_reduce_dtype(par.zero_stage, par.fsdp_version, fw, par.grad_reduce_dtype,
                                                  dtype=dtype), dtype,
-                           grad_accum_dtype(par.zero_stage, par.fsdp_version, fw, par.grad_accum_dtype, dtype=dtype))
+                           grad_accum_dtype(par.zero_stage, par.fsdp_version, fw, par.grad_accum_dtype))
     buffer_bytes = (fw.grad_buffer_bytes_per_param * held // fw.grad_bytes
                     if par.zero_stage <= 2 and par.dp * par.cp > 1 else 0)
     shard = state_shard_params(par, params_per_gpu - expert_params_per_gpu, expert_params_per_gpu)

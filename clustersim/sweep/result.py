@@ -239,21 +239,18 @@ class SweepResult:
 
 def stated_split(scenario, key: tuple[int, ...]) -> dict[str, str]:
     """``{"pipeline_layout": ...}`` where a Megatron-family framework builds the layout's split only
-    from a flag (clustersim.parallel.split.megatron_even_split_refusal, the importer's rule: 32 layers
-    on pp 3, 40 layers per rank over 14 chunks): the layout string of the split the row was priced
-    with (clustersim.parallel.pipeline.model_split), Megatron-Core's --pipeline-model-parallel-layout,
-    so that the row runs as written; else ``{}``."""
+    from a flag (clustersim.parallel.split.flag_layout, the Megatron export's rule too: 32 layers on
+    pp 3, 40 layers per rank over 14 chunks), Megatron-Core's --pipeline-model-parallel-layout of the
+    split the row was priced with, so that the row runs as written; else ``{}``."""
     from clustersim.frameworks import megatron_family
-    from clustersim.parallel.pipeline import model_split, stage_graph
-    from clustersim.parallel.split import layout_string, megatron_even_split_refusal
+    from clustersim.parallel.split import flag_layout
 
     tp, cp, pp, dp, ep, etp, mb, zero, rec, sp, sched, v, off = key
     m = scenario.model
-    if not megatron_family(scenario.framework.name) or SCHEDULES[sched] not in ("gpipe", "1f1b", "interleaved-1f1b") \
-            or megatron_even_split_refusal(m.layers, pp, v) is None:
+    if not megatron_family(scenario.framework.name) or SCHEDULES[sched] not in ("gpipe", "1f1b", "interleaved-1f1b"):
         return {}
-    return {"pipeline_layout": layout_string(model_split(stage_graph(SCHEDULES[sched], pp, v), m.layers, m.mtp_layers),
-                                             m.mtp_layers)}
+    layout = flag_layout(SCHEDULES[sched], pp, v, m.layers, m.mtp_layers)
+    return {"pipeline_layout": layout} if layout else {}
 
 
 def parallel_dict(key: tuple[int, ...], global_batch: int, cp_comm: str = "p2p") -> dict[str, object]:
