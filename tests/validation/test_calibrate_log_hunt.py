@@ -8,16 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from clustersim.cli import main
+from tests.validation.test_validation_cli import _run  # the CLI run helper of the calibrate tests
 
 DATA = Path(__file__).parent / "data" / "cut_logs"
-
-
-def _run(argv, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def _calibrate(tmp_path, capsys, *argv):
