@@ -125,14 +125,22 @@ def unit_issue(megatron: bool, role: str, part: str, kernels: int, recomputed_sh
     return UnitIssue(python_s + kernels * CUDA_LAUNCH_S, syncs)
 
 
+def own_deficit_s(unit: UnitIssue, gpu_s: float) -> float:
+    """GPU idle time a unit that syncs pays by itself (module docstring): its host seconds beyond
+    its GPU seconds, and one kernel issue after the sync; 0 for a unit that does not sync (its
+    host time pools with the action's other units in ``issue_deficit_s``)."""
+    return max(0.0, unit.host_s - gpu_s) + KERNEL_ISSUE_S if unit.syncs else 0.0
+
+
 def issue_deficit_s(units: Sequence[UnitIssue], gpu_s: Sequence[float]) -> float:
     """GPU idle time of one action: its units' host seconds against their GPU seconds (module
-    docstring); a unit that syncs pays its own deficit and one kernel issue after the sync."""
+    docstring); a unit that syncs pays its own deficit (``own_deficit_s``), the others pool.
+    At least the sum of the units' ``own_deficit_s`` (the sweep's floor)."""
     host_rest = gpu_rest = 0.0
     own = 0.0
     for u, g in zip(units, gpu_s, strict=True):
         if u.syncs:
-            own += max(0.0, u.host_s - g) + KERNEL_ISSUE_S
+            own += own_deficit_s(u, g)
         else:
             host_rest += u.host_s
             gpu_rest += g

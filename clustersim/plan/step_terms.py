@@ -43,10 +43,30 @@ def issue_deficits(scenario: Scenario, work: StepWork, unit_s: Mapping[tuple[int
                    ) -> dict[tuple[int, str], float]:
     """The issue deficit of each action (global stage, part) of a rank, from its units' host time
     (``StageWork.issues``) and GPU seconds (``unit_s``: each unit's contention-free time)."""
-    megatron = megatron_family(scenario.framework.name)
-    syncs = megatron and not scenario.model.moe_pad_to_capacity
+    megatron, syncs = issue_rules(scenario)
     return {key: host.issue_deficit_s(work.stages[key[0]].issues(key[1], megatron, syncs), gpu)
             for key, gpu in unit_s.items()}
+
+
+def issue_rules(scenario: Scenario) -> tuple[bool, bool]:
+    """How the host issues the job's units (``StageWork.issues``): whether layers cost
+    Megatron-Core's measured host time, and whether a MoE layer's dispatch syncs (dropless
+    Megatron MoE; not with the input padded to capacity: clustersim.compute.host)."""
+    megatron = megatron_family(scenario.framework.name)
+    return megatron, megatron and not scenario.model.moe_pad_to_capacity
+
+
+def fixed_host_s(scenario: Scenario, barrier_s: float) -> float:
+    """The step's synchronising calls (``host.sync_points``, each one kernel issue of idle GPU),
+    Megatron's level-1 timer barrier and, with fp16, the found-inf all-reduce (``barrier_s``
+    each: a 4-byte all-reduce over all GPUs)."""
+    framework, dtype = scenario.framework.name, scenario.training.dtype
+    fixed = host.sync_points(framework, dtype) * host.KERNEL_ISSUE_S
+    if megatron_family(framework):
+        fixed += barrier_s                     # the level-1 timer's barrier
+    if dtype == "fp16":
+        fixed += barrier_s                     # the found-inf all-reduce
+    return fixed
 
 
 def host_s(scenario: Scenario, actions: Mapping[tuple[int, str], int], deficits: Mapping[tuple[int, str], float],
@@ -56,16 +76,9 @@ def host_s(scenario: Scenario, actions: Mapping[tuple[int, str], int], deficits:
     stages that read the data, the per-micro-batch broadcast of the batch over TP
     (clustersim.compute.host)."""
     deficit = sum(n * deficits[key] for key, n in actions.items())
-    framework, dtype = scenario.framework.name, scenario.training.dtype
-    syncs = host.sync_points(framework, dtype)
-    fixed = syncs * host.KERNEL_ISSUE_S
-    if megatron_family(framework):
-        fixed += barrier_s                     # the level-1 timer's barrier
-    if dtype == "fp16":
-        fixed += barrier_s                     # the found-inf all-reduce
     data = 0.0
     par = scenario.parallel
-    if holds_data and par.tp > 1 and megatron_family(framework):
+    if holds_data and par.tp > 1 and megatron_family(scenario.framework.name):
         size = par.micro_batch * scenario.model.seq_len * 8   # int64 token ids (and alike) of one micro-batch
         data = micro_batches * host.MEGATRON_BATCH_BROADCASTS * comm_plan(scenario, "broadcast", size, "tp").time_s
-    return deficit + fixed + data
+    return deficit + fixed_host_s(scenario, barrier_s) + data

@@ -27,7 +27,8 @@ class SweepMemo:
 
     __slots__ = ("buffers", "compiled", "dp_keys", "dp_streams", "extra", "factors", "host", "layer_units",
                  "lower_times", "optimizer", "p2p", "pair_times", "part_times", "plans", "rank_streams", "rank_sums",
-                 "replays", "states", "sync_fraction", "tail", "unit_times", "floor_layer_s")
+                 "replays", "states", "sync_fraction", "tail", "unit_times", "floor_layer_s", "moe_sync", "class_work",
+                 "fixed_host")
 
     def __init__(self) -> None:
         self.plans = PlanCache()
@@ -37,15 +38,18 @@ class SweepMemo:
         self.lower_times: dict[tuple[object, ...], Any] = {}    # class -> UnitTimes (kernels alone)
         self.part_times: dict[tuple[object, ...], Any] = {}     # class -> PartTimes
         self.pair_times: dict[tuple[object, ...], Any] = {}     # class -> UnitTimes inside pairs
+        self.class_work: dict[tuple[object, ...], Any] = {}     # class -> (shortened representative, StepWork)
         self.dp_keys: dict[tuple[int, ...], object] = {}       # (tp, cp, ep, etp, dp, cp_a2a) -> class_dp_key
         # the step's terms beside the pipeline (sweep.step_terms.StepTerms)
         self.p2p: dict[tuple[object, ...], float] = {}          # (GPUs per stage, pp, bytes) -> fastest transfer
         self.optimizer: dict[tuple[object, ...], float] = {}    # (params, dp, cp, zero, offload, GPUs) -> step
         self.extra: dict[tuple[object, ...], Any] = {}          # layout's groups and parameters -> Extra
         self.tail: dict[tuple[object, ...], float] = {}         # layout's groups and parameters -> tail
-        # the least wait for the slowest GPU (Screen.jitter_floor_s)
+        # the least waits for the slowest GPU and for the host (Screen.wait_floor_s)
         self.sync_fraction: dict[int, float] = {}               # GPUs -> compute.variation.sync_wait_fraction
         self.floor_layer_s: dict[tuple[object, ...], float] = {}  # class -> a layer's kernels alone, F + B
+        self.moe_sync: dict[tuple[object, ...], float] = {}     # class -> a MoE layer's own issue deficit, F + B
+        self.fixed_host: list[float] = []                       # the step's synchronising calls (one value)
         # data-parallel streams (sweep.stream_terms.StreamTerms) and replays (sweep.replay)
         self.dp_streams: dict[tuple[object, ...], Any] = {}     # plan key -> rank 0's DpStream
         self.rank_streams: dict[tuple[object, ...], Any] = {}   # plan key -> every rank's RankStream

@@ -23,6 +23,7 @@ rank 0's last action ends (``screen.Screen.total_s`` adds the step's other terms
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from clustersim.sweep.profiles import ScheduleProfile
 from clustersim.sweep.unit_times import UnitTimes
@@ -182,9 +183,22 @@ def first_level_pipe_s(u: UnitTimes, p2p_s: float, profile: ScheduleProfile, num
     return plain_bound_s(u, p2p_s, profile, num_micro_batches, fill_first=not zero3)
 
 
-def jitter_floor_of(terms: tuple[float, float], profile: ScheduleProfile, num_micro_batches: int) -> float:
-    """``Screen.jitter_floor_s`` from its ``jitter_terms`` and the schedule's profile."""
-    frac, layer_s = terms
-    if frac <= 0.0:
-        return 0.0
-    return frac * profile.least_layers * profile.share * num_micro_batches * layer_s
+class WaitTerms(NamedTuple):
+    """What ``Screen.wait_floor_s`` reads of a layout (the same for layouts that differ only in
+    schedule or offload options): the plan's wait fraction for the slowest GPU at the layout's
+    GPU count and a layer's kernel seconds (forward and backward) in its class; the least issue
+    deficit a MoE layer pays by itself per micro-batch (``unit_times.moe_sync_s``); the step's
+    synchronising calls without their barrier (``plan.step_terms.fixed_host_s``)."""
+
+    frac: float = 0.0
+    layer_s: float = 0.0
+    moe_sync_s: float = 0.0
+    fixed_s: float = 0.0
+
+
+def wait_floor_of(terms: WaitTerms, profile: ScheduleProfile, num_micro_batches: int) -> float:
+    """``Screen.wait_floor_s`` from its ``wait_terms`` and the schedule's profile: the waits of
+    the rank that runs the fewest layers and the fewest MoE layers."""
+    runs = profile.share * num_micro_batches
+    jitter = terms.frac * profile.least_layers * terms.layer_s if terms.frac > 0.0 else 0.0
+    return runs * (jitter + profile.least_moe_layers * terms.moe_sync_s) + terms.fixed_s

@@ -41,7 +41,8 @@ class ScheduleProfile:
     ends: tuple[tuple[float, float], ...] = ()  # per rank: in flight on its embedding's / head's chunk (0: none)
     # without ``fill``: per rank, the forward chains its first action waits for (programs.start_paths)
     starts: tuple[tuple[StartPath, ...], ...] = ()
-    least_layers: int = 0            # the fewest layers any rank holds (Screen.jitter_floor_s)
+    least_layers: int = 0            # the fewest layers any rank holds (Screen.wait_floor_s)
+    least_moe_layers: int = 0        # the fewest MoE layers any rank holds (its moe_held)
 
 
 def profile_micro_batches(schedule: str, pp: int, num_micro_batches: int) -> int:
@@ -102,7 +103,7 @@ def schedule_profile(schedule: str, pp: int, num_micro_batches: int, virtual_sta
                            0.5 if schedule == "dualpipe" else 1.0, tuple(ends),
                            () if old else start_paths(schedule, pp, num_micro_batches, virtual_stages, layers,
                                                       mtp_layers),
-                           least_layers=min(h for h, _ in ranks))
+                           least_layers=min(h for h, _ in ranks), least_moe_layers=min(moe_held))
 
 
 def rank_ends(actions, model_stages: tuple[int, ...], last_model: int) -> tuple[float, float]:

@@ -181,7 +181,7 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
             _durations(sc, layout), p2p, layout.overlap_moe_expert_parallel_comm,
             overlap_slowdown(sc.base.cluster.gpu), ready, held)
     ends, finals = times.ends, times.finals
-    floor = sc.jitter_floor_s(layout, profile)   # each rank's wait for the slowest GPU (total_s adds it too)
+    floor = sc.wait_floor_s(layout, profile)   # each rank's waits for the slowest GPU and the host (total_s adds them too)
     if profile.backward_chain:
         bound = sc.total_s(layout, u, profile, ends[0], True, (layout.schedule, layout.virtual_stages))
     else:

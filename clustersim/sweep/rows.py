@@ -19,7 +19,7 @@ from clustersim.memory.buffers import CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
 from clustersim.memory.report import gpu_states
 from clustersim.parallel.layout import SCHEDULES, ParallelLayout
 from clustersim.sweep.memory_screen import MemoryModel
-from clustersim.sweep.pipe_bound import BOUND_SLACK, jitter_floor_of
+from clustersim.sweep.pipe_bound import BOUND_SLACK, WaitTerms, wait_floor_of
 from clustersim.sweep.profiles import ScheduleProfile
 from clustersim.sweep.space import schedule_zero_ok
 from clustersim.sweep.unit_times import UnitTimes
@@ -33,7 +33,7 @@ class Bounds(Protocol):
 
     def step_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile) -> tuple[float, float]: ...
 
-    def jitter_terms(self, layout: ParallelLayout) -> tuple[float, float]: ...
+    def wait_terms(self, layout: ParallelLayout) -> WaitTerms: ...
 
 
 # The columns of a screened row: the layout key (clustersim.sweep.evaluate.KEY_FIELDS, 13: the
@@ -98,7 +98,7 @@ class VectorRows:
         # every rank, and what the cache of step terms reads of it
         statics = [(off, p, {}, memory.layout_keys(p), (off, p.dp, p.cp, p.edp, p.zero_stage, uparams))
                    for off, p in by_off]
-        jitter = bounds.jitter_terms(statics[0][1])
+        waits = bounds.wait_terms(statics[0][1])
         rows, starts, dyn_of, static_of, static = self.rows, self.starts, self.dyn_of, self.static_of, self.static
         steps = self._steps
         slack = 1.0 - BOUND_SLACK
@@ -109,9 +109,9 @@ class VectorRows:
             ranks = self._profile_ranks(pkey, prof)
             dyns = [dyn for dyn, _, _ in ranks]
             head = (*key_head, SCHEDULES.index(sched), v)
-            # the wait for the slowest GPU reads the layout only through its class and GPU count,
-            # which the schedules and offload options share
-            jitter_s = None if exact else jitter_floor_of(jitter, prof, num_micro_batches)
+            # the waits for the slowest GPU and the host read the layout only through its class
+            # and GPU count, which the schedules and offload options share
+            wait_s = None if exact else wait_floor_of(waits, prof, num_micro_batches)
             for off, p, parts, keys, tail in statics:
                 starts.append(len(dyn_of))
                 for _, key, r in ranks:
@@ -134,7 +134,7 @@ class VectorRows:
                     if terms is None:
                         terms = steps[skey] = bounds.step_terms(p, u, prof)
                     bound = (bounds.with_terms(p, u, prof, pipe_s, terms) if terms[2]
-                             else pipe_s + terms[0] + terms[1]) + jitter_s
+                             else pipe_s + terms[0] + terms[1]) + wait_s
                 rows.append((*head, int(off), bound * slack))
 
     def array(self) -> np.ndarray:

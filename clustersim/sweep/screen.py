@@ -30,6 +30,7 @@ from clustersim.memory.host import HostMemory, host_memory
 from clustersim.memory.policies import uniform_policies
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.plan.step_plan import runs_rank_classes
+from clustersim.plan.step_terms import fixed_host_s
 from clustersim.scenario import Scenario
 from clustersim.sweep.memo import SweepMemo
 from clustersim.sweep.memory_screen import MemoryModel
@@ -37,9 +38,10 @@ from clustersim.sweep.pipe_bound import (
     BOUND_SLACK,
     FIRST_SLACK,
     KERNEL_SLACK,
+    WaitTerms,
     first_level_pipe_s,
-    jitter_floor_of,
     pipeline_bound_s,
+    wait_floor_of,
 )
 from clustersim.sweep.profiles import ScheduleProfile, schedule_profile
 from clustersim.sweep.rows import (
@@ -227,7 +229,7 @@ class Screen:
         backward chain, the data-parallel tail; at the second level (``exact``) of a MoE model at
         least the bound from the data-parallel streams (``StreamTerms.dp_bound_s``, or without
         the chain ``StreamTerms.stream_floor_s``); then the least wait for the slowest GPU
-        (``jitter_floor_s``). ``schedule``: the layout's (schedule, virtual stages), which the
+        (``wait_floor_s``). ``schedule``: the layout's (schedule, virtual stages), which the
         screen's ``layout`` does not carry.
 
         Dense models leave the data-parallel term out (still a bound, only looser): measured on
@@ -243,34 +245,37 @@ class Screen:
                 bound = max(bound, self.streams.dp_bound_s(layout, schedule, u, profile, pipe_s, opt))
             else:
                 bound = max(bound, self.streams.stream_floor_s(layout, schedule, u, profile, self.dp_term))
-        return bound + self.jitter_floor_s(layout, profile)
+        return bound + self.wait_floor_s(layout, profile)
 
-    def jitter_floor_s(self, layout: ParallelLayout, profile: ScheduleProfile) -> float:
-        """The least wait for the slowest GPU that the plan adds to any rank before its optimizer
-        step (clustersim.plan.step_terms: ``sync_wait_fraction`` of the rank's kernel seconds),
-        from the kernels alone of the fewest layers any rank holds: every bound above ends with
-        some rank's optimizer step, which comes after that wait, so adding it keeps them bounds.
-        Per-rank runs price their own spread instead (0 here)."""
-        return jitter_floor_of(self.jitter_terms(layout), profile, layout.num_micro_batches)
+    def wait_floor_s(self, layout: ParallelLayout, profile: ScheduleProfile) -> float:
+        """The least waits that the plan adds to any rank before its optimizer step
+        (clustersim.plan.step_terms): for the slowest GPU (``sync_wait_fraction`` of the rank's
+        kernel seconds), from the kernels alone of the fewest layers any rank holds, and for the
+        host (``host_s``), from the own issue deficits of the fewest MoE layers any rank holds
+        and the step's synchronising calls. Every bound above ends with some rank's optimizer
+        step, which comes after those waits, so adding them keeps them bounds. Per-rank runs
+        price their own spread, and run a slow GPU's units longer than the class's (0 here)."""
+        return wait_floor_of(self.wait_terms(layout), profile, layout.num_micro_batches)
 
-    def jitter_terms(self, layout: ParallelLayout) -> tuple[float, float]:
-        """What ``jitter_floor_s`` reads of the layout: (the plan's wait fraction at its GPU
-        count, a layer's forward and backward kernel seconds in its class); (0, 0) where no wait
-        is added. The same for layouts that differ only in schedule or offload options."""
+    def wait_terms(self, layout: ParallelLayout) -> WaitTerms:
+        """What ``wait_floor_s`` reads of the layout (``pipe_bound.WaitTerms``)."""
         if self.per_rank:
-            return 0.0, 0.0
+            return WaitTerms()
         memo = self.memo
+        if not memo.fixed_host:
+            memo.fixed_host.append(fixed_host_s(self.base, 0.0))
         frac = memo.sync_fraction.get(layout.num_gpus)
         if frac is None:
             frac = memo.sync_fraction[layout.num_gpus] = sync_wait_fraction(layout.num_gpus)
-        if frac <= 0.0:
-            return 0.0, 0.0
-        key = self.classes.class_key(layout)
-        layer_s = memo.floor_layer_s.get(key)
-        if layer_s is None:
-            lo = self.classes.lower_times(layout)
-            layer_s = memo.floor_layer_s[key] = lo.layer_f_s + lo.layer_b_s
-        return frac, layer_s
+        layer_s = 0.0
+        if frac > 0.0:
+            key = self.classes.class_key(layout)
+            layer_s = memo.floor_layer_s.get(key)
+            if layer_s is None:
+                lo = self.classes.lower_times(layout)
+                layer_s = memo.floor_layer_s[key] = lo.layer_f_s + lo.layer_b_s
+        moe = self.classes.moe_sync_s(layout) if self.base.model.is_moe else 0.0
+        return WaitTerms(frac, layer_s, moe, memo.fixed_host[0])
 
     def with_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, pipe_s: float,
                    terms: tuple[float, float, float]) -> float:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from clustersim.compute.host import own_deficit_s
 from clustersim.compute.ops import COMM_GROUPS, Op
 from clustersim.errors import InputError
 from clustersim.memory.policies import uniform_policies
@@ -23,7 +24,8 @@ from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.placement import axis_shape_for
 from clustersim.plan.compiled_unit import CompiledUnit, compile_unit, unit_key
 from clustersim.plan.overlap import overlap_slowdown
-from clustersim.plan.stage_work import Work, build_step_work
+from clustersim.plan.stage_work import StepWork, Work, build_step_work
+from clustersim.plan.step_terms import issue_rules
 from clustersim.scenario import Scenario
 from clustersim.sweep.memo import SweepMemo
 
@@ -124,12 +126,13 @@ def compute_s(work: Work) -> float:
     return sum(op.time_s for op in work if isinstance(op, Op))
 
 
-def class_times(rep: Scenario, unit_time: Callable[[Work], float]) -> UnitTimes:
+def class_times(rep: Scenario, unit_time: Callable[[Work], float], work: StepWork | None = None) -> UnitTimes:
     """Unit times of the class ``rep`` (from ``class_scenario``) stands for, each unit priced by
-    ``unit_time``."""
+    ``unit_time``; ``work``: ``build_step_work(rep)`` where the caller holds it."""
     # pp = 1: forward [embedding, layers..., mtp..., output], backward [output, mtp..., layers..., embedding];
     # layers of different kinds (a MoE model's dense first layers) enter with the cheaper kind: a bound
-    work = build_step_work(rep)
+    if work is None:
+        work = build_step_work(rep)
     stage = work.stages[0]
     fwd, bwd, params = stage.forward, stage.backward, stage.unit_params
     n, k = stage.num_layers, rep.model.mtp_layers
@@ -159,11 +162,31 @@ def unit_times(rep: Scenario) -> UnitTimes:
     return class_times(rep, lambda w: compile_unit(rep, w).time_s)
 
 
-def lower_unit_times(rep: Scenario) -> UnitTimes:
+def lower_unit_times(rep: Scenario, work: StepWork | None = None) -> UnitTimes:
     """A lower bound on every unit time of ``unit_times(rep)``, with the same parameter counts:
     each unit's compute kernels alone (``compute_s``), no collective planned. About a sixth of
     the cost of compiling the units; the sweep's level 0 of the bound."""
-    return class_times(rep, compute_s)
+    return class_times(rep, compute_s, work)
+
+
+def moe_sync_s(rep: Scenario, compile: Callable[[Scenario, Work], CompiledUnit] = compile_unit,
+               work: StepWork | None = None) -> float:
+    """The least issue deficit a MoE layer of the class ``rep`` stands for pays by itself in its
+    forward of one micro-batch: where a MoE layer's dispatch syncs (``plan.step_terms.
+    issue_rules``), the forward unit's ``compute.host.own_deficit_s``, each unit priced as the
+    engines run it (``compile``) with the host time ``plan.stage_work.StageWork.issues`` gives
+    it; 0 where none syncs. An action's deficit is at least the sum of its units' own deficits
+    (``compute.host.issue_deficit_s``), so a rank's is at least this times the MoE layers it runs
+    forward (the sweep's floor, ``Screen.wait_floor_s``; a backward that recomputes the
+    dispatch syncs too, which the floor leaves out). ``work``: ``build_step_work(rep)`` where
+    the caller holds it."""
+    megatron, syncs = issue_rules(rep)
+    if not syncs or not rep.model.is_moe:
+        return 0.0
+    stage = (work if work is not None else build_step_work(rep)).stages[0]
+    issues = stage.issues("F", megatron, syncs)
+    return min((own_deficit_s(issues[i], compile(rep, stage.forward[i]).time_s)
+                for i in range(1, 1 + stage.num_layers) if stage.forward_roles[i] == "moe"), default=0.0)
 
 
 def _seconds(unit: CompiledUnit) -> UnitSeconds:
@@ -239,18 +262,37 @@ class ClassTimes:
     def unit_times(self, layout: ParallelLayout) -> UnitTimes:
         """``unit_times`` of the layout's class (its units compiled by ``self.compile``)."""
         def price(rep: Scenario) -> UnitTimes:
-            short = shortened(rep)
-            return class_times(short, lambda w: self.compile(short, w).time_s)
+            short, work = self.short_work(layout)
+            return class_times(short, lambda w: self.compile(short, w).time_s, work)
 
         return self._of_class(self.memo.unit_times, price, layout)
 
     def lower_times(self, layout: ParallelLayout) -> UnitTimes:
         """``lower_unit_times`` of the layout's class: every unit time at most ``unit_times``'."""
-        return self._of_class(self.memo.lower_times, lambda rep: lower_unit_times(shortened(rep)), layout)
+        return self._of_class(self.memo.lower_times, lambda rep: lower_unit_times(*self.short_work(layout)), layout)
 
     def part_times(self, layout: ParallelLayout) -> PartTimes:
         """``part_times`` of the layout's class (the third level, clustersim.sweep.replay)."""
         return self._of_class(self.memo.part_times, lambda rep: part_times(rep, self.compile), layout)
+
+    def moe_sync_s(self, layout: ParallelLayout) -> float:
+        """``moe_sync_s`` of the layout's class (its units compiled by ``self.compile``)."""
+        def price(rep: Scenario) -> float:
+            short, work = self.short_work(layout)
+            return moe_sync_s(short, self.compile, work)
+
+        return self._of_class(self.memo.moe_sync, price, layout)
+
+    def short_work(self, layout: ParallelLayout) -> tuple[Scenario, StepWork]:
+        """The layout's class representative on as few layers as give its minima (``shortened``)
+        and its stage work, built once per class for the unit times, the kernel times and the
+        MoE layer's own issue deficit."""
+        key = self.class_key(layout)
+        got = self.memo.class_work.get(key)
+        if got is None:
+            short = shortened(class_scenario(self.base, layout))
+            got = self.memo.class_work[key] = (short, build_step_work(short))
+        return got
 
     def pair_times(self, layout: ParallelLayout) -> UnitTimes:
         """``pair_unit_times`` of the layout's class, from the class's kernel and compiled times."""
