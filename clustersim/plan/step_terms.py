@@ -6,7 +6,8 @@ Both are deterministic: the expected value of what they model, computed once per
 from its contention-free kernel seconds and kernel counts. The engines add them, in this order,
 after the rank's last data-parallel collective and before its optimizer step, so that the event
 engine and the closed form still agree exactly wherever nothing contends. The sweep's lower
-bounds leave them out (a lower bound stays one when the true time grows).
+bounds add only a floor of each (clustersim.sweep.screen ``Screen.wait_floor_s``, from
+``fixed_host_s`` and ``compute.host.own_deficit_s``), so they stay bounds.
 """
 
 from __future__ import annotations

@@ -119,12 +119,15 @@ def test_every_backward_of_a_toy_pipeline():
         pytest.approx(4.0 + 12.0 + 0.2 * 4.0 + 1.0)
 
 
+@functools.cache
 def _every_layouts(which: str):
+    """The case's layouts whose every backward reduces its gradients, and one Screen for them all
+    (as a sweep keeps one per worker)."""
     from clustersim.plan.data_parallel import grads_every_micro_batch
 
     s = load_scenario(None, CASES[which])
     return s, tuple(p for x in shapes(s.model, s.cluster, s.parallel.global_batch)
-                    for p in shape_layouts(s.model, x, s.parallel) if grads_every_micro_batch(p))
+                    for p in shape_layouts(s.model, x, s.parallel) if grads_every_micro_batch(p)), Screen(s)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -134,9 +137,9 @@ def test_every_backward_bound_is_below_the_closed_form(which, i):
     """On random layouts whose every backward reduces its gradients (ZeRO-2, several
     micro-batches; one pipeline stage or more, with and without overlapped reductions, dense and
     MoE) the third level, with the compute slowed beside the stream, stays at most the closed form."""
-    s, layouts = _every_layouts(which)
+    s, layouts, sc = _every_layouts(which)
     p = layouts[i % len(layouts)]
-    assert replay_bound_s(Screen(s), p) <= api.estimate(replace(s, parallel=p)).step_time_s
+    assert replay_bound_s(sc, p) <= api.estimate(replace(s, parallel=p)).step_time_s
 
 
 @pytest.mark.parametrize("pp,v,above", [(1, 1, 1.03), (4, 5, 1.015)])
