@@ -97,7 +97,15 @@ def _collective_sweep(level: str, nprocs: int) -> list[dict[str, Any]]:
         hold = [(op, w, s) for w in worlds for s in (512 * KiB, 8 * MiB, 32 * MiB)
                 for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")]
         hold += [("send_recv", 2, s) for s in (256 * KiB, 8 * MiB, 32 * MiB)]
-    cases = [collective_case("all_reduce", w, s, "fit") for w in worlds for s in fit_sizes]
+    fit_worlds = worlds
+    if level == "ci":
+        # one fit shape per constant, as for the GEMMs (_compute_sweep): the loopback fabric takes
+        # the largest all_reduce of each fit world size (fit_points.select), and on a loaded 2-core
+        # runner 2 and 4 ranks (4 ranks share 2 cores) land on opposite sides of any one bandwidth
+        # (+10% and -13% seen), which failed the ci check. The larger world is held out.
+        fit_worlds = worlds[:1]
+        hold += [("all_reduce", w, fit_sizes[-1]) for w in worlds[1:]]
+    cases = [collective_case("all_reduce", w, s, "fit") for w in fit_worlds for s in fit_sizes]
     cases += [collective_case("send_recv", 2, s, "fit") for s in fit_sizes[:: max(1, len(fit_sizes) - 1)]]
     if mid is not None and level != "ci":
         hold += [("all_reduce", mid, 256 * KiB), ("all_reduce", mid, 8 * MiB), ("all_gather", mid, 8 * MiB)]

@@ -48,3 +48,16 @@ def test_world_sizes_never_exceed_nprocs():
 def test_bad_arguments_are_input_errors(level, nprocs):
     with pytest.raises(InputError):
         build_plan(level, nprocs)
+
+
+
+def test_ci_fits_each_constant_to_one_shape():
+    """docs/validation.md: `validate --ci` has one fit shape per constant, so that a loaded 2-core
+    runner cannot fail its fit check by noise (with --nprocs 4 the fabric took all_reduce/w2/2MiB
+    and all_reduce/w4/2MiB, +10% and -13% around the one fitted bandwidth: exit 1)."""
+    from clustersim.calibrate import fit_points
+    for nprocs in (2, 4):
+        records = record_items(build_plan("ci", nprocs))
+        for mode, link in (("loopback", {}), ("netns", {"burst_bytes": 500_000})):
+            used = fit_points.select(records, mode, link).used
+            assert sorted(used.values()) == ["fabric", "gemm", "memory"], (nprocs, mode, used)
