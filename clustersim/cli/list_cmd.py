@@ -1,6 +1,7 @@
 """`clustersim list models|clusters|gpus|fabrics|frameworks`: the presets that ship.
 
-``--json`` prints every field of every preset. The table shows the fields one needs to pick a
+``--json`` prints every field of every preset (a hardware preset: the table's values and every
+other key of its profile entry, _with_profile). The table shows the fields one needs to pick a
 preset, under short headers, fitted to the terminal: the description takes the width that is
 left and wraps; on a terminal too narrow for every column, the description goes first and then
 the columns at the end of each kind's priority order, and a note names what was left out (the
@@ -24,12 +25,18 @@ from clustersim.hardware import load
 MIN_DESCRIPTION_CHARS = 24  # narrower, a description wraps into a column of stubs: leave it to --json
 
 
+def _with_profile(section: str, name: str, row: dict[str, object]) -> dict[str, object]:
+    """A hardware preset's row and then every other key of its profile entry, under the profile's
+    own name and unit (``--json``: every field; pcie, host_memory_GiB, l2_MiB, ... had no column)."""
+    return {"name": name, **row, **{k: v for k, v in load.describe(section, name).items() if k not in row}}
+
+
 def _rows(kind: str) -> list[dict[str, object]]:
     if kind == "gpus":
         rows = []
         for name in load.list_gpus():
             g = load.load_gpu(name)
-            rows.append({"name": name, "bf16_TFLOPS": g.peak("bf16") / 1e12 if "bf16" in g.dtypes else None,
+            rows.append(_with_profile("gpus", name, {"bf16_TFLOPS": g.peak("bf16") / 1e12 if "bf16" in g.dtypes else None,
                          "fp8_TFLOPS": g.peak("fp8") / 1e12 if "fp8" in g.dtypes else None,
                          "fp4_TFLOPS": g.peak("fp4") / 1e12 if "fp4" in g.dtypes else None,
                          "hbm_GiB": round(g.hbm_capacity_bytes / 2**30, 1), "hbm_GBps": g.hbm_bw_bytes_per_s / 1e9,
@@ -39,26 +46,26 @@ def _rows(kind: str) -> list[dict[str, object]]:
                          # null where the profile gives none (no price; GEMM efficiency from the shape model)
                          "num_sms": g.num_sms, "tdp_w": g.tdp_w,
                          "price_per_gpu_hour_usd": g.price_per_gpu_hour_usd or None,
-                         "gemm_efficiency": g.gemm_efficiency or None, "description": g.description})
+                         "gemm_efficiency": g.gemm_efficiency or None, "description": g.description}))
         return rows
     if kind == "fabrics":
         rows = []
         for name in load.list_fabrics():
             f = load.load_fabric(name)
-            rows.append({"name": name, "kind": f.kind, "bw_GBps_per_direction": f.bw_bytes_per_s / 1e9,
+            rows.append(_with_profile("fabrics", name, {"kind": f.kind, "bw_GBps_per_direction": f.bw_bytes_per_s / 1e9,
                          "efficiency": f.efficiency, "latency_us": round(f.latency_s * 1e6, 3), "nvls": f.nvls,
-                         "description": f.description})
+                         "description": f.description}))
         return rows
     if kind == "clusters":
         rows = []
         for name in load.list_clusters():
             c = load.load_cluster(name)
             # the preset's domain, not the one-node cluster's (gpus_per_domain caps it at the job's GPUs)
-            rows.append({"name": name, "gpu": c.gpu.name, "gpus_per_node": c.gpus_per_node,
+            rows.append(_with_profile("clusters", name, {"gpu": c.gpu.name, "gpus_per_node": c.gpus_per_node,
                          "scale_up": c.scale_up.name, "scale_out": c.scale_out.name,
                          "nics_per_node": c.nics_per_node, "scale_up_domain": c.scale_up_domain or c.gpus_per_node,
                          "oversubscription": c.oversubscription,
-                         "description": c.description})
+                         "description": c.description}))
         return rows
     if kind == "frameworks":
         from dataclasses import asdict
@@ -178,7 +185,7 @@ def list_(kind: str, as_json: bool) -> None:
     """List the presets that ship: models, clusters, gpus, fabrics or frameworks."""
     rows = _rows(kind)
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps(rows, indent=2, default=str))  # a YAML date (calibration) as written
         return
     console = Console()
     table, left_out = fitted_table(kind, rows, console.width, console)
