@@ -94,14 +94,7 @@ def check_options(opts: ValidateOptions) -> None:
         raise InputError("--rate-mbit", opts.rate_mbit, "a rate in Mbit/s, 0 < rate <= 1e6 (1 Tbit/s)")
     if not (math.isfinite(opts.delay_us) and 0 <= opts.delay_us <= 1e7):
         raise InputError("--delay-us", opts.delay_us, "a one-way delay in microseconds, 0..1e7 (10 s)")
-    try:  # fail before any rank starts, not when the first record is written
-        opts.out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError("--out", str(opts.out_dir), f"a directory that exists or can be created "
-                                                     f"({exc.strerror or exc})") from None
-    if not opts.fresh:  # the records it resumes from: a binary or oversized file is refused now, not after torch
-        read_records(opts.out_dir / RECORDS_FILE)
-    if opts.backend == "nccl":
+    if opts.backend == "nccl":  # before --out is created: bad input writes nothing
         import torch
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if gpus == 0:
@@ -110,6 +103,13 @@ def check_options(opts: ValidateOptions) -> None:
                              "machine with GPUs")
         if gpus < opts.nprocs:
             raise InputError("--nprocs", opts.nprocs, f"at most the {gpus} GPUs of this machine with --backend nccl")
+    try:  # fail before any rank starts, not when the first record is written
+        opts.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError("--out", str(opts.out_dir), f"a directory that exists or can be created "
+                                                     f"({exc.strerror or exc})") from None
+    if not opts.fresh:  # the records it resumes from: a binary or oversized file is refused now, not after torch
+        read_records(opts.out_dir / RECORDS_FILE)
 
 
 def _config(opts: ValidateOptions) -> dict[str, Any]:

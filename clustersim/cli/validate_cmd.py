@@ -65,8 +65,8 @@ def validate(backend: str, nprocs: int, netns: bool, quick: bool, full: bool, ci
         repo_root()
     except RunError as exc:
         raise click.ClickException(str(exc)) from None
-    if opts.backend != "nccl":  # options first: importing torch takes seconds (nccl's check needs it)
-        check_options(opts)
+    # every option before the progress bar and before --out is created (nccl's check imports torch)
+    check_options(opts)
     err = Console(stderr=True)
     with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=err, transient=as_json) as bar:

@@ -53,3 +53,16 @@ def test_validate_nccl_without_gpu_says_so(capsys, tmp_path):
         pytest.skip("this machine has a CUDA GPU")
     code, _, err = _run(["validate", "--backend", "nccl", "--out", str(tmp_path)], capsys)
     assert code == 2 and "no CUDA GPU" in err and not (tmp_path / "records.jsonl").exists()
+
+
+def test_validate_nccl_without_gpu_writes_nothing(capsys, tmp_path):
+    """docs/calibration.md: bad input is exit 2 and nothing is written. Without CUDA, `--backend
+    nccl` created --out and drew the progress bar before saying so."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    out = tmp_path / "new" / "dir"
+    code, _, err = _run(["validate", "--backend", "nccl", "--ci", "--out", str(out)], capsys)
+    assert code == 2 and "no CUDA GPU" in err
+    assert not (tmp_path / "new").exists()
+    assert "starting ranks" not in err
