@@ -128,6 +128,9 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
             scenario_from_dict(data)
     except InputError as err:
         if not (err.field.startswith("model.") and err.value is None):
+            option = {"model.preset": model and "--model", "model.hf_config": hf_config and "--hf-config"}.get(err.field)
+            if option:   # --model nope was blamed on the imported file: the option's own name
+                raise err.with_field(option) from None
             given = [o for o in overrides if _set_touches(_set_key(o), err.field)]
             if given:   # a value the user gave (parallel.tp=3 in a product the loader names "parallel"): say so
                 raise InputError(err.field, err.value, f"{err.allowed} (from --set {', --set '.join(given)})") from None

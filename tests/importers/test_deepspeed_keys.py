@@ -153,3 +153,20 @@ def test_model_parallel_sizes_of_set_count_before_the_batch_arithmetic(tmp_path,
         main([*base, "--nodes", "4"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "--set parallel.tp=N" in err
+
+
+
+@pytest.mark.parametrize("option,typed,allowed", [("--model", "nope", "llama3-8b"),
+                                                  ("--model", "llama3-8", "did you mean 'llama3-8b'"),
+                                                  ("--hf-config", "/nonexistent/config.json", "config.json")])
+def test_an_unknown_model_option_is_named_as_the_option(tmp_path, capsys, option, typed, allowed):
+    """--model NAME and --hf-config FILE are the user's, not the file's: the message said
+    "model.preset: got 'nope' ... (the value the deepspeed-json importer read from ds.json)"."""
+    cfg = tmp_path / "ds.json"
+    cfg.write_text(json.dumps({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 1,
+                               "zero_optimization": {"stage": 1}}))
+    with pytest.raises(SystemExit) as exc:
+        main(["import", "deepspeed-json", str(cfg), "--cluster", "dgx-a100", "--nodes", "1", option, typed])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert f"{option}: got '{typed}'" in err and allowed in err and "read from" not in err
