@@ -119,12 +119,12 @@ def train_cost(tokens: float, tokens_per_s: float, gpus: int, price_per_gpu_hour
 
 
 def parse_list(text: str, option: str, kind: type = str) -> list:
+    """``--clusters``/``--nodes``/``--gpus``: comma-separated items, each once. Repeats are found
+    on the values (``16,016`` is 16 twice), not on the text."""
     items = [t.strip() for t in str(text).split(",") if t.strip()]
     if not items:
         raise InputError(option, text, "a comma-separated list")
-    repeated = sorted({t for t in items if items.count(t) > 1})
-    if repeated:   # a repeated cluster or size gave the same row twice
-        raise InputError(option, text, f"each item once ({', '.join(repeated)} repeated)")
+    values: list = items
     if kind is int:
         try:
             values = [int(t) for t in items]
@@ -132,8 +132,10 @@ def parse_list(text: str, option: str, kind: type = str) -> list:
             raise InputError(option, text, "comma-separated positive integers, e.g. 16,32,64") from None
         if any(v < 1 for v in values):
             raise InputError(option, text, "comma-separated positive integers, e.g. 16,32,64")
-        return values
-    return items
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:   # a repeated cluster or size gave the same row twice
+        raise InputError(option, text, f"each item once ({', '.join(map(str, repeated))} repeated)")
+    return values
 
 
 def stated_recipe(raw: dict[str, object]) -> str | None:

@@ -26,11 +26,22 @@ def test_parse_tokens_rejects(text):
         parse_tokens(text)
 
 
-@pytest.mark.parametrize("text,option", [("dgx-h100,dgx-h100", "--clusters"), ("8,8", "--gpus")])
+@pytest.mark.parametrize("text,option", [("dgx-h100,dgx-h100", "--clusters"), ("8,8", "--gpus"),
+                                         ("16,016", "--gpus"), ("2, +2", "--nodes")])
 def test_a_repeated_cluster_or_size_is_refused(text, option):
     """Each gave the same row twice, ranked 1 and 2."""
     with pytest.raises(InputError, match="repeated"):
-        parse_list(text, option, int if option == "--gpus" else str)
+        parse_list(text, option, int if option != "--clusters" else str)
+
+
+def test_a_size_repeated_in_other_digits_exits_2_naming_the_option(capsys) -> None:
+    """16,016 ran and ranked 16 GPUs twice: the repeat was looked for in the text, not the counts."""
+    from clustersim.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--clusters", "dgx-h100", "--gpus", "16,016", "--json", "--no-progress"])
+    assert exc.value.code == 2
+    assert "--gpus: got '16,016'; allowed: each item once (16 repeated)" in capsys.readouterr().err
 
 
 def test_train_cost_by_hand():
