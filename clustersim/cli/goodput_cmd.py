@@ -48,6 +48,8 @@ def _parse_mtbf(items: tuple[str, ...]) -> dict[str, float]:
             raise InputError("--mtbf", item, "CLASS=HOURS with HOURS a finite number > 0") from None
         if not (math.isfinite(hours) and hours > 0):
             raise InputError("--mtbf", item, "CLASS=HOURS with HOURS a finite number > 0")
+        if name.strip() in out:   # the last value was kept silently
+            raise InputError("--mtbf", item, f"each class once ({name.strip()} is given twice)")
         out[name.strip()] = hours
     return out
 

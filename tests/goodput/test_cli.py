@@ -63,6 +63,8 @@ def test_given_interval_is_used_and_never_beats_the_best(capsys: pytest.CaptureF
     (["--days", "5", "--mtbf", "gpu=-10"], "--mtbf"),
     (["--days", "5", "--mtbf", "cpu=100"], "--mtbf"),
     (["--days", "5", "--mtbf", "gpu"], "--mtbf"),
+    # a repeated class kept its last value silently
+    (["--days", "5", "--mtbf", "gpu=1", "--mtbf", "gpu=2"], "--mtbf: got 'gpu=2'; allowed: each class once (gpu"),
     (["--days", "5", "--storage-write-bw-GBps", "0"], "--storage-write-bw-GBps"),
     (["--days", "5", "--node-storage-bw-GBps", "-1"], "--node-storage-bw-GBps"),
     (["--days", "5", "--snapshot-bw-GBps", "inf"], "--snapshot-bw-GBps"),
