@@ -53,20 +53,21 @@ def compare_charts(rows: Sequence[Mapping[str, Any]], tokens: float) -> dict[str
 
 def compare_table(rows: Sequence[Mapping[str, Any]]) -> str:
     has_energy = any(_number(r.get("energy_kwh")) is not None for r in rows)
+    duration = fragments.duration_column(float(r["time_to_train_s"]) for r in rows)   # as the readable table
     table = []
     for r in rows:
         t = {"cluster": row_label(r), "layout": layout_label(r["best_layout"]) if "best_layout" in r else "",
              "step": f"{float(r['step_time_s']):.4g}", "mfu": f"{float(r['mfu']) * 100:.1f}%",
              "tpsg": f"{float(r['tokens_per_s_per_gpu']):,.0f}",
              "peak": f"{float(r['peak_bytes_per_gpu']) / GiB:.1f}",
-             "days": f"{float(r['time_to_train_s']) / SECONDS_PER_DAY:,.1f}",
+             "days": duration.fmt(float(r["time_to_train_s"])),
              "gpuh": f"{float(r['gpu_hours']):,.0f}", "price": f"{float(r['price_per_gpu_hour_usd']):.2f}",
              "cost": f"{float(r['cost_usd']):,.0f}"}
         energy = _number(r.get("energy_kwh"))
         t["energy"] = f"{energy:,.0f}" if energy is not None else ""
         table.append(t)
     cols = [("cluster", "cluster"), ("layout", "best layout"), ("step", "step s"), ("mfu", "MFU"),
-            ("tpsg", "tokens/s/GPU"), ("peak", "peak GiB/GPU"), ("days", "days"), ("gpuh", "GPU-hours"),
+            ("tpsg", "tokens/s/GPU"), ("peak", "peak GiB/GPU"), ("days", duration.unit), ("gpuh", "GPU-hours"),
             ("price", "$/GPU-h"), ("cost", "cost $")]
     if has_energy:
         cols.append(("energy", "energy kWh"))
