@@ -12,22 +12,46 @@ from rich.table import Table
 from clustersim.cli.progress import progress_bar
 from clustersim.errors import InputError, Interrupted
 from clustersim.html import check_html_path, write_html
-from clustersim.html.fragments import energy_unit, fmt_tokens
+from clustersim.html.fragments import duration_column, energy_unit, fmt_tokens
 from clustersim.limits import MAX_PUE, MAX_RERANK, MIN_PUE
 from clustersim.scenario import apply_overrides, read_scenario_dict
 from clustersim.sweep.compare import RANK_KEYS, check_compare_size, parse_list, parse_prices, parse_tokens
 from clustersim.sweep.compare_rows import compare_rows
 from clustersim.sweep.executors import EXECUTORS
 from clustersim.sweep.plot import check_plot_path, plot_compare
-from clustersim.sweep.verdict import layout_label
+from clustersim.sweep.result import overlapping_best
+from clustersim.sweep.verdict import layout_label, regime_line, tied_line
 from clustersim.units import GiB
-
-SECONDS_PER_DAY = 86400.0
 
 
 def _span(values: object, scale: float, fmt: str) -> str:
     lo, hi = values  # type: ignore[misc]
     return f"{format(lo / scale, fmt)}-{format(hi / scale, fmt)}"
+
+
+# per --rank-by: the quantity's interval in words and the word for the better row
+_RANKED_WORDS = {"time": ("time-to-train", "faster"), "cost": ("cost", "cheaper"), "energy": ("energy", "more frugal")}
+
+
+def ranking_lines(rows: list[dict[str, object]], rank_by: str) -> list[str]:
+    """What the intervals say about the ranking, under the table, in the sweep's words
+    (clustersim.sweep.verdict): which rows the first cannot be told apart from (their intervals of
+    the ranked quantity overlap), and each row whose interval is not validated, with why."""
+    if not rows:
+        return []
+    sizes = {r["gpus"] for r in rows}
+    names = [f"{r['cluster']}" + (f", {r['gpus']} GPUs" if len(sizes) > 1 else "") for r in rows]
+    lines = []
+    if len(rows) > 1:
+        interval, ahead = _RANKED_WORDS[rank_by]
+        level = float(rows[0]["interval"]["level"])  # type: ignore[index]
+        lines.append(tied_line(overlapping_best(rows, RANK_KEYS[rank_by]), level, interval, "row", ahead, names))
+    for i, r in enumerate(rows):
+        if not r["interval_validated"]:
+            lines.append(regime_line(f"#{i + 1} ({names[i]})", str(r["interval_regime"]), False,
+                                     list(r["interval_widened_for"]),  # type: ignore[call-overload]
+                                     int(r["interval_evidence_runs"])))  # type: ignore[call-overload]
+    return lines
 
 
 @click.command("compare")
@@ -126,7 +150,10 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     unit, scale = next((u, v) for u, v in (("$B", 1e9), ("$M", 1e6), ("$K", 1e3), ("$", 1.0)) if dearest >= v or v == 1.0)
     # and one for energy (whole MWh read "0 (0-0)" for a 10B-token comparison)
     e_unit, e_scale = energy_unit(max((float(r["interval"]["energy_kwh"][1]) for r in rows), default=0.0))  # type: ignore[index]
-    for name in ("#", "cluster", "GPUs", "best layout", "step s", "MFU", "days", f"cost {unit}", f"energy {e_unit}",
+    # and one for time to train, in which the shortest reads with 3 significant digits (a fixed
+    # one-decimal day read "0.1 (0.1-0.1)" on rows 2.2x apart)
+    duration = duration_column([v for r in rows for v in r["interval"]["time_to_train_s"]])  # type: ignore[index]
+    for name in ("#", "cluster", "GPUs", "best layout", "step s", "MFU", duration.unit, f"cost {unit}", f"energy {e_unit}",
                  "$/GPU-h", "kW"):
         table.add_column(name, justify="left" if name in ("cluster", "best layout") else "right")
     for r in rows:
@@ -135,13 +162,15 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
                       layout_label(r["best_layout"]),  # type: ignore[arg-type]
                       f"{r['step_time_s']:.2f} ({_span(iv['step_time_s'], 1, '.2f')})",  # type: ignore[index]
                       f"{r['mfu']:.1%}",
-                      f"{float(r['time_to_train_s']) / SECONDS_PER_DAY:.1f} "  # type: ignore[arg-type]
-                      f"({_span(iv['time_to_train_s'], SECONDS_PER_DAY, '.1f')})",  # type: ignore[index]
+                      f"{duration.fmt(float(r['time_to_train_s']))} "  # type: ignore[arg-type]
+                      f"({'-'.join(duration.fmt(v) for v in iv['time_to_train_s'])})",  # type: ignore[index]
                       f"{float(r['cost_usd']) / scale:.2f} ({_span(iv['cost_usd'], scale, '.2f')})",  # type: ignore[arg-type,index]
                       f"{float(r['energy_kwh']) / e_scale:,.0f} ({_span(iv['energy_kwh'], e_scale, ',.0f')})",  # type: ignore[arg-type,index]
                       f"{r['price_per_gpu_hour_usd']:.2f}", f"{r['facility_power_kw']:,.0f}")
     out = Console(width=max(Console().width, 170))
     out.print(table)
+    for line in ranking_lines(rows, rank_by):
+        out.print(line, highlight=False)
     for r in rows:
         if r["size_note"]:
             out.print(f"* {r['cluster']}: {r['size_note']}", highlight=False)

@@ -146,6 +146,7 @@ def _compare_one(job: tuple) -> dict[str, object]:
     row["interval_regime"] = best_iv["regime"]  # type: ignore[index]
     row["interval_validated"] = best_iv["validated"]  # type: ignore[index]
     row["interval_widened_for"] = best_iv["widened_for"]  # type: ignore[index]
+    row["interval_evidence_runs"] = best_iv["evidence_runs"]  # type: ignore[index]
     return row
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,12 +31,20 @@ N_KEY = len(KEY_FIELDS)
 _RANGE_FIELDS = ("virtual_stages", "zero_stage")
 
 
-def intervals_overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether two rows' 80% step-time intervals overlap, on both sides: a row below #1 may be
-    slower (time ranking) or faster (a tight row, or ``--rank-by memory-headroom``)."""
-    lo_a, hi_a = a["interval"]["step_time_s"]
-    lo_b, hi_b = b["interval"]["step_time_s"]
+def intervals_overlap(a: Mapping[str, Any], b: Mapping[str, Any], key: str = "step_time_s") -> bool:
+    """Whether two rows' 80% intervals of ``key`` (the sweep's step time; `compare`'s ranked time
+    to train, cost or energy) overlap, on both sides: a row below #1 may be slower (time ranking)
+    or faster (a tight row, or ``--rank-by memory-headroom``)."""
+    lo_a, hi_a = a["interval"][key]
+    lo_b, hi_b = b["interval"][key]
     return bool(lo_a <= hi_b and lo_b <= hi_a)
+
+
+def overlapping_best(rows: Sequence[Mapping[str, Any]], key: str = "step_time_s") -> list[int]:
+    """Indices (0-based) of the rows after the first whose 80% interval of ``key`` overlaps the
+    best row's: within the prediction's uncertainty they may be as good as the winner (the
+    sweep's and `compare`'s "indistinguishable from #1")."""
+    return [i for i, r in enumerate(rows[1:], start=1) if intervals_overlap(rows[0], r, key)]
 
 
 @dataclass(frozen=True)
@@ -193,9 +201,7 @@ class SweepResult:
     def indistinguishable(self, rows: list[dict[str, object]]) -> list[int]:
         """Indices (0-based) of the rows after the first whose step-time interval overlaps the
         best row's: within the prediction's uncertainty they may be as fast as the winner."""
-        if not rows:
-            return []
-        return [i for i, r in enumerate(rows[1:], start=1) if intervals_overlap(rows[0], r)]
+        return overlapping_best(rows)
 
     def pareto(self) -> np.ndarray:
         """Row indices of the Pareto front (closed-form tokens/s against peak memory)."""

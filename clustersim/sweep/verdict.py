@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clustersim.sweep.evaluate import COL
@@ -42,22 +42,12 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
     if not rows:
         return []
     lines = []
-    tied = result.indistinguishable(rows)
-    if tied:
-        which = (f"layouts {', '.join(f'#{i + 1}' for i in tied)} are" if len(tied) > 1
-                 else f"layout #{tied[0] + 1} is")
-        lines.append(f"{which} indistinguishable from #1 within their "
-                     f"{rows[0]['interval']['level']:.0%} intervals (the step-time intervals overlap)")
-    elif len(rows) > 1:
-        lines.append("#1 is faster than every other listed layout beyond their 80% intervals")
+    if len(rows) > 1:
+        lines.append(tied_line(result.indistinguishable(rows), float(rows[0]["interval"]["level"]), "step-time"))
     else:   # --top 1: nothing listed to compare it with
         lines.append("#1 only: list more (--top N) to see which layouts its 80% interval cannot tell apart from it")
     iv = rows[0]["interval"]
-    if iv["validated"]:
-        lines.append(f"#1's regime ({iv['regime']}) is validated by {iv['evidence_runs']} measured runs")
-    else:
-        lines.append(f"#1's regime ({iv['regime']}) is NOT validated: " + "; ".join(iv["widened_for"]
-                     or [f"{iv['evidence_runs']} measured runs"]))
+    lines.append(regime_line("#1", iv["regime"], iv["validated"], iv["widened_for"], iv["evidence_runs"]))
     tight = tight_line(rows[0])
     if tight:
         lines.append(tight)
@@ -65,6 +55,29 @@ def verdict(result: SweepResult, rows: list[dict]) -> list[str]:
     if plain:
         lines.append(plain)
     return lines
+
+
+def tied_line(tied: Sequence[int], level: float, interval: str, noun: str = "layout", ahead: str = "faster",
+              names: Sequence[str] = ()) -> str:
+    """Which listed rows the best one cannot be told apart from (``tied``: 0-based indices from
+    result.overlapping_best), in words: the sweep's layouts by step time, `compare`'s rows by the
+    ranked quantity (``names``: each row's name, by index, shown after its number)."""
+    def who(i: int) -> str:
+        return f"#{i + 1}" + (f" ({names[i]})" if names else "")
+
+    if not tied:
+        return f"{who(0)} is {ahead} than every other listed {noun} beyond their {level:.0%} intervals"
+    which = (f"{noun}s {', '.join(who(i) for i in tied)} are" if len(tied) > 1 else f"{noun} {who(tied[0])} is")
+    return (f"{which} indistinguishable from {who(0)} within their {level:.0%} intervals (the {interval} "
+            "intervals overlap)")
+
+
+def regime_line(who: str, regime: str, validated: bool, widened_for: Sequence[str], evidence_runs: int) -> str:
+    """Whether a row's interval rests on measured runs of its regime (clustersim.uncertainty), and
+    if not, why it was widened: the sweep's #1 and every `compare` row that is not validated."""
+    if validated:
+        return f"{who}'s regime ({regime}) is validated by {evidence_runs} measured runs"
+    return f"{who}'s regime ({regime}) is NOT validated: " + "; ".join(widened_for or [f"{evidence_runs} measured runs"])
 
 
 def tight_line(row: Mapping[str, Any]) -> str:

@@ -199,3 +199,57 @@ def test_a_set_that_leaves_no_layout_is_named_by_its_key() -> None:
     assert parse_constraints(s.model, ("tp=2",), ("pp=2",), ("parallel.cp=3",)).named() == ("--set/--fix/--max",
                                                                                               "cp=3, tp=2, pp<=2")
     assert parse_constraints(s.model, (), ("pp=2",)).named() == ("--max parallel.pp", 2)
+
+
+def test_duration_column_reads_different_times_differently() -> None:
+    """A fixed one-decimal day read "0.1" for 1.5 and 3.3 hours: the unit follows the shortest
+    value (at least 1 of it) and the decimals give it 3 significant digits."""
+    from clustersim.html.fragments import duration_column
+
+    hours = duration_column([1.52 * 3600, 3.32 * 3600])
+    assert (hours.unit, hours.fmt(1.52 * 3600), hours.fmt(3.32 * 3600)) == ("hours", "1.52", "3.32")
+    days = duration_column([8.5 * 86400, 22.4 * 86400])
+    assert (days.unit, days.fmt(8.5 * 86400), days.fmt(22.4 * 86400)) == ("days", "8.50", "22.40")
+    assert duration_column([150 * 86400]).fmt(150 * 86400) == "150.0"
+    assert duration_column([90.0]).unit == "minutes" and duration_column([30.0]).unit == "seconds"
+
+
+def _row(cluster: str, lo: float, hi: float, validated: bool = True, why: tuple[str, ...] = ()) -> dict:
+    mid = (lo + hi) / 2
+    return {"cluster": cluster, "gpus": 8, "interval": {"level": 0.8, "time_to_train_s": [lo, hi],
+                                                       "cost_usd": [lo, hi], "energy_kwh": [lo, hi],
+                                                       "step_time_s": [lo, hi]},
+            "time_to_train_s": mid, "interval_regime": "3d/x", "interval_validated": validated,
+            "interval_widened_for": list(why), "interval_evidence_runs": 0 if why else 5}
+
+
+def test_compare_says_which_rows_overlap_the_best_and_which_are_not_validated() -> None:
+    """The table ranked rows whose intervals overlap without saying so, and never said that an
+    interval rests on no measured run; the lines are the sweep's (clustersim.sweep.verdict)."""
+    from clustersim.cli.compare_cmd import ranking_lines
+
+    rows = [_row("a", 1.0, 2.0), _row("b", 1.5, 3.0), _row("c", 2.5, 4.0, False, ("no measured run on c GPUs",))]
+    assert ranking_lines(rows, "time") == [
+        "row #2 (b) is indistinguishable from #1 (a) within their 80% intervals (the time-to-train intervals overlap)",
+        "#3 (c)'s regime (3d/x) is NOT validated: no measured run on c GPUs"]
+    assert ranking_lines(rows[::2], "cost")[0] == "#1 (a) is cheaper than every other listed row beyond their 80% intervals"
+
+
+def test_compare_table_reads_hours_and_the_interval_verdict(capsys, tmp_path) -> None:
+    """1B tokens on 8 GPUs: every row read "0.1 (0.1-0.1)" days (also on the HTML page) although the
+    step times differ 2.2x."""
+    from pathlib import Path
+
+    from clustersim.cli import main
+
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "llama3_8b_h200x8.yaml"
+    page = tmp_path / "c.html"
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", str(scenario), "--clusters", "hgx-h200,dgx-b200,mi300x", "--tokens", "1B", "--no-progress",
+              "--executor", "serial", "--html", str(page)])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    assert "hours" in out and "0.1 (0.1-0.1)" not in out
+    assert "hours</th>" in page.read_text()
+    assert "#1 (dgx-b200) is faster than every other listed row beyond their 80% intervals" in out
+    assert "(mi300x)'s regime (3d/mi300x) is NOT validated:" in out and "no measured run on mi300x GPUs" in out
