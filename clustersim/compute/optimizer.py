@@ -9,6 +9,14 @@ fp32 parameter, momentum and variance, K = 12 bytes, plus the fp32 gradient that
 fp32 training has no separate master copy and no low-precision copy: 4 + 4 + 8 read, 12 written,
 + 8 for norm and zeroing = 36 bytes.
 
+Each moment is read and written once at its own dtype's bytes (``moment_saving_bytes``): Adam's
+m and v kept in bf16 (``training.adam_moments: bf16``, Megatron ``--use-precision-aware-optimizer
+--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16``: TransformerEngine's FusedAdam holds ``exp_avg`` and
+``exp_avg_sq`` as bf16 tensors that its multi_tensor_adam kernel reads and writes,
+transformer_engine/pytorch/optimizers/fused_adam.py; DeepSeek-V3, arXiv 2412.19437, §3.3.3)
+stream 2 x 2 x 2 = 8 bytes where fp32 ones stream 16: 38 - 8 = 30 bytes per parameter; SGD's one
+fp32 momentum 8: 38 - 8 = 30 too.
+
 With ZeRO stage >= 1 (Megatron's distributed optimizer) each rank updates only its shard of the
 states: the dense ones over the data-parallel (x context-parallel) group, the experts' over the
 expert-data-parallel group (the memory report's groups).
@@ -49,13 +57,17 @@ def optimizer_step_time_s(shard_params: int, layout: ParallelLayout, gpu: GpuSpe
     leave out the zeroing (it was counted twice)."""
     per_param = ADAM_FP32_BYTES_PER_PARAM if dtype == "fp32" else ADAM_MIXED_BYTES_PER_PARAM
     per_param -= GRAD_ZEROING_BYTES_PER_PARAM if buffer_zeroed else 0
-    return adam_kernel_s(shard_params * (per_param - moment_saving_bytes(layout.optimizer_moments)), gpu)
+    saving = moment_saving_bytes(layout.optimizer_moments, layout.adam_moment_bytes)
+    return adam_kernel_s(shard_params * (per_param - saving), gpu)
 
 
-def moment_saving_bytes(moments: int) -> int:
-    """Bytes per parameter an optimizer with ``moments`` fp32 moments streams fewer than Adam's two:
-    each moment is read and written once (8 bytes; SGD with momentum: 38 - 8 = 30)."""
-    return (2 - moments) * 8
+def moment_saving_bytes(moments: int, moment_bytes: int = 4) -> int:
+    """Bytes per parameter an optimizer step with ``moments`` moments of ``moment_bytes`` bytes each
+    streams fewer than Adam's two fp32 ones (module docstring): each moment is read and written once,
+    2 x ``moment_bytes`` (SGD with momentum, one fp32: 16 - 8 = 8; Adam with bf16 m and v:
+    16 - 2 x 2 x 2 = 8; fp32 Adam: 0). The one rule for the GPU's fused step and the host's
+    (clustersim.plan.host_offload)."""
+    return (2 - moments) * 2 * 4 + moments * 2 * (4 - moment_bytes)
 
 
 def adam_kernel_s(size_bytes: float, gpu: GpuSpec) -> float:

@@ -5,10 +5,10 @@
   the end of the step each GPU copies its shard of the fp32 gradients to the host (4 bytes per
   parameter, Megatron's main_grad), the host runs Adam on it, and the updated 16-bit parameters
   come back (2 bytes). The host Adam (DeepSpeed CPU-Adam, AVX-512 vectorised) is bound by host
-  memory bandwidth: it moves the same 38 bytes per parameter as the GPU's fused Adam
-  (clustersim.compute.optimizer), at the cluster profile's ``host_memory_bw_GBps`` per node (each
-  preset's figure with its source in hardware_profiles/clusters.yaml: DGX A100 409.6 GB/s, DGX H100
-  614.4 GB/s, ...) shared by the node's GPUs' optimizers. A profile without it falls back to the
+  memory bandwidth: it moves the same 38 bytes per parameter as the GPU's fused Adam, fewer with
+  SGD's one moment or bf16 moments (clustersim.compute.optimizer.moment_saving_bytes), at the
+  cluster profile's ``host_memory_bw_GBps`` per node (each preset's figure with its source in
+  hardware_profiles/clusters.yaml: DGX A100 409.6 GB/s, DGX H100 614.4 GB/s, ...) shared by the node's GPUs' optimizers. A profile without it falls back to the
   DGX H100's (``host_dram_bw``; the report's ``memory.host`` says which was used). The three parts run
   one after another (no "delayed parameter update", which ZeRO-Offload makes optional).
 * **Activations** (ZeRO-Offload's activation checkpoint offload; Megatron fine-grained activation
@@ -69,5 +69,6 @@ def host_optimizer_time_s(scenario: Scenario, shard: int) -> float:
     clustersim.memory.report.state_shard_params): gradients down, host Adam, parameters up."""
     par = scenario.parallel
     per_gpu_bw = host_dram_bw(scenario.cluster)[0] / scenario.cluster.gpus_per_node
-    adam_s = shard * (ADAM_MIXED_BYTES_PER_PARAM - moment_saving_bytes(par.optimizer_moments)) / per_gpu_bw
+    saving = moment_saving_bytes(par.optimizer_moments, par.adam_moment_bytes)
+    adam_s = shard * (ADAM_MIXED_BYTES_PER_PARAM - saving) / per_gpu_bw
     return host_copy_s(scenario, shard * 4) + adam_s + host_copy_s(scenario, shard * 2)

@@ -49,3 +49,15 @@ def test_the_host_adam_time_follows_the_bandwidth():
         return host_optimizer_time_s(sc, shard) - host_copy_s(sc, shard * 4) - host_copy_s(sc, shard * 2)
     assert math.isclose(adam_s(a100), shard * ADAM_MIXED_BYTES_PER_PARAM / (409.6e9 / 8), rel_tol=1e-12)
     assert math.isclose(adam_s(a100) / adam_s(h100), 614.4 / 409.6, rel_tol=1e-12)
+
+
+def test_the_host_adam_streams_bf16_moments_at_their_bytes():
+    # the host holds bf16 m and v (the memory report's states): its Adam moves 38 - 8 = 30 B per parameter
+    shard = 10**9
+    raw = {"framework": "megatron-core", "model": {"preset": "llama2-7b"}, "cluster": {"preset": "dgx-a100", "nodes": 1},
+           "parallel": {"dp": 8, "global_batch": 64, "zero_stage": 1, "recompute": "full", "offload": {"optimizer": True}},
+           "training": {"dtype": "bf16", "adam_moments": "bf16"}}
+    sc = scenario_from_dict(raw)
+    from clustersim.plan.host_offload import host_copy_s
+    adam_s = host_optimizer_time_s(sc, shard) - host_copy_s(sc, shard * 4) - host_copy_s(sc, shard * 2)
+    assert math.isclose(adam_s, shard * (ADAM_MIXED_BYTES_PER_PARAM - 8) / (409.6e9 / 8), rel_tol=1e-12)
