@@ -157,13 +157,15 @@ def test_scenario_doc_example_is_complete_and_valid() -> None:
     scenario_from_dict(example)  # raises InputError if the example no longer loads
 
 
-def test_run_json_keys_match_output_doc(capsys: pytest.CaptureFixture[str]) -> None:
-    out = _cli_json(["run", "--json"], capsys)
+@pytest.mark.parametrize("scenario", [None, *sorted(p.name for p in (ROOT / "scenarios").glob("*.yaml"))])
+def test_run_json_keys_match_output_doc(scenario: str | None, capsys: pytest.CaptureFixture[str]) -> None:
+    """The embedded default and every shipped scenario (an MLA model's keys were checked on none)."""
+    out = _cli_json(["run", *([str(ROOT / "scenarios" / scenario)] if scenario else []), "--json"], capsys)
     rows = _json_doc_rows("run")
     got, listed = _flatten(out), set(rows)
     always = {key for key, row in rows.items() if row[2] == "always"}
     assert got <= listed, f"keys of run --json that docs/output.md does not list: {sorted(got - listed)}"
-    assert always <= got, f"listed as always present, missing from the default run: {sorted(always - got)}"
+    assert always <= got, f"listed as always present, missing from the run: {sorted(always - got)}"
 
 
 def test_calibrated_run_json_keys_match_output_doc(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
