@@ -10,7 +10,8 @@ Conventions the docs keep (and these tests read):
   holds the key as a dotted path (``[]`` for the items of a list); in the ``run --json`` table the
   ``when`` column says ``always`` for the keys of every run.
 
-The commands run in-process, once each, on shipped inputs (a few seconds in all).
+The commands run in-process, once each, on shipped inputs (about ten seconds in all; a sweep and a
+compare on the 8-GPU scenario, serial, under a second each).
 """
 
 from __future__ import annotations
@@ -208,6 +209,32 @@ def test_goodput_json_top_level_keys_match_output_doc(capsys: pytest.CaptureFixt
     out = _cli_json(["goodput", "--days", "30", "--engine", "analytical", "--trials", "20", "--json"], capsys)
     got, doc = set(out), set(_json_doc_rows("goodput"))
     assert got == doc, _diff("goodput --json", got, doc)
+
+
+def _level(keys: typing.Iterable[str], prefix: str = "") -> set[str]:
+    """The keys one level under ``prefix`` (``""``: the top level; ``"top[]."``: a list's rows)."""
+    return {k for k in keys if k.startswith(prefix) and "." not in k[len(prefix):] and "[" not in k[len(prefix):]}
+
+
+_SMALL_SWEEP = [str(ROOT / "scenarios" / "llama3_8b_h200x8.yaml"), "--no-progress", "--executor", "serial", "--json"]
+
+
+def test_sweep_json_keys_match_output_doc(capsys: pytest.CaptureFixture[str]) -> None:
+    """Top-level and ``top[]`` keys both ways (``fixed_offload`` was missing from the table)."""
+    out = _cli_json(["sweep", *_SMALL_SWEEP, "--top", "2"], capsys)
+    doc = set(_json_doc_rows("sweep"))
+    assert set(out) == _level(doc), _diff("sweep --json", set(out), _level(doc))
+    row = {f"top[].{k}" for r in out["top"] for k in r}
+    assert row == _level(doc, "top[]."), _diff("sweep --json top[]", row, _level(doc, "top[]."))
+
+
+def test_compare_json_keys_match_output_doc(capsys: pytest.CaptureFixture[str]) -> None:
+    """Top-level and ``rows[]`` keys both ways (``rows[].fixed_offload`` was missing from the table)."""
+    out = _cli_json(["compare", *_SMALL_SWEEP, "--clusters", "dgx-h100", "--gpus", "8", "--tokens", "1B"], capsys)
+    doc = set(_json_doc_rows("compare"))
+    assert set(out) == _level(doc), _diff("compare --json", set(out), _level(doc))
+    row = {f"rows[].{k}" for r in out["rows"] for k in r}
+    assert row == _level(doc, "rows[]."), _diff("compare --json rows[]", row, _level(doc, "rows[]."))
 
 
 def test_import_json_keys_match_output_doc(capsys: pytest.CaptureFixture[str]) -> None:
