@@ -14,8 +14,9 @@ from clustersim.units import GiB
 
 def layout_label(p: Mapping[str, Any]) -> str:
     """``tp8 pp8 dp16 mb1 z1 selective sp 1f1b``: a layout in a few words, with every setting that
-    tells it apart where it is not the default (ep, expert_tp, the CP exchange, offload), so that
-    the row can be reproduced from its label (the sweep's verdict lines and compare's table)."""
+    tells it apart where it is not the default (ep, expert_tp, the CP exchange, offload, a stated
+    pipeline layout), so that the row can be reproduced from its label (the sweep's verdict
+    lines, its HTML page and compare's table)."""
     parts = [f"tp{p['tp']}", f"pp{p['pp']}", f"dp{p['dp']}"]
     if int(p.get("cp", 1)) > 1:
         parts.append(f"cp{p['cp']}")
@@ -32,6 +33,8 @@ def layout_label(p: Mapping[str, Any]) -> str:
     if isinstance(offload, dict) and any(offload.values()):
         parts.append("offload " + "+".join(k for k, v in offload.items() if v))
     sched = str(p["schedule"]) + (f" v{p['virtual_stages']}" if int(p.get("virtual_stages", 1)) > 1 else "")
+    if p.get("pipeline_layout"):   # a split Megatron-Core builds only from this flag (sweep.result.stated_split)
+        sched += f" layout {p['pipeline_layout']}"
     return " ".join([*parts, sched])
 
 

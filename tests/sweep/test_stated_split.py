@@ -37,3 +37,19 @@ def test_torchtitan_rows_state_nothing():
     sc = load_scenario("scenarios/llama3_8b_h200x8.yaml")
     sc = replace(sc, framework=replace(sc.framework, name="torchtitan"))
     assert stated_split(sc, _key(3, 4)) == {}
+
+
+def test_a_rows_label_and_html_page_state_its_layout():
+    """The label that the verdict lines, the HTML page and compare's table print for a row carries
+    its stated layout, so that the row can be run from what the page shows."""
+    from clustersim.html.sweep_page import top_table
+    from clustersim.sweep.verdict import layout_label
+
+    sc = load_scenario("scenarios/llama3_8b_h200x8.yaml")
+    p = {"tp": 2, "pp": 3, "dp": 4, "cp": 1, "micro_batch": 1, "zero_stage": 1, "recompute": "selective",
+         "sequence_parallel": False, "schedule": "1f1b", "virtual_stages": 1, **stated_split(sc, _key(3, 4))}
+    assert layout_label(p).endswith("1f1b layout Et*11|t*11|t*10L")
+    row = {"rank": 1, "parallel": p, "step_time_s": 1.0, "mfu": 0.5, "tokens_per_s": 1.0, "peak_bytes_per_gpu": 2**30,
+           "memory_verdict": "fits", "engine": "event",
+           "interval": {"step_time_s": [0.9, 1.1], "regime": "3d/hopper", "validated": True}}
+    assert "layout Et*11|t*11|t*10L" in top_table([row])
