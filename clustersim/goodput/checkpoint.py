@@ -69,7 +69,11 @@ class CheckpointCost:
 
 def checkpoint_bytes_per_param(dtype: str, moments: int = 2) -> int:
     """Saved bytes per parameter: the parameter in its storage dtype plus the optimizer states
-    (``moments``: Adam's 2, SGD's momentum 1, 4 bytes each).
+    (``moments``: Adam's 2, SGD's momentum 1, 4 bytes each). Moments kept in BF16 on the GPU
+    (``training.adam_moments``) are still saved in FP32: Megatron-Core's distributed optimizer
+    builds its checkpoint tensors from Transformer Engine ``FusedAdam.get_unscaled_state``, which
+    returns each state in FP32 (megatron/core/optimizer/distrib_optimizer.py,
+    ``_get_main_param_and_optimizer_states``; transformer_engine/pytorch/optimizers/fused_adam.py).
 
     fp8 training keeps bf16 parameters (the fp8 copies are caches, not in the state dict:
     clustersim.compute.dtypes.weight_bytes), so fp8 saves 2 bytes like bf16; fp32 saves 4.
