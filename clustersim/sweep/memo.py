@@ -27,8 +27,7 @@ class SweepMemo:
 
     __slots__ = ("buffers", "compiled", "dp_keys", "dp_streams", "extra", "factors", "host", "layer_units",
                  "lower_times", "optimizer", "p2p", "pair_times", "part_times", "plans", "rank_streams", "rank_sums",
-                 "replays", "states", "sync_fraction", "tail", "unit_times", "floor_layer_s", "moe_sync", "class_work",
-                 "fixed_host")
+                 "replays", "states", "sync_fraction", "tail", "unit_times", "floor_layer_s", "moe_sync", "class_work")
 
     def __init__(self) -> None:
         self.plans = PlanCache()
@@ -49,7 +48,6 @@ class SweepMemo:
         self.sync_fraction: dict[int, float] = {}               # GPUs -> compute.variation.sync_wait_fraction
         self.floor_layer_s: dict[tuple[object, ...], float] = {}  # class -> a layer's kernels alone, F + B
         self.moe_sync: dict[tuple[object, ...], float] = {}     # class -> a MoE layer's own issue deficit, F + B
-        self.fixed_host: list[float] = []                       # the step's synchronising calls (one value)
         # data-parallel streams (sweep.stream_terms.StreamTerms) and replays (sweep.replay)
         self.dp_streams: dict[tuple[object, ...], Any] = {}     # plan key -> rank 0's DpStream
         self.rank_streams: dict[tuple[object, ...], Any] = {}   # plan key -> every rank's RankStream

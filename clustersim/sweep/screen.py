@@ -82,6 +82,8 @@ class Screen:
         self.classes = ClassTimes(base, self.memo)
         self.terms = StepTerms(base, self.memo)
         self.per_rank = runs_rank_classes(base)
+        # the step's synchronising calls, the host's floor that every layout pays (wait_floor_s)
+        self.fixed_host_s = 0.0 if self.per_rank else fixed_host_s(base, 0.0)
         self.streams = StreamTerms(base, self.memo, self.classes, self.terms, self.per_rank)
         # the data-parallel stream term of the second level: on for MoE models (total_s)
         self.dp_term = base.model.is_moe
@@ -262,8 +264,6 @@ class Screen:
         if self.per_rank:
             return WaitTerms()
         memo = self.memo
-        if not memo.fixed_host:
-            memo.fixed_host.append(fixed_host_s(self.base, 0.0))
         frac = memo.sync_fraction.get(layout.num_gpus)
         if frac is None:
             frac = memo.sync_fraction[layout.num_gpus] = sync_wait_fraction(layout.num_gpus)
@@ -275,7 +275,7 @@ class Screen:
                 lo = self.classes.lower_times(layout)
                 layer_s = memo.floor_layer_s[key] = lo.layer_f_s + lo.layer_b_s
         moe = self.classes.moe_sync_s(layout) if self.base.model.is_moe else 0.0
-        return WaitTerms(frac, layer_s, moe, memo.fixed_host[0])
+        return WaitTerms(frac, layer_s, moe, self.fixed_host_s)
 
     def with_terms(self, layout: ParallelLayout, u: UnitTimes, profile: ScheduleProfile, pipe_s: float,
                    terms: tuple[float, float, float]) -> float:
