@@ -1,8 +1,8 @@
 """Chrome / Perfetto trace (JSON object format) of a simulated step.
 
 One process per simulated pipeline rank, one thread per stream (compute, dp, pp, rs: ZeRO-3's
-reduce-scatter stream, and ep: the MoE all-to-alls overlapped with the kernels; the engine's
-STREAMS); timestamps in microseconds. Open in https://ui.perfetto.dev or chrome://tracing.
+reduce-scatter stream, and pair: the communication stream of an overlapped forward & backward
+pair; the engine's STREAMS); timestamps in microseconds. Open in https://ui.perfetto.dev or chrome://tracing.
 """
 
 from __future__ import annotations

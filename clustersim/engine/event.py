@@ -384,7 +384,7 @@ class _StepSim(UnitRunner):
                         tl.add(rank, "compute", f"{label} (slowed by {why})", why, t, t + ev.value[why])
                         t += ev.value[why]
                 else:
-                    tl.add(rank, "ep", label, cause, start, env.now)
+                    tl.add(rank, "pair", label, cause, start, env.now)
                 core.finish(res, c, env.now)
         for x in (a, b):
             if self.plan.dp.reduces(x.part, x.final):

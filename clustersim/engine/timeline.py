@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 CAUSES = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "offload",
           "straggler", "jitter", "host")
 # The streams a segment is recorded on (clustersim.engine.event): a rank's kernels, its data-parallel
-# and ZeRO-3 reduce-scatter collectives, its pipeline sends, and the MoE all-to-alls that run beside
-# the kernels under parallel.overlap_moe_expert_parallel_comm.
-STREAMS = ("compute", "dp", "pp", "rs", "ep")
+# and ZeRO-3 reduce-scatter collectives, its pipeline sends, and the communication stream of an
+# overlapped forward & backward pair ("pair": the TP, CP and EP collectives of both chains, which run
+# beside the kernels; DualPipe, DualPipe-V and parallel.overlap_moe_expert_parallel_comm,
+# clustersim.engine.pair).
+STREAMS = ("compute", "dp", "pp", "rs", "pair")
 
 
 # The causes are sums of clock differences and the step an absolute clock, so the two differ by

@@ -77,17 +77,17 @@ def test_tight_runs_exit_0_and_report_the_verdict() -> None:
     assert lo <= mem["peak_bytes_per_gpu"] <= hi
 
 
-def test_trace_of_overlapped_moe_all_to_alls_has_an_ep_thread(tmp_path: Path) -> None:
-    """The event engine records the overlapped MoE all-to-alls on an "ep" stream; the trace writer
-    knew only compute/dp/pp/rs and stopped with a ValueError after the work (the shipped DeepSeek-V3
-    scenario could not be traced)."""
+def test_trace_of_overlapped_moe_all_to_alls_has_a_pair_thread(tmp_path: Path) -> None:
+    """The event engine records the overlapped MoE all-to-alls on the pair's communication stream
+    ("pair"); the trace writer knew only compute/dp/pp/rs and stopped with a ValueError after the
+    work (the shipped DeepSeek-V3 scenario could not be traced)."""
     t = tmp_path / "moe.json"
     p = run("scenarios/mixtral_8x7b_h100x64.yaml", "--set", "parallel.overlap_moe_expert_parallel_comm=true",
             "--trace", str(t))
     assert p.returncode == 0, p.stderr
     events = json.loads(t.read_text())["traceEvents"]
-    ep = {e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"] == "ep"}
-    assert ep and any(e["ph"] == "X" and e["tid"] in ep for e in events)
+    pair = {e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"] == "pair"}
+    assert pair and any(e["ph"] == "X" and e["tid"] in pair and e["cat"] == "ep_comm" for e in events)
 
 
 def test_trace_and_html_to_one_file_exit_2(tmp_path: Path) -> None:
