@@ -38,15 +38,19 @@ def variants(scenario: Scenario) -> tuple[Scenario, ...]:
     return tuple(replace(scenario, cluster=g.cluster, node_groups=(), faults=None) for g in scenario.node_groups)
 
 
-def _layer_and_fixed(variant: Scenario, stage: int) -> tuple[float, float]:
+def _layer_and_fixed(variant: Scenario, stage: int) -> tuple[float | None, float]:
     """Mean forward + backward seconds of one of ``stage``'s layers and the stage's fixed work
-    (embedding, output layer), contention-free, as the engine prices them on the variant's GPUs."""
+    (embedding, output layer), contention-free, as the engine prices them on the variant's GPUs.
+    A stage without layers (``E|t*16|t*16|L``: the embedding or the loss alone) has no per-layer
+    time (None); its fixed work is all it runs."""
     work = build_step_work(variant)
     st = work.stages[stage]
     first, last = stage == 0, stage == len(work.stages) - 1
     fwd = [compile_unit(variant, w).time_s for w in st.forward]
     bwd = [compile_unit(variant, w).time_s for w in st.backward]
     fixed = (fwd[0] + bwd[-1] if first else 0.0) + (fwd[-1] + bwd[0] if last else 0.0)
+    if not st.num_layers:
+        return None, sum(fwd) + sum(bwd)
     return (sum(fwd) + sum(bwd) - fixed) / st.num_layers, fixed
 
 
@@ -58,8 +62,12 @@ def stage_groups(scenario: Scenario, d: int, p: int) -> tuple[int, ...]:
 
 
 def slowness(scenario: Scenario) -> tuple[float, ...]:
-    """Per group: one layer's forward + backward seconds on its GPUs (higher = slower)."""
-    return tuple(_layer_and_fixed(v, 0)[0] for v in variants(scenario))
+    """Per group: one layer's forward + backward seconds on its GPUs (higher = slower), priced on
+    the first stage that holds layers (stage 0 may hold only the embedding)."""
+    vs = variants(scenario)
+    stages = build_step_work(vs[0]).stages
+    stage = next(i for i, st in enumerate(stages) if st.num_layers)
+    return tuple(_layer_and_fixed(v, stage)[0] for v in vs)
 
 
 def host_group(scenario: Scenario, d: int, p: int, slow: tuple[float, ...] | None = None) -> int:
@@ -97,7 +105,8 @@ def resolve(scenario: Scenario, balance: str, explicit_layers: tuple[int, ...] |
         for p in range(pp):
             group = max((hosts[d][p] for d in range(dp)), key=lambda i: (slow[i], -i))
             times = [_layer_and_fixed(vs[group], c * pp + p) for c in range(v)]
-            per_layer.append(sum(t for t, _ in times) / v)
+            defined = [t for t, _ in times if t is not None]
+            per_layer.append(sum(defined) / len(defined) if defined else slow[group])
             fixed.append(sum(f for _, f in times))
         layers = balance_layers(scenario.model.layers, per_layer, fixed, v)
         scenario = replace(scenario, parallel=replace(par, layers_per_stage=layers))
@@ -110,7 +119,7 @@ def resolve(scenario: Scenario, balance: str, explicit_layers: tuple[int, ...] |
         stage_s = []
         for p in range(pp):
             times = [_layer_and_fixed(vs[hosts[d][p]], c * pp + p) for c in range(v)]
-            stage_s.append(sum(f + t * layers[c * pp + p] for c, (t, f) in enumerate(times)))
+            stage_s.append(sum(f + (t or 0.0) * layers[c * pp + p] for c, (t, f) in enumerate(times)))
         per_mb.append(max(stage_s))
     step = pp if par.schedule == "interleaved-1f1b" and v > 1 else 1
     mbs = balance_micro_batches(par.num_micro_batches * dp, per_mb, pp, step)
