@@ -94,8 +94,7 @@ def check_layers_per_stage(counts: Sequence[int], layers: int, stages: int, pp: 
         ranks = pp or stages
         graph = stage_graph("zb-v", pp) if v_shape else \
             stage_graph("interleaved-1f1b" if stages > ranks else "1f1b", ranks, max(1, stages // ranks))
-    order = ("2 x pp: a V schedule's two chunks per rank, in model order (rank 0 holds the first and the last)"
-             if v_shape else "one per model stage, in stage order chunk * pp + rank")
+    order = f"one per model stage, {graph.stage_order}"
     allowed = (f"{stages} counts ({order}), each >= 0, summing to model.layers ({layers}), that leave every "
                "pipeline rank a decoder layer, the embedding (the first stage) or the loss (the last stage)")
     if len(out) != stages or graph.num_model_stages != stages or any(not isinstance(n, int) or n < 0 for n in out) \

@@ -104,7 +104,7 @@ class ParallelLayout:
     recompute_every: int = 0
     recompute_method: str = "uniform"
     recompute_num_layers: int = 1
-    # Transformer layers of each global stage (chunk * pp + rank); () = the even split of
+    # Transformer layers of each model stage (StageGraph.stage_order); () = the even split of
     # clustersim.parallel.pipeline.stage_layers. Set by parallel.layers_per_stage or by balancing
     # a job over mixed GPUs (clustersim.parallel.balance).
     layers_per_stage: tuple[int, ...] = ()

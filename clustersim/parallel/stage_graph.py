@@ -72,6 +72,24 @@ class StageGraph(_IndexMemo):
         """The model stages rank ``rank`` holds parameters of, chunk by chunk."""
         return tuple(self.model_stage[self.stage(rank, c)] for c in range(self.chunks))
 
+    @property
+    def in_rank_order(self) -> bool:
+        """Whether rank ``r`` holds model stages ``chunk * pp + r`` (GPipe, 1F1B, interleaved 1F1B,
+        ZB-H1); a V or DualPipe graph does not."""
+        return all(self.rank_model_stages(r) == tuple(c * self.pp + r for c in range(self.chunks))
+                   for r in range(self.pp))
+
+    @property
+    def stage_order(self) -> str:
+        """The order of the model stages, in words (a split's entries, ``parallel.layers_per_stage``,
+        follow it)."""
+        if self.in_rank_order:
+            return "in stage order chunk * pp + rank"
+        if self.num_model_stages == 2 * self.pp:
+            return ("in the V's path order: stage s runs on rank s for s < pp and on rank 2 pp - 1 - s "
+                    "after, so rank r holds stages r and 2 pp - 1 - r")
+        return "in stage order: stage s runs on rank s and its reverse-path copy on rank pp - 1 - s"
+
 
 def _linear(placement: list[tuple[int, int]], pp: int, chunks: int) -> StageGraph:
     n = len(placement)

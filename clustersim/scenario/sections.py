@@ -156,7 +156,7 @@ class ParallelSection(Section):
     offload: OffloadSection = OffloadSection()
     overlap_moe_expert_parallel_comm: bool = False
     fsdp: FsdpSection | None = None
-    layers_per_stage: list[int] | None = None   # per global stage (chunk * pp + rank); None: even or balanced
+    layers_per_stage: list[int] | None = None   # per model stage (StageGraph.stage_order); None: even or balanced
     # the frameworks' own splits (clustersim.parallel.split, docs/parallel.md)
     first_stage_layers: int | None = Field(None, ge=1, le=MAX_LAYERS)   # Megatron --decoder-first-pipeline-num-layers
     last_stage_layers: int | None = Field(None, ge=1, le=MAX_LAYERS)    # Megatron --decoder-last-pipeline-num-layers

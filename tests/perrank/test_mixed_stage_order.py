@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from clustersim.api import estimate, simulate
+from clustersim.errors import InputError
+from clustersim.parallel.pipeline import layout_stage_layers
 from clustersim.scenario import scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,3 +41,26 @@ def test_a_mixed_cluster_runs_a_first_stage_without_layers(parallel) -> None:
     assert het["layers_per_stage"] == (parallel.get("layers_per_stage") or [0, 16, 16, 0])
     assert math.isfinite(event.step_time_s) and event.step_time_s > 0
     assert math.isclose(closed.step_time_s, event.step_time_s, rel_tol=0.05)
+
+
+def test_layers_per_stage_on_a_v_schedule_is_in_the_v_path_order() -> None:
+    """zb-v: rank r holds model stages r and 2 pp - 1 - r, so [2, 14, 14, 2] puts 4 layers on rank 0
+    and 28 on rank 1, [2, 14, 2, 14] 16 each. The docs and the error message said "stage order
+    chunk * pp + rank" (which would read them the other way round); they now state the V order."""
+    plain = {"name": "v", "model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
+             "parallel": {"tp": 8, "pp": 2, "dp": 1, "micro_batch": 1, "global_batch": 8, "schedule": "zb-v"}}
+
+    def ranks(counts: list[int]) -> tuple[int, ...]:
+        sc = scenario_from_dict({**plain, "parallel": {**plain["parallel"], "layers_per_stage": counts}})
+        return layout_stage_layers(sc.parallel, sc.model.layers)
+
+    assert ranks([2, 14, 14, 2]) == (4, 28)
+    assert ranks([2, 14, 2, 14]) == (16, 16)
+    with pytest.raises(InputError) as err:
+        ranks([2, 14, 16])
+    assert err.value.field == "parallel.layers_per_stage"
+    assert "rank r holds stages r and 2 pp - 1 - r" in str(err.value)
+    assert "chunk * pp + rank" not in str(err.value)
+    text = (ROOT / "docs" / "scenario.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `layers_per_stage`"))
+    assert "rank r holds stages r and 2 x pp - 1 - r" in row and "`[2, 14, 14, 2]` on pp 2 gives rank 0 4 layers" in row
