@@ -79,7 +79,9 @@ def _render(report: StepReport, tokens: float | None = None) -> None:
         runs = " ".join(f"{m}x{n}" if n > 1 else f"{m}" for m, n in _runs(mbs))
         t.add_row("mixed GPUs", f"{groups}; stages on {', '.join(h['stage_gpus'])}")
         how = {"framework": "layers from the framework's split option, micro-batches balanced",
-               "layers_per_stage": "layers as given, micro-batches balanced"}.get(h["balance"], f"balance {h['balance']}")
+               "layers_per_stage": "layers as given, micro-batches balanced",
+               "schedule": f"layers even: the {par.schedule} stage graph puts other stages than chunk * pp + rank "
+                           "on a rank; micro-batches balanced"}.get(h["balance"], f"balance {h['balance']}")
         t.add_row("split", f"layers per stage {h['layers_per_stage']}; micro-batches per replica {runs} ({how})")
     elif par.layers_per_stage:   # an explicit or framework split (docs/parallel.md)
         t.add_row("pipeline split", f"layers per stage {list(par.layers_per_stage)}")

@@ -10,7 +10,9 @@ A stage's tensor- and context-parallel GPUs run in lockstep, so a stage whose GP
 groups runs on the slower one's. ``balance: auto`` gives the stages layers in proportion to their
 speed (clustersim.parallel.balance.balance_layers) and, where data-parallel replicas run on
 different GPUs, the replicas micro-batches in proportion to theirs (``balance_micro_batches``; not
-with ZeRO-3, whose every-layer gathers keep replicas in step). ``even`` keeps the even split.
+with ZeRO-3, whose every-layer gathers keep replicas in step). ``even`` keeps the even split. A V
+or DualPipe stage graph keeps the even layers under ``auto`` too (``resolve``), and the scenario's
+``balance`` then reads ``schedule``, the value ``heterogeneous.balance`` reports.
 
 The split prices stages with the plan's cost functions, so it is settled after loading
 (``balanced``, which api.simulate and api.estimate call), never by the scenario loader.
@@ -94,12 +96,13 @@ def resolve(scenario: Scenario, balance: str, explicit_layers: tuple[int, ...] |
     vs = variants(scenario)
     layers = explicit_layers
     graph = stage_graph(par.schedule, pp, v)
-    if layers is None and any(tuple(graph.rank_model_stages(r)) != tuple(c * pp + r for c in range(v))
-                              for r in range(pp)):
+    if layers is None and not graph.in_rank_order:
         # a V or DualPipe graph holds other stages than chunk * pp + rank on a rank: the balance
         # below would split by the wrong stages (DualPipe: slower than even; V: a split reported and
-        # never simulated), so the layers stay even (docs/perrank.md)
+        # never simulated), so the layers stay even and the report says so (balance "schedule",
+        # docs/perrank.md)
         layers = stage_layers(scenario.model.layers, pp, v)
+        scenario = replace(scenario, balance="schedule")
     if layers is None:
         per_layer, fixed = [], []
         for p in range(pp):

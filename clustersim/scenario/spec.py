@@ -41,5 +41,5 @@ class Scenario(HashMemo):
     faults: FaultSpec | None = None      # the `faults:` section, checked against the cluster; None when absent
     node_groups: tuple[NodeGroup, ...] = ()   # mixed GPUs: `cluster.groups` (cluster = group 0's hardware)
     micro_batches_per_replica: tuple[int, ...] = ()  # mixed GPUs, once balanced (perrank.hetero); () = num_micro_batches each
-    balance: str = "auto"                # parallel.balance
+    balance: str = "auto"                # parallel.balance; once settled (perrank.hetero) what ran: heterogeneous.balance
     notes: tuple[str, ...] = ()          # what the loader says about the scenario (a field without effect)

@@ -4,6 +4,8 @@ keeps and what the report calls it, and the order of parallel.layers_per_stage o
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,30 @@ def test_a_mixed_cluster_runs_a_first_stage_without_layers(parallel) -> None:
     assert het["layers_per_stage"] == (parallel.get("layers_per_stage") or [0, 16, 16, 0])
     assert math.isfinite(event.step_time_s) and event.step_time_s > 0
     assert math.isclose(closed.step_time_s, event.step_time_s, rel_tol=0.05)
+
+
+@pytest.mark.parametrize("schedule", ["zb-v", "dualpipe-v", "dualpipe"])
+def test_a_v_or_dualpipe_graph_reports_the_even_layers_it_ran(schedule) -> None:
+    """balance: auto under a V or DualPipe graph ran the even split but reported ``auto`` (the
+    layers balanced to speed). It reports ``schedule``, the step is balance: even's."""
+    auto = estimate(scenario_from_dict(_mix(schedule=schedule))).to_json()
+    even = estimate(scenario_from_dict(_mix(schedule=schedule, balance="even"))).to_json()
+    assert auto["heterogeneous"]["balance"] == "schedule"
+    assert auto["heterogeneous"]["layers_per_stage"] == [16, 16]
+    assert auto["step_time_s"] == even["step_time_s"]
+    # 1F1B's graph is in rank order: it still balances and says so
+    assert estimate(scenario_from_dict(_mix())).to_json()["heterogeneous"]["balance"] == "auto"
+
+
+def test_the_table_says_why_the_layers_stayed_even(tmp_path) -> None:
+    import yaml
+    path = tmp_path / "mix.yaml"
+    path.write_text(yaml.safe_dump(_mix(schedule="zb-v")))
+    res = subprocess.run([sys.executable, "-m", "clustersim", "run", str(path), "--engine", "analytical"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr
+    words = " ".join(res.stdout.split())   # the table wraps its cells
+    assert "layers even: the zb-v stage graph" in words and "balance auto" not in words
 
 
 def test_layers_per_stage_on_a_v_schedule_is_in_the_v_path_order() -> None:
