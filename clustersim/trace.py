@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clustersim.engine.timeline import STREAMS, Timeline
+from clustersim.engine.timeline import STREAMS, Timeline, first_free_lanes
 from clustersim.scenario import Scenario
 
 
@@ -46,21 +46,20 @@ def trace_events(timeline: Timeline, scenario: Scenario, per_rank: dict[str, Any
 
 def lanes(timeline: Timeline) -> tuple[list[dict[str, Any]], dict[int, dict[int, str]]]:
     """The complete events, each on the first thread of its rank and stream that is free when it
-    begins (thread "pp", then "pp 2", "pp 3", ...: a thread holds no two overlapping events, which
-    Perfetto would draw as parent and child), and per process the threads used (tid: name). The
+    begins (``engine.timeline.first_free_lanes``; thread "pp", then "pp 2", "pp 3", ...: a thread
+    holds no two overlapping events, which Perfetto would draw as parent and child), and per
+    process the threads used (tid: name). The
     stream's first thread keeps tid ``STREAMS.index(stream)``; its n-th has tid
     ``STREAMS.index(stream) + (n - 1) * len(STREAMS)``."""
     events: list[dict[str, Any]] = []
     threads: dict[int, dict[int, str]] = {}
-    busy_until: dict[tuple[int, str], list[float]] = {}   # per rank and stream: each lane's last end
-    for s in sorted(timeline.segments, key=lambda s: (s.rank, STREAMS.index(s.stream), s.start_s, s.end_s, s.name)):
-        # both ends rounded to the nanosecond and the duration their difference: rounding the start
-        # and the duration apart let an event end 1 ns after the next one on its track began, and
-        # Perfetto wants the events of a track to nest
-        start_us, end_us = round(s.start_s * 1e6, 3), round(s.end_s * 1e6, 3)
-        ends = busy_until.setdefault((s.rank, s.stream), [])
-        lane = next((i for i, end in enumerate(ends) if end <= start_us), len(ends))
-        ends[lane:lane + 1] = [end_us]
+    segments = sorted(timeline.segments, key=lambda s: (s.rank, STREAMS.index(s.stream), s.start_s, s.end_s, s.name))
+    # both ends rounded to the nanosecond and the duration their difference: rounding the start
+    # and the duration apart let an event end 1 ns after the next one on its track began, and
+    # Perfetto wants the events of a track to nest
+    times = [(round(s.start_s * 1e6, 3), round(s.end_s * 1e6, 3)) for s in segments]
+    placed = first_free_lanes(((s.rank, s.stream), a, b) for s, (a, b) in zip(segments, times, strict=True))
+    for s, (start_us, end_us), lane in zip(segments, times, placed, strict=True):
         tid = STREAMS.index(s.stream) + lane * len(STREAMS)
         threads.setdefault(s.rank, {})[tid] = s.stream if lane == 0 else f"{s.stream} {lane + 1}"
         events.append({"ph": "X", "name": s.name, "cat": s.cause, "pid": s.rank, "tid": tid,

@@ -8,7 +8,7 @@ simulated rank, when its last action ended and its compute stream's seconds by c
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 # Causes of the critical path (the `breakdown` keys of docs/output.md, plus the optimizer step, host
@@ -23,6 +23,23 @@ CAUSES = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bub
 # beside the kernels; DualPipe, DualPipe-V and parallel.overlap_moe_expert_parallel_comm,
 # clustersim.engine.pair).
 STREAMS = ("compute", "dp", "pp", "rs", "pair")
+
+
+def first_free_lanes(items: Iterable[tuple[Hashable, float, float]]) -> list[int]:
+    """A lane for each item (group, start, end), walked in the order given (each group's items by
+    start): the first lane of its group whose last item ended by the item's start, else a new
+    one, so that no lane holds two overlapping items (two of a rank's sends in flight at once on
+    DualPipe). The one rule of the Perfetto trace's threads (clustersim.trace.lanes) and the HTML
+    timeline's lanes (clustersim.html.timeline_data), each on its own clock (microseconds as the
+    trace writes them, seconds)."""
+    ends: dict[Hashable, list[float]] = {}
+    out = []
+    for group, start, end in items:
+        last = ends.setdefault(group, [])
+        lane = next((i for i, e in enumerate(last) if e <= start), len(last))
+        last[lane:lane + 1] = [end]
+        out.append(lane)
+    return out
 
 
 # The causes are sums of clock differences and the step an absolute clock, so the two differ by

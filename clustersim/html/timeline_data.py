@@ -1,7 +1,8 @@
 """The simulated step's timeline as lanes of blocks, small enough for a page.
 
 A lane is one stream (compute, pp, dp) of one pipeline stage, as in the Perfetto trace
-(clustersim/trace.py). A block is one segment of the event engine's timeline
+(clustersim/trace.py), with a further lane for a segment that starts while another of its stream
+is still running (DualPipe's sends in two directions at once: "stage 0 pp 2", the trace's rule). A block is one segment of the event engine's timeline
 (clustersim/engine/timeline.py), or, when the step has more segments than ``max_blocks``, a run
 of consecutive segments of one lane merged into one block:
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from clustersim.engine.timeline import CAUSES, Segment
+from clustersim.engine.timeline import CAUSES, Segment, first_free_lanes
 
 STREAMS = ("compute", "pp", "dp")  # lane order inside a stage (the trace's order: compute, dp, pp)
 MAX_BLOCKS = 8_000  # the 16,384-GPU Llama-3-405B page: about 2 MB, opens in about 2 s (benchmarks/bench_html.py)
@@ -52,18 +53,21 @@ class TimelineData:
     step_time_s: float
 
 
-def lane_key(seg: Segment) -> tuple[int, int, str]:
+def stream_key(seg: Segment) -> tuple[int, int, str]:
     """(stage, order, stream): compute, pp, dp first, then any other stream by name (the engine
     may add streams, e.g. ZeRO-3's reduce-scatter stream "rs")."""
     return seg.rank, STREAMS.index(seg.stream) if seg.stream in STREAMS else len(STREAMS), seg.stream
 
 
-def _by_lane(segments: Iterable[Segment]) -> dict[tuple[int, int, str], list[Segment]]:
-    lanes: dict[tuple[int, int, str], list[Segment]] = {}
-    for s in segments:
-        lanes.setdefault(lane_key(s), []).append(s)
-    for segs in lanes.values():
-        segs.sort(key=lambda s: (s.start_s, s.end_s, s.name, s.cause))
+def _by_lane(segments: Iterable[Segment]) -> dict[tuple[int, int, str, int], list[Segment]]:
+    """Each stream's segments, on the first of its lanes that is free when a segment starts
+    (``engine.timeline.first_free_lanes``, the Perfetto trace's rule): a lane (stream, n) holds no
+    two overlapping segments (DualPipe's sends in two directions at once take a second lane)."""
+    ordered = sorted(segments, key=lambda s: (*stream_key(s), s.start_s, s.end_s, s.name, s.cause))
+    placed = first_free_lanes((stream_key(s), s.start_s, s.end_s) for s in ordered)
+    lanes: dict[tuple[int, int, str, int], list[Segment]] = {}
+    for s, n in zip(ordered, placed, strict=True):
+        lanes.setdefault((*stream_key(s), n), []).append(s)
     return lanes
 
 
@@ -107,10 +111,12 @@ def _count(segs: Sequence[Segment], res_s: float) -> int:
     return n
 
 
-def lane_name(rank: int, stream: str, pp: int, classes: int) -> str:
+def lane_name(rank: int, stream: str, pp: int, classes: int, lane: int = 0) -> str:
     """A simulated rank's lane: its pipeline stage, and its rank class where there are several
-    (faults, mixed GPUs: rank = class x pp + stage; they were all called 'stage r')."""
+    (faults, mixed GPUs: rank = class x pp + stage; they were all called 'stage r'); a stream's
+    second lane and beyond are numbered as the trace's threads ("stage 0 pp 2")."""
     c, p = divmod(rank, pp)
+    stream = stream if lane == 0 else f"{stream} {lane + 1}"
     return f"class {c} stage {p} {stream}" if classes > 1 else f"stage {rank} {stream}"
 
 
@@ -122,9 +128,9 @@ def timeline_data(segments: Sequence[Segment], step_time_s: float, max_blocks: i
         raise ValueError(f"max_blocks must be >= 1, got {max_blocks}")
     by_lane = _by_lane(segments)
     keys = sorted(by_lane)
-    ranks = max((r for r, _, _ in keys), default=0) + 1
+    ranks = max((r for r, _, _, _ in keys), default=0) + 1
     classes = -(-ranks // pp) if pp else 1
-    names = tuple(lane_name(r, stream, pp or ranks, classes) for r, _, stream in keys)
+    names = tuple(lane_name(r, stream, pp or ranks, classes, n) for r, _, stream, n in keys)
     res_s = 0.0
     if len(segments) > max_blocks:
         span = max(step_time_s, max((s.end_s for s in segments), default=0.0))

@@ -87,3 +87,34 @@ def test_blocks_cover_every_segment_once_within_the_budget(raw: list, budget: in
         blocks = [b for b in data.blocks if b.lane == lane]
         assert all(x.end_s <= y.start_s + 1e-12 for x, y in zip(blocks, blocks[1:], strict=False))
         assert all(b.segments == 1 or b.end_s - b.start_s <= data.resolution_s + 1e-12 for b in blocks)
+
+
+def test_a_send_that_starts_while_another_runs_takes_the_streams_next_lane() -> None:
+    """Two sends of one stage in flight at once (DualPipe sends in both directions) were drawn in
+    one lane, on top of each other; the second takes lane "stage 0 pp 2" (the trace's "pp 2"),
+    and the lane is free again for the next send that starts after both."""
+    segs = [seg(0, "compute", 0.0, 3.0), seg(0, "pp", 1.0, 2.0, "pp_comm", "send F1"),
+            seg(0, "pp", 1.0, 2.0, "pp_comm", "send B0"), seg(0, "pp", 2.0, 2.5, "pp_comm", "send F2")]
+    data = timeline_data(segs, 3.0)
+    assert data.lanes == ("stage 0 compute", "stage 0 pp", "stage 0 pp 2")
+    assert [(data.lanes[b.lane], b.name, b.start_s) for b in data.blocks] == [
+        ("stage 0 compute", "0F0", 0.0), ("stage 0 pp", "send B0", 1.0), ("stage 0 pp", "send F2", 2.0),
+        ("stage 0 pp 2", "send F1", 1.0)]
+
+
+def test_no_lane_of_a_dualpipe_step_holds_overlapping_blocks() -> None:
+    """The simulated DualPipe-V step of a small model, every segment drawn: no lane holds two
+    blocks that overlap in time."""
+    from clustersim.api import simulate_with_timeline
+    from tests.engine.test_step import make
+
+    sc = make(model="megatron-1.7b", nodes=1, tp=2, pp=4, dp=1, global_batch=16, schedule="dualpipe-v")
+    _, result = simulate_with_timeline(sc)
+    data = timeline_data(result.timeline.segments, result.step_time_s, max_blocks=10**6)
+    assert any(name.endswith("pp 2") for name in data.lanes)
+    by_lane: dict[int, list[tuple[float, float]]] = {}
+    for b in data.blocks:
+        by_lane.setdefault(b.lane, []).append((b.start_s, b.end_s))
+    for lane, spans in by_lane.items():
+        spans.sort()
+        assert all(s >= e for (_, e), (s, _) in zip(spans, spans[1:], strict=False)), data.lanes[lane]
