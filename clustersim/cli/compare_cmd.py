@@ -142,31 +142,7 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
     if as_json:
         click.echo(json.dumps({"tokens": n_tokens, "rank_by": rank_by, "rows": rows, "cannot_run": cannot}, indent=2))
         return
-    table = Table(title=f"time to train {fmt_tokens(n_tokens)} tokens, cost and energy, ranked by {rank_by} "
-                        f"(ranges: 80% intervals)")
-    # one unit for the cost column, large enough for the dearest row ($M rounded every row of a
-    # 100B-token comparison to 0.01)
-    dearest = max((float(r["interval"]["cost_usd"][1]) for r in rows), default=0.0)  # type: ignore[index]
-    unit, scale = next((u, v) for u, v in (("$B", 1e9), ("$M", 1e6), ("$K", 1e3), ("$", 1.0)) if dearest >= v or v == 1.0)
-    # and one for energy (whole MWh read "0 (0-0)" for a 10B-token comparison)
-    e_unit, e_scale = energy_unit(max((float(r["interval"]["energy_kwh"][1]) for r in rows), default=0.0))  # type: ignore[index]
-    # and one for time to train, in which the shortest reads with 3 significant digits (a fixed
-    # one-decimal day read "0.1 (0.1-0.1)" on rows 2.2x apart)
-    duration = duration_column([v for r in rows for v in r["interval"]["time_to_train_s"]])  # type: ignore[index]
-    for name in ("#", "cluster", "GPUs", "best layout", "step s", "MFU", duration.unit, f"cost {unit}", f"energy {e_unit}",
-                 "$/GPU-h", "kW"):
-        table.add_column(name, justify="left" if name in ("cluster", "best layout") else "right")
-    for r in rows:
-        iv = r["interval"]
-        table.add_row(str(r["rank"]), str(r["cluster"]), f"{r['gpus']}{'*' if r['size_note'] else ''}",
-                      layout_label(r["best_layout"]),  # type: ignore[arg-type]
-                      f"{r['step_time_s']:.2f} ({_span(iv['step_time_s'], 1, '.2f')})",  # type: ignore[index]
-                      f"{r['mfu']:.1%}",
-                      f"{duration.fmt(float(r['time_to_train_s']))} "  # type: ignore[arg-type]
-                      f"({'-'.join(duration.fmt(v) for v in iv['time_to_train_s'])})",  # type: ignore[index]
-                      f"{float(r['cost_usd']) / scale:.2f} ({_span(iv['cost_usd'], scale, '.2f')})",  # type: ignore[arg-type,index]
-                      f"{float(r['energy_kwh']) / e_scale:,.0f} ({_span(iv['energy_kwh'], e_scale, ',.0f')})",  # type: ignore[arg-type,index]
-                      f"{r['price_per_gpu_hour_usd']:.2f}", f"{r['facility_power_kw']:,.0f}")
+    table = compare_table(rows, n_tokens, rank_by)
     out = Console(width=max(Console().width, 170))
     out.print(table)
     for line in ranking_lines(rows, rank_by):
@@ -198,4 +174,38 @@ def compare(scenario: str | None, clusters: str, nodes: str | None, gpus: str | 
         out.print(f"cannot run this job: {r['cluster']} on {r['gpus']} GPUs{note}: {r['cannot_run']}", highlight=False)
 
 
-__all__ = ["compare"]
+def compare_table(rows: list[dict[str, object]], n_tokens: float, rank_by: str) -> Table:
+    """The readable table of ranked rows: one unit per column for cost, energy and time to train,
+    large enough for the largest row, and each row's best layout in full (``layout_label``)."""
+    table = Table(title=f"time to train {fmt_tokens(n_tokens)} tokens, cost and energy, ranked by {rank_by} "
+                        f"(ranges: 80% intervals)")
+    # one unit for the cost column, large enough for the dearest row ($M rounded every row of a
+    # 100B-token comparison to 0.01)
+    dearest = max((float(r["interval"]["cost_usd"][1]) for r in rows), default=0.0)  # type: ignore[index]
+    unit, scale = next((u, v) for u, v in (("$B", 1e9), ("$M", 1e6), ("$K", 1e3), ("$", 1.0)) if dearest >= v or v == 1.0)
+    # and one for energy (whole MWh read "0 (0-0)" for a 10B-token comparison)
+    e_unit, e_scale = energy_unit(max((float(r["interval"]["energy_kwh"][1]) for r in rows), default=0.0))  # type: ignore[index]
+    # and one for time to train, in which the shortest reads with 3 significant digits (a fixed
+    # one-decimal day read "0.1 (0.1-0.1)" on rows 2.2x apart)
+    duration = duration_column([v for r in rows for v in r["interval"]["time_to_train_s"]])  # type: ignore[index]
+    for name in ("#", "cluster", "GPUs", "best layout", "step s", "MFU", duration.unit, f"cost {unit}", f"energy {e_unit}",
+                 "$/GPU-h", "kW"):
+        # a stated pipeline layout (layout_label's "layout Et*2|t*2|...") folds onto the next lines
+        # whole: a cut one would read as another split
+        table.add_column(name, justify="left" if name in ("cluster", "best layout") else "right",
+                         overflow="fold" if name == "best layout" else "ellipsis")
+    for r in rows:
+        iv = r["interval"]
+        table.add_row(str(r["rank"]), str(r["cluster"]), f"{r['gpus']}{'*' if r['size_note'] else ''}",
+                      layout_label(r["best_layout"]),  # type: ignore[arg-type]
+                      f"{r['step_time_s']:.2f} ({_span(iv['step_time_s'], 1, '.2f')})",  # type: ignore[index]
+                      f"{r['mfu']:.1%}",
+                      f"{duration.fmt(float(r['time_to_train_s']))} "  # type: ignore[arg-type]
+                      f"({'-'.join(duration.fmt(v) for v in iv['time_to_train_s'])})",  # type: ignore[index]
+                      f"{float(r['cost_usd']) / scale:.2f} ({_span(iv['cost_usd'], scale, '.2f')})",  # type: ignore[arg-type,index]
+                      f"{float(r['energy_kwh']) / e_scale:,.0f} ({_span(iv['energy_kwh'], e_scale, ',.0f')})",  # type: ignore[arg-type,index]
+                      f"{r['price_per_gpu_hour_usd']:.2f}", f"{r['facility_power_kw']:,.0f}")
+    return table
+
+
+__all__ = ["compare", "compare_table"]

@@ -253,3 +253,23 @@ def test_compare_table_reads_hours_and_the_interval_verdict(capsys, tmp_path) ->
     assert "hours</th>" in page.read_text()
     assert "#1 (dgx-b200) is faster than every other listed row beyond their 80% intervals" in out
     assert "(mi300x)'s regime (3d/mi300x) is NOT validated:" in out and "no measured run on mi300x GPUs" in out
+
+
+def test_compare_table_shows_a_stated_layout_whole() -> None:
+    """A best layout that Megatron-Core builds only from --pipeline-model-parallel-layout is part
+    of the row's label; the table cut it at the column's width ("...t*3|..."), which reads as
+    another split. It folds onto the next lines whole."""
+    from rich.console import Console
+
+    from clustersim.cli.compare_cmd import compare_table
+
+    layout = "Et*2|" + "|".join(["t*3"] * 25) + "|t*2L"
+    row = {**_row("dgx-b200", 1.0, 2.0), "rank": 1, "size_note": "", "step_time_s": 3.43, "mfu": 0.51,
+           "cost_usd": 1.5, "energy_kwh": 1.5, "price_per_gpu_hour_usd": 5.25, "facility_power_kw": 1085.0,
+           "best_layout": {"tp": 2, "pp": 2, "dp": 64, "cp": 2, "micro_batch": 1, "zero_stage": 1,
+                           "recompute": "none", "sequence_parallel": False, "schedule": "interleaved-1f1b",
+                           "virtual_stages": 15, "pipeline_layout": layout}}
+    console = Console(width=170, record=True)
+    console.print(compare_table([row], 1e12, "time"))
+    cells = "".join(line.split("│")[4].strip() for line in console.export_text().splitlines() if line.count("│") > 4)
+    assert layout in cells
