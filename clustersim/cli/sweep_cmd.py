@@ -72,6 +72,20 @@ def top_table(rows: list[dict], title: str, ranked_field: str = "step_time_s", m
     return table
 
 
+def stated_layout_lines(rows: list[dict]) -> list[str]:
+    """Per stated pipeline layout among the listed rows (``+layout`` in the table: a split that
+    Megatron-Core builds only from --pipeline-model-parallel-layout, sweep.result.stated_split),
+    which rows run with it, so that the readable output says what the JSON's rows hold."""
+    by_layout: dict[str, list[str]] = {}
+    for row in rows:
+        layout = row["parallel"].get("pipeline_layout")
+        if layout:
+            by_layout.setdefault(str(layout), []).append(f"#{row['rank']}")
+    return [f"{', '.join(ranks)} +layout: parallel.pipeline_layout={layout} (Megatron-Core's "
+            "--pipeline-model-parallel-layout; the split the row was priced with)"
+            for layout, ranks in by_layout.items()]
+
+
 def _template(scenario: str | None, overrides: tuple[str, ...]) -> tuple[dict, Scenario, list[str], bool]:
     """(the scenario as data, the scenario, the ``--set`` items on searched dimensions, whether the
     template's layout is the scenario's own: clustersim.sweep.template). Those
@@ -193,6 +207,7 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
                f"({result.evaluated / elapsed_s:,.0f} layouts/s) on {executor}", err=True)
     rows = result.top(top_k)
     lines = verdict(result, rows)
+    lines += stated_layout_lines(rows)
     if base.parallel.layers_per_stage and base.parallel.pp > 1:
         # sweep_spec gives the split up with the pipeline depth it belongs to: say so, the own layout differs
         lines.append(f"the scenario's pipeline split (layers per stage {list(base.parallel.layers_per_stage)}) is not "

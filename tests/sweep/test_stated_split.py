@@ -53,3 +53,18 @@ def test_a_rows_label_and_html_page_state_its_layout():
            "memory_verdict": "fits", "engine": "event",
            "interval": {"step_time_s": [0.9, 1.1], "regime": "3d/hopper", "validated": True}}
     assert "layout Et*11|t*11|t*10L" in top_table([row])
+
+
+def test_the_readable_sweep_says_which_rows_run_with_which_layout() -> None:
+    """The readable table marked a row '+layout' and never said which layout: a line under it per
+    stated layout names its rows (and the JSON's verdict carries it)."""
+    from clustersim.cli.sweep_cmd import stated_layout_lines
+
+    rows = [{"rank": 1, "parallel": {"pipeline_layout": "Et*11|t*11|t*10L"}}, {"rank": 2, "parallel": {}},
+            {"rank": 3, "parallel": {"pipeline_layout": "Et*11|t*11|t*10L"}},
+            {"rank": 4, "parallel": {"pipeline_layout": "Et*8|t*8|t*8|t*8L"}}]
+    lines = stated_layout_lines(rows)
+    assert len(lines) == 2
+    assert lines[0].startswith("#1, #3 +layout: parallel.pipeline_layout=Et*11|t*11|t*10L")
+    assert lines[1].startswith("#4 +layout: parallel.pipeline_layout=Et*8|t*8|t*8|t*8L")
+    assert stated_layout_lines(rows[1:2]) == []
