@@ -61,13 +61,22 @@ def optimizer_step_time_s(shard_params: int, layout: ParallelLayout, gpu: GpuSpe
     return adam_kernel_s(shard_params * (per_param - saving), gpu)
 
 
+def fewer_moment_bytes(moments: int, moment_bytes: int = 4) -> int:
+    """Optimizer-state bytes per parameter that ``moments`` moments of ``moment_bytes`` bytes each
+    hold fewer than Adam's two fp32 ones (SGD with momentum, one fp32: 4; Adam with bf16 m and v:
+    4; fp32 Adam: 0). The one rule for the states the memory report holds
+    (clustersim.memory.states), the checkpoint saves and the optimizer step streams
+    (``moment_saving_bytes``)."""
+    return (2 - moments) * 4 + moments * (4 - moment_bytes)
+
+
 def moment_saving_bytes(moments: int, moment_bytes: int = 4) -> int:
     """Bytes per parameter an optimizer step with ``moments`` moments of ``moment_bytes`` bytes each
-    streams fewer than Adam's two fp32 ones (module docstring): each moment is read and written once,
-    2 x ``moment_bytes`` (SGD with momentum, one fp32: 16 - 8 = 8; Adam with bf16 m and v:
+    streams fewer than Adam's two fp32 ones (module docstring): each moment is read and written
+    once, so twice ``fewer_moment_bytes`` (SGD with momentum: 16 - 8 = 8; Adam with bf16 m and v:
     16 - 2 x 2 x 2 = 8; fp32 Adam: 0). The one rule for the GPU's fused step and the host's
     (clustersim.plan.host_offload)."""
-    return (2 - moments) * 2 * 4 + moments * 2 * (4 - moment_bytes)
+    return 2 * fewer_moment_bytes(moments, moment_bytes)
 
 
 def adam_kernel_s(size_bytes: float, gpu: GpuSpec) -> float:

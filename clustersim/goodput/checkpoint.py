@@ -30,11 +30,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clustersim.compute.dtypes import weight_bytes
+from clustersim.compute.optimizer import fewer_moment_bytes
 from clustersim.errors import InputError
 from clustersim.goodput.config import GoodputSpec
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.memory.report import MemoryReport
-from clustersim.memory.states import ADAM_FP32_BYTES_PER_PARAM, ADAM_MIXED_BYTES_PER_PARAM, fewer_moment_bytes
+from clustersim.memory.states import ADAM_FP32_BYTES_PER_PARAM, ADAM_MIXED_BYTES_PER_PARAM
 from clustersim.scenario import Scenario
 from clustersim.units import GiB
 

@@ -19,6 +19,7 @@ dp * cp (HSDP: over dp * cp / hsdp_replicas, the shard group; the replicas hold 
 from __future__ import annotations
 
 from clustersim.compute.dtypes import grad_held_bytes, weight_bytes
+from clustersim.compute.optimizer import fewer_moment_bytes
 from clustersim.frameworks import FrameworkSpec
 
 # Megatron-Core's states when no framework is given (see module docstring)
@@ -47,11 +48,6 @@ def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None,
     return w, grads, framework.optimizer_bytes
 
 
-def fewer_moment_bytes(moments: int) -> int:
-    """Optimizer-state bytes per parameter fewer than Adam's two fp32 moments (SGD with momentum: 4)."""
-    return (2 - moments) * 4
-
-
 def state_bytes(params: float, dp: int, zero_stage: int, dtype: str,
                 framework: FrameworkSpec | None = None, moment_bytes: int = 4,
                 moments: int = 2, reduce_dtype: str | None = None,
@@ -63,9 +59,7 @@ def state_bytes(params: float, dp: int, zero_stage: int, dtype: str,
     ``momentum_buffer``; the master copy stays): 4 bytes fewer per parameter. ``reduce_dtype``,
     ``accum_dtype``: as ``bytes_per_param``."""
     wb, gb, ob = bytes_per_param(dtype, framework, reduce_dtype, accum_dtype)
-    ob -= fewer_moment_bytes(moments)
-    if dtype != "fp32":
-        ob -= moments * (4 - moment_bytes)   # each moment 4 - moment_bytes smaller
+    ob -= fewer_moment_bytes(moments, moment_bytes if dtype != "fp32" else 4)   # fp32 training keeps fp32 moments
     w, g, o = params * wb, params * gb, params * ob
     return (w / dp if zero_stage >= 3 else w,
             g / dp if zero_stage >= 2 else g,
