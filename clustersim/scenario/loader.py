@@ -220,13 +220,18 @@ _PYDANTIC_WORDS = {"int_parsing": "a whole number", "int_type": "a whole number"
 def read_hf_config(path: str) -> dict[str, Any]:
     """The model fields of a Hugging Face ``config.json`` (clustersim.workload.hf_config), checked
     with the same types and bounds as explicit model fields."""
-    fields = hf_reader.read_hf_config(path)
+    return _read_hf_model(path)[0]
+
+
+def _read_hf_model(path: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``read_hf_config``'s fields and the reader's notes (the config class defaults it took)."""
+    fields, notes = hf_reader.read_hf_model(path)
     try:
         ModelSection.model_validate(fields)
     except ValidationError as exc:
         err = _pydantic_to_input_error(exc, fields)
         raise err.with_field(f"model.hf_config ({path}): {err.field}") from None
-    return fields
+    return fields, notes
 
 
 def _resolve_model(section: ModelSection) -> ModelSpec:
@@ -241,9 +246,10 @@ def _resolve_model(section: ModelSection) -> ModelSpec:
         # the config.json is the whole architecture: a preset beside it (the embedded default's, or
         # one left in the file) would lend it fields the config never sets (a dense Mistral file over
         # mixtral-8x7b ran as a 46.7B MoE)
-        fields = dict(read_hf_config(section.hf_config))
+        read, taken = _read_hf_model(section.hf_config)
+        fields = dict(read)
         name = section.name or hf_reader.model_name(section.hf_config)
-        notes = (f"read from {hf_reader.locate(section.hf_config)}",)
+        notes = (f"read from {hf_reader.locate(section.hf_config)}", *taken)
         if section.preset is not None:
             notes += (f"model.preset {section.preset} set aside: model.hf_config gives the architecture",)
         if section.seq_len is None and "seq_len" not in fields:   # a job setting, not the config's context

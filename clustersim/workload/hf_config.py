@@ -63,7 +63,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                     "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
                     "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
                     "sliding_window": 4096, "sliding_window_pattern": 6},
-    "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128, "head_dim": 64, "swiglu_limit": 7.0},
+    "gpt_oss": {"tie_word_embeddings": False, "sliding_window": 128, "head_dim": 64, "swiglu_limit": 7.0,
+                "intermediate_size": 2880},
+    # LlamaConfig(intermediate_size=11008): Llama 2 7B's MLP width
+    "llama": {"intermediate_size": 11008},
     # Qwen3Config(head_dim=128): a file without the key has 128-wide heads (not hidden / heads)
     "qwen3": {"head_dim": 128},
     "llama4_text": {"tie_word_embeddings": False, "interleave_moe_layer_step": 1, "num_experts_per_tok": 1,
@@ -71,16 +74,34 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # MistralConfig(sliding_window=4096): a file without the key has the 4,096-token window (an
     # explicit null has none); MixtralConfig's default is None
     "mistral": {"sliding_window": 4096},
-    "qwen3_moe": {"decoder_sparse_step": 1},
+    "qwen3_moe": {"decoder_sparse_step": 1, "intermediate_size": 6144, "moe_intermediate_size": 768},
     # Qwen2MoeConfig (transformers models/qwen2_moe/configuration_qwen2_moe.py): Qwen1.5-MoE-A2.7B's MoE shape
     "qwen2_moe": {"decoder_sparse_step": 1, "shared_expert_intermediate_size": 5632, "num_experts": 60,
                   "num_experts_per_tok": 4, "moe_intermediate_size": 1408},
     # DeepseekV2Config (deepseek-ai/DeepSeek-V2 configuration_deepseek.py): topk_method="greedy"
     "deepseek_v2": {"topk_method": "greedy"},
+    # deepseek-ai/DeepSeek-V3 configuration_deepseek.py: topk_method="noaux_tc", the only router its MoEGate runs
+    "deepseek_v3": {"topk_method": "noaux_tc"},
 }
+# The config class each DEFAULTS entry is taken from, as the report's note names it. The MLP widths
+# are taken only where the class default is certain: DeepSeek's own configuration_deepseek.py
+# (moe_intermediate_size 1407, intermediate_size 11008) and transformers' DeepseekV3Config (2048,
+# 18432) disagree, so a DeepSeek file without them exits 2, as every family not listed here does.
+CONFIG_CLASSES = {"gemma3_text": "Gemma3TextConfig", "gpt_oss": "GptOssConfig", "llama": "LlamaConfig",
+                  "qwen3": "Qwen3Config", "llama4_text": "Llama4TextConfig", "mistral": "MistralConfig",
+                  "qwen3_moe": "Qwen3MoeConfig", "qwen2_moe": "Qwen2MoeConfig",
+                  "deepseek_v2": "DeepSeek-V2's DeepseekV2Config", "deepseek_v3": "DeepSeek-V3's DeepseekV3Config"}
+# the MLP widths every file must give (or its class default above): a width left out was 4 x hidden
+MOE_WIDTH_FAMILIES = ("qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "glm4_moe")
+# the routers (``topk_method``) of DeepSeek's MoEGate, and whether each limits a token to the
+# topk_group best of n_group groups: DeepSeek-V2's modeling_deepseek.py (greedy: V2-Lite;
+# group_limited_greedy: V2, V2.5), DeepSeek-V3's (noaux_tc only; Kimi K2 runs DeepSeek-V3's code)
+ROUTERS: dict[str, dict[str, bool]] = {"deepseek_v2": {"greedy": False, "group_limited_greedy": True},
+                                       "deepseek_v3": {"noaux_tc": True}}
 
 GATED_ACTS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "gelu": "geglu", "gelu_new": "geglu",
               "gelu_pytorch_tanh": "geglu", "gelu_fast": "geglu"}
+MLP_NAMES = {"swiglu": "SwiGLU", "geglu": "GeGLU"}
 
 
 def _bad(path: str, key: str, value: Any, allowed: str) -> InputError:
@@ -176,19 +197,50 @@ def _layer_list(cfg: dict[str, Any], key: str, layers: int, path: str) -> list[i
     return value
 
 
+def _acts_allowed() -> str:
+    """The activations GATED_ACTS reads, by the gated MLP each gives: 'silu, swish, swiglu (SwiGLU) or ...'."""
+    by_mlp: dict[str, list[str]] = {}
+    for name, mlp in GATED_ACTS.items():
+        by_mlp.setdefault(mlp, []).append(name)
+    return " or ".join(f"{', '.join(names)} ({MLP_NAMES[mlp]})" for mlp, names in by_mlp.items())
+
+
 def _act(cfg: dict[str, Any], key: str, path: str) -> str:
     act = cfg.get(key, "silu")
     if not isinstance(act, str):
-        raise _bad(path, key, act, "a string: silu (SwiGLU) or gelu / gelu_pytorch_tanh (GeGLU)")
+        raise _bad(path, key, act, f"a string: {_acts_allowed()}")
     if act not in GATED_ACTS:
-        raise _bad(path, key, act, "silu (SwiGLU) or gelu / gelu_pytorch_tanh (GeGLU): these families' MLPs are "
-                   "gated")
+        raise _bad(path, key, act, f"{_acts_allowed()}: these families' MLPs are gated")
     return GATED_ACTS[act]
+
+
+def _whole(cfg: dict[str, Any], key: str, path: str, what: str, lo: int = 1, hi: int | None = None) -> int:
+    """The config's ``key`` as a whole number from ``lo`` (to ``hi``), else exit 2 naming the key
+    (not the scenario field it becomes: the user fixes the file)."""
+    value = cfg.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
+        bound = f"from {lo} to {hi}" if hi is not None else f">= {lo}"
+        raise _bad(path, key, value, f"a whole number {bound}: {what}")
+    return value
+
+
+def _window(cfg: dict[str, Any], key: str, path: str, needed: str = "") -> int | None:
+    """A window (``sliding_window``) or chunk (``attention_chunk_size``) of tokens, one rule for every
+    family: null is no window (where the family allows one; ``needed`` says why it does not), else a
+    whole number >= 1 (0 or less exits 2 naming the key: transformers' masks take 0 as no window for some
+    families and fail for others)."""
+    value = cfg.get(key)
+    if value is None and not needed:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _bad(path, key, value, f"a window of at least 1 token ({needed})" if needed
+                   else "a window of at least 1 token, or null for none")
+    return value
 
 
 def _window_layers(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
     """Sliding window W on the layers that layer_types (or sliding_window_pattern) marks local."""
-    window = cfg.get("sliding_window")
+    _window(cfg, "sliding_window", path)
     types = cfg.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != fields["layers"] or any(
@@ -199,19 +251,21 @@ def _window_layers(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> No
             return
         fields["global_every"] = _every([t == "full_attention" for t in types], "layer_types", types, path,
                                         "full attention")
-    elif "sliding_window_pattern" in cfg:
-        fields["global_every"] = cfg["sliding_window_pattern"]
-    if window:
-        fields["attention_pattern"], fields["attention_window"] = "sliding", window
-    elif "global_every" in fields:   # layers marked local, with no window to bound them
+    elif "sliding_window_pattern" in cfg:   # Gemma3Attention: layer i is local unless (i + 1) % pattern == 0
+        fields["global_every"] = _whole(cfg, "sliding_window_pattern", path, "every N-th layer full attention, the "
+                                        "others local (num_hidden_layers at most)", 2, fields["layers"])
+    if "global_every" in fields:
         why = "layer_types marks sliding_attention layers" if types is not None else "sliding_window_pattern is set"
-        raise _bad(path, "sliding_window", window, f"a window of at least 1 token ({why})")
+        fields["attention_pattern"], fields["attention_window"] = "sliding", _window(cfg, "sliding_window", path, why)
 
 
-def _moe(cfg: dict[str, Any], experts: str, width: str | None, shared: str | None = None) -> dict[str, Any]:
-    moe: dict[str, Any] = {"experts": cfg.get(experts), "top_k": cfg.get("num_experts_per_tok")}
-    if width and cfg.get(width):
-        moe["expert_ffn_hidden"] = cfg[width]
+def _moe(cfg: dict[str, Any], experts: str, width: str, path: str, shared: str | None = None) -> dict[str, Any]:
+    """The routed experts (``experts`` key), their top-k and width (``width`` key): each checked
+    here, so that an error names the key of the file."""
+    n = _whole(cfg, experts, path, "the routed experts of a MoE layer")
+    moe: dict[str, Any] = {"experts": n, "top_k": _whole(cfg, "num_experts_per_tok", path, f"the experts each token "
+                                                          f"is routed to ({experts} at most)", 1, n),
+                           "expert_ffn_hidden": _whole(cfg, width, path, "the width of one expert's MLP")}
     if shared and cfg.get(shared):
         moe["shared_experts"] = cfg[shared]
     return moe
@@ -231,7 +285,7 @@ def _deepseek_like(cfg: dict[str, Any], fields: dict[str, Any], path: str, famil
     DeepseekV2Moe.route_tokens_to_experts) only for ``topk_method`` group_limited_greedy (V2, V2.5:
     the topk_group best of n_group groups); its greedy (V2-Lite) takes the top-k over every
     expert whatever n_group says."""
-    moe = _moe(cfg, "n_routed_experts", "moe_intermediate_size", "n_shared_experts")
+    moe = _moe(cfg, "n_routed_experts", "moe_intermediate_size", path, "n_shared_experts")
     layers, first = cfg["num_hidden_layers"], cfg.get("first_k_dense_replace") or 0
     freq = 1 if cfg.get("moe_layer_freq") is None else cfg["moe_layer_freq"]
     if isinstance(freq, bool) or not isinstance(freq, int) or freq < 1:
@@ -242,12 +296,13 @@ def _deepseek_like(cfg: dict[str, Any], fields: dict[str, Any], path: str, famil
                                "moe_layer_freq" if freq > 1 else "first_k_dense_replace",
                                freq if freq > 1 else first, path))
     grouped = True
-    if family == "deepseek_v2":
+    if family in ROUTERS:
         method = cfg["topk_method"]
-        if method not in ("greedy", "group_limited_greedy"):
-            raise _bad(path, "topk_method", method, "greedy or group_limited_greedy (DeepSeek-V2's MoEGate)")
-        grouped = method == "group_limited_greedy"
-        if grouped and not (isinstance(cfg.get("n_group"), int) and isinstance(cfg.get("topk_group"), int)
+        if method not in ROUTERS[family]:
+            name = "DeepSeek-V2" if family == "deepseek_v2" else "DeepSeek-V3 (and Kimi K2)"
+            raise _bad(path, "topk_method", method, f"{' or '.join(ROUTERS[family])} ({name}'s MoEGate)")
+        grouped = ROUTERS[family][method]
+        if family == "deepseek_v2" and grouped and not (isinstance(cfg.get("n_group"), int) and isinstance(cfg.get("topk_group"), int)
                             and cfg["n_group"] >= 1 and 1 <= cfg["topk_group"] <= cfg["n_group"]):
             raise _bad(path, "topk_group", cfg.get("topk_group"), "group_limited_greedy needs n_group >= 1 and "
                        "topk_group from 1 to n_group")
@@ -276,6 +331,12 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
     if missing:
         raise _bad(path, missing[0], None, f"a {family} config.json with num_hidden_layers, hidden_size, "
                    "num_attention_heads and vocab_size")
+    for key in ("intermediate_size", "moe_intermediate_size") if family in MOE_WIDTH_FAMILIES else ("intermediate_size",):
+        if cfg.get(key) is None:   # was 4 x hidden_size, for the experts too (gpt-oss-20b: 78B)
+            raise _bad(path, key, None, f"the MLP width as the published config.json states it (clustersim takes no "
+                       f"config-class default for this key of a {family} config: docs/compute.md, \"Hugging Face "
+                       "configs\")")
+        _whole(cfg, key, path, "an MLP width")
     for key in ("attention_dropout", "hidden_dropout"):   # dropout masks (clustersim.compute.conventions)
         rate = cfg.get(key)
         if rate is None:
@@ -284,10 +345,10 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
             raise _bad(path, key, rate, "a dropout rate from 0 up to (not including) 1, or null")
         if rate > 0:
             fields["dropout"] = True
-    if family in ("mistral", "mixtral") and cfg.get("sliding_window"):
+    if family in ("mistral", "mixtral") and _window(cfg, "sliding_window", path) is not None:
         fields["attention_pattern"], fields["attention_window"] = "sliding", cfg["sliding_window"]
     if family == "mixtral":
-        fields["moe"] = _moe(cfg, "num_local_experts", None)
+        fields["moe"] = _moe(cfg, "num_local_experts", "intermediate_size", path)
     if family in ("qwen3", "qwen3_moe"):
         fields["qk_norm"] = True
     if family in ("qwen2_moe", "qwen3_moe"):
@@ -303,7 +364,7 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
             raise _bad(path, "decoder_sparse_step", step, "a whole number >= 1 (layers N-1, 2N-1, ... are MoE)")
         dense = set(_layer_list(cfg, "mlp_only_layers", cfg["num_hidden_layers"], path))
         flags = [i not in dense and (i + 1) % step == 0 for i in range(cfg["num_hidden_layers"])]
-        fields["moe"] = {**_moe(cfg, "num_experts", "moe_intermediate_size"),
+        fields["moe"] = {**_moe(cfg, "num_experts", "moe_intermediate_size", path),
                          **_moe_layers(flags, "mlp_only_layers" if dense else "decoder_sparse_step",
                                        sorted(dense) if dense else step, path)}
         if family == "qwen2_moe" and cfg.get("shared_expert_intermediate_size"):
@@ -317,7 +378,7 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
         cfg.setdefault("layer_types", ["full_attention" if (i + 1) % 2 == 0 else "sliding_attention"
                                        for i in range(cfg["num_hidden_layers"])])
         # GptOssExperts always carries gate_up_proj_bias and down_proj_bias (no key switches them)
-        fields["moe"] = {**_moe(cfg, "num_local_experts", "intermediate_size"), "expert_bias": True}
+        fields["moe"] = {**_moe(cfg, "num_local_experts", "intermediate_size", path), "expert_bias": True}
         fields["attention_sinks"] = True
         limit = cfg["swiglu_limit"]
         if isinstance(limit, bool) or not isinstance(limit, int | float) or limit < 0:
@@ -335,7 +396,7 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
         fields["kv_heads"] = None   # MLA: every head has its own keys and values
         fields["attention"] = "mla"
         for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-            fields[key] = cfg.get(key)
+            fields[key] = _whole(cfg, key, path, "a width of multi-head latent attention")
         fields["q_lora_rank"] = cfg.get("q_lora_rank") or 0
         fields["head_dim"] = None
         qk = cfg.get("qk_head_dim")   # DeepseekV3Config saves the sum it derives
@@ -345,7 +406,17 @@ def _fields(cfg: dict[str, Any], family: str, path: str) -> dict[str, Any]:
                        f"({cfg['qk_nope_head_dim'] + cfg['qk_rope_head_dim']})")
     if family == "glm4_moe" and cfg.get("use_qk_norm"):
         fields["qk_norm"] = True
+    if fields["head_dim"] is None and fields.get("attention") != "mla" and _divides(cfg):
+        # LlamaConfig, MistralConfig, Qwen2Config, ...: head_dim = hidden_size // num_attention_heads when the
+        # file leaves it out. Stated here, so that a model.query_width beside the file is checked against
+        # it and does not set it (docs/scenario.md, query_width)
+        fields["head_dim"] = cfg["hidden_size"] // cfg["num_attention_heads"]
     return fields
+
+
+def _divides(cfg: dict[str, Any]) -> bool:
+    hidden, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+    return isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden % heads == 0
 
 
 def _llama4(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
@@ -362,13 +433,13 @@ def _llama4(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
     listed = cfg.get("moe_layers")
     moe_at = set(_layer_list(cfg, "moe_layers", layers, path)) if listed is not None \
         else set(range(step - 1, layers, step))
-    moe = {**_moe(cfg, "num_local_experts", "intermediate_size"), "shared_experts": 1,
+    moe = {**_moe(cfg, "num_local_experts", "intermediate_size", path), "shared_experts": 1,
            **_moe_layers([i in moe_at for i in range(layers)], "moe_layers" if listed is not None
                          else "interleave_moe_layer_step", listed if listed is not None else step, path)}
     fields["moe"] = moe
     fields["ffn_hidden"] = cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size")
     fields["qk_norm"] = bool(cfg.get("use_qk_norm"))
-    chunk = cfg.get("attention_chunk_size")
+    chunk = _window(cfg, "attention_chunk_size", path)
     interval = cfg.get("no_rope_layer_interval", 4)   # HF Llama4TextConfig: every 4th layer NoPE by default
     if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
         raise _bad(path, "no_rope_layer_interval", interval, "a whole number >= 1 (every N-th layer is NoPE)")
@@ -381,7 +452,7 @@ def _llama4(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
         if types != want:
             raise _bad(path, "layer_types", types, "chunked_attention on the RoPE layers and full_attention on the "
                        "NoPE ones, as no_rope_layers gives them: other patterns are not modelled")
-    if chunk:
+    if chunk is not None:
         fields["attention_pattern"], fields["attention_window"] = "chunked", chunk
         fields["global_every"] = _every([not r for r in nope], "no_rope_layers", nope, path, "NoPE layers")
 
@@ -389,6 +460,22 @@ def _llama4(cfg: dict[str, Any], path: str, fields: dict[str, Any]) -> None:
 def read_hf_config(path: str) -> dict[str, Any]:
     """The scenario's model fields of a Hugging Face ``config.json`` (no ``seq_len``: a job setting).
     Their types and bounds are checked by the scenario loader, as for explicit model fields."""
+    return read_hf_model(path)[0]
+
+
+def _defaults_note(cfg: dict[str, Any], family: str) -> tuple[str, ...]:
+    """The report's note on the keys the file leaves out and its config class fills in (``DEFAULTS``)."""
+    taken = {k: v for k, v in DEFAULTS.get(family, {}).items() if k not in cfg
+             and not (k == "sliding_window_pattern" and ("layer_types" in cfg or "_sliding_window_pattern" in cfg))}
+    if not taken:
+        return ()
+    return (f"{CONFIG_CLASSES[family]}'s defaults for keys the file leaves out: "
+            + ", ".join(f"{k} {json.dumps(v)}" for k, v in taken.items()),)
+
+
+def read_hf_model(path: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``read_hf_config``'s fields and the notes for the report: which keys took their config class's
+    default (``DEFAULTS``) because the file leaves them out."""
     what = "a Hugging Face config.json, the model folder holding one, or a repository id (Org/Name) in the local " \
            "Hugging Face cache"
     try:
@@ -406,7 +493,7 @@ def read_hf_config(path: str) -> dict[str, Any]:
     fields = {k: v for k, v in _fields(cfg, family, path).items() if v is not None}
     # Meta's and Mistral's totals count the tower (Llama 4, Mistral 3); Gemma 3's report does not
     fields["vision_params"] = vision_params(wrapper, outer, fields["hidden"], path)
-    return {k: v for k, v in fields.items() if v is not None}
+    return {k: v for k, v in fields.items() if v is not None}, _defaults_note(cfg, family)
 
 
 def _unknown_family_first(found: str, path: str) -> None:

@@ -69,7 +69,8 @@ COMMON_MODELLED: dict[str, str] = {
     "num_key_value_heads": "kv_heads",
     "intermediate_size": "ffn_hidden",
     "vocab_size": "vocab",
-    "hidden_act": "ffn_act (silu -> swiglu, gelu_pytorch_tanh -> geglu: these families' MLPs are gated)",
+    "hidden_act": "ffn_act (silu, swish, swiglu -> swiglu; gelu, gelu_new, gelu_pytorch_tanh, gelu_fast -> geglu: "
+                  "these families' MLPs are gated)",
     "tie_word_embeddings": "tie_embeddings",
     "head_dim": "head_dim",
     "attention_dropout": "dropout (a rate above 0: true; 0 or null: the family's convention, none for these families)",
@@ -232,11 +233,12 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
     },
     "deepseek_v3": {   # deepseek-ai/DeepSeek-V3, moonshotai/Kimi-K2-* (model_type kimi_k2)
         "modelled": dict(DEEPSEEK_MODELLED, num_nextn_predict_layers="mtp_layers",
-                         qk_head_dim="checked: qk_nope_head_dim + qk_rope_head_dim (DeepseekV3Config saves the sum)"),
+                         qk_head_dim="checked: qk_nope_head_dim + qk_rope_head_dim (DeepseekV3Config saves the sum)",
+                         topk_method="checked: noaux_tc, the router DeepSeek-V3's MoEGate runs (a bias added to E "
+                                     "scores; group-limited to topk_group of n_group groups)"),
         "irrelevant": dict(DEEPSEEK_IRRELEVANT,
                            rope_interleave="the order of RoPE's rotated pairs (DeepseekV3Config saves it): the same "
-                                           "element-wise work",
-                           topk_method="how the top-k is picked (noaux_tc: a bias added to E scores)"),
+                                           "element-wise work"),
         "refused": {},
     },
     "glm4_moe": {   # zai-org/GLM-4.5, GLM-4.5-Air

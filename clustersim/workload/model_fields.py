@@ -5,8 +5,9 @@ value and what is allowed (exit 2):
 
 * ``head_dim`` (query width ``heads x head_dim``, key/value width ``kv_heads x head_dim``);
   without it ``hidden`` must be a multiple of ``heads`` and ``head_dim = hidden / heads``.
-  ``query_width``, when stated, must equal ``heads x head_dim`` (it gives ``head_dim`` when that is
-  left out). MLA models take their head widths from the MLA fields.
+  ``query_width``, when stated, must equal ``heads x head_dim``; it gives ``head_dim`` when that is
+  left out, which an HF config never leaves (the reader states hidden / heads), so beside one it is
+  a check only. MLA models take their head widths from the MLA fields.
 * ``attention_pattern`` full | sliding | chunked, ``attention_window`` (tokens, >= 1; a window
   alone means ``sliding``), ``global_every`` (>= 2: every N-th layer attends over the whole
   sequence; only with a local pattern).
