@@ -31,14 +31,7 @@ def model_json(model: ModelSpec) -> dict[str, Any]:
         "attention_window": model.attention_window, "global_every": model.global_every,
         "attention_sinks": model.attention_sinks, "sandwich_norm": model.sandwich_norm,
         "mtp_layers": model.mtp_layers,
-        "moe": {"experts": model.moe_experts, "top_k": model.moe_top_k, "shared_experts": model.moe_shared_experts,
-                "shared_ffn_hidden": model.moe_shared_ffn_hidden if model.is_moe else 0,
-                "expert_ffn_hidden": model.moe_expert_ffn_hidden if model.is_moe else 0,
-                # a pattern states every layer and replaces the rule: the block gives one or the other,
-                # so that it reads back as a scenario's model.moe
-                **({"pattern": list(model.moe_pattern)} if model.moe_pattern else
-                   {"first_dense_layers": model.moe_first_dense_layers, "every": model.moe_every}),
-                "moe_layers": model.num_moe_layers},
+        "moe": moe_json(model),
         "notes": list(model.notes),
     }
     if model.is_mla:
@@ -46,6 +39,21 @@ def model_json(model: ModelSpec) -> dict[str, Any]:
                    qk_nope_head_dim=model.qk_nope_head_dim, qk_rope_head_dim=model.qk_rope_head_dim,
                    v_head_dim=model.v_head_dim)
     return out
+
+
+def moe_json(model: ModelSpec) -> dict[str, Any]:
+    """``run --json``'s ``model.moe``: the MoE shape, zeros (``every`` 1) for a dense model, whatever
+    MoE fields it was given beside ``experts: 0`` (an HF config's top-k stayed in the block)."""
+    if not model.is_moe:
+        return {"experts": 0, "top_k": 0, "shared_experts": 0, "shared_ffn_hidden": 0, "expert_ffn_hidden": 0,
+                "first_dense_layers": 0, "every": 1, "moe_layers": 0}
+    return {"experts": model.moe_experts, "top_k": model.moe_top_k, "shared_experts": model.moe_shared_experts,
+            "shared_ffn_hidden": model.moe_shared_ffn_hidden, "expert_ffn_hidden": model.moe_expert_ffn_hidden,
+            # a pattern states every layer and replaces the rule: the block gives one or the other,
+            # so that it reads back as a scenario's model.moe
+            **({"pattern": list(model.moe_pattern)} if model.moe_pattern else
+               {"first_dense_layers": model.moe_first_dense_layers, "every": model.moe_every}),
+            "moe_layers": model.num_moe_layers}
 
 
 def _ordinal(n: int) -> str:

@@ -166,3 +166,20 @@ def test_the_hidden_act_error_lists_every_accepted_activation(tmp_path: Path) ->
         assert act in str(err), act
     for act in ("swish", "gelu_new", "gelu_fast"):   # and each of them reads
         assert _model(_edited(tmp_path, "Llama-3.1-8B", hidden_act=act)).ffn_act in ("swiglu", "geglu")
+
+
+# -- run --json's model.moe of a dense model -------------------------------------------------------
+
+def test_a_dense_model_shows_a_zero_moe_block() -> None:
+    """docs/output.md: model.moe is zeros for a dense model. Qwen3-30B-A3B with moe.experts 0 showed
+    top_k 8 (and its first_dense_layers / shared experts would have shown too)."""
+    out = _run_json(f"model.hf_config={HERE / 'Qwen3-30B-A3B'}", "model.moe.experts=0", "model.seq_len=4096")
+    assert out.returncode in (0, 3), out.stderr
+    assert json.loads(out.stdout)["model"]["moe"] == {"experts": 0, "top_k": 0, "shared_experts": 0,
+                                                      "shared_ffn_hidden": 0, "expert_ffn_hidden": 0,
+                                                      "first_dense_layers": 0, "every": 1, "moe_layers": 0}
+    dsv3 = _run_json(f"model.hf_config={HERE / 'DeepSeek-V3'}", "model.moe.experts=0", "model.seq_len=4096",
+                     "model.mtp_layers=0")
+    assert dsv3.returncode in (0, 3), dsv3.stderr
+    moe = json.loads(dsv3.stdout)["model"]["moe"]
+    assert not any(v for k, v in moe.items() if k != "every")
