@@ -332,7 +332,8 @@ class ModelSpec(HashMemo):
         return self.main_params() + self.mtp_modules_params()
 
     def active_params(self) -> int:
-        """Parameters one token passes through (routed experts: top_k of them; MTP excluded)."""
+        """Parameters one text token passes through (routed experts: top_k of them; MTP and the vision
+        tower excluded: ``main_params() - vision_params`` for a dense model)."""
         moe = self.attention_params() + self.moe_top_k * self.expert_params() + self.shared_expert_params() \
             + self.hidden * self.moe_experts + self.norm_params()
         layers = self.num_moe_layers * moe + self.num_dense_layers * self.layer_params(False)

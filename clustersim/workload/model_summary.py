@@ -6,7 +6,8 @@ the multi-token-prediction modules), ``mtp_params`` those of the MTP modules (tr
 memory beside them; 0 without MTP), ``vision_params`` a vision tower that ``params`` includes where
 the owner's total counts it (Llama 4) and that clustersim does not simulate, ``active_params`` those one token passes through
 (``ModelSpec.active_params``: the routed experts' top-k, every dense layer, the embedding and the
-output layer; equal to ``params`` for a dense model), ``active_params_without_embedding`` the same
+output layer, never the vision tower, which does not run on text tokens; equal to ``params`` less
+``vision_params`` for a dense model), ``active_params_without_embedding`` the same
 less an untied embedding table (owners' "active" counts differ on it: gpt-oss's card leaves it
 out, Qwen3's and Mixtral's count it).
 """

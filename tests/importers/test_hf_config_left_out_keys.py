@@ -183,3 +183,21 @@ def test_a_dense_model_shows_a_zero_moe_block() -> None:
     assert dsv3.returncode in (0, 3), dsv3.stderr
     moe = json.loads(dsv3.stdout)["model"]["moe"]
     assert not any(v for k, v in moe.items() if k != "every")
+
+
+# -- active parameters of a dense model with a vision tower ---------------------------------------
+
+def test_a_dense_models_active_count_leaves_out_its_vision_tower() -> None:
+    """Mistral-Small-3.1-24B: 24.01B with the Pixtral tower, 23.57B per text token (the tower does
+    not run on text tokens). docs/output.md and docs/compute.md said active_params equals params for
+    a dense model; they now say what the code counts."""
+    out = _run_json(f"model.hf_config={HERE / 'Mistral-Small-3.1-24B-Instruct-2503'}", "model.seq_len=4096")
+    assert out.returncode in (0, 3), out.stderr
+    model = json.loads(out.stdout)["model"]
+    assert model["active_params"] == model["params"] - model["vision_params"] == 23_572_403_200
+    root = HERE.parents[2]
+    row = next(line for line in (root / "docs" / "output.md").read_text().splitlines()
+               if line.startswith("| `model.active_params` |"))
+    assert "equal to `params` less `vision_params` for a dense model" in row
+    compute = " ".join((root / "docs" / "compute.md").read_text().split())
+    assert "equal to `params` less `vision_params` for a dense model" in compute
