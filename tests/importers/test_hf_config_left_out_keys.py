@@ -201,3 +201,32 @@ def test_a_dense_models_active_count_leaves_out_its_vision_tower() -> None:
     assert "equal to `params` less `vision_params` for a dense model" in row
     compute = " ".join((root / "docs" / "compute.md").read_text().split())
     assert "equal to `params` less `vision_params` for a dense model" in compute
+
+
+# -- later releases users will have -------------------------------------------------------------------
+
+# fixture: (published total, what the owner counts as the total, published active or None)
+RELEASES = {
+    "Qwen3-30B-A3B-Instruct-2507": (30.5e9, "model card: '30.5B in total and 3.3B activated'", None),
+    "DeepSeek-V3.1": (671e9, "671B (DeepSeek-V3's main model, MTP apart)", None),
+    # zai-org: 355B / 32B; 'active' leaves out the embedding and the output matrix (docs/compute.md)
+    "GLM-4.6": (355e9, "zai-org: '355B total / 32B active'", 32e9),
+    # Kimi K2's total ('1T', technical report 1.04T) is 1.3% off (docs/compute.md); its 32.6B active is held
+    "Kimi-K2-Instruct": (None, "technical report: 32.6B activated", 32.6e9),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RELEASES))
+def test_later_releases_read_at_their_published_counts(name: str) -> None:
+    total, source, active = RELEASES[name]
+    out = _run_json(f"model.hf_config={HERE / name}", "model.seq_len=4096")
+    assert out.returncode in (0, 3), out.stderr
+    model = json.loads(out.stdout)["model"]
+    if total is not None:
+        assert abs(model["params"] / total - 1) <= 0.01, (model["params"] / 1e9, source)
+    if active is not None:
+        ours = model["active_params"]
+        if name.startswith("GLM"):
+            ours -= 2 * model["vocab"] * model["hidden"]
+        assert abs(ours / active - 1) <= 0.01, (ours / 1e9, source)
+    assert not any("defaults for keys the file leaves out" in n for n in model["notes"])
