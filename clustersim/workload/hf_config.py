@@ -299,8 +299,8 @@ def _deepseek_like(cfg: dict[str, Any], fields: dict[str, Any], path: str, famil
     if family in ROUTERS:
         method = cfg["topk_method"]
         if method not in ROUTERS[family]:
-            name = "DeepSeek-V2" if family == "deepseek_v2" else "DeepSeek-V3 (and Kimi K2)"
-            raise _bad(path, "topk_method", method, f"{' or '.join(ROUTERS[family])} ({name}'s MoEGate)")
+            gate = "DeepSeek-V2's MoEGate" if family == "deepseek_v2" else "DeepSeek-V3's MoEGate, which Kimi K2 runs"
+            raise _bad(path, "topk_method", method, f"{' or '.join(ROUTERS[family])} ({gate})")
         grouped = ROUTERS[family][method]
         if family == "deepseek_v2" and grouped and not (isinstance(cfg.get("n_group"), int) and isinstance(cfg.get("topk_group"), int)
                             and cfg["n_group"] >= 1 and 1 <= cfg["topk_group"] <= cfg["n_group"]):
