@@ -8,7 +8,7 @@ with residuals r_1..r_n (clustersim.uncertainty.regimes):
 * spread    s^2 = (sum (r_i - mean)^2 + K_S * s_pool^2) / (n - 1 + K_S) + sum(w_j^2)
   where s_pool is the spread of all residuals of every regime (so a regime measured on few runs
   is not trusted more than the model as a whole), and each w_j widens the band for a feature
-  that no measured run of R shares (``WIDEN``); s >= S_MIN.
+  that no measured run of R shares (``WIDEN``; faults and mixed GPUs: ``per_rank_widenings``); s >= S_MIN.
 * band      measured / predicted in [exp(-mu - z s'), exp(-mu + z s')], z = 1.2816 (80%, normal),
   s' = s sqrt(1 + 1 / (n + K_S)) (a prediction interval: the new run's own scatter plus the
   uncertainty of the regime's bias).
@@ -62,6 +62,10 @@ WIDEN = {
     "moe": 0.12,              # mixture of experts: no measured MoE run
     "low_precision": 0.08,    # FP8 / FP4 training: no measured low-precision run
     "context_parallel": 0.05,  # context parallelism: no measured CP run
+    # faults (slow GPUs, stragglers, slow links; docs/perrank.md): no measured run had one. The pacing
+    # rules are first principles, like context parallelism's; a faulty GPU adds its documented bias
+    # (``per_rank_widenings``)
+    "faults": 0.05,
 }
 
 
@@ -177,6 +181,35 @@ def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gem
         out.append((f"{f.dtype} training: no measured low-precision run", WIDEN["low_precision"]))
     if f.cp > 1:
         out.append(("context parallelism: no measured CP run", WIDEN["context_parallel"]))
+    return out + per_rank_widenings(f.faults, f.gpus)
+
+
+def per_rank_widenings(faults: tuple[str, ...], gpus: int, mixed: tuple[str, ...] = ()) -> list[tuple[str, float]]:
+    """(reason, 1-sigma widening) for each per-rank case (docs/perrank.md) that no measured run
+    covers, [] for none; the one rule, for every band (``widenings``; the mixed-GPU band of
+    uncertainty.step):
+
+    * ``mixed``, the regimes of a job's GPUs where it has several: no measured run mixes GPUs. No
+      widening here: the step's band is already the widest of theirs (uncertainty.step).
+    * ``faults``, the kinds that slow something (regimes.fault_kinds): no measured run had a fault,
+      ``WIDEN["faults"]``; with a slow GPU or straggler, in quadrature with ln(1 + J), J the wait for
+      the healthy spread's slowest of ``gpus`` GPUs as a fraction of kernel time
+      (variation.sync_wait_fraction): where the faulty GPU paces the step the model's cost of it is
+      low by about J of that stage's kernel seconds (docs/perrank.md, "What this rule leaves out"),
+      and a stage's kernel seconds are at most the step, so the step is low by at most ln(1 + J).
+    """
+    out: list[tuple[str, float]] = []
+    if mixed:
+        out.append((f"mixed GPUs ({', '.join(mixed)}): the widest band of their regimes, no measured run mixes GPUs",
+                    0.0))
+    if faults:
+        reason, wide = f"faults ({', '.join(faults)}): no measured run has faults", WIDEN["faults"]
+        if {"slow_gpus", "stragglers"} & set(faults):
+            jitter = sync_wait_fraction(gpus)
+            reason += (f"; the modelled cost of a GPU that paces its stage is low by up to J = {jitter:.1%} of the "
+                       "stage's kernel seconds (docs/perrank.md)")
+            wide = math.hypot(wide, math.log1p(jitter))
+        out.append((reason, wide))
     return out
 
 

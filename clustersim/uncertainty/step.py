@@ -8,7 +8,7 @@ from dataclasses import replace
 from clustersim.compute.arch import arch_for
 from clustersim.scenario import Scenario
 from clustersim.uncertainty.calibrated import calibrated_interval
-from clustersim.uncertainty.interval import Interval, _stored, interval_from
+from clustersim.uncertainty.interval import Interval, _stored, interval_from, per_rank_widenings
 from clustersim.uncertainty.regimes import features
 
 
@@ -18,8 +18,9 @@ def step_interval(scenario: Scenario) -> Interval:
     On a mixed cluster (``cluster.groups``) every group's GPUs get the interval of their own
     regime, and the step's is the widest that holds them all (the lowest low end, the highest high
     end), named after all of them: whichever GPUs pace the step, its prediction is no surer than
-    the least sure of them, and no run of mixed GPUs is measured. It does not depend on the order
-    in which the groups are listed (group 0's hardware stood for the whole cluster before)."""
+    the least sure of them, and no run of mixed GPUs is measured (``interval.per_rank_widenings``,
+    the rule faults go through too: never validated). It does not depend on the order in which the
+    groups are listed (group 0's hardware stood for the whole cluster before)."""
     groups = {g.cluster for g in scenario.node_groups}
     if len(groups) < 2:
         return _one(scenario)
@@ -31,10 +32,9 @@ def step_interval(scenario: Scenario) -> Interval:
     gens = sorted({iv.regime.split("/", 1)[1] for iv in parts})
     runs = {iv.regime: iv.evidence_runs for iv in parts}
     why = sorted({f"{iv.regime}: {reason}" for iv in parts for reason in iv.why})
-    mixing = (f"mixed GPUs ({', '.join(sorted(runs))}): the widest band of their regimes, no measured run "
-              f"mixes GPUs")
+    mixing = [reason for reason, _ in per_rank_widenings((), 0, mixed=tuple(sorted(runs)))]
     return Interval(parts[0].level, min(iv.lo_factor for iv in parts), max(iv.hi_factor for iv in parts),
-                    f"{family}/{'+'.join(gens)}", sum(runs.values()), validated=False, why=(mixing, *why),
+                    f"{family}/{'+'.join(gens)}", sum(runs.values()), validated=False, why=(*mixing, *why),
                     holds_measured=any(iv.holds_measured for iv in parts))
 
 
