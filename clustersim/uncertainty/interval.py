@@ -74,7 +74,7 @@ class Evidence:
     """The measured runs of one regime (or of one calibrated machine)."""
 
     log_ratios: tuple[float, ...]
-    frameworks: frozenset[str] = frozenset()
+    frameworks: frozenset[str] = frozenset()   # what ran (``framework_run``), not the runs' labels
     zero3_impls: frozenset[str] = frozenset()
     min_gpus: int = 0
     max_gpus: int = 0
@@ -140,10 +140,22 @@ def _stored(path: Path = RESIDUALS_FILE) -> tuple[dict[str, Evidence], Evidence]
 def _evidence(rows: list[dict]) -> Evidence:
     if not rows:
         return Evidence(())
-    return Evidence(tuple(r["log_ratio"] for r in rows), frozenset(r["framework"] for r in rows),
+    return Evidence(tuple(r["log_ratio"] for r in rows),
+                    frozenset(framework_run(r["framework"], r["zero3_impl"]) for r in rows),
                     frozenset(r["zero3_impl"] for r in rows if r["zero3_impl"]),
                     min(r["gpus"] for r in rows), max(r["gpus"] for r in rows),
                     frozenset(r["schedule"] for r in rows if r.get("schedule")))
+
+
+def framework_run(framework: str, zero3_impl: str) -> str:
+    """The framework whose step a run measured, as the framework widening compares it: where
+    DeepSpeed's ZeRO-3 runs the step (``zero3_impl`` "deepspeed") DeepSpeed's engine wraps the model
+    and optimizer whichever label launched it, so it is "deepspeed ZeRO-3" for ``framework:
+    megatron-legacy`` (SC21's ZeRO-3 rows: Megatron-DeepSpeed, recorded so in residuals.json) and
+    ``framework: deepspeed`` alike; otherwise the framework itself (a 3D DeepSpeed job runs its own
+    ZeRO 0-2 and pipeline engine, which no measured run did; Megatron-LM under torch FSDP is not
+    DeepSpeed's step either). docs/uncertainty.md, "Widenings"."""
+    return "deepspeed ZeRO-3" if zero3_impl == "deepspeed" else framework
 
 
 def _spread(ev: Evidence) -> float:
@@ -169,7 +181,7 @@ def widenings(f: Features, ev: Evidence | None, generations: frozenset[str], gem
         if f.zero3_impl and f.zero3_impl not in ev.zero3_impls:
             out.append((f"ZeRO-3 as {f.zero3_impl} not measured (only {', '.join(sorted(ev.zero3_impls))})",
                         WIDEN["zero3_impl"]))
-        if f.framework not in ev.frameworks:
+        if framework_run(f.framework, f.zero3_impl) not in ev.frameworks:
             out.append((f"framework {f.framework} not measured in this regime", WIDEN["framework"]))
         out += schedule_widening(f.schedule, ev.schedules, "in this regime")
         wide = gpu_range_widening(f.gpus, ev.min_gpus, ev.max_gpus)
