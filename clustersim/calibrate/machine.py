@@ -155,7 +155,8 @@ class MachineCalibration:
 
 
 ONE_RUN_NOTE = ("one run: there is no leave-one-out error (a fit without the run is no fit); later predictions on "
-                "this cluster take the spread of their regime's published runs, centred on the calibrated "
+                "this cluster take the spread of their regime's published runs (the pooled spread of all "
+                "published runs where the regime has none), centred on the calibrated "
                 "prediction and widened x sqrt(2) (docs/uncertainty.md). Calibrate on two runs or more for "
                 "intervals from this machine's own errors")
 

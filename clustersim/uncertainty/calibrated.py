@@ -17,7 +17,10 @@ calibration. Its spread:
   runs' independent errors, whose variance is 2 s^2.
 * **outside the cover** (MoE, ZeRO-3/FSDP, CP or FP8 on a profile fitted on other runs): the
   generic spread and widenings of the regime, as for an uncalibrated machine, centred on the
-  calibrated point, and the reason named.
+  calibrated point, and the reason named; x sqrt(2) after one run (the calibrated prediction errs
+  by e_new - e_run there too) and never narrower than the band inside the cover.
+
+Inside the cover and outside, the band holds the calibration's own runs (``_holding_own_runs``).
 """
 
 from __future__ import annotations
@@ -76,37 +79,59 @@ def _holding_own_runs(ev: CalibrationEvidence, s: float, wides: list[tuple[str, 
     return own
 
 
-def calibrated_interval(f: Features, ev: CalibrationEvidence, regime: Evidence | None, pooled: Evidence,
-                        generations: frozenset[str]) -> Interval:
-    key = cover_key(f)
-    covered = not ev.cover or key in ev.cover
+def _regime_source(f: Features, regime: Evidence | None) -> str:
+    """What ``regime_spread`` took the spread from: the regime's published runs, or, where the
+    regime has none, the pooled spread of every published run."""
+    if regime is not None and regime.n:
+        return f"the spread of regime {f.regime}'s published runs"
+    return f"the pooled spread of all published runs (regime {f.regime} has no measured run)"
+
+
+def _inside_cover(f: Features, ev: CalibrationEvidence, regime: Evidence | None,
+                  pooled: Evidence) -> tuple[float, list[tuple[str, float]], int]:
+    """(1-sigma spread before holding the own runs, widenings, evidence runs) of a scenario inside
+    the calibration's cover (module docstring): the leave-one-out errors of several runs, or the
+    regime's spread x sqrt(2) for one run; widened for the runs' GPU range, schedules and frameworks."""
     errors = ev.step_time_rel_errors
-    if covered and errors:
+    if errors:
         r = [math.log1p(e) for e in errors]
         s_pool = max(_spread(pooled), S_MIN)
         var = (sum(x * x for x in r) + K_S * s_pool ** 2) / (len(r) + K_S)
         wides = _range_widenings(f, ev)
-        var += sum(w * w for _, w in wides)
-        base = math.sqrt(var)
-        s = _holding_own_runs(ev, base, wides)
-        lo, hi = band(0.0, s)
-        return Interval(LEVEL, lo, hi, f.regime, len(r), validated=len(r) >= 3 and not wides,
-                        why=tuple(w for w, _ in wides), holds_measured=s > base)
+        return math.sqrt(var + sum(w * w for _, w in wides)), wides, len(r)
     _, var, n = regime_spread(regime, pooled)
-    if covered:   # one run
-        wides = [(f"calibrated from one run: no leave-one-out error; the spread of regime {f.regime}'s published "
-                  "runs, centred on the calibrated prediction, x sqrt(2)", 0.0), *_range_widenings(f, ev)]
-        var = 2 * var + sum(w * w for _, w in wides)
-        base = max(math.sqrt(var), S_MIN) * math.sqrt(1 + 1 / (n + K_S))
-        s = _holding_own_runs(ev, base, wides)
+    wides = [(f"calibrated from one run: no leave-one-out error; {_regime_source(f, regime)}, centred on the "
+              "calibrated prediction, x sqrt(2)", 0.0), *_range_widenings(f, ev)]
+    var = 2 * var + sum(w * w for _, w in wides)
+    return max(math.sqrt(var), S_MIN) * math.sqrt(1 + 1 / (n + K_S)), wides, n
+
+
+def calibrated_interval(f: Features, ev: CalibrationEvidence, regime: Evidence | None, pooled: Evidence,
+                        generations: frozenset[str]) -> Interval:
+    key = cover_key(f)
+    inside, inside_wides, runs = _inside_cover(f, ev, regime, pooled)
+    if not ev.cover or key in ev.cover:
+        s = _holding_own_runs(ev, inside, inside_wides)
         lo, hi = band(0.0, s)
-        return Interval(LEVEL, lo, hi, f.regime, n, validated=False, why=tuple(w for w, _ in wides),
-                        holds_measured=s > base)
-    else:
-        wides = [(f"outside the calibration's cover ({', '.join(ev.cover)}; this scenario is {key}): the "
-                  "uncalibrated spread, centred on the calibrated prediction", 0.0),
-                 *widenings(f, regime, generations, True, pooled)]
-        var += sum(w * w for _, w in wides)
-    s = max(math.sqrt(var), S_MIN) * math.sqrt(1 + 1 / (n + K_S))
+        return Interval(LEVEL, lo, hi, f.regime, runs, validated=bool(ev.step_time_rel_errors) and runs >= 3
+                        and not inside_wides, why=tuple(w for w, _ in inside_wides), holds_measured=s > inside)
+    # outside the cover: the uncalibrated spread and widenings of the regime, x sqrt(2) after one run
+    # (the calibrated prediction errs by e_new - e_run there too), never narrower than inside the
+    # cover, and holding the calibration's own runs
+    _, var, n = regime_spread(regime, pooled)
+    one = not ev.step_time_rel_errors
+    wides = [(f"outside the calibration's cover ({', '.join(ev.cover)}; this scenario is {key}): the "
+              "uncalibrated spread, centred on the calibrated prediction"
+              + (f" ({_regime_source(f, regime)}), x sqrt(2) as the calibration had one run" if one else ""), 0.0),
+             *widenings(f, regime, generations, True, pooled)]
+    var = (2 if one else 1) * var + sum(w * w for _, w in wides)
+    base = max(math.sqrt(var), S_MIN) * math.sqrt(1 + 1 / (n + K_S))
+    if inside > base:
+        wides.append(("no narrower than inside the cover: "
+                      + "; ".join(w for w, _ in inside_wides or [("the calibrated runs' leave-one-out errors", 0.0)]),
+                      0.0))
+        base = inside
+    s = _holding_own_runs(ev, base, wides)
     lo, hi = band(0.0, s)
-    return Interval(LEVEL, lo, hi, f.regime, n, validated=False, why=tuple(w for w, _ in wides))
+    return Interval(LEVEL, lo, hi, f.regime, n, validated=False, why=tuple(w for w, _ in wides),
+                    holds_measured=s > base)

@@ -185,3 +185,56 @@ def test_edge_of_range_is_said_only_at_a_bound(scale, edge):
     iv = calibrated_interval(f, ev, regimes.get(f.regime), pooled, frozenset({f.generation}))
     (why,) = [w for w in iv.why if "hold the calibration's own runs" in w]
     assert ("edge of its range" in why) is edge, why
+
+
+def _one_run(measured_s: float, after_s: float) -> CalibrationEvidence:
+    from clustersim.hardware.spec import CalibratedFactor, CalibratedRun
+    return CalibrationEvidence(runs=1, loo_rel_errors=(), cover=("dense 3D",), min_gpus=8, max_gpus=8,
+                               frameworks=("megatron-core",),
+                               factors=(CalibratedFactor("compute_scale", 0.4, 1.0, ("a",)),),
+                               per_run=(CalibratedRun("a", measured_s, 0.2, after_s),))
+
+
+@pytest.mark.parametrize("outside", [{"cp": 2, "dp": 2}, {"dtype": "fp8"}])
+def test_outside_the_cover_is_no_narrower_than_inside(outside):
+    """A profile fitted to one dense 3D run: a CP (or FP8) job outside its cover got a narrower band
+    than a covered job (x0.893-1.120 against x0.879-1.138: no x sqrt(2)), and a fit that missed its
+    own run by 414% kept +-12% there. Now both rules apply outside the cover too."""
+    regimes, pooled = _stored()
+    par = {k: v for k, v in outside.items() if k != "dtype"}
+    job = _job(2, 4, 1024, **par)
+    if "dtype" in outside:
+        job["training"] = {"dtype": outside["dtype"]}
+    f_in, f_out = features(scenario_from_dict(LATER[0])), features(scenario_from_dict(job))
+    assert cover_key(f_out) != "dense 3D"
+    good = _one_run(1.0, 1.0)
+    inside = calibrated_interval(f_in, good, regimes.get(f_in.regime), pooled, frozenset({f_in.generation}))
+    out = calibrated_interval(f_out, good, regimes.get(f_out.regime), pooled, frozenset({f_out.generation}))
+    assert out.lo_factor <= inside.lo_factor and out.hi_factor >= inside.hi_factor
+    assert any("outside the calibration's cover" in w and "sqrt(2)" in w for w in out.why), out.why
+    missed = _one_run(5.14, 1.0)                                     # measured 5.14x the calibrated time
+    out = calibrated_interval(f_out, missed, regimes.get(f_out.regime), pooled, frozenset({f_out.generation}))
+    assert out.hi_factor >= 5.14 and out.holds_measured
+    assert any("hold the calibration's own runs" in w for w in out.why), out.why
+
+
+def test_several_runs_outside_the_cover_no_narrower_than_inside():
+    """Leave-one-out errors wider than the regime's spread: the band outside the cover keeps them."""
+    regimes, pooled = _stored()
+    f_in, f_out = features(scenario_from_dict(LATER[0])), features(scenario_from_dict(LATER[1]))
+    ev = CalibrationEvidence(runs=3, loo_rel_errors=(0.6, -0.4, 0.5), cover=("dense 3D",), min_gpus=8, max_gpus=8,
+                             frameworks=("megatron-core",))
+    inside = calibrated_interval(f_in, ev, regimes.get(f_in.regime), pooled, frozenset({f_in.generation}))
+    out = calibrated_interval(f_out, ev, regimes.get(f_out.regime), pooled, frozenset({f_out.generation}))
+    assert out.hi_factor >= inside.hi_factor and out.lo_factor <= inside.lo_factor
+    assert any("no narrower than inside the cover" in w for w in out.why), out.why
+
+
+def test_one_run_in_a_regime_without_published_runs_says_pooled():
+    """The one-run band of a regime with no published run named "the spread of regime X's published
+    runs"; it is the pooled spread of all published runs and now says so."""
+    regimes, pooled = _stored()
+    f = features(scenario_from_dict(LATER[0]))
+    iv = calibrated_interval(f, _one_run(1.0, 1.0), None, pooled, frozenset({f.generation}))
+    (why,) = [w for w in iv.why if "one run" in w]
+    assert "pooled spread of all published runs" in why and f"regime {f.regime} has no measured run" in why, why
