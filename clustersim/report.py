@@ -94,7 +94,7 @@ class StepReport:
     def interval(self) -> Interval:
         """The 80% interval of the step time (clustersim.uncertainty), its low end no shorter than
         the step at the GPUs' peak."""
-        return step_interval(self.scenario).within_peak(self.mfu)
+        return step_interval(self.scenario).within_peak(step_at_peak_s(self.scenario), self.step_time_s)
 
     @property
     def mfu(self) -> float:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from clustersim.memory.report import VERDICTS
 from clustersim.parallel.layout import RECOMPUTE, SCHEDULES
+from clustersim.report import step_at_peak_s
 from clustersim.sweep.evaluate import (
     COL,
     ESTIMATE_FIELDS,
@@ -147,7 +148,8 @@ class SweepResult:
             peak, verdict = row[COL["peak_bytes_per_gpu"]], row[COL["verdict"]]
             step, tps, mfu = (float(row[COL[f]]) for f in ESTIMATE_FIELDS)
         key = tuple(int(v) for v in row[:N_KEY])
-        iv = step_interval(replace(s, parallel=layout_from_key(key, s.parallel))).within_peak(mfu)
+        at = replace(s, parallel=layout_from_key(key, s.parallel))
+        iv = step_interval(at).within_peak(step_at_peak_s(at), step)
         hours, usd = cost_per_million_tokens(s, step)
         out: dict[str, object] = {
             "rank": int(self.group_rank[i]) if self.group_rank is not None else 0,

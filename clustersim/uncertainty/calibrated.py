@@ -114,7 +114,7 @@ def calibrated_interval(f: Features, ev: CalibrationEvidence, regime: Evidence |
         s = _holding_own_runs(ev, inside, inside_wides)
         lo, hi = band(0.0, s)
         return Interval(LEVEL, lo, hi, f.regime, runs, validated=bool(ev.step_time_rel_errors) and runs >= 3
-                        and not inside_wides, why=tuple(w for w, _ in inside_wides), holds_measured=s > inside)
+                        and not inside_wides, why=tuple(w for w, _ in inside_wides))
     # outside the cover: the uncalibrated spread and widenings of the regime, x sqrt(2) after one run
     # (the calibrated prediction errs by e_new - e_run there too), never narrower than inside the
     # cover, and holding the calibration's own runs
@@ -133,5 +133,4 @@ def calibrated_interval(f: Features, ev: CalibrationEvidence, regime: Evidence |
         base = inside
     s = _holding_own_runs(ev, base, wides)
     lo, hi = band(0.0, s)
-    return Interval(LEVEL, lo, hi, f.regime, n, validated=False, why=tuple(w for w, _ in wides),
-                    holds_measured=s > base)
+    return Interval(LEVEL, lo, hi, f.regime, n, validated=False, why=tuple(w for w, _ in wides))

@@ -100,20 +100,20 @@ class Interval:
     evidence_runs: int
     validated: bool                 # the regime is measured and nothing widened the band
     why: tuple[str, ...] = ()       # the widenings applied
-    holds_measured: bool = False    # widened to hold measured runs (calibration): they outrank the model's peak
 
     def of(self, predicted: float) -> tuple[float, float]:
         """The interval of a quantity proportional to the step time."""
         return predicted * self.lo_factor, predicted * self.hi_factor
 
-    def within_peak(self, mfu: float) -> Interval:
-        """The interval of a step predicted at ``mfu``: no step is shorter than its FLOPs at the
-        GPUs' peak (MFU 1), so the low end stops there. Matters where the prediction sits near the
-        peak, as on a profile whose peak is the measured GEMM rate (`clustersim validate`): the MFU
-        interval read 65-105%. An interval widened to hold measured runs keeps its low end: a run
-        measured faster than the profile's peak allows is evidence against the peak, not the run."""
-        if 0.0 < mfu <= 1.0 and self.lo_factor < mfu and not self.holds_measured:
-            return replace(self, lo_factor=mfu)
+    def within_peak(self, floor_s: float, step_s: float) -> Interval:
+        """The interval of a step predicted at ``step_s`` whose FLOPs take ``floor_s`` at the GPUs'
+        dense peak (report.step_at_peak_s, the floor `clustersim calibrate` refuses a measured step
+        below): no step is shorter, so the low end stops there. Matters where the prediction sits
+        near the peak, as on a profile whose peak is the measured GEMM rate (`clustersim validate`:
+        the MFU interval read 65-105%), and for a band widened to hold a calibration's own runs
+        (x0.19-5.1: the step's low end read MFU 110%)."""
+        if 0.0 < floor_s <= step_s and self.lo_factor * step_s < floor_s:
+            return replace(self, lo_factor=floor_s / step_s)
         return self
 
     def of_rate(self, predicted: float) -> tuple[float, float]:

