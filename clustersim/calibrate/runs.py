@@ -180,42 +180,52 @@ def _world(parallel: dict[str, Any]) -> int:
     return math.prod(int(parallel.get(k) or 1) for k in ("tp", "pp", "cp", "dp"))
 
 
+# --set keys another rule judges: the cluster (--cluster names the machine, importers.common.check_nodes
+# its node count, calibrate.machine._check_preset_hardware its hardware) and the model a preset or HF
+# config names (importers.finish's second-model rule)
+_JUDGED_ELSEWHERE = ("model.preset", "model.hf_config", "model.name", "name")
+
+
 def check_sets_keep_the_job(data: dict[str, Any], source: str, overrides: list[str]) -> None:
     """A log's step time is the time of the job it states: ``--set`` gives what the file does not
-    state (docs/calibration.md, "Training logs"), and one that changes the model, the GPU count or
-    the global batch the file states is an InputError naming the --set, the value and the file's
-    value (a model of neither source, 24 nodes under a log of world size 96 fitted compute_scale
-    0.47, global batch 384 under one of 192 fitted 1.87). ``data``: the imported scenario, before
-    the overrides; the model preset or HF config a --set names: importers.finish's second-model rule."""
-    from clustersim.importers.common import check_nodes, cluster_gpus_per_node
+    state (docs/calibration.md, "Training logs"), and one that changes a field the file states (the
+    model, the layout, the micro-batch, recomputation, ZeRO stage, dtype, ...) or the GPU count is an
+    InputError naming the --set, the value and the file's value (a model of neither source, 24 nodes
+    under a log of world size 96 fitted compute_scale 0.47, global batch 384 under one of 192 fitted
+    1.87; a micro-batch, ZeRO stage or dtype the log states was overridden silently). ``data``: the
+    imported scenario, before the overrides; the model preset or HF config a --set names:
+    importers.finish's second-model rule."""
+    from clustersim.importers.common import check_nodes, cluster_gpus_per_node, stated_world
     from clustersim.scenario import apply_overrides
     par = data.get("parallel") or {}
-    world = _world(par) if "dp" in par else None
+    world = stated_world(data)
     for item in overrides:
         key = item.split("=", 1)[0].strip()
         after = _stated(apply_overrides(data, [item]), key)
-        stated = _stated(data, key)
-        stated_here = (key.startswith("model.") and key not in ("model.preset", "model.hf_config", "model.name")
-                       or key == "parallel.global_batch")
-        if stated_here and stated is not _MISSING and after != stated:
-            raise InputError(f"--set {key}", after, f"{stated!r}, the value {source} states (the job whose step "
-                             "time it measured), or leave the --set out: --set gives a field the file does not state")
         if key == "cluster.nodes" and world is not None and isinstance(after, int):
             cluster = data.get("cluster") or {}
             gpn = int(cluster.get("gpus_per_node") or cluster_gpus_per_node(cluster.get("preset"), "GPUs per node"))
             check_nodes(world, after, gpn, str(cluster.get("preset")), "--set cluster.nodes")
-    if world is None:
-        return
     after_par = apply_overrides(data, overrides).get("parallel") or {}
-    if _world(after_par) != world:
-        given = [o.split("=", 1) for o in overrides
-                 if o.split("=", 1)[0].strip() in ("parallel.tp", "parallel.pp", "parallel.cp", "parallel.dp")]
+    after_world = stated_world(apply_overrides(data, overrides))
+    given = [o.split("=", 1) for o in overrides
+             if o.split("=", 1)[0].strip() in ("parallel.tp", "parallel.pp", "parallel.cp", "parallel.dp")]
+    if world is not None and after_world is not None and after_world != world and given:
         layout = " x ".join(f"{k} {int(par.get(k) or 1)}" for k in ("tp", "pp", "cp", "dp"))
         now = " x ".join(f"{k} {int(after_par.get(k) or 1)}" for k in ("tp", "pp", "cp", "dp"))
         raise InputError("--set " + ", ".join(k.strip() for k, _ in given), ", ".join(v for _, v in given),
-                         f"a layout of the world size {world} that {source} states ({layout}), or leave the --set "
-                         f"out: --set gives a field the file does not state (the --set layout {now} runs "
-                         f"{_world(after_par)} GPUs)")
+                         f"a layout of the world size {world} that {source} states ({layout}), or leave the "
+                         f"--set out: --set gives a field the file does not state (the --set layout {now} runs "
+                         f"{after_world} GPUs)")
+    for item in overrides:
+        key = item.split("=", 1)[0].strip()
+        if key.startswith("cluster.") or key in _JUDGED_ELSEWHERE:
+            continue
+        stated = _stated(data, key)
+        after = _stated(apply_overrides(data, [item]), key)
+        if stated is not _MISSING and after != stated:
+            raise InputError(f"--set {key}", after, f"{stated!r}, the value {source} states (the job whose step "
+                             "time it measured), or leave the --set out: --set gives a field the file does not state")
 
 
 def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, nodes: int | None,
@@ -261,7 +271,7 @@ def runs_from_logs(logs: list[Path], configs: list[Path], base: str | None, node
             dates = _DATE.findall(text)
             device = gpu_line_in(text) or ""
         check_sets_keep_the_job(res.scenario, path.name, overrides)
-        res = finish(res, overrides)
+        res = finish(res, overrides, model_flags=False)
         if res.measured_step_time_s is None:
             raise InputError("--log", str(path), "a log with training step lines")
         runs.append(Run(path.name, res.kind, on_cluster(res.scenario, base), res.measured_step_time_s, dates=dates,

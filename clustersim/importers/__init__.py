@@ -97,9 +97,20 @@ def _import_text(kind: str, text: str, source: str, config: tuple[str, str] | No
     raise InputError("KIND", kind, KINDS)
 
 
+def model_options(model_flags: bool) -> str:
+    """How to name the model on the command line of the command that runs: `clustersim import` has
+    ``--model`` and ``--hf-config``, `clustersim calibrate` only ``--set`` (``model_flags`` False)."""
+    if model_flags:
+        return "--model PRESET (clustersim list models), --hf-config config.json or --set model.KEY=VALUE"
+    return ("--set model.preset=PRESET (clustersim list models), --set model.hf_config=config.json or "
+            "--set model.KEY=VALUE")
+
+
 def finish(result: ImportResult, overrides: list[str], model: str | None = None,
-           hf_config: str | None = None) -> ImportResult:
-    """Apply ``--model``/``--hf-config``/``--set`` and validate: the scenario must load."""
+           hf_config: str | None = None, model_flags: bool = True) -> ImportResult:
+    """Apply ``--model``/``--hf-config``/``--set`` and validate: the scenario must load.
+    ``model_flags``: whether the command has ``--model``/``--hf-config`` (calibrate has not): the
+    messages name only options it has."""
     from clustersim.scenario import apply_overrides, scenario_from_dict
     data: dict[str, Any] = result.scenario
     if model is not None or hf_config is not None:
@@ -116,8 +127,8 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
     if not data.get("model"):
         auto = (f'; "auto" in {", ".join(f"zero_optimization.{k}" for k in result.hidden_auto)} is filled in by '
                 "the HF Trainer from the model's hidden size (or write numbers there)") if result.hidden_auto else ""
-        raise InputError("--model", None, "the model: a DeepSpeed config does not describe it; pass --model PRESET "
-                         "(clustersim list models), --hf-config config.json or --set model.layers=... fields" + auto)
+        raise InputError("--model" if model_flags else "--set model.preset", None, "the model: a DeepSpeed config "
+                         f"does not describe it; pass {model_options(model_flags)}" + auto)
     try:
         sc = scenario_from_dict(data)  # InputError (exit 2) if the imported scenario is not valid
         if result.hidden_auto:   # the HF Trainer's "auto" values, from the model's hidden size
@@ -144,7 +155,7 @@ def finish(result: ImportResult, overrides: list[str], model: str | None = None,
         # a model field the file does not give (a command line's vocabulary, say): the loader's rule, and
         # how to give it here
         raise InputError(err.field, None, f"{err.allowed}; the imported file does not give it: pass "
-                         f"--set {err.field}=N, --model PRESET or --hf-config FILE") from None
+                         f"--set {err.field}=N, or name the model: {model_options(model_flags)}") from None
     result.scenario = data
     return result
 
@@ -178,54 +189,20 @@ def _split_run_fields(section: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     return own, ran
 
 
-def _model_spec(section: dict[str, Any]) -> Any:
-    """The ModelSpec a model section describes by itself (None where it is incomplete: no vocabulary, say)."""
-    from clustersim.workload.hf_config import read_hf_config
-    from clustersim.workload.model_fields import model_from_fields
-    from clustersim.workload.presets import MODEL_PRESETS
-    fields: dict[str, Any] = {}
-    if section.get("preset"):
-        fields.update(MODEL_PRESETS.get(str(section["preset"]), {}))
-    if section.get("hf_config"):
-        fields.update(read_hf_config(str(section["hf_config"])))
-    fields.update({k: v for k, v in section.items() if k not in ("preset", "hf_config", "name", "seq_len")})
-    fields["seq_len"] = 4096
-    try:
-        return model_from_fields("x", fields)
-    except (KeyError, TypeError, ValueError, InputError):
-        return None
-
-
 def _refuse_a_second_model(found: dict[str, Any], named: dict[str, str], via: str = "") -> None:
     """``--model`` / ``--hf-config`` name the model where the file does not say it (a DeepSpeed config, a
     torchtitan flavor clustersim does not know, a command line without a known vocabulary); a file that
     describes a whole model of its own and another named beside it is an InputError naming the option
-    (it replaced the file's model without a word)."""
-    own = {k: v for k, v in found.items() if k not in ("seq_len", "name")}
-    if not own or own == named:
-        return
-    mine = _model_spec(own)
-    if mine is None:
-        return
-    theirs = _model_spec(named)
-    if theirs is not None and theirs == mine:
-        return
-    option, value = ("--model", named["preset"]) if "preset" in named else ("--hf-config", named["hf_config"])
+    (it replaced the file's model without a word; importers.same_model, the check a --config beside a
+    log takes too)."""
+    from clustersim.importers.same_model import refuse_another_model
+    option, value = ("--model", named.get("preset")) if "preset" in named else ("--hf-config", named.get("hf_config"))
     if via:   # ``--set model.preset=NAME`` / ``model.hf_config=FILE``
         option = f"{via} model.{'preset' if 'preset' in named else 'hf_config'}"
-    desc = own.get("preset") or found.get("name") or (f"{own.get('layers')} layers, hidden {own.get('hidden')}, "
-                                                      f"{own.get('heads')} heads")
-    if theirs is not None:
-        from dataclasses import fields
-
-        from clustersim.workload.model_spec import scenario_key
-        differ = [scenario_key(f.name) for f in fields(mine)
-                  if f.name != "notes" and getattr(mine, f.name) != getattr(theirs, f.name)]
-        desc += f"; {value} differs in {', '.join(differ)}"
-    raise InputError(option, value, f"left out: the imported file describes its model ({desc}); --model, "
-                     "--hf-config and --set model.preset / model.hf_config name the model where the file does not "
-                     "say it; for another model, change a field of the imported scenario (clustersim import ... --set "
-                     "model.KEY=VALUE)")
+    refuse_another_model(found, named, option, value, "left out: --model, --hf-config and --set model.preset / "
+                         "model.hf_config name the model where the file does not say it; for another model, change "
+                         "a field of the imported scenario (clustersim import ... --set model.KEY=VALUE); the imported "
+                         "file describes its model")
 
 
 def read_input(path: str, field: str, what: str) -> tuple[str, str]:

@@ -56,6 +56,25 @@ def cluster_gpus_per_node(cluster: str | None, why: str) -> int:
     return int(describe("clusters", cluster)["gpus_per_node"])
 
 
+def stated_world(scenario: dict[str, Any]) -> int | None:
+    """The GPU count a job's scenario runs: tp x pp x cp x dp where it states dp, else what the
+    loader resolves from the GPUs its cluster states (its nodes: dp = GPUs / (tp x pp x cp)); None
+    where it states neither, or does not load (the loader refuses it later, naming the field). The
+    one count a log's world size is checked against: a --config of 24 nodes without dp ran the
+    96-GPU log's step as 192 GPUs."""
+    par = scenario.get("parallel") or {}
+    if "dp" in par:
+        return math.prod(int(par.get(k) or 1) for k in ("tp", "pp", "cp", "dp"))
+    if "nodes" not in (scenario.get("cluster") or {}):
+        return None
+    from clustersim.scenario import scenario_from_dict
+    try:
+        p = scenario_from_dict(scenario).parallel
+    except InputError:
+        return None
+    return p.tp * p.pp * p.cp * p.dp
+
+
 def check_nodes(world: int, nodes: int, gpus_per_node: int, cluster: str, option: str) -> None:
     """The node count a user gave (``option``: --nodes, --set cluster.nodes) against the world size the
     file states: nodes x GPUs per node must run it (one node may hold a job of fewer ranks than its

@@ -19,7 +19,14 @@ from __future__ import annotations
 import re
 
 from clustersim.errors import InputError
-from clustersim.importers.common import ImportResult, Iteration, clean_lines, detected_cluster, steady_state
+from clustersim.importers.common import (
+    ImportResult,
+    Iteration,
+    clean_lines,
+    detected_cluster,
+    stated_world,
+    steady_state,
+)
 from clustersim.importers.megatron_args import scenario_from_args
 from clustersim.importers.megatron_parse import MegatronArgs, args_blocks
 
@@ -57,13 +64,24 @@ def _check_world(text: str, scenario: dict, config_name: str) -> None:
     found = WORLD.findall(text)
     if not found:
         return
-    par = scenario.get("parallel", {})
-    world = 1
-    for key in ("tp", "pp", "cp", "dp"):
-        world *= int(par.get(key) or 1)
-    if "dp" in par and world != int(found[-1]):
+    world = stated_world(scenario)
+    if world is not None and world != int(found[-1]):
         raise InputError("--config", config_name, f"the config of the run this log measured: the log says world size "
                          f"{found[-1]}, the config's layout runs {world} GPUs")
+
+
+def _check_model(args: MegatronArgs, scenario: dict, cluster: str | None, nodes: int | None, source: str,
+                 config_name: str) -> None:
+    """The model the log's arguments block describes against the --config job's (importers.same_model,
+    the check --set model.preset takes): a config of another model fitted the log's step time to it."""
+    from clustersim.importers.same_model import refuse_another_model
+    try:
+        logged = scenario_from_args(args, cluster, nodes, source).scenario.get("model") or {}
+    except InputError:
+        return   # a block clustersim cannot describe: the config is the job's description
+    refuse_another_model(logged, scenario.get("model") or {}, "--config", config_name,
+                         f"the config of the run this log measured: the arguments block of {source} describes "
+                         "its model")
 
 
 def _last_job(text: str, blocks: list[tuple[int, MegatronArgs]], cluster: str | None, nodes: int | None,
@@ -113,6 +131,8 @@ def import_megatron_log(text: str, source: str, cluster: str | None = None, node
         if args is None:
             notes.append(f"no complete arguments block in {source}: the job from {config[1]}")
         _check_world(segment, scenario, config[1])
+        if args is not None:
+            _check_model(args, scenario, cluster, nodes, source, config[1])
     elif args is None:
         raise InputError("megatron-log", source, "a log with its `------------------------ arguments "
                          "------------------------` block (Megatron-LM prints it at start-up on rank 0), or the "

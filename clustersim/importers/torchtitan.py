@@ -278,8 +278,9 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
     else:
         raise InputError("model.flavor", f"{mname} {flavor}".strip() or None,
                          f"a torchtitan model clustersim knows ({', '.join(f'{a} {b}' for a, b in FLAVORS)}, "
-                         "debugmodel), or a log that prints the model's arguments; else pass --model PRESET, "
-                         "--hf-config config.json or --set model.preset=...")
+                         "debugmodel), or a log that prints the model's arguments; else name the model: --set "
+                         "model.preset=PRESET or --set model.hf_config=config.json (clustersim import also takes "
+                         "--model PRESET / --hf-config FILE)")
     seq = training.get("seq_len")
     if seq is None:
         raise InputError("training.seq_len", None, "the sequence length: [training] seq_len in the TOML")
@@ -530,7 +531,14 @@ def import_torchtitan_log(text: str, source: str, config_text: str | None, confi
         raise InputError("--config", None, "the job's TOML config (torchtitan logs do not print the batch size "
                          "and sequence length)")
     cluster, beside = detected_cluster(cluster, "\n".join(lines[:400]))
-    scenario, notes = scenario_from_toml(cfg, cluster=cluster, nodes=nodes, model_fields=model_from_log(lines),
+    logged = model_from_log(lines)
+    model_cfg = _section(cfg, "model")
+    flavor = FLAVORS.get((str(model_cfg.get("name", "")).lower(), str(model_cfg.get("flavor", "")).lower()))
+    if logged and flavor:   # the model the log built against the config's flavor (importers.same_model)
+        from clustersim.importers.same_model import refuse_another_model
+        refuse_another_model(logged, {"preset": flavor}, "--config", config_name,
+                             f"the config of the run this log measured: {source} builds its model")
+    scenario, notes = scenario_from_toml(cfg, cluster=cluster, nodes=nodes, model_fields=logged,
                                          mesh=mesh_from_log(lines), name=f"imported from {source}", given=given)
     scenario["cluster"].update(beside)   # the GPU profile of a part without its own preset
     _check_capacity(lines, scenario["cluster"], notes)

@@ -326,8 +326,8 @@ def test_a_megatron_log_with_a_config_of_another_gpu_count_is_refused():
     from validation.logs.formats import megatron_log
     log = megatron_log(ARGS_16B, 1.0)   # world size 192
     other = ("torchrun --nproc-per-node 8 --nnodes 4 pretrain_gpt.py --num-layers 32 --hidden-size 6144 "
-             "--num-attention-heads 48 --seq-length 4096 --tokenizer-type NullTokenizer --vocab-size 131072 "
-             "--tensor-model-parallel-size 4 --global-batch-size 192 --bf16")
+             "--num-attention-heads 48 --seq-length 4096 --tokenizer-type NullTokenizer --vocab-size 131071 "
+             "--untie-embeddings-and-output-weights --tensor-model-parallel-size 4 --global-batch-size 192 --bf16")
     with pytest.raises(InputError) as exc:
         import_text("megatron-log", log, "train.log", config=(other, "launch.sh"), cluster="dgx-h100")
     assert exc.value.field == "--config" and "world size 192" in str(exc.value) and "32 GPUs" in str(exc.value)
@@ -343,8 +343,9 @@ def test_a_megatron_log_with_a_config_of_another_global_batch_is_refused():
 
     def launch(batch: int) -> str:
         return ("torchrun --nproc-per-node 8 --nnodes 24 pretrain_gpt.py --num-layers 32 --hidden-size 6144 "
-                "--num-attention-heads 48 --seq-length 4096 --tokenizer-type NullTokenizer --vocab-size 131072 "
-                f"--tensor-model-parallel-size 4 --global-batch-size {batch} --bf16")
+                "--num-attention-heads 48 --seq-length 4096 --tokenizer-type NullTokenizer --vocab-size 131071 "
+                f"--untie-embeddings-and-output-weights --tensor-model-parallel-size 4 --global-batch-size {batch} "
+                "--bf16")   # the log's model: 131,072 padded tokens (NullTokenizer adds one), untied
     with pytest.raises(InputError) as exc:
         import_text("megatron-log", log, "train.log", config=(launch(384), "launch.sh"), cluster="dgx-h100")
     assert exc.value.field == "--config" and "global batch 192 throughout" in str(exc.value) and "384" in str(exc.value)

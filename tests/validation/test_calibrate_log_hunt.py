@@ -74,10 +74,11 @@ def test_a_set_that_contradicts_the_log_is_refused(sets, named, allowed, tmp_pat
 
 def test_set_tp_is_named_as_the_source_not_the_log(tmp_path, capsys):
     """tp 3 came from --set; the message said 'the value the megatron-log importer read from a.log'. A --set
-    that agrees with the log (or gives what it does not state, the micro-batch) stays allowed."""
+    that agrees with the log stays allowed (the log states its micro-batch, micro_batch_size 1: a --set of
+    another is refused, test_calibrate_cover_hunt.py)."""
     code, _, err = _calibrate(tmp_path, capsys, "--log", str(DATA / "megatron_96gpu.log"), "--cluster", "dgx-h100",
                               "--set", "parallel.tp=2", "--set", "parallel.dp=48", "--set", "cluster.nodes=12",
-                              "--set", "parallel.micro_batch=2")
+                              "--set", "parallel.micro_batch=1")
     assert code == 0, err
     code, _, err = _calibrate(tmp_path, capsys, "--log", str(DATA / "megatron_96gpu.log"), "--cluster", "dgx-h100",
                               "--set", "parallel.tp=3")
