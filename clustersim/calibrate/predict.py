@@ -133,15 +133,31 @@ def step_scenario(kind: str, params: dict[str, Any], preset: str, mode: str) -> 
             "training": {"dtype": "fp32", "optimizer": "adam"}}
 
 
-def probe_scale(params: dict[str, Any], preset: str, mode: str, probe_s: float) -> float:
+X_MIN = 1e-6   # the smallest 1 / compute_scale probe_scale tries: a compute rate 1e6 x the profile's
+
+
+def local_floor_s(params: dict[str, Any], preset: str, mode: str) -> float:
+    """The simulated local-step probe at an unbounded compute rate (compute_scale 1 / X_MIN): the
+    host's share of the step (clustersim.compute.host), which no compute_scale shortens."""
+    from clustersim.calibrate.machine import simulate_s
+    from clustersim.scenario import scenario_from_dict
+    data = step_scenario("local_step", params, preset, mode)
+    return simulate_s(data, scenario_from_dict(data).cluster, 1 / X_MIN)
+
+
+def probe_scale(params: dict[str, Any], preset: str, mode: str, probe_s: float) -> float | None:
     """The compute_scale at which the simulator reproduces the local-step probe measured beside a
     step (validation/bench_steps.py): the machine's compute rate at the time of that step. A
     one-rank step is its kernels, which compute_scale divides, plus the host's share of the step
     (clustersim.compute.host: synchronising calls, issue deficits), which it does not: the
     simulated probe is T(k) = A + B / k where no kernel crosses its issue time, so k is solved
-    on 1 / k by secant steps from T(1) and T(2) (tests/validation/test_fit_points.py checks it)."""
+    on 1 / k by secant steps from T(1) and T(2) (tests/validation/test_fit_points.py checks it).
+    None where the probe is no longer than the simulator's non-compute floor A (``local_floor_s``):
+    no compute rate reproduces it (the solver stopped at its bound and reported compute_scale 1e6)."""
     from clustersim.calibrate.machine import simulate_s
     from clustersim.scenario import scenario_from_dict
+    if probe_s <= local_floor_s(params, preset, mode):
+        return None
     data = step_scenario("local_step", params, preset, mode)
     cluster = scenario_from_dict(data).cluster
     x0, x1 = 1.0, 0.5                          # 1 / k
@@ -149,7 +165,7 @@ def probe_scale(params: dict[str, Any], preset: str, mode: str, probe_s: float) 
     for _ in range(8):
         if t1 in (t0, probe_s):
             break
-        x0, x1, t0 = x1, max(1e-6, x1 + (probe_s - t1) * (x1 - x0) / (t1 - t0)), t1
+        x0, x1, t0 = x1, max(X_MIN, x1 + (probe_s - t1) * (x1 - x0) / (t1 - t0)), t1
         t1 = simulate_s(data, cluster, 1 / x1)
         if abs(t1 - probe_s) <= 1e-12 * probe_s:
             break
@@ -158,15 +174,17 @@ def probe_scale(params: dict[str, Any], preset: str, mode: str, probe_s: float) 
 
 def predict_step_s(kind: str, params: dict[str, Any], preset: str, mode: str, probe_s: float | None = None) -> float:
     """The step's simulated time on the calibrated preset; with the probe measured beside it, at
-    the compute rate the probe says (``probe_scale``)."""
+    the compute rate the probe says (``probe_scale``; at the profile's own rate where the probe is
+    below the simulator's non-compute floor)."""
     from clustersim.api import simulate
     from clustersim.scenario import scenario_from_dict
     data = step_scenario(kind, params, preset, mode)
-    if probe_s is None:
+    scale = None if probe_s is None else probe_scale(params, preset, mode, probe_s)
+    if scale is None:
         return simulate(scenario_from_dict(data)).step_time_s
     from clustersim.calibrate.machine import simulate_s
     sc = scenario_from_dict(data)
-    return simulate_s(data, sc.cluster, probe_scale(params, preset, mode, probe_s))
+    return simulate_s(data, sc.cluster, scale)
 
 
 def with_fabric(cluster: ClusterSpec, fabric: FabricSpec, tier: str) -> ClusterSpec:

@@ -341,9 +341,16 @@ def evaluate(records: list[dict[str, Any]], opts: ValidateOptions, link: dict[st
     profile, fits = calibrate(records, opts, link)
     results, notes = predict_records(records, opts, profile)
     with profile_in_env(profile):   # the machine's compute rate beside each step (validation/bench_steps.py)
-        fits["step_probe_compute_scale"] = {
-            r["name"]: round(predict.probe_scale(r["params"], _names(opts)[2], opts.mode, r["probe_local_step_s"]), 4)
-            for r in records if r.get("probe_local_step_s")}
+        scales = {r["name"]: predict.probe_scale(r["params"], _names(opts)[2], opts.mode, r["probe_local_step_s"])
+                  for r in records if r.get("probe_local_step_s")}
+        fits["step_probe_compute_scale"] = {n: round(k, 4) for n, k in scales.items() if k is not None}
+        for r in records:
+            if r.get("probe_local_step_s") and scales.get(r["name"]) is None:
+                floor_s = predict.local_floor_s(r["params"], _names(opts)[2], opts.mode)
+                notes.append(f"{r['name']}: its local probe ({r['probe_local_step_s']:.4g} s) is below the "
+                             f"simulator's non-compute floor of that step ({floor_s:.4g} s, the host's share at any "
+                             "compute rate): no compute_scale reproduces it, and the step is predicted at the "
+                             "profile's own rate")
     if fits["step_probe_compute_scale"]:   # what the written profile alone does not carry
         scales = sorted(fits["step_probe_compute_scale"].values())
         notes.append(f"the step cases are predicted at the compute rate their local probe measured beside each step "

@@ -91,3 +91,24 @@ def test_step_probe_scale_reproduces_the_probe(netns):
         plain = predict.predict_step_s("ddp_step", step["params"], "calibrated-netns", "netns")
         slow = predict.predict_step_s("ddp_step", step["params"], "calibrated-netns", "netns", t1 / 0.37)
         assert slow > 2 * plain    # compute 1/0.37 x slower; the all-reduce is not
+
+
+def test_a_probe_below_the_non_compute_floor_has_no_scale(netns, tmp_path):
+    """A probe shorter than the local step's host share (its time at any compute rate) has no
+    compute_scale: the solver stopped at its bound and `validate --ci` reported 1e+06 as fitted.
+    Now probe_scale says None and validate leaves the case out of step_probe_compute_scale with a note."""
+    from clustersim.calibrate import predict
+    from clustersim.calibrate.profile import profile_in_env
+    records, result = netns
+    step = next(r for r in records if r["kind"] == "ddp_step")
+    with profile_in_env(result.profile_path):
+        floor_s = predict.local_floor_s(step["params"], "calibrated-netns", "netns")
+        assert floor_s > 0
+        assert predict.probe_scale(step["params"], "calibrated-netns", "netns", floor_s * 0.5) is None
+        assert predict.probe_scale(step["params"], "calibrated-netns", "netns", floor_s * 50) < 1e5
+    fast = [{**r, "probe_local_step_s": floor_s * 0.5} if r["name"] == step["name"] else r for r in records]
+    opts = ValidateOptions(netns=True, level="quick", out_dir=tmp_path)
+    res = evaluate(fast, opts, fast[0]["env"]["link"])
+    assert step["name"] not in res.fits["step_probe_compute_scale"]
+    assert all(k < 1e5 for k in res.fits["step_probe_compute_scale"].values())
+    assert any(step["name"] in n and "non-compute floor" in n for n in res.notes), res.notes
