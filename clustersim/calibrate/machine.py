@@ -184,7 +184,7 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     from clustersim.calibrate import fabric_fit
     from clustersim.calibrate.devices import check_devices
     from clustersim.calibrate.import_nccl import infer_base_cluster, observations, read_runs
-    from clustersim.calibrate.runs import runs_from_csv, runs_from_logs, runs_from_specs
+    from clustersim.calibrate.runs import distinct_sources, runs_from_csv, runs_from_logs, runs_from_specs
     from clustersim.hardware.load import describe, list_clusters, load_cluster
     from clustersim.inputs import read_text
     from clustersim.output_file import check_output_path
@@ -194,6 +194,7 @@ def calibrate_machine(*, nccl_logs: list[Path], logs: list[Path], configs: list[
     runs += runs_from_specs(list(run_specs or []), overrides, base)
     for path in runs_csv or []:
         runs += runs_from_csv(path, overrides, base)
+    runs = distinct_sources(runs)
     check_output_path(out, "--out", inputs=[p for r in runs for p in r.files])   # a --runs CSV's scenarios too
     _check_distinct_runs(runs)
     read_notes = [n for r in runs for n in r.notes]   # before reruns merge into one run

@@ -15,7 +15,7 @@ import csv
 import io
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,26 @@ class Run:
                 f = (xs[i] - x) / (xs[i] - xs[i + 1])
                 return self.grid_s[i] + f * (self.grid_s[i + 1] - self.grid_s[i])
         return self.grid_s[-1]
+
+
+def distinct_sources(runs: list[Run]) -> list[Run]:
+    """The runs, each named apart from the others: where two share a name (two --log files
+    ``a/train.log`` and ``b/train.log``, two --run scenarios of one file name), each is named by the
+    shortest end of its file's path that tells it apart (``a/train.log``), as a --runs row is by its
+    line; the report, the profile's ``fitted_to`` and ``per_run`` read these names."""
+    names = [r.source for r in runs]
+    out = []
+    for i, r in enumerate(runs):
+        twins = [q for j, q in enumerate(runs) if j != i and q.source == r.source]
+        if not twins or not r.files:
+            out.append(r)
+            continue
+        mine = r.files[0].resolve().parts
+        others = [q.files[0].resolve().parts for q in twins if q.files]
+        name = next(("/".join(mine[-d:]) for d in range(2, len(mine) + 1)
+                     if all(tuple(o[-d:]) != tuple(mine[-d:]) for o in others)), None)
+        out.append(replace(r, source=name or f"{r.source} (#{names[:i].count(r.source) + 1})"))
+    return out
 
 
 def _step_time(value: float, field_: str, what: str) -> float:

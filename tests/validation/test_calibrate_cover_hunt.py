@@ -134,3 +134,22 @@ def test_calibrate_names_its_own_options_for_a_missing_model(tmp_path, capsys):
     code, _, err = _run(["import", "deepspeed-log", str(log.with_suffix(".log")), "--config",
                          str(log.with_suffix(".json")), "--cluster", "dgx-a100"], capsys)
     assert code == 2 and "error: --model:" in err and "--model PRESET" in err
+
+
+def test_two_logs_of_one_file_name_are_told_apart(tmp_path, capsys):
+    """`fitted_to: ["train.log", "train.log"]`: two --log files of one name could not be told apart
+    in the report and the profile; each is now named by the end of its path that differs."""
+    megatron = ROOT / "validation" / "logs" / "megatron_h100"
+    for d, log in (("a", "gpt_7.1b_96gpu.log"), ("b", "gpt_1.7b_48gpu.log")):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "train.log").write_text((megatron / log).read_text())
+    out = tmp_path / "ab.yaml"
+    code, stdout, err = _run(["calibrate", "--log", str(tmp_path / "a" / "train.log"), "--log",
+                              str(tmp_path / "b" / "train.log"), "--cluster", "dgx-h100", "--name", "ab", "--out",
+                              str(out), "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(stdout)
+    assert [r["source"] for r in d["runs"]] == ["a/train.log", "b/train.log"]
+    assert d["factors"][0]["fitted_to"] == ["a/train.log", "b/train.log"]
+    assert [r["name"] for r in d["calibration"]["per_run"]] == ["a/train.log", "b/train.log"]
+    assert '"a/train.log"' in out.read_text() and '"b/train.log"' in out.read_text()
