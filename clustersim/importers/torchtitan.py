@@ -47,6 +47,7 @@ from clustersim.importers.common import (
 from clustersim.importers.megatron_args import supports
 from clustersim.importers.torchtitan_pipeline import pipeline_split
 from clustersim.inputs import MAX_DEPTH, check_structure
+from clustersim.limits import MAX_COUNT
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -244,10 +245,27 @@ def _comm_backend(par: dict[str, Any], ep: int, model: dict[str, Any], notes: li
     model["moe"] = {**model.get("moe", {}), "token_dispatcher": EP_COMM_BACKENDS[backend]}
 
 
+# the degrees torchtitan lets be -1, "the remaining ranks" (JobConfig Parallelism.data_parallel_shard_degree)
+REMAINING_DEGREES = ("data_parallel_shard_degree", "data_parallel_degree")
+
+
+def _degree_allowed(key: str) -> str:
+    """What ``parallelism.KEY`` may be: the one message for it, whichever check refuses the value."""
+    return f"an integer from 1 to {MAX_COUNT:,}" + (", or -1 (the remaining ranks)" if key in REMAINING_DEGREES else "")
+
+
 def _degree(par: dict[str, Any], *keys: str, default: int = 1) -> int:
+    """The first of ``keys`` the [parallelism] table gives (``default`` if none): an integer >= 1, or
+    -1 where torchtitan allows it (REMAINING_DEGREES); anything else names the key and ``_degree_allowed``."""
     for k in keys:
         if k in par:
-            return config_int(par[k], f"parallelism.{k}", lo=-1)
+            try:
+                value = config_int(par[k], f"parallelism.{k}", lo=-1 if k in REMAINING_DEGREES else 1)
+            except InputError:
+                value = 0
+            if value == 0:
+                raise InputError(f"parallelism.{k}", par[k], _degree_allowed(k))
+            return value
     return default
 
 
@@ -295,10 +313,8 @@ def scenario_from_toml(cfg: dict[str, Any], *, cluster: str | None, nodes: int |
     for key, value in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp),
                        ("context_parallel_degree", cp), ("expert_parallel_degree", ep),
                        ("data_parallel_replicate_degree", replicate)):
-        if not isinstance(value, int) or value < 1:
-            raise InputError(f"parallelism.{key}", value, "an integer >= 1")
-    if shard == 0 or shard < -1:
-        raise InputError("parallelism.data_parallel_shard_degree", shard, "an integer >= 1, or -1 (the remaining ranks)")
+        if not isinstance(value, int) or value < 1:   # a degree the log's device mesh gave
+            raise InputError(f"parallelism.{key}", value, _degree_allowed(key))
     if shard == -1 and (mesh.get("dp_shard") or mesh.get("dp")):
         shard = mesh.get("dp_shard") or mesh.get("dp")
     gpn = cluster_gpus_per_node(cluster, "the config does not name the GPU")

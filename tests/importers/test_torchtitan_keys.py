@@ -85,3 +85,23 @@ def test_deepep_backend_is_the_flex_dispatcher():
     with pytest.raises(InputError) as exc:
         _moe_import(extra='expert_parallel_comm_backend = "nccl"')
     assert exc.value.field == "parallelism.expert_parallel_comm_backend"
+
+
+@pytest.mark.parametrize(("key", "values", "minus_one"), [
+    ("tensor_parallel_degree", [-3, -1, 0, 2.5, '"2"'], False),
+    ("pipeline_parallel_degree", [-2, -1, 0], False),
+    ("data_parallel_shard_degree", [-3, 0, 1.5], True),
+])
+def test_a_bad_degree_gets_one_message_per_key(key, values, minus_one):
+    """tensor_parallel_degree = -3 said "an integer from -1 to ...", and -1 then "an integer >= 1":
+    each key now has one allowed text, whatever the value (only the data-parallel shard takes -1)."""
+    said = set()
+    for v in values:
+        text = (BASE.format(model="", training="local_batch_size = 1").replace("data_parallel_shard_degree = -1\n", "")
+                + f"{key} = {v}\n")
+        with pytest.raises(InputError) as exc:
+            import_text("torchtitan-toml", text, "job.toml", cluster="dgx-h100", nodes=1)
+        assert exc.value.field == f"parallelism.{key}"
+        said.add(exc.value.allowed)
+    (allowed,) = said
+    assert allowed.startswith("an integer from 1 to ") and ("-1 (the remaining ranks)" in allowed) is minus_one
