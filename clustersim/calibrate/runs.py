@@ -61,18 +61,17 @@ def distinct_sources(runs: list[Run]) -> list[Run]:
     ``a/train.log`` and ``b/train.log``, two --run scenarios of one file name), each is named by the
     shortest end of its file's path that tells it apart (``a/train.log``), as a --runs row is by its
     line; the report, the profile's ``fitted_to`` and ``per_run`` read these names."""
-    names = [r.source for r in runs]
     out = []
-    for i, r in enumerate(runs):
-        twins = [q for j, q in enumerate(runs) if j != i and q.source == r.source]
-        if not twins or not r.files:
+    for r in runs:
+        mine = r.files[0].resolve().parts if r.files else ()
+        # one file given twice keeps its name (calibrate refuses it, or takes it as reruns, by that name)
+        others = {q.files[0].resolve().parts for q in runs if q.source == r.source and q.files} - {mine}
+        if not mine or not others:
             out.append(r)
             continue
-        mine = r.files[0].resolve().parts
-        others = [q.files[0].resolve().parts for q in twins if q.files]
-        name = next(("/".join(mine[-d:]) for d in range(2, len(mine) + 1)
-                     if all(tuple(o[-d:]) != tuple(mine[-d:]) for o in others)), None)
-        out.append(replace(r, source=name or f"{r.source} (#{names[:i].count(r.source) + 1})"))
+        name = next("/".join(mine[-d:]) for d in range(2, len(mine) + 1)
+                    if all(o[-d:] != mine[-d:] for o in others))
+        out.append(replace(r, source=name))
     return out
 
 
