@@ -27,7 +27,7 @@ import simpy
 
 from clustersim.collectives import CollectivePlan
 from clustersim.engine.lane import ComputeLane
-from clustersim.engine.pair import PairCore, chain_of
+from clustersim.engine.pair import PairCore, Segment, chain_of, pair_side
 from clustersim.engine.timeline import SimResult, StepResult, Timeline
 from clustersim.engine.unit_runner import TIERS, Proc, UnitRunner, alone_segments, alone_total
 from clustersim.network import FairShareLink
@@ -350,22 +350,48 @@ class _StepSim(UnitRunner):
         return _Gathers(self, rank, gather_slots(z3, n, g, kind), z3.prefetch)
 
     def _pair(self, rk: SimRank, a: RankAction, b: RankAction) -> Proc:
-        """An overlapped forward & backward pair (clustersim.engine.pair), driven on the lane and links."""
-        env, tl, rank = self.env, self.tl, rk.index
-        for x in (a, b):
-            if x.kind == "F":
-                for u in range(len(rk.units[(x.stage, x.part)])):
-                    yield from self._wait_params(rank, x.stage, self.param_ready.get((rank, x.stage, u)))
-        chains = (chain_of(list(rk.units[(a.stage, a.part)])), chain_of(list(rk.units[(b.stage, b.part)])))
+        """An overlapped forward & backward pair (clustersim.engine.pair), driven on the lane and
+        links, with the data-parallel collectives its units wait for and launch as they do alone."""
+        env, tl, rank, z3, dp = self.env, self.tl, rk.index, self.z3, self.plan.dp
+        pair = (a, b)
+        gathered = {g for (g, _), _ in self.plan.param_gathers}
+        sides = tuple(pair_side(rk, x, dp, x.stage in gathered) for x in pair)
+        gathers = tuple(self._gathers(rank, len(rk.units[(x.stage, x.part)]), x.stage, x.kind)
+                        if z3 is not None and (x.part == "F" or x.part == "B" and z3.backward_gathers) else None
+                        for x in pair)
+        chains = (chain_of(sides[0]), chain_of(sides[1]))
         core = PairCore(chains, env.now)
         running: dict[simpy.Event, tuple[str, int, float, float, str]] = {}
+        waits: dict[int, simpy.Event] = {}
+
+        def resolve(c: int, seg: Segment) -> bool:
+            """Launch what the unit launches now; whether the chain waits (for ``waits[c]``)."""
+            x = pair[c]
+            if seg.before:
+                until = gathers[c].before(seg.unit) if gathers[c] is not None else \
+                    self.param_ready.get((rank, x.stage, seg.unit))
+            else:
+                unit = sides[c].launches[seg.unit]
+                stream, items = ("rs", z3.reduce.get((x.stage, unit), ())) if z3 is not None else \
+                    ("dp", dp.grad_buckets.get((x.stage, unit), ()))
+                done = None
+                for name, plan in items:
+                    done = self._enqueue(rank, stream, name, plan)
+                until = done if dp.blocking_reduce else None
+            if until is None or until.triggered:
+                return False
+            waits[c] = until
+            return True
+
         label = f"{a}&{b}"
         while True:
-            for res, c, seg in core.startable():
+            for res, c, seg in core.startable(resolve):
                 if res == "compute":
                     ev = self.lanes[rank].run(seg.time_s)
-                else:
+                elif res == "comm":
                     ev = env.process(self._run_plan(rank, seg.plan, seg.cause))
+                else:
+                    ev = waits.pop(c)
                 running[ev] = (res, c, env.now, seg.time_s, seg.cause)
             if not running:
                 break
@@ -383,14 +409,9 @@ class _StepSim(UnitRunner):
                     for why in sorted(ev.value):
                         tl.add(rank, "compute", f"{label} (slowed by {why})", why, t, t + ev.value[why])
                         t += ev.value[why]
-                else:
+                elif res == "comm":
                     tl.add(rank, "pair", label, cause, start, env.now)
                 core.finish(res, c, env.now)
-        for x in (a, b):
-            if self.plan.dp.reduces(x.part, x.final):
-                for u in range(len(rk.units[(x.stage, x.part)])):
-                    for name, plan in self.plan.dp.grad_buckets.get((x.stage, u), ()):
-                        self._enqueue(rank, "dp", name, plan)
 
     def _sends(self, rank: int, a: RankAction, i: int) -> Proc:
         """Start the sends of the rank's action ``i``; where they block (its ``blocks_from``:

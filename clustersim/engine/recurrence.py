@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from clustersim.engine.pair import chain_of, pair_timing
+from clustersim.engine.pair import Segment, chain_of, pair_side, pair_timing
 from clustersim.engine.timeline import CAUSES, ClosedResult, StepResult
 from clustersim.plan.comm_plans import Item
 from clustersim.plan.compiled_unit import CompiledUnit, unit_timing
@@ -397,23 +397,38 @@ class Recurrence:
             state.wait(max(self.arrival[key][1] for key, _ in a.sends), "pp_comm")
 
     def _pair(self, rk: SimRank, state: RankState, a: RankAction, b: RankAction) -> None:
-        """An overlapped forward & backward pair (clustersim.engine.pair) in closed form."""
-        for x in (a, b):
-            if x.kind == "F":
-                n = len(rk.units[(x.stage, x.part)])
-                state.wait(max([self.param_ready.get((rk.index, x.stage, u)) or 0.0 for u in range(n)], default=0.0),
-                           "dp_comm")
-        chains = (chain_of(list(rk.units[(a.stage, a.part)])), chain_of(list(rk.units[(b.stage, b.part)])))
-        busy = tuple(iv for st in state.streams.values() for iv in st.busy if iv[1] > state.clock)
-        end, by_cause = pair_timing(chains, state.clock, busy, state.slowdown)
+        """An overlapped forward & backward pair (clustersim.engine.pair) in closed form, with the
+        data-parallel collectives its units wait for and launch as they do alone."""
+        z3, dp = self._z3, self.plan.dp
+        sides = tuple(pair_side(rk, x, dp, x.stage in self._gathered_stages) for x in (a, b))
+        gathers = tuple(self._gathers(state, z3, len(rk.units[(x.stage, x.part)]), x.stage, x.kind)
+                        if z3 is not None and (x.part == "F" or x.part == "B" and z3.backward_gathers) else None
+                        for x in (a, b))
+        chains = (chain_of(sides[0]), chain_of(sides[1]))
+        busy = [iv for st in state.streams.values() for iv in st.busy if iv[1] > state.clock]
+
+        def resolve(c: int, seg: Segment, now: float) -> float | None:
+            """Launch what the unit launches at ``now``; when the chain may go on (None: now)."""
+            x = (a, b)[c]
+            state.clock = now
+            held = {name: len(st.busy) for name, st in state.streams.items()}
+            if seg.before:
+                gathered = self.param_ready.get((rk.index, x.stage, seg.unit))
+                until = gathers[c].before(seg.unit) if gathers[c] is not None else gathered
+            else:
+                unit = sides[c].launches[seg.unit]
+                stream, items = ("rs", z3.reduce.get((x.stage, unit), ())) if z3 is not None else \
+                    ("dp", dp.grad_buckets.get((x.stage, unit), ()))
+                done = self._enqueue(state, stream, items)
+                until = done if dp.blocking_reduce else None
+            for name, st in state.streams.items():
+                busy.extend(st.busy[held[name]:])
+            return until
+
+        end, by_cause = pair_timing(chains, state.clock, busy, state.slowdown, resolve)
         state.clock = end
         for cause, sec in by_cause.items():
             state.causes[cause] += sec
-        dp = self.plan.dp
-        for x in (a, b):
-            if dp.reduces(x.part, x.final):
-                for u in range(len(rk.units[(x.stage, x.part)])):
-                    self._enqueue(state, "dp", dp.grad_buckets.get((x.stage, u), ()))
 
     def _run_alone(self, rk: SimRank, state: RankState, g: int, kind: str) -> None:
         """An action whose overlapped collectives share its links among themselves: its event-engine
