@@ -173,7 +173,7 @@ class RankStream:
     step start, on its empty stream, over its stages in chunk order and their units in forward
     order: each ends exactly at the sum of the rank's gathers up to it, and a forward unit
     starts only once its own has ended (``ready``). Each stage's final backward (or W) enqueues
-    the stage's gradient buckets, none before it starts (an overlapped pair: once it ends);
+    the stage's gradient buckets, none before it starts (alone or in an overlapped pair);
     ``finish`` enqueues the rest after the rank's last action, waits for the stream, runs the
     optimizer step, then the parameter gathers left after it."""
 

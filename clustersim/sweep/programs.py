@@ -40,10 +40,9 @@ class ProgramStep(NamedTuple):
 
 class FinalCount(NamedTuple):
     """A final backward of a rank (``final_counts``): how many of each kind of the rank's actions
-    run before it, the kind of the final itself where it is a pair (-1: alone) and its stages."""
+    run before it and its stages."""
 
     before: tuple[int, ...]
-    pair_kind: int
     stages: tuple[int, ...]
 
 
@@ -113,7 +112,9 @@ class IndexedProgram(NamedTuple):
     rank and step, the events it awaits and sends (integers), the index of its kind in
     ``kinds`` (one (stage, part), or the two halves of a pair), the stage of the forward it
     runs alone (-1: none) or, for a pair, of its forward half (``pair_forward``); and per rank
-    its final backwards as (step, stage, whether it enqueues at the step's end: a pair)."""
+    its final backwards as (step, stage): alone or in a pair, a final backward enqueues its
+    units' gradient buckets as each unit ends, so from its step's start on (docs/moe.md, "EP
+    overlap and data parallelism")."""
 
     needs: tuple[tuple[tuple[int, ...], ...], ...]
     sends: tuple[tuple[tuple[int, ...], ...], ...]
@@ -121,7 +122,7 @@ class IndexedProgram(NamedTuple):
     kinds: tuple[Kind, ...]
     forward: tuple[tuple[int, ...], ...]
     pair_forward: tuple[tuple[tuple[int, ...], ...], ...]
-    finals: tuple[tuple[tuple[int, int, bool], ...], ...]
+    finals: tuple[tuple[tuple[int, int], ...], ...]
     num_events: int
 
 
@@ -158,7 +159,7 @@ def _indexed_classic(actions: tuple[tuple[RankAction, ...], ...]) -> IndexedProg
             kd.append(k)
             fw.append(a.stage if a.part == "F" else -1)
             if a.final:
-                fin.append((i, a.stage, False))
+                fin.append((i, a.stage))
         needs.append(tuple(nd))
         sends.append(tuple(sd))
         kind.append(tuple(kd))
@@ -200,12 +201,10 @@ def indexed_steps(progs: tuple[tuple[ProgramStep, ...], ...]) -> IndexedProgram:
             if len(parts) == 1:
                 fw.append(parts[0][0] if parts[0][1] == "F" else -1)
                 pf.append(())
-                if final:
-                    fin.extend([(i, g, False) for g in final])
             else:
                 fw.append(-1)
                 pf.append(tuple([g for g, part in parts if part == "F"]))
-                fin.extend([(i, g, True) for g in final])
+            fin.extend([(i, g) for g in final])
         needs.append(tuple(nd))
         sends.append(tuple(sd))
         kind.append(tuple(kd))
@@ -220,9 +219,8 @@ def indexed_steps(progs: tuple[tuple[ProgramStep, ...], ...]) -> IndexedProgram:
 def final_counts(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool
                  ) -> tuple[RankCounts, ...]:
     """Per rank of ``program``, its ``RankCounts``: its kinds of action; per final backward (in
-    order) how many of each kind run before it, the kind of the final itself where it is a pair
-    (-1: alone; a pair enqueues its buckets at its end, an action alone at its start) and its
-    stages; how many of each kind the rank runs in all; and the producers of its first action's
+    order) how many of each kind run before it (alone or in a pair it enqueues its buckets from
+    its start on: ``IndexedProgram``) and its stages; how many of each kind the rank runs in all; and the producers of its first action's
     inputs, each as (their rank, how many of each of that rank's kinds run up to and including it)."""
     progs = program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
     kinds: list[dict[Kind, int]] = []
@@ -249,10 +247,10 @@ def final_counts(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
     out = []
     for r, prog in enumerate(progs):
         finals = []
-        for j, (_, parts, _, final) in enumerate(prog):
+        for j, (_, _, _, final) in enumerate(prog):
             if final:
                 before = through[r][j - 1] if j else ()
-                finals.append(FinalCount(padded(r, before), kinds[r][parts] if len(parts) == 2 else -1, final))
+                finals.append(FinalCount(padded(r, before), final))
         needs = prog[0][0] if prog else ()
         producers = tuple((q, padded(q, through[q][j])) for q, j in (sent[k] for k in needs))
         out.append(RankCounts(tuple(kinds[r]), tuple(finals), padded(r, through[r][-1]) if prog else (), producers))

@@ -82,14 +82,15 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
                  slowdown: float = 0.0, ready: tuple[tuple[GatherGate, ...], ...] = (),
                  blocks_from: tuple[int, ...] | None = None) -> ReplayTimes:
     """``replay_ends`` and, per rank, each of its stages' final backward (or W) as (global stage,
-    when it enqueues the stage's gradient buckets at the earliest: the start of an action alone,
-    which enqueues them unit by unit, or the end of a pair, which enqueues them after both
-    halves) in the order the rank runs them; at most the closed form's, as every time here.
+    when it enqueues the stage's gradient buckets at the earliest: the start of its action, alone
+    or paired, which enqueues them unit by unit) in the order the rank runs them; at most the
+    closed form's, as every time here.
 
     ``ready`` (``dpbound.RankStream.ready``, per rank; empty: none): per stage g of the rank,
     when its first and its last parameter gather end (``dpbound.GatherGate``); a forward of g starts no earlier
-    than the first and ends no earlier than the last (each unit waits for its own gather, and
-    a pair waits for all of its forward's before it starts). ``blocks_from`` (per rank; None:
+    than the first and ends no earlier than the last (each unit waits for its own gather); a pair
+    ends no earlier than the last gather of its forward half (its backward half need not wait
+    for them). ``blocks_from`` (per rank; None:
     none): from that step on a send holds its rank until it arrives, as the engines wait
     (``program_blocks_from``)."""
     prog = indexed_program(schedule, pp, num_micro_batches, virtual_stages, ep_overlap)
@@ -100,7 +101,7 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
     release = floor = None
     if ready:
         # a forward alone starts after its first gather and ends no earlier than its last; a
-        # pair starts after every gather of its forward half
+        # pair ends no earlier than the last gather of its forward half
         release, floor = [], []
         for r in range(pp):
             gate = {g: (first, last) for g, first, last in ready[r]}
@@ -108,8 +109,8 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
             for g, halves in zip(prog.forward[r], prog.pair_forward[r], strict=True):
                 first, last = gate.get(g, (0.0, 0.0))
                 for h in halves:
-                    if h in gate and gate[h][1] > first:
-                        first = gate[h][1]
+                    if h in gate and gate[h][1] > last:
+                        last = gate[h][1]
                 rel.append(first)
                 fl.append(last)
             release.append(rel)
@@ -117,8 +118,7 @@ def replay_times(schedule: str, pp: int, num_micro_batches: int, virtual_stages:
     run = list_schedule(prog.needs, prog.sends, times, prog.num_events, p2p_s, release, floor, blocks_from)
     if not run.complete:
         raise RuntimeError("pipeline schedule deadlocks (validate_schedule should have caught it)")
-    finals = tuple(tuple((g, run.ends[r][i] if at_end else run.starts[r][i]) for i, g, at_end in prog.finals[r])
-                   for r in range(pp))
+    finals = tuple(tuple((g, run.starts[r][i]) for i, g in prog.finals[r]) for r in range(pp))
     return ReplayTimes(run.clock, finals, run.starts)
 
 
@@ -140,7 +140,7 @@ def every_backward(prog: IndexedProgram, r: int, starts: list[float],
     """``EveryBackward`` of rank ``r`` from a replay's ``starts`` of its actions (``prog``, the
     replay's program, and ``durations``, its parts' seconds)."""
     kinds = [prog.kinds[k] for k in prog.kind[r]]
-    final = {i for i, _, _ in prog.finals[r]}
+    final = {i for i, _ in prog.finals[r]}
     first = next((i for i, parts in enumerate(kinds)
                   if any(backward_reduces(True, part, i in final) for _, part in parts)), None)
     if first is None:

@@ -108,8 +108,7 @@ class StreamTerms:
         out = []
         for r, rank in enumerate(ranks):
             d, t0 = seconds[r], start(r)
-            at = tuple((g, t0 + dot(f.before, d) + (d[f.pair_kind] if f.pair_kind >= 0 else 0.0))
-                       for f in rank.finals for g in f.stages)
+            at = tuple((g, t0 + dot(f.before, d)) for f in rank.finals for g in f.stages)
             out.append(RankSums(at, t0 + dot(rank.total, d)))
         sums = self.memo.rank_sums[key] = tuple(out)
         return sums
