@@ -25,7 +25,7 @@ from clustersim.plan.memory_plan import InFlight, held_after_b, rank_memory, sch
 from clustersim.plan.plan_cache import PlanCache
 from clustersim.plan.schedule_costs import schedule_costs
 from clustersim.report import StepReport
-from clustersim.scenario import Scenario, check_layout, load_scenario, scenario_from_dict
+from clustersim.scenario import Scenario, check_layout, check_recompute, load_scenario, scenario_from_dict
 from clustersim.sweep.evaluators import Evaluators
 
 if TYPE_CHECKING:
@@ -163,6 +163,7 @@ def _as_scenario(scenario: Scenario | str | Path | None) -> Scenario:
         # a Scenario built or changed in code (dataclasses.replace) meets the loader's layout rules
         # too: micro_batch 3 under global_batch 64 ran 60 samples and reported 64's tokens/s
         check_layout(scenario.model, scenario.cluster, scenario.parallel)
+        check_recompute(scenario.model, scenario.parallel)
         return scenario
     if scenario is None or isinstance(scenario, (str, Path)):
         return load_scenario(scenario)

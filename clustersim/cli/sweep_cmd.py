@@ -19,7 +19,7 @@ from clustersim.sweep.executors import EXECUTORS, make_executor
 from clustersim.sweep.objective import RANK_BY, RANK_BY_HELP
 from clustersim.sweep.output import check_table_path, write_table
 from clustersim.sweep.plot import check_plot_path, plot_result
-from clustersim.sweep.runner import fixed_offload, run_sweep, sweep_spec
+from clustersim.sweep.runner import fixed_offload, held_recompute_line, run_sweep, sweep_spec
 from clustersim.sweep.space import SearchSpace
 from clustersim.sweep.template import load_template
 from clustersim.sweep.verdict import verdict
@@ -216,6 +216,9 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
     held, held_line = fixed_offload(s, spec.space)
     if held_line:
         lines.append(held_line)
+    recompute_line = held_recompute_line(s)
+    if recompute_line:
+        lines.append(recompute_line)
     split = s.cluster.scale_up_domain
     if split and split != base.cluster.scale_up_domain:
         # --gpus that is no whole number of domains runs as equal parts of each (sweep.runner.resize_cluster)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from clustersim.memory.report import VERDICTS
-from clustersim.parallel.layout import RECOMPUTE, SCHEDULES
+from clustersim.parallel.layout import RECOMPUTE, SCHEDULES, ParallelLayout
 from clustersim.report import step_at_peak_s
 from clustersim.sweep.evaluate import (
     COL,
@@ -153,7 +153,8 @@ class SweepResult:
         hours, usd = cost_per_million_tokens(s, step)
         out: dict[str, object] = {
             "rank": int(self.group_rank[i]) if self.group_rank is not None else 0,
-            "parallel": {**parallel_dict(key, s.parallel.global_batch, s.parallel.cp_comm), **stated_split(s, key)},
+            "parallel": {**parallel_dict(key, s.parallel.global_batch, s.parallel.cp_comm),
+                         **recompute_fields(layout_from_key(key, s.parallel)), **stated_split(s, key)},
             "step_time_s": step, "tokens_per_s": tps, "mfu": mfu, "peak_bytes_per_gpu": int(peak),
             "free_bytes_per_gpu": int(s.cluster.gpu.hbm_capacity_bytes - int(peak)),
             "memory_verdict": VERDICTS[int(verdict)], "engine": "simulate" if ran else "estimate",
@@ -259,6 +260,18 @@ def stated_split(scenario, key: tuple[int, ...]) -> dict[str, str]:
         return {}
     layout = flag_layout(SCHEDULES[sched], pp, v, m.layers, m.mtp_layers)
     return {"pipeline_layout": layout} if layout else {}
+
+
+def recompute_fields(layout: ParallelLayout) -> dict[str, object]:
+    """The partial-recompute options a row's layout runs with, as the scenario file's keys: the
+    template's, on the rows of the mode they belong to (clustersim.sweep.space.with_recompute)."""
+    out: dict[str, object] = {}
+    if layout.recompute_modules:
+        out["recompute_modules"] = list(layout.recompute_modules)
+    if layout.recompute_method != "uniform" or layout.recompute_num_layers != 1:
+        out["recompute_method"] = layout.recompute_method
+        out["recompute_num_layers"] = layout.recompute_num_layers
+    return out
 
 
 def parallel_dict(key: tuple[int, ...], global_batch: int, cp_comm: str = "p2p") -> dict[str, object]:

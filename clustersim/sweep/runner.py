@@ -31,7 +31,7 @@ from clustersim.errors import InputError
 from clustersim.hardware.load import check_domain
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_SWEEP_LAYOUTS, check_gpus
-from clustersim.scenario import Scenario, check_layout
+from clustersim.scenario import Scenario, check_layout, check_recompute
 from clustersim.sweep.bnb import Progress, Target, branch_and_bound, keys_of
 from clustersim.sweep.compare import domain_split, nearest_split, splits_well
 from clustersim.sweep.constraints import Constraints
@@ -97,7 +97,8 @@ def _tasks(spec: SweepSpec, workers: int) -> tuple[list[Task], list[int], list[l
     s = spec.scenario
     gb = s.parallel.global_batch
     units = [(shape, mb, count_shape_layouts(s.model, shape, gb, mb, spec.space, s.parallel.hsdp_replicas,
-                                                    s.cluster.host_memory_link is not None, s.parallel.overlap_moe_expert_parallel_comm))
+                                                    s.cluster.host_memory_link is not None, s.parallel.overlap_moe_expert_parallel_comm,
+                                                    s.parallel))
              for shape in shapes(s.model, s.cluster, gb, spec.space, s.parallel.cp_comm)
              for mb in micro_batch_sizes(shape, gb, spec.space)]
     units = [u for u in units if u[2] > 0]
@@ -155,7 +156,10 @@ def no_layout_error(spec: SweepSpec, table: np.ndarray | None) -> NoLayoutError:
         return NoLayoutError(*c.named(),
                              f"constraints that some valid layout of {what} satisfies (without them the sweep "
                              "searches tp dividing the heads inside a node, dp dividing the global batch, pp up to "
-                             f"the {s.model.layers} layers; --fix parallel.schedule needs a pipeline)",
+                             f"the {s.model.layers} layers; --fix parallel.schedule needs a pipeline"
+                             + (f"; recompute: full rows need parallel.recompute_num_layers "
+                                f"({s.parallel.recompute_num_layers}) layers in a pipeline stage"
+                                if s.parallel.recompute_num_layers > 1 else "") + ")",
                              f"no valid layout of {what} satisfies the constraints ({c.describe()})")
     if table is None or table.shape[0] == 0:
         return NoLayoutError("--gpus", s.cluster.num_gpus,
@@ -264,6 +268,7 @@ def _incumbent_key(spec: SweepSpec) -> tuple[int, ...] | None:
         return None
     try:
         check_layout(s.model, s.cluster, s.parallel)
+        check_recompute(s.model, s.parallel)
     except InputError:
         return None
     key = layout_key(s.parallel)
@@ -462,6 +467,24 @@ def fixed_offload(scenario: Scenario, space: SearchSpace) -> tuple[dict[str, boo
                    "it, as `clustersim run` does, and its memory verdict counts the offloaded states on the host"
                    + (" (parameter offload needs ZeRO-3: only ZeRO-3 layouts are searched)" if par.offload_params
                       else ""))
+
+
+def held_recompute_line(scenario: Scenario) -> str | None:
+    """The output's line saying which rows carry the scenario's partial-recompute options
+    (clustersim.sweep.space.with_recompute), or None where it has none."""
+    par = scenario.parallel
+    parts = []
+    if par.recompute_modules:
+        parts.append(f"parallel.recompute_modules ({', '.join(par.recompute_modules)}) applies to its recompute: "
+                     "selective rows")
+    if par.recompute_method != "uniform" or par.recompute_num_layers != 1:
+        parts.append(f"parallel.recompute_method ({par.recompute_method}) and recompute_num_layers "
+                     f"({par.recompute_num_layers}) apply to its recompute: full rows, where the stages hold that "
+                     "many layers")
+    if not parts:
+        return None
+    return ("the scenario's " + "; ".join(parts) + ": rows of another recompute run without them (the loader's rule), "
+            "so `clustersim run` of such a row needs them left out of the scenario")
 
 
 def sweep_spec(scenario: Scenario, gpus: int | None = None, space: SearchSpace | None = None,

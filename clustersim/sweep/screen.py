@@ -58,10 +58,12 @@ from clustersim.sweep.space import (
     Shape,
     layout_from_key,
     offload_options,
+    recompute_fits,
     recompute_options,
     schedule_options,
     schedule_zero_ok,
     sequence_parallel_options,
+    with_recompute,
     zero_options,
 )
 from clustersim.sweep.step_terms import StepTerms
@@ -385,9 +387,9 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                 for sp in sps:
                     # the template carries the options the sweep does not search (overlaps, FSDP
                     # settings, partial recompute)
-                    p0 = replace(tmpl, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
+                    p0 = replace(with_recompute(tmpl, rec), tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
                                  expert_tp=shape.etp, sequence_parallel=sp, zero_stage=zero, micro_batch=mb,
-                                 global_batch=gb, recompute=rec, schedule="1f1b", virtual_stages=1,
+                                 global_batch=gb, schedule="1f1b", virtual_stages=1,
                                  offload_optimizer=False)
                     uniform = uniform_policies(p0)
                     zero3 = zero == 3
@@ -405,20 +407,27 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                                                                for (sched, _), prof in zip(scheds, profiles, strict=True)]
                     key_head = (shape.tp, shape.cp, shape.pp, shape.dp, shape.ep, shape.etp, mb, zero,
                                 RECOMPUTE.index(rec), int(sp))
+                    fit = [recompute_fits(model, p0, shape.pp, v) for _, v in scheds]
+                    r_scheds, r_profiles, r_pipe = (scheds, profiles, pipe) if all(fit) else (
+                        [x for x, ok in zip(scheds, fit, strict=True) if ok],
+                        [x for x, ok in zip(profiles, fit, strict=True) if ok],
+                        [x for x, ok in zip(pipe, fit, strict=True) if ok])   # space.shape_layouts' rule
                     by_off = [(off, replace(p0, offload_optimizer=off) if off else p0) for off in offloads[zero]]
-                    if not by_off:   # the framework offloads at no option here (ZeRO 0 under DeepSpeed with offload fixed)
+                    # no option: the framework offloads at none (ZeRO 0 under DeepSpeed with offload
+                    # fixed), or recompute_num_layers fits no schedule's stages
+                    if not by_off or not r_scheds:
                         continue
                     if uniform and not p0.offload_activations and vectorized:
                         if collect is None:
                             collect = VectorRows(sc.memory, sc)
-                        collect.add(key_head, by_off, scheds, profiles, pipe, u, zero, exact, nmb)
+                        collect.add(key_head, by_off, r_scheds, r_profiles, r_pipe, u, zero, exact, nmb)
                         continue
                     if collect is not None:  # keep the loops' order: what was collected goes first
                         rows.append(collect.array())
                         collect = None
                     ranks: dict[bool, dict[tuple[object, ...], tuple[int, int, int]]] = {}
                     block: list[tuple[float, ...]] = []
-                    for (sched, v), prof, pipe_s in zip(scheds, profiles, pipe, strict=True):
+                    for (sched, v), prof, pipe_s in zip(r_scheds, r_profiles, r_pipe, strict=True):
                         if not schedule_zero_ok(sched, zero):
                             continue
                         for off, p in by_off:

@@ -19,7 +19,12 @@ Rules, each one the loader's own (``clustersim.scenario.check_layout``) unless m
 - sequence parallelism needs ``tp`` dividing each CP rank's share of ``seq_len``;
 - for MoE models ``ep`` divides the expert count and ``dp * cp``; dense models have ``ep = 1``;
 - ZeRO-3 with HSDP (``parallel.fsdp.hsdp_replicas`` in the template) needs the replica count to
-  divide ``dp * cp``.
+  divide ``dp * cp``;
+- the template's partial-recompute options travel with the mode they belong to (``with_recompute``:
+  ``recompute_modules`` on ``selective`` rows, ``recompute_method`` / ``recompute_num_layers`` on
+  ``full`` rows, as Megatron's ``--recompute-modules`` / ``--recompute-method`` apply to their
+  granularity only), and a ``full`` row is in the space only where ``recompute_num_layers`` fits
+  its pipeline stages (``recompute_fits``: ``clustersim.scenario.check_recompute``).
 
 Constraints (``SearchSpace.limits``, the option tuples; clustersim.sweep.constraints): the loops
 below skip every value outside them, so a constrained space is enumerated, counted and screened
@@ -66,6 +71,7 @@ from clustersim.parallel.rules import (
     ep_overlap_allows_schedule,
     sp_divides,
 )
+from clustersim.scenario.checks import check_recompute
 from clustersim.workload.model_spec import ModelSpec
 
 # Recompute policies a sweep tries by default: Megatron's (none, selective, full); a torchtitan
@@ -122,6 +128,32 @@ def divisors(n: int) -> list[int]:
     """Positive divisors of ``n`` in ascending order."""
     small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
     return small + [n // d for d in reversed(small) if d * d != n]
+
+
+def with_recompute(template: ParallelLayout, recompute: str) -> ParallelLayout:
+    """``template`` under recompute mode ``recompute``, with only the partial-recompute options of
+    that mode: ``recompute_modules`` with ``selective`` (the loader's rule,
+    clustersim.parallel.rules), ``recompute_method`` and ``recompute_num_layers`` with ``full`` (the
+    loader refuses them with another mode). A row of another mode runs without them, as `clustersim
+    run` of it must (docs/sweep.md)."""
+    full, selective = recompute == "full", recompute == "selective"
+    return replace(template, recompute=recompute,
+                   recompute_modules=template.recompute_modules if selective else (),
+                   recompute_method=template.recompute_method if full else "uniform",
+                   recompute_num_layers=template.recompute_num_layers if full else 1)
+
+
+def recompute_fits(model: ModelSpec, layout: ParallelLayout, pp: int, virtual_stages: int) -> bool:
+    """Whether ``layout`` (carrying its recompute options: ``with_recompute``) with ``pp`` stages of
+    ``virtual_stages`` chunks passes the loader's ``check_recompute``: ``recompute_num_layers`` from 1
+    to the layers of a pipeline stage (8 of Llama-3-8B's 32 layers fit pp 4, not pp 8)."""
+    if layout.recompute_num_layers == 1 and layout.recompute_method == "uniform":
+        return True   # nothing of check_recompute depends on the stages
+    try:
+        check_recompute(model, replace(layout, pp=pp, virtual_stages=virtual_stages, layers_per_stage=()))
+    except InputError:
+        return False
+    return True
 
 
 def _tp_allowed(model: ModelSpec, cluster: ClusterSpec, tp: int, space: SearchSpace) -> bool:
@@ -314,16 +346,17 @@ def shape_layouts(model: ModelSpec, shape: Shape, template: ParallelLayout,
         scheds = schedule_options(shape, nmb, model.layers, space, model.is_moe, ep_overlap)
         for zero in zeros:
             for recompute in recompute_options(space, ep_overlap):
+                rt = with_recompute(template, recompute)
                 for sp in sps:
                     for schedule, v in scheds:
-                        if not schedule_zero_ok(schedule, zero):
+                        if not schedule_zero_ok(schedule, zero) or not recompute_fits(model, rt, shape.pp, v):
                             continue
                         for off in offloads[zero]:
                             out.append(replace(  # the template's unsearched options: overlaps, FSDP settings
-                                template, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
+                                rt, tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
                                 expert_tp=shape.etp, sequence_parallel=sp, zero_stage=zero, micro_batch=mb,
                                 global_batch=template.global_batch, schedule=schedule, virtual_stages=v,
-                                recompute=recompute, offload_optimizer=off))
+                                offload_optimizer=off))
     return out
 
 
@@ -374,15 +407,27 @@ def recompute_options(space: SearchSpace, ep_overlap: bool = False) -> tuple[str
 
 def count_shape_layouts(model: ModelSpec, shape: Shape, global_batch: int, micro_batch: int,
                         space: SearchSpace = SearchSpace(), hsdp_replicas: int = 1,
-                        has_host_link: bool = True, ep_overlap: bool = False) -> int:
-    """len(shape_layouts(...)) for one micro-batch size, without building the layouts."""
+                        has_host_link: bool = True, ep_overlap: bool = False,
+                        template: ParallelLayout | None = None) -> int:
+    """len(shape_layouts(...)) for one micro-batch size, without building the layouts; ``template``:
+    the sweep's, whose recompute_num_layers leaves out the full-recompute rows whose stages it does
+    not fit (``recompute_fits``; None: no such option)."""
     sps = len(sequence_parallel_options(model, shape, space))
     zeros = zero_options(shape, space, hsdp_replicas)
-    counts = schedule_counts(shape, global_batch // (shape.dp * micro_batch), model.layers, space, model.is_moe,
-                             ep_overlap)
-    pairs = sum(n * len(offload_options(model, space, has_host_link, z))
-                for s, n in counts.items() for z in zeros if schedule_zero_ok(s, z))
-    return pairs * len(recompute_options(space, ep_overlap)) * sps
+    nmb = global_batch // (shape.dp * micro_batch)
+    counts = schedule_counts(shape, nmb, model.layers, space, model.is_moe, ep_overlap)
+    total = 0
+    for rec in recompute_options(space, ep_overlap):
+        rt = with_recompute(template, rec) if template is not None else None
+        if rt is None or (rt.recompute_num_layers == 1 and rt.recompute_method == "uniform"):
+            by_schedule = counts   # every (schedule, virtual stages) pair fits (the common case, O(1))
+        else:
+            by_schedule = {}
+            for s, v in schedule_options(shape, nmb, model.layers, space, model.is_moe, ep_overlap):
+                by_schedule[s] = by_schedule.get(s, 0) + int(recompute_fits(model, rt, shape.pp, v))
+        total += sum(n * len(offload_options(model, space, has_host_link, z))
+                     for s, n in by_schedule.items() for z in zeros if schedule_zero_ok(s, z))
+    return total * sps
 
 
 def count_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayout,
@@ -391,7 +436,7 @@ def count_layouts(model: ModelSpec, cluster: ClusterSpec, template: ParallelLayo
     gb = template.global_batch
     host = cluster.host_memory_link is not None
     return sum(count_shape_layouts(model, shape, gb, mb, space, template.hsdp_replicas, host,
-                                   template.overlap_moe_expert_parallel_comm)
+                                   template.overlap_moe_expert_parallel_comm, template)
                for shape in shapes(model, cluster, gb, space, template.cp_comm)
                for mb in micro_batch_sizes(shape, gb, space))
 
@@ -409,6 +454,6 @@ def layout_key(p: ParallelLayout) -> tuple[int, ...]:
 def layout_from_key(key: tuple[int, ...], template: ParallelLayout) -> ParallelLayout:
     """Inverse of ``layout_key`` (options the sweep does not search come from ``template``)."""
     tp, cp, pp, dp, ep, etp, mb, zero, rec, sp, sched, v, off = key
-    return replace(template, tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, expert_tp=etp, micro_batch=mb, zero_stage=zero,
-                   recompute=RECOMPUTE[rec], sequence_parallel=bool(sp), schedule=SCHEDULES[sched],
+    return replace(with_recompute(template, RECOMPUTE[rec]), tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, expert_tp=etp, micro_batch=mb, zero_stage=zero,
+                   sequence_parallel=bool(sp), schedule=SCHEDULES[sched],
                    virtual_stages=v, offload_optimizer=bool(off))
