@@ -4,7 +4,8 @@ A group is the layouts that differ only in virtual stages or in ZeRO stage 1 aga
 (clustersim.sweep.objective.group_codes), with the same memory verdict class (fits or tight).
 Its row is its best member: the event engine's numbers before the closed form's (the re-ranked
 member keeps its row), then the lowest ranked value, then the most free memory (ZeRO-2 before a
-ZeRO-1 twin of the same time), then the layout key. Groups are ordered by the value of their row:
+ZeRO-1 twin of the same time), then the layout key; ranked by ``memory-headroom``, the most free
+memory first (the roomiest member: a ZeRO-2 twin before a faster ZeRO-1 one), then the time. Groups are ordered by the value of their row:
 fitting before tight, then ascending value (for ``memory-headroom``: the ``keep`` fastest by free
 memory first, then the rest by time), then free memory, then key; so no row sits below another
 with a better value of the ranked metric. The order is total and the same on every executor.
@@ -59,8 +60,10 @@ def rank_groups(table: np.ndarray, sim: np.ndarray, scale: np.ndarray | None, ca
     if t.size:
         pairs = np.stack([group_codes(table[t]), tight], axis=1)
         gid = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
-    # members of a group: the event engine's first, then by value, free memory (more first), key
-    by_member = np.lexsort((c, -free, value, ~ran, gid))
+    # members of a group: the event engine's first, then by value, free memory (more first), key;
+    # ranked by free memory, by free memory first: the group stands for its roomiest member
+    by_member = np.lexsort((c, value, -free, ~ran, gid)) if rank_by == "memory-headroom" \
+        else np.lexsort((c, -free, value, ~ran, gid))
     g = gid[by_member]
     head = np.concatenate(([True], g[1:] != g[:-1])) if by_member.size else np.zeros(0, dtype=bool)
     reps = by_member[head]

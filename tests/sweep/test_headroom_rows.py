@@ -1,0 +1,34 @@
+"""Ranked by free memory, a group's row is its roomiest member (clustersim.sweep.groups.rank_groups,
+docs/sweep.md): the ZeRO-2 twin, not the faster ZeRO-1 one with 26 GiB less free."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "clustersim", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_memory_headroom_rows_show_the_roomiest_twin():
+    scenario = "scenarios/llama3_8b_h200x8.yaml"
+    p = cli("sweep", scenario, "--top", "3", "--rank-by", "memory-headroom", "--no-progress", "--json")
+    assert p.returncode == 0, p.stderr
+    top = json.loads(p.stdout)["top"]
+    run = cli("run", scenario, "--set", "parallel.zero_stage=2", "--set", "parallel.recompute=none", "--json")
+    assert run.returncode == 0, run.stderr
+    memory = json.loads(run.stdout)["memory"]
+    twin_free = memory["capacity_bytes_per_gpu"] - memory["peak_bytes_per_gpu"]
+    assert top[0]["free_bytes_per_gpu"] == twin_free   # 62.3 GiB; the ZeRO-1 twin's 36.5 GiB led
+    assert top[0]["parallel"]["zero_stage"] == 2
+    for row in top:
+        if row["group"]["varies"].get("zero_stage") == [1, 2]:
+            assert row["parallel"]["zero_stage"] == 2
+    frees = [r["free_bytes_per_gpu"] for r in top]
+    assert frees == sorted(frees, reverse=True)
