@@ -373,8 +373,10 @@ def _rerank(spec: SweepSpec, table: np.ndarray, executor: Executor, rerank: int,
     # leading row, so the rounds end; a closed-form row never ships as #1.
     # The best plain 3D row likewise: when the event engine slows it, the next plain row (a
     # closed-form one) takes its place and is simulated in turn.
+    # With nothing asked for up front (--rerank 0, no plain row, no own layout) the rounds still run:
+    # the first one simulates the leading row.
     batch, rounds = max(rerank, 1), 0
-    while wanted:
+    while True:
         order, _, is_row = ranked()
         rows = order[is_row]
         lead_done = not rows.size or not np.isnan(sim[int(rows[0]), 0])
