@@ -174,6 +174,19 @@ class ClusterSize:
     nodes: int
     scale_up_domain: int = 0
     note: str = ""
+    gpus_per_node: int = 0   # 0: the preset's; else part of one node (``part_of_node``)
+
+
+def part_of_node(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
+    """``gpus`` GPUs of one node of ``cluster`` (a divisor of its GPUs per node), its NICs in
+    proportion (at least one): the size `sweep --gpus` and `compare --gpus` give a count below a node."""
+    return replace(cluster, num_nodes=1, gpus_per_node=gpus,
+                   nics_per_node=max(1, cluster.nics_per_node * gpus // cluster.gpus_per_node))
+
+
+def holds_part_of_node(gpus: int, gpus_per_node: int) -> bool:
+    """Whether ``gpus`` runs on part of one node (``part_of_node``): fewer than a node, dividing it."""
+    return gpus < gpus_per_node and gpus_per_node % gpus == 0
 
 
 def domain_split(gpus: int, gpus_per_node: int, domain: int) -> int:
@@ -190,6 +203,29 @@ def splits_well(gpus: int, gpus_per_node: int, domain: int) -> bool:
     return 2 * domain_split(gpus, gpus_per_node, domain) >= domain or gpus <= domain
 
 
+def distinct_sizes(preset: str, gpus: list[int], settings: dict[str, object] | None = None
+                   ) -> list[tuple[ClusterSize, int]]:
+    """(size, the GPU count asked for) of each of ``gpus`` on ``preset`` (``cluster_size``), once per
+    size: counts that round to the same size (76 and 80 GPUs of NVL72 racks, both 80) give one row, the
+    exact count's (else the first's), whose note names the counts it stands for."""
+    gpn = load_cluster(preset, 1, **(settings or {})).gpus_per_node
+    out: list[tuple[ClusterSize, int]] = []
+    for g in gpus:
+        size = cluster_size(preset, g, settings=settings)
+        same = next((i for i, (s, _) in enumerate(out) if replace(s, note="") == replace(size, note="")), None)
+        if same is None:
+            out.append((size, g))
+            continue
+        total = size.nodes * (size.gpus_per_node or gpn)
+        kept, asked = out[same]
+        first = asked
+        if g == total:   # the exact count's row stays, with its own note
+            kept, asked = size, g
+        note = f"--gpus {first} and {g} run as the same {total} GPUs of {preset}: one row"
+        out[same] = (replace(kept, note="; ".join(t for t in (kept.note, note) if t)), asked)
+    return out
+
+
 def cluster_size(preset: str, gpus: int | None = None, nodes: int | None = None,
                  settings: dict[str, object] | None = None) -> ClusterSize:
     """The size of ``preset`` for ``gpus`` GPUs (``--gpus``, or the scenario's count) or ``nodes``
@@ -202,7 +238,8 @@ def cluster_size(preset: str, gpus: int | None = None, nodes: int | None = None,
     rack whose NVLink reaches fewer GPUs than that is no longer what one buys it for); otherwise
     ``--gpus`` rounds up to the next GPU count that splits so (76 -> 80: 2 x 40) and ``--nodes`` is
     refused, naming the counts that work.
-    GPU counts that are no multiple of the node round up to whole nodes. Each departure from the
+    A count below a node that divides it runs on part of one node (``part_of_node``, as `sweep
+    --gpus` does); other GPU counts that are no multiple of the node round up to whole nodes. Each departure from the
     requested count or domain is in ``note``. ``settings``: the scenario's cluster keys kept on this
     preset (``compare_cluster``)."""
     if nodes is not None:
@@ -211,6 +248,8 @@ def cluster_size(preset: str, gpus: int | None = None, nodes: int | None = None,
         check_gpus("--gpus", int(gpus or 0))
     base = load_cluster(preset, 1, **(settings or {}))
     gpn, domain = base.gpus_per_node, base.scale_up_domain
+    if nodes is None and holds_part_of_node(int(gpus or 0), gpn):   # as `sweep --gpus` runs it
+        return ClusterSize(1, 0, "", int(gpus or 0))
     n = nodes if nodes is not None else -(-int(gpus or 0) // gpn)
     total = n * gpn
     notes = [] if nodes is not None or total == gpus else [f"{total} GPUs, not {gpus}: whole nodes of {gpn}"]
@@ -278,6 +317,8 @@ def compare_cluster(preset: str, size: ClusterSize | int, settings: dict[str, ob
     if size.scale_up_domain:
         keys["scale_up_domain"] = size.scale_up_domain
     cluster = load_cluster(preset, size.nodes, **keys)
+    if size.gpus_per_node:
+        cluster = part_of_node(cluster, size.gpus_per_node)
     if cluster.num_gpus > MAX_GPUS:
         raise InputError("--nodes", size.nodes, f"a size of at most {MAX_GPUS:,} GPUs (clustersim's limit; "
                                                 f"{size.nodes:,} nodes of {preset} hold {cluster.num_gpus:,})")

@@ -18,6 +18,7 @@ from clustersim.sweep.compare import (
     ClusterSize,
     cluster_size,
     compare_cluster,
+    distinct_sizes,
     own_cluster_settings,
     parse_price_per_kwh,
     rank_rows,
@@ -172,7 +173,7 @@ def _sizes(preset: str, nodes: list[int] | None, gpus: list[int],
     """(size, the GPU count asked for or None for --nodes) of each requested size of ``preset``."""
     if nodes:
         return [(cluster_size(preset, nodes=n, settings=settings), None) for n in nodes]
-    return [(cluster_size(preset, g, settings=settings), g) for g in gpus]
+    return list(distinct_sizes(preset, gpus, settings))
 
 
 def note_unequal_nodes(rows: list[dict[str, object]]) -> None:

@@ -33,7 +33,13 @@ from clustersim.hardware.spec import ClusterSpec
 from clustersim.limits import MAX_SWEEP_LAYOUTS, check_gpus
 from clustersim.scenario import Scenario, check_layout, check_recompute
 from clustersim.sweep.bnb import Progress, Target, branch_and_bound, keys_of
-from clustersim.sweep.compare import domain_split, nearest_split, splits_well
+from clustersim.sweep.compare import (
+    domain_split,
+    holds_part_of_node,
+    nearest_split,
+    part_of_node,
+    splits_well,
+)
 from clustersim.sweep.constraints import Constraints
 from clustersim.sweep.dominance import slower_zero2
 from clustersim.sweep.evaluate import (
@@ -421,10 +427,8 @@ def resize_cluster(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
             resized = replace(resized, scale_up_domain=domain_split(gpus, gpn, domain))
         check_domain(resized)  # whole scale-up domains (or at most one): InputError names the field
         return resized
-    if gpus < gpn and gpn % gpus == 0:
-        # Part of one node: NICs in proportion (at least one).
-        return replace(cluster, num_nodes=1, gpus_per_node=gpus,
-                       nics_per_node=max(1, cluster.nics_per_node * gpus // gpn))
+    if holds_part_of_node(gpus, gpn):   # compare's rule too (sweep.compare.cluster_size)
+        return part_of_node(cluster, gpus)
     raise InputError("--gpus", gpus, f"a multiple of gpus_per_node ({gpn}) of {cluster.name}, or a divisor of it")
 
 
