@@ -12,12 +12,12 @@ from clustersim.memory.report import MemoryReport
 from clustersim.scenario import Scenario
 
 
-def sweep_command(scenario: str | None, overrides: Sequence[str], gpus: int, profiles: Sequence[str] = ()) -> str:
-    """``clustersim sweep SCENARIO [--gpus N] --set ...`` for the same job on the same GPUs: the
-    user's overrides except the layout fields that the sweep searches (it would hold them fixed,
-    or refuse them) and the node count (``--gpus`` resizes the cluster after the scenario file's
-    own layout is checked). Where the file's layout does not hold without the user's overrides,
-    all of them are kept: that command runs as typed."""
+def sweep_args(scenario: str | None, overrides: Sequence[str], gpus: int) -> tuple[list[str], int | None]:
+    """(the ``--set`` items, the ``--gpus`` or None) of ``clustersim sweep SCENARIO`` for the same job
+    on the same GPUs: the user's overrides except the layout fields that the sweep searches (it would
+    hold them fixed, or refuse them) and the node count (``--gpus`` resizes the cluster after the
+    scenario file's own layout is checked). Where the file's layout does not hold without the user's
+    overrides, all of them are kept: that command runs as typed."""
     from clustersim.errors import InputError
     from clustersim.scenario import apply_overrides, read_scenario_dict, scenario_from_dict
     from clustersim.sweep.evaluate import KEY_FIELDS
@@ -29,9 +29,15 @@ def sweep_command(scenario: str | None, overrides: Sequence[str], gpus: int, pro
         own_gpus = scenario_from_dict(apply_overrides(read_scenario_dict(scenario), kept)).cluster.num_gpus
     except InputError:
         kept, own_gpus = list(overrides), gpus
+    return kept, (gpus if own_gpus != gpus else None)
+
+
+def sweep_command(scenario: str | None, overrides: Sequence[str], gpus: int, profiles: Sequence[str] = ()) -> str:
+    """``clustersim sweep SCENARIO [--gpus N] --set ...`` (``sweep_args``) as one line."""
+    kept, gpus_arg = sweep_args(scenario, overrides, gpus)
     words = ["clustersim", "sweep"] + ([scenario] if scenario else [])
-    if own_gpus != gpus:
-        words += ["--gpus", str(gpus)]
+    if gpus_arg is not None:
+        words += ["--gpus", str(gpus_arg)]
     for item in kept:
         words += ["--set", item]
     for p in profiles:
@@ -57,8 +63,30 @@ def does_not_fit_lines(memory: MemoryReport, gpus: int, scenario: str | None, ov
         return [first, "clustersim sweep refuses a scenario with faults: (memory does not depend on them): "
                        "sweep a copy of the scenario without its faults: section to find the layouts that fit, "
                        "then run that layout with the faults"]
-    return [first, f"to find the layouts that fit on these {gpus:,} GPUs, run: "
-                   f"{sweep_command(scenario, overrides, gpus, profiles)}"]
+    command = sweep_command(scenario, overrides, gpus, profiles)
+    why = _sweep_finds_none(scenario, overrides, gpus)
+    if why is not None:   # the sweep would exit 2: say why instead of suggesting it
+        return [first, f"no sweep of this job on these {gpus:,} GPUs helps: `{command}` exits 2 ({why}); a sweep on "
+                       "more GPUs (its --gpus) may find a layout that fits"]
+    return [first, f"to find the layouts that fit on these {gpus:,} GPUs, run: {command}"]
+
+
+def _sweep_finds_none(scenario: str | None, overrides: Sequence[str], gpus: int) -> str | None:
+    """Why the suggested sweep (``sweep_args``) would exit 2 before ranking a layout: its screen
+    (clustersim.sweep.runner.screen_space: every layout's memory, the rule the sweep applies) finds
+    none that fits, or none is valid, or the space is too large; None where some layout fits."""
+    from clustersim.cli.sweep_cmd import sweep_of
+    from clustersim.errors import InputError
+    from clustersim.sweep.runner import NoLayoutError, screen_space
+
+    kept, gpus_arg = sweep_args(scenario, overrides, gpus)
+    try:
+        screen_space(sweep_of(scenario, kept, gpus_arg)[2])
+    except NoLayoutError as err:
+        return err.reason
+    except InputError as err:
+        return str(err)
+    return None
 
 
 def _sweep_refuses(job: Scenario | None) -> str | None:

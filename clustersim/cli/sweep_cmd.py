@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 
 import click
 from rich.console import Console
@@ -15,6 +16,7 @@ from clustersim.html import check_html_path, write_html
 from clustersim.limits import MAX_RERANK, MAX_TOP
 from clustersim.scenario import Scenario, apply_overrides, read_scenario_dict, scenario_from_dict
 from clustersim.sweep.constraints import parse_constraints, searched_overrides
+from clustersim.sweep.evaluate import SweepSpec
 from clustersim.sweep.executors import EXECUTORS, make_executor
 from clustersim.sweep.objective import RANK_BY, RANK_BY_HELP
 from clustersim.sweep.output import check_table_path, write_table
@@ -105,6 +107,21 @@ def _template(scenario: str | None, overrides: tuple[str, ...]) -> tuple[dict, S
     return raw, base, sets, own
 
 
+def sweep_of(scenario: str | None, overrides: Sequence[str], gpus: int | None, fixes: Sequence[str] = (),
+             maxima: Sequence[str] = (), only_validated: bool = False, allow_tp_across_nodes: bool = False
+             ) -> tuple[dict, Scenario, SweepSpec]:
+    """(the scenario as data, the template, the sweep's spec) of `clustersim sweep SCENARIO --set
+    OVERRIDES [--gpus GPUS] --fix FIXES --max MAXIMA`: what the command searches, and what `run`'s
+    hint checks before it suggests that command (clustersim.cli.does_not_fit)."""
+    from clustersim.api import SWEEP_EVALUATORS
+
+    raw, base, sets, own = _template(scenario, tuple(overrides))
+    constraints = parse_constraints(base.model, tuple(fixes), tuple(maxima), sets, only_validated)
+    spec = sweep_spec(base, gpus, SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes), constraints,
+                      evaluators=SWEEP_EVALUATORS, own_layout=own)
+    return raw, base, spec
+
+
 @click.command("sweep")
 @click.argument("scenario", required=False, type=click.Path(dir_okay=False))
 @click.option("--gpus", type=click.IntRange(min=1), help="Sweep on N GPUs of the scenario's cluster type.")
@@ -153,7 +170,6 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
     no offload, a GPipe, 1F1B or interleaved 1F1B schedule), a line compares it with the best
     plain 3D one. See docs/sweep.md.
     """
-    from clustersim.api import SWEEP_EVALUATORS
     from clustersim.hardware.load import use_profiles
     use_profiles(profiles)
     inputs = [p for p in (scenario, *profiles) if p is not None]
@@ -163,10 +179,8 @@ def sweep(scenario: str | None, gpus: int | None, top_k: int, rank_by: str, fixe
         check_plot_path(plot, inputs=inputs)
     if html_file is not None:
         check_html_path(html_file, inputs=inputs)
-    raw, base, sets, own = _template(scenario, overrides)
-    constraints = parse_constraints(base.model, fixes, maxima, sets, only_validated)
-    spec = sweep_spec(base, gpus, SearchSpace(allow_tp_across_nodes=allow_tp_across_nodes), constraints,
-                      evaluators=SWEEP_EVALUATORS, own_layout=own)
+    raw, base, spec = sweep_of(scenario, overrides, gpus, fixes, maxima, only_validated, allow_tp_across_nodes)
+    constraints = spec.constraints
     started = time.perf_counter()
     pool = make_executor(executor, scheduler, workers)
     written: list[str] = []

@@ -233,6 +233,20 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int | N
     check_rank_by(rank_by)
     rerank = min(keep, DEFAULT_RERANK) if rerank is None else rerank
     executor = executor or SerialExecutor()
+    table = screen_space(spec, executor, progress)
+    scale = time_scale(rank_by, spec.scenario, table)
+    if spec.zero2_dominated and rank_by != "memory-headroom":   # ZeRO-2 layouts their ZeRO-1 twin beats (dominance.py)
+        table[slower_zero2(table, spec.scenario.parallel, scale), COL["bound_step_time_s"]] = math.inf
+    target = Target(group_codes(table), scale, plain_mask(table) if find_plain else None)
+    table, refined = branch_and_bound(spec, table, executor, max(keep, rerank, 1), pareto, progress, target)
+    return _rerank(spec, table, executor, rerank, max(keep, 1), progress, refined, rank_by, scale, find_plain)
+
+
+def screen_space(spec: SweepSpec, executor: Executor | None = None, progress: Progress | None = None) -> np.ndarray:
+    """Step 1 (module doc): every layout of ``spec`` screened, in canonical order, as a table of
+    COLUMNS. Raises InputError (exit 2) where the space is too large, no layout is valid or none
+    fits (``NoLayoutError``): the rule `run`'s hint checks before it suggests a sweep."""
+    executor = executor or SerialExecutor()
     workers = max(1, getattr(executor, "workers", 1))
     tasks, sizes, placed = _tasks(spec, workers)
     total = sum(sizes)
@@ -258,12 +272,7 @@ def run_sweep(spec: SweepSpec, executor: Executor | None = None, rerank: int | N
     table[:, : screened.shape[1]] = screened
     if not (table[:, COL["fits"]] == 1.0).any():
         raise no_layout_error(spec, table)
-    scale = time_scale(rank_by, spec.scenario, table)
-    if spec.zero2_dominated and rank_by != "memory-headroom":   # ZeRO-2 layouts their ZeRO-1 twin beats (dominance.py)
-        table[slower_zero2(table, spec.scenario.parallel, scale), COL["bound_step_time_s"]] = math.inf
-    target = Target(group_codes(table), scale, plain_mask(table) if find_plain else None)
-    table, refined = branch_and_bound(spec, table, executor, max(keep, rerank, 1), pareto, progress, target)
-    return _rerank(spec, table, executor, rerank, max(keep, 1), progress, refined, rank_by, scale, find_plain)
+    return table
 
 
 def _incumbent_key(spec: SweepSpec) -> tuple[int, ...] | None:

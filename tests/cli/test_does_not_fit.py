@@ -33,6 +33,8 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 
 def _suggested(err: str) -> list[str]:
     line = next(line for line in err.splitlines() if "clustersim sweep" in line)
+    if "`clustersim sweep" in line:   # named as the sweep that finds no layout (exits 2)
+        return shlex.split(line.split("`")[1])
     return shlex.split(line[line.index("clustersim sweep"):])
 
 
@@ -65,6 +67,25 @@ def test_readable_report_shows_no_rates_and_suggests_a_sweep(argv, gpus, capsys)
     assert "reserved peak" in out and "optimizer states" in out  # the memory is what the user needs now
     assert err.startswith("error: does not fit: ")
     _check_runs_as_printed(_suggested(err), gpus)
+    if argv is GPT3_ON_8:   # no layout of GPT-3 175B fits 8 A100: the sweep is named as one that finds none
+        assert "no sweep of this job on these 8 GPUs helps" in err and "to find the layouts" not in err, err
+    else:
+        assert "to find the layouts that fit on these 16 GPUs, run: clustersim sweep" in err, err
+
+
+def test_no_sweep_is_promised_where_no_layout_fits(capsys) -> None:
+    """`run`'s hint suggested `clustersim sweep ... --gpus 8`, which exits 2 (the smallest of its
+    layouts needs 151.3 GiB per GPU): the hint now checks with the sweep's own screen first."""
+    argv = ["run", "--engine", "analytical", "scenarios/llama3_70b_h800x256.yaml", "--set", "cluster.nodes=1",
+            "--set", "parallel.pp=1", "--set", "parallel.dp=2", "--set", "parallel.virtual_stages=1",
+            "--set", "parallel.schedule=1f1b"]
+    code, _, err = _run(argv, capsys)
+    assert code == 3
+    assert "to find the layouts that fit" not in err, err
+    assert "`clustersim sweep scenarios/llama3_70b_h800x256.yaml --gpus 8` exits 2" in err, err
+    assert "the smallest needs 151.3 GiB per GPU, the GPU has 79.6 GiB" in err, err
+    code, _, err = _run(["sweep", "scenarios/llama3_70b_h800x256.yaml", "--gpus", "8", "--no-progress"], capsys)
+    assert code == 2 and "the smallest needs 151.3 GiB per GPU" in err, err
 
 
 def test_json_keeps_every_contract_key(capsys) -> None:
