@@ -4,8 +4,9 @@ A group is the layouts that differ only in virtual stages or in ZeRO stage 1 aga
 (clustersim.sweep.objective.group_codes), with the same memory verdict class (fits or tight).
 Its row is its best member: the event engine's numbers before the closed form's (the re-ranked
 member keeps its row), then the lowest ranked value, then the most free memory (ZeRO-2 before a
-ZeRO-1 twin of the same time), then the layout key; ranked by ``memory-headroom``, the most free
-memory first (the roomiest member: a ZeRO-2 twin before a faster ZeRO-1 one), then the time. Groups are ordered by the value of their row:
+ZeRO-1 twin of the same time), then the layout key. Ranked by ``memory-headroom``, the groups are
+those ``time`` lists (by that row) and each stands for its roomiest member: the most free memory
+first (a ZeRO-2 twin before a faster ZeRO-1 one), then the time. Groups are ordered by the value of their row:
 fitting before tight, then ascending value (for ``memory-headroom``: the ``keep`` fastest by free
 memory first, then the rest by time), then free memory, then key; so no row sits below another
 with a better value of the ranked metric. The order is total and the same on every executor.
@@ -34,6 +35,13 @@ def shown(table: np.ndarray, sim: np.ndarray, rows: np.ndarray | None = None) ->
             "verdict": np.where(ran, m[:, _SIM["verdict"]], t[:, COL["verdict"]])}
 
 
+def _heads(sorted_gids: np.ndarray) -> np.ndarray:
+    """Where each group starts in an array of group ids sorted by group."""
+    if not sorted_gids.size:
+        return np.zeros(0, dtype=bool)
+    return np.concatenate(([True], sorted_gids[1:] != sorted_gids[:-1]))
+
+
 def rank_groups(table: np.ndarray, sim: np.ndarray, scale: np.ndarray | None, capacity_bytes: int,
                 rank_by: str, keep: int, codes: np.ndarray | None = None, full: bool = True
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -60,21 +68,24 @@ def rank_groups(table: np.ndarray, sim: np.ndarray, scale: np.ndarray | None, ca
     if t.size:
         pairs = np.stack([group_codes(table[t]), tight], axis=1)
         gid = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
-    # members of a group: the event engine's first, then by value, free memory (more first), key;
-    # ranked by free memory, by free memory first: the group stands for its roomiest member
-    by_member = np.lexsort((c, value, -free, ~ran, gid)) if rank_by == "memory-headroom" \
-        else np.lexsort((c, -free, value, ~ran, gid))
-    g = gid[by_member]
-    head = np.concatenate(([True], g[1:] != g[:-1])) if by_member.size else np.zeros(0, dtype=bool)
-    reps = by_member[head]
+    # members of a group: the event engine's first, then by value, free memory (more first), key
+    by_member = np.lexsort((c, -free, value, ~ran, gid))
+    reps = by_member[_heads(gid[by_member])]
     groups = reps[np.lexsort((c[reps], -free[reps], value[reps], tight[reps]))]
     if rank_by == "memory-headroom" and groups.size:
-        first = groups[:keep]
+        # the `keep` groups that time lists, each standing for its roomiest member (the most free
+        # memory, then the time): a ZeRO-2 twin before its faster ZeRO-1 twin
+        roomy = np.lexsort((c, value, -free, ~ran, gid))
+        roomiest = np.zeros(int(gid.max()) + 1, dtype=np.int64)
+        roomiest[gid[roomy[_heads(gid[roomy])]]] = roomy[_heads(gid[roomy])]
+        first = roomiest[gid[groups[:keep]]]
         groups = np.concatenate([first[np.lexsort((c[first], value[first], -free[first], tight[first]))],
                                  groups[keep:]])
     rank_of_gid = np.zeros(int(gid.max()) + 1 if gid.size else 0, dtype=np.int64)
     rank_of_gid[gid[groups]] = np.arange(1, groups.size + 1)
-    others = by_member[~head]
+    is_rep = np.zeros(t.size, dtype=bool)
+    is_rep[groups] = True
+    others = by_member[~is_rep[by_member]]
     others = others[np.argsort(rank_of_gid[gid[others]], kind="stable")]
     local = np.concatenate([groups, others])
     order = t[local]
