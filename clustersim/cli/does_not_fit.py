@@ -72,21 +72,18 @@ def does_not_fit_lines(memory: MemoryReport, gpus: int, scenario: str | None, ov
 
 
 def _sweep_finds_none(scenario: str | None, overrides: Sequence[str], gpus: int) -> str | None:
-    """Why the suggested sweep (``sweep_args``) would exit 2 before ranking a layout: its screen
-    (clustersim.sweep.runner.screen_space: every layout's memory, the rule the sweep applies) finds
-    none that fits, or none is valid, or the space is too large; None where some layout fits."""
+    """Why the suggested sweep (``sweep_args``) would exit 2 before ranking a layout
+    (clustersim.sweep.runner.why_none_fits, the sweep's own screen), or None where some layout fits."""
     from clustersim.cli.sweep_cmd import sweep_of
     from clustersim.errors import InputError
-    from clustersim.sweep.runner import NoLayoutError, screen_space
+    from clustersim.sweep.runner import why_none_fits
 
     kept, gpus_arg = sweep_args(scenario, overrides, gpus)
     try:
-        screen_space(sweep_of(scenario, kept, gpus_arg)[2])
-    except NoLayoutError as err:
-        return err.reason
+        spec = sweep_of(scenario, kept, gpus_arg)[2]
     except InputError as err:
         return str(err)
-    return None
+    return why_none_fits(spec)
 
 
 def _sweep_refuses(job: Scenario | None) -> str | None:

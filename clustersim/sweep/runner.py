@@ -275,6 +275,31 @@ def screen_space(spec: SweepSpec, executor: Executor | None = None, progress: Pr
     return table
 
 
+def why_none_fits(spec: SweepSpec) -> str | None:
+    """Why the sweep of ``spec`` would exit 2 before ranking a layout (``screen_space``: the space
+    too large, no layout valid, none that fits in memory), or None where some layout fits: the rule
+    `run`'s exit-3 hint checks before it suggests the sweep (clustersim.cli.does_not_fit). The layouts
+    that need the least memory of each grid (full recompute, micro-batch 1, 1F1B) are screened first,
+    a small part of the space: where one fits, the sweep has it; else the whole space decides."""
+    try:
+        check_sweep_size(spec, sum(_tasks(spec, 1)[1]))
+        space = spec.space
+        lean = replace(space, recompute=tuple(r for r in space.recompute if r == "full") or space.recompute,
+                       schedules=tuple(s for s in space.schedules if s == "1f1b") or space.schedules,
+                       limits=(*space.limits, ("micro_batch", 1, 1)))
+        try:
+            screen_space(replace(spec, space=lean))
+            return None
+        except InputError:
+            pass
+        screen_space(spec)
+    except NoLayoutError as err:
+        return err.reason
+    except InputError as err:
+        return str(err)
+    return None
+
+
 def _incumbent_key(spec: SweepSpec) -> tuple[int, ...] | None:
     """The scenario's own layout, if the loader accepts it on this (possibly resized) cluster and
     it satisfies the sweep's constraints."""
