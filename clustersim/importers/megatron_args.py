@@ -472,9 +472,12 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
                              f"{pp}): Megatron-LM asserts layers per stage % layers per virtual stage == 0")
         vpp = per_stage // per_vstage
     if not vpp and split.get("pipeline_layout"):  # the layout's stages are pp x virtual stages
-        from clustersim.parallel.split import parse_layout
+        from clustersim.parallel.split import layout_chunks
 
-        vpp = len(parse_layout(split["pipeline_layout"])) // pp
+        try:
+            vpp = layout_chunks(split["pipeline_layout"], pp)
+        except InputError as exc:
+            raise InputError("--pipeline-model-parallel-layout", exc.value, exc.allowed) from None
     # the flag's dest (a log's name) or its own name (a command line); validate_args sets None to pp
     group = a.get("microbatch_group_size_per_vp_stage")
     if group in (None, "None"):

@@ -151,7 +151,8 @@ def framework_split(layout, layers: int, mtp_layers: int = 0) -> tuple[int, ...]
         counts = uneven_counts(layers, pp, stages // pp, layout.first_stage_layers, layout.last_stage_layers)
     else:
         counts = weighted_counts(layers, stages, weight_of("account_for_embedding", layout.account_for_embedding),
-                                 weight_of("account_for_loss", layout.account_for_loss))
+                                 weight_of("account_for_loss", layout.account_for_loss), pp, graph.chunks
+                                 if schedule == "interleaved-1f1b" else 1)
     empty = empty_ranks(graph, counts)
     if empty:
         field, value = _setting(layout)
@@ -219,14 +220,22 @@ def uneven_counts(layers: int, pp: int, chunks: int, first: int, last: int) -> t
     return tuple(per_rank[g % pp] // chunks for g in range(pp * chunks))
 
 
-def weighted_counts(layers: int, stages: int, embedding: int, loss: int) -> tuple[int, ...]:
+def weighted_counts(layers: int, stages: int, embedding: int, loss: int, pp: int = 0,
+                    virtual_stages: int = 1) -> tuple[int, ...]:
     """The embedding and the loss counted as ``embedding`` and ``loss`` layers in an even split of
     ``stages`` model stages, extra layers to the first stages (torchtitan's rule, which equals
-    Megatron-Core's wherever Megatron-Core accepts the job; see the module docstring)."""
+    Megatron-Core's wherever Megatron-Core accepts the job; see the module docstring). ``pp`` and
+    ``virtual_stages``: the layout the stages come from (0: ``stages`` ranks), for the error, which
+    names ``parallel.virtual_stages`` where the ranks hold several interleaved chunks, else ``parallel.pp``."""
     effective = layers + embedding + loss
     if effective < stages:
-        raise InputError("parallel.pp", stages, f"pp * virtual_stages ({stages}) <= model.layers + "
-                         f"account_for_embedding + account_for_loss ({effective})")
+        pp = pp or stages
+        per_rank = stages // pp
+        field, value, most = (("parallel.virtual_stages", virtual_stages, effective // pp)
+                              if virtual_stages > 1 and effective >= pp else ("parallel.pp", pp, effective // per_rank))
+        raise InputError(field, value, (f"at most {most}: " if most else "") + "each model stage takes at least one "
+                         f"effective layer, and pp ({pp}) x {per_rank} stage(s) per rank = {stages} model stages "
+                         f"exceed model.layers + account_for_embedding + account_for_loss ({effective})")
     base, extra = divmod(effective, stages)
     counts = [base + (1 if i < extra else 0) for i in range(stages)]
     if stages > 1:
@@ -274,13 +283,49 @@ def parse_layout(text: str) -> tuple[str, ...]:
     return tuple(body.split("|"))
 
 
+def layout_chunks(text: str, pp: int) -> int:
+    """Stages per pipeline rank of a Megatron-Core layout string: its stages over ``pp``, which
+    Megatron-Core takes as the virtual pipeline size, running the interleaved schedule when it is
+    above 1 (megatron/training/arguments.py validate_args: the layout's stage count must be a
+    multiple of the pipeline size, ``virtual_pipeline_model_parallel_size = stages // pp``);
+    InputError where it is not a multiple."""
+    stages = len(parse_layout(text))
+    if pp < 1 or stages % pp:
+        raise InputError("parallel.pipeline_layout", text,
+                         f"a multiple of pp ({pp}) stages separated by '|' (pp x virtual stages; more than pp "
+                         f"runs parallel.schedule interleaved-1f1b); it has {stages}")
+    return stages // pp
+
+
+def layout_schedule(text: str, pp: int, schedule: str, stated: set[str]) -> dict[str, object]:
+    """The schedule and virtual stages a ``pipeline_layout`` sets (docs/scenario.md: it sets the
+    virtual stages too): a layout of ``pp`` stages sets nothing; one of more stages per rank runs
+    interleaved 1F1B with that many virtual stages, as Megatron-Core does (``layout_chunks``), where
+    ``parallel.schedule`` is left out or interleaved-1f1b; a stated schedule of one stage per rank
+    (gpipe, 1f1b, zb-h1, zb-2p, dualpipe) is refused. ``stated``: the fields the scenario gives
+    (a stated ``virtual_stages`` is kept and checked against the layout by ``layout_counts``).
+    The V schedules' refusal is ``_rank_order``'s."""
+    chunks = layout_chunks(text, pp)
+    if chunks == 1:
+        return {}
+    if "schedule" in stated and schedule != "interleaved-1f1b":
+        if schedule not in RANK_ORDER_SCHEDULES:
+            return {}
+        raise InputError("parallel.schedule", schedule,
+                         f"interleaved-1f1b or left out: parallel.pipeline_layout has {chunks * pp} stages, "
+                         f"{chunks} per pipeline rank (pp {pp}), which Megatron-Core runs interleaved")
+    return {"schedule": "interleaved-1f1b", **({} if "virtual_stages" in stated else {"virtual_stages": chunks})}
+
+
 def layout_counts(text: str, layers: int, mtp_layers: int, pp: int, stages: int) -> tuple[int, ...]:
     """Decoder layers of each stage of a Megatron-Core layout string, checked against the model and
     the ``stages`` model stages (``pp * virtual_stages``)."""
     field = "parallel.pipeline_layout"
     parts = parse_layout(text)
     if len(parts) != stages:
-        raise InputError(field, text, f"{stages} stages (pp * virtual_stages) separated by '|'; it has {len(parts)}")
+        raise InputError(field, text, f"{stages} stages (pp * virtual_stages) separated by '|', a multiple of pp "
+                         f"({pp}) with parallel.schedule interleaved-1f1b and virtual_stages left out; it has "
+                         f"{len(parts)}")
     whole = "".join(parts)
     if whole.count("E") != 1 or "E" not in parts[0]:
         raise InputError(field, text, "the embedding E once, in the first stage")
