@@ -493,6 +493,15 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         # non-interleaved one always waits for them: clustersim.frameworks.blocking_sends)
         if a.get("overlap_p2p_comm") not in (None, "None"):
             parallel["overlap_p2p_comm"] = not neutral(a.get("overlap_p2p_comm"))
+        if not neutral(a.get("overlap_p2p_comm_warmup_flush")):
+            # Megatron-LM overlaps the warm-up's and the cool-down's exchanges too; clustersim overlaps the
+            # warm-up's and prices the cool-down's sends as blocking (clustersim.frameworks.blocking_from)
+            notes.append("--overlap-p2p-communication-warmup-flush: not modelled; clustersim overlaps the interleaved "
+                         "warm-up's sends but holds each cool-down backward until its send and receive are done, as "
+                         "without the flag (docs/engine.md, Pipeline transfers): the step may come out a little long")
+    elif not neutral(a.get("overlap_p2p_comm_warmup_flush")):
+        notes.append("--overlap-p2p-communication-warmup-flush: no effect without the interleaved schedule "
+                     "(Megatron-LM reads it in forward_backward_pipelining_with_interleaving only)")
     elif pp > 1:
         parallel["schedule"] = "1f1b"
     if split:
