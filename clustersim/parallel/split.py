@@ -35,8 +35,9 @@ embedding, the last one the output layer, the loss and any multi-token-predictio
   multi-token-prediction module, ``L`` the loss; ``(...)*n`` and ``x*n`` repeat, commas are
   cosmetic (megatron/core/transformer/pipeline_parallel_layer_layout.py ``parse_str_to_list`` and
   ``validate_layer_layout``). The counts are the ``t`` of each stage; stages may hold no layer.
-  clustersim places the embedding on the first stage and the loss and MTP modules on the last, so a
-  layout that puts them elsewhere is refused.
+  clustersim places the embedding on the first stage and the loss on the last, so a layout that
+  puts them elsewhere is refused; the MTP modules go where the layout puts them, within Megatron-Core's
+  rule (:func:`mtp_rule`, :func:`mtp_model_stage`).
 
 A pipeline rank may hold no decoder layer when it holds model stage 0 (the embedding) or the last
 model stage (the output layer and the loss): e.g. the Zero Bubble paper's ZB-V runs, whose code pads
@@ -333,7 +334,43 @@ def layout_counts(text: str, layers: int, mtp_layers: int, pp: int, stages: int)
         raise InputError(field, text, "the loss L once, in the last stage")
     if whole.count("t") != layers:
         raise InputError(field, text, f"model.layers ({layers}) decoder layers t; it has {whole.count('t')}")
-    if whole.count("m") != mtp_layers or (mtp_layers and parts[-1].count("m") != mtp_layers):
-        raise InputError(field, text, f"model.mtp_layers ({mtp_layers}) MTP modules m, all in the last stage with "
-                         "the loss (where clustersim places them)")
+    if whole.count("m") != mtp_layers:
+        raise InputError(field, text, f"model.mtp_layers ({mtp_layers}) MTP modules m; it has {whole.count('m')}")
+    if mtp_layers:
+        mtp_rule(text, parts, pp)
     return tuple(p.count("t") for p in parts)
+
+
+def mtp_rule(text: str, parts: tuple[str, ...], pp: int) -> None:
+    """Megatron-Core's placement of the MTP modules in a layout (megatron/core/transformer/
+    pipeline_parallel_layer_layout.py ``validate_layer_layout``): all in one stage, that stage the
+    last virtual stage of its pipeline rank (stage index >= (chunks - 1) * pp), after every decoder
+    layer, and the loss L the layout's last letter. The stage may be on another rank than the
+    loss's (Megatron's "mtp_standalone": DeepSeek-V3's ``Et*3|(tt|)*29,m|L``). InputError naming the rule."""
+    field = "parallel.pipeline_layout"
+    where = [i for i, part in enumerate(parts) if "m" in part]
+    chunks = len(parts) // pp
+    if len(where) > 1:
+        raise InputError(field, text, "all MTP modules m in one stage (Megatron-Core: 'All of the MTP layers must be in "
+                         "the same one virtual pipeline stage')")
+    stage = where[0]
+    if stage < (chunks - 1) * pp:
+        raise InputError(field, text, f"the MTP modules m in the last virtual stage of their pipeline rank (stages "
+                         f"{(chunks - 1) * pp} to {chunks * pp - 1} of {chunks * pp}; Megatron-Core: 'the MTP should be "
+                         f"always in the last virtual pipeline stage of that rank'); it puts them in stage {stage}")
+    whole = "".join(parts)
+    if "t" in whole[whole.index("m"):]:
+        raise InputError(field, text, "the MTP modules m after every decoder layer t (Megatron-Core: 'decoder layers "
+                         "must be placed before MTP layers')")
+    if whole[-1] != "L":
+        raise InputError(field, text, "the loss L last, after the MTP modules m (Megatron-Core: 'The last layer must be "
+                         "loss')")
+
+
+def mtp_model_stage(layout, num_model_stages: int) -> int:
+    """The model stage that runs the multi-token-prediction modules: the one whose layout stage holds
+    the ``m``s where ``pipeline_layout`` places them (``mtp_rule``; a layout's stage order is the
+    model stages' under the schedules that take one), else the last, with the loss."""
+    if layout.pipeline_layout and "m" in layout.pipeline_layout:
+        return next(i for i, part in enumerate(parse_layout(layout.pipeline_layout)) if "m" in part)
+    return num_model_stages - 1
