@@ -87,13 +87,14 @@ def megatron_even_split_refusal(layers: int, pp: int, virtual_stages: int = 1) -
     return None
 
 
-def layout_string(counts: tuple[int, ...] | list[int], mtp_layers: int = 0) -> str:
+def layout_string(counts: tuple[int, ...] | list[int], mtp_layers: int = 0, mtp_stage: int = -1) -> str:
     """Megatron-Core's --pipeline-model-parallel-layout for decoder layers ``counts`` per stage
-    (``chunk * pp + rank`` order): the embedding on the first stage, MTP modules and the loss on the
-    last (what :func:`layout_counts` reads back)."""
+    (``chunk * pp + rank`` order): the embedding on the first stage, the MTP modules on stage
+    ``mtp_stage`` (-1: the last) and the loss on the last (what :func:`layout_counts` reads back)."""
     stages = [f"t*{n}" if n > 1 else "t" * n for n in counts]
     stages[0] = "E" + stages[0]
-    stages[-1] += "m" * mtp_layers + "L"
+    stages[mtp_stage] += "m" * mtp_layers
+    stages[-1] += "L"
     return "|".join(stages)
 
 

@@ -97,3 +97,12 @@ def test_megatron_import_takes_a_standalone_mtp_layout() -> None:
     sc = finish(import_text("megatron-args", cmd, "cmd", cluster="dgx-h100"), []).scenario
     assert sc["parallel"]["pipeline_layout"] == STANDALONE and sc["model"]["mtp_layers"] == 1
     assert scenario_from_dict(sc).parallel.layers_per_stage == (4, 4, 4, 4, 4, 4, 8, 0)
+
+
+def test_megatron_export_keeps_the_layout_mtp_stage(base) -> None:
+    from clustersim.importers.megatron_export import megatron_command
+    from clustersim.scenario import apply_overrides, read_scenario_dict
+
+    data = apply_overrides(read_scenario_dict(base), [f"parallel.pipeline_layout={STANDALONE}"])
+    cmd = megatron_command(scenario_from_dict(data))
+    assert "Et*4|t*4|t*4|t*4|t*4|t*4|t*8m|L" in cmd
