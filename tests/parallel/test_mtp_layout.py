@@ -13,12 +13,12 @@ from clustersim.cli import main
 from clustersim.importers import finish, import_text
 from clustersim.scenario import scenario_from_dict
 
-# Llama-3-8B (32 layers) with one MTP module on 4 DGX H100: tp 2, pp 4, dp 4, the schedule left out
+# Llama-3-8B (32 layers) with one MTP module on 4 DGX H100: tp 2, pp 4, dp 4, interleaved (the layouts have 2 chunks per rank)
 SCENARIO = """name: mtp-layout
 framework: megatron-core
 model: {preset: llama3-8b, seq_len: 4096, mtp_layers: 1}
 cluster: {preset: dgx-h100, nodes: 4}
-parallel: {tp: 2, pp: 4, dp: 4, micro_batch: 1, global_batch: 64}
+parallel: {tp: 2, pp: 4, dp: 4, micro_batch: 1, global_batch: 64, schedule: interleaved-1f1b}
 """
 HEAD = "Et*4|t*4|t*4|t*4|t*4|t*4|t*8"
 STANDALONE = HEAD + ",m|L"      # MTP on rank 2's last chunk, the loss alone on rank 3's (Megatron's mtp_standalone)
@@ -66,7 +66,7 @@ def test_deepseek_v3_documented_layout_is_accepted(capsys) -> None:
     sc = scenario_from_dict({
         "model": {"preset": "deepseek-v3"}, "cluster": {"preset": "dgx-h800", "nodes": 256},
         "parallel": {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "zero_stage": 1, "global_batch": 16384,
-                     "pipeline_layout": "Et*3|(tt|)*29,m|L"}})
+                     "schedule": "interleaved-1f1b", "pipeline_layout": "Et*3|(tt|)*29,m|L"}})
     assert (sc.parallel.schedule, sc.parallel.virtual_stages) == ("interleaved-1f1b", 2)
     assert sc.parallel.layers_per_stage == (3,) + (2,) * 29 + (0, 0)
 
