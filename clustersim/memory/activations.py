@@ -205,10 +205,14 @@ def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_fli
     act = sum(n * per[p] for p, n in policies.counts) * in_flight
     if first:
         act += units.embedding * ends[0]
-    if last:
-        act += units.output * ends[1]
-    # the MTP modules' layers times their chunk's micro-batches in flight (None: the last chunk's, on its rank)
-    act += units.mtp * ((ends[1] if last else 0.0) if mtp_in_flight is None else mtp_in_flight)
+    # the MTP modules' layers times their chunk's micro-batches in flight (None: with the output, on the last stage)
+    if mtp_in_flight is None:
+        if last:
+            act += (units.output + units.mtp) * ends[1]
+    else:
+        if last:
+            act += units.output * ends[1]
+        act += units.mtp * mtp_in_flight
     transient = 0.0
     if stage_layers and in_flight:
         transient = units.working + backward_buffers

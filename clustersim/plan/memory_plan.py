@@ -145,8 +145,12 @@ def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...],
         last = any(st.model_stage == last_model for st in stages)
         ends = (chunk_in_flight(schedule[r], r, graph, work, 0, held[r]) if first else 0.0,
                 chunk_in_flight(schedule[r], r, graph, work, last_model, held[r]) if last else 0.0)
-        mtp = scenario.model.mtp_layers > 0 and any(st.model_stage == mtp_model for st in stages)
-        mtp_in_flight = chunk_in_flight(schedule[r], r, graph, work, mtp_model, held[r]) if mtp else 0.0
+        # MTP modules placed off the last stage by a pipeline layout: their stage's own flag and in-flight
+        # count (None: with the output and loss, activations.combine's default)
+        mtp, mtp_in_flight = None, None
+        if mtp_model != last_model:
+            mtp = scenario.model.mtp_layers > 0 and any(st.model_stage == mtp_model for st in stages)
+            mtp_in_flight = chunk_in_flight(schedule[r], r, graph, work, mtp_model, held[r]) if mtp else 0.0
         policies = RankPolicies(((par.recompute, layers),), 1) if uniform_policies(par) \
             else rank_policies(par, scenario.model.layers, r)
         out.append(memory_report(scenario.model, par, scenario.cluster, scenario.training.dtype,
