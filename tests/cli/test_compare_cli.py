@@ -101,7 +101,7 @@ def test_a_cluster_that_cannot_run_the_job_is_named_and_the_others_compared(caps
     assert [r["cluster"] for r in data["rows"]] == ["dgx-a100"] and data["rows"][0]["rank"] == 1
     (cannot,) = data["cannot_run"]
     assert (cannot["cluster"], cannot["gpus"]) == ("dgx-a100-40gb", 8)
-    assert "fits in memory" in cannot["cannot_run"] and "the GPU has 40.0 GiB" in cannot["cannot_run"]
+    assert "fits in memory" in cannot["cannot_run"] and "the GPU has 39.6 GiB" in cannot["cannot_run"]
     code, out, err = _main(["compare", "--clusters", "dgx-a100-40gb,dgx-a100", *PART_FITS], capsys)
     assert code == 0, err
     assert "cannot run this job: dgx-a100-40gb on 8 GPUs: none of" in out
@@ -109,7 +109,7 @@ def test_a_cluster_that_cannot_run_the_job_is_named_and_the_others_compared(caps
     # fields), the cluster and its memory
     code, out, err = _main(["compare", "--clusters", "dgx-a100-40gb", *PART_FITS], capsys)
     assert code == 2 and "--set: got 'tp=2, pp=2, dp=2'" in err and "of dgx-a100-40gb" in err, err
-    assert "the GPU has 40.0 GiB" in err
+    assert "the GPU has 39.6 GiB" in err
 
 
 def test_the_scenarios_cluster_settings_hold_on_its_own_preset(capsys) -> None:

@@ -24,11 +24,11 @@ def test_clustersim_list_gpus_shows_them() -> None:
     assert all(name in out.stdout for name in NEW)
 
 
-# capacity as current drivers' nvidia-smi reports it where published (MiB; docs/hardware.md): A100 40 GB 40960
-# (as A100 80 GB's 81920; drivers R460-R470 printed 40536), H100 80 GB 81559, H100 NVL 95830 (it held the
-# datasheet's 94 GB as 94 GiB, 96256 MiB)
+# capacity as nvidia-smi reports it where published (MiB; docs/hardware.md): A100 40 GB 40536 (the smaller of
+# two driver generations' totals, the conservative one: a 40 GB part at 40960 MiB read a job needing 39.97 GiB
+# as fitting where 39.59 GiB exist), H100 80 GB 81559, H100 NVL 95830 (it held the datasheet's 94 GB as 94 GiB)
 @pytest.mark.parametrize("name,bf16,hbm_mib,bw", [
-    ("a100-sxm-40gb", 312, 40960, 1555), ("a100-pcie-40gb", 312, 40960, 1555), ("h100-pcie-80gb", 756, 81559, 2000),
+    ("a100-sxm-40gb", 312, 40536, 1555), ("a100-pcie-40gb", 312, 40536, 1555), ("h100-pcie-80gb", 756, 81559, 2000),
     ("h100-nvl-94gb", 835.5, 95830, 3900), ("gh200-144gb", 989, 141 * 1024, 4800), ("a100-sxm-80gb", 312, 81920, 2039)])
 def test_datasheet_numbers(name: str, bf16: float, hbm_mib: float, bw: float) -> None:
     gpu = load_gpu(name)
@@ -69,4 +69,4 @@ def test_a_run_on_dgx_a100_40gb_uses_the_40_gb_capacity() -> None:
                           "--set", "cluster.nodes=2"], capture_output=True, text=True, timeout=300)
     report = json.loads(out.stdout)
     assert report["cluster"]["gpu"] == "a100-sxm-40gb" and sc.cluster.gpu.name == "a100-sxm-40gb"
-    assert report["memory"]["capacity_bytes_per_gpu"] == 40960 * 2**20
+    assert report["memory"]["capacity_bytes_per_gpu"] == 40536 * 2**20
