@@ -472,9 +472,12 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
                              f"{pp}): Megatron-LM asserts layers per stage % layers per virtual stage == 0")
         vpp = per_stage // per_vstage
     if not vpp and split.get("pipeline_layout"):  # the layout's stages are pp x virtual stages
-        from clustersim.parallel.split import parse_layout
+        from clustersim.parallel.split import layout_chunks
 
-        vpp = len(parse_layout(split["pipeline_layout"])) // pp
+        try:
+            vpp = layout_chunks(split["pipeline_layout"], pp)
+        except InputError as exc:
+            raise InputError("--pipeline-model-parallel-layout", exc.value, exc.allowed) from None
     # the flag's dest (a log's name) or its own name (a command line); validate_args sets None to pp
     group = a.get("microbatch_group_size_per_vp_stage")
     if group in (None, "None"):
@@ -490,6 +493,15 @@ def scenario_from_args(a: MegatronArgs, cluster: str | None, nodes: int | None, 
         # non-interleaved one always waits for them: clustersim.frameworks.blocking_sends)
         if a.get("overlap_p2p_comm") not in (None, "None"):
             parallel["overlap_p2p_comm"] = not neutral(a.get("overlap_p2p_comm"))
+        if not neutral(a.get("overlap_p2p_comm_warmup_flush")):
+            # Megatron-LM overlaps the warm-up's and the cool-down's exchanges too; clustersim overlaps the
+            # warm-up's and prices the cool-down's sends as blocking (clustersim.frameworks.blocking_from)
+            notes.append("--overlap-p2p-communication-warmup-flush: not modelled; clustersim overlaps the interleaved "
+                         "warm-up's sends but holds each cool-down backward until its send and receive are done, as "
+                         "without the flag (docs/engine.md, Pipeline transfers): the step may come out a little long")
+    elif not neutral(a.get("overlap_p2p_comm_warmup_flush")):
+        notes.append("--overlap-p2p-communication-warmup-flush: no effect without the interleaved schedule "
+                     "(Megatron-LM reads it in forward_backward_pipelining_with_interleaving only)")
     elif pp > 1:
         parallel["schedule"] = "1f1b"
     if split:

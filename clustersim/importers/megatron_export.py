@@ -37,6 +37,8 @@ def megatron_flags(sc: Scenario) -> list[str]:
         flags.append("--qk-layernorm")
     if not m.tie_embeddings:
         flags.append("--untie-embeddings-and-output-weights")
+    if m.mtp_layers:   # multi-token prediction (the layout flag below places the modules)
+        flags.append(f"--mtp-num-layers {m.mtp_layers}")
     if m.is_moe:
         flags += [f"--num-experts {m.moe_experts}", f"--moe-router-topk {m.moe_top_k}",
                   f"--moe-token-dispatcher-type {m.moe_token_dispatcher}"]   # Megatron's default is allgather
@@ -103,7 +105,7 @@ def _split_flags(sc: Scenario) -> list[str]:
     """Megatron-Core's flags for the scenario's pipeline split (clustersim.parallel.split): its own
     flags where they say it, else the layout string of the resolved counts (the embedding counted
     as more than one layer, torchtitan's option, has no Megatron flag)."""
-    from clustersim.parallel.split import flag_layout, layout_string, split_is_set
+    from clustersim.parallel.split import flag_layout, layout_string, mtp_model_stage, split_is_set
 
     p = sc.parallel
     if not split_is_set(p):
@@ -124,7 +126,8 @@ def _split_flags(sc: Scenario) -> list[str]:
         if counted % len(p.layers_per_stage) == 0:   # Megatron-Core accepts only an exact split
             return [f for on, f in ((p.account_for_embedding, "--account-for-embedding-in-pipeline-split"),
                                     (p.account_for_loss, "--account-for-loss-in-pipeline-split")) if on]
-    return [f"--pipeline-model-parallel-layout {shlex.quote(layout_string(p.layers_per_stage, sc.model.mtp_layers))}"]
+    layout = layout_string(p.layers_per_stage, sc.model.mtp_layers, mtp_model_stage(p, len(p.layers_per_stage)))
+    return [f"--pipeline-model-parallel-layout {shlex.quote(layout)}"]
 
 
 def _default_counts(sc: Scenario) -> tuple[int, ...]:

@@ -95,6 +95,7 @@ FLAG_DEST: dict[str, tuple[str, Any]] = {
     "no-bias-dropout-fusion": ("bias_dropout_fusion", False),
     "no-gradient-accumulation-fusion": ("gradient_accumulation_fusion", False),
     "no-overlap-p2p-communication": ("overlap_p2p_comm", False),
+    "overlap-p2p-communication-warmup-flush": ("overlap_p2p_comm_warmup_flush", True),
     "no-persist-layer-norm": ("persist_layer_norm", False),
     "no-async-tensor-model-parallel-allreduce": ("async_tensor_model_parallel_allreduce", False),
     "no-load-optim": ("load_optim", False),

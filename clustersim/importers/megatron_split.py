@@ -71,6 +71,7 @@ def check_split(parallel: dict[str, Any], layers: int, mtp_layers: int = 0, core
 
     flags = {f"parallel.{key}": arg for arg, key in PIPELINE_SPLIT_ARGS.items()}
     flags["parallel.pp"] = "pipeline_model_parallel_size"
+    flags["parallel.virtual_stages"] = "virtual_pipeline_model_parallel_size"
     layout = SimpleNamespace(pp=parallel["pp"], virtual_stages=parallel.get("virtual_stages", 1),
                              schedule=parallel.get("schedule", "1f1b"), layers_per_stage=(),
                              first_stage_layers=parallel.get("first_stage_layers", 0),

@@ -95,11 +95,22 @@ def _fqn_counts(fqns: Any, stages: int, layers: int) -> list[int]:
     if not isinstance(fqns, list) or len(fqns) != stages or not all(isinstance(p, list) for p in fqns):
         raise InputError(field, fqns, allowed)
     counts = []
+    blocks: list[str] = []
     for i, part in enumerate(fqns):
         names = [str(n) for n in part]
         if ("tok_embeddings" in names) != (i == 0) or any(n in ("norm", "output") for n in names) != (i == stages - 1):
             raise InputError(field, fqns, allowed)
-        counts.append(sum(n.startswith("layers.") for n in names))
-    if sum(counts) != layers:
-        raise InputError(field, fqns, f"{allowed}; every one of the model's {layers} blocks once")
+        part_blocks = [n for n in names if n.startswith("layers.")]
+        blocks += part_blocks
+        counts.append(len(part_blocks))
+    expected = [f"layers.{n}" for n in range(layers)]
+    if blocks != expected:   # each block once, in the model's order across the parts
+        seen = set()
+        dup = next((b for b in blocks if b in seen or seen.add(b)), None)
+        missing = next((b for b in expected if b not in seen), None)
+        why = (f"{dup} twice" if dup else f"{missing} left out" if missing else
+               f"{next(b for b, e in zip(blocks, expected, strict=False) if b != e)} out of order"
+               if len(blocks) == len(expected) else f"{len(blocks)} blocks")
+        raise InputError(field, fqns, f"{allowed}; every one of the model's {layers} blocks once, layers.0 to "
+                         f"layers.{layers - 1} ({why})")
     return counts

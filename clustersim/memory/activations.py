@@ -166,15 +166,17 @@ class LayerUnits:
     per_policy: tuple[tuple[str, float], ...]   # one layer's saved bytes, per recompute policy present
     working: float                              # ``working_bytes`` of the stage's layers
     embedding: float                            # first stage
-    output: float                               # last stage
+    output: float                               # last stage (with the MTP modules' output-head passes)
     loss: float                                 # last stage: ``loss_transient_bytes``
+    mtp: float = 0.0                            # the MTP modules' layers, on their stage (the last by default)
 
 
 def layer_units(model: ModelSpec, layout: ParallelLayout, dtype: str, framework: FrameworkSpec | None,
                 kernels: Kernels, policies: RankPolicies, moe_share: float | None = None) -> LayerUnits:
     """``moe_share``: the MoE layers' share of the rank's layers (a MoE model's dense first
     layers keep less; None: all MoE for a MoE model). The last stage's output part includes the
-    multi-token-prediction modules (each: one more layer and one more pass of the output head)."""
+    multi-token-prediction modules' passes of the output head; ``mtp`` their layers, on the stage
+    that runs them (the last, or where a pipeline layout puts them: docs/parallel.md)."""
     def per_layer(p: str) -> float:
         if not model.is_moe or moe_share is None or moe_share >= 1.0:
             return layer_activation_bytes(model, layout, dtype, kernels=kernels, policy=p)
@@ -183,17 +185,16 @@ def layer_units(model: ModelSpec, layout: ParallelLayout, dtype: str, framework:
         return moe_share * moe_b + (1.0 - moe_share) * dense_b
 
     per = tuple((p, per_layer(p)) for p, _ in policies.counts)
-    output = output_activation_bytes(model, layout, dtype, framework, kernels)
-    if model.mtp_layers:
-        output = output * (1 + model.mtp_layers) + model.mtp_layers * layer_activation_bytes(
-            model, layout, dtype, kernels=kernels)
+    output = output_activation_bytes(model, layout, dtype, framework, kernels) * (1 + model.mtp_layers)
+    mtp = model.mtp_layers * layer_activation_bytes(model, layout, dtype, kernels=kernels) if model.mtp_layers else 0.0
     return LayerUnits(per, working_bytes(model, layout, dtype, kernels, policies),
                       embedding_activation_bytes(model, layout, dtype, kernels),
-                      output, loss_transient_bytes(model, layout, framework))
+                      output, loss_transient_bytes(model, layout, framework), mtp)
 
 
 def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_flight: float, first: bool,
-            last: bool, ends: tuple[float, float], backward_buffers: float) -> tuple[float, float]:
+            last: bool, ends: tuple[float, float], backward_buffers: float,
+            mtp_in_flight: float | None = None) -> tuple[float, float]:
     """(activations in flight, transient) of one GPU of a stage: the layers' bytes times the
     micro-batches in flight, the stage ends' times their own chunks' in flight; the transient is
     the larger of the loss's logits copies (last stage, end of a forward) and what a backward adds
@@ -204,8 +205,14 @@ def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_fli
     act = sum(n * per[p] for p, n in policies.counts) * in_flight
     if first:
         act += units.embedding * ends[0]
-    if last:
-        act += units.output * ends[1]
+    # the MTP modules' layers times their chunk's micro-batches in flight (None: with the output, on the last stage)
+    if mtp_in_flight is None:
+        if last:
+            act += (units.output + units.mtp) * ends[1]
+    else:
+        if last:
+            act += units.output * ends[1]
+        act += units.mtp * mtp_in_flight
     transient = 0.0
     if stage_layers and in_flight:
         transient = units.working + backward_buffers

@@ -110,11 +110,11 @@ class MemoryReport:
 
 
 def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, first: bool, last: bool,
-                 moe_layers: int | None = None) -> tuple[float, float]:
+                 moe_layers: int | None = None, mtp: bool | None = None) -> tuple[float, float]:
     """(dense parameters, expert parameters) held by one GPU of a stage whose ``stage_layers``
-    layers include ``moe_layers`` MoE layers (None: all of them for a MoE model). The last stage
-    also holds the multi-token-prediction modules (one more layer, the 2h -> h projection and a
-    copy of the embedding each uses, DeepSeek-V3 §2.2)."""
+    layers include ``moe_layers`` MoE layers (None: all of them for a MoE model). The stage that
+    runs the multi-token-prediction modules (``mtp``; None: the last) also holds them (one more
+    layer, the 2h -> h projection and a copy of the embedding each uses, DeepSeek-V3 §2.2)."""
     moe_n = moe_count(model, stage_layers, moe_layers)
     expert = expert_params_per_gpu(model, layout.tp, layout.ep, layout.etp, moe=True) if moe_n else 0
     moe_layer = layer_params_per_gpu(model, layout.tp, layout.ep, True, layout.etp) if moe_n else 0
@@ -128,12 +128,12 @@ def stage_params(model: ModelSpec, layout: ParallelLayout, stage_layers: int, fi
         dense += model.norm_width_params()   # final norm
         if not (model.tie_embeddings and first):
             dense += vocab_shard
-        if model.mtp_layers:
-            layer_e = expert_params_per_gpu(model, layout.tp, layout.ep, layout.etp)
-            layer_all = layer_params_per_gpu(model, layout.tp, layout.ep, None, layout.etp)
-            mtp_dense = layer_all - layer_e + model.mtp_extra_params(layout.tp)
-            dense += model.mtp_layers * mtp_dense + (0 if first else vocab_shard)
-            experts += model.mtp_layers * layer_e
+    if (last if mtp is None else mtp) and model.mtp_layers:
+        layer_e = expert_params_per_gpu(model, layout.tp, layout.ep, layout.etp)
+        layer_all = layer_params_per_gpu(model, layout.tp, layout.ep, None, layout.etp)
+        mtp_dense = layer_all - layer_e + model.mtp_extra_params(layout.tp)
+        dense += model.mtp_layers * mtp_dense + (0 if first else vocab_shard)
+        experts += model.mtp_layers * layer_e
     return float(dense), float(experts)
 
 
@@ -171,11 +171,12 @@ def state_shard_params(layout: ParallelLayout, dense: int, expert: int) -> int:
 
 
 def states(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool, last: bool,
-           framework: FrameworkSpec | None, moe_layers: int | None = None) -> tuple[int, int, int]:
+           framework: FrameworkSpec | None, moe_layers: int | None = None,
+           mtp: bool | None = None) -> tuple[int, int, int]:
     """(weights, gradients, optimizer states) of one GPU, rounded to bytes, before offload
     (Adam moments in ``layout.adam_moment_bytes``; gradients in the reduction's dtype where the
     framework accumulates in it: ``compute.dtypes.grad_held_bytes``)."""
-    dense, expert = stage_params(model, layout, stage_layers, first, last, moe_layers)
+    dense, expert = stage_params(model, layout, stage_layers, first, last, moe_layers, mtp)
     d_group, e_group = shard_groups(layout)
     mb, moments = layout.adam_moment_bytes, layout.optimizer_moments
     rd = grad_reduce_dtype(layout.zero_stage, layout.fsdp_version, framework, layout.grad_reduce_dtype, dtype=dtype)
@@ -190,7 +191,8 @@ def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec
                   attention: str = "auto", framework: FrameworkSpec | None = None,
                   kernels: Kernels | None = None, policies: RankPolicies | None = None,
                   stage: int = 0, ends_in_flight: tuple[float, float] | None = None,
-                  moe_layers: int | None = None) -> MemoryReport:
+                  moe_layers: int | None = None, mtp: bool | None = None,
+                  mtp_in_flight: float | None = None) -> MemoryReport:
     """Peak memory of one GPU of a pipeline stage holding ``stage_layers`` layers (all its chunks)
     with ``in_flight_micro_batches`` micro-batches' activations alive at once (from the schedule).
 
@@ -199,7 +201,9 @@ def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec
     (default: ``layout.recompute`` for all); ``ends_in_flight``: micro-batches of the first and of
     the last model chunk held at once (the embedding's and the loss's tensors), default
     ``in_flight_micro_batches``; ``moe_layers``: the MoE layers among ``stage_layers`` (None: all
-    of them for a MoE model)."""
+    of them for a MoE model); ``mtp``: whether the stage runs the multi-token-prediction modules and
+    ``mtp_in_flight`` the micro-batches of their chunk held at once (None: the last stage, with the
+    last chunk's in flight)."""
     fw = framework or load_framework("megatron-core")
     if kernels is None:
         kernels = gpu_kernels("flash" if attention == "auto" else attention, fw.elementwise)
@@ -208,26 +212,28 @@ def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec
     k = float(in_flight_micro_batches)
     ends = (k, k) if ends_in_flight is None else (float(ends_in_flight[0]), float(ends_in_flight[1]))
     return _memory_report(model, layout, cluster, dtype, int(stage_layers), k, bool(first), bool(last), fw,
-                          kernels, policies, int(stage), ends, None if moe_layers is None else int(moe_layers))
+                          kernels, policies, int(stage), ends, None if moe_layers is None else int(moe_layers),
+                          None if mtp is None else bool(mtp), None if mtp_in_flight is None else float(mtp_in_flight))
 
 
 @functools.lru_cache(maxsize=16384)
 def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
                    stage_layers: int, in_flight: float, first: bool, last: bool, framework: FrameworkSpec,
                    kernels: Kernels, policies: RankPolicies, stage: int,
-                   ends: tuple[float, float], moe_layers: int | None = None) -> MemoryReport:
+                   ends: tuple[float, float], moe_layers: int | None = None, mtp: bool | None = None,
+                   mtp_in_flight: float | None = None) -> MemoryReport:
     check_dtype(dtype)
     if stage_layers < 0:
         raise InputError("stage_layers", stage_layers, "an integer >= 0")
     if in_flight < 0:
         raise InputError("in_flight_micro_batches", in_flight, "a number >= 0")
-    st = states(model, layout, dtype, stage_layers, first, last, framework, moe_layers)
+    st = states(model, layout, dtype, stage_layers, first, last, framework, moe_layers, mtp)
     held, backward = buffer_bytes(model, layout, dtype, stage_layers, first, last, framework)
     act, transient = activation_parts(model, layout, dtype, stage_layers, in_flight, first, last, framework,
-                                      kernels, policies, backward, ends, moe_layers)
+                                      kernels, policies, backward, ends, moe_layers, mtp_in_flight)
     moved = offloaded_states(layout, st)
     st, act, host = offload(layout, st, act, in_flight, stage_layers, last,
-                            optimizer_shard(model, layout, stage_layers, first, last, moe_layers))
+                            optimizer_shard(model, layout, stage_layers, first, last, moe_layers, mtp))
     return assemble(st, act, transient, held, nccl_buffer_bytes(layout), cluster.gpu.hbm_capacity_bytes,
                     interval_factors(model, layout, framework, dtype), stage, host, moved)
 
@@ -241,11 +247,11 @@ HOST_GRAD_BYTES_PER_PARAM = 4
 
 
 def optimizer_shard(model: ModelSpec, layout: ParallelLayout, stage_layers: int, first: bool, last: bool,
-                    moe_layers: int | None = None) -> int:
+                    moe_layers: int | None = None, mtp: bool | None = None) -> int:
     """Parameters whose optimizer states one GPU of a stage steps (``state_shard_params`` of its
     ``stage_params``): what an offloaded optimizer holds on the host and steps there."""
     return state_shard_params(layout, *(int(round(x)) for x in stage_params(model, layout, stage_layers, first,
-                                                                          last, moe_layers)))
+                                                                          last, moe_layers, mtp)))
 
 
 def gpu_states(layout: ParallelLayout, states_: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -338,12 +344,12 @@ def assemble(states_: tuple[int, int, int], activations: float, transient: float
 def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, in_flight: float,
                      first: bool, last: bool, framework: FrameworkSpec, kernels: Kernels,
                      policies: RankPolicies, backward_buffers: float = 0.0,
-                     ends: tuple[float, float] | None = None, moe_layers: int | None = None
-                     ) -> tuple[float, float]:
+                     ends: tuple[float, float] | None = None, moe_layers: int | None = None,
+                     mtp_in_flight: float | None = None) -> tuple[float, float]:
     """(activations in flight, transient) of one GPU of a stage (activations.combine)."""
     units = layer_units(model, layout, dtype, framework, kernels, policies, moe_share(model, stage_layers, moe_layers))
     return combine(units, policies, stage_layers, in_flight, first, last,
-                   ends if ends is not None else (in_flight, in_flight), backward_buffers)
+                   ends if ends is not None else (in_flight, in_flight), backward_buffers, mtp_in_flight)
 
 
 __all__ = ["HOST_GRAD_BYTES_PER_PARAM", "NCCL_BYTES_PER_COMMUNICATOR", "PARTS", "VERDICTS", "MemoryReport",

@@ -35,8 +35,9 @@ embedding, the last one the output layer, the loss and any multi-token-predictio
   multi-token-prediction module, ``L`` the loss; ``(...)*n`` and ``x*n`` repeat, commas are
   cosmetic (megatron/core/transformer/pipeline_parallel_layer_layout.py ``parse_str_to_list`` and
   ``validate_layer_layout``). The counts are the ``t`` of each stage; stages may hold no layer.
-  clustersim places the embedding on the first stage and the loss and MTP modules on the last, so a
-  layout that puts them elsewhere is refused.
+  clustersim places the embedding on the first stage and the loss on the last, so a layout that
+  puts them elsewhere is refused; the MTP modules go where the layout puts them, within Megatron-Core's
+  rule (:func:`mtp_rule`, :func:`mtp_model_stage`).
 
 A pipeline rank may hold no decoder layer when it holds model stage 0 (the embedding) or the last
 model stage (the output layer and the loss): e.g. the Zero Bubble paper's ZB-V runs, whose code pads
@@ -86,13 +87,14 @@ def megatron_even_split_refusal(layers: int, pp: int, virtual_stages: int = 1) -
     return None
 
 
-def layout_string(counts: tuple[int, ...] | list[int], mtp_layers: int = 0) -> str:
+def layout_string(counts: tuple[int, ...] | list[int], mtp_layers: int = 0, mtp_stage: int = -1) -> str:
     """Megatron-Core's --pipeline-model-parallel-layout for decoder layers ``counts`` per stage
-    (``chunk * pp + rank`` order): the embedding on the first stage, MTP modules and the loss on the
-    last (what :func:`layout_counts` reads back)."""
+    (``chunk * pp + rank`` order): the embedding on the first stage, the MTP modules on stage
+    ``mtp_stage`` (-1: the last) and the loss on the last (what :func:`layout_counts` reads back)."""
     stages = [f"t*{n}" if n > 1 else "t" * n for n in counts]
     stages[0] = "E" + stages[0]
-    stages[-1] += "m" * mtp_layers + "L"
+    stages[mtp_stage] += "m" * mtp_layers
+    stages[-1] += "L"
     return "|".join(stages)
 
 
@@ -151,7 +153,8 @@ def framework_split(layout, layers: int, mtp_layers: int = 0) -> tuple[int, ...]
         counts = uneven_counts(layers, pp, stages // pp, layout.first_stage_layers, layout.last_stage_layers)
     else:
         counts = weighted_counts(layers, stages, weight_of("account_for_embedding", layout.account_for_embedding),
-                                 weight_of("account_for_loss", layout.account_for_loss))
+                                 weight_of("account_for_loss", layout.account_for_loss), pp, graph.chunks
+                                 if schedule == "interleaved-1f1b" else 1)
     empty = empty_ranks(graph, counts)
     if empty:
         field, value = _setting(layout)
@@ -219,14 +222,22 @@ def uneven_counts(layers: int, pp: int, chunks: int, first: int, last: int) -> t
     return tuple(per_rank[g % pp] // chunks for g in range(pp * chunks))
 
 
-def weighted_counts(layers: int, stages: int, embedding: int, loss: int) -> tuple[int, ...]:
+def weighted_counts(layers: int, stages: int, embedding: int, loss: int, pp: int = 0,
+                    virtual_stages: int = 1) -> tuple[int, ...]:
     """The embedding and the loss counted as ``embedding`` and ``loss`` layers in an even split of
     ``stages`` model stages, extra layers to the first stages (torchtitan's rule, which equals
-    Megatron-Core's wherever Megatron-Core accepts the job; see the module docstring)."""
+    Megatron-Core's wherever Megatron-Core accepts the job; see the module docstring). ``pp`` and
+    ``virtual_stages``: the layout the stages come from (0: ``stages`` ranks), for the error, which
+    names ``parallel.virtual_stages`` where the ranks hold several interleaved chunks, else ``parallel.pp``."""
     effective = layers + embedding + loss
     if effective < stages:
-        raise InputError("parallel.pp", stages, f"pp * virtual_stages ({stages}) <= model.layers + "
-                         f"account_for_embedding + account_for_loss ({effective})")
+        pp = pp or stages
+        per_rank = stages // pp
+        field, value, most = (("parallel.virtual_stages", virtual_stages, effective // pp)
+                              if virtual_stages > 1 and effective >= pp else ("parallel.pp", pp, effective // per_rank))
+        raise InputError(field, value, (f"at most {most}: " if most else "") + "each model stage takes at least one "
+                         f"effective layer, and pp ({pp}) x {per_rank} stage(s) per rank = {stages} model stages "
+                         f"exceed model.layers + account_for_embedding + account_for_loss ({effective})")
     base, extra = divmod(effective, stages)
     counts = [base + (1 if i < extra else 0) for i in range(stages)]
     if stages > 1:
@@ -274,13 +285,49 @@ def parse_layout(text: str) -> tuple[str, ...]:
     return tuple(body.split("|"))
 
 
+def layout_chunks(text: str, pp: int) -> int:
+    """Stages per pipeline rank of a Megatron-Core layout string: its stages over ``pp``, which
+    Megatron-Core takes as the virtual pipeline size, running the interleaved schedule when it is
+    above 1 (megatron/training/arguments.py validate_args: the layout's stage count must be a
+    multiple of the pipeline size, ``virtual_pipeline_model_parallel_size = stages // pp``);
+    InputError where it is not a multiple."""
+    stages = len(parse_layout(text))
+    if pp < 1 or stages % pp:
+        raise InputError("parallel.pipeline_layout", text,
+                         f"a multiple of pp ({pp}) stages separated by '|' (pp x virtual stages; more than pp "
+                         f"runs parallel.schedule interleaved-1f1b); it has {stages}")
+    return stages // pp
+
+
+def layout_schedule(text: str, pp: int, schedule: str, stated: set[str]) -> dict[str, object]:
+    """The schedule and virtual stages a ``pipeline_layout`` sets (docs/scenario.md: it sets the
+    virtual stages too): a layout of ``pp`` stages sets nothing; one of more stages per rank runs
+    interleaved 1F1B with that many virtual stages, as Megatron-Core does (``layout_chunks``), where
+    ``parallel.schedule`` is left out or interleaved-1f1b; a stated schedule of one stage per rank
+    (gpipe, 1f1b, zb-h1, zb-2p, dualpipe) is refused. ``stated``: the fields the scenario gives
+    (a stated ``virtual_stages`` is kept and checked against the layout by ``layout_counts``).
+    The V schedules' refusal is ``_rank_order``'s."""
+    chunks = layout_chunks(text, pp)
+    if chunks == 1:
+        return {}
+    if "schedule" in stated and schedule != "interleaved-1f1b":
+        if schedule not in RANK_ORDER_SCHEDULES:
+            return {}
+        raise InputError("parallel.schedule", schedule,
+                         f"interleaved-1f1b or left out: parallel.pipeline_layout has {chunks * pp} stages, "
+                         f"{chunks} per pipeline rank (pp {pp}), which Megatron-Core runs interleaved")
+    return {"schedule": "interleaved-1f1b", **({} if "virtual_stages" in stated else {"virtual_stages": chunks})}
+
+
 def layout_counts(text: str, layers: int, mtp_layers: int, pp: int, stages: int) -> tuple[int, ...]:
     """Decoder layers of each stage of a Megatron-Core layout string, checked against the model and
     the ``stages`` model stages (``pp * virtual_stages``)."""
     field = "parallel.pipeline_layout"
     parts = parse_layout(text)
     if len(parts) != stages:
-        raise InputError(field, text, f"{stages} stages (pp * virtual_stages) separated by '|'; it has {len(parts)}")
+        raise InputError(field, text, f"{stages} stages (pp * virtual_stages) separated by '|', a multiple of pp "
+                         f"({pp}) with parallel.schedule interleaved-1f1b and virtual_stages left out; it has "
+                         f"{len(parts)}")
     whole = "".join(parts)
     if whole.count("E") != 1 or "E" not in parts[0]:
         raise InputError(field, text, "the embedding E once, in the first stage")
@@ -288,7 +335,43 @@ def layout_counts(text: str, layers: int, mtp_layers: int, pp: int, stages: int)
         raise InputError(field, text, "the loss L once, in the last stage")
     if whole.count("t") != layers:
         raise InputError(field, text, f"model.layers ({layers}) decoder layers t; it has {whole.count('t')}")
-    if whole.count("m") != mtp_layers or (mtp_layers and parts[-1].count("m") != mtp_layers):
-        raise InputError(field, text, f"model.mtp_layers ({mtp_layers}) MTP modules m, all in the last stage with "
-                         "the loss (where clustersim places them)")
+    if whole.count("m") != mtp_layers:
+        raise InputError(field, text, f"model.mtp_layers ({mtp_layers}) MTP modules m; it has {whole.count('m')}")
+    if mtp_layers:
+        mtp_rule(text, parts, pp)
     return tuple(p.count("t") for p in parts)
+
+
+def mtp_rule(text: str, parts: tuple[str, ...], pp: int) -> None:
+    """Megatron-Core's placement of the MTP modules in a layout (megatron/core/transformer/
+    pipeline_parallel_layer_layout.py ``validate_layer_layout``): all in one stage, that stage the
+    last virtual stage of its pipeline rank (stage index >= (chunks - 1) * pp), after every decoder
+    layer, and the loss L the layout's last letter. The stage may be on another rank than the
+    loss's (Megatron's "mtp_standalone": DeepSeek-V3's ``Et*3|(tt|)*29,m|L``). InputError naming the rule."""
+    field = "parallel.pipeline_layout"
+    where = [i for i, part in enumerate(parts) if "m" in part]
+    chunks = len(parts) // pp
+    if len(where) > 1:
+        raise InputError(field, text, "all MTP modules m in one stage (Megatron-Core: 'All of the MTP layers must be in "
+                         "the same one virtual pipeline stage')")
+    stage = where[0]
+    if stage < (chunks - 1) * pp:
+        raise InputError(field, text, f"the MTP modules m in the last virtual stage of their pipeline rank (stages "
+                         f"{(chunks - 1) * pp} to {chunks * pp - 1} of {chunks * pp}; Megatron-Core: 'the MTP should be "
+                         f"always in the last virtual pipeline stage of that rank'); it puts them in stage {stage}")
+    whole = "".join(parts)
+    if "t" in whole[whole.index("m"):]:
+        raise InputError(field, text, "the MTP modules m after every decoder layer t (Megatron-Core: 'decoder layers "
+                         "must be placed before MTP layers')")
+    if whole[-1] != "L":
+        raise InputError(field, text, "the loss L last, after the MTP modules m (Megatron-Core: 'The last layer must be "
+                         "loss')")
+
+
+def mtp_model_stage(layout, num_model_stages: int) -> int:
+    """The model stage that runs the multi-token-prediction modules: the one whose layout stage holds
+    the ``m``s where ``pipeline_layout`` places them (``mtp_rule``; a layout's stage order is the
+    model stages' under the schedules that take one), else the last, with the loss."""
+    if layout.pipeline_layout and "m" in layout.pipeline_layout:
+        return next(i for i, part in enumerate(parse_layout(layout.pipeline_layout)) if "m" in part)
+    return num_model_stages - 1

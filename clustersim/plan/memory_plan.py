@@ -10,6 +10,7 @@ from clustersim.memory.activations import gpu_kernels, weight_gradient_share
 from clustersim.memory.policies import RankPolicies, rank_policies, uniform_policies
 from clustersim.memory.saved import Kernels
 from clustersim.parallel.pipeline import COST_DRIVEN_SCHEDULES, Action, split_weight_keys
+from clustersim.parallel.split import mtp_model_stage
 from clustersim.parallel.stage_graph import StageGraph
 from clustersim.plan.stage_work import build_step_work
 from clustersim.scenario import Scenario
@@ -130,6 +131,7 @@ def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...],
     held = held or schedule_in_flight(schedule, graph.chunks, held_after_b(schedule_memory(scenario)))
     counts = tuple(st.num_layers for st in work.stages)
     last_model = graph.num_model_stages - 1
+    mtp_model = mtp_model_stage(par, graph.num_model_stages)   # where the MTP modules run (docs/parallel.md)
     kernels = scenario_kernels(scenario)
     out = []
     for r in range(par.pp):
@@ -143,13 +145,19 @@ def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...],
         last = any(st.model_stage == last_model for st in stages)
         ends = (chunk_in_flight(schedule[r], r, graph, work, 0, held[r]) if first else 0.0,
                 chunk_in_flight(schedule[r], r, graph, work, last_model, held[r]) if last else 0.0)
+        # MTP modules placed off the last stage by a pipeline layout: their stage's own flag and in-flight
+        # count (None: with the output and loss, activations.combine's default)
+        mtp, mtp_in_flight = None, None
+        if mtp_model != last_model:
+            mtp = scenario.model.mtp_layers > 0 and any(st.model_stage == mtp_model for st in stages)
+            mtp_in_flight = chunk_in_flight(schedule[r], r, graph, work, mtp_model, held[r]) if mtp else 0.0
         policies = RankPolicies(((par.recompute, layers),), 1) if uniform_policies(par) \
             else rank_policies(par, scenario.model.layers, r)
         out.append(memory_report(scenario.model, par, scenario.cluster, scenario.training.dtype,
                                  layers, in_flight, first, last, scenario.training.attention,
                                  framework=scenario.framework, kernels=kernels, policies=policies, stage=r,
                                  moe_layers=moe if scenario.model.is_moe else None,
-                                 ends_in_flight=ends))
+                                 ends_in_flight=ends, mtp=mtp, mtp_in_flight=mtp_in_flight))
     return tuple(out)
 
 

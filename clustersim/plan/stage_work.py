@@ -31,12 +31,13 @@ from clustersim.compute.conventions import resolve_attention
 from clustersim.compute.dtypes import activation_bytes
 from clustersim.compute.host import UnitIssue, unit_issue
 from clustersim.compute.moe import DISPATCH_PERMUTE
-from clustersim.compute.mtp import mtp_cost
+from clustersim.compute.mtp import mtp_cost, mtp_head_cost
 from clustersim.compute.ops import PassCost
 from clustersim.memory.activations import layer_activation_bytes
 from clustersim.memory.policies import chunk_policies
 from clustersim.parallel.layout import ParallelLayout
 from clustersim.parallel.pipeline import model_split
+from clustersim.parallel.split import mtp_model_stage
 from clustersim.parallel.stage_graph import StageGraph, stage_graph
 from clustersim.plan.optimizer_step import micro_batch_grad_pass_s, optimizer_step_s
 from clustersim.scenario import Scenario
@@ -155,7 +156,8 @@ def model_stage_layers(scenario: Scenario) -> tuple[int, ...]:
     """Layers of each model stage (V schedules: two chunks per rank; DualPipe: pp stages).
 
     Multi-token-prediction modules sit on the last stage (Megatron-Core's default placement,
-    docs/user-guide/features/multi_token_prediction.md) and count as layers in the split, as a
+    docs/user-guide/features/multi_token_prediction.md; a ``pipeline_layout`` may put them on
+    another, ``clustersim.parallel.split.mtp_model_stage``) and count as layers in the split, as a
     balanced ``--pipeline-model-parallel-layout`` does (Megatron's DeepSeek-V3 example gives the
     MTP layer a slot of its own, pipeline_parallel_layout.md): the layers and the MTP modules are
     split with ``stage_layers`` and the last stage keeps its share minus the MTP modules."""
@@ -197,6 +199,7 @@ def build_step_work(scenario: Scenario) -> StepWork:
     out: LayerCost = output_cost(model, par, gpu, dtype, elementwise)
     counts = model_stage_layers(scenario)
     last_model = len(counts) - 1
+    mtp_ms = mtp_model_stage(par, len(counts))
     # each layer's recompute policy: chunks of a rank in order, as memory/policies.stage_policies
     policies: dict[int, tuple[str, ...]] = {}
     for r in range(par.pp):
@@ -223,12 +226,20 @@ def build_step_work(scenario: Scenario) -> StepWork:
             params += emb.params
         fwd.extend(tuple(kind(k).forward.ops) for k in layer_kinds)
         fwd_roles.extend("moe" if k.moe else "dense" for k in layer_kinds)
+        # the MTP modules after the layers of their stage (the last, or where pipeline_layout puts them:
+        # their output-head passes then run on the last stage, mtp_head_cost)
+        mtp: tuple = ()
+        if ms == mtp_ms:
+            mtp = mtp_cost(model, par, gpu, dtype, scenario.training.attention, gpn, emb, out,
+                           head=mtp_ms == last_model)
+        elif ms == last_model:
+            mtp = mtp_head_cost(model, out)
+        fwd.extend(tuple(cost.forward.ops) for cost in mtp)
+        fwd_roles.extend([""] * len(mtp))
         if ms == last_model:
-            mtp = mtp_cost(model, par, gpu, dtype, scenario.training.attention, gpn, emb, out)
-            fwd.extend(tuple(cost.forward.ops) for cost in mtp)
             fwd.append(tuple(out.forward.ops))
-            fwd_roles.extend([""] * (len(mtp) + 1))
-            bwd_roles.extend([""] * (len(mtp) + 1))
+            fwd_roles.append("")
+            bwd_roles.append("")
             bwd.append(_merge(tuple(out.recompute.ops), tuple(out.backward.ops)))
             split.append((tuple(out.recompute.ops), tuple(out.backward.ops)))
             # a tied output layer shares the embedding's weights when both sit on one stage
@@ -236,13 +247,14 @@ def build_step_work(scenario: Scenario) -> StepWork:
             unit_params.append(0 if shared else out.params)
             unit_expert.append(0)
             params += 0 if shared else out.params
-            for cost in reversed(mtp):
-                bwd.append(_merge(tuple(cost.recompute.ops), tuple(cost.backward.ops)))
-                split.append((tuple(cost.recompute.ops), tuple(cost.backward.ops)))
-                e = expert_params_per_gpu(model, par.tp, par.ep, par.etp)
-                unit_params.append(cost.params - e)
-                unit_expert.append(e)
-                params += cost.params
+        bwd_roles.extend([""] * len(mtp))
+        for cost in reversed(mtp):
+            bwd.append(_merge(tuple(cost.recompute.ops), tuple(cost.backward.ops)))
+            split.append((tuple(cost.recompute.ops), tuple(cost.backward.ops)))
+            e = expert_params_per_gpu(model, par.tp, par.ep, par.etp) if cost.params else 0
+            unit_params.append(cost.params - e)
+            unit_expert.append(e)
+            params += cost.params
         for k, p in reversed(list(zip(layer_kinds, policies[ms], strict=True))):   # the backward runs in reverse
             lc = kind(k, p)
             if id(lc) not in merged:   # layers of one kind share one backward tuple (priced once downstream)

@@ -35,7 +35,7 @@ from clustersim.limits import MAX_GPUS
 from clustersim.parallel.balance import check_layers_per_stage
 from clustersim.parallel.layout import ParallelLayout, pipeline_schedule
 from clustersim.parallel.rules import check_ep_overlap_dtype, default_sequence_parallel
-from clustersim.parallel.split import framework_split, split_is_set, weight_of
+from clustersim.parallel.split import framework_split, layout_schedule, split_is_set, weight_of
 from clustersim.parallel.stage_graph import stage_graph
 from clustersim.scenario.checks import check_layout, check_recompute
 from clustersim.scenario.faults import fault_spec
@@ -316,12 +316,8 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         raise InputError("cluster.nodes", cluster.num_nodes, f"a cluster of at most {MAX_GPUS:,} GPUs (clustersim's "
                          f"limit; {cluster.num_nodes:,} nodes x {cluster.gpus_per_node} GPUs = {cluster.num_gpus:,})")
     p = raw.parallel
-    if p.pipeline_layout and "virtual_stages" not in p.model_fields_set and p.schedule == "interleaved-1f1b":
-        # the layout's stages are pp x virtual stages (docs/scenario.md: it sets the virtual stages too)
-        from clustersim.parallel.split import parse_layout
-        stages = len(parse_layout(p.pipeline_layout))
-        if p.pp > 0 and stages % p.pp == 0:
-            p = p.model_copy(update={"virtual_stages": stages // p.pp})
+    if p.pipeline_layout:   # the layout's stages are pp x virtual stages (docs/scenario.md: it sets them too)
+        p = p.model_copy(update=layout_schedule(p.pipeline_layout, p.pp, p.schedule, p.model_fields_set))
     if p.dp is None:
         denom = p.tp * p.pp * p.cp
         if cluster.num_gpus % denom:

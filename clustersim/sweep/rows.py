@@ -122,8 +122,10 @@ class VectorRows:
                         w, g, o = gpu_states(p, st)   # memory.report.offload's rule
                         per = dict(units.per_policy)[p.recompute] if pol.counts else 0.0
                         c = parts[key] = len(static)
-                        static.append((w, g, o, buf[0], buf[1], buf[2], per, units.embedding, units.output,
-                                       units.working, units.loss, *factors))
+                        # the sweep's candidates split evenly, MTP modules on the last stage with the output
+                        # (activations.combine's default, in its order), so their layers' bytes go with the output's
+                        static.append((w, g, o, buf[0], buf[1], buf[2], per, units.embedding,
+                                       units.output + units.mtp, units.working, units.loss, *factors))
                     static_of.append(c)
                 dyn_of.extend(dyns)
                 if exact:

@@ -242,3 +242,14 @@ def test_import_json_keys_match_output_doc(capsys: pytest.CaptureFixture[str]) -
     got = {k for k in _flatten(out) if not k.startswith("scenario.")}  # the scenario: docs/scenario.md
     doc = set(_json_doc_rows("import"))
     assert got == doc, _diff("import --json (a log)", got, doc)
+
+
+@pytest.mark.parametrize("split", [["--set", "parallel.first_stage_layers=6", "--set", "parallel.last_stage_layers=6"],
+                                   ["--set", "parallel.layers_per_stage=[6,10,10,6]"]])
+def test_split_run_json_keys_match_output_doc(split: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """A run with a pipeline split adds `parallel.layers_per_stage` (docs/parallel.md promises it): listed."""
+    out = _cli_json(["run", "--set", "model.preset=llama3-8b", "--set", "cluster.nodes=4", "--set", "parallel.tp=2",
+                     "--set", "parallel.pp=4", "--set", "parallel.dp=4", *split, "--json"], capsys)
+    assert out["parallel"]["layers_per_stage"] == [6, 10, 10, 6]
+    got, listed = _flatten(out), set(_json_doc_rows("run"))
+    assert got <= listed, f"keys of run --json that docs/output.md does not list: {sorted(got - listed)}"

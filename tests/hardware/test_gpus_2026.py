@@ -24,11 +24,12 @@ def test_clustersim_list_gpus_shows_them() -> None:
     assert all(name in out.stdout for name in NEW)
 
 
-# capacity as nvidia-smi reports it where published (MiB): A100 40 GB 40536, H100 80 GB 81559 (a
-# 40 GB part at 40960 MiB read a job needing 39.97 GiB as fitting where 39.59 GiB exist)
+# capacity as nvidia-smi reports it where published (MiB; docs/hardware.md): A100 40 GB 40536 (the smaller of
+# two driver generations' totals, the conservative one: a 40 GB part at 40960 MiB read a job needing 39.97 GiB
+# as fitting where 39.59 GiB exist), H100 80 GB 81559, H100 NVL 95830 (it held the datasheet's 94 GB as 94 GiB)
 @pytest.mark.parametrize("name,bf16,hbm_mib,bw", [
     ("a100-sxm-40gb", 312, 40536, 1555), ("a100-pcie-40gb", 312, 40536, 1555), ("h100-pcie-80gb", 756, 81559, 2000),
-    ("h100-nvl-94gb", 835.5, 94 * 1024, 3900), ("gh200-144gb", 989, 141 * 1024, 4800)])
+    ("h100-nvl-94gb", 835.5, 95830, 3900), ("gh200-144gb", 989, 141 * 1024, 4800), ("a100-sxm-80gb", 312, 81920, 2039)])
 def test_datasheet_numbers(name: str, bf16: float, hbm_mib: float, bw: float) -> None:
     gpu = load_gpu(name)
     assert gpu.peak("bf16") == bf16 * 1e12

@@ -261,3 +261,27 @@ def test_a_layout_sets_the_virtual_stages_in_a_scenario() -> None:
                              "parallel": {"tp": 1, "pp": 4, "dp": 1, "global_batch": 16, "schedule": "interleaved-1f1b",
                                           "pipeline_layout": "Et|t|t|t|t|t|t|tL"}})
     assert sc.parallel.virtual_stages == 2 and sc.parallel.layers_per_stage == (1,) * 8
+
+
+@pytest.mark.parametrize("parts, why", [
+    # layers.17 twice, layers.18 left out: 80 names, each stage's count still adding up
+    ([["tok_embeddings", *[f"layers.{i}" for i in range(0, 18)], "layers.17"],
+      [f"layers.{i}" for i in range(19, 40)], [f"layers.{i}" for i in range(40, 62)],
+      [*[f"layers.{i}" for i in range(62, 80)], "norm", "output"]], "layers.17 twice"),
+    # blocks 18-39 before 0-17
+    ([["tok_embeddings", *[f"layers.{i}" for i in range(18, 40)]], [f"layers.{i}" for i in range(0, 18)],
+      [f"layers.{i}" for i in range(40, 62)], [*[f"layers.{i}" for i in range(62, 80)], "norm", "output"]],
+     "layers.18 out of order"),
+    # a name that is no block of the model
+    ([["tok_embeddings", *[f"layers.{i}" for i in range(0, 19)]], [f"layers.{i}" for i in range(19, 40)],
+      [f"layers.{i}" for i in range(40, 62)], [*[f"layers.{i}" for i in range(62, 79)], "layers.80", "norm", "output"]],
+     "layers.79 left out"),
+])
+def test_torchtitan_module_fqns_name_every_block_once_in_order(parts, why) -> None:
+    toml = torchtitan_toml(name="llama3", flavor="70B", local_batch=8, seq_len=8192, tp=8, pp=4)
+    extra = f"module_fqns_per_model_part = {json.dumps(parts)}\n"
+    toml = toml.replace("context_parallel_degree = 1\n", "context_parallel_degree = 1\n" + extra)
+    with pytest.raises(InputError) as err:
+        import_text("torchtitan-toml", toml, "x.toml", cluster="dgx-h100", nodes=16)
+    assert err.value.field == "parallelism.module_fqns_per_model_part"
+    assert "every one of the model's 80 blocks once" in err.value.allowed and why in err.value.allowed
