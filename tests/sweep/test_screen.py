@@ -63,6 +63,11 @@ SCENARIOS = [
      "model.ffn_hidden=1024", "model.qk_norm=true", "model.moe={experts: 8, expert_ffn_hidden: 256}",
      "cluster.preset=dgx-h100", "cluster.nodes=2", "parallel.tp=2", "parallel.pp=2", "parallel.dp=4",
      "parallel.ep=4", "parallel.sequence_parallel=true", "parallel.global_batch=16"],
+    # DeepSpeed's BF16_Optimizer: its kept bf16 .grad, the fp32 copy of each gradient after a backward
+    # and the all-reduce's copy of the whole buffer at the step's end (docs/memory.md)
+    ["framework=deepspeed-bf16", "model.preset=megatron-1.7b", "cluster.preset=dgx-a100", "cluster.nodes=2",
+     "parallel.tp=2", "parallel.pp=2", "parallel.dp=4", "parallel.global_batch=32", "parallel.zero_stage=1",
+     "parallel.recompute=full"],
 ]
 
 
