@@ -26,7 +26,7 @@ from validation.memory_table import rows
 
 BF16 = load_framework("deepspeed-bf16")
 # BigScience's 206B layout of 2022-02-28 (the brief's repro): 82 layers of 14336, TP4 PP12 DP8, MBS 2
-BLOOM_206B = {
+BIGSCIENCE_206B = {
     "name": "bigscience 206B", "framework": "deepspeed-bf16",
     "model": {"layers": 82, "hidden": 14336, "heads": 128, "ffn_hidden": 57344, "ffn_act": "gelu", "vocab": 250880,
               "seq_len": 2048, "tie_embeddings": True},
@@ -81,10 +81,10 @@ def test_the_embedding_stage_counts_the_fp32_copy_of_its_vocabulary_gradient():
     assert 4 * 9216 * 2304 - one < mid_ds == mid
 
 
-def test_the_206b_repro_is_tight_in_the_cli_and_a_184b_oom_no_longer_fits(capsys, tmp_path):
+def test_a_184b_layout_that_ran_out_of_memory_no_longer_fits_in_the_cli(capsys, tmp_path):
     """The 184B layout that ran out of memory (TP4 PP6 DP16) said "fits" at 57.9 GiB (MBS 1)."""
-    sc = dict(BLOOM_206B, model=dict(BLOOM_206B["model"], layers=100, hidden=12288, heads=64, ffn_hidden=49152),
-              parallel=dict(BLOOM_206B["parallel"], pp=6, dp=16, micro_batch=1))
+    sc = dict(BIGSCIENCE_206B, model=dict(BIGSCIENCE_206B["model"], layers=100, hidden=12288, heads=64, ffn_hidden=49152),
+              parallel=dict(BIGSCIENCE_206B["parallel"], pp=6, dp=16, micro_batch=1))
     path = tmp_path / "b184.yaml"
     path.write_text(json.dumps(sc))
     with pytest.raises(SystemExit) as e:
