@@ -159,7 +159,7 @@ def test_lazy_branch_and_bound_evaluates_what_the_exact_one_does(which, keep, sc
     assert replace(lazy.spec, refiner=None).lazy_bounds is False
 
 
-@pytest.mark.parametrize("which", ["moe", "dense", "screen4", "screen5", "screen7"])
+@pytest.mark.parametrize("which", ["moe", "dense", "screen4", "screen5"])
 def test_vectorized_memory_equals_the_one_by_one_screen(which):
     """``rows.VectorRows`` (all schedules and offload options of a layout at once, on arrays) gives
     the rows of ``Screen.worst`` layout by layout, to the byte."""
