@@ -31,7 +31,8 @@ MODEL_DTYPE = "model"
 ZERO1_REDUCE_OPS = ("reduce_scatter", "all_reduce")
 TP_BACKWARD_OVERLAP = ("always", "with-sp", "never")
 PP_SEND_BLOCKING = ("always", "except-interleaved", "never")
-_BOOLS = ("overlap_grad_reduce", "overlap_param_gather", "grads_in_reduce_dtype")
+_BOOLS = ("overlap_grad_reduce", "overlap_param_gather", "grads_in_reduce_dtype", "keeps_lp_grads",
+          "reduce_cast_copy")
 # the schedules a framework entry may list (clustersim.parallel.layout.SCHEDULES, not imported: a floor above)
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-2p", "zb-v", "dualpipe", "dualpipe-v")
 _LISTS = {"zero_stages": (0, 1, 2, 3), "pipeline_schedules": PIPELINE_SCHEDULES,
@@ -73,6 +74,13 @@ class FrameworkSpec:
     # sets its bytes too (grad_held_bytes); false: grad_bytes whatever the reduction's dtype
     grads_in_reduce_dtype: bool
     optimizer_bytes: int    # Adam state per parameter, with any fp32 master copy (12 = master + m + v)
+    # the 16-bit .grad (param_bytes per parameter) stays allocated beside the fp32 accumulation buffer
+    # from one backward to the next, and each is cast to an fp32 copy (grad_bytes per element) before it
+    # is added in (DeepSpeed BF16_Optimizer.update_hp_grads; memory.states, memory.buffers.grad_cast_bytes)
+    keeps_lp_grads: bool
+    # the data-parallel reduction casts the whole flat gradient buffer to the reduction dtype in one
+    # copy at the step's end (DeepSpeed engine.allreduce_bucket; memory.report.reduce_copy_bytes)
+    reduce_cast_copy: bool
     loss_saved_bytes_per_logit: int  # what the cross-entropy keeps for the backward, per logit of one GPU
     loss_peak_bytes_per_logit: int   # logits and their copies alive at once while the loss runs, per logit
     zero_bucket_params: int  # data-parallel gradient bucket (elements); 0 = Megatron-Core's (grad_bucket_params)

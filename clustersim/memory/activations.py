@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from clustersim.compute.conventions import gated_factor, norm_statistics, uses_dropout
 from clustersim.compute.dtypes import activation_bytes
 from clustersim.frameworks import FrameworkSpec
+from clustersim.memory.buffers import grad_cast_bytes
 from clustersim.memory.moe_saved import moe_mla_layer_bytes, uses_moe_mla_bytes
 from clustersim.memory.policies import RankPolicies
 from clustersim.memory.saved import (
@@ -169,6 +170,10 @@ class LayerUnits:
     output: float                               # last stage (with the MTP modules' output-head passes)
     loss: float                                 # last stage: ``loss_transient_bytes``
     mtp: float = 0.0                            # the MTP modules' layers, on their stage (the last by default)
+    # the fp32 copy of a layer's / the vocabulary shard's largest gradient after a backward
+    # (clustersim.memory.buffers.grad_cast_bytes; 0 unless the framework keeps its 16-bit .grad)
+    grad_cast: float = 0.0
+    vocab_grad_cast: float = 0.0
 
 
 def layer_units(model: ModelSpec, layout: ParallelLayout, dtype: str, framework: FrameworkSpec | None,
@@ -189,7 +194,8 @@ def layer_units(model: ModelSpec, layout: ParallelLayout, dtype: str, framework:
     mtp = model.mtp_layers * layer_activation_bytes(model, layout, dtype, kernels=kernels) if model.mtp_layers else 0.0
     return LayerUnits(per, working_bytes(model, layout, dtype, kernels, policies),
                       embedding_activation_bytes(model, layout, dtype, kernels),
-                      output, loss_transient_bytes(model, layout, framework), mtp)
+                      output, loss_transient_bytes(model, layout, framework), mtp,
+                      *grad_cast_bytes(model, layout, framework))
 
 
 def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_flight: float, first: bool,
@@ -200,9 +206,14 @@ def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_fli
     the larger of the loss's logits copies (last stage, end of a forward) and what a backward adds
     (the recomputed layer, its gradients and ``backward_buffers``, ZeRO-3 gradients in flight). A
     stage with no layer (the split left it only the embedding and/or the loss) has no layer
-    backward: its transient is the loss's logits copies when it holds the loss."""
+    backward: its transient is the loss's logits copies when it holds the loss. Where the framework
+    keeps its 16-bit .grad (DeepSpeed BF16_Optimizer), the fp32 copy of the largest gradient that
+    follows each backward (``units.grad_cast``; the vocabulary shard's on a stage holding the
+    embedding) counts where it exceeds the backward's set plus the activations of the micro-batch
+    that backward has just released."""
     per = dict(units.per_policy)
-    act = sum(n * per[p] for p, n in policies.counts) * in_flight
+    one = sum(n * per[p] for p, n in policies.counts)   # one micro-batch's layers
+    act = one * in_flight
     if first:
         act += units.embedding * ends[0]
     # the MTP modules' layers times their chunk's micro-batches in flight (None: with the output, on the last stage)
@@ -220,6 +231,9 @@ def combine(units: LayerUnits, policies: RankPolicies, stage_layers: int, in_fli
             transient = max(transient, units.loss)
     elif not stage_layers and last and ends[1]:
         transient = units.loss
+    cast = max(units.grad_cast, units.vocab_grad_cast if first or last else 0.0)
+    if cast and in_flight:
+        transient = max(transient, cast - one)
     return act, transient
 
 

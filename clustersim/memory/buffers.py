@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 
 from clustersim import frameworks
+from clustersim.compute.conventions import gated_factor
 from clustersim.compute.dtypes import activation_bytes, reduce_bytes
 from clustersim.compute.layer import layer_params_per_gpu
 from clustersim.frameworks import FrameworkSpec
@@ -129,6 +130,24 @@ def deepspeed_zero3_bucket_bytes(layout: ParallelLayout, dtype: str, framework: 
     return bucket * _reduce_bytes(layout, dtype, framework)
 
 
+def grad_cast_bytes(model: ModelSpec, layout: ParallelLayout, framework: FrameworkSpec | None
+                    ) -> tuple[float, float]:
+    """(a layer's, the vocabulary shard's) fp32 copy that a framework keeping its 16-bit ``.grad``
+    (``FrameworkSpec.keeps_lp_grads``) makes when it adds each gradient into its fp32 buffer after a
+    backward: DeepSpeed BF16_Optimizer.update_hp_grads runs ``hp_grad.add_(lp.grad.to(hp_grad.dtype))``
+    parameter by parameter (deepspeed/runtime/bf16_optimizer.py), so the largest parameter's copy,
+    ``grad_bytes`` per element, is alive for a moment: of a layer, the larger of its fused QKV and
+    fc1 (gate and up fused) weights; on a stage holding the embedding, its vocabulary shard. (0, 0)
+    for the other frameworks."""
+    if framework is None or not framework.keeps_lp_grads:
+        return 0.0, 0.0
+    h = model.hidden
+    qkv = h * (model.q_width + 2 * model.kv_hidden) / layout.tp
+    fc1 = gated_factor(model) * math.ceil(model.ffn_hidden / layout.tp) * h
+    vocab = math.ceil(model.vocab / layout.tp) * h
+    return framework.grad_bytes * max(qkv, fc1), float(framework.grad_bytes * vocab)
+
+
 def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool = False,
                  last: bool = False, framework: FrameworkSpec | None = None) -> tuple[float, float]:
     """Allocator-side buffers of one GPU: (held through the step's peak: SP gather buffer, PP
@@ -157,5 +176,5 @@ def buffer_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_lay
 
 
 __all__ = ["CUBLAS_WORKSPACE_BYTES", "CUDA_CONTEXT_BYTES", "NCCL_BYTES_PER_COMMUNICATOR", "buffer_bytes",
-           "communicators", "deepspeed_zero3_bucket_bytes", "nccl_buffer_bytes", "zero2_bucket_buffers",
+           "communicators", "deepspeed_zero3_bucket_bytes", "grad_cast_bytes", "nccl_buffer_bytes", "zero2_bucket_buffers",
            "zero3_in_flight_bytes"]

@@ -28,7 +28,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from clustersim.compute.dtypes import check_dtype
+from clustersim.compute.dtypes import check_dtype, grad_held_bytes, reduce_bytes
 from clustersim.compute.layer import expert_params_per_gpu, layer_params_per_gpu
 from clustersim.errors import InputError
 from clustersim.frameworks import FrameworkSpec, grad_accum_dtype, grad_reduce_dtype, load_framework
@@ -186,6 +186,26 @@ def states(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: i
     return int(round(w1 + w2)), int(round(g1 + g2)), int(round(o1 + o2))
 
 
+def reduce_copy_bytes(model: ModelSpec, layout: ParallelLayout, dtype: str, stage_layers: int, first: bool,
+                      last: bool, framework: FrameworkSpec | None, moe_layers: int | None = None) -> int:
+    """The copy of a stage's whole gradient buffer in the reduction dtype that a framework with
+    ``reduce_cast_copy`` makes at the step's end (DeepSpeed's pipeline engine with BF16_Optimizer:
+    pipe/engine.py ``_bf16_reduce_grads`` hands the fp32 flat buffer of each parameter group to
+    engine.py ``buffered_allreduce_fallback``; ``allreduce_no_retain`` makes a group of more than 5e8
+    elements one bucket, ``flatten`` of one tensor is a view, and ``allreduce_bucket`` casts it whole,
+    ``tensor.to(self.communication_data_type)``): the reduction's bytes x the stage's parameters,
+    0 where the buffer is already held in the reduction dtype or the framework reduces in buckets."""
+    if framework is None or not framework.reduce_cast_copy:
+        return 0
+    rd = grad_reduce_dtype(layout.zero_stage, layout.fsdp_version, framework, layout.grad_reduce_dtype, dtype=dtype)
+    ad = grad_accum_dtype(layout.zero_stage, layout.fsdp_version, framework, layout.grad_accum_dtype)
+    rb = reduce_bytes(rd, dtype)
+    if rb == grad_held_bytes(framework, rd, dtype, ad):
+        return 0
+    dense, expert = stage_params(model, layout, stage_layers, first, last, moe_layers)
+    return int(round(rb * (dense + expert)))
+
+
 def memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpec, dtype: str,
                   stage_layers: int, in_flight_micro_batches: float, first: bool, last: bool,
                   attention: str = "auto", framework: FrameworkSpec | None = None,
@@ -235,7 +255,8 @@ def _memory_report(model: ModelSpec, layout: ParallelLayout, cluster: ClusterSpe
     st, act, host = offload(layout, st, act, in_flight, stage_layers, last,
                             optimizer_shard(model, layout, stage_layers, first, last, moe_layers, mtp))
     return assemble(st, act, transient, held, nccl_buffer_bytes(layout), cluster.gpu.hbm_capacity_bytes,
-                    interval_factors(model, layout, framework, dtype), stage, host, moved)
+                    interval_factors(model, layout, framework, dtype), stage, host, moved,
+                    reduce_copy_bytes(model, layout, dtype, stage_layers, first, last, framework, moe_layers))
 
 
 # bytes per parameter of the fp32 gradient partition that ZeRO-Offload's host optimizer steps on: DeepSpeed
@@ -317,13 +338,23 @@ def verdict_index(interval: tuple[int, int], capacity: int) -> int:
 
 
 def peak_numbers(states_: tuple[int, int, int], activations: float, transient: float, buffers: float, nccl: int,
-                 factors: tuple[float, float]) -> tuple[int, int, int, int, int, tuple[int, int]]:
+                 factors: tuple[float, float], step_end: int = 0) -> tuple[int, int, int, int, int, tuple[int, int]]:
     """(activations, transient, buffers, fragmentation, reserved peak, interval) in bytes: rounded
-    parts, the fragmentation on what is not a state, the interval ``factors`` (evidence.py)."""
+    parts, the fragmentation on what is not a state, the interval ``factors`` (evidence.py).
+
+    ``step_end``: a block allocated at the step's end, when no activation is held
+    (``reduce_copy_bytes``). The allocated peak is the larger of the two moments: the transient
+    grows by what the block exceeds the activations, transient and buffers by. The caching
+    allocator keeps the activations' freed blocks cached and, finding none as large, takes a new
+    segment for the block (c10/cuda/CUDACachingAllocator.cpp ``malloc``: cached blocks first,
+    cudaMalloc, and frees the cache only when that fails), so the reserved peak holds both: the
+    smaller of the two is reserved above the allocated peak (fragmentation)."""
     w, g, o = states_
     act, trans, comm = int(round(activations)), int(round(transient)), int(round(buffers))
+    held = act + trans + comm
+    trans += max(0, step_end - held)
     allocated = w + g + o + act + trans + comm + CUBLAS_WORKSPACE_BYTES
-    frag = int(round(fragmentation_bytes(allocated - (w + g + o))))
+    frag = int(round(fragmentation_bytes(held + CUBLAS_WORKSPACE_BYTES))) + min(held, step_end)
     outside = CUDA_CONTEXT_BYTES + nccl
     lo, hi = factors
     interval = (int(round((allocated + outside) * lo)), int(round((allocated + frag + outside) * hi)))
@@ -332,11 +363,12 @@ def peak_numbers(states_: tuple[int, int, int], activations: float, transient: f
 
 def assemble(states_: tuple[int, int, int], activations: float, transient: float, buffers: float, nccl: int,
              capacity: int, factors: tuple[float, float], stage: int = 0, host: int = 0,
-             offloaded: tuple[int, int] = (0, 0)) -> MemoryReport:
+             offloaded: tuple[int, int] = (0, 0), step_end: int = 0) -> MemoryReport:
     """The MemoryReport of these parts (``peak_numbers``). The sweep's screen computes its peaks
     and verdicts through ``peak_numbers`` too, so that both agree to the byte. ``offloaded``:
-    ``offloaded_states`` of the states before offload."""
-    act, trans, comm, frag, _, interval = peak_numbers(states_, activations, transient, buffers, nccl, factors)
+    ``offloaded_states`` of the states before offload; ``step_end``: ``reduce_copy_bytes``."""
+    act, trans, comm, frag, _, interval = peak_numbers(states_, activations, transient, buffers, nccl, factors,
+                                                       step_end)
     return MemoryReport(*states_, act, trans, comm, CUBLAS_WORKSPACE_BYTES, frag, CUDA_CONTEXT_BYTES, nccl, capacity,
                         interval, stage, host, offloaded)
 
@@ -355,5 +387,5 @@ def activation_parts(model: ModelSpec, layout: ParallelLayout, dtype: str, stage
 __all__ = ["HOST_GRAD_BYTES_PER_PARAM", "NCCL_BYTES_PER_COMMUNICATOR", "PARTS", "VERDICTS", "MemoryReport",
            "activation_parts", "assemble", "gpu_states", "optimizer_shard",
            "peak_numbers", "verdict_index",
-           "memory_report", "moe_count", "moe_share", "offload", "offloaded_states",
+           "memory_report", "moe_count", "moe_share", "offload", "offloaded_states", "reduce_copy_bytes",
            "shard_groups", "stage_params", "state_shard_params", "states"]

@@ -5,7 +5,10 @@ source): Megatron-Core keeps a bf16 parameter buffer (2), fp32 main gradients (4
 master weights + Adam m, v (12) - "18 bytes, or 6 + 12/dp with the distributed optimizer"
 (megatron/training/theoretical_memory_usage.py); torchtitan's FSDP2 keeps the sharded parameter
 itself in fp32 (4; it is the master), fp32 gradient shards (4) and AdamW's m, v (8); DeepSpeed
-ZeRO 2 + 2 + 12 (Rajbhandari et al. 2020, arXiv 1910.02054, §3.1, K = 12). fp32 training keeps
+ZeRO 2 + 2 + 12 (Rajbhandari et al. 2020, arXiv 1910.02054, §3.1, K = 12); DeepSpeed's BF16_Optimizer
+2 + (4 + 2) + 12: its fp32 gradient buffer and the bf16 ``.grad`` it keeps from one backward to the next
+(``FrameworkSpec.keeps_lp_grads``: bf16_optimizer.py ``update_hp_grads(clear_lp_grads=False)``, the
+.grad freed only by ``clear_lp_grads`` when the next backward starts). fp32 training keeps
 4 + 4 + 8 (no master copy). fp8 training under Megatron/TE adds an fp8 copy and its transpose
 (clustersim.compute.dtypes.weight_bytes: 2 + 1 + 1), fp4 (NVFP4) two 4-bit copies with their
 scales (2 + 2 x (0.5 + 1/16) = 3.125); fp4 ran at the bf16 weight's 2 bytes until 2026-11-27.
@@ -45,6 +48,8 @@ def bytes_per_param(dtype: str, framework: FrameworkSpec | None = None,
         w = weight_bytes(dtype)
     grads = (framework.grad_bytes if reduce_dtype is None
              else grad_held_bytes(framework, reduce_dtype, dtype, accum_dtype))
+    if framework.keeps_lp_grads:   # the 16-bit .grad beside the fp32 buffer, in the parameter's dtype
+        grads += framework.param_bytes
     return w, grads, framework.optimizer_bytes
 
 

@@ -26,6 +26,7 @@ from clustersim.memory.report import (
     offloaded_states,
     optimizer_shard,
     peak_numbers,
+    reduce_copy_bytes,
     states,
     verdict_index,
 )
@@ -40,7 +41,8 @@ class StaticParts(NamedTuple):
 
     states: tuple[int, int, int]            # weights, gradients, optimizer states
     shard: int                              # parameters the rank's optimizer steps (memory.report.optimizer_shard)
-    buffers: tuple[float, float, int]       # held buffers, the backward's, NCCL's
+    # held buffers, the backward's, NCCL's, the step-end reduction copy (memory.report.reduce_copy_bytes)
+    buffers: tuple[float, float, int, int]
     policies: RankPolicies
     units: LayerUnits
     factors: tuple[float, float]            # the 80% interval's factors
@@ -75,16 +77,16 @@ class MemoryModel:
     def report(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
                ends: tuple[float, float], moe_held: int | None = None) -> MemoryReport:
         """The rank's MemoryReport (as the engine's ``memory_report``)."""
-        *parts, host, moved = self._parts(p, rank, held, in_flight, first, last, ends, moe_held)
-        return assemble(*parts, rank, host, moved)
+        *parts, host, moved, step_end = self._parts(p, rank, held, in_flight, first, last, ends, moe_held)
+        return assemble(*parts, rank, host, moved, step_end)
 
     def rank_key(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
                  ends: tuple[float, float], moe_held: int | None = None,
                  block: dict[tuple[object, ...], tuple] | None = None) -> tuple[int, int, int]:
         """(verdict index, reserved peak, -rank) of a rank, without building its MemoryReport."""
-        st, act, trans, buf, nccl, _, factors, _, _ = self._parts(p, rank, held, in_flight, first, last, ends, moe_held,
-                                                               block)
-        *_, peak, interval = peak_numbers(st, act, trans, buf, nccl, factors)
+        st, act, trans, buf, nccl, _, factors, _, _, step_end = self._parts(p, rank, held, in_flight, first, last,
+                                                                         ends, moe_held, block)
+        *_, peak, interval = peak_numbers(st, act, trans, buf, nccl, factors, step_end)
         return verdict_index(interval, self.capacity), peak, -rank
 
     def _parts(self, p: ParallelLayout, rank: int, held: int, in_flight: float, first: bool, last: bool,
@@ -103,7 +105,7 @@ class MemoryModel:
         act, trans = combine(units, pol, held, k, first, last, ends, buf[1])
         moved = offloaded_states(p, st)
         st, act, host = offload(p, st, act, k, held, last, shard)
-        return st, act, trans, buf[0], buf[2], self.capacity, factors, host, moved
+        return st, act, trans, buf[0], buf[2], self.capacity, factors, host, moved, buf[3]
 
     def static_parts(self, p: ParallelLayout, rank: int, held: int, first: bool, last: bool,
                      moe_held: int | None, keys: LayoutKeys | None = None) -> StaticParts:
@@ -122,11 +124,13 @@ class MemoryModel:
                                                  moe_layers),
                                           optimizer_shard(self.model, p, held, first, last, moe_layers))
         st, shard = cached
-        bkey = (*keys.buffers, held, first, last)
+        bkey = (*keys.buffers, held, first, last, moe_layers)
         buf = memo.buffers.get(bkey)
         if buf is None:
             held_b, backward_b = buffer_bytes(self.model, p, self.dtype, held, first, last, self.framework)
-            buf = memo.buffers[bkey] = (held_b, backward_b, nccl_buffer_bytes(p))
+            buf = memo.buffers[bkey] = (held_b, backward_b, nccl_buffer_bytes(p),
+                                        reduce_copy_bytes(self.model, p, self.dtype, held, first, last, self.framework,
+                                                          moe_layers))
         if keys.uniform:
             pol = RankPolicies(((p.recompute, held),) if held else (), 1)
         else:
@@ -155,7 +159,7 @@ class MemoryModel:
              p.grad_reduce_dtype, p.grad_accum_dtype),
             (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp, p.micro_batch, p.sequence_parallel, p.zero_stage,
              p.dp_bucket_params, p.overlap_grad_reduce, p.hsdp_replicas, p.fsdp_version, p.fsdp_prefetch,
-             p.reshard_after_forward, p.grad_reduce_dtype, p.num_micro_batches > 1),
+             p.reshard_after_forward, p.grad_reduce_dtype, p.num_micro_batches > 1, p.grad_accum_dtype),
             (p.tp, p.cp, p.ep, p.etp, p.cp_comm, p.micro_batch, p.sequence_parallel, p.recompute_modules),
             uniform_policies(p))
 

@@ -125,7 +125,8 @@ class VectorRows:
                         # the sweep's candidates split evenly, MTP modules on the last stage with the output
                         # (activations.combine's default, in its order), so their layers' bytes go with the output's
                         static.append((w, g, o, buf[0], buf[1], buf[2], per, units.embedding,
-                                       units.output + units.mtp, units.working, units.loss, *factors))
+                                       units.output + units.mtp, units.working, units.loss, *factors,
+                                       units.grad_cast, units.vocab_grad_cast, buf[3]))
                     static_of.append(c)
                 dyn_of.extend(dyns)
                 if exact:
@@ -148,17 +149,21 @@ class VectorRows:
         first, last = d[:, 4] == 1.0, d[:, 5] == 1.0
         a = np.array(self.static, dtype=np.float64)[np.array(self.static_of, dtype=np.int64)]
         w, g, o, buf0, buf1, nccl = (a[:, i].astype(np.int64) if i in (0, 1, 2, 5) else a[:, i] for i in range(6))
-        per, emb, outb, working, loss, lo, hi = (a[:, i] for i in range(6, 13))
+        per, emb, outb, working, loss, lo, hi, cast, vcast = (a[:, i] for i in range(6, 15))
+        step_end = a[:, 15].astype(np.int64)
         act = np.where(held > 0, held * per, 0.0) * k                       # combine
         act = np.where(first, act + emb * e0, act)
         act = np.where(last, act + outb * e1, act)
         busy = (held > 0) & (k != 0.0)
         trans = np.where(busy, working + buf1, 0.0)
         trans = np.where(busy & last, np.maximum(trans, loss), trans)
+        cast = np.where(first | last, np.maximum(cast, vcast), cast)
+        trans = np.where((cast > 0) & (k != 0.0), np.maximum(trans, cast - np.where(held > 0, held * per, 0.0)), trans)
         states_b = w + g + o                                                # peak_numbers
-        allocated = states_b + np.rint(act).astype(np.int64) + np.rint(trans).astype(np.int64) \
-            + np.rint(buf0).astype(np.int64) + CUBLAS_WORKSPACE_BYTES
-        frag = np.rint(np.maximum(0.0, (allocated - states_b).astype(np.float64)) * FRAGMENTATION).astype(np.int64)
+        held_b = np.rint(act).astype(np.int64) + np.rint(trans).astype(np.int64) + np.rint(buf0).astype(np.int64)
+        allocated = states_b + np.maximum(held_b, step_end) + CUBLAS_WORKSPACE_BYTES
+        frag = np.rint(np.maximum(0.0, (held_b + CUBLAS_WORKSPACE_BYTES).astype(np.float64)) * FRAGMENTATION
+                       ).astype(np.int64) + np.minimum(held_b, step_end)
         outside = CUDA_CONTEXT_BYTES + nccl
         lo_b = np.rint((allocated + outside).astype(np.float64) * lo).astype(np.int64)
         hi_b = np.rint((allocated + frag + outside).astype(np.float64) * hi).astype(np.int64)
