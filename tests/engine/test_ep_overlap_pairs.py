@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from clustersim.parallel.pipeline import build_schedule, pair_steady_state
+from clustersim.plan.memory_plan import schedule_in_flight
+
 ROOT = Path(__file__).resolve().parents[2]
 MIXTRAL = ["scenarios/mixtral_8x7b_h100x64.yaml"]   # pp 1, dp 32, micro_batch 1
 ON = ("--set", "parallel.overlap_moe_expert_parallel_comm=true")
@@ -84,3 +87,11 @@ def test_a_pair_holds_one_micro_batch_of_activations() -> None:
     common = ("--set", "parallel.global_batch=128")
     plain, paired = _run(*common), _run(*common, *ON)
     assert paired["memory"]["activations"] == plain["memory"]["activations"]
+
+
+@pytest.mark.parametrize(("pp", "m", "v"), [(1, 1, 1), (1, 4, 1), (2, 4, 2), (4, 8, 2), (4, 16, 3), (8, 64, 4)])
+def test_the_combined_order_holds_what_1f1b_holds(pp: int, m: int, v: int) -> None:
+    """One more warmup forward, and each pair freeing its backward's layers as its forward stores
+    its own: the peaks of every rank are 1F1B's (what the sweep's memory screen counts)."""
+    plain = build_schedule("1f1b" if v == 1 else "interleaved-1f1b", pp, m, v)
+    assert schedule_in_flight(pair_steady_state(plain), v, combined=True) == schedule_in_flight(plain, v)
