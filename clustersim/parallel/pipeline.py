@@ -28,7 +28,7 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-2p", "zb-v", "dua
 COST_DRIVEN_SCHEDULES = ("zb-2p",)
 
 __all__ = ["COST_DRIVEN_SCHEDULES", "KINDS", "SCHEDULES", "Action", "DryRun", "Schedule", "ScheduleError", "StageGraph", "build_schedule",
-           "dry_run", "format_grid", "max_in_flight", "pair_steady_state", "stage_graph", "stage_layers",
+           "combined_1f1b", "dry_run", "format_grid", "max_in_flight", "pair_steady_state", "stage_graph", "stage_layers",
            "validate_schedule"]
 
 
@@ -382,22 +382,39 @@ def max_in_flight(actions_of_rank: tuple[Action, ...] | list[Action]) -> int:
     return peak
 
 
+COMBINED_1F1B_SCHEDULES = ("1f1b", "interleaved-1f1b")
+
+
+def combined_1f1b(schedule: str, ep_overlap: bool) -> bool:
+    """Whether ``schedule`` runs as Megatron-Core's combined 1F1B (``pair_steady_state``): with the
+    EP all-to-all overlap on, the 1F1B schedules (DualPipe pairs its own chunks)."""
+    return ep_overlap and schedule in COMBINED_1F1B_SCHEDULES
+
+
 def pair_steady_state(actions: Schedule) -> Schedule:
     """Megatron's EP all-to-all overlap (``--overlap-moe-expert-parallel-comm``, MCore v0.14,
-    megatron/core/pipeline_parallel/combined_1f1b.py): in the steady state a forward and the
-    backward that follows it (of another micro-batch) run as one overlapped pair."""
-    out = []
-    for acts in actions:
-        new = list(acts)
-        i = 0
-        while i + 1 < len(new):
-            a, b = new[i], new[i + 1]
-            if a.kind == "F" and b.kind == "B" and not a.paired:
-                new[i] = Action(a.kind, a.chunk, a.micro_batch, True)
-                i += 2
-            else:
-                i += 1
-        out.append(tuple(new))
+    megatron/core/pipeline_parallel/combined_1f1b.py) on a 1F1B schedule: each rank runs one
+    forward more alone in its warmup than 1F1B does (schedules.py adds one to
+    ``num_warmup_microbatches``; with one stage ``combined_1f1b_schedule_for_no_pipelining`` runs
+    the first forward alone), then pairs each next forward with the oldest backward still to run,
+    then runs the remaining backwards alone. 1F1B's own order would pair a forward with the
+    backward right after it, which on the last stage is its own micro-batch's (docs/moe.md, "EP
+    overlap: which forward pairs with which backward")."""
+    return tuple(_combined_order(acts) for acts in actions)
+
+
+def _combined_order(actions_of_rank: tuple[Action, ...]) -> tuple[Action, ...]:
+    forwards = [a for a in actions_of_rank if a.kind == "F"]
+    backwards = [a for a in actions_of_rank if a.kind == "B"]
+    if len(forwards) + len(backwards) != len(actions_of_rank) or any(a.paired for a in actions_of_rank):
+        raise ScheduleError("EP-overlap pairs need a 1F1B order of unpaired forwards and backwards\n"
+                            + format_grid((actions_of_rank,)))
+    # 1F1B's warmup forwards and its first steady-state one: the combined schedule's warmup
+    warmup = next((i for i, a in enumerate(actions_of_rank) if a.kind != "F"), len(actions_of_rank))
+    out = forwards[:warmup]
+    for f, b in zip(forwards[warmup:], backwards, strict=False):
+        out += [Action(f.kind, f.chunk, f.micro_batch, True), b]
+    out += backwards[len(forwards) - warmup:]
     return tuple(out)
 
 

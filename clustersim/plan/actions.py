@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from clustersim.parallel.pipeline import Schedule, pair_steady_state, split_weight_keys
+from clustersim.parallel.pipeline import Schedule, combined_1f1b, pair_steady_state, split_weight_keys
 from clustersim.parallel.pipeline import build_schedule as _build
 from clustersim.parallel.stage_graph import StageGraph
 from clustersim.parallel.zb_auto import StageCosts
@@ -52,7 +52,7 @@ def step_schedule(scenario: Scenario, num_micro_batches: int | None = None) -> S
 def _schedule(schedule: str, pp: int, num_micro_batches: int, virtual_stages: int, ep_overlap: bool,
               costs: StageCosts | None = None) -> Schedule:
     sched = _build(schedule, pp, num_micro_batches, virtual_stages, costs)
-    if ep_overlap and schedule in ("1f1b", "interleaved-1f1b"):
+    if combined_1f1b(schedule, ep_overlap):
         sched = pair_steady_state(sched)
     return sched
 

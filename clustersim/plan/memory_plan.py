@@ -9,7 +9,7 @@ from clustersim.memory import MemoryReport, memory_report
 from clustersim.memory.activations import gpu_kernels, weight_gradient_share
 from clustersim.memory.policies import RankPolicies, rank_policies, uniform_policies
 from clustersim.memory.saved import Kernels
-from clustersim.parallel.pipeline import COST_DRIVEN_SCHEDULES, Action, split_weight_keys
+from clustersim.parallel.pipeline import COST_DRIVEN_SCHEDULES, Action, combined_1f1b, split_weight_keys
 from clustersim.parallel.split import mtp_model_stage
 from clustersim.parallel.stage_graph import StageGraph
 from clustersim.plan.stage_work import build_step_work
@@ -48,23 +48,31 @@ class InFlight(NamedTuple):
     peaks: tuple[tuple[float, ...], ...]
 
 
-def in_flight(actions: tuple[Action, ...], chunks: int, after_b: float = 1) -> InFlight:
+def in_flight(actions: tuple[Action, ...], chunks: int, after_b: float = 1, combined: bool = False) -> InFlight:
     """``actions``' peaks of activations held (``InFlight``): a forward adds one micro-batch to its
     chunk; the backward frees it; where the weight gradient is split off, the B frees ``1 -
     after_b`` of it and the W the rest, ``after_b`` what the W still reads (the inputs and output
-    gradients of the layers' GEMMs; 1: held whole until the W, zb-h1's and zb-v's count)."""
+    gradients of the layers' GEMMs; 1: held whole until the W, zb-h1's and zb-v's count).
+    ``combined``: the pairs are Megatron-Core's combined 1F1B steps (``pipeline.combined_1f1b``),
+    which run the forward's layers first to last and the backward's last to first, one of each at
+    a time: the backward frees a layer as the forward stores one, so a pair holds what the rank
+    held before it or after it (one layer more, not counted), not both micro-batches whole
+    (docs/memory.md); DualPipe's pairs hold both."""
     split = split_weight_keys(actions)
     held = [0] * chunks
     points = {tuple(held)}
-    for a in actions:
+    for i, a in enumerate(actions):
         key = (a.chunk, a.micro_batch)
         if a.kind == "F":
             held[a.chunk] += 1
-            points.add(tuple(held))
+            if not (combined and a.paired):   # a combined pair's peak is counted after its backward
+                points.add(tuple(held))
         elif key not in split:
             held[a.chunk] -= 1
         else:   # a split backward: the B frees what the W does not read, the W the rest
             held[a.chunk] -= after_b if a.kind == "W" else 1 - after_b
+        if combined and i and actions[i - 1].paired:
+            points.add(tuple(held))
     peaks: list[tuple[int, ...]] = []
     for p in sorted(points, key=lambda p: (-sum(p), p)):  # a point's dominators come before it
         if not any(all(x >= y for x, y in zip(q, p, strict=True)) for q in peaks):
@@ -73,9 +81,9 @@ def in_flight(actions: tuple[Action, ...], chunks: int, after_b: float = 1) -> I
 
 
 def schedule_in_flight(schedule: tuple[tuple[Action, ...], ...], chunks: int,
-                       after_b: float = 1) -> tuple[InFlight, ...]:
+                       after_b: float = 1, combined: bool = False) -> tuple[InFlight, ...]:
     """``in_flight`` of every rank of ``schedule`` (``chunks`` per rank: the stage graph's)."""
-    return tuple(in_flight(acts, chunks, after_b) for acts in schedule)
+    return tuple(in_flight(acts, chunks, after_b, combined) for acts in schedule)
 
 
 def _peak(held: InFlight, weights: list[int] | tuple[int, ...]) -> float:
@@ -128,7 +136,8 @@ def rank_memory(scenario: Scenario, schedule: tuple[tuple[Action, ...], ...],
     par = scenario.parallel
     work = build_step_work(scenario)
     graph = work.graph
-    held = held or schedule_in_flight(schedule, graph.chunks, held_after_b(schedule_memory(scenario)))
+    held = held or schedule_in_flight(schedule, graph.chunks, held_after_b(schedule_memory(scenario)),
+                                      combined_1f1b(par.schedule, par.overlap_moe_expert_parallel_comm))
     counts = tuple(st.num_layers for st in work.stages)
     last_model = graph.num_model_stages - 1
     mtp_model = mtp_model_stage(par, graph.num_model_stages)   # where the MTP modules run (docs/parallel.md)

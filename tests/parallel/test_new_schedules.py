@@ -105,7 +105,10 @@ def test_pairs_and_short_form() -> None:
     a = Action.parse("0F3&")
     assert a.paired and str(a) == "0F3&"
     paired = pair_steady_state(build_schedule("1f1b", 2, 4))
-    assert " ".join(map(str, paired[1])) == "0F0& 0B0 0F1& 0B1 0F2& 0B2 0F3& 0B3"
+    # the last stage runs one forward alone first, as Megatron-Core's combined 1F1B does: it had
+    # paired each forward with its own micro-batch's backward (0F0& 0B0 0F1& 0B1 ...)
+    assert " ".join(map(str, paired[1])) == "0F0 0F1& 0B0 0F2& 0B1 0F3& 0B2 0B3"
+    assert " ".join(map(str, paired[0])) == "0F0 0F1 0F2& 0B0 0F3& 0B1 0B2 0B3"
     validate_schedule(paired, 2, 4)
     with pytest.raises(ScheduleError, match="paired"):
         bad = (Action("F", 0, 0), Action("B", 0, 0, True), Action("W", 0, 0))   # a B paired with a W
