@@ -1,4 +1,5 @@
-"""Simulated bubble and peak memory of each pipeline schedule against its closed form (issue 9).
+"""Simulated bubble and peak memory of each pipeline schedule against its closed form
+(docs/moe.md, "Schedules: simulated bubble against the closed form"; docs/parallel.md).
 
     PYTHONPATH=. python benchmarks/schedule_bubbles.py
 

@@ -73,7 +73,7 @@ def resolve_cluster(preset: str, gpus: int | None, nodes: int | None,
     """Cluster and the all-GPU group for ``--gpus``/``--nodes``; InputError names the option.
 
     The group's shape counts ranks per scale-up domain (8 on a DGX, up to 72 on an NVL72 rack)
-    and domains (clustersim.collectives.domain)."""
+    and domains (clustersim.network.domain)."""
     if preset not in load.list_clusters():
         raise InputError("--cluster", preset, load.list_clusters())
     if gpus_per_node is not None and not 1 <= gpus_per_node <= MAX_PER_NODE:

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import simpy
 
 from clustersim.collectives import ports
-from clustersim.collectives.domain import domain_view
 from clustersim.collectives.plan import CollectivePlan, GroupShape, Phase
 from clustersim.collectives.planner import plan_collective
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.network import topology as topo
+from clustersim.network.domain import domain_view
 from clustersim.network.links import FairShareLink
 from clustersim.network.routing import check_route, route, scale_up_paths
 

@@ -6,10 +6,10 @@ import functools
 import math
 
 from clustersim.collectives.algorithms import ALGOS_BY_OP, AUTO_ALGOS_BY_OP, BUILDERS, protocols_for
-from clustersim.collectives.domain import domain_view
 from clustersim.collectives.plan import OPS, CollectivePlan, GroupShape
 from clustersim.errors import InputError
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.network.domain import domain_view
 
 
 def check_shape(cluster: ClusterSpec, shape: GroupShape) -> None:
@@ -50,7 +50,7 @@ def plan_collective(op: str, size_bytes: float, cluster: ClusterSpec, shape: Gro
 
     ``size_bytes`` follows nccl-tests: the full buffer for all_reduce/broadcast/reduce and the
     gathered (total) size for all_gather/reduce_scatter/all_to_all. ``shape`` counts ranks per
-    scale-up domain and domains (clustersim.collectives.domain). Pure and cached.
+    scale-up domain and domains (clustersim.network.domain). Pure and cached.
     """
     cluster = domain_view(cluster)
     if op not in OPS:

@@ -1,6 +1,6 @@
 """Per-rank port bandwidths of a group on a cluster: the closed forms' view of the topology.
 
-The cluster here is the domain view (clustersim.collectives.domain): a "node" is one scale-up
+The cluster here is the domain view (clustersim.network.domain): a "node" is one scale-up
 domain. Scale-up through NVLink switches (an 8-GPU NVSwitch board or an NVL72 rack's switch
 trays) is a full crossbar: every GPU has its whole NVLink bundle whatever the other GPUs do.
 An xGMI mesh (AMD MI300X/MI325X/MI355X platforms) has no switch: each GPU has one direct link

@@ -15,6 +15,7 @@ import networkx as nx
 
 from clustersim.hardware.spec import ClusterSpec
 from clustersim.network import topology as topo
+from clustersim.network.domain import domain_view
 
 Edge = tuple[str, str]
 
@@ -54,8 +55,6 @@ def scale_up_paths(cluster: ClusterSpec, src: str, dst: str) -> list[tuple[list[
 def route(cluster: ClusterSpec, src: str, dst: str, flow: str = "") -> list[Edge]:
     """Edges from GPU ``src`` to GPU ``dst`` (names from clustersim.network.topology; the
     cluster is taken in its domain view, one "node" per scale-up domain)."""
-    from clustersim.collectives.domain import domain_view
-
     cluster = domain_view(cluster)
     if src == dst:
         return []

@@ -1,6 +1,6 @@
 """The cluster as a directed networkx graph: GPUs, NVSwitch, NICs, leaf (rail) and spine switches.
 
-The graph is built on the domain view (clustersim.collectives.domain): a "node" here is one
+The graph is built on the domain view (clustersim.network.domain): a "node" here is one
 scale-up domain. Its GPUs sit on one logical NVSwitch (the NVSwitch chips of a DGX/HGX board act
 as one non-blocking crossbar: DGX A100 user guide, DGX H100 user guide), or, when the fabric
 names its ``switch_chips``, on that many switch chips in ``switch_trays`` trays with one link
@@ -25,6 +25,7 @@ import math
 import networkx as nx
 
 from clustersim.hardware.spec import ClusterSpec
+from clustersim.network.domain import domain_view
 
 
 def gpu(node: int, i: int) -> str:
@@ -93,8 +94,6 @@ def uplink_bw(cluster: ClusterSpec) -> float:
 
 def build_topology(cluster: ClusterSpec) -> nx.DiGraph:
     """Directed graph of the whole cluster, one node per scale-up domain (cached per cluster spec)."""
-    from clustersim.collectives.domain import domain_view
-
     return _build(domain_view(cluster))
 
 

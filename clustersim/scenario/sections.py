@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from clustersim.compute.precision import TRAINING_DTYPES
-from clustersim.frameworks import DEFAULT_FRAMEWORK
+from clustersim.frameworks import DEFAULT_FRAMEWORK, REDUCE_DTYPES
 from clustersim.goodput.config import GoodputSection
 from clustersim.limits import (
     MAX_COUNT,
@@ -171,8 +171,9 @@ class TrainingSection(Section):
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["auto", "flash", "standard"] = "auto"
     adam_moments: Literal["fp32", "bf16"] = "fp32"   # Megatron --exp-avg-dtype / --exp-avg-sq-dtype
-    # dtype of the data-parallel gradient reduction; None: the framework's (clustersim.frameworks.grad_reduce_dtype)
-    grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] | None = None
+    # dtype of the data-parallel gradient reduction; None: the framework's (clustersim.frameworks.grad_reduce_dtype);
+    # the dtypes a reduction may run in are frameworks.REDUCE_DTYPES, which of them a job may ask for reduce_dtypes_allowed
+    grad_reduce_dtype: Literal[REDUCE_DTYPES] | None = None
     # dtype DeepSpeed's ZeRO-3 holds its gradient partitions in (data_types.grad_accum_dtype); None: the
     # model's (clustersim.frameworks.grad_accum_dtype)
     grad_accum_dtype: Literal["fp32", "bf16", "fp16"] | None = None

@@ -7,9 +7,9 @@ import pytest
 
 from clustersim.collectives import GroupShape, plan_collective, ports
 from clustersim.collectives.algorithms import _a2a_ports
-from clustersim.collectives.domain import domain_view
 from clustersim.collectives.lowering import simulate_collective
 from clustersim.hardware.load import load_cluster
+from clustersim.network.domain import domain_view
 from clustersim.network.topology import build_topology
 
 GiB = 2**30

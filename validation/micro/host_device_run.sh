@@ -1,4 +1,5 @@
-# Host time of Megatron-Core layers on a GPU machine's CPU, with and without CUDA (issue 30, item 3)
+# Host time of Megatron-Core layers on a GPU machine's CPU, with and without CUDA
+# (the host-time measurement of validation/micro/README.md, h200_megatron_host_2026-11-28.txt; docs/engine.md)
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 export PYTHONUNBUFFERED=1

@@ -1,4 +1,5 @@
-"""The collective model's view of a cluster: one "node" per scale-up domain.
+"""The domain view of a cluster, which the collective model and the topology both read: one "node"
+per scale-up domain (here, below both: the collective model imports the network, never the reverse).
 
 The cost model has two tiers: the scale-up fabric (NVLink through NVSwitch, or an xGMI mesh)
 and the scale-out network. On an 8-GPU server the scale-up domain is the node; on an NVL72
