@@ -205,7 +205,7 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
 
 
 def _durations(sc: Screen, layout: ParallelLayout) -> dict[tuple[int, str], UnitSeconds]:
-    return stage_durations(sc.base.model, layout, sc.classes.part_times(layout))
+    return stage_durations(sc.base, layout, sc.classes.part_times(layout))
 
 
 def replay_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:
