@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from clustersim.parallel.pipeline import build_schedule, model_split, stage_graph
 from clustersim.plan.actions import action_skeleton
+from clustersim.plan.optimizer_step import micro_batch_grad_pass_s
 from clustersim.plan.step_plan import CLASSIC_SCHEDULES, RankAction, classic_actions
 from clustersim.sweep.unit_times import PartTimes, UnitSeconds
 
 if TYPE_CHECKING:
     from clustersim.parallel.layout import ParallelLayout
-    from clustersim.workload.model_spec import ModelSpec
+    from clustersim.scenario import Scenario
 
 # an action: one (stage, part), or the two halves of an overlapped pair
 Kind = tuple[tuple[int, str], ...]
@@ -277,13 +278,28 @@ def stage_layers(schedule: str, pp: int, virtual_stages: int, num_micro_batches:
     return tuple(counts[m] for m in ms), tuple(m == 0 for m in ms), tuple(m == last for m in ms)
 
 
-def stage_durations(model: ModelSpec, layout: ParallelLayout, t: PartTimes) -> dict[tuple[int, str], UnitSeconds]:
-    """``UnitSeconds`` of every part of every global stage of ``layout``, from ``t`` (the
-    ``unit_times.PartTimes`` of its class)."""
+def stage_durations(base: Scenario, layout: ParallelLayout, t: PartTimes) -> dict[tuple[int, str], UnitSeconds]:
+    """``UnitSeconds`` of every part of every global stage of ``layout`` (a layout of ``base``),
+    from ``t`` (the ``unit_times.PartTimes`` of its class), each backward (B) and weight part (W)
+    with the framework's pass over the stage's gradients that the plan appends to its last unit
+    (``plan.optimizer_step.micro_batch_grad_pass_s`` of the stage's parameters, at least its
+    layers at the cheaper kind's, its embedding and head; 0 for most frameworks). That unit
+    lasts at least its compiled time and at least its kernels plus the pass, so the part lasts
+    at least ``max(compiled, kernels + pass)`` of its units' sums; the pass is a kernel."""
+    model = base.model
     counts, firsts, lasts = stage_layers(layout.schedule, layout.pp, layout.virtual_stages,
                                          layout.num_micro_batches, model.layers, model.mtp_layers)
-    return {(g, part): _sum(n, t.layer[part], t.first[part] if f else None, t.last[part] if la else None)
-            for g, (n, f, la) in enumerate(zip(counts, firsts, lasts, strict=True)) for part in t.layer}
+    out = {}
+    for g, (n, f, la) in enumerate(zip(counts, firsts, lasts, strict=True)):
+        grad_pass_s = micro_batch_grad_pass_s(base, n * t.layer_params + (t.first_params if f else 0)
+                                              + (t.last_params if la else 0))
+        for part in t.layer:
+            x = _sum(n, t.layer[part], t.first[part] if f else None, t.last[part] if la else None)
+            if grad_pass_s and part in ("B", "W"):
+                x = x._replace(compiled_s=max(x.compiled_s, x.kernels_s + grad_pass_s),
+                               kernels_s=x.kernels_s + grad_pass_s)
+            out[(g, part)] = x
+    return out
 
 
 class StartPath(NamedTuple):

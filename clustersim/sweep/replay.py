@@ -15,7 +15,8 @@ resolves them for every schedule: each
 rank's actions in order, each starting when the rank is free and its inputs have arrived), with
 every action lasting only what its units must take: alone, the contention-free compiled time of
 its units (layers of its stage times the layer's, taken at the layer kind that is cheapest, plus
-the embedding / head units where the stage holds them); as a DualPipe or EP-overlap pair of a
+the embedding / head units where the stage holds them; a backward also the framework's pass over
+the stage's gradients, ``programs.stage_durations``); as a DualPipe or EP-overlap pair of a
 forward and a backward, ``pair_s`` (one compute stream and one communication stream shared by
 two chains of segments, ``engine.pair``). Every transfer takes the fastest boundary's time
 (``StepTerms.p2p_s``). The recurrence is max-plus, every start a maximum of sums of durations, so it
@@ -205,7 +206,7 @@ def replay_bound_s(sc: Screen, layout: ParallelLayout) -> float:
 
 
 def _durations(sc: Screen, layout: ParallelLayout) -> dict[tuple[int, str], UnitSeconds]:
-    return stage_durations(sc.base.model, layout, sc.classes.part_times(layout))
+    return stage_durations(sc.base, layout, sc.classes.part_times(layout))
 
 
 def replay_bounds(base: Scenario, keys: tuple[tuple[int, ...], ...]) -> np.ndarray:

@@ -86,7 +86,7 @@ class StreamTerms:
         sums = self.memo.rank_sums.get(key)
         if sums is not None:
             return sums
-        durations = stage_durations(self.base.model, p, self.classes.part_times(p))
+        durations = stage_durations(self.base, p, self.classes.part_times(p))
         slowdown = overlap_slowdown(self.base.cluster.gpu)
         ranks = final_counts(p.schedule, p.pp, p.num_micro_batches, p.virtual_stages,
                              p.overlap_moe_expert_parallel_comm)

@@ -74,16 +74,28 @@ class PartTimes:
     layer: dict[str, UnitSeconds]
     first: dict[str, UnitSeconds]
     last: dict[str, UnitSeconds]
+    # parameters (experts included) of one layer (the least over the layer kinds), of the
+    # embedding and of the units after the layers: what a stage's gradient pass reads
+    layer_params: int = 0
+    first_params: int = 0
+    last_params: int = 0
 
 
 def class_scenario(base: Scenario, layout: ParallelLayout) -> Scenario:
-    """The representative of a layout's unit-time class: one stage, no data parallelism."""
+    """The representative of a layout's unit-time class: one stage, no data parallelism, and no
+    pass over the gradients after each backward (``FrameworkSpec.micro_batch_grad_bytes_per_param``):
+    the plan runs that pass once per stage over the stage's parameters, which one stage holding
+    the whole model would price over all of them on the embedding's unit; the third level adds
+    it per stage (``programs.stage_durations``)."""
     # an expert-parallel layout keeps its data-parallel ranks: the EP group (and where its ranks
     # sit) is part of the layer's cost
     dp = layout.dp if layout.ep > 1 else 1
     rep = replace(layout, pp=1, dp=dp, zero_stage=0, schedule="1f1b", virtual_stages=1,
                   global_batch=layout.micro_batch * dp, offload_optimizer=False)
-    return replace(base, parallel=rep)
+    fw = base.framework
+    if fw.micro_batch_grad_bytes_per_param:
+        fw = replace(fw, micro_batch_grad_bytes_per_param=0)
+    return replace(base, parallel=rep, framework=fw)
 
 
 # The groups a layer's collectives name (clustersim.compute.ops.COMM_GROUPS, less the host link,
@@ -213,7 +225,9 @@ def part_times(rep: Scenario, compile: Callable[[Scenario, Work], CompiledUnit] 
         first[part] = _seconds(compile(rep, emb))
         parts = [_seconds(compile(rep, w)) for w in rest]
         last[part] = UnitSeconds(*(sum(x[f] for x in parts) for f in range(4)))
-    return PartTimes(layer, first, last)
+    # backward order of the units' parameters: head and MTP, layers last to first, embedding
+    params = [a + b for a, b in zip(stage.unit_params, stage.unit_expert_params, strict=True)]
+    return PartTimes(layer, first, last, min(params[1 + k:1 + k + n]), params[-1], sum(params[:1 + k]))
 
 
 def runs_pairs(layout: ParallelLayout, schedule: str) -> bool:
