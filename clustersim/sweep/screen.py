@@ -377,6 +377,9 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
     offloads = {z: offload_options(model, space, base.cluster.host_memory_link is not None, z) for z in zeros}
     rows: list[np.ndarray] = []
     collect: VectorRows | None = None
+    # the template under each recompute mode, with that mode's partial-recompute options (built once)
+    by_recompute = {rec: with_recompute(tmpl, rec)
+                    for rec in recompute_options(space, tmpl.overlap_moe_expert_parallel_comm)}
     for mb in micro_batches:
         nmb = gb // (shape.dp * mb)
         scheds = schedule_options(shape, nmb, layers, space, model.is_moe, tmpl.overlap_moe_expert_parallel_comm)
@@ -387,7 +390,7 @@ def screen_shape(base: Scenario, shape: Shape, micro_batches: tuple[int, ...],
                 for sp in sps:
                     # the template carries the options the sweep does not search (overlaps, FSDP
                     # settings, partial recompute)
-                    p0 = replace(with_recompute(tmpl, rec), tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
+                    p0 = replace(by_recompute[rec], tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
                                  expert_tp=shape.etp, sequence_parallel=sp, zero_stage=zero, micro_batch=mb,
                                  global_batch=gb, schedule="1f1b", virtual_stages=1,
                                  offload_optimizer=False)
