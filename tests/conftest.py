@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """`python -m clustersim ARGS` in its own process, from the repository root, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "clustersim", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    """`clustersim ARGV` (a --json command) in this process: it must exit 0; its JSON."""
+    from clustersim.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(list(argv))
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    return json.loads(out)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -4,18 +4,9 @@ one row per size of a preset (docs/sweep.md: counts that round to the same size 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 from clustersim.sweep.compare import compare_cluster, distinct_sizes
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "clustersim", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+from tests.conftest import cli
 
 
 def test_counts_that_round_to_one_size_give_one_row():

@@ -4,16 +4,8 @@ docs/sweep.md): the ZeRO-2 twin, not the faster ZeRO-1 one with 26 GiB less free
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "clustersim", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+from tests.conftest import cli
 
 
 def test_memory_headroom_rows_show_the_roomiest_twin():

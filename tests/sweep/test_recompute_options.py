@@ -5,24 +5,18 @@ stages hold that many layers, as the loader (`clustersim run`) accepts them (doc
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from clustersim.scenario import check_layout, check_recompute, load_scenario
 from clustersim.sweep.space import SearchSpace, count_layouts, enumerate_layouts
+from tests.conftest import cli
 
-ROOT = Path(__file__).resolve().parents[2]
 HEAD = "name: llama3-8b\nmodel: {preset: llama3-8b}\ncluster: {preset: hgx-h200, nodes: 1}\ntraining: {dtype: bf16}\n"
 BLOCK = "parallel: {tp: 1, pp: 1, dp: 8, micro_batch: 1, global_batch: 64, zero_stage: 1, recompute: full, " \
         "recompute_method: block, recompute_num_layers: 8}\n"
 MODULES = "parallel: {tp: 1, pp: 1, dp: 8, micro_batch: 1, global_batch: 64, zero_stage: 1, recompute: selective, " \
           "recompute_modules: [layernorm]}\n"
 
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "clustersim", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
 
 
 def scenario_file(tmp_path: Path, parallel: str) -> str:

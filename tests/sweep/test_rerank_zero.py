@@ -5,16 +5,8 @@ layout outside the constraint) #1 was the closed form's, 6.17668 s against run's
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "clustersim", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+from tests.conftest import cli
 
 
 def test_rerank_zero_still_simulates_the_best_row():

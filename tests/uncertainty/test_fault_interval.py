@@ -5,12 +5,10 @@ stage's kernel seconds (docs/perrank.md), so the band widens at least by that (d
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 
-from clustersim.cli import main
 from clustersim.compute.variation import sync_wait_fraction
 from clustersim.hardware.spec import CalibrationEvidence
 from clustersim.scenario import scenario_from_dict
@@ -18,19 +16,13 @@ from clustersim.uncertainty import features, step_interval
 from clustersim.uncertainty.calibrated import calibrated_interval
 from clustersim.uncertainty.interval import K_S, Z_80, _stored
 from clustersim.uncertainty.regimes import cover_key
+from tests.conftest import cli_json
 
 GPT3 = "scenarios/gpt3_175b_a100x1024.yaml"   # 3d/a100, 1,024 GPUs: inside the measured 384-1,536
 
 
 def _run(capsys: pytest.CaptureFixture[str], *sets: str) -> dict:
-    argv = ["run", GPT3, "--engine", "analytical", "--json"]
-    for s in sets:
-        argv += ["--set", s]
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out = capsys.readouterr().out
-    assert exc.value.code == 0
-    return json.loads(out)
+    return cli_json(capsys, "run", GPT3, "--engine", "analytical", "--json", *(a for s in sets for a in ("--set", s)))
 
 
 def _sigma(interval: dict) -> float:

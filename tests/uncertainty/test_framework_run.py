@@ -5,11 +5,9 @@ deepspeed``, so a ``framework: deepspeed`` ZeRO-3 job matches them (docs/uncerta
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from clustersim.cli import main
+from tests.conftest import cli_json
 
 GPT3 = "scenarios/gpt3_175b_a100x1024.yaml"
 ZERO3 = ["parallel.tp=1", "parallel.pp=1", "parallel.dp=1024", "parallel.zero_stage=3",
@@ -17,14 +15,9 @@ ZERO3 = ["parallel.tp=1", "parallel.pp=1", "parallel.dp=1024", "parallel.zero_st
 
 
 def _interval(capsys: pytest.CaptureFixture[str], framework: str, sets: list[str]) -> dict:
-    argv = ["run", GPT3, "--engine", "analytical", "--json", "--set", f"framework={framework}"]
-    for s in sets:
-        argv += ["--set", s]
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out = capsys.readouterr().out
-    assert exc.value.code == 0
-    return json.loads(out)["interval"]
+    sets = [f"framework={framework}", *sets]
+    return cli_json(capsys, "run", GPT3, "--engine", "analytical", "--json",
+                    *(a for s in sets for a in ("--set", s)))["interval"]
 
 
 def test_a_deepspeed_zero3_job_matches_the_measured_deepspeed_zero3_runs(capsys) -> None:
