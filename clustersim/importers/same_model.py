@@ -6,28 +6,22 @@ a model it did not run."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from clustersim.errors import InputError
 
 
 def model_spec(section: dict[str, Any]) -> Any:
-    """The ModelSpec a model section describes by itself (None where it is incomplete: no vocabulary, say)."""
-    from clustersim.workload.hf_config import read_hf_config
-    from clustersim.workload.model_fields import model_from_fields
-    from clustersim.workload.presets import MODEL_PRESETS
-    spec: dict[str, Any] = {}
-    if section.get("preset"):
-        spec.update(MODEL_PRESETS.get(str(section["preset"]), {}))
-    if section.get("hf_config"):
-        spec.update(read_hf_config(str(section["hf_config"])))
-    spec.update({k: v for k, v in section.items() if k not in ("preset", "hf_config", "name", "seq_len")})
-    spec["seq_len"] = 4096
+    """The ModelSpec a model section describes by itself, resolved as the scenario loader resolves
+    it (clustersim.scenario.resolve_model) at one sequence length, under one name (None where it is
+    incomplete: no vocabulary, say)."""
+    from clustersim.scenario import resolve_model
     try:
-        return model_from_fields("x", spec)
+        spec = resolve_model({**{k: v for k, v in section.items() if k != "name"}, "seq_len": 4096})
     except (KeyError, TypeError, ValueError, InputError):
         return None
+    return replace(spec, name="x", notes=())
 
 
 def another_model(found: dict[str, Any], named: dict[str, Any]) -> str | None:

@@ -8,6 +8,7 @@ from clustersim.scenario.loader import (
     load_scenario,
     read_hf_config,
     read_scenario_dict,
+    resolve_model,
     scenario_from_dict,
 )
 from clustersim.scenario.sections import ParallelSection, ScenarioFile
@@ -17,5 +18,5 @@ from clustersim.workload.model_fields import model_from_fields
 __all__ = [
     "DEFAULT_CLUSTER_PRESET", "DEFAULT_SCENARIO_YAML", "ParallelSection", "Scenario", "ScenarioFile", "TrainingSpec", "apply_overrides",
     "check_layout", "check_recompute", "load_scenario", "model_from_fields", "read_hf_config", "read_scenario_dict",
-    "scenario_from_dict",
+    "resolve_model", "scenario_from_dict",
 ]

@@ -234,6 +234,17 @@ def _read_hf_model(path: str) -> tuple[dict[str, Any], tuple[str, ...]]:
     return fields, notes
 
 
+def resolve_model(section: dict[str, Any]) -> ModelSpec:
+    """The ModelSpec of a scenario file's ``model`` section, resolved as a scenario's is (preset,
+    ``hf_config``, explicit fields); InputError where the loader would refuse it."""
+    try:
+        valid = ModelSection.model_validate(section)
+    except ValidationError as exc:
+        err = _pydantic_to_input_error(exc, section)
+        raise err.with_field(f"model.{err.field}") from None
+    return _resolve_model(valid)
+
+
 def _resolve_model(section: ModelSection) -> ModelSpec:
     fields: dict[str, Any] = {}
     name = section.name or section.preset or "custom"
